@@ -1,0 +1,23 @@
+/*
+ * Every MSCCLPP_* environment variable, declared once: X(name, default, doc).
+ * mscclpp-info prints this table; code reads values through core/config.h.
+ */
+CONFIG_VAR(MSCCLPP_DEBUG, "WARN", "Log level: NONE, WARN, INFO or TRACE")
+CONFIG_VAR(MSCCLPP_DEBUG_SUBSYS, "ALL",
+           "Comma-separated subsystems to log: INIT,BOOT,HAL,MEM,CHAN,PLAN,EXEC,KERN,NET,BENCH or ALL")
+CONFIG_VAR(MSCCLPP_DEBUG_FILE, "", "Write logs to this file instead of stderr (%h host, %p pid)")
+CONFIG_VAR(MSCCLPP_TIMEOUT, "60",
+           "Seconds any wait (bootstrap, semaphore, packet, kernel) may take before it fails with "
+           "MSCCLPP_ERR_TIMEOUT")
+CONFIG_VAR(MSCCLPP_HAL, "", "Backend: host, cuda or hip (default: first that finds a device)")
+CONFIG_VAR(MSCCLPP_HAL_MODULE_DIR, "", "Directory of backend modules (default: the install dir)")
+CONFIG_VAR(MSCCLPP_SOCKET_IFNAME, "", "Network interface for the TCP bootstrap (default: first up, non-loopback)")
+CONFIG_VAR(MSCCLPP_MASTER_ADDR, "", "Bootstrap root address when no unique id is passed")
+CONFIG_VAR(MSCCLPP_MASTER_PORT, "", "Bootstrap root port when no unique id is passed")
+CONFIG_VAR(MSCCLPP_BOOTSTRAP_SECRET, "", "Extra secret mixed into address-based bootstrap sessions")
+CONFIG_VAR(MSCCLPP_PLAN_DIR, "", "Directory of default plans (default: installed data dir)")
+CONFIG_VAR(MSCCLPP_CACHE_DIR, "", "Cache directory of the Python DSL (default ~/.cache/mscclpp)")
+CONFIG_VAR(MSCCLPP_HOST_SPIN, "2000", "Host backend: polls before a wait starts yielding the CPU")
+CONFIG_VAR(MSCCLPP_HOST_THREADS, "0", "Host backend: worker threads per stream (0: one per block)")
+CONFIG_VAR(MSCCLPP_TRANSPORTS, "ipc,ucx,ib", "Transports to try between peers, in priority order")
+CONFIG_VAR(MSCCLPP_NCCL_LIB_PATH, "", "Real NCCL/RCCL library the NCCL shim falls back to")

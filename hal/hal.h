@@ -1,0 +1,149 @@
+/*
+ * Hardware abstraction layer: one ops table per backend (host, cuda, hip).
+ *
+ * Core and executor code reach devices only through hal_get(). No slot is ever NULL: an
+ * operation a backend cannot do points at hal_unsupported_*(), which returns
+ * MSCCLPP_ERR_UNSUPPORTED. The table starts with its own size so the core can refuse a module
+ * built against an older, shorter table.
+ */
+#ifndef MSCCLPP_HAL_H
+#define MSCCLPP_HAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mscclpp/mscclpp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HAL_ABI_VERSION 1
+
+/** What a backend tells about a device. */
+typedef struct {
+    char name[128];
+    char arch[32];        /* "host-x86_64", "sm_90", "gfx90a" */
+    int warp_size;        /* 1 on the host backend, 32 CUDA, 64 AMD */
+    int multiprocessors;  /* SMs / CUs / host cores */
+    int max_threads_per_block;
+    size_t total_memory;
+    bool ipc;             /* memory can be shared with other processes */
+    bool multicast;       /* NVLS multicast objects */
+    bool graphs;          /* stream capture */
+} hal_device_props_t;
+
+/** Opaque handle of shareable memory, as it travels between processes (see core/wire). */
+#define HAL_MEM_HANDLE_BYTES 112
+typedef struct {
+    uint32_t kind;  /* HAL_HANDLE_* */
+    uint32_t len;   /* bytes used in data */
+    uint64_t alloc_size;
+    uint8_t data[HAL_MEM_HANDLE_BYTES];
+} hal_mem_handle_t;
+
+enum {
+    HAL_HANDLE_NONE = 0,
+    HAL_HANDLE_HOST_MEMFD = 1, /* memfd served over a Unix socket (SCM_RIGHTS) */
+    HAL_HANDLE_CUDA_FD = 2,    /* cuMem POSIX file descriptor (served like the memfd) */
+    HAL_HANDLE_CUDA_IPC = 3,   /* legacy cudaIpcMemHandle_t */
+    HAL_HANDLE_HIP_IPC = 4,    /* hipIpcMemHandle_t */
+};
+
+typedef struct hal_stream *hal_stream_t; /* backend-defined */
+typedef struct hal_event *hal_event_t;   /* backend-defined */
+typedef struct hal_mc *hal_mc_t;         /* multicast object, backend-defined */
+
+typedef struct hal_ops {
+    size_t size;      /* sizeof(hal_ops_t) of the builder */
+    int abi_version;  /* HAL_ABI_VERSION of the builder */
+    const char *name; /* "host", "cuda", "hip" */
+
+    /* lifecycle: init returns UNSUPPORTED (quietly) when no device/driver is present */
+    mscclpp_result_t (*init)(void);
+    void (*fini)(void);
+
+    /* devices */
+    mscclpp_result_t (*device_count)(int *count);
+    mscclpp_result_t (*device_set)(int dev);
+    mscclpp_result_t (*device_get)(int *dev);
+    mscclpp_result_t (*device_props)(int dev, hal_device_props_t *props);
+
+    /* memory */
+    mscclpp_result_t (*mem_alloc)(size_t bytes, void **ptr);           /* plain device memory */
+    mscclpp_result_t (*mem_alloc_shareable)(size_t bytes, void **ptr); /* exportable */
+    mscclpp_result_t (*mem_free)(void *ptr);                           /* either kind */
+    mscclpp_result_t (*host_alloc)(size_t bytes, void **ptr); /* pinned, device-mapped */
+    mscclpp_result_t (*host_free)(void *ptr);
+    /* allocation containing ptr (from this backend, or imported); ERR_INVALID_ARG if unknown */
+    mscclpp_result_t (*mem_range)(const void *ptr, void **base, size_t *size);
+    mscclpp_result_t (*memcpy_sync)(void *dst, const void *src, size_t bytes);
+    mscclpp_result_t (*memset_sync)(void *dst, int value, size_t bytes);
+    mscclpp_result_t (*memcpy_async)(void *dst, const void *src, size_t bytes, hal_stream_t s);
+    mscclpp_result_t (*memset_async)(void *dst, int value, size_t bytes, hal_stream_t s);
+
+    /* sharing between processes of one node */
+    mscclpp_result_t (*mem_export)(void *base, hal_mem_handle_t *handle); /* base of a shareable
+                                                                              allocation */
+    mscclpp_result_t (*mem_import)(const hal_mem_handle_t *handle, void **base); /* maps all */
+    mscclpp_result_t (*mem_unimport)(void *base);
+
+    /* multicast (NVLS); UNSUPPORTED outside CUDA sm_90+ */
+    mscclpp_result_t (*mc_granularity)(size_t bytes, size_t *granularity);
+    mscclpp_result_t (*mc_create)(size_t bytes, int ndevices, hal_mc_t *mc,
+                                  hal_mem_handle_t *handle);
+    mscclpp_result_t (*mc_import)(const hal_mem_handle_t *handle, hal_mc_t *mc);
+    mscclpp_result_t (*mc_bind)(hal_mc_t mc, void *base, size_t bytes, void **mc_ptr);
+    mscclpp_result_t (*mc_free)(hal_mc_t mc);
+
+    /* streams and events */
+    mscclpp_result_t (*stream_create)(hal_stream_t *s);
+    mscclpp_result_t (*stream_destroy)(hal_stream_t s);
+    mscclpp_result_t (*stream_sync)(hal_stream_t s);
+    mscclpp_result_t (*stream_capturing)(hal_stream_t s, bool *capturing);
+    mscclpp_result_t (*event_create)(hal_event_t *e);
+    mscclpp_result_t (*event_destroy)(hal_event_t e);
+    mscclpp_result_t (*event_record)(hal_event_t e, hal_stream_t s);
+    mscclpp_result_t (*event_sync)(hal_event_t e);
+    mscclpp_result_t (*event_elapsed_ms)(hal_event_t start, hal_event_t end, float *ms);
+
+    /*
+     * Launch the plan interpreter: `nblocks` blocks of `nthreads` threads run
+     * kern_entry(args) (kernels/common/kern_args.h). `args` (args_bytes bytes) is copied at
+     * launch, so the caller may reuse it at once.
+     */
+    mscclpp_result_t (*launch)(const void *args, size_t args_bytes, int nblocks, int nthreads,
+                               hal_stream_t s);
+} hal_ops_t;
+
+/** Stub for slots a backend cannot fill (signature-agnostic through the casts in hal.c). */
+mscclpp_result_t hal_unsupported(void);
+
+/**
+ * The backend in use: chosen on first call from MSCCLPP_HAL (host|cuda|hip) or the first
+ * backend that finds a device (cuda, hip, then host). Never NULL after success.
+ */
+mscclpp_result_t hal_get(const hal_ops_t **ops);
+
+/** The always-present host backend (hal/host). */
+const hal_ops_t *hal_host_ops(void);
+
+/** Backends that could be loaded, for mscclpp-info: name, path, status per entry. */
+typedef struct {
+    const char *name;
+    const char *path;         /* module path, or "(built in)" */
+    mscclpp_result_t status;  /* of loading + init */
+    int devices;
+} hal_backend_info_t;
+int hal_list_backends(hal_backend_info_t *out, int cap);
+
+/** Symbol a backend module exports: returns its table. */
+typedef const hal_ops_t *(*hal_module_entry_fn)(void);
+#define HAL_MODULE_ENTRY "mscclpp_hal_module"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSCCLPP_HAL_H */

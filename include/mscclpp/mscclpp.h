@@ -1,0 +1,339 @@
+/*
+ * libmscclpp — collective communication through execution plans.
+ *
+ * One public header for the C API. Every function returns an mscclpp_result_t; on failure
+ * mscclpp_last_error() gives a message for the calling thread. Output arguments come last.
+ */
+#ifndef MSCCLPP_MSCCLPP_H
+#define MSCCLPP_MSCCLPP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(MSCCLPP_BUILDING_LIBRARY)
+#define MSCCLPP_API __attribute__((visibility("default")))
+#else
+#define MSCCLPP_API
+#endif
+
+#define MSCCLPP_VERSION_MAJOR 0
+#define MSCCLPP_VERSION_MINOR 1
+#define MSCCLPP_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------------------------------------
+ * Results and errors
+ * ------------------------------------------------------------------------------------------- */
+
+/** Result of every library call: 0 is success, negative values are errors by kind. */
+typedef enum {
+    MSCCLPP_OK = 0,
+    MSCCLPP_ERR_INVALID_ARG = -1,  /**< a bad argument (NULL, out of range, wrong size) */
+    MSCCLPP_ERR_INVALID_PLAN = -2, /**< a plan that does not parse or validate */
+    MSCCLPP_ERR_UNSUPPORTED = -3,  /**< the backend or build cannot do this */
+    MSCCLPP_ERR_SYSTEM = -4,       /**< a system or driver call failed (see the message) */
+    MSCCLPP_ERR_REMOTE = -5,       /**< a peer failed, closed or sent something invalid */
+    MSCCLPP_ERR_TIMEOUT = -6,      /**< a wait exceeded MSCCLPP_TIMEOUT */
+    MSCCLPP_ERR_INTERNAL = -7,     /**< a bug in the library */
+    MSCCLPP_ERR_NO_MEMORY = -8,    /**< an allocation failed */
+} mscclpp_result_t;
+
+/** Short constant name of a result ("MSCCLPP_ERR_TIMEOUT"). Never NULL. */
+MSCCLPP_API const char *mscclpp_result_string(mscclpp_result_t result);
+
+/** Message of the last error seen by the calling thread ("" if none). Never NULL. */
+MSCCLPP_API const char *mscclpp_last_error(void);
+
+/** Library version as three integers; any pointer may be NULL. */
+MSCCLPP_API void mscclpp_version(int *major, int *minor, int *patch);
+
+/* ---------------------------------------------------------------------------------------------
+ * Bootstrap: out-of-band exchange between ranks (TCP, or MPI in <mscclpp/mscclpp_mpi.h>)
+ * ------------------------------------------------------------------------------------------- */
+
+#define MSCCLPP_UNIQUE_ID_BYTES 128
+
+/** Identifies one bootstrap session: root address and a random secret. Copy it to all ranks. */
+typedef struct {
+    char internal[MSCCLPP_UNIQUE_ID_BYTES];
+} mscclpp_unique_id_t;
+
+typedef struct mscclpp_bootstrap mscclpp_bootstrap_t;
+
+/**
+ * Create a unique id and start its root service in this process (like ncclGetUniqueId).
+ * The root service runs in a background thread until every rank has joined or
+ * MSCCLPP_TIMEOUT passes. The listen address comes from MSCCLPP_SOCKET_IFNAME or
+ * MSCCLPP_MASTER_ADDR/MSCCLPP_MASTER_PORT when set.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_get_unique_id(mscclpp_unique_id_t *id);
+
+/** Join the bootstrap session `id` as `rank` of `nranks` (collective). */
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create(const mscclpp_unique_id_t *id, int rank,
+                                                      int nranks, mscclpp_bootstrap_t **boot);
+
+/**
+ * Join a bootstrap session named by an address: "ip:port", "interface:ip:port", or NULL to
+ * use MSCCLPP_MASTER_ADDR and MSCCLPP_MASTER_PORT. Rank 0 listens there and serves as root.
+ * The secret is derived from the address and MSCCLPP_BOOTSTRAP_SECRET (when set).
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create_from_address(const char *address, int rank,
+                                                                   int nranks,
+                                                                   mscclpp_bootstrap_t **boot);
+
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_rank(const mscclpp_bootstrap_t *boot, int *rank);
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_size(const mscclpp_bootstrap_t *boot, int *nranks);
+
+/**
+ * All-gather: `data` holds nranks slots of `bytes_per_rank` bytes; this rank's slot
+ * (data + rank * bytes_per_rank) is sent, every other slot is filled in.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_allgather(mscclpp_bootstrap_t *boot, void *data,
+                                                         size_t bytes_per_rank);
+
+/** Send `bytes` to `peer` with `tag`; messages between a pair with the same tag keep order. */
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_send(mscclpp_bootstrap_t *boot, const void *data,
+                                                    size_t bytes, int peer, int tag);
+
+/** Receive exactly `bytes` from `peer` with `tag`; a size mismatch is an error. */
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_recv(mscclpp_bootstrap_t *boot, void *data,
+                                                    size_t bytes, int peer, int tag);
+
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_barrier(mscclpp_bootstrap_t *boot);
+
+/** Close the session. Safe on NULL. */
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_destroy(mscclpp_bootstrap_t *boot);
+
+/* ---------------------------------------------------------------------------------------------
+ * Communicator
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct mscclpp_comm mscclpp_comm_t;
+
+/**
+ * Create a communicator over an existing bootstrap (collective). The communicator borrows
+ * `boot`: destroy the communicator first.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_comm_create(mscclpp_bootstrap_t *boot, mscclpp_comm_t **comm);
+
+/** NCCL-style shortcut: TCP bootstrap from `id` owned by the communicator (collective). */
+MSCCLPP_API mscclpp_result_t mscclpp_comm_init_rank(const mscclpp_unique_id_t *id, int rank,
+                                                    int nranks, mscclpp_comm_t **comm);
+
+MSCCLPP_API mscclpp_result_t mscclpp_comm_rank(const mscclpp_comm_t *comm, int *rank);
+MSCCLPP_API mscclpp_result_t mscclpp_comm_size(const mscclpp_comm_t *comm, int *nranks);
+/** Ranks that share this rank's node (same host name and boot id). */
+MSCCLPP_API mscclpp_result_t mscclpp_comm_local_size(const mscclpp_comm_t *comm, int *nlocal);
+MSCCLPP_API mscclpp_result_t mscclpp_comm_bootstrap(mscclpp_comm_t *comm,
+                                                    mscclpp_bootstrap_t **boot);
+MSCCLPP_API mscclpp_result_t mscclpp_comm_destroy(mscclpp_comm_t *comm);
+
+/* ---------------------------------------------------------------------------------------------
+ * Backend, memory and streams (through the HAL of the selected backend)
+ * ------------------------------------------------------------------------------------------- */
+
+/** Name of the backend in use ("host", "cuda", "hip"); selects one on first use. */
+MSCCLPP_API const char *mscclpp_backend_name(void);
+
+/** Device memory that peers can map (memfd on the host backend, cuMem on CUDA). */
+MSCCLPP_API mscclpp_result_t mscclpp_malloc(size_t bytes, void **ptr);
+MSCCLPP_API mscclpp_result_t mscclpp_free(void *ptr);
+/** Synchronous copy/set between any memory the backend knows. */
+MSCCLPP_API mscclpp_result_t mscclpp_memcpy(void *dst, const void *src, size_t bytes);
+MSCCLPP_API mscclpp_result_t mscclpp_memset(void *dst, int value, size_t bytes);
+
+/** An ordered work queue: a CUDA/HIP stream, or a worker queue on the host backend. */
+typedef struct mscclpp_stream *mscclpp_stream_t;
+MSCCLPP_API mscclpp_result_t mscclpp_stream_create(mscclpp_stream_t *stream);
+MSCCLPP_API mscclpp_result_t mscclpp_stream_synchronize(mscclpp_stream_t stream);
+MSCCLPP_API mscclpp_result_t mscclpp_stream_destroy(mscclpp_stream_t stream);
+
+/* ---------------------------------------------------------------------------------------------
+ * Registered memory, semaphores, channels
+ * ------------------------------------------------------------------------------------------- */
+
+/** Transport bits for registration. */
+enum {
+    MSCCLPP_TRANSPORT_IPC = 1u << 0, /**< CUDA/HIP IPC, or shared memory on the host backend */
+    MSCCLPP_TRANSPORT_UCX = 1u << 1,
+    MSCCLPP_TRANSPORT_IB = 1u << 2,
+};
+
+typedef struct mscclpp_regmem mscclpp_regmem_t;
+
+/** Register [ptr, ptr+bytes) (inside memory from mscclpp_malloc) for the given transports. */
+MSCCLPP_API mscclpp_result_t mscclpp_register_memory(mscclpp_comm_t *comm, void *ptr, size_t bytes,
+                                                     unsigned transports, mscclpp_regmem_t **mem);
+/** Send a registration to `peer` (the peer calls mscclpp_regmem_recv with the same tag). */
+MSCCLPP_API mscclpp_result_t mscclpp_regmem_send(mscclpp_comm_t *comm, const mscclpp_regmem_t *mem,
+                                                 int peer, int tag);
+/** Receive a peer's registration and map it locally. */
+MSCCLPP_API mscclpp_result_t mscclpp_regmem_recv(mscclpp_comm_t *comm, int peer, int tag,
+                                                 mscclpp_regmem_t **mem);
+/** Versioned wire encoding of a registration; `*len` gets the bytes needed. */
+MSCCLPP_API mscclpp_result_t mscclpp_regmem_serialize(const mscclpp_regmem_t *mem, void *buf,
+                                                      size_t cap, size_t *len);
+MSCCLPP_API mscclpp_result_t mscclpp_regmem_deserialize(mscclpp_comm_t *comm, const void *buf,
+                                                        size_t len, mscclpp_regmem_t **mem);
+/** Local address of the memory (mapped, for a peer's registration). */
+MSCCLPP_API void *mscclpp_regmem_ptr(const mscclpp_regmem_t *mem);
+MSCCLPP_API size_t mscclpp_regmem_size(const mscclpp_regmem_t *mem);
+MSCCLPP_API int mscclpp_regmem_rank(const mscclpp_regmem_t *mem);
+MSCCLPP_API mscclpp_result_t mscclpp_regmem_destroy(mscclpp_regmem_t *mem);
+
+typedef struct mscclpp_semaphore mscclpp_semaphore_t;
+
+/**
+ * A memory-based semaphore pair with `peer` (collective between the two ranks, matched by
+ * `tag`): each side's signal increments the other side's inbound counter.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_semaphore_create(mscclpp_comm_t *comm, int peer, int tag,
+                                                      mscclpp_semaphore_t **sem);
+MSCCLPP_API mscclpp_result_t mscclpp_semaphore_destroy(mscclpp_semaphore_t *sem);
+
+typedef struct mscclpp_memory_channel mscclpp_memory_channel_t;
+
+/**
+ * A memory channel: semaphore `sem` (owned by the caller), the peer's registered memory `dst`
+ * and local memory `src`. Data moves by direct loads/stores; put/get offsets are in bytes.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_memory_channel_create(mscclpp_semaphore_t *sem,
+                                                           const mscclpp_regmem_t *dst, void *src,
+                                                           mscclpp_memory_channel_t **chan);
+MSCCLPP_API mscclpp_result_t mscclpp_memory_channel_put(mscclpp_memory_channel_t *chan,
+                                                        size_t dst_offset, size_t src_offset,
+                                                        size_t bytes);
+MSCCLPP_API mscclpp_result_t mscclpp_memory_channel_get(mscclpp_memory_channel_t *chan,
+                                                        size_t src_offset, size_t dst_offset,
+                                                        size_t bytes);
+MSCCLPP_API mscclpp_result_t mscclpp_memory_channel_signal(mscclpp_memory_channel_t *chan);
+MSCCLPP_API mscclpp_result_t mscclpp_memory_channel_relaxed_signal(mscclpp_memory_channel_t *chan);
+/** Wait for one signal from the peer; bounded by MSCCLPP_TIMEOUT. */
+MSCCLPP_API mscclpp_result_t mscclpp_memory_channel_wait(mscclpp_memory_channel_t *chan);
+MSCCLPP_API mscclpp_result_t mscclpp_memory_channel_relaxed_wait(mscclpp_memory_channel_t *chan);
+/** Make earlier puts visible to the peer (a fence for memory channels). */
+MSCCLPP_API mscclpp_result_t mscclpp_memory_channel_flush(mscclpp_memory_channel_t *chan);
+MSCCLPP_API mscclpp_result_t mscclpp_memory_channel_destroy(mscclpp_memory_channel_t *chan);
+
+/* ---------------------------------------------------------------------------------------------
+ * Execution plans and the executor
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum {
+    MSCCLPP_FLOAT32 = 0,
+    MSCCLPP_FLOAT16 = 1,
+    MSCCLPP_BFLOAT16 = 2,
+    MSCCLPP_INT32 = 3,
+    MSCCLPP_UINT32 = 4,
+    MSCCLPP_INT8 = 5,
+    MSCCLPP_UINT8 = 6,
+    MSCCLPP_FLOAT64 = 7,
+    MSCCLPP_FP8_E4M3 = 8,
+    MSCCLPP_FP8_E5M2 = 9,
+    MSCCLPP_DTYPE_COUNT
+} mscclpp_dtype_t;
+
+typedef enum {
+    MSCCLPP_SUM = 0,
+    MSCCLPP_PROD = 1,
+    MSCCLPP_MIN = 2,
+    MSCCLPP_MAX = 3,
+    MSCCLPP_REDOP_COUNT,
+    MSCCLPP_REDOP_PLAN = -1, /**< use the reduce_op written in the plan */
+} mscclpp_redop_t;
+
+typedef enum {
+    MSCCLPP_PACKET_LL16 = 0, /**< 16-byte packets, 8 payload bytes (default) */
+    MSCCLPP_PACKET_LL8 = 1,  /**< 8-byte packets, 4 payload bytes */
+} mscclpp_packet_t;
+
+/** Size in bytes of one element of `dtype`, 0 if invalid. */
+MSCCLPP_API size_t mscclpp_dtype_size(mscclpp_dtype_t dtype);
+MSCCLPP_API const char *mscclpp_dtype_name(mscclpp_dtype_t dtype);
+MSCCLPP_API const char *mscclpp_redop_name(mscclpp_redop_t op);
+
+typedef struct mscclpp_plan mscclpp_plan_t;
+
+/** Load and validate a plan file. The file is read once; errors name the JSON path. */
+MSCCLPP_API mscclpp_result_t mscclpp_plan_load_file(const char *path, mscclpp_plan_t **plan);
+/** Load and validate a plan from a JSON string of `len` bytes. */
+MSCCLPP_API mscclpp_result_t mscclpp_plan_load_string(const char *json, size_t len,
+                                                      mscclpp_plan_t **plan);
+MSCCLPP_API mscclpp_result_t mscclpp_plan_destroy(mscclpp_plan_t *plan);
+MSCCLPP_API const char *mscclpp_plan_name(const mscclpp_plan_t *plan);
+MSCCLPP_API const char *mscclpp_plan_collective(const mscclpp_plan_t *plan);
+MSCCLPP_API int mscclpp_plan_world_size(const mscclpp_plan_t *plan);
+MSCCLPP_API int mscclpp_plan_is_inplace(const mscclpp_plan_t *plan);
+MSCCLPP_API uint64_t mscclpp_plan_min_message_size(const mscclpp_plan_t *plan);
+MSCCLPP_API uint64_t mscclpp_plan_max_message_size(const mscclpp_plan_t *plan);
+
+typedef struct mscclpp_executor mscclpp_executor_t;
+
+/** An executor over `comm`: caches contexts (connections, scratch) per plan and buffers. */
+MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
+                                                     mscclpp_executor_t **exec);
+/** Drop every cached context (collective across ranks). */
+MSCCLPP_API mscclpp_result_t mscclpp_executor_reset(mscclpp_executor_t *exec);
+MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec);
+
+/**
+ * Run `plan` on this rank (collective: every rank of the plan calls it with the same plan and
+ * sizes). `op` replaces the plan's reduce_op unless MSCCLPP_REDOP_PLAN. Work is queued on
+ * `stream`; synchronize the stream to wait for it. A NULL stream uses the executor's own and
+ * waits.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_execute(mscclpp_executor_t *exec, const mscclpp_plan_t *plan,
+                                             const void *send, void *recv, size_t send_bytes,
+                                             size_t recv_bytes, mscclpp_dtype_t dtype,
+                                             mscclpp_redop_t op, mscclpp_stream_t stream);
+/** As mscclpp_execute, choosing the packet layout. */
+MSCCLPP_API mscclpp_result_t mscclpp_execute_ex(mscclpp_executor_t *exec,
+                                                const mscclpp_plan_t *plan, const void *send,
+                                                void *recv, size_t send_bytes, size_t recv_bytes,
+                                                mscclpp_dtype_t dtype, mscclpp_redop_t op,
+                                                mscclpp_packet_t packet, mscclpp_stream_t stream);
+
+/* Plan registry: plans selected by collective, world size, ranks per node, in-place, size. */
+
+/** Register a plan (the executor keeps a reference; destroy the plan after the executor). */
+MSCCLPP_API mscclpp_result_t mscclpp_executor_register_plan(mscclpp_executor_t *exec,
+                                                            const mscclpp_plan_t *plan,
+                                                            int ranks_per_node, const char *tags);
+/** Load every *.json plan of a directory into the registry (default: the installed plans). */
+MSCCLPP_API mscclpp_result_t mscclpp_executor_load_plan_dir(mscclpp_executor_t *exec,
+                                                            const char *dir, int *nloaded);
+/** Find the registered plan for a call; MSCCLPP_ERR_UNSUPPORTED if none matches. */
+MSCCLPP_API mscclpp_result_t mscclpp_executor_select_plan(mscclpp_executor_t *exec,
+                                                          const char *collective, int inplace,
+                                                          uint64_t message_bytes, const char *tags,
+                                                          const mscclpp_plan_t **plan);
+
+/* Collectives with default plans (counts in elements, NCCL conventions). */
+MSCCLPP_API mscclpp_result_t mscclpp_allreduce(mscclpp_executor_t *exec, const void *send,
+                                               void *recv, size_t count, mscclpp_dtype_t dtype,
+                                               mscclpp_redop_t op, mscclpp_stream_t stream);
+/** recv holds nranks * send_count elements. */
+MSCCLPP_API mscclpp_result_t mscclpp_allgather(mscclpp_executor_t *exec, const void *send,
+                                               void *recv, size_t send_count,
+                                               mscclpp_dtype_t dtype, mscclpp_stream_t stream);
+/** send holds nranks * recv_count elements. */
+MSCCLPP_API mscclpp_result_t mscclpp_reducescatter(mscclpp_executor_t *exec, const void *send,
+                                                   void *recv, size_t recv_count,
+                                                   mscclpp_dtype_t dtype, mscclpp_redop_t op,
+                                                   mscclpp_stream_t stream);
+/** send and recv hold nranks * count elements; block r of send goes to rank r. */
+MSCCLPP_API mscclpp_result_t mscclpp_alltoall(mscclpp_executor_t *exec, const void *send,
+                                              void *recv, size_t count, mscclpp_dtype_t dtype,
+                                              mscclpp_stream_t stream);
+MSCCLPP_API mscclpp_result_t mscclpp_broadcast(mscclpp_executor_t *exec, const void *send,
+                                               void *recv, size_t count, mscclpp_dtype_t dtype,
+                                               int root, mscclpp_stream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSCCLPP_MSCCLPP_H */

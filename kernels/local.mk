@@ -1,0 +1,2 @@
+# kernels/: the plan interpreter (common), compiled for the host (gcc), CUDA (nvcc), HIP (hipcc)
+noinst_HEADERS += kernels/common/kern_entry.h

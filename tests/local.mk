@@ -1,0 +1,1 @@
+# tests/: unit (Check), mpi, conformance, gpu; python tests run through pytest from .ci/run
