@@ -1,0 +1,17 @@
+# plans/: default execution plans, installed into $(plandir), and the DSL programs that
+# generate them (python3 -m mscclpp gen-default-plans; see plans/README.md).
+dist_plandata_DATA += plans/allgather_2.json plans/allgather_3.json plans/allgather_4.json \
+	plans/allgather_5.json plans/allgather_6.json plans/allgather_7.json plans/allgather_8.json \
+	plans/allreduce_pkt_2.json plans/allreduce_pkt_3.json plans/allreduce_pkt_4.json \
+	plans/allreduce_pkt_5.json plans/allreduce_pkt_6.json plans/allreduce_pkt_7.json \
+	plans/allreduce_pkt_8.json plans/allreduce_simple_2.json plans/allreduce_simple_3.json \
+	plans/allreduce_simple_4.json plans/allreduce_simple_5.json plans/allreduce_simple_6.json \
+	plans/allreduce_simple_7.json plans/allreduce_simple_8.json plans/alltoall_2.json \
+	plans/alltoall_3.json plans/alltoall_4.json plans/alltoall_5.json plans/alltoall_6.json \
+	plans/alltoall_7.json plans/alltoall_8.json plans/broadcast_2.json plans/broadcast_3.json \
+	plans/broadcast_4.json plans/broadcast_5.json plans/broadcast_6.json plans/broadcast_7.json \
+	plans/broadcast_8.json plans/reducescatter_2.json plans/reducescatter_3.json \
+	plans/reducescatter_4.json plans/reducescatter_5.json plans/reducescatter_6.json \
+	plans/reducescatter_7.json plans/reducescatter_8.json
+EXTRA_DIST += plans/README.md plans/_common.py plans/allgather.py plans/allreduce_pkt.py \
+	plans/allreduce_simple.py plans/alltoall.py plans/broadcast.py plans/reducescatter.py

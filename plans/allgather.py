@@ -1,0 +1,49 @@
+"""Allgather (Simple protocol, out-of-place, memory channels, one node).
+
+Rank r: tell every peer it is ready (relaxed signal) and wait for theirs; put the input into
+every peer's scratch slot r and copy it to output chunk r; signal, wait; copy scratch slot p to
+output chunk p. The ready handshake keeps a fast rank from overwriting a peer's scratch slot
+while that peer still copies it out in the previous launch. Only scratch is remote.
+"""
+
+from _common import INSTANCES, MAX_MESSAGE, RANK_COUNTS, main
+from mscclpp.language import (
+    AllGather, Buffer, CollectiveProgram, MemoryChannel, Rank, SyncType,
+)
+
+
+def allgather(num_ranks, instances=INSTANCES):
+    """Allgather, Simple protocol."""
+    N = num_ranks
+    with CollectiveProgram(f"default_allgather_{N}", AllGather(N, 1, False), N,
+                           instances=instances, protocol="Simple", min_message_size=0,
+                           max_message_size=MAX_MESSAGE) as prog:
+        scratch = [Buffer(r, N) for r in range(N)]
+        chan = {(r, p): MemoryChannel(p, r) for r in range(N) for p in range(N) if p != r}
+        for r in range(N):
+            rank = Rank(r)
+            inp, out = rank.get_input_buffer(), rank.get_output_buffer()
+            peers = [(r + k) % N for k in range(1, N)]
+            for p in peers:
+                chan[(r, p)].signal(tb=0, relaxed=True, data_sync=SyncType.none)
+            for p in peers:
+                chan[(r, p)].wait(tb=0, relaxed=True, data_sync=SyncType.after)
+            for p in peers:
+                chan[(r, p)].put(scratch[p][r:r + 1], inp[0:1], tb=0)
+            rank.copy(out[r:r + 1], inp[0:1], tb=0)
+            for p in peers:
+                chan[(r, p)].signal(tb=0, data_sync=SyncType.before)
+            for p in peers:
+                chan[(r, p)].wait(tb=0, data_sync=SyncType.after)
+            for p in peers:
+                rank.copy(out[p:p + 1], scratch[r][p:p + 1], tb=0)
+    return prog
+
+
+def default_plans():
+    for n in RANK_COUNTS:
+        yield f"allgather_{n}.json", allgather(n)
+
+
+if __name__ == "__main__":
+    main(allgather)

@@ -1,0 +1,48 @@
+"""Allreduce with LL packets for small messages (out-of-place, memory channels, one node).
+
+Rank r, peers p != r, input/output cut into N chunks, scratch = 2N chunk slots:
+  1. block k (one per peer p): put input chunk p as packets into p's scratch slot r;
+  2. block 0: reduce input chunk r with the N-1 packet chunks in scratch[0:N] into output
+     chunk r, and send the result as packets to every peer's scratch slot N + r (one respkt);
+  3. block k: unpack scratch slot N + p (the reduced chunk p, from p) into output chunk p.
+Packets carry their own flags, so no signal is needed; the double scratch buffer keeps the
+next launch's packets away from packets a slow peer may still be reading. Only peers' scratch
+is addressed remotely.
+"""
+
+from _common import MAX_MESSAGE, PACKET_MAX_MESSAGE, RANK_COUNTS, main
+from mscclpp.language import (
+    AllReduce, Buffer, CollectiveProgram, MemoryChannel, Rank,
+)
+
+
+def allreduce_pkt(num_ranks):
+    """Allreduce, LL packets."""
+    N = num_ranks
+    with CollectiveProgram(f"default_allreduce_pkt_{N}", AllReduce(N, 1, False), N,
+                           protocol="LL", use_double_scratch_buffer=True,
+                           min_message_size=0, max_message_size=PACKET_MAX_MESSAGE) as prog:
+        scratch = [Buffer(r, 2 * N) for r in range(N)]
+        chan = {(r, p): MemoryChannel(p, r) for r in range(N) for p in range(N) if p != r}
+        for r in range(N):
+            rank = Rank(r)
+            inp, out = rank.get_input_buffer(), rank.get_output_buffer()
+            peers = [(r + k) % N for k in range(1, N)]
+            for k, p in enumerate(peers):
+                chan[(r, p)].put_packets(scratch[p][r:r + 1], inp[p:p + 1], tb=k)
+            rank.reduce(inp[r:r + 1], [scratch[r][p:p + 1] for p in peers], tb=0,
+                        dst_chunk=out[r:r + 1], packet=True)
+            for p in peers:
+                chan[(r, p)].put_packets(scratch[p][N + r:N + r + 1], out[r:r + 1], tb=0)
+            for k, p in enumerate(peers):
+                rank.unpack_packets(out[p:p + 1], scratch[r][N + p:N + p + 1], tb=k)
+    return prog
+
+
+def default_plans():
+    for n in RANK_COUNTS:
+        yield f"allreduce_pkt_{n}.json", allreduce_pkt(n)
+
+
+if __name__ == "__main__":
+    main(allreduce_pkt)

@@ -1,0 +1,58 @@
+"""Allreduce for large messages (Simple protocol, out-of-place, memory channels, one node).
+
+Reduce-scatter then all-gather through the peers' scratch, replicated over INSTANCES thread
+blocks (each instance works on its own interleaved share of every chunk):
+  1. put input chunk p into peer p's scratch slot r (one fused put), signal, wait;
+  2. reduce input chunk r with scratch slots [0, N) into output chunk r and store the result
+     into every peer's scratch slot N + r (one fused reduce-send), signal, wait;
+  3. copy scratch slots N + p into output chunks p.
+Across launches no extra handshake is needed: a rank rewrites a peer's slot r only after that
+peer's phase-2 signal (it has read slots [0, N)), and slot N + r only after the peer's phase-1
+signal of the same launch (it has finished the previous launch). Only scratch is remote.
+"""
+
+from _common import INSTANCES, MAX_MESSAGE, RANK_COUNTS, SIMPLE_MIN_MESSAGE, main
+from mscclpp.language import (
+    AllReduce, Buffer, CollectiveProgram, MemoryChannel, Rank, SyncType,
+)
+
+
+def allreduce_simple(num_ranks, instances=INSTANCES):
+    """Allreduce, Simple protocol."""
+    N = num_ranks
+    with CollectiveProgram(f"default_allreduce_simple_{N}", AllReduce(N, 1, False), N,
+                           instances=instances, protocol="Simple",
+                           min_message_size=SIMPLE_MIN_MESSAGE,
+                           max_message_size=MAX_MESSAGE) as prog:
+        scratch = [Buffer(r, 2 * N) for r in range(N)]
+        chan = {(r, p): MemoryChannel(p, r) for r in range(N) for p in range(N) if p != r}
+        for r in range(N):
+            rank = Rank(r)
+            inp, out = rank.get_input_buffer(), rank.get_output_buffer()
+            peers = [(r + k) % N for k in range(1, N)]
+            for p in peers:
+                chan[(r, p)].put(scratch[p][r:r + 1], inp[p:p + 1], tb=0)
+            for p in peers:
+                chan[(r, p)].signal(tb=0, data_sync=SyncType.before)
+            for p in peers:
+                chan[(r, p)].wait(tb=0, data_sync=SyncType.after)
+            rank.reduce(inp[r:r + 1], [scratch[r][p:p + 1] for p in peers], tb=0,
+                        dst_chunk=out[r:r + 1])
+            for p in peers:
+                chan[(r, p)].put(scratch[p][N + r:N + r + 1], out[r:r + 1], tb=0)
+            for p in peers:
+                chan[(r, p)].signal(tb=0, data_sync=SyncType.before)
+            for p in peers:
+                chan[(r, p)].wait(tb=0, data_sync=SyncType.after)
+            for p in peers:
+                rank.copy(out[p:p + 1], scratch[r][N + p:N + p + 1], tb=0)
+    return prog
+
+
+def default_plans():
+    for n in RANK_COUNTS:
+        yield f"allreduce_simple_{n}.json", allreduce_simple(n)
+
+
+if __name__ == "__main__":
+    main(allreduce_simple)

@@ -1,0 +1,1 @@
+"""Internal machinery of the DSL: types, operations, passes and serialisation."""

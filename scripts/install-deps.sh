@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install what libmscclpp needs to build and test on Debian 12 (run as root, or with sudo).
+# Idempotent: packages already present are skipped quickly.
+set -euo pipefail
+pkgs=(autoconf automake libtool pkg-config make gcc g++ check libjansson-dev
+      mpich libmpich-dev libucx-dev ucx-utils libibverbs-dev librdmacm-dev
+      hipcc libamdhip64-dev python3 python3-pip)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "install-deps: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -q
+    $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# Python test tools for the DSL (pytest); the package itself needs only the standard library.
+python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest

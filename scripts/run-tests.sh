@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Build and run every suite: Check unit tests, multi-process and MPI tests, conformance
+# (through make check), and the Python DSL tests (pytest). Ends with one line
+# "N passed, N failed, N skipped" summing all suites; exits non-zero if anything failed.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+logdir=$top/build/test-logs
+"$top/scripts/build.sh" || { echo "0 passed, 1 failed"; exit 1; }
+mkdir -p "$logdir"
+
+# C suites (TAP through automake's driver: one line per test case).
+make -C build -j2 check >"$logdir/check.out" 2>&1
+check_rc=$?
+grep -E '^(PASS|FAIL|ERROR|SKIP|XFAIL|XPASS):' "$logdir/check.out" | sed 's/^/  /' | grep -v '^  PASS' || true
+awk '/^# TOTAL:/{t=$3} /^# PASS:/{p=$3} /^# SKIP:/{s=$3} /^# XFAIL:/{xf=$3} /^# FAIL:/{f=$3}
+     /^# XPASS:/{xp=$3} /^# ERROR:/{e=$3}
+     END{printf "check: %d passed, %d failed, %d skipped\n", p+xf, f+xp+e, s}' \
+    "$logdir/check.out" | tee "$logdir/check.summary"
+if [ $check_rc -ne 0 ]; then
+    echo "make check failed (rc $check_rc); logs under build/, summary in $logdir/check.out"
+    grep -A3 -E '^(FAIL|ERROR)' "$logdir/check.out" | head -60
+fi
+
+# Python DSL suite.
+py_pass=0 py_fail=0 py_skip=0
+if [ -d tests/python ]; then
+    python3 -m pytest tests/python -q -rs -p no:cacheprovider >"$logdir/pytest.out" 2>&1
+    py_rc=$?
+    tail -n 15 "$logdir/pytest.out"
+    line=$(grep -E '(passed|failed|error|skipped|no tests ran)' "$logdir/pytest.out" | tail -n 1)
+    py_pass=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)
+    py_fail=$(echo "$line" | grep -oE '[0-9]+ (failed|errors?)' | awk '{s+=$1} END{print s+0}')
+    py_skip=$(echo "$line" | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || echo 0)
+    py_pass=${py_pass:-0} py_fail=${py_fail:-0} py_skip=${py_skip:-0}
+    # exit 5 = no tests collected: count as a failure, never as a silent pass
+    if [ $py_rc -ne 0 ] && [ "$py_fail" -eq 0 ]; then py_fail=1; fi
+fi
+echo "pytest: $py_pass passed, $py_fail failed, $py_skip skipped"
+
+read -r c_pass c_fail c_skip < <(sed -E 's/check: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/' "$logdir/check.summary")
+if [ $check_rc -ne 0 ] && [ "$c_fail" -eq 0 ]; then c_fail=1; fi
+total_pass=$((c_pass + py_pass))
+total_fail=$((c_fail + py_fail))
+total_skip=$((c_skip + py_skip))
+echo "$total_pass passed, $total_fail failed, $total_skip skipped"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,100 @@
+"""The default plans in plans/: regenerated from their programs, correct, within limits."""
+
+import glob
+import json
+import os
+
+import pytest
+
+import mscclpp
+from mscclpp import default_plans
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLANS = os.path.join(ROOT, "plans")
+FILES = sorted(glob.glob(os.path.join(PLANS, "*.json")))
+FAMILIES = ["allreduce_pkt", "allreduce_simple", "allgather", "reducescatter", "alltoall",
+            "broadcast"]
+
+
+def test_regenerating_default_plans_gives_the_committed_files():
+    generated = dict(default_plans.generate(PLANS))
+    committed = {os.path.basename(f) for f in FILES}
+    assert set(generated) == committed, "plans/*.json and plans/*.py disagree on the file set"
+    stale = []
+    for name, text in generated.items():
+        with open(os.path.join(PLANS, name)) as f:
+            if f.read() != text:
+                stale.append(name)
+    assert not stale, ("stale default plans (run python3 -m mscclpp gen-default-plans): "
+                       + ", ".join(stale))
+
+
+def test_every_family_and_rank_count_is_present():
+    names = {os.path.basename(f) for f in FILES}
+    for fam in FAMILIES:
+        for n in range(2, 9):
+            assert f"{fam}_{n}.json" in names
+
+
+@pytest.mark.parametrize("path", FILES, ids=os.path.basename)
+def test_default_plan_is_correct(path):
+    res = mscclpp.verify_plan(path, strict_relaxed=True)
+    assert res, str(res)
+    assert res.checked_semantics
+    assert not res.warnings, res.warnings
+
+
+@pytest.mark.parametrize("path", FILES, ids=os.path.basename)
+def test_default_plan_shape_and_limits(path):
+    with open(path) as f:
+        plan = json.load(f)
+    name = os.path.basename(path)[:-5]
+    n = int(name.rsplit("_", 1)[1])
+    assert plan["format"] == "mscclpp-plan/1"
+    assert plan["inplace"] is False
+    assert len(plan["gpus"]) == n
+    assert plan["collective"] == name.split("_")[0]
+    assert plan["protocol"] == ("LL" if "_pkt_" in name else "Simple")
+    if plan["collective"] == "broadcast":
+        assert plan["root"] == 0
+    for g in plan["gpus"]:
+        assert {c["channel_type"] for c in g["channels"]} <= {"memory"}
+        for rb in g["remote_buffers"]:
+            assert rb["type"] == "s", "default plans address only peers' scratch"
+        for tb in g["threadblocks"]:
+            count = 0
+            for op in tb["ops"]:
+                count += 1 + len(op.get("ops", []))
+                assert len(op.get("channel_ids", [])) <= 8
+                assert len(op.get("src_buff", [])) <= 10 and len(op.get("dst_buff", [])) <= 10
+            assert count <= 64
+            for ch in tb["channels"]:
+                assert len(ch["channel_ids"]) <= 16
+
+
+def test_allreduce_size_ranges_meet():
+    for n in range(2, 9):
+        with open(os.path.join(PLANS, f"allreduce_pkt_{n}.json")) as f:
+            pkt = json.load(f)
+        with open(os.path.join(PLANS, f"allreduce_simple_{n}.json")) as f:
+            simple = json.load(f)
+        assert pkt["min_message_size"] == 0
+        assert simple["min_message_size"] == pkt["max_message_size"] + 1
+        assert simple["max_message_size"] == 2**64 - 1
+
+
+def test_plans_readme_lists_every_family():
+    with open(os.path.join(PLANS, "README.md")) as f:
+        text = f.read()
+    for fam in FAMILIES:
+        assert fam in text
+    assert "gen-default-plans" in text
+
+
+def test_plans_local_mk_installs_every_plan():
+    with open(os.path.join(PLANS, "local.mk")) as f:
+        text = f.read()
+    for path in FILES:
+        assert "plans/" + os.path.basename(path) in text
+    for prog in glob.glob(os.path.join(PLANS, "*.py")):
+        assert "plans/" + os.path.basename(prog) in text
