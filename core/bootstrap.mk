@@ -1,0 +1,19 @@
+# core/bootstrap.mk: the bootstrap (TCP always, MPI when configure found it) and its tests.
+libmscclpp_la_SOURCES += core/bootstrap.c core/bootstrap_tcp.c core/socket.c
+noinst_HEADERS += core/bootstrap.h core/socket.h
+
+if HAVE_MPI
+libmscclpp_la_SOURCES += core/bootstrap_mpi.c
+libmscclpp_la_CFLAGS += $(MPI_CFLAGS)
+libmscclpp_la_LIBADD += $(MPI_LIBS)
+mscclppinclude_HEADERS += include/mscclpp/mscclpp_mpi.h
+else
+EXTRA_DIST += core/bootstrap_mpi.c include/mscclpp/mscclpp_mpi.h
+endif
+
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_bootstrap
+TESTS += tests/unit/test_bootstrap
+tests_unit_test_bootstrap_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_bootstrap_LDADD = libmscclpp.la $(CHECK_LIBS)
+endif

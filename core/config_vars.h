@@ -21,3 +21,6 @@ CONFIG_VAR(MSCCLPP_HOST_SPIN, "2000", "Host backend: polls before a wait starts 
 CONFIG_VAR(MSCCLPP_HOST_THREADS, "0", "Host backend: worker threads per stream (0: one per block)")
 CONFIG_VAR(MSCCLPP_TRANSPORTS, "ipc,ucx,ib", "Transports to try between peers, in priority order")
 CONFIG_VAR(MSCCLPP_NCCL_LIB_PATH, "", "Real NCCL/RCCL library the NCCL shim falls back to")
+CONFIG_VAR(MSCCLPP_CUDA_SHAREABLE, "auto",
+           "CUDA backend: how shareable memory is made: auto (cuMem POSIX fds where the device "
+           "supports them, else legacy cudaIpc), cumem, or legacy")

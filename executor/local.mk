@@ -1,2 +1,3 @@
 # executor/: plan loading and validation, registry, contexts, execute
 noinst_HEADERS += executor/plan.h
+libmscclpp_la_SOURCES += executor/executor.c

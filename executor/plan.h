@@ -95,7 +95,7 @@ typedef struct {
     uint8_t n_src, n_dst, n_channels, n_sems;
     uint8_t barrier_id;        /* barrier */
     uint16_t barrier_nblocks;  /* barrier: num_threadblocks */
-    uint16_t tbg_id, tbg_size; /* thread-block group slice; tbg_size 0 or 1 means whole */
+    uint16_t tbg_id, tbg_size; /* thread-block group slice; tbg_size 0 (no tbg_info) or 1: whole */
     uint16_t n_inner;          /* pipeline: the next n_inner ops of the block are its body */
     uint32_t num_chunks;       /* pipeline iter_context.num_chunks */
     uint64_t unit_size;        /* pipeline iter_context.unit_size (bytes) */
@@ -144,14 +144,14 @@ typedef struct {
 } plan_gpu_t;
 
 struct mscclpp_plan {
-    char *name;
+    char *name;            /* "name"; when null (the 0.9 DSL), the file name without .json */
     char *collective;      /* "allreduce", "allgather", ... as written */
     int format_version;    /* 0: MSCCL++ 0.9 (no "format"), 1: "mscclpp-plan/1" */
     bool packet_protocol;  /* protocol == "LL" */
     bool inplace;
     bool reuse_resources;
     bool double_scratch;
-    uint32_t alignment;    /* buffer_alignment */
+    uint32_t alignment;    /* buffer_alignment: a power of two in [1, 2^30], default 16 */
     uint32_t threads_per_block;
     uint64_t min_message_size, max_message_size;
     int nranks;            /* len(gpus) */

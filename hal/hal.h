@@ -2,8 +2,8 @@
  * Hardware abstraction layer: one ops table per backend (host, cuda, hip).
  *
  * Core and executor code reach devices only through hal_get(). No slot is ever NULL: an
- * operation a backend cannot do points at hal_unsupported_*(), which returns
- * MSCCLPP_ERR_UNSUPPORTED. The table starts with its own size so the core can refuse a module
+ * operation a backend cannot do points at its typed stub hal_stub_<slot> (HAL_DEFINE_STUBS), which
+ * returns MSCCLPP_ERR_UNSUPPORTED. The table starts with its own size so the core can refuse a module
  * built against an older, shorter table.
  */
 #ifndef MSCCLPP_HAL_H
@@ -117,8 +117,83 @@ typedef struct hal_ops {
                                hal_stream_t s);
 } hal_ops_t;
 
-/** Stub for slots a backend cannot fill (signature-agnostic through the casts in hal.c). */
-mscclpp_result_t hal_unsupported(void);
+/*
+ * Every function slot of hal_ops_t that returns a result, with its parameters: X(slot, params).
+ * `fini` (void) is the only other slot. Used to define typed stubs and to check tables.
+ */
+#define HAL_OPS_SLOTS(X)                                                                        \
+    X(init, (void))                                                                             \
+    X(device_count, (int *count))                                                               \
+    X(device_set, (int dev))                                                                    \
+    X(device_get, (int *dev))                                                                   \
+    X(device_props, (int dev, hal_device_props_t *props))                                       \
+    X(mem_alloc, (size_t bytes, void **ptr))                                                    \
+    X(mem_alloc_shareable, (size_t bytes, void **ptr))                                          \
+    X(mem_free, (void *ptr))                                                                    \
+    X(host_alloc, (size_t bytes, void **ptr))                                                   \
+    X(host_free, (void *ptr))                                                                   \
+    X(mem_range, (const void *ptr, void **base, size_t *size))                                  \
+    X(memcpy_sync, (void *dst, const void *src, size_t bytes))                                  \
+    X(memset_sync, (void *dst, int value, size_t bytes))                                        \
+    X(memcpy_async, (void *dst, const void *src, size_t bytes, hal_stream_t s))                 \
+    X(memset_async, (void *dst, int value, size_t bytes, hal_stream_t s))                       \
+    X(mem_export, (void *base, hal_mem_handle_t *handle))                                       \
+    X(mem_import, (const hal_mem_handle_t *handle, void **base))                                \
+    X(mem_unimport, (void *base))                                                               \
+    X(mc_granularity, (size_t bytes, size_t *granularity))                                      \
+    X(mc_create, (size_t bytes, int ndevices, hal_mc_t *mc, hal_mem_handle_t *handle))          \
+    X(mc_import, (const hal_mem_handle_t *handle, hal_mc_t *mc))                                \
+    X(mc_bind, (hal_mc_t mc, void *base, size_t bytes, void **mc_ptr))                          \
+    X(mc_free, (hal_mc_t mc))                                                                   \
+    X(stream_create, (hal_stream_t *s))                                                         \
+    X(stream_destroy, (hal_stream_t s))                                                         \
+    X(stream_sync, (hal_stream_t s))                                                            \
+    X(stream_capturing, (hal_stream_t s, bool *capturing))                                      \
+    X(event_create, (hal_event_t *e))                                                           \
+    X(event_destroy, (hal_event_t e))                                                           \
+    X(event_record, (hal_event_t e, hal_stream_t s))                                            \
+    X(event_sync, (hal_event_t e))                                                              \
+    X(event_elapsed_ms, (hal_event_t start, hal_event_t end, float *ms))                        \
+    X(launch, (const void *args, size_t args_bytes, int nblocks, int nthreads, hal_stream_t s))
+
+/**
+ * Report that `backend` cannot do `op`: records MSCCLPP_ERR_UNSUPPORTED with the message
+ * "<op>: not supported by the <backend> backend" (logged at INFO, since callers often probe)
+ * and returns it. Defined in hal/hal_stub.c (a module may compile that file in).
+ */
+mscclpp_result_t hal_unsupported_op(const char *backend, const char *op);
+
+#define HAL_STUB_DEFINE_(slot, params)                                                          \
+    static __attribute__((unused)) mscclpp_result_t hal_stub_##slot params                      \
+    {                                                                                           \
+        return hal_unsupported_op(hal_stub_backend_, #slot);                                    \
+    }
+
+/**
+ * Define, in the file that builds a backend's table, one typed stub per slot named
+ * hal_stub_<slot> (static, same signature as the slot) that returns MSCCLPP_ERR_UNSUPPORTED
+ * naming the operation and `backend`, plus hal_stub_fini (does nothing). Point every slot the
+ * backend cannot do at its stub, e.g. `.mc_create = hal_stub_mc_create`.
+ */
+#define HAL_DEFINE_STUBS(backend)                                                               \
+    static __attribute__((unused)) const char hal_stub_backend_[] = backend;                    \
+    HAL_OPS_SLOTS(HAL_STUB_DEFINE_)                                                             \
+    static __attribute__((unused)) void hal_stub_fini(void) {}
+
+/**
+ * Check a table: size at least sizeof(hal_ops_t), abi_version HAL_ABI_VERSION, a name, and no
+ * NULL slot. On failure returns MSCCLPP_ERR_INVALID_ARG (message names the first bad field) and,
+ * when `bad` is not NULL, sets *bad to that field's name.
+ */
+mscclpp_result_t hal_ops_check(const hal_ops_t *ops, const char **bad);
+
+/**
+ * Choose a backend now, without caching the choice (hal_get caches it). `name` is "host",
+ * "cuda", "hip" (forced: an unknown or unusable one is MSCCLPP_ERR_UNSUPPORTED naming what was
+ * tried) or NULL/"" for the default order: each module of MSCCLPP_HAL_MODULES that finds a
+ * device, else host. Modules are loaded and initialized at most once per process.
+ */
+mscclpp_result_t hal_select(const char *name, const hal_ops_t **ops);
 
 /**
  * The backend in use: chosen on first call from MSCCLPP_HAL (host|cuda|hip) or the first
@@ -129,11 +204,17 @@ mscclpp_result_t hal_get(const hal_ops_t **ops);
 /** The always-present host backend (hal/host). */
 const hal_ops_t *hal_host_ops(void);
 
-/** Backends that could be loaded, for mscclpp-info: name, path, status per entry. */
+/**
+ * Backends that could be loaded, for mscclpp-info: name, path, status per entry, in the order
+ * hal_select tries them (modules of MSCCLPP_HAL_MODULES, then host). Loads and initializes each
+ * module (once). Fills at most `cap` entries (out may be NULL when cap is 0) and returns the
+ * number of backends; strings stay valid for the life of the process.
+ */
 typedef struct {
     const char *name;
     const char *path;         /* module path, or "(built in)" */
     mscclpp_result_t status;  /* of loading + init */
+    const char *error;        /* why status is not MSCCLPP_OK ("" when it is) */
     int devices;
 } hal_backend_info_t;
 int hal_list_backends(hal_backend_info_t *out, int cap);

@@ -1,2 +1,20 @@
 # hal/: the ops table, the module loader and the built-in host backend
-noinst_HEADERS += hal/hal.h
+noinst_HEADERS += hal/hal.h hal/hal_api.h hal/host/host.h hal/host/host_wait.h
+libmscclpp_la_SOURCES += \
+	hal/hal.c hal/hal_stub.c hal/hal_api.c \
+	hal/host/host_ops.c hal/host/host_mem.c hal/host/host_share.c hal/host/host_stream.c \
+	hal/host/host_wait.c
+
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_hal_host tests/unit/test_hal_api
+TESTS += tests/unit/test_hal_host tests/unit/test_hal_api
+
+# Uses internal (hidden) symbols: links the convenience library.
+tests_unit_test_hal_host_SOURCES = tests/unit/test_hal_host.c
+tests_unit_test_hal_host_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_hal_host_LDADD = libmscclpp_internal.la $(CHECK_LIBS)
+
+tests_unit_test_hal_api_SOURCES = tests/unit/test_hal_api.c
+tests_unit_test_hal_api_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_hal_api_LDADD = libmscclpp.la $(CHECK_LIBS)
+endif

@@ -1,3 +1,28 @@
 # kernels/: the plan interpreter (common), compiled for the host (gcc), CUDA (nvcc), HIP (hipcc)
-noinst_HEADERS += kernels/common/kern_entry.h
+noinst_HEADERS += kernels/common/kern_entry.h kernels/common/kern_args.h \
+	kernels/common/kern_port.h kernels/common/kern_dtype.h kernels/common/kern_interp.h
 libmscclpp_la_SOURCES += kernels/host/kern_host.c
+EXTRA_DIST += kernels/cuda/kern_cuda.cu kernels/hip/kern_hip.hip
+
+# GPU builds of the same interpreter, as convenience libraries the HAL modules link.
+if HAVE_CUDA
+noinst_LTLIBRARIES += kernels/libkern_cuda.la
+kernels_libkern_cuda_la_SOURCES = kernels/cuda/kern_cuda.cu
+endif
+if HAVE_ROCM
+noinst_LTLIBRARIES += kernels/libkern_hip.la
+kernels_libkern_hip_la_SOURCES = kernels/hip/kern_hip.hip
+endif
+
+# Portability check: kernels/common through nvcc (sm_80, sm_90) and hipcc (gfx90a), TAP.
+EXTRA_DIST += tests/unit/kern_compile.sh
+TESTS += tests/unit/kern_compile.sh
+
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_kernels
+TESTS += tests/unit/test_kernels
+tests_unit_test_kernels_SOURCES = tests/unit/test_kernels.c tests/unit/kern_harness.c \
+	tests/unit/kern_harness.h
+tests_unit_test_kernels_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_kernels_LDADD = libmscclpp_internal.la $(CHECK_LIBS)
+endif

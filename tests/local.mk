@@ -1,1 +1,21 @@
-# tests/: unit (Check), mpi, conformance, gpu; python tests run through pytest from .ci/run
+# tests/: shared helpers and the core suites; other suites live in their module's fragment.
+EXTRA_DIST += tests/unit/mp_harness.h
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_channels
+TESTS += tests/unit/test_channels
+tests_unit_test_channels_SOURCES = tests/unit/test_channels.c tests/unit/mp_harness.c
+tests_unit_test_channels_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_channels_LDADD = libmscclpp.la $(CHECK_LIBS)
+endif
+
+# Conformance: every plan x dtype x op x size, ranks as processes (see the file header).
+EXTRA_DIST += tests/conformance/conf_ref.h tests/conformance/exclude-host.txt \
+	tests/conformance/exclude-cuda.txt tests/conformance/exclude-hip.txt
+if HAVE_CHECK
+check_PROGRAMS += tests/conformance/test_conformance
+TESTS += tests/conformance/test_conformance
+tests_conformance_test_conformance_SOURCES = tests/conformance/test_conformance.c \
+	tests/unit/mp_harness.c
+tests_conformance_test_conformance_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_conformance_test_conformance_LDADD = libmscclpp.la $(CHECK_LIBS) -lm
+endif

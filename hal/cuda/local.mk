@@ -1,0 +1,20 @@
+# hal/cuda: the CUDA backend module, dlopen()ed by hal/hal.c as libmscclpp-hal-cuda.so.
+# Built at the top of the build tree so it lands in $(top_builddir)/.libs, the module directory
+# the tests use (MSCCLPP_HAL_MODULE_DIR in AM_TESTS_ENVIRONMENT). Plain C against
+# cuda_runtime_api.h; links cudart only (driver entry points are fetched at run time).
+# It carries its own copy of core/status.c, log.c and config.c: the library's are hidden.
+noinst_HEADERS += hal/cuda/cuda_internal.h hal/cuda/fd_broker.h
+if HAVE_CUDA
+pkglib_LTLIBRARIES += libmscclpp-hal-cuda.la
+# The interpreter (kernels/cuda/kern_cuda.cu), once kernels/local.mk defines its library.
+hal_cuda_kern = $(filter kernels/libkern_cuda.la,$(noinst_LTLIBRARIES) $(pkglib_LTLIBRARIES))
+libmscclpp_hal_cuda_la_SOURCES = \
+	hal/cuda/cuda_module.c hal/cuda/cuda_mem.c hal/cuda/cuda_mc.c hal/cuda/cuda_stream.c \
+	hal/cuda/fd_broker.c core/status.c core/log.c core/config.c
+libmscclpp_hal_cuda_la_CPPFLAGS = -I$(top_srcdir) -I$(top_srcdir)/include -I$(top_builddir) \
+	$(CUDA_CPPFLAGS) $(if $(hal_cuda_kern),-DMSCCLPP_HAVE_KERN_CUDA)
+libmscclpp_hal_cuda_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
+libmscclpp_hal_cuda_la_LDFLAGS = -module -avoid-version -no-undefined
+libmscclpp_hal_cuda_la_LIBADD = $(hal_cuda_kern) $(CUDA_LIBS) $(PTHREAD_LIBS)
+libmscclpp_hal_cuda_la_DEPENDENCIES = $(hal_cuda_kern)
+endif

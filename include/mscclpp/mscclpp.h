@@ -78,7 +78,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create(const mscclpp_unique_id_t 
 /**
  * Join a bootstrap session named by an address: "ip:port", "interface:ip:port", or NULL to
  * use MSCCLPP_MASTER_ADDR and MSCCLPP_MASTER_PORT. Rank 0 listens there and serves as root.
- * The secret is derived from the address and MSCCLPP_BOOTSTRAP_SECRET (when set).
+ * The secret is derived from the address and MSCCLPP_BOOTSTRAP_SECRET (when set), so this form
+ * is only as secret as those inputs: set MSCCLPP_BOOTSTRAP_SECRET to a private value on every
+ * rank, or use mscclpp_get_unique_id, when other users can reach the port.
  */
 MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create_from_address(const char *address, int rank,
                                                                    int nranks,

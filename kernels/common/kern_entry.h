@@ -1,6 +1,11 @@
 /* Entry points of the compiled interpreter, one per backend (see kernels/common/kern_args.h). */
 #ifndef MSCCLPP_KERN_ENTRY_H
 #define MSCCLPP_KERN_ENTRY_H
+
+#include <stddef.h>
+
+#include "mscclpp/mscclpp.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -10,6 +15,19 @@ extern "C" {
  * the call returns when this block has finished its ops or recorded an error.
  */
 void kern_host_run_block(const void *args, int block, int nblocks);
+
+/**
+ * CUDA backend (kernels/libkern_cuda.la): launch the interpreter kernel with `nblocks` blocks
+ * of `nthreads` threads (<= 1024) on `stream` (a cudaStream_t). `args` points at a kern_args_t
+ * of `bytes` bytes, passed by value. Returns MSCCLPP_ERR_INVALID_ARG for bad sizes and
+ * MSCCLPP_ERR_SYSTEM (with the CUDA error named) if the launch fails.
+ */
+mscclpp_result_t kern_cuda_launch(const void *args, size_t bytes, int nblocks, int nthreads,
+                                  void *stream);
+
+/** HIP backend (kernels/libkern_hip.la): as kern_cuda_launch, `stream` is a hipStream_t. */
+mscclpp_result_t kern_hip_launch(const void *args, size_t bytes, int nblocks, int nthreads,
+                                 void *stream);
 #ifdef __cplusplus
 }
 #endif

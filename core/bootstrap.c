@@ -1,0 +1,106 @@
+/* Public bootstrap API: argument checks, then dispatch through the ops table. */
+#include <stdlib.h>
+
+#include "core/bootstrap.h"
+#include "core/debug.h"
+
+mscclpp_result_t boot_new(int rank, int nranks, const boot_ops_t *ops, void *impl,
+                          mscclpp_bootstrap_t **boot)
+{
+    mscclpp_bootstrap_t *b = calloc(1, sizeof *b);
+    if (!b) return ERR(MSCCLPP_ERR_NO_MEMORY, "bootstrap: out of memory");
+    b->rank = rank;
+    b->nranks = nranks;
+    b->ops = ops;
+    b->impl = impl;
+    *boot = b;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_get_unique_id(mscclpp_unique_id_t *id)
+{
+    CHECK_ARG(id != NULL);
+    return boot_tcp_unique_id(id);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create(const mscclpp_unique_id_t *id, int rank,
+                                                      int nranks, mscclpp_bootstrap_t **boot)
+{
+    CHECK_ARG(boot != NULL);
+    *boot = NULL;
+    CHECK_ARG(id != NULL);
+    CHECK_ARG(nranks > 0);
+    CHECK_ARG(rank >= 0 && rank < nranks);
+    return boot_tcp_create(id, rank, nranks, boot);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create_from_address(const char *address, int rank,
+                                                                   int nranks,
+                                                                   mscclpp_bootstrap_t **boot)
+{
+    CHECK_ARG(boot != NULL);
+    *boot = NULL;
+    CHECK_ARG(nranks > 0);
+    CHECK_ARG(rank >= 0 && rank < nranks);
+    return boot_tcp_create_from_address(address, rank, nranks, boot);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_rank(const mscclpp_bootstrap_t *boot, int *rank)
+{
+    CHECK_ARG(boot != NULL);
+    CHECK_ARG(rank != NULL);
+    *rank = boot->rank;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_size(const mscclpp_bootstrap_t *boot, int *nranks)
+{
+    CHECK_ARG(boot != NULL);
+    CHECK_ARG(nranks != NULL);
+    *nranks = boot->nranks;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_allgather(mscclpp_bootstrap_t *boot, void *data,
+                                                         size_t bytes_per_rank)
+{
+    CHECK_ARG(boot != NULL);
+    CHECK_ARG(data != NULL || bytes_per_rank == 0);
+    if (bytes_per_rank == 0 || boot->nranks == 1) return MSCCLPP_OK;
+    return boot->ops->allgather(boot, data, bytes_per_rank);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_send(mscclpp_bootstrap_t *boot, const void *data,
+                                                    size_t bytes, int peer, int tag)
+{
+    CHECK_ARG(boot != NULL);
+    CHECK_ARG(data != NULL || bytes == 0);
+    CHECK_ARG(peer >= 0 && peer < boot->nranks);
+    CHECK_ARG(peer != boot->rank);
+    return boot->ops->send(boot, data, bytes, peer, tag);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_recv(mscclpp_bootstrap_t *boot, void *data,
+                                                    size_t bytes, int peer, int tag)
+{
+    CHECK_ARG(boot != NULL);
+    CHECK_ARG(data != NULL || bytes == 0);
+    CHECK_ARG(peer >= 0 && peer < boot->nranks);
+    CHECK_ARG(peer != boot->rank);
+    return boot->ops->recv(boot, data, bytes, peer, tag);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_barrier(mscclpp_bootstrap_t *boot)
+{
+    CHECK_ARG(boot != NULL);
+    if (boot->nranks == 1) return MSCCLPP_OK;
+    return boot->ops->barrier(boot);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_destroy(mscclpp_bootstrap_t *boot)
+{
+    if (!boot) return MSCCLPP_OK;
+    mscclpp_result_t res = boot->ops->destroy(boot);
+    free(boot);
+    return res;
+}

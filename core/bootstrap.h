@@ -1,0 +1,60 @@
+/*
+ * Bootstrap internals: the object behind mscclpp_bootstrap_t and the ops table that the TCP and
+ * MPI bootstraps (and later user-provided ones) fill. The public wrappers in core/bootstrap.c
+ * check arguments before calling an op, so ops may assume valid arguments (peer != rank, in
+ * range, non-NULL data when bytes > 0).
+ *
+ * Thread safety: send and recv may be called from several threads at once. allgather and barrier
+ * are collectives: every rank calls them in the same order, one at a time (as in MPI).
+ */
+#ifndef MSCCLPP_CORE_BOOTSTRAP_H
+#define MSCCLPP_CORE_BOOTSTRAP_H
+
+#include <stddef.h>
+
+#include "mscclpp/mscclpp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct boot_ops {
+    const char *name; /* "tcp", "mpi": for log messages */
+    mscclpp_result_t (*allgather)(mscclpp_bootstrap_t *boot, void *data, size_t bytes_per_rank);
+    mscclpp_result_t (*send)(mscclpp_bootstrap_t *boot, const void *data, size_t bytes, int peer,
+                             int tag);
+    mscclpp_result_t (*recv)(mscclpp_bootstrap_t *boot, void *data, size_t bytes, int peer,
+                             int tag);
+    mscclpp_result_t (*barrier)(mscclpp_bootstrap_t *boot);
+    /* Release `impl` (not `boot`); called once by mscclpp_bootstrap_destroy. */
+    mscclpp_result_t (*destroy)(mscclpp_bootstrap_t *boot);
+} boot_ops_t;
+
+struct mscclpp_bootstrap {
+    int rank;
+    int nranks;
+    const boot_ops_t *ops;
+    void *impl; /* owned by the ops */
+};
+
+/**
+ * Wrap an implementation in a new bootstrap object. On failure `ops->destroy` is NOT called;
+ * the caller still owns `impl`.
+ */
+mscclpp_result_t boot_new(int rank, int nranks, const boot_ops_t *ops, void *impl,
+                          mscclpp_bootstrap_t **boot);
+
+/** TCP: join the session `id` (decoded and verified) as rank of nranks (core/bootstrap_tcp.c). */
+mscclpp_result_t boot_tcp_create(const mscclpp_unique_id_t *id, int rank, int nranks,
+                                 mscclpp_bootstrap_t **boot);
+/** TCP: address form; `address` NULL reads MSCCLPP_MASTER_ADDR/PORT. */
+mscclpp_result_t boot_tcp_create_from_address(const char *address, int rank, int nranks,
+                                              mscclpp_bootstrap_t **boot);
+/** TCP: choose an address, bind, start the root thread and encode the id. */
+mscclpp_result_t boot_tcp_unique_id(mscclpp_unique_id_t *id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSCCLPP_CORE_BOOTSTRAP_H */

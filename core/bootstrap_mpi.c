@@ -1,0 +1,289 @@
+/*
+ * MPI bootstrap: the ops over a duplicate of the user's communicator. Every operation is a
+ * nonblocking MPI call completed by an MPI_Test loop that backs off and gives up at
+ * MSCCLPP_TIMEOUT, so a dead or missing peer never blocks a caller forever.
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "core/bootstrap.h"
+#include "core/config.h"
+#include "core/debug.h"
+#include "core/socket.h"
+#include "mscclpp/mscclpp_mpi.h"
+
+typedef struct {
+    MPI_Comm comm;
+    pthread_mutex_t lock; /* serializes our MPI calls */
+    int tag_ub;
+    int broken; /* an operation timed out with a request still in flight */
+} mpi_boot_t;
+
+static mscclpp_result_t mpi_error(int rank, int rc, const char *call)
+{
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return ERR(MSCCLPP_ERR_REMOTE, "rank %d: %s failed: %s", rank, call, msg);
+}
+
+/* Back off while polling: spin a little, then yield, then sleep up to 1 ms. */
+static void backoff(unsigned *iter)
+{
+    unsigned i = (*iter)++;
+    if (i < 64) return;
+    if (i < 1024) {
+        sched_yield();
+        return;
+    }
+    long ns = 1000L * (long)(i - 1023);
+    if (ns > 1000000) ns = 1000000;
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+}
+
+/* Test `req` until it completes or `deadline`; returns MSCCLPP_ERR_TIMEOUT (quietly) then. */
+static mscclpp_result_t wait_req(mscclpp_bootstrap_t *boot, MPI_Request *req, MPI_Status *status,
+                                 uint64_t deadline, const char *call)
+{
+    mpi_boot_t *m = boot->impl;
+    unsigned iter = 0;
+    for (;;) {
+        int flag = 0;
+        pthread_mutex_lock(&m->lock);
+        int rc = MPI_Test(req, &flag, status ? status : MPI_STATUS_IGNORE);
+        pthread_mutex_unlock(&m->lock);
+        if (rc != MPI_SUCCESS) return mpi_error(boot->rank, rc, call);
+        if (flag) return MSCCLPP_OK;
+        if (sock_now_ns() >= deadline) return MSCCLPP_ERR_TIMEOUT;
+        backoff(&iter);
+    }
+}
+
+static double timeout_s(void) { return (double)config_timeout_ns() / 1e9; }
+
+static mscclpp_result_t check_usable(mscclpp_bootstrap_t *boot)
+{
+    mpi_boot_t *m = boot->impl;
+    if (m->broken)
+        return ERR(MSCCLPP_ERR_REMOTE,
+                   "rank %d: MPI bootstrap is unusable after an earlier timeout", boot->rank);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t check_msg(mscclpp_bootstrap_t *boot, size_t bytes, int tag)
+{
+    mpi_boot_t *m = boot->impl;
+    if (tag < 0 || tag > m->tag_ub)
+        return ERR_ARG("rank %d: tag %d is outside the MPI tag range [0, %d]", boot->rank, tag,
+                       m->tag_ub);
+    if (bytes > INT_MAX)
+        return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                   "rank %d: MPI bootstrap messages are limited to %d bytes", boot->rank, INT_MAX);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t mpi_send(mscclpp_bootstrap_t *boot, const void *data, size_t bytes,
+                                 int peer, int tag)
+{
+    mpi_boot_t *m = boot->impl;
+    CHECK(check_usable(boot));
+    CHECK(check_msg(boot, bytes, tag));
+    uint64_t deadline = sock_deadline();
+    MPI_Request req;
+    pthread_mutex_lock(&m->lock);
+    int rc = MPI_Isend(data, (int)bytes, MPI_BYTE, peer, tag, m->comm, &req);
+    pthread_mutex_unlock(&m->lock);
+    if (rc != MPI_SUCCESS) return mpi_error(boot->rank, rc, "MPI_Isend");
+    mscclpp_result_t res = wait_req(boot, &req, NULL, deadline, "MPI_Isend");
+    if (res == MSCCLPP_ERR_TIMEOUT) {
+        /* The caller may free the buffer once we return: withdraw the send. */
+        pthread_mutex_lock(&m->lock);
+        MPI_Cancel(&req);
+        MPI_Request_free(&req);
+        pthread_mutex_unlock(&m->lock);
+        return ERR(MSCCLPP_ERR_TIMEOUT,
+                   "rank %d: timed out after %.1f s sending tag %d to rank %d (MPI)", boot->rank,
+                   timeout_s(), tag, peer);
+    }
+    return res;
+}
+
+static mscclpp_result_t mpi_recv(mscclpp_bootstrap_t *boot, void *data, size_t bytes, int peer,
+                                 int tag)
+{
+    mpi_boot_t *m = boot->impl;
+    CHECK(check_usable(boot));
+    CHECK(check_msg(boot, bytes, tag));
+    uint64_t deadline = sock_deadline();
+    /* Probe first so that a size mismatch is reported instead of truncating. */
+    MPI_Message msg;
+    MPI_Status status;
+    unsigned iter = 0;
+    for (;;) {
+        int flag = 0;
+        pthread_mutex_lock(&m->lock);
+        int rc = MPI_Improbe(peer, tag, m->comm, &flag, &msg, &status);
+        pthread_mutex_unlock(&m->lock);
+        if (rc != MPI_SUCCESS) return mpi_error(boot->rank, rc, "MPI_Improbe");
+        if (flag) break;
+        if (sock_now_ns() >= deadline)
+            return ERR(MSCCLPP_ERR_TIMEOUT,
+                       "rank %d: timed out after %.1f s waiting to receive tag %d from rank %d "
+                       "(MPI)",
+                       boot->rank, timeout_s(), tag, peer);
+        backoff(&iter);
+    }
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    void *buf = data;
+    if ((size_t)count != bytes) {
+        buf = malloc(count > 0 ? (size_t)count : 1);
+        if (!buf) return ERR(MSCCLPP_ERR_NO_MEMORY, "rank %d: out of memory", boot->rank);
+    }
+    MPI_Request req;
+    pthread_mutex_lock(&m->lock);
+    int rc = MPI_Imrecv(buf, count, MPI_BYTE, &msg, &req);
+    pthread_mutex_unlock(&m->lock);
+    mscclpp_result_t res = rc == MPI_SUCCESS ? wait_req(boot, &req, NULL, deadline, "MPI_Imrecv")
+                                             : mpi_error(boot->rank, rc, "MPI_Imrecv");
+    if (res == MSCCLPP_ERR_TIMEOUT) {
+        m->broken = 1; /* a matched receive cannot be withdrawn; MPI may still write buf */
+        res = ERR(MSCCLPP_ERR_TIMEOUT,
+                  "rank %d: timed out after %.1f s receiving tag %d from rank %d (MPI)", boot->rank,
+                  timeout_s(), tag, peer);
+    }
+    if (buf != data) {
+        if (res == MSCCLPP_OK)
+            res = ERR_ARG("rank %d: message from rank %d with tag %d has %d bytes, expected %zu",
+                          boot->rank, peer, tag, count, bytes);
+        if (!m->broken) free(buf);
+    }
+    return res;
+}
+
+/* Complete a collective request or mark the bootstrap unusable. */
+static mscclpp_result_t wait_collective(mscclpp_bootstrap_t *boot, MPI_Request *req,
+                                        uint64_t deadline, const char *call)
+{
+    mscclpp_result_t res = wait_req(boot, req, NULL, deadline, call);
+    if (res == MSCCLPP_ERR_TIMEOUT) {
+        ((mpi_boot_t *)boot->impl)->broken = 1;
+        res = ERR(MSCCLPP_ERR_TIMEOUT,
+                  "rank %d: %s did not complete within %.1f s (a rank of the communicator is "
+                  "missing or slow)",
+                  boot->rank, call, timeout_s());
+    }
+    return res;
+}
+
+static mscclpp_result_t mpi_allgather(mscclpp_bootstrap_t *boot, void *data, size_t bytes_per_rank)
+{
+    mpi_boot_t *m = boot->impl;
+    CHECK(check_usable(boot));
+    if (bytes_per_rank > INT_MAX)
+        return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                   "rank %d: MPI allgather is limited to %d bytes per rank", boot->rank, INT_MAX);
+    uint64_t deadline = sock_deadline();
+    MPI_Request req;
+    pthread_mutex_lock(&m->lock);
+    int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, (int)bytes_per_rank, MPI_BYTE,
+                            m->comm, &req);
+    pthread_mutex_unlock(&m->lock);
+    if (rc != MPI_SUCCESS) return mpi_error(boot->rank, rc, "MPI_Iallgather");
+    return wait_collective(boot, &req, deadline, "MPI_Iallgather");
+}
+
+static mscclpp_result_t mpi_barrier(mscclpp_bootstrap_t *boot)
+{
+    mpi_boot_t *m = boot->impl;
+    CHECK(check_usable(boot));
+    uint64_t deadline = sock_deadline();
+    MPI_Request req;
+    pthread_mutex_lock(&m->lock);
+    int rc = MPI_Ibarrier(m->comm, &req);
+    pthread_mutex_unlock(&m->lock);
+    if (rc != MPI_SUCCESS) return mpi_error(boot->rank, rc, "MPI_Ibarrier");
+    return wait_collective(boot, &req, deadline, "MPI_Ibarrier");
+}
+
+static mscclpp_result_t mpi_destroy(mscclpp_bootstrap_t *boot)
+{
+    mpi_boot_t *m = boot->impl;
+    if (!m) return MSCCLPP_OK;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized)
+        WARN(SUBSYS_BOOT, "rank %d: MPI bootstrap destroyed after MPI_Finalize", boot->rank);
+    else if (!m->broken)
+        MPI_Comm_free(&m->comm); /* with requests in flight, leave the communicator alone */
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+    boot->impl = NULL;
+    return MSCCLPP_OK;
+}
+
+static const boot_ops_t mpi_ops = {
+    .name = "mpi",
+    .allgather = mpi_allgather,
+    .send = mpi_send,
+    .recv = mpi_recv,
+    .barrier = mpi_barrier,
+    .destroy = mpi_destroy,
+};
+
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create_mpi(MPI_Comm comm, mscclpp_bootstrap_t **boot)
+{
+    CHECK_ARG(boot != NULL);
+    *boot = NULL;
+    CHECK_ARG(comm != MPI_COMM_NULL);
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized)
+        return ERR_ARG("mscclpp_bootstrap_create_mpi: MPI is not initialized (call MPI_Init "
+                       "first) or already finalized");
+    int rank, size;
+    int rc = MPI_Comm_rank(comm, &rank);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(comm, &size);
+    if (rc != MPI_SUCCESS) return mpi_error(-1, rc, "MPI_Comm_rank/size");
+
+    mpi_boot_t *m = calloc(1, sizeof *m);
+    if (!m) return ERR(MSCCLPP_ERR_NO_MEMORY, "rank %d: out of memory", rank);
+    pthread_mutex_init(&m->lock, NULL);
+    mscclpp_result_t res;
+    MPI_Request req;
+    rc = MPI_Comm_idup(comm, &m->comm, &req);
+    if (rc != MPI_SUCCESS) {
+        res = mpi_error(rank, rc, "MPI_Comm_idup");
+        goto free_m;
+    }
+    /* wait_req needs a bootstrap object; a temporary one on the stack will do. */
+    mscclpp_bootstrap_t tmp = {.rank = rank, .nranks = size, .ops = &mpi_ops, .impl = m};
+    res = wait_req(&tmp, &req, NULL, sock_deadline(), "MPI_Comm_idup");
+    if (res == MSCCLPP_ERR_TIMEOUT) {
+        res = ERR(MSCCLPP_ERR_TIMEOUT,
+                  "rank %d: MPI_Comm_idup did not complete within %.1f s (a rank did not call "
+                  "mscclpp_bootstrap_create_mpi)",
+                  rank, timeout_s());
+        goto free_m; /* leak the pending duplicate: it cannot be cancelled */
+    }
+    if (res != MSCCLPP_OK) goto free_m;
+    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    int *ub = NULL, found = 0;
+    MPI_Comm_get_attr(m->comm, MPI_TAG_UB, &ub, &found);
+    m->tag_ub = found && ub ? *ub : 32767;
+    CHECK_GOTO(boot_new(rank, size, &mpi_ops, m, boot), res, free_comm);
+    INFO(SUBSYS_BOOT, "rank %d of %d: MPI bootstrap created", rank, size);
+    return MSCCLPP_OK;
+
+free_comm:
+    MPI_Comm_free(&m->comm);
+free_m:
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+    return res;
+}

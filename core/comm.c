@@ -1,0 +1,130 @@
+/* Communicator: ranks, node membership and the backend in use. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "core/core.h"
+#include "core/debug.h"
+
+/* FNV-1a over the host name and the kernel's boot id: equal only for ranks of one OS image. */
+static uint64_t node_hash(void)
+{
+    char text[512] = {0};
+    gethostname(text, 255);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        size_t n = strlen(text);
+        if (!fgets(text + n, (int)(sizeof text - n), f)) text[n] = '\0';
+        fclose(f);
+    }
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = text; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    return h;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_comm_create(mscclpp_bootstrap_t *boot, mscclpp_comm_t **comm)
+{
+    CHECK_ARG(boot != NULL);
+    CHECK_ARG(comm != NULL);
+    *comm = NULL;
+    mscclpp_result_t res;
+    mscclpp_comm_t *c = calloc(1, sizeof *c);
+    if (!c) return ERR(MSCCLPP_ERR_NO_MEMORY, "communicator: out of memory");
+    pthread_mutex_init(&c->lock, NULL);
+    c->boot = boot;
+    CHECK_GOTO(mscclpp_bootstrap_rank(boot, &c->rank), res, fail);
+    CHECK_GOTO(mscclpp_bootstrap_size(boot, &c->nranks), res, fail);
+    CHECK_GOTO(hal_get(&c->hal), res, fail);
+
+    c->node_id = calloc((size_t)c->nranks, sizeof *c->node_id);
+    if (!c->node_id) {
+        res = ERR(MSCCLPP_ERR_NO_MEMORY, "communicator: out of memory");
+        goto fail;
+    }
+    c->node_id[c->rank] = node_hash();
+    CHECK_GOTO(mscclpp_bootstrap_allgather(boot, c->node_id, sizeof *c->node_id), res, fail);
+    for (int r = 0; r < c->nranks; r++) {
+        if (c->node_id[r] != c->node_id[c->rank]) continue;
+        if (r < c->rank) c->local_rank++;
+        c->nlocal++;
+    }
+    INFO(SUBSYS_INIT, "rank %d/%d: communicator on backend %s, %d ranks on this node", c->rank,
+         c->nranks, c->hal->name, c->nlocal);
+    *comm = c;
+    return MSCCLPP_OK;
+fail:
+    free(c->node_id);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+    return res;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_comm_init_rank(const mscclpp_unique_id_t *id, int rank,
+                                                    int nranks, mscclpp_comm_t **comm)
+{
+    CHECK_ARG(id != NULL);
+    CHECK_ARG(comm != NULL);
+    CHECK_ARG(nranks > 0 && rank >= 0 && rank < nranks);
+    mscclpp_bootstrap_t *boot = NULL;
+    CHECK(mscclpp_bootstrap_create(id, rank, nranks, &boot));
+    mscclpp_result_t res = mscclpp_comm_create(boot, comm);
+    if (res != MSCCLPP_OK) {
+        mscclpp_bootstrap_destroy(boot);
+        return res;
+    }
+    (*comm)->own_boot = true;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_comm_rank(const mscclpp_comm_t *comm, int *rank)
+{
+    CHECK_ARG(comm != NULL);
+    CHECK_ARG(rank != NULL);
+    *rank = comm->rank;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_comm_size(const mscclpp_comm_t *comm, int *nranks)
+{
+    CHECK_ARG(comm != NULL);
+    CHECK_ARG(nranks != NULL);
+    *nranks = comm->nranks;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_comm_local_size(const mscclpp_comm_t *comm, int *nlocal)
+{
+    CHECK_ARG(comm != NULL);
+    CHECK_ARG(nlocal != NULL);
+    *nlocal = comm->nlocal;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_comm_bootstrap(mscclpp_comm_t *comm,
+                                                    mscclpp_bootstrap_t **boot)
+{
+    CHECK_ARG(comm != NULL);
+    CHECK_ARG(boot != NULL);
+    *boot = comm->boot;
+    return MSCCLPP_OK;
+}
+
+bool comm_same_node(const mscclpp_comm_t *comm, int peer)
+{
+    return peer >= 0 && peer < comm->nranks && comm->node_id[peer] == comm->node_id[comm->rank];
+}
+
+void comm_release_resources(mscclpp_comm_t *comm); /* core/regmem.c */
+
+MSCCLPP_API mscclpp_result_t mscclpp_comm_destroy(mscclpp_comm_t *comm)
+{
+    if (!comm) return MSCCLPP_OK;
+    comm_release_resources(comm);
+    if (comm->own_boot) mscclpp_bootstrap_destroy(comm->boot);
+    free(comm->node_id);
+    pthread_mutex_destroy(&comm->lock);
+    free(comm);
+    return MSCCLPP_OK;
+}

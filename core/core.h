@@ -1,0 +1,97 @@
+/*
+ * Internal objects of the core layer shared with the executor: communicator, registered
+ * memory, semaphores and channels.
+ */
+#ifndef MSCCLPP_CORE_CORE_H
+#define MSCCLPP_CORE_CORE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hal/hal.h"
+#include "mscclpp/mscclpp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct comm_import; /* cache of peer allocations mapped into this process */
+
+struct mscclpp_comm {
+    mscclpp_bootstrap_t *boot;
+    bool own_boot;
+    int rank, nranks;
+    int nlocal;          /* ranks on this node */
+    int local_rank;      /* index among them */
+    uint64_t *node_id;   /* per rank: hash of host name and boot id */
+    const hal_ops_t *hal;
+    pthread_mutex_t lock;
+    struct comm_import *imports;
+    struct sem_slab *slabs; /* counter memory for semaphores */
+};
+
+/** True when `peer` shares this rank's node (and so its shared memory). */
+bool comm_same_node(const mscclpp_comm_t *comm, int peer);
+
+/* Wire encoding version of registered memory. */
+#define REGMEM_WIRE_MAGIC 0x4d47524du /* "MRGM" */
+#define REGMEM_WIRE_VERSION 1u
+#define REGMEM_WIRE_MAX 256
+
+struct mscclpp_regmem {
+    mscclpp_comm_t *comm;
+    int rank;            /* owner */
+    unsigned transports;
+    void *ptr;           /* local address (NULL for a peer's memory we cannot map) */
+    size_t size;
+    size_t offset;       /* of ptr inside its allocation */
+    uint64_t node_id;    /* owner's node */
+    hal_mem_handle_t handle;
+    void *import_base;   /* mapped allocation base when imported (released on destroy) */
+};
+
+/* Counter slots for semaphores live in shareable memory so peers can map them. */
+typedef struct {
+    uint64_t *inbound;   /* mine: the peer adds to it */
+    uint64_t *outbound;  /* the peer's inbound slot, mapped here */
+    uint64_t expected;   /* signals consumed so far (host-side waits) */
+    int peer, tag;
+} sem_pair_t;
+
+struct mscclpp_semaphore {
+    mscclpp_comm_t *comm;
+    sem_pair_t pair;
+    void *slot_owner;    /* slab bookkeeping */
+    void *peer_mapping;  /* import cache entry of the peer's slab */
+};
+
+/**
+ * Allocate one zeroed 8-byte counter in shareable memory (a 64-byte slot, so counters of
+ * different semaphores do not share a cache line) and describe it for a peer.
+ */
+mscclpp_result_t comm_counter_alloc(mscclpp_comm_t *comm, uint64_t **counter, void **owner);
+void comm_counter_free(mscclpp_comm_t *comm, void *owner);
+
+/**
+ * Exchange one local address inside shareable memory with `peer` (send mine, receive theirs)
+ * and map the peer's locally. Both ranks call it with the same tag. `mapping` is released with
+ * comm_unmap_peer().
+ */
+mscclpp_result_t comm_exchange_address(mscclpp_comm_t *comm, int peer, int tag, void *mine,
+                                       size_t bytes, void **theirs, void **mapping);
+void comm_unmap_peer(mscclpp_comm_t *comm, void *mapping);
+
+/** Map a peer allocation described by `handle` once per process (refcounted). */
+mscclpp_result_t comm_import(mscclpp_comm_t *comm, int owner, const hal_mem_handle_t *handle,
+                             void **base, void **mapping);
+
+/** Spin-then-yield wait until *counter >= target, bounded by MSCCLPP_TIMEOUT. */
+mscclpp_result_t core_wait_counter(const uint64_t *counter, uint64_t target, bool relaxed,
+                                   const char *what);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,811 @@
+/*
+ * The executor: runs a loaded plan on this rank.
+ *
+ * A context holds what a plan needs for one pair of buffers: scratch, the counters of its
+ * memory channels paired with the peers' (spec §5.2), the peers' buffers it addresses (§5.4),
+ * the members of its switch channels (§5.5) and the device state (flag, semaphores, barriers,
+ * error record) that persists across launches. Building one is collective: every rank of the
+ * plan builds the same contexts in the same order. Lowered plans are cached per context and
+ * call shape (sizes, dtype, op, packet type).
+ *
+ * Rank rotation: a context may run the plan with virtual rank v = (rank - rotation) mod n, so a
+ * broadcast plan written for root 0 serves any root.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "core/core.h"
+#include "core/debug.h"
+#include "core/wire.h"
+#include "executor/lower.h"
+#include "executor/plan.h"
+#include "executor/registry.h"
+#include "hal/hal_api.h"
+
+#define EXEC_WIRE_MAGIC 0x43584550u /* "PEXC": context setup message */
+#define EXEC_WIRE_VERSION 1u
+#define EXEC_TAG_BASE 0x40000000 /* bootstrap tags of context setup: base + context sequence */
+
+typedef struct exec_lowcache {
+    struct exec_lowcache *next;
+    size_t in_bytes, out_bytes;
+    mscclpp_dtype_t dtype;
+    mscclpp_redop_t op;
+    mscclpp_packet_t packet;
+    exec_lowered_t *low;
+    void *dev_blob; /* device copy of low->blob */
+} exec_lowcache_t;
+
+typedef struct exec_context {
+    struct exec_context *next;
+    const struct mscclpp_plan *plan;
+    const void *send; /* key */
+    void *recv;
+    int rotation;
+    int vrank;
+    size_t in_cap, out_cap; /* bytes from send/recv to the end of their allocations */
+    bool broken;            /* a launch failed: state undefined, rebuild before reuse */
+
+    void *scratch;
+    uint64_t scratch_bytes;
+    void *state;
+    size_t state_bytes;
+    uint64_t *inbound;  /* n_mem 64-byte slots, shareable */
+    uint64_t *expected; /* n_mem counters, device memory */
+    uint64_t *dummy;    /* target of signals on channels the peer does not pair */
+    exec_memchan_t *chans;
+    void **rbufs;
+    exec_switch_t *switches;
+    void **members;
+    void **mappings; /* peer mappings to release */
+    int n_mappings;
+    exec_lowcache_t *lowered;
+} exec_context_t;
+
+struct mscclpp_executor {
+    mscclpp_comm_t *comm;
+    const hal_ops_t *hal;
+    exec_registry_t registry;
+    exec_context_t *contexts;
+    uint32_t context_seq;
+    void *tmp;        /* staging input for in-place calls served by out-of-place plans */
+    size_t tmp_bytes;
+};
+
+#define SLOT_U64 8 /* counters are 64 bytes apart */
+
+static int vr_to_pr(const exec_context_t *c, int v, int n) { return (v + c->rotation) % n; }
+
+/* ---- context setup ----------------------------------------------------------------------- */
+
+static size_t bytes_to_alloc_end(const hal_ops_t *hal, const void *p, bool *shareable)
+{
+    void *base = NULL;
+    size_t size = 0;
+    *shareable = false;
+    if (!p || hal->mem_range(p, &base, &size) != MSCCLPP_OK) return 0;
+    *shareable = true;
+    return size - (size_t)((const char *)p - (const char *)base);
+}
+
+/* Number of type-T channels gpu `from` lists to `to`. */
+static int chan_count(const plan_gpu_t *g, int type, int to)
+{
+    int k = 0;
+    for (int i = 0; i < g->n_chan[type]; i++)
+        if (g->peers[type][i] == to) k++;
+    return k;
+}
+
+/* Bit mask of buffer types virtual rank `peer` needs from virtual rank `me`. */
+static unsigned needs_from(const struct mscclpp_plan *plan, int peer, int me)
+{
+    const plan_gpu_t *g = &plan->gpus[peer];
+    unsigned mask = 0;
+    for (int q = 0; q < g->n_rbufs; q++)
+        if (g->rbufs[q].owner == me) mask |= 1u << g->rbufs[q].buf;
+    for (int s = 0; s < g->n_chan[PLAN_CH_SWITCH]; s++) {
+        const plan_switch_t *sw = &g->switches[s];
+        for (int m = 0; m < sw->n_ranks; m++)
+            if (sw->ranks[m] == me) mask |= 1u << sw->buf;
+    }
+    return mask;
+}
+
+static bool pair_talks(const struct mscclpp_plan *plan, int a, int b)
+{
+    return needs_from(plan, a, b) || needs_from(plan, b, a) ||
+           chan_count(&plan->gpus[a], PLAN_CH_MEMORY, b) ||
+           chan_count(&plan->gpus[b], PLAN_CH_MEMORY, a);
+}
+
+static void *buffer_of(const exec_context_t *c, int type)
+{
+    switch (type) {
+    case PLAN_BUF_INPUT: return (void *)c->send;
+    case PLAN_BUF_OUTPUT: return c->recv;
+    default: return c->scratch;
+    }
+}
+
+static const char *buf_name(int type)
+{
+    return type == PLAN_BUF_INPUT ? "input" : type == PLAN_BUF_OUTPUT ? "output" : "scratch";
+}
+
+static mscclpp_result_t put_regmem(mscclpp_executor_t *ex, wire_writer_t *w, void *ptr,
+                                   size_t bytes)
+{
+    mscclpp_regmem_t *m = NULL;
+    CHECK(mscclpp_register_memory(ex->comm, ptr, bytes, MSCCLPP_TRANSPORT_IPC, &m));
+    uint8_t buf[REGMEM_WIRE_MAX];
+    size_t len = 0;
+    mscclpp_result_t res = mscclpp_regmem_serialize(m, buf, sizeof buf, &len);
+    mscclpp_regmem_destroy(m);
+    CHECK(res);
+    wire_put_u32(w, (uint32_t)len);
+    wire_put_bytes(w, buf, len);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t get_regmem(mscclpp_executor_t *ex, exec_context_t *c, wire_reader_t *r,
+                                   int peer, void **ptr)
+{
+    uint32_t len = wire_get_u32(r);
+    uint8_t buf[REGMEM_WIRE_MAX];
+    if (r->bad || len > sizeof buf)
+        return ERR(MSCCLPP_ERR_REMOTE, "executor: malformed setup message from rank %d", peer);
+    wire_get_bytes(r, buf, len);
+    mscclpp_regmem_t *m = NULL;
+    CHECK(mscclpp_regmem_deserialize(ex->comm, buf, len, &m));
+    if (!m->ptr) {
+        mscclpp_regmem_destroy(m);
+        return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                   "executor: rank %d is on another node; plans across nodes need a network "
+                   "transport, not built yet", peer);
+    }
+    *ptr = m->ptr;
+    c->mappings[c->n_mappings++] = m->import_base;
+    m->import_base = NULL;
+    mscclpp_regmem_destroy(m);
+    return MSCCLPP_OK;
+}
+
+static void context_free(mscclpp_executor_t *ex, exec_context_t *c)
+{
+    if (!c) return;
+    const hal_ops_t *hal = ex->hal;
+    while (c->lowered) {
+        exec_lowcache_t *l = c->lowered;
+        c->lowered = l->next;
+        if (l->dev_blob) hal->mem_free(l->dev_blob);
+        exec_lowered_free(l->low);
+        free(l);
+    }
+    for (int i = 0; i < c->n_mappings; i++) comm_unmap_peer(ex->comm, c->mappings[i]);
+    if (c->scratch) hal->mem_free(c->scratch);
+    if (c->state) hal->mem_free(c->state);
+    if (c->inbound) hal->mem_free(c->inbound);
+    if (c->expected) hal->mem_free(c->expected);
+    free(c->chans);
+    free(c->rbufs);
+    free(c->switches);
+    free(c->members);
+    free(c->mappings);
+    free(c);
+}
+
+static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
+                                       const void *send, void *recv, int rotation,
+                                       mscclpp_dtype_t dtype, exec_context_t **out)
+{
+    mscclpp_comm_t *comm = ex->comm;
+    const hal_ops_t *hal = ex->hal;
+    const int n = comm->nranks;
+    mscclpp_result_t res = MSCCLPP_OK;
+    exec_context_t *c = calloc(1, sizeof *c);
+    if (!c) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+    c->plan = plan;
+    c->send = send;
+    c->recv = recv;
+    c->rotation = rotation;
+    c->vrank = (comm->rank - rotation + n) % n;
+    const int me = c->vrank;
+    const plan_gpu_t *g = &plan->gpus[me];
+    uint32_t seq = ex->context_seq++;
+    const int tag = EXEC_TAG_BASE + (int)(seq & 0xffffff);
+
+    for (int t = 0; t < PLAN_CH__COUNT; t++)
+        if (t == PLAN_CH_PORT && g->n_chan[t] > 0) {
+            res = ERR(MSCCLPP_ERR_UNSUPPORTED,
+                      "plan '%s' uses %d port channel(s) on rank %d: port channels are not "
+                      "implemented yet", plan->name, g->n_chan[t], me);
+            goto fail;
+        }
+
+    bool in_share = false, out_share = false;
+    c->in_cap = bytes_to_alloc_end(hal, send, &in_share);
+    c->out_cap = bytes_to_alloc_end(hal, recv, &out_share);
+
+    /* scratch sized for the largest call these buffers allow, capped by the plan's range */
+    uint64_t cap_in = c->in_cap, cap_out = c->out_cap;
+    if (plan->max_message_size && cap_in > plan->max_message_size) cap_in = plan->max_message_size;
+    if (plan->max_message_size && cap_out > plan->max_message_size)
+        cap_out = plan->max_message_size;
+    uint64_t scratch_bytes = 0;
+    {
+        /* exec_scratch_bytes wants consistent sizes: derive both from the chunk size */
+        size_t es = mscclpp_dtype_size(dtype);
+        uint64_t cin = g->input_chunks, cout = g->output_chunks;
+        uint64_t per_chunk = 0;
+        if (cin) per_chunk = cap_in / cin;
+        if (cout && (!cin || cap_out / cout < per_chunk)) per_chunk = cap_out / cout;
+        per_chunk -= per_chunk % (es ? es : 1);
+        uint64_t in_b = per_chunk * cin, out_b = per_chunk * cout;
+        if (per_chunk > 0 &&
+            exec_scratch_bytes(plan, me, in_b, out_b, dtype, &scratch_bytes) != MSCCLPP_OK) {
+            core_clear_error();
+            scratch_bytes = 0;
+        }
+        if (g->scratch_chunks && scratch_bytes == 0)
+            scratch_bytes = (per_chunk + 64) * g->scratch_chunks * 4;
+    }
+    if (scratch_bytes) {
+        CHECK_GOTO(hal->mem_alloc_shareable(scratch_bytes, &c->scratch), res, fail);
+        CHECK_GOTO(hal->memset_sync(c->scratch, 0, scratch_bytes), res, fail);
+        c->scratch_bytes = scratch_bytes;
+    }
+
+    /* device state */
+    c->state_bytes = exec_state_bytes(plan, me);
+    {
+        void *image = calloc(1, c->state_bytes);
+        if (!image) {
+            res = ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+            goto fail;
+        }
+        res = exec_state_init(plan, me, image, c->state_bytes);
+        if (res == MSCCLPP_OK) res = hal->mem_alloc(c->state_bytes, &c->state);
+        if (res == MSCCLPP_OK) res = hal->memcpy_sync(c->state, image, c->state_bytes);
+        free(image);
+        if (res != MSCCLPP_OK) goto fail;
+    }
+
+    /* memory channel counters */
+    int n_mem = g->n_chan[PLAN_CH_MEMORY];
+    size_t inbound_bytes = (size_t)(n_mem + 1) * SLOT_U64 * sizeof(uint64_t);
+    CHECK_GOTO(hal->mem_alloc_shareable(inbound_bytes, (void **)&c->inbound), res, fail);
+    CHECK_GOTO(hal->memset_sync(c->inbound, 0, inbound_bytes), res, fail);
+    c->dummy = c->inbound + (size_t)n_mem * SLOT_U64;
+    CHECK_GOTO(hal->mem_alloc((size_t)(n_mem + 1) * sizeof(uint64_t), (void **)&c->expected), res,
+               fail);
+    CHECK_GOTO(hal->memset_sync(c->expected, 0, (size_t)(n_mem + 1) * sizeof(uint64_t)), res,
+               fail);
+    c->chans = calloc((size_t)n_mem + 1, sizeof *c->chans);
+    c->rbufs = calloc((size_t)g->n_rbufs + 1, sizeof *c->rbufs);
+    int n_sw = g->n_chan[PLAN_CH_SWITCH], n_members = 0;
+    for (int s = 0; s < n_sw; s++) n_members += g->switches[s].n_ranks;
+    c->switches = calloc((size_t)n_sw + 1, sizeof *c->switches);
+    c->members = calloc((size_t)n_members + 1, sizeof *c->members);
+    c->mappings = calloc((size_t)(n * 4) + 1, sizeof *c->mappings);
+    if (!c->chans || !c->rbufs || !c->switches || !c->members || !c->mappings) {
+        res = ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < n_mem; i++) {
+        c->chans[i].inbound = c->inbound + (size_t)i * SLOT_U64;
+        c->chans[i].outbound = c->dummy;
+        c->chans[i].expected = c->expected + i;
+    }
+
+    /* one setup message to every peer this rank talks to (both sides agree from the plan) */
+    void **peer_buf[3];
+    for (int t = 0; t < 3; t++) {
+        peer_buf[t] = calloc((size_t)n, sizeof(void *));
+        if (!peer_buf[t]) {
+            res = ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+            for (int u = 0; u < t; u++) free(peer_buf[u]);
+            goto fail;
+        }
+    }
+    for (int t = 0; t < 3; t++) peer_buf[t][me] = buffer_of(c, t);
+    uint8_t *msg = malloc(64 + 4 * (REGMEM_WIRE_MAX + 8) + (size_t)(n_mem + 1) * 8);
+    if (!msg) {
+        res = ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+        goto free_peer_bufs;
+    }
+    for (int v = 0; v < n && res == MSCCLPP_OK; v++) {
+        if (v == me || !pair_talks(plan, me, v)) continue;
+        wire_writer_t w = {msg, 64 + 4 * (REGMEM_WIRE_MAX + 8) + (size_t)(n_mem + 1) * 8, 0, false};
+        wire_put_u32(&w, EXEC_WIRE_MAGIC);
+        wire_put_u32(&w, EXEC_WIRE_VERSION);
+        /* my counters for my channels to v, in ordinal order */
+        int k = chan_count(g, PLAN_CH_MEMORY, v);
+        wire_put_u32(&w, (uint32_t)k);
+        if (k > 0) {
+            CHECK_GOTO(put_regmem(ex, &w, c->inbound, inbound_bytes), res, free_msg);
+            for (int i = 0; i < n_mem; i++)
+                if (g->peers[PLAN_CH_MEMORY][i] == v) wire_put_u64(&w, (uint64_t)i);
+        }
+        unsigned need = needs_from(plan, v, me);
+        wire_put_u32(&w, need);
+        for (int t = 0; t < 3; t++) {
+            if (!(need & (1u << t))) continue;
+            void *p = buffer_of(c, t);
+            bool share = t == PLAN_BUF_SCRATCH ? true : t == PLAN_BUF_INPUT ? in_share : out_share;
+            size_t bytes = t == PLAN_BUF_SCRATCH ? c->scratch_bytes
+                           : t == PLAN_BUF_INPUT ? c->in_cap : c->out_cap;
+            if (!p || !share || bytes == 0) {
+                res = ERR_ARG("plan '%s': rank %d addresses the %s buffer of rank %d, which must "
+                              "then come from mscclpp_malloc (got %p)", plan->name,
+                              vr_to_pr(c, v, n), buf_name(t), comm->rank, p);
+                goto free_msg;
+            }
+            CHECK_GOTO(put_regmem(ex, &w, p, bytes), res, free_msg);
+        }
+        if (w.overflow) {
+            res = ERR(MSCCLPP_ERR_INTERNAL, "executor: setup message overflow");
+            goto free_msg;
+        }
+        uint64_t len = w.len;
+        int peer = vr_to_pr(c, v, n);
+        CHECK_GOTO(mscclpp_bootstrap_send(comm->boot, &len, sizeof len, peer, tag), res, free_msg);
+        CHECK_GOTO(mscclpp_bootstrap_send(comm->boot, msg, w.len, peer, tag), res, free_msg);
+    }
+    for (int v = 0; v < n && res == MSCCLPP_OK; v++) {
+        if (v == me || !pair_talks(plan, me, v)) continue;
+        int peer = vr_to_pr(c, v, n);
+        uint64_t len = 0;
+        CHECK_GOTO(mscclpp_bootstrap_recv(comm->boot, &len, sizeof len, peer, tag), res, free_msg);
+        if (len > 64 + 4 * (REGMEM_WIRE_MAX + 8) + (uint64_t)(plan->gpus[v].n_chan[PLAN_CH_MEMORY] + 1) * 8) {
+            res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d sent a %llu-byte setup message",
+                      peer, (unsigned long long)len);
+            goto free_msg;
+        }
+        uint8_t *in = malloc(len ? len : 1);
+        if (!in) {
+            res = ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+            goto free_msg;
+        }
+        res = mscclpp_bootstrap_recv(comm->boot, in, (size_t)len, peer, tag);
+        wire_reader_t r = {in, (size_t)len, 0, false};
+        if (res == MSCCLPP_OK && (wire_get_u32(&r) != EXEC_WIRE_MAGIC ||
+                                  wire_get_u32(&r) != EXEC_WIRE_VERSION))
+            res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d sent a setup message of another "
+                      "format or version", peer);
+        uint32_t k = res == MSCCLPP_OK ? wire_get_u32(&r) : 0;
+        if (res == MSCCLPP_OK && k != (uint32_t)chan_count(&plan->gpus[v], PLAN_CH_MEMORY, me))
+            res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d announces %u channels to rank %d, "
+                      "the plan says %d (different plans?)", peer, k, comm->rank,
+                      chan_count(&plan->gpus[v], PLAN_CH_MEMORY, me));
+        if (res == MSCCLPP_OK && k > 0) {
+            void *their_inbound = NULL;
+            res = get_regmem(ex, c, &r, peer, &their_inbound);
+            /* pair ordinal j of my channels to v with ordinal j of theirs to me (spec §5.2);
+             * my extra channels keep signalling the dummy counter */
+            uint64_t *slots = calloc(k, sizeof *slots);
+            if (!slots && res == MSCCLPP_OK) res = ERR(MSCCLPP_ERR_NO_MEMORY, "out of memory");
+            for (uint32_t j = 0; j < k && res == MSCCLPP_OK; j++) {
+                slots[j] = wire_get_u64(&r);
+                if (slots[j] >= (uint64_t)plan->gpus[v].n_chan[PLAN_CH_MEMORY])
+                    res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d sent counter slot %llu",
+                              peer, (unsigned long long)slots[j]);
+            }
+            uint32_t j = 0;
+            for (int i = 0; i < n_mem && res == MSCCLPP_OK; i++) {
+                if (g->peers[PLAN_CH_MEMORY][i] != v) continue;
+                if (j < k) c->chans[i].outbound = (uint64_t *)their_inbound + slots[j] * SLOT_U64;
+                j++;
+            }
+            free(slots);
+        }
+        uint32_t need = res == MSCCLPP_OK ? wire_get_u32(&r) : 0;
+        if (res == MSCCLPP_OK && need != needs_from(plan, me, v))
+            res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d offers buffers 0x%x, rank %d needs "
+                      "0x%x (different plans?)", peer, need, comm->rank, needs_from(plan, me, v));
+        for (int t = 0; t < 3 && res == MSCCLPP_OK; t++)
+            if (need & (1u << t)) res = get_regmem(ex, c, &r, peer, &peer_buf[t][v]);
+        if (res == MSCCLPP_OK && r.bad)
+            res = ERR(MSCCLPP_ERR_REMOTE, "executor: truncated setup message from rank %d", peer);
+        free(in);
+        if (res != MSCCLPP_OK) goto free_msg;
+    }
+    /* resolve remote buffers and switch members */
+    for (int q = 0; q < g->n_rbufs; q++) c->rbufs[q] = peer_buf[g->rbufs[q].buf][g->rbufs[q].owner];
+    {
+        int m0 = 0;
+        for (int s = 0; s < n_sw; s++) {
+            const plan_switch_t *sw = &g->switches[s];
+            c->switches[s].n_members = sw->n_ranks;
+            c->switches[s].members = &c->members[m0];
+            c->switches[s].mc = NULL;
+            for (int m = 0; m < sw->n_ranks; m++) c->members[m0 + m] = peer_buf[sw->buf][sw->ranks[m]];
+            m0 += sw->n_ranks;
+        }
+    }
+    /* nobody may leave (and stop serving its memory) before everyone has mapped it */
+    CHECK_GOTO(mscclpp_bootstrap_barrier(comm->boot), res, free_msg);
+    INFO(SUBSYS_EXEC, "rank %d: context %u for plan '%s' (virtual rank %d): %d memory channels, "
+         "%d remote buffers, %d switch channels, %llu bytes scratch", comm->rank, seq, plan->name,
+         me, n_mem, g->n_rbufs, n_sw, (unsigned long long)c->scratch_bytes);
+free_msg:
+    free(msg);
+free_peer_bufs:
+    for (int t = 0; t < 3; t++) free(peer_buf[t]);
+    if (res != MSCCLPP_OK) goto fail;
+    *out = c;
+    return MSCCLPP_OK;
+fail:
+    context_free(ex, c);
+    return res;
+}
+
+static mscclpp_result_t context_get(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
+                                    const void *send, void *recv, int rotation,
+                                    mscclpp_dtype_t dtype, exec_context_t **out)
+{
+    exec_context_t **pp;
+    for (pp = &ex->contexts; *pp; pp = &(*pp)->next) {
+        exec_context_t *c = *pp;
+        if (c->plan == plan && c->send == send && c->recv == recv && c->rotation == rotation) {
+            if (!c->broken) {
+                *out = c;
+                return MSCCLPP_OK;
+            }
+            *pp = c->next; /* rebuild after a failed launch */
+            context_free(ex, c);
+            break;
+        }
+    }
+    exec_context_t *c = NULL;
+    CHECK(context_create(ex, plan, send, recv, rotation, dtype, &c));
+    c->next = ex->contexts;
+    ex->contexts = c;
+    *out = c;
+    return MSCCLPP_OK;
+}
+
+/* ---- execution --------------------------------------------------------------------------- */
+
+static mscclpp_result_t lowered_get(mscclpp_executor_t *ex, exec_context_t *c, size_t in_bytes,
+                                    size_t out_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
+                                    mscclpp_packet_t packet, exec_lowcache_t **out)
+{
+    for (exec_lowcache_t *l = c->lowered; l; l = l->next)
+        if (l->in_bytes == in_bytes && l->out_bytes == out_bytes && l->dtype == dtype &&
+            l->op == op && l->packet == packet) {
+            *out = l;
+            return MSCCLPP_OK;
+        }
+    const plan_gpu_t *g = &c->plan->gpus[c->vrank];
+    exec_resources_t res = {0};
+    res.input = c->send;
+    res.output = c->recv;
+    res.scratch = c->scratch;
+    res.scratch_bytes = c->scratch_bytes;
+    res.state = c->state;
+    res.n_mem_chans = g->n_chan[PLAN_CH_MEMORY];
+    res.mem_chans = c->chans;
+    res.n_rbufs = g->n_rbufs;
+    res.rbufs = c->rbufs;
+    res.n_switch = g->n_chan[PLAN_CH_SWITCH];
+    res.switches = c->switches;
+    exec_lowcache_t *l = calloc(1, sizeof *l);
+    if (!l) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+    mscclpp_result_t r = exec_lower(c->plan, c->vrank, in_bytes, out_bytes, dtype, op, packet,
+                                    &res, &l->low);
+    if (r != MSCCLPP_OK) {
+        free(l);
+        return r;
+    }
+    r = ex->hal->mem_alloc(l->low->blob_bytes, &l->dev_blob);
+    if (r == MSCCLPP_OK) r = ex->hal->memcpy_sync(l->dev_blob, l->low->blob, l->low->blob_bytes);
+    if (r != MSCCLPP_OK) {
+        if (l->dev_blob) ex->hal->mem_free(l->dev_blob);
+        exec_lowered_free(l->low);
+        free(l);
+        return r;
+    }
+    l->low->args.plan = l->dev_blob;
+    l->in_bytes = in_bytes;
+    l->out_bytes = out_bytes;
+    l->dtype = dtype;
+    l->op = op;
+    l->packet = packet;
+    l->next = c->lowered;
+    c->lowered = l;
+    *out = l;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t check_state(mscclpp_executor_t *ex, exec_context_t *c)
+{
+    kern_state_t st;
+    CHECK(ex->hal->memcpy_sync(&st, c->state, sizeof st));
+    mscclpp_result_t r = exec_state_error(&st, c->plan);
+    if (r != MSCCLPP_OK) c->broken = true;
+    return r;
+}
+
+static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
+                                        const void *send, void *recv, size_t send_bytes,
+                                        size_t recv_bytes, mscclpp_dtype_t dtype,
+                                        mscclpp_redop_t op, mscclpp_packet_t packet,
+                                        mscclpp_stream_t stream, int rotation)
+{
+    CHECK_ARG(ex != NULL);
+    CHECK_ARG(plan != NULL);
+    CHECK_ARG((int)dtype >= 0 && dtype < MSCCLPP_DTYPE_COUNT);
+    CHECK_ARG(op == MSCCLPP_REDOP_PLAN || ((int)op >= 0 && op < MSCCLPP_REDOP_COUNT));
+    CHECK_ARG(packet == MSCCLPP_PACKET_LL16 || packet == MSCCLPP_PACKET_LL8);
+    mscclpp_comm_t *comm = ex->comm;
+    if (plan->nranks != comm->nranks)
+        return ERR_ARG("plan '%s' is written for %d ranks, the communicator has %d", plan->name,
+                       plan->nranks, comm->nranks);
+    if ((send_bytes && !send) || (recv_bytes && !recv))
+        return ERR_ARG("execute: NULL buffer with a non-zero size");
+    uint64_t msg = exec_message_size(plan->collective, send_bytes, recv_bytes);
+    if (msg < plan->min_message_size || msg > plan->max_message_size)
+        return ERR_ARG("plan '%s' accepts messages of %llu to %llu bytes, got %llu", plan->name,
+                       (unsigned long long)plan->min_message_size,
+                       (unsigned long long)plan->max_message_size, (unsigned long long)msg);
+    if (stream && stream->ops != ex->hal)
+        return ERR_ARG("execute: stream of backend %s, executor runs on %s", stream->ops->name,
+                       ex->hal->name);
+
+    exec_context_t *c = NULL;
+    CHECK(context_get(ex, plan, send, recv, rotation, dtype, &c));
+    if (send_bytes > c->in_cap || recv_bytes > c->out_cap)
+        return ERR_ARG("execute: %zu/%zu bytes do not fit the buffers (%zu/%zu bytes to the end "
+                       "of their allocations)", send_bytes, recv_bytes, c->in_cap, c->out_cap);
+    exec_lowcache_t *l = NULL;
+    CHECK(lowered_get(ex, c, send_bytes, recv_bytes, dtype, op, packet, &l));
+    hal_stream_t hs = hal_api_stream(stream);
+    mscclpp_result_t r = ex->hal->launch(&l->low->args, sizeof l->low->args, l->low->nblocks,
+                                         l->low->nthreads, hs);
+    if (r != MSCCLPP_OK) {
+        c->broken = true;
+        return r;
+    }
+    if (!hs) return check_state(ex, c);
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_execute_ex(mscclpp_executor_t *exec,
+                                                const mscclpp_plan_t *plan, const void *send,
+                                                void *recv, size_t send_bytes, size_t recv_bytes,
+                                                mscclpp_dtype_t dtype, mscclpp_redop_t op,
+                                                mscclpp_packet_t packet, mscclpp_stream_t stream)
+{
+    return execute_rotated(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet,
+                           stream, 0);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_execute(mscclpp_executor_t *exec, const mscclpp_plan_t *plan,
+                                             const void *send, void *recv, size_t send_bytes,
+                                             size_t recv_bytes, mscclpp_dtype_t dtype,
+                                             mscclpp_redop_t op, mscclpp_stream_t stream)
+{
+    return execute_rotated(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op,
+                           MSCCLPP_PACKET_LL16, stream, 0);
+}
+
+/* ---- executor object and registry -------------------------------------------------------- */
+
+static const char *default_plan_dir(void)
+{
+    const char *d = config_get(CFG_MSCCLPP_PLAN_DIR);
+    return *d ? d : MSCCLPP_PLAN_DIR;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
+                                                     mscclpp_executor_t **exec)
+{
+    CHECK_ARG(comm != NULL);
+    CHECK_ARG(exec != NULL);
+    *exec = NULL;
+    mscclpp_executor_t *ex = calloc(1, sizeof *ex);
+    if (!ex) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+    ex->comm = comm;
+    ex->hal = comm->hal;
+    exec_registry_init(&ex->registry);
+    int loaded = 0, skipped = 0;
+    const char *dir = default_plan_dir();
+    if (exec_registry_load_dir(&ex->registry, dir, &loaded, &skipped) != MSCCLPP_OK) {
+        core_clear_error();
+        INFO(SUBSYS_EXEC, "no default plans: cannot read %s", dir);
+    } else {
+        INFO(SUBSYS_EXEC, "loaded %d default plans from %s (%d skipped)", loaded, dir, skipped);
+    }
+    *exec = ex;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_reset(mscclpp_executor_t *exec)
+{
+    CHECK_ARG(exec != NULL);
+    while (exec->contexts) {
+        exec_context_t *c = exec->contexts;
+        exec->contexts = c->next;
+        context_free(exec, c);
+    }
+    /* peers may still read from our scratch until they are done with theirs */
+    return mscclpp_bootstrap_barrier(exec->comm->boot);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
+{
+    if (!exec) return MSCCLPP_OK;
+    while (exec->contexts) {
+        exec_context_t *c = exec->contexts;
+        exec->contexts = c->next;
+        context_free(exec, c);
+    }
+    if (exec->tmp) exec->hal->mem_free(exec->tmp);
+    exec_registry_fini(&exec->registry);
+    free(exec);
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_register_plan(mscclpp_executor_t *exec,
+                                                            const mscclpp_plan_t *plan,
+                                                            int ranks_per_node, const char *tags)
+{
+    CHECK_ARG(exec != NULL);
+    CHECK_ARG(plan != NULL);
+    CHECK_ARG(ranks_per_node >= 0);
+    return exec_registry_register(&exec->registry, plan, ranks_per_node, tags);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_load_plan_dir(mscclpp_executor_t *exec,
+                                                            const char *dir, int *nloaded)
+{
+    CHECK_ARG(exec != NULL);
+    return exec_registry_load_dir(&exec->registry, dir ? dir : default_plan_dir(), nloaded, NULL);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_select_plan(mscclpp_executor_t *exec,
+                                                          const char *collective, int inplace,
+                                                          uint64_t message_bytes, const char *tags,
+                                                          const mscclpp_plan_t **plan)
+{
+    CHECK_ARG(exec != NULL);
+    CHECK_ARG(collective != NULL);
+    CHECK_ARG(plan != NULL);
+    return exec_registry_select(&exec->registry, collective, exec->comm->nranks,
+                                exec->comm->nlocal, inplace != 0, message_bytes, tags, plan);
+}
+
+/* ---- collectives with registered plans --------------------------------------------------- */
+
+/*
+ * Run `collective`: pick a plan for the in-place-ness of the call; when only an out-of-place
+ * plan exists for an in-place call, stage the input in a temporary buffer first.
+ */
+static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *collective,
+                                       const void *send, void *recv, size_t in_bytes,
+                                       size_t out_bytes, bool inplace, const void *stage_src,
+                                       mscclpp_dtype_t dtype, mscclpp_redop_t op, int rotation,
+                                       mscclpp_stream_t stream)
+{
+    uint64_t msg = exec_message_size(collective, in_bytes, out_bytes);
+    const struct mscclpp_plan *plan = NULL;
+    mscclpp_result_t r = exec_registry_select(&ex->registry, collective, ex->comm->nranks,
+                                              ex->comm->nlocal, inplace, msg, NULL, &plan);
+    if (r == MSCCLPP_OK)
+        return execute_rotated(ex, plan, send, recv, in_bytes, out_bytes, dtype, op,
+                               MSCCLPP_PACKET_LL16, stream, rotation);
+    if (!inplace) return ERR(r, "%s", mscclpp_last_error());
+    /* in-place call, out-of-place plan: copy the input aside */
+    CHECK_GOTO(exec_registry_select(&ex->registry, collective, ex->comm->nranks,
+                                    ex->comm->nlocal, false, msg, NULL, &plan),
+               r, none);
+    if (ex->tmp_bytes < in_bytes) {
+        if (ex->tmp) {
+            /* contexts keyed on the old staging buffer go with it */
+            for (exec_context_t **pp = &ex->contexts; *pp;) {
+                exec_context_t *c = *pp;
+                if (c->send == ex->tmp) {
+                    *pp = c->next;
+                    context_free(ex, c);
+                } else {
+                    pp = &c->next;
+                }
+            }
+            ex->hal->mem_free(ex->tmp);
+            ex->tmp = NULL;
+            ex->tmp_bytes = 0;
+        }
+        size_t want = in_bytes < 4096 ? 4096 : in_bytes;
+        CHECK(ex->hal->mem_alloc_shareable(want, &ex->tmp));
+        ex->tmp_bytes = want;
+    }
+    if (stream)
+        CHECK(ex->hal->memcpy_async(ex->tmp, stage_src, in_bytes, hal_api_stream(stream)));
+    else
+        CHECK(ex->hal->memcpy_sync(ex->tmp, stage_src, in_bytes));
+    return execute_rotated(ex, plan, ex->tmp, recv, in_bytes, out_bytes, dtype, op,
+                           MSCCLPP_PACKET_LL16, stream, rotation);
+none:
+    return ERR(MSCCLPP_ERR_UNSUPPORTED, "no %s plan for %d ranks and %llu bytes (%s); register "
+               "one or install the default plans (MSCCLPP_PLAN_DIR=%s)", collective,
+               ex->comm->nranks, (unsigned long long)msg, inplace ? "in-place" : "out-of-place",
+               default_plan_dir());
+}
+
+static mscclpp_result_t coll_check(mscclpp_executor_t *ex, const void *send, void *recv,
+                                   mscclpp_dtype_t dtype, size_t *es)
+{
+    CHECK_ARG(ex != NULL);
+    CHECK_ARG(send != NULL);
+    CHECK_ARG(recv != NULL);
+    CHECK_ARG((int)dtype >= 0 && dtype < MSCCLPP_DTYPE_COUNT);
+    *es = mscclpp_dtype_size(dtype);
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_allreduce(mscclpp_executor_t *exec, const void *send,
+                                               void *recv, size_t count, mscclpp_dtype_t dtype,
+                                               mscclpp_redop_t op, mscclpp_stream_t stream)
+{
+    size_t es;
+    CHECK(coll_check(exec, send, recv, dtype, &es));
+    CHECK_ARG((int)op >= 0 && op < MSCCLPP_REDOP_COUNT);
+    size_t b = count * es;
+    return run_collective(exec, "allreduce", send, recv, b, b, send == recv, send, dtype, op, 0,
+                          stream);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_allgather(mscclpp_executor_t *exec, const void *send,
+                                               void *recv, size_t send_count,
+                                               mscclpp_dtype_t dtype, mscclpp_stream_t stream)
+{
+    size_t es;
+    CHECK(coll_check(exec, send, recv, dtype, &es));
+    int n = exec->comm->nranks, rank = exec->comm->rank;
+    size_t in = send_count * es;
+    bool inplace = (const char *)send == (char *)recv + (size_t)rank * in;
+    return run_collective(exec, "allgather", send, recv, in, in * (size_t)n, inplace, send, dtype,
+                          MSCCLPP_REDOP_PLAN, 0, stream);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_reducescatter(mscclpp_executor_t *exec, const void *send,
+                                                   void *recv, size_t recv_count,
+                                                   mscclpp_dtype_t dtype, mscclpp_redop_t op,
+                                                   mscclpp_stream_t stream)
+{
+    size_t es;
+    CHECK(coll_check(exec, send, recv, dtype, &es));
+    CHECK_ARG((int)op >= 0 && op < MSCCLPP_REDOP_COUNT);
+    int n = exec->comm->nranks, rank = exec->comm->rank;
+    size_t out = recv_count * es;
+    bool inplace = (char *)recv == (const char *)send + (size_t)rank * out;
+    return run_collective(exec, "reducescatter", send, recv, out * (size_t)n, out, inplace, send,
+                          dtype, op, 0, stream);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_alltoall(mscclpp_executor_t *exec, const void *send,
+                                              void *recv, size_t count, mscclpp_dtype_t dtype,
+                                              mscclpp_stream_t stream)
+{
+    size_t es;
+    CHECK(coll_check(exec, send, recv, dtype, &es));
+    size_t b = count * es * (size_t)exec->comm->nranks;
+    return run_collective(exec, "alltoall", send, recv, b, b, send == recv, send, dtype,
+                          MSCCLPP_REDOP_PLAN, 0, stream);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_broadcast(mscclpp_executor_t *exec, const void *send,
+                                               void *recv, size_t count, mscclpp_dtype_t dtype,
+                                               int root, mscclpp_stream_t stream)
+{
+    size_t es;
+    CHECK(coll_check(exec, send, recv, dtype, &es));
+    CHECK_ARG(root >= 0 && root < exec->comm->nranks);
+    size_t b = count * es;
+    /* default broadcast plans are written for root 0: rotate ranks so `root` plays rank 0 */
+    return run_collective(exec, "broadcast", send, recv, b, b, send == recv, send, dtype,
+                          MSCCLPP_REDOP_PLAN, root, stream);
+}

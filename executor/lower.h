@@ -1,0 +1,136 @@
+/*
+ * Lowering: a loaded plan (executor/plan.h) + this call's sizes, dtype, op, packet type and the
+ * context's resolved resources -> the launch arguments of the interpreter (kern_args_t) and the
+ * per-rank device plan blob they point at (kernels/common/kern_args.h).
+ *
+ * How the executor uses it, per context (plan, rank, buffers):
+ *   1. exec_state_bytes() bytes of device memory for the state; exec_state_init() fills a host
+ *      image that is copied there once (semaphore initial values, flag = 1). Never reset it
+ *      between launches: the flag and semaphores must persist. Re-initialise (and rebuild the
+ *      channels) only after a failed launch.
+ *   2. exec_scratch_bytes() for the largest sizes the context serves: allocate that much
+ *      zeroed, peer-mappable scratch (it is the size this rank needs; peers' lowering assumes
+ *      each rank allocated at least its own exec_scratch_bytes()).
+ *   3. Fill exec_resources_t: one exec_memchan_t per memory channel of the plan (global index
+ *      of spec §1.3, i.e. plan->gpus[rank].peers[PLAN_CH_MEMORY][g] is the peer), one mapped
+ *      pointer per remote buffer (gpu-level id of spec §1.4; memory-access ones must be set,
+ *      pointing at the owner's buffer start for this call, in-allocation offset included),
+ *      one exec_switch_t per switch channel (members in the plan's rank order, each the bound
+ *      buffer of that member, offset included).
+ * Per call:
+ *   4. exec_lower() -> exec_lowered_t. Copy `blob` to device memory (host backend: may be used
+ *      in place) and set args.plan to that copy; launch args (sizeof(kern_args_t) bytes) with
+ *      `nblocks` blocks of `nthreads` threads. The lowered plan depends on sizes, dtype, op and
+ *      resources, not on args.input/args.output, which may be patched for a cached lowering.
+ *   5. After the stream synchronised: copy the state's first sizeof(kern_state_t) bytes back
+ *      and call exec_state_error() (host backend: on the state itself).
+ */
+#ifndef MSCCLPP_EXECUTOR_LOWER_H
+#define MSCCLPP_EXECUTOR_LOWER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "executor/plan.h"
+#include "kernels/common/kern_args.h"
+#include "mscclpp/mscclpp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** One memory channel (a semaphore pair with its peer), device addresses. */
+typedef struct {
+    uint64_t *inbound;  /**< my counter, incremented by the peer's signal */
+    uint64_t *outbound; /**< the peer's inbound counter of the matching channel, mapped */
+    uint64_t *expected; /**< my count of consumed signals (zero at creation, persists) */
+} exec_memchan_t;
+
+/** One switch channel: the bound buffer of every member rank, mapped. */
+typedef struct {
+    int n_members;        /**< must equal the plan's rank group size */
+    void *const *members; /**< members[m]: bound buffer of plan member m (offset included) */
+    void *mc;             /**< multicast pointer (CUDA NVLS) or NULL */
+} exec_switch_t;
+
+/** What the executor resolved for one rank of one context (device addresses). */
+typedef struct {
+    const void *input; /**< this call's buffers (may be patched later in args) */
+    void *output;
+    void *scratch;          /**< exec_scratch_bytes() or more, zeroed at creation */
+    uint64_t scratch_bytes; /**< its size */
+    void *state;            /**< exec_state_bytes(), initialised by exec_state_init() */
+    int n_mem_chans;        /**< plan->gpus[rank].n_chan[PLAN_CH_MEMORY] */
+    const exec_memchan_t *mem_chans;
+    int n_rbufs; /**< plan->gpus[rank].n_rbufs */
+    void *const *rbufs;
+    int n_switch; /**< plan->gpus[rank].n_chan[PLAN_CH_SWITCH] */
+    const exec_switch_t *switches;
+    uint64_t timeout_ns; /**< bound of every device wait; 0: MSCCLPP_TIMEOUT */
+    uint32_t host_spin;  /**< host backend polls before yielding; 0: MSCCLPP_HOST_SPIN */
+    uint32_t clock_khz;  /**< HIP wall clock rate; 0: 100 MHz */
+} exec_resources_t;
+
+/** Result of exec_lower(): one allocation, released with exec_lowered_free(). */
+typedef struct {
+    kern_args_t args; /**< args.plan points at `blob` until the executor repoints it */
+    int nblocks;      /**< grid size (at least 1: a rank without blocks still advances its flag) */
+    int nthreads;     /**< block size (plan's num_threads_per_block) */
+    size_t blob_bytes;
+    void *blob; /**< the kern_plan_t image, 64-byte aligned */
+} exec_lowered_t;
+
+/**
+ * Chunk size in bytes for these message sizes (spec §3.1 with our tail rule). Granule W = the
+ * element size, at least 4 bytes when the plan uses packets. CS = S/C when C divides S into
+ * multiples of W, else ceil(S/C) rounded up to lcm(buffer_alignment, W); chunk c of input or
+ * output = [c*CS, min((c+1)*CS, S)) (may be empty), scratch chunk c at c*CS. Input side if
+ * input_chunks > 0, else output. Errors (INVALID_ARG): sizes not multiples of the element
+ * size; input and output chunk sizes that differ, or that need rounding while the two buffers
+ * are not the same size and count; and for allgather / reducescatter / alltoall / sendrecv
+ * plans, any size that needs rounding (rank blocks would move).
+ */
+mscclpp_result_t exec_chunk_bytes(const struct mscclpp_plan *plan, int rank, size_t in_bytes,
+                                  size_t out_bytes, mscclpp_dtype_t dtype, uint64_t *chunk);
+
+/**
+ * Scratch bytes `rank` needs for these sizes: scratch_chunks * chunk, x2 when the plan uses
+ * packets (protocol LL or any packet op), x2 with use_double_scratch_buffer, rounded up to 64.
+ */
+mscclpp_result_t exec_scratch_bytes(const struct mscclpp_plan *plan, int rank, size_t in_bytes,
+                                    size_t out_bytes, mscclpp_dtype_t dtype, uint64_t *bytes);
+
+/** Bytes of device state for `rank` of `plan` (kern_state_t + its semaphores). */
+size_t exec_state_bytes(const struct mscclpp_plan *plan, int rank);
+
+/** Fill a host image of the state (`bytes` >= exec_state_bytes()) to copy to the device. */
+mscclpp_result_t exec_state_init(const struct mscclpp_plan *plan, int rank, void *image,
+                                 size_t bytes);
+
+/**
+ * Lower `plan` for `rank`. `op` replaces the plan's reduce_op unless MSCCLPP_REDOP_PLAN.
+ * Errors: INVALID_ARG (sizes, dtype, missing resources), INVALID_PLAN (a descriptor that would
+ * reach outside a buffer for these sizes), UNSUPPORTED (port channels), NO_MEMORY.
+ */
+mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in_bytes,
+                            size_t out_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
+                            mscclpp_packet_t packet, const exec_resources_t *res,
+                            exec_lowered_t **lowered);
+
+void exec_lowered_free(exec_lowered_t *lowered);
+
+/**
+ * Report the error a launch recorded in its state (`state` = host copy of at least
+ * sizeof(kern_state_t) bytes): MSCCLPP_OK if none, else the code, with a message naming rank,
+ * block, op (index and name), channel and peer (recorded for mscclpp_last_error()).
+ */
+mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *plan);
+
+/** Name of an op type ("rres"), "?" if out of range. */
+const char *exec_op_name(int type);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSCCLPP_EXECUTOR_LOWER_H */

@@ -1,0 +1,1437 @@
+/*
+ * Plan loading and validation: the JSON of spec/plan-format.md §1 turned into the flat structs of
+ * executor/plan.h. Every rule that fails reports MSCCLPP_ERR_INVALID_PLAN with the source, the
+ * JSON path and the rule, so a plan that loads is safe to run: no index reaches outside a
+ * buffer, a table or a limit of spec §5.6.
+ *
+ * Decisions beyond the spec (spec/README.md lists ours):
+ *   - "name": null (the 0.9 DSL writes it) takes the file name without ".json" ("unnamed" for
+ *     strings); "" is refused.
+ *   - buffer_alignment: a power of two in [1, 2^30].
+ *   - Integers too big for jansson's json_int_t (max_message_size 18446744073709551615) make us
+ *     parse again with every integer read as a double; 2^64 then stands for 2^64-1.
+ *   - rank_subset (partial plans) is refused: every rank must be listed.
+ *   - Unpaired channel counts between two ranks are accepted (the setup pads them, spec §5.2).
+ *   - Unknown keys are ignored; a duplicate key keeps its last value (jansson's behaviour).
+ */
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdalign.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "core/debug.h"
+#include "executor/plan.h"
+
+#define PLAN_MAX_RANKS (1 << 20)        /* sanity bound: arrays are allocated per rank */
+#define PLAN_MAX_GPU_CHANNELS 65535     /* block tables store global indices in 16 bits */
+#define PLAN_MAX_GPU_RBUFS 65535
+#define PLAN_MAX_GPU_SEMS 65535
+#define PLAN_MAX_ALIGNMENT (1u << 30)
+
+/* ------------------------------------------------------------------------------------------ */
+/* Arena: every allocation of a plan comes from here and is released at once by plan_free(). */
+
+typedef struct arena_block {
+    struct arena_block *next;
+    size_t cap, used;
+    alignas(max_align_t) unsigned char data[];
+} arena_block_t;
+
+typedef struct {
+    arena_block_t *head;
+} plan_arena_t;
+
+#define ARENA_CHUNK (64 * 1024)
+
+static void *arena_alloc(plan_arena_t *a, size_t count, size_t size)
+{
+    if (size && count > SIZE_MAX / size / 2) return NULL;
+    size_t n = count * size;
+    size_t al = alignof(max_align_t);
+    n = (n + al - 1) / al * al;
+    if (n == 0) n = al;
+    arena_block_t *h = a->head;
+    if (h && h->cap - h->used >= n) {
+        void *p = h->data + h->used;
+        h->used += n;
+        return p;
+    }
+    size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+    arena_block_t *b = calloc(1, sizeof *b + cap);
+    if (!b) return NULL;
+    b->cap = cap;
+    b->used = n;
+    /* A large allocation gets its own block behind the head, so the head keeps its free space. */
+    if (h && n >= ARENA_CHUNK / 4) {
+        b->next = h->next;
+        h->next = b;
+    } else {
+        b->next = h;
+        a->head = b;
+    }
+    return b->data;
+}
+
+static void arena_destroy(plan_arena_t *a)
+{
+    if (!a) return;
+    for (arena_block_t *b = a->head, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+    free(a);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Loader state: the current JSON path for error messages. */
+
+typedef struct {
+    const char *source;
+    char path[512];
+    size_t path_len;
+    plan_arena_t *arena;
+    struct mscclpp_plan *plan;
+} ld_t;
+
+static void path_set(ld_t *ld, size_t len)
+{
+    ld->path_len = len;
+    ld->path[len] = '\0';
+}
+
+static size_t path_appendf(ld_t *ld, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static size_t path_appendf(ld_t *ld, const char *fmt, ...)
+{
+    size_t old = ld->path_len;
+    size_t room = sizeof ld->path - old;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(ld->path + old, room, fmt, ap);
+    va_end(ap);
+    if (n < 0) n = 0;
+    ld->path_len = (size_t)n >= room ? sizeof ld->path - 1 : old + (size_t)n;
+    return old;
+}
+
+/* Enter member `key` / element `i`; returns the length to restore with path_set(). */
+static size_t path_key(ld_t *ld, const char *key)
+{
+    return path_appendf(ld, "%s%s", ld->path_len ? "." : "", key);
+}
+
+static size_t path_idx(ld_t *ld, size_t i) { return path_appendf(ld, "[%zu]", i); }
+
+static mscclpp_result_t ld_err(ld_t *ld, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static mscclpp_result_t ld_err(ld_t *ld, const char *fmt, ...)
+{
+    char msg[640];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return core_error(MSCCLPP_ERR_INVALID_PLAN, __FILE__, __LINE__, "%s: %s%s%s", ld->source,
+                      ld->path_len ? ld->path : "", ld->path_len ? ": " : "", msg);
+}
+
+static mscclpp_result_t ld_nomem(ld_t *ld)
+{
+    return ERR(MSCCLPP_ERR_NO_MEMORY, "%s: out of memory while loading the plan", ld->source);
+}
+
+static void *ld_alloc(ld_t *ld, size_t count, size_t size)
+{
+    return arena_alloc(ld->arena, count, size);
+}
+
+#define LD_ALLOC(ld, ptr, count)                                              \
+    do {                                                                      \
+        (ptr) = ld_alloc((ld), (size_t)(count), sizeof *(ptr));               \
+        if (!(ptr)) return ld_nomem(ld);                                      \
+    } while (0)
+
+static const char *jtype(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "a value";
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Typed readers. The *_val functions check a value at the current path; the get_* functions
+ * look up a member, enter its path, and leave the path as it was. */
+
+static mscclpp_result_t u64_val(ld_t *ld, const json_t *v, uint64_t min, uint64_t max,
+                                uint64_t *out)
+{
+    uint64_t x;
+    if (json_is_integer(v)) {
+        json_int_t i = json_integer_value(v);
+        if (i < 0)
+            return ld_err(ld, "%" JSON_INTEGER_FORMAT " is negative (expected %llu..%llu)", i,
+                          (unsigned long long)min, (unsigned long long)max);
+        x = (uint64_t)i;
+    } else if (json_is_real(v)) {
+        /* Integers are reals when the text held one too big for json_int_t (see top). */
+        double d = json_real_value(v);
+        if (!isfinite(d) || d != floor(d))
+            return ld_err(ld, "%g is not an integer", d);
+        if (d < 0)
+            return ld_err(ld, "%.0f is negative (expected %llu..%llu)", d,
+                          (unsigned long long)min, (unsigned long long)max);
+        if (d > 18446744073709551616.0)
+            return ld_err(ld, "%.0f does not fit in 64 bits", d);
+        /* 2^64-1 has no double; it reads back as 2^64. */
+        x = d == 18446744073709551616.0 ? UINT64_MAX : (uint64_t)d;
+    } else {
+        return ld_err(ld, "expected a non-negative integer, got %s", jtype(v));
+    }
+    if (x < min || x > max)
+        return ld_err(ld, "%llu is out of range (expected %llu..%llu)", (unsigned long long)x,
+                      (unsigned long long)min, (unsigned long long)max);
+    *out = x;
+    return MSCCLPP_OK;
+}
+
+/* Member `key` of `obj` (an object): NULL when absent; an error when required and absent.
+ * JSON null counts as absent for optional keys. */
+static mscclpp_result_t get_member(ld_t *ld, const json_t *obj, const char *key, bool required,
+                                   json_t **out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v && json_is_null(v) && !required) v = NULL;
+    if (!v && required) {
+        size_t p = path_key(ld, key);
+        mscclpp_result_t res = ld_err(ld, "required key is missing");
+        path_set(ld, p);
+        return res;
+    }
+    *out = v;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t get_u64(ld_t *ld, const json_t *obj, const char *key, bool required,
+                                uint64_t min, uint64_t max, uint64_t def, uint64_t *out)
+{
+    json_t *v;
+    CHECK(get_member(ld, obj, key, required, &v));
+    if (!v) {
+        *out = def;
+        return MSCCLPP_OK;
+    }
+    size_t p = path_key(ld, key);
+    mscclpp_result_t res = u64_val(ld, v, min, max, out);
+    path_set(ld, p);
+    return res;
+}
+
+static mscclpp_result_t get_u32(ld_t *ld, const json_t *obj, const char *key, bool required,
+                                uint32_t min, uint32_t max, uint32_t def, uint32_t *out)
+{
+    uint64_t x;
+    CHECK(get_u64(ld, obj, key, required, min, max, def, &x));
+    *out = (uint32_t)x;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t get_bool(ld_t *ld, const json_t *obj, const char *key, bool required,
+                                 bool def, bool *out)
+{
+    json_t *v;
+    CHECK(get_member(ld, obj, key, required, &v));
+    if (!v) {
+        *out = def;
+        return MSCCLPP_OK;
+    }
+    if (!json_is_boolean(v)) {
+        size_t p = path_key(ld, key);
+        mscclpp_result_t res = ld_err(ld, "expected true or false, got %s", jtype(v));
+        path_set(ld, p);
+        return res;
+    }
+    *out = json_is_true(v);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t get_typed(ld_t *ld, const json_t *obj, const char *key, bool required,
+                                  json_type type, const char *what, json_t **out)
+{
+    json_t *v;
+    CHECK(get_member(ld, obj, key, required, &v));
+    if (v && json_typeof(v) != type) {
+        size_t p = path_key(ld, key);
+        mscclpp_result_t res = ld_err(ld, "expected %s, got %s", what, jtype(v));
+        path_set(ld, p);
+        return res;
+    }
+    *out = v;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t get_str(ld_t *ld, const json_t *obj, const char *key, bool required,
+                                const char **out)
+{
+    json_t *v;
+    CHECK(get_typed(ld, obj, key, required, JSON_STRING, "a string", &v));
+    *out = v ? json_string_value(v) : NULL;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t get_array(ld_t *ld, const json_t *obj, const char *key, bool required,
+                                  json_t **out)
+{
+    return get_typed(ld, obj, key, required, JSON_ARRAY, "an array", out);
+}
+
+static mscclpp_result_t get_object(ld_t *ld, const json_t *obj, const char *key, bool required,
+                                   json_t **out)
+{
+    return get_typed(ld, obj, key, required, JSON_OBJECT, "an object", out);
+}
+
+static mscclpp_result_t expect_object(ld_t *ld, const json_t *v)
+{
+    if (!json_is_object(v)) return ld_err(ld, "expected an object, got %s", jtype(v));
+    return MSCCLPP_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Names */
+
+static const char *const op_names[PLAN_OP__COUNT] = {
+    [PLAN_OP_NOP] = "nop",         [PLAN_OP_BARRIER] = "barrier",
+    [PLAN_OP_PUT] = "put",         [PLAN_OP_PPKT] = "ppkt",
+    [PLAN_OP_RPPKT] = "rppkt",     [PLAN_OP_PWS] = "pws",
+    [PLAN_OP_PWSF] = "pwsf",       [PLAN_OP_GET] = "get",
+    [PLAN_OP_COPY] = "copy",       [PLAN_OP_CPKT] = "cpkt",
+    [PLAN_OP_UPKT] = "upkt",       [PLAN_OP_SIGNAL] = "signal",
+    [PLAN_OP_WAIT] = "wait",       [PLAN_OP_FLUSH] = "flush",
+    [PLAN_OP_RE] = "re",           [PLAN_OP_REPKT] = "repkt",
+    [PLAN_OP_RECPKT] = "recpkt",   [PLAN_OP_RES] = "res",
+    [PLAN_OP_RESPKT] = "respkt",   [PLAN_OP_RECSPKT] = "recspkt",
+    [PLAN_OP_RRE] = "rre",         [PLAN_OP_RRES] = "rres",
+    [PLAN_OP_GLRES] = "glres",     [PLAN_OP_RLXSIGNAL] = "rlxsignal",
+    [PLAN_OP_RLXWAIT] = "rlxwait", [PLAN_OP_PIPELINE] = "pipeline",
+    [PLAN_OP_SEM_RELEASE] = "sem_release", [PLAN_OP_SEM_ACQUIRE] = "sem_acquire",
+    [PLAN_OP_GSTORE] = "gstore",   [PLAN_OP_GSTOREPKT] = "gstorepkt",
+};
+
+const char *plan_op_name(plan_op_type_t type)
+{
+    if ((int)type < 0 || type >= PLAN_OP__COUNT) return NULL;
+    return op_names[type];
+}
+
+static const char *const chan_names[PLAN_CH__COUNT] = {"none", "memory", "port", "switch"};
+static const char *const chunk_keys[] = {"input_chunks", "output_chunks", "scratch_chunks"};
+
+static int lookup_op(const char *name)
+{
+    for (int i = 0; i < PLAN_OP__COUNT; i++)
+        if (!strcmp(op_names[i], name)) return i;
+    return -1;
+}
+
+static int lookup_chan(const char *name)
+{
+    for (int i = 0; i < PLAN_CH__COUNT; i++)
+        if (!strcmp(chan_names[i], name)) return i;
+    return -1;
+}
+
+static mscclpp_result_t chan_val(ld_t *ld, const json_t *v, bool allow_none, bool allow_switch,
+                                 int *out)
+{
+    if (!json_is_string(v)) return ld_err(ld, "expected a string, got %s", jtype(v));
+    const char *s = json_string_value(v);
+    int t = lookup_chan(s);
+    if (t < 0)
+        return ld_err(ld, "unknown channel type \"%s\" (expected memory, port, switch%s)", s,
+                      allow_none ? " or none" : "");
+    if (t == PLAN_CH_NONE && !allow_none)
+        return ld_err(ld, "channel type \"none\" is not allowed here (expected memory, port%s)",
+                      allow_switch ? " or switch" : "");
+    if (t == PLAN_CH_SWITCH && !allow_switch)
+        return ld_err(ld, "channel type \"switch\" is not allowed here (expected memory or port)");
+    *out = t;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t buf_val(ld_t *ld, const json_t *v, uint8_t *out)
+{
+    if (!json_is_string(v)) return ld_err(ld, "expected \"i\", \"o\" or \"s\", got %s", jtype(v));
+    const char *s = json_string_value(v);
+    if (!strcmp(s, "i")) *out = PLAN_BUF_INPUT;
+    else if (!strcmp(s, "o")) *out = PLAN_BUF_OUTPUT;
+    else if (!strcmp(s, "s")) *out = PLAN_BUF_SCRATCH;
+    else return ld_err(ld, "unknown buffer type \"%s\" (expected \"i\", \"o\" or \"s\")", s);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t get_buf(ld_t *ld, const json_t *obj, const char *key, uint8_t *out)
+{
+    json_t *v;
+    CHECK(get_member(ld, obj, key, true, &v));
+    size_t p = path_key(ld, key);
+    mscclpp_result_t res = buf_val(ld, v, out);
+    path_set(ld, p);
+    return res;
+}
+
+static uint32_t gpu_chunks(const plan_gpu_t *g, int buf)
+{
+    return buf == PLAN_BUF_INPUT ? g->input_chunks
+           : buf == PLAN_BUF_OUTPUT ? g->output_chunks
+                                    : g->scratch_chunks;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* gpus[r]: chunk counts, channels, remote buffers, semaphores (pass 1, before any block). */
+
+static const char *const old_keys[] = {"inputChunks", "outputChunks", "scratchChunks",
+                                       "chunkGroups", "connectedTo", "threadBlocks"};
+
+/* The pre-0.9 camelCase format: refuse it by name instead of reporting missing keys. */
+static mscclpp_result_t check_old_format(ld_t *ld, const json_t *obj)
+{
+    if (!json_is_object(obj)) return MSCCLPP_OK;
+    for (size_t k = 0; k < sizeof old_keys / sizeof old_keys[0]; k++) {
+        if (json_object_get(obj, old_keys[k])) {
+            size_t p = path_key(ld, old_keys[k]);
+            mscclpp_result_t res =
+                ld_err(ld, "the old MSCCL++ plan format (camelCase keys) is not supported; "
+                           "regenerate the plan with the MSCCL++ 0.9 DSL or newer");
+            path_set(ld, p);
+            return res;
+        }
+    }
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t parse_peer_list(ld_t *ld, int rank, const json_t *list, int *peers,
+                                        int *n)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v) {
+        size_t p = path_idx(ld, i);
+        uint64_t peer;
+        CHECK(u64_val(ld, v, 0, UINT64_MAX, &peer));
+        if (peer >= (uint64_t)ld->plan->nranks)
+            return ld_err(ld, "peer rank %llu is out of range (the plan has %d ranks)",
+                          (unsigned long long)peer, ld->plan->nranks);
+        if ((int)peer == rank) return ld_err(ld, "a channel to the rank itself (%d)", rank);
+        peers[(*n)++] = (int)peer;
+        path_set(ld, p);
+    }
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t parse_switch_entry(ld_t *ld, int rank, const json_t *entry,
+                                           plan_gpu_t *g)
+{
+    uint8_t buf;
+    json_t *groups;
+    CHECK(get_buf(ld, entry, "buffer_type", &buf));
+    CHECK(get_array(ld, entry, "rank_groups", true, &groups));
+    size_t pg = path_key(ld, "rank_groups");
+    size_t i;
+    json_t *grp;
+    json_array_foreach(groups, i, grp) {
+        size_t p = path_idx(ld, i);
+        json_t *ranks;
+        CHECK(expect_object(ld, grp));
+        CHECK(get_array(ld, grp, "ranks", true, &ranks));
+        size_t pr = path_key(ld, "ranks");
+        size_t n = json_array_size(ranks);
+        if (n == 0) return ld_err(ld, "a switch channel needs at least one rank");
+        if (n > PLAN_MAX_SWITCH_MEMBERS)
+            return ld_err(ld, "%zu ranks exceed the limit of %d per switch channel", n,
+                          PLAN_MAX_SWITCH_MEMBERS);
+        plan_switch_t *sw = &g->switches[g->n_chan[PLAN_CH_SWITCH]++];
+        sw->buf = buf;
+        LD_ALLOC(ld, sw->ranks, n);
+        bool member = false;
+        size_t j;
+        json_t *v;
+        json_array_foreach(ranks, j, v) {
+            size_t pj = path_idx(ld, j);
+            uint64_t r;
+            CHECK(u64_val(ld, v, 0, UINT64_MAX, &r));
+            if (r >= (uint64_t)ld->plan->nranks)
+                return ld_err(ld, "rank %llu is out of range (the plan has %d ranks)",
+                              (unsigned long long)r, ld->plan->nranks);
+            for (int k = 0; k < sw->n_ranks; k++)
+                if (sw->ranks[k] == (int)r) return ld_err(ld, "rank %d is listed twice", (int)r);
+            sw->ranks[sw->n_ranks++] = (int)r;
+            member |= (int)r == rank;
+            path_set(ld, pj);
+        }
+        if (!member) return ld_err(ld, "rank %d is not a member of its own switch channel", rank);
+        path_set(ld, pr);
+        path_set(ld, p);
+    }
+    path_set(ld, pg);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t parse_gpu_channels(ld_t *ld, int rank, const json_t *chans, plan_gpu_t *g)
+{
+    /* Count first: global indices are positions in the concatenation per type (spec §1.3). */
+    size_t count[PLAN_CH__COUNT] = {0};
+    size_t i;
+    json_t *e;
+    json_array_foreach(chans, i, e) {
+        size_t p = path_idx(ld, i);
+        json_t *tv, *list;
+        int t;
+        CHECK(expect_object(ld, e));
+        CHECK(check_old_format(ld, e));
+        CHECK(get_member(ld, e, "channel_type", true, &tv));
+        size_t pt = path_key(ld, "channel_type");
+        CHECK(chan_val(ld, tv, false, true, &t));
+        path_set(ld, pt);
+        if (t == PLAN_CH_SWITCH) {
+            CHECK(get_array(ld, e, "rank_groups", true, &list));
+        } else {
+            CHECK(get_array(ld, e, "connected_to", true, &list));
+        }
+        count[t] += json_array_size(list);
+        path_set(ld, p);
+    }
+    for (int t = PLAN_CH_MEMORY; t < PLAN_CH__COUNT; t++) {
+        if (count[t] > PLAN_MAX_GPU_CHANNELS)
+            return ld_err(ld, "%zu %s channels exceed the limit of %d per rank", count[t],
+                          chan_names[t], PLAN_MAX_GPU_CHANNELS);
+    }
+    LD_ALLOC(ld, g->peers[PLAN_CH_MEMORY], count[PLAN_CH_MEMORY]);
+    LD_ALLOC(ld, g->peers[PLAN_CH_PORT], count[PLAN_CH_PORT]);
+    LD_ALLOC(ld, g->switches, count[PLAN_CH_SWITCH]);
+    json_array_foreach(chans, i, e) {
+        size_t p = path_idx(ld, i);
+        int t = lookup_chan(json_string_value(json_object_get(e, "channel_type")));
+        if (t == PLAN_CH_SWITCH) {
+            CHECK(parse_switch_entry(ld, rank, e, g));
+        } else {
+            size_t pc = path_key(ld, "connected_to");
+            CHECK(parse_peer_list(ld, rank, json_object_get(e, "connected_to"), g->peers[t],
+                                  &g->n_chan[t]));
+            path_set(ld, pc);
+        }
+        path_set(ld, p);
+    }
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t parse_remote_buffers(ld_t *ld, int rank, const json_t *list,
+                                             plan_gpu_t *g)
+{
+    size_t n = json_array_size(list);
+    if (n > PLAN_MAX_GPU_RBUFS)
+        return ld_err(ld, "%zu remote buffers exceed the limit of %d per rank", n,
+                      PLAN_MAX_GPU_RBUFS);
+    LD_ALLOC(ld, g->rbufs, n);
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        size_t p = path_idx(ld, i);
+        plan_rbuf_t *rb = &g->rbufs[i];
+        uint64_t owner;
+        json_t *access;
+        CHECK(expect_object(ld, e));
+        CHECK(get_u64(ld, e, "rank", true, 0, UINT64_MAX, 0, &owner));
+        if (owner >= (uint64_t)ld->plan->nranks) {
+            path_key(ld, "rank");
+            return ld_err(ld, "owner rank %llu is out of range (the plan has %d ranks)",
+                          (unsigned long long)owner, ld->plan->nranks);
+        }
+        if ((int)owner == rank) {
+            path_key(ld, "rank");
+            return ld_err(ld, "a remote buffer of the rank itself (%d)", rank);
+        }
+        rb->owner = (int)owner;
+        CHECK(get_buf(ld, e, "type", &rb->buf));
+        CHECK(get_array(ld, e, "access_channel_types", true, &access));
+        size_t pa = path_key(ld, "access_channel_types");
+        size_t j;
+        json_t *v;
+        json_array_foreach(access, j, v) {
+            size_t pj = path_idx(ld, j);
+            int t;
+            CHECK(chan_val(ld, v, false, false, &t));
+            rb->access |= (uint8_t)(1u << t);
+            path_set(ld, pj);
+        }
+        path_set(ld, pa);
+        path_set(ld, p);
+    }
+    g->n_rbufs = (int)n;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t parse_semaphores(ld_t *ld, const json_t *list, plan_gpu_t *g)
+{
+    size_t n = json_array_size(list);
+    if (n > PLAN_MAX_GPU_SEMS)
+        return ld_err(ld, "%zu semaphores exceed the limit of %d per rank", n, PLAN_MAX_GPU_SEMS);
+    LD_ALLOC(ld, g->sem_init, n);
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        size_t p = path_idx(ld, i);
+        uint64_t init;
+        CHECK(expect_object(ld, e));
+        CHECK(get_u64(ld, e, "init_value", true, 0, INT32_MAX, 0, &init));
+        g->sem_init[i] = (int32_t)init;
+        path_set(ld, p);
+    }
+    g->n_sems = (int)n;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t parse_gpu(ld_t *ld, int rank, const json_t *jg, plan_gpu_t *g)
+{
+    uint64_t id;
+    json_t *v;
+    CHECK(expect_object(ld, jg));
+    CHECK(check_old_format(ld, jg));
+    CHECK(get_u64(ld, jg, "id", true, 0, UINT64_MAX, 0, &id));
+    if (id != (uint64_t)rank) {
+        size_t p = path_key(ld, "id");
+        mscclpp_result_t res = ld_err(ld, "%llu does not match its position %d in gpus",
+                                      (unsigned long long)id, rank);
+        path_set(ld, p);
+        return res;
+    }
+    g->id = rank;
+    CHECK(get_u32(ld, jg, "input_chunks", true, 0, UINT32_MAX, 0, &g->input_chunks));
+    CHECK(get_u32(ld, jg, "output_chunks", true, 0, UINT32_MAX, 0, &g->output_chunks));
+    CHECK(get_u32(ld, jg, "scratch_chunks", true, 0, UINT32_MAX, 0, &g->scratch_chunks));
+
+    CHECK(get_array(ld, jg, "channels", true, &v));
+    size_t p = path_key(ld, "channels");
+    CHECK(parse_gpu_channels(ld, rank, v, g));
+    path_set(ld, p);
+
+    CHECK(get_array(ld, jg, "remote_buffers", true, &v));
+    p = path_key(ld, "remote_buffers");
+    CHECK(parse_remote_buffers(ld, rank, v, g));
+    path_set(ld, p);
+
+    CHECK(get_array(ld, jg, "semaphores", false, &v));
+    if (v) {
+        p = path_key(ld, "semaphores");
+        CHECK(parse_semaphores(ld, v, g));
+        path_set(ld, p);
+    }
+    /* threadblocks are checked in pass 2; make sure the key is there before doing any. */
+    CHECK(get_array(ld, jg, "threadblocks", true, &v));
+    return MSCCLPP_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* threadblocks[b]: block tables */
+
+static mscclpp_result_t parse_block_channels(ld_t *ld, const json_t *list, const plan_gpu_t *g,
+                                             plan_block_t *blk)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        size_t p = path_idx(ld, i);
+        json_t *tv, *ids;
+        int t;
+        CHECK(expect_object(ld, e));
+        CHECK(get_member(ld, e, "channel_type", true, &tv));
+        size_t pt = path_key(ld, "channel_type");
+        CHECK(chan_val(ld, tv, false, true, &t));
+        path_set(ld, pt);
+        CHECK(get_array(ld, e, "channel_ids", true, &ids));
+        size_t pi = path_key(ld, "channel_ids");
+        size_t j;
+        json_t *v;
+        json_array_foreach(ids, j, v) {
+            size_t pj = path_idx(ld, j);
+            uint64_t c;
+            CHECK(u64_val(ld, v, 0, UINT64_MAX, &c));
+            if (c >= (uint64_t)g->n_chan[t])
+                return ld_err(ld, "%s channel %llu is out of range (gpus[%d] has %d %s %s)",
+                              chan_names[t], (unsigned long long)c, g->id, g->n_chan[t],
+                              chan_names[t],
+                              t == PLAN_CH_SWITCH ? "channels (rank groups)" : "channels");
+            if (blk->n_chan[t] >= PLAN_MAX_CHANNELS_PER_BLOCK)
+                return ld_err(ld, "more than %d %s channels in one thread block",
+                              PLAN_MAX_CHANNELS_PER_BLOCK, chan_names[t]);
+            blk->chan[t][blk->n_chan[t]++] = (uint16_t)c;
+            path_set(ld, pj);
+        }
+        path_set(ld, pi);
+        path_set(ld, p);
+    }
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t parse_block_rbufs(ld_t *ld, const json_t *list, const plan_gpu_t *g,
+                                          plan_block_t *blk)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        size_t p = path_idx(ld, i);
+        json_t *tv, *ids;
+        int t;
+        CHECK(expect_object(ld, e));
+        CHECK(get_member(ld, e, "access_channel_type", true, &tv));
+        size_t pt = path_key(ld, "access_channel_type");
+        CHECK(chan_val(ld, tv, false, false, &t));
+        path_set(ld, pt);
+        CHECK(get_array(ld, e, "remote_buffer_ids", true, &ids));
+        size_t pi = path_key(ld, "remote_buffer_ids");
+        size_t j;
+        json_t *v;
+        json_array_foreach(ids, j, v) {
+            size_t pj = path_idx(ld, j);
+            uint64_t q;
+            CHECK(u64_val(ld, v, 0, UINT64_MAX, &q));
+            if (q >= (uint64_t)g->n_rbufs)
+                return ld_err(ld, "remote buffer %llu is out of range (gpus[%d] has %d remote "
+                                  "buffers)",
+                              (unsigned long long)q, g->id, g->n_rbufs);
+            if (!(g->rbufs[q].access & (1u << t)))
+                return ld_err(ld, "remote buffer %llu is not accessible through %s channels "
+                                  "(gpus[%d].remote_buffers[%llu].access_channel_types)",
+                              (unsigned long long)q, chan_names[t], g->id,
+                              (unsigned long long)q);
+            if (blk->n_rbuf[t] >= PLAN_MAX_RBUFS_PER_BLOCK)
+                return ld_err(ld, "more than %d %s-access remote buffers in one thread block",
+                              PLAN_MAX_RBUFS_PER_BLOCK, chan_names[t]);
+            blk->rbuf[t][blk->n_rbuf[t]++] = (uint16_t)q;
+            path_set(ld, pj);
+        }
+        path_set(ld, pi);
+        path_set(ld, p);
+    }
+    return MSCCLPP_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Operations */
+
+#define CH_BIT(t) (1u << (t))
+#define CH_MP (CH_BIT(PLAN_CH_MEMORY) | CH_BIT(PLAN_CH_PORT))
+
+/* What an op needs: channel types it may use (0: none), minimum src/dst descriptors. */
+typedef struct {
+    uint8_t chans;
+    uint8_t min_src, min_dst;
+    bool needs_channel_ids; /* signal/wait/flush */
+    bool pairs;             /* src[i] goes with dst[i]: n_src == n_dst */
+} op_rule_t;
+
+static const op_rule_t op_rules[PLAN_OP__COUNT] = {
+    [PLAN_OP_NOP] = {0, 0, 0, false, false},
+    [PLAN_OP_BARRIER] = {0, 0, 0, false, false},
+    [PLAN_OP_PUT] = {CH_MP, 1, 1, false, true},
+    [PLAN_OP_PPKT] = {CH_MP, 1, 1, false, true},
+    [PLAN_OP_RPPKT] = {CH_MP, 1, 1, false, false},
+    [PLAN_OP_PWS] = {CH_MP, 1, 1, false, true},
+    [PLAN_OP_PWSF] = {CH_MP, 1, 1, false, true},
+    [PLAN_OP_GET] = {CH_BIT(PLAN_CH_MEMORY), 1, 1, false, true},
+    [PLAN_OP_COPY] = {0, 1, 1, false, false},
+    [PLAN_OP_CPKT] = {0, 1, 1, false, false},
+    [PLAN_OP_UPKT] = {0, 1, 1, false, false},
+    [PLAN_OP_SIGNAL] = {CH_MP, 0, 0, true, false},
+    [PLAN_OP_WAIT] = {CH_MP, 0, 0, true, false},
+    [PLAN_OP_FLUSH] = {CH_BIT(PLAN_CH_PORT), 0, 0, true, false},
+    [PLAN_OP_RE] = {0, 1, 1, false, false},
+    [PLAN_OP_REPKT] = {0, 1, 1, false, false},
+    [PLAN_OP_RECPKT] = {0, 1, 2, false, false},
+    [PLAN_OP_RES] = {CH_BIT(PLAN_CH_MEMORY), 1, 1, false, false},
+    [PLAN_OP_RESPKT] = {CH_BIT(PLAN_CH_MEMORY), 1, 1, false, false},
+    [PLAN_OP_RECSPKT] = {CH_BIT(PLAN_CH_MEMORY), 1, 2, false, false},
+    [PLAN_OP_RRE] = {CH_BIT(PLAN_CH_MEMORY), 1, 1, false, false},
+    [PLAN_OP_RRES] = {CH_BIT(PLAN_CH_MEMORY), 1, 1, false, false},
+    [PLAN_OP_GLRES] = {CH_BIT(PLAN_CH_SWITCH), 1, 1, false, false},
+    [PLAN_OP_RLXSIGNAL] = {CH_MP, 0, 0, true, false},
+    [PLAN_OP_RLXWAIT] = {CH_MP, 0, 0, true, false},
+    [PLAN_OP_PIPELINE] = {0, 0, 0, false, false},
+    [PLAN_OP_SEM_RELEASE] = {0, 0, 0, false, false},
+    [PLAN_OP_SEM_ACQUIRE] = {0, 0, 0, false, false},
+    [PLAN_OP_GSTORE] = {CH_BIT(PLAN_CH_SWITCH), 1, 1, false, false},
+    [PLAN_OP_GSTOREPKT] = {CH_BIT(PLAN_CH_SWITCH), 1, 1, false, false},
+};
+
+#define DESC_NONE (-1)
+
+/* The descriptor kind an op reads at position `pos` of src_buff or dst_buff (spec §2.4–2.6),
+ * or DESC_NONE where it reads nothing. */
+static int desc_expect(const plan_op_t *op, bool dst, int pos)
+{
+    switch (op->type) {
+    case PLAN_OP_COPY:
+    case PLAN_OP_CPKT:
+    case PLAN_OP_UPKT: return pos == 0 ? PLAN_DESC_LOCAL : DESC_NONE;
+    case PLAN_OP_PUT:
+    case PLAN_OP_PWS:
+    case PLAN_OP_PWSF:
+    case PLAN_OP_PPKT: return dst ? PLAN_DESC_REMOTE : PLAN_DESC_LOCAL;
+    case PLAN_OP_RPPKT:
+        return dst ? PLAN_DESC_REMOTE : pos == 0 ? PLAN_DESC_LOCAL : DESC_NONE;
+    case PLAN_OP_GET: return dst ? PLAN_DESC_LOCAL : PLAN_DESC_REMOTE;
+    case PLAN_OP_RE:
+    case PLAN_OP_REPKT:
+        return !dst ? PLAN_DESC_LOCAL : pos == 0 ? PLAN_DESC_LOCAL : DESC_NONE;
+    case PLAN_OP_RECPKT:
+        return !dst ? PLAN_DESC_LOCAL : pos <= 1 ? PLAN_DESC_LOCAL : DESC_NONE;
+    case PLAN_OP_RES:
+    case PLAN_OP_RESPKT:
+        return !dst ? PLAN_DESC_LOCAL : pos == 0 ? PLAN_DESC_LOCAL : PLAN_DESC_REMOTE;
+    case PLAN_OP_RECSPKT:
+        return !dst ? PLAN_DESC_LOCAL : pos <= 1 ? PLAN_DESC_LOCAL : PLAN_DESC_REMOTE;
+    case PLAN_OP_RRE:
+        return dst ? (pos == 0 ? PLAN_DESC_LOCAL : DESC_NONE)
+                   : (pos == 0 ? PLAN_DESC_LOCAL : PLAN_DESC_REMOTE);
+    case PLAN_OP_RRES: return pos == 0 ? PLAN_DESC_LOCAL : PLAN_DESC_REMOTE;
+    case PLAN_OP_GLRES: return pos == 0 ? PLAN_DESC_SWITCH : DESC_NONE;
+    case PLAN_OP_GSTORE:
+    case PLAN_OP_GSTOREPKT:
+        return pos != 0 ? DESC_NONE : dst ? PLAN_DESC_SWITCH : PLAN_DESC_LOCAL;
+    default: return DESC_NONE;
+    }
+}
+
+static int max_descs(const plan_op_t *op, bool dst)
+{
+    int n = 0;
+    while (n < PLAN_MAX_DESCS && desc_expect(op, dst, n) != DESC_NONE) n++;
+    return n;
+}
+
+static const char *const desc_key[] = {"type", "buffer_id", "switch_channel_id"};
+static const char *const desc_what[] = {"a local buffer (\"type\")",
+                                        "a remote buffer (\"buffer_id\")",
+                                        "a switch channel (\"switch_channel_id\")"};
+
+/* index/size against `count` chunks; `whose` names the owner for remote/switch buffers. */
+static mscclpp_result_t check_range(ld_t *ld, const plan_desc_t *d,
+                                    uint32_t count, int buf, const char *whose)
+{
+    if ((uint64_t)d->index + d->size <= count) return MSCCLPP_OK;
+    bool index_bad = d->index > count || (d->index == count && d->size > 0);
+    size_t p = path_key(ld, index_bad ? "index" : "size");
+    mscclpp_result_t res;
+    if (index_bad)
+        res = ld_err(ld, "%u is out of range for %s=%u%s", d->index, chunk_keys[buf], count,
+                     whose);
+    else
+        res = ld_err(ld, "%u chunks from index %u end past %s=%u%s", d->size, d->index,
+                     chunk_keys[buf], count, whose);
+    path_set(ld, p);
+    return res;
+}
+
+static mscclpp_result_t parse_desc(ld_t *ld, int rank, const plan_block_t *blk, const json_t *jd,
+                                   const plan_op_t *op, int kind, plan_desc_t *d)
+{
+    const plan_gpu_t *g = &ld->plan->gpus[rank];
+    CHECK(expect_object(ld, jd));
+    json_t *kv = json_object_get(jd, desc_key[kind]);
+    if (!kv || json_is_null(kv)) {
+        for (int other = 0; other < 3; other++) {
+            json_t *ov = json_object_get(jd, desc_key[other]);
+            if (other != kind && ov && !json_is_null(ov)) {
+                size_t p = path_key(ld, desc_key[other]);
+                mscclpp_result_t res = ld_err(ld, "%s needs %s here, not %s",
+                                              plan_op_name(op->type), desc_what[kind],
+                                              desc_what[other]);
+                path_set(ld, p);
+                return res;
+            }
+        }
+        return ld_err(ld, "%s needs %s here: required key \"%s\" is missing",
+                      plan_op_name(op->type), desc_what[kind], desc_key[kind]);
+    }
+    d->kind = (uint8_t)kind;
+    uint32_t index, size;
+    CHECK(get_u32(ld, jd, "index", true, 0, UINT32_MAX, 0, &index));
+    CHECK(get_u32(ld, jd, "size", true, 0, UINT32_MAX, 0, &size));
+    d->index = index;
+    d->size = size;
+
+    if (kind == PLAN_DESC_LOCAL) {
+        size_t p = path_key(ld, "type");
+        CHECK(buf_val(ld, kv, &d->buf));
+        path_set(ld, p);
+        return check_range(ld, d, gpu_chunks(g, d->buf), d->buf, "");
+    }
+
+    size_t p = path_key(ld, desc_key[kind]);
+    uint64_t k;
+    CHECK(u64_val(ld, kv, 0, UINT64_MAX, &k));
+    char whose[64];
+    if (kind == PLAN_DESC_REMOTE) {
+        int t = op->channel_type;
+        if (k >= blk->n_rbuf[t])
+            return ld_err(ld, "%llu is out of range (the thread block has %d %s-access remote "
+                              "buffers in remote_buffer_refs)",
+                          (unsigned long long)k, blk->n_rbuf[t], chan_names[t]);
+        path_set(ld, p);
+        const plan_rbuf_t *rb = &g->rbufs[blk->rbuf[t][k]];
+        d->ref = (uint16_t)k;
+        d->buf = rb->buf;
+        snprintf(whose, sizeof whose, " of rank %d (remote buffer %d)", rb->owner,
+                 blk->rbuf[t][k]);
+        return check_range(ld, d, gpu_chunks(&ld->plan->gpus[rb->owner], d->buf), d->buf,
+                           whose);
+    }
+    if (k >= blk->n_chan[PLAN_CH_SWITCH])
+        return ld_err(ld, "%llu is out of range (the thread block has %d switch channels)",
+                      (unsigned long long)k, blk->n_chan[PLAN_CH_SWITCH]);
+    path_set(ld, p);
+    const plan_switch_t *sw = &g->switches[blk->chan[PLAN_CH_SWITCH][k]];
+    d->ref = (uint16_t)k;
+    d->buf = sw->buf;
+    /* The switch channel's buffer is the bound buffer on every member: check them all. */
+    for (int m = 0; m < sw->n_ranks; m++) {
+        const plan_gpu_t *mg = &ld->plan->gpus[sw->ranks[m]];
+        snprintf(whose, sizeof whose, " of rank %d (switch channel %d)", mg->id,
+                 blk->chan[PLAN_CH_SWITCH][k]);
+        CHECK(check_range(ld, d, gpu_chunks(mg, d->buf), d->buf, whose));
+    }
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t parse_desc_list(ld_t *ld, int rank, const plan_block_t *blk,
+                                        const json_t *jop, plan_op_t *op, bool dst)
+{
+    const char *key = dst ? "dst_buff" : "src_buff";
+    json_t *list;
+    CHECK(get_array(ld, jop, key, false, &list));
+    size_t n = list ? json_array_size(list) : 0;
+    int max = max_descs(op, dst);
+    size_t p = path_key(ld, key);
+    if (n > PLAN_MAX_DESCS)
+        return ld_err(ld, "%zu descriptors exceed the limit of %d per op", n, PLAN_MAX_DESCS);
+    if (n > (size_t)max) {
+        if (max == 0) return ld_err(ld, "%s takes no %s", plan_op_name(op->type), key);
+        return ld_err(ld, "%s takes at most %d %s entries, got %zu", plan_op_name(op->type), max,
+                      key, n);
+    }
+    plan_desc_t *arr = dst ? op->dst : op->src;
+    for (size_t i = 0; i < n; i++) {
+        size_t pi = path_idx(ld, i);
+        CHECK(parse_desc(ld, rank, blk, json_array_get(list, i), op,
+                         desc_expect(op, dst, (int)i), &arr[i]));
+        path_set(ld, pi);
+    }
+    if (dst) op->n_dst = (uint8_t)n;
+    else op->n_src = (uint8_t)n;
+    path_set(ld, p);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t parse_reduce_op(ld_t *ld, const json_t *jop, plan_op_t *op)
+{
+    const char *s;
+    CHECK(get_str(ld, jop, "reduce_op", false, &s));
+    op->reduce_op = MSCCLPP_REDOP_PLAN;
+    if (!s) return MSCCLPP_OK;
+    static const char *const names[MSCCLPP_REDOP_COUNT] = {"sum", "prod", "min", "max"};
+    for (int i = 0; i < MSCCLPP_REDOP_COUNT; i++) {
+        if (!strcmp(s, names[i])) {
+            op->reduce_op = (int8_t)i;
+            return MSCCLPP_OK;
+        }
+    }
+    size_t p = path_key(ld, "reduce_op");
+    mscclpp_result_t res =
+        ld_err(ld, "unknown reduction \"%s\" (expected sum, prod, min or max)", s);
+    path_set(ld, p);
+    return res;
+}
+
+static mscclpp_result_t parse_channel_ids(ld_t *ld, const json_t *jop, const plan_block_t *blk,
+                                          plan_op_t *op)
+{
+    json_t *ids;
+    CHECK(get_array(ld, jop, "channel_ids", false, &ids));
+    size_t n = ids ? json_array_size(ids) : 0;
+    if (n == 0) return MSCCLPP_OK;
+    size_t p = path_key(ld, "channel_ids");
+    if (!op_rules[op->type].chans)
+        return ld_err(ld, "%s uses no channels", plan_op_name(op->type));
+    if (n > PLAN_MAX_CHANNELS_PER_OP)
+        return ld_err(ld, "%zu channels exceed the limit of %d per op", n,
+                      PLAN_MAX_CHANNELS_PER_OP);
+    int t = op->channel_type;
+    size_t i;
+    json_t *v;
+    json_array_foreach(ids, i, v) {
+        size_t pi = path_idx(ld, i);
+        uint64_t c;
+        CHECK(u64_val(ld, v, 0, UINT64_MAX, &c));
+        if (c >= blk->n_chan[t])
+            return ld_err(ld, "%s channel %llu is out of range (the thread block has %d %s "
+                              "channels)",
+                          chan_names[t], (unsigned long long)c, blk->n_chan[t], chan_names[t]);
+        op->channel_ids[i] = (uint8_t)c;
+        path_set(ld, pi);
+    }
+    op->n_channels = (uint8_t)n;
+    path_set(ld, p);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t parse_tbg(ld_t *ld, const json_t *jop, plan_op_t *op)
+{
+    json_t *tbg;
+    CHECK(get_object(ld, jop, "tbg_info", false, &tbg));
+    if (!tbg) return MSCCLPP_OK;
+    size_t p = path_key(ld, "tbg_info");
+    uint32_t id, size;
+    CHECK(get_u32(ld, tbg, "tbg_size", true, 1, UINT16_MAX, 1, &size));
+    CHECK(get_u32(ld, tbg, "tb_id", true, 0, UINT16_MAX, 0, &id));
+    if (id >= size) {
+        path_key(ld, "tb_id");
+        return ld_err(ld, "%u is out of range for tbg_size=%u", id, size);
+    }
+    op->tbg_id = (uint16_t)id;
+    op->tbg_size = (uint16_t)size;
+    path_set(ld, p);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t parse_sem_ids(ld_t *ld, const json_t *jop, const plan_gpu_t *g,
+                                      plan_op_t *op)
+{
+    json_t *ids;
+    CHECK(get_array(ld, jop, "semaphore_ids", true, &ids));
+    size_t p = path_key(ld, "semaphore_ids");
+    size_t n = json_array_size(ids);
+    if (n == 0) return ld_err(ld, "%s needs at least one semaphore id", plan_op_name(op->type));
+    if (n > PLAN_MAX_SEMS_PER_OP)
+        return ld_err(ld, "%zu semaphore ids exceed the limit of %d per op", n,
+                      PLAN_MAX_SEMS_PER_OP);
+    size_t i;
+    json_t *v;
+    json_array_foreach(ids, i, v) {
+        size_t pi = path_idx(ld, i);
+        uint64_t s;
+        CHECK(u64_val(ld, v, 0, UINT64_MAX, &s));
+        if (s >= (uint64_t)g->n_sems)
+            return ld_err(ld, "semaphore %llu is out of range (gpus[%d] has %d semaphores)",
+                          (unsigned long long)s, g->id, g->n_sems);
+        if (s > UINT8_MAX)
+            return ld_err(ld, "semaphore %llu is beyond the 256 an op can name",
+                          (unsigned long long)s);
+        op->sem_ids[i] = (uint8_t)s;
+        path_set(ld, pi);
+    }
+    op->n_sems = (uint8_t)n;
+    path_set(ld, p);
+    return MSCCLPP_OK;
+}
+
+/* Parses op `jop` into blk->ops[*pos] and, for a pipeline, its body right after it. */
+static mscclpp_result_t parse_op(ld_t *ld, int rank, plan_block_t *blk, const json_t *jop,
+                                 bool in_pipeline, int *pos)
+{
+    const plan_gpu_t *g = &ld->plan->gpus[rank];
+    plan_op_t *op = &blk->ops[(*pos)++];
+    const char *name;
+    CHECK(expect_object(ld, jop));
+    CHECK(get_str(ld, jop, "name", true, &name));
+    int type = lookup_op(name);
+    if (type < 0) {
+        path_key(ld, "name");
+        return ld_err(ld, "unknown operation \"%s\"", name);
+    }
+    op->type = (uint8_t)type;
+    const op_rule_t *rule = &op_rules[type];
+
+    /* Channel type: absent means none, except for ops that only ever use one kind (reduce-send
+     * ops written before they carried channel_type, flush, and the switch ops). An explicit
+     * "none" on an op that needs a channel is an error. */
+    json_t *tv;
+    int t = PLAN_CH_NONE;
+    CHECK(get_member(ld, jop, "channel_type", false, &tv));
+    if (tv) {
+        size_t p = path_key(ld, "channel_type");
+        CHECK(chan_val(ld, tv, true, true, &t));
+        if (rule->chans && !(rule->chans & CH_BIT(t)))
+            return ld_err(ld, "%s cannot use %s channels (it takes %s%s%s)", name, chan_names[t],
+                          rule->chans & CH_BIT(PLAN_CH_MEMORY) ? "memory" : "",
+                          (rule->chans & CH_BIT(PLAN_CH_MEMORY)) &&
+                                  (rule->chans & ~CH_BIT(PLAN_CH_MEMORY))
+                              ? " or "
+                              : "",
+                          rule->chans & CH_BIT(PLAN_CH_PORT)     ? "port"
+                          : rule->chans & CH_BIT(PLAN_CH_SWITCH) ? "switch"
+                                                                 : "");
+        path_set(ld, p);
+    }
+    if (rule->chans && t == PLAN_CH_NONE) {
+        if (rule->chans == CH_BIT(PLAN_CH_MEMORY)) t = PLAN_CH_MEMORY;
+        else if (rule->chans == CH_BIT(PLAN_CH_SWITCH)) t = PLAN_CH_SWITCH;
+        else if (rule->chans == CH_BIT(PLAN_CH_PORT)) t = PLAN_CH_PORT;
+        else
+            return ld_err(ld, "%s needs channel_type \"memory\" or \"port\"", name);
+    }
+    /* Ops that use no channel keep none whatever the file says. */
+    op->channel_type = rule->chans ? (uint8_t)t : PLAN_CH_NONE;
+
+    CHECK(parse_channel_ids(ld, jop, blk, op));
+    CHECK(parse_desc_list(ld, rank, blk, jop, op, false));
+    CHECK(parse_desc_list(ld, rank, blk, jop, op, true));
+    CHECK(parse_reduce_op(ld, jop, op));
+    CHECK(parse_tbg(ld, jop, op));
+
+    if (op->n_src < rule->min_src) {
+        path_key(ld, "src_buff");
+        return ld_err(ld, "%s needs at least %d source descriptor%s, got %d", name,
+                      rule->min_src, rule->min_src > 1 ? "s" : "", op->n_src);
+    }
+    if (op->n_dst < rule->min_dst) {
+        path_key(ld, "dst_buff");
+        return ld_err(ld, "%s needs at least %d destination descriptor%s, got %d", name,
+                      rule->min_dst, rule->min_dst > 1 ? "s" : "", op->n_dst);
+    }
+    if (rule->pairs && op->n_src != op->n_dst) {
+        path_key(ld, "src_buff");
+        return ld_err(ld, "%s pairs src_buff[i] with dst_buff[i]: %d sources for %d "
+                          "destinations",
+                      name, op->n_src, op->n_dst);
+    }
+    if (rule->needs_channel_ids && op->n_channels == 0) {
+        path_key(ld, "channel_ids");
+        return ld_err(ld, "%s needs at least one channel id", name);
+    }
+    /* Port data ops push one proxy request per destination, on channel_ids[i]. */
+    if (t == PLAN_CH_PORT && rule->min_dst > 0 && op->n_channels != op->n_dst) {
+        path_key(ld, "channel_ids");
+        return ld_err(ld, "%s on port channels needs one channel id per destination: %d "
+                          "channel ids for %d destinations",
+                      name, op->n_channels, op->n_dst);
+    }
+
+    switch (type) {
+    case PLAN_OP_BARRIER: {
+        uint32_t id, nb;
+        CHECK(get_u32(ld, jop, "barrier_id", true, 0, UINT32_MAX, 0, &id));
+        if (id >= PLAN_MAX_BARRIERS) {
+            path_key(ld, "barrier_id");
+            return ld_err(ld, "%u is out of range (at most %d barriers, ids 0..%d)", id,
+                          PLAN_MAX_BARRIERS, PLAN_MAX_BARRIERS - 1);
+        }
+        CHECK(get_u32(ld, jop, "num_threadblocks", true, 0, UINT32_MAX, 0, &nb));
+        if (nb < 1 || nb > (uint32_t)g->n_blocks) {
+            path_key(ld, "num_threadblocks");
+            return ld_err(ld, "%u is out of range (expected 1..%d, the rank's thread blocks)", nb,
+                          g->n_blocks);
+        }
+        op->barrier_id = (uint8_t)id;
+        op->barrier_nblocks = (uint16_t)nb;
+        break;
+    }
+    case PLAN_OP_SEM_ACQUIRE:
+    case PLAN_OP_SEM_RELEASE: CHECK(parse_sem_ids(ld, jop, g, op)); break;
+    case PLAN_OP_PIPELINE: {
+        if (in_pipeline) {
+            path_key(ld, "name");
+            return ld_err(ld, "nested pipelines are not supported");
+        }
+        json_t *ctx, *body;
+        CHECK(get_object(ld, jop, "iter_context", true, &ctx));
+        size_t p = path_key(ld, "iter_context");
+        CHECK(get_u64(ld, ctx, "unit_size", true, 1, UINT64_MAX, 0, &op->unit_size));
+        CHECK(get_u32(ld, ctx, "num_chunks", true, 0, UINT32_MAX, 0, &op->num_chunks));
+        path_set(ld, p);
+        CHECK(get_array(ld, jop, "ops", true, &body));
+        p = path_key(ld, "ops");
+        size_t i;
+        json_t *inner;
+        json_array_foreach(body, i, inner) {
+            size_t pi = path_idx(ld, i);
+            CHECK(parse_op(ld, rank, blk, inner, true, pos));
+            path_set(ld, pi);
+        }
+        op->n_inner = (uint16_t)json_array_size(body);
+        path_set(ld, p);
+        break;
+    }
+    default: break;
+    }
+    return MSCCLPP_OK;
+}
+
+/* Ops in a block once pipelines are flattened; ops that are not objects count as one. */
+static size_t count_ops(const json_t *ops)
+{
+    size_t n = 0, i;
+    json_t *op;
+    json_array_foreach(ops, i, op) {
+        n++;
+        json_t *name = json_object_get(op, "name");
+        json_t *body = json_object_get(op, "ops");
+        if (json_is_string(name) && !strcmp(json_string_value(name), "pipeline") &&
+            json_is_array(body))
+            n += json_array_size(body);
+    }
+    return n;
+}
+
+static mscclpp_result_t parse_block(ld_t *ld, int rank, size_t b, const json_t *jb,
+                                    plan_block_t *blk)
+{
+    const plan_gpu_t *g = &ld->plan->gpus[rank];
+    uint64_t id;
+    json_t *v;
+    CHECK(expect_object(ld, jb));
+    CHECK(get_u64(ld, jb, "id", true, 0, UINT64_MAX, 0, &id));
+    if (id != b) {
+        path_key(ld, "id");
+        return ld_err(ld, "%llu does not match its position %zu in threadblocks (ids must be "
+                          "0..n-1 in order)",
+                      (unsigned long long)id, b);
+    }
+    CHECK(get_array(ld, jb, "channels", true, &v));
+    size_t p = path_key(ld, "channels");
+    CHECK(parse_block_channels(ld, v, g, blk));
+    path_set(ld, p);
+    CHECK(get_array(ld, jb, "remote_buffer_refs", false, &v));
+    if (v) {
+        p = path_key(ld, "remote_buffer_refs");
+        CHECK(parse_block_rbufs(ld, v, g, blk));
+        path_set(ld, p);
+    }
+    CHECK(get_array(ld, jb, "ops", true, &v));
+    p = path_key(ld, "ops");
+    size_t n = count_ops(v);
+    if (n > PLAN_MAX_OPS_PER_BLOCK)
+        return ld_err(ld, "%zu ops (pipeline bodies included) exceed the limit of %d per thread "
+                          "block",
+                      n, PLAN_MAX_OPS_PER_BLOCK);
+    LD_ALLOC(ld, blk->ops, n);
+    int pos = 0;
+    size_t i;
+    json_t *jop;
+    json_array_foreach(v, i, jop) {
+        size_t pi = path_idx(ld, i);
+        CHECK(parse_op(ld, rank, blk, jop, false, &pos));
+        path_set(ld, pi);
+    }
+    blk->n_ops = pos;
+    path_set(ld, p);
+    return MSCCLPP_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Top level */
+
+static mscclpp_result_t set_name(ld_t *ld, const json_t *root)
+{
+    json_t *v;
+    CHECK(get_member(ld, root, "name", true, &v));
+    size_t p = path_key(ld, "name");
+    const char *name;
+    char derived[256];
+    if (json_is_null(v)) {
+        /* The 0.9 DSL writes "name": null; the file name identifies the plan instead. */
+        const char *base = strrchr(ld->source, '/');
+        base = base ? base + 1 : ld->source;
+        size_t n = strlen(base);
+        if (n > 5 && !strcmp(base + n - 5, ".json")) n -= 5;
+        if (ld->source[0] == '<' || n == 0) snprintf(derived, sizeof derived, "unnamed");
+        else snprintf(derived, sizeof derived, "%.*s", (int)n, base);
+        name = derived;
+    } else if (json_is_string(v)) {
+        name = json_string_value(v);
+        if (!name[0]) return ld_err(ld, "must not be empty");
+    } else {
+        return ld_err(ld, "expected a string, got %s", jtype(v));
+    }
+    path_set(ld, p);
+    size_t n = strlen(name) + 1;
+    LD_ALLOC(ld, ld->plan->name, n);
+    memcpy(ld->plan->name, name, n);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t parse_top(ld_t *ld, const json_t *root)
+{
+    struct mscclpp_plan *plan = ld->plan;
+    json_t *v;
+    const char *s;
+
+    CHECK(check_old_format(ld, root));
+    json_t *gpus = json_object_get(root, "gpus");
+    if (json_is_array(gpus) && json_array_size(gpus) > 0) {
+        size_t p = path_appendf(ld, "gpus[0]");
+        CHECK(check_old_format(ld, json_array_get(gpus, 0)));
+        path_set(ld, p);
+    }
+
+    CHECK(get_member(ld, root, "format", false, &v));
+    if (!v) {
+        plan->format_version = 0;
+    } else {
+        size_t p = path_key(ld, "format");
+        if (!json_is_string(v)) return ld_err(ld, "expected a string, got %s", jtype(v));
+        if (strcmp(json_string_value(v), "mscclpp-plan/1"))
+            return ld_err(ld, "unknown format version \"%s\" (this library reads "
+                              "\"mscclpp-plan/1\" and the unversioned MSCCL++ 0.9 format)",
+                          json_string_value(v));
+        plan->format_version = 1;
+        path_set(ld, p);
+    }
+    CHECK(get_member(ld, root, "rank_subset", false, &v));
+    if (v) {
+        path_key(ld, "rank_subset");
+        return ld_err(ld, "partial plans are not supported: gpus must list every rank");
+    }
+
+    CHECK(set_name(ld, root));
+    CHECK(get_str(ld, root, "collective", true, &s));
+    if (!s[0]) {
+        path_key(ld, "collective");
+        return ld_err(ld, "must not be empty");
+    }
+    LD_ALLOC(ld, plan->collective, strlen(s) + 1);
+    memcpy(plan->collective, s, strlen(s) + 1);
+
+    CHECK(get_str(ld, root, "protocol", true, &s));
+    if (!strcmp(s, "LL")) {
+        plan->packet_protocol = true;
+    } else if (strcmp(s, "Simple")) {
+        path_key(ld, "protocol");
+        return ld_err(ld, "unknown protocol \"%s\" (expected \"Simple\" or \"LL\")", s);
+    }
+    CHECK(get_bool(ld, root, "inplace", true, false, &plan->inplace));
+    CHECK(get_bool(ld, root, "reuse_resources", false, false, &plan->reuse_resources));
+    CHECK(get_bool(ld, root, "use_double_scratch_buffer", false, false, &plan->double_scratch));
+    CHECK(get_u32(ld, root, "buffer_alignment", false, 1, PLAN_MAX_ALIGNMENT, 16,
+                  &plan->alignment));
+    if (plan->alignment & (plan->alignment - 1)) {
+        path_key(ld, "buffer_alignment");
+        return ld_err(ld, "%u is not a power of two", plan->alignment);
+    }
+    CHECK(get_u64(ld, root, "min_message_size", false, 0, UINT64_MAX, 0,
+                  &plan->min_message_size));
+    CHECK(get_u64(ld, root, "max_message_size", false, 0, UINT64_MAX, UINT64_MAX,
+                  &plan->max_message_size));
+    if (plan->min_message_size > plan->max_message_size) {
+        path_key(ld, "min_message_size");
+        return ld_err(ld, "%llu is larger than max_message_size=%llu",
+                      (unsigned long long)plan->min_message_size,
+                      (unsigned long long)plan->max_message_size);
+    }
+    CHECK(get_u32(ld, root, "num_threads_per_block", false, 1, PLAN_MAX_THREADS, 1024,
+                  &plan->threads_per_block));
+
+    CHECK(get_array(ld, root, "gpus", true, &gpus));
+    size_t pg = path_key(ld, "gpus");
+    size_t n = json_array_size(gpus);
+    if (n == 0) return ld_err(ld, "a plan needs at least one rank");
+    if (n > PLAN_MAX_RANKS)
+        return ld_err(ld, "%zu ranks exceed the limit of %d", n, PLAN_MAX_RANKS);
+    plan->nranks = (int)n;
+    LD_ALLOC(ld, plan->gpus, n);
+
+    /* Pass 1: everything but thread blocks, so descriptors can check their owner's counts. */
+    for (size_t r = 0; r < n; r++) {
+        size_t p = path_idx(ld, r);
+        CHECK(parse_gpu(ld, (int)r, json_array_get(gpus, r), &plan->gpus[r]));
+        path_set(ld, p);
+    }
+    /* Pass 2: thread blocks and ops. */
+    for (size_t r = 0; r < n; r++) {
+        size_t p = path_idx(ld, r);
+        plan_gpu_t *g = &plan->gpus[r];
+        json_t *tbs = json_object_get(json_array_get(gpus, r), "threadblocks");
+        size_t pt = path_key(ld, "threadblocks");
+        size_t nb = json_array_size(tbs);
+        if (nb > PLAN_MAX_BLOCKS)
+            return ld_err(ld, "%zu thread blocks exceed the limit of %d", nb, PLAN_MAX_BLOCKS);
+        LD_ALLOC(ld, g->blocks, nb);
+        g->n_blocks = (int)nb;
+        for (size_t b = 0; b < nb; b++) {
+            size_t pb = path_idx(ld, b);
+            CHECK(parse_block(ld, (int)r, b, json_array_get(tbs, b), &g->blocks[b]));
+            path_set(ld, pb);
+        }
+        path_set(ld, pt);
+        path_set(ld, p);
+    }
+    path_set(ld, pg);
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t plan_load_json(const char *json, size_t len, const char *source,
+                                struct mscclpp_plan **plan)
+{
+    CHECK_ARG(plan != NULL);
+    *plan = NULL;
+    CHECK_ARG(json != NULL || len == 0);
+    if (!source) source = "<string>";
+
+    json_error_t jerr;
+    json_t *root = json_loadb(json ? json : "", len, 0, &jerr);
+    if (!root && strstr(jerr.text, "too big")) {
+        /* max_message_size = 2^64-1 overflows json_int_t: read every integer as a double. */
+        root = json_loadb(json, len, JSON_DECODE_INT_AS_REAL, &jerr);
+    }
+    if (!root)
+        return ERR(MSCCLPP_ERR_INVALID_PLAN, "%s: JSON syntax error at line %d, column %d: %s",
+                   source, jerr.line, jerr.column, jerr.text);
+
+    mscclpp_result_t res = MSCCLPP_OK;
+    ld_t ld = {.source = source};
+    ld.arena = calloc(1, sizeof *ld.arena);
+    if (!ld.arena) {
+        res = ld_nomem(&ld);
+        goto drop_json;
+    }
+    ld.plan = arena_alloc(ld.arena, 1, sizeof *ld.plan);
+    if (!ld.plan) {
+        res = ld_nomem(&ld);
+        goto free_arena;
+    }
+    ld.plan->arena = ld.arena;
+    if (!json_is_object(root)) {
+        res = ld_err(&ld, "the plan must be a JSON object, got %s", jtype(root));
+        goto free_arena;
+    }
+    CHECK_GOTO(parse_top(&ld, root), res, free_arena);
+    json_decref(root);
+    *plan = ld.plan;
+    INFO(SUBSYS_PLAN, "loaded plan \"%s\" (%s, %d ranks) from %s", ld.plan->name,
+         ld.plan->collective, ld.plan->nranks, source);
+    return MSCCLPP_OK;
+
+free_arena:
+    arena_destroy(ld.arena);
+drop_json:
+    json_decref(root);
+    return res;
+}
+
+void plan_free(struct mscclpp_plan *plan)
+{
+    if (!plan) return;
+    arena_destroy(plan->arena);
+}

@@ -1,0 +1,254 @@
+/* Plan registry: registration, directory loading and selection (see registry.h for the rule). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/debug.h"
+#include "executor/registry.h"
+
+void exec_registry_init(exec_registry_t *reg)
+{
+    if (reg) *reg = (exec_registry_t)EXEC_REGISTRY_INIT;
+}
+
+void exec_registry_fini(exec_registry_t *reg)
+{
+    if (!reg) return;
+    for (int i = 0; i < reg->count; i++) {
+        free(reg->entries[i].tags);
+        plan_free(reg->entries[i].owned);
+    }
+    free(reg->entries);
+    exec_registry_init(reg);
+}
+
+/* ---- tags: "k=v,k2=v2"; spaces around keys and values are ignored ---- */
+
+typedef struct {
+    const char *key, *val; /* val NULL for a bare key */
+    size_t klen, vlen;
+} tag_t;
+
+static const char *trim(const char *s, const char *e, size_t *len)
+{
+    while (s < e && (*s == ' ' || *s == '\t')) s++;
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t')) e--;
+    *len = (size_t)(e - s);
+    return s;
+}
+
+/* The next tag of *s (advancing it); false at the end. Empty items are skipped. */
+static bool tag_next(const char **s, tag_t *t)
+{
+    while (**s) {
+        const char *start = *s, *end = strchr(start, ',');
+        if (!end) end = start + strlen(start);
+        *s = *end ? end + 1 : end;
+        const char *eq = memchr(start, '=', (size_t)(end - start));
+        t->key = trim(start, eq ? eq : end, &t->klen);
+        t->val = NULL;
+        t->vlen = 0;
+        if (eq) t->val = trim(eq + 1, end, &t->vlen);
+        if (t->klen == 0 && !eq) continue; /* ",," or trailing comma */
+        return true;
+    }
+    return false;
+}
+
+static bool tags_valid(const char *tags)
+{
+    tag_t t;
+    while (tag_next(&tags, &t))
+        if (t.klen == 0) return false;
+    return true;
+}
+
+bool exec_tags_match(const char *have, const char *want)
+{
+    if (!want) return true;
+    tag_t w;
+    while (tag_next(&want, &w)) {
+        bool found = false;
+        const char *h = have ? have : "";
+        tag_t t;
+        while (!found && tag_next(&h, &t)) {
+            if (t.klen != w.klen || memcmp(t.key, w.key, w.klen)) continue;
+            if (!w.val) found = true;
+            else found = t.val && t.vlen == w.vlen && !memcmp(t.val, w.val, w.vlen);
+        }
+        if (!found) return false;
+    }
+    return true;
+}
+
+/* ---- registration ---- */
+
+static mscclpp_result_t add_entry(exec_registry_t *reg, const struct mscclpp_plan *plan,
+                                  struct mscclpp_plan *owned, int ranks_per_node,
+                                  const char *tags)
+{
+    if (reg->count == reg->cap) {
+        int cap = reg->cap ? reg->cap * 2 : 16;
+        exec_registry_entry_t *e = realloc(reg->entries, (size_t)cap * sizeof *e);
+        if (!e) return ERR(MSCCLPP_ERR_NO_MEMORY, "no memory for %d registry entries", cap);
+        reg->entries = e;
+        reg->cap = cap;
+    }
+    char *copy = NULL;
+    if (tags && tags[0]) {
+        copy = strdup(tags);
+        if (!copy) return ERR(MSCCLPP_ERR_NO_MEMORY, "no memory for plan tags");
+    }
+    reg->entries[reg->count++] = (exec_registry_entry_t){
+        .plan = plan, .owned = owned, .ranks_per_node = ranks_per_node, .tags = copy};
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t exec_registry_register(exec_registry_t *reg, const struct mscclpp_plan *plan,
+                                        int ranks_per_node, const char *tags)
+{
+    CHECK_ARG(reg != NULL);
+    CHECK_ARG(plan != NULL);
+    CHECK_ARG(ranks_per_node >= 0);
+    if (tags && !tags_valid(tags)) return ERR_ARG("plan tags \"%s\": a tag has an empty key", tags);
+    CHECK(add_entry(reg, plan, NULL, ranks_per_node, tags));
+    INFO(SUBSYS_PLAN, "registered plan \"%s\" (%s, %d ranks, %d per node, tags \"%s\")",
+         plan->name, plan->collective, plan->nranks, ranks_per_node, tags ? tags : "");
+    return MSCCLPP_OK;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool is_json_name(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 5 && !strcmp(name + n - 5, ".json") && name[0] != '.';
+}
+
+mscclpp_result_t exec_registry_load_dir(exec_registry_t *reg, const char *dir, int *nloaded,
+                                        int *nskipped)
+{
+    CHECK_ARG(reg != NULL);
+    CHECK_ARG(dir != NULL);
+    if (nloaded) *nloaded = 0;
+    if (nskipped) *nskipped = 0;
+    mscclpp_result_t res = MSCCLPP_OK;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int loaded = 0, skipped = 0;
+
+    DIR *d = opendir(dir);
+    if (!d && errno == ENOENT) {
+        /* Expected when no default plans are installed: record it without a warning. */
+        INFO(SUBSYS_PLAN, "no plan directory %s", dir);
+        errno = ENOENT; /* logging may have changed it; %m below reads it */
+        return core_error_quiet(MSCCLPP_ERR_SYSTEM, "cannot open plan directory %s: %m", dir);
+    }
+    if (!d) return ERR_SYS("cannot open plan directory %s: %m", dir);
+    for (struct dirent *de; (errno = 0, de = readdir(d));) {
+        if (!is_json_name(de->d_name)) continue;
+        if (n == cap) {
+            size_t c = cap ? cap * 2 : 32;
+            char **nn = realloc(names, c * sizeof *nn);
+            if (!nn) {
+                res = ERR(MSCCLPP_ERR_NO_MEMORY, "no memory to list %s", dir);
+                goto free_names;
+            }
+            names = nn;
+            cap = c;
+        }
+        if (!(names[n] = strdup(de->d_name))) {
+            res = ERR(MSCCLPP_ERR_NO_MEMORY, "no memory to list %s", dir);
+            goto free_names;
+        }
+        n++;
+    }
+    if (errno) {
+        res = ERR_SYS("cannot read plan directory %s: %m", dir);
+        goto free_names;
+    }
+    if (n) qsort(names, n, sizeof *names, cmp_names);
+
+    for (size_t i = 0; i < n; i++) {
+        char path[4096];
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= sizeof path) {
+            WARN(SUBSYS_PLAN, "skipping plan %s/%s: path too long", dir, names[i]);
+            skipped++;
+            continue;
+        }
+        struct stat st;
+        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue; /* a directory named x.json */
+        mscclpp_plan_t *plan;
+        mscclpp_result_t r = mscclpp_plan_load_file(path, &plan);
+        if (r == MSCCLPP_ERR_INVALID_PLAN || r == MSCCLPP_ERR_SYSTEM ||
+            r == MSCCLPP_ERR_INVALID_ARG) {
+            WARN(SUBSYS_PLAN, "skipping plan %s: %s", path, mscclpp_last_error());
+            skipped++;
+            continue;
+        }
+        CHECK_GOTO(r, res, free_names);
+        res = add_entry(reg, plan, plan, 0, NULL);
+        if (res != MSCCLPP_OK) {
+            plan_free(plan);
+            goto free_names;
+        }
+        loaded++;
+    }
+    INFO(SUBSYS_PLAN, "loaded %d plans from %s (%d skipped)", loaded, dir, skipped);
+
+free_names:
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    closedir(d);
+    if (nloaded) *nloaded = loaded;
+    if (nskipped) *nskipped = skipped;
+    return res;
+}
+
+/* ---- selection ---- */
+
+uint64_t exec_message_size(const char *collective, uint64_t in_bytes, uint64_t out_bytes)
+{
+    return collective && !strcmp(collective, "allgather") ? out_bytes : in_bytes;
+}
+
+mscclpp_result_t exec_registry_select(const exec_registry_t *reg, const char *collective,
+                                      int world_size, int ranks_per_node, bool inplace,
+                                      uint64_t message_bytes, const char *tags,
+                                      const struct mscclpp_plan **plan)
+{
+    CHECK_ARG(reg != NULL);
+    CHECK_ARG(collective != NULL);
+    CHECK_ARG(plan != NULL);
+    *plan = NULL;
+    for (int i = 0; i < reg->count; i++) {
+        const exec_registry_entry_t *e = &reg->entries[i];
+        const struct mscclpp_plan *p = e->plan;
+        if (strcmp(p->collective, collective) || p->nranks != world_size) continue;
+        if (e->ranks_per_node && ranks_per_node > 0 && e->ranks_per_node != ranks_per_node)
+            continue;
+        if (p->inplace != inplace) continue;
+        if (message_bytes < p->min_message_size || message_bytes > p->max_message_size) continue;
+        if (!exec_tags_match(e->tags, tags)) continue;
+        *plan = p;
+        TRACE(SUBSYS_PLAN, "selected plan \"%s\" for %s, %d ranks, %llu bytes", p->name,
+              collective, world_size, (unsigned long long)message_bytes);
+        return MSCCLPP_OK;
+    }
+    INFO(SUBSYS_PLAN, "no plan for %s (%d ranks, %d per node, %s, %llu bytes, tags \"%s\")",
+         collective, world_size, ranks_per_node, inplace ? "in-place" : "out-of-place",
+         (unsigned long long)message_bytes, tags ? tags : "");
+    return core_error_quiet(MSCCLPP_ERR_UNSUPPORTED,
+                            "no registered plan for %s with %d ranks (%d per node), %s, %llu-byte "
+                            "messages%s%s among %d plans",
+                            collective, world_size, ranks_per_node,
+                            inplace ? "in-place" : "out-of-place",
+                            (unsigned long long)message_bytes, tags && tags[0] ? ", tags " : "",
+                            tags && tags[0] ? tags : "", reg->count);
+}

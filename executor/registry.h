@@ -1,0 +1,84 @@
+/*
+ * Plan registry (internal): plans registered with their constraints, and selection of the plan
+ * for a call (spec §6.3). A plain struct the executor embeds; not thread-safe (the owner locks).
+ *
+ * Matching rule, in registration order, first match wins (so the choice is deterministic):
+ *   - collective equal (strcmp), world size == plan's len(gpus);
+ *   - ranks per node equal, where 0 on either side (plan registered with 0, or a request with
+ *     0) matches anything;
+ *   - in-place equal to the plan's "inplace";
+ *   - message size inside [min_message_size, max_message_size]. The message size is the
+ *     OUTPUT size in bytes for "allgather" and the INPUT size for every other collective
+ *     (the reference's checkMessageSize); exec_message_size() computes it;
+ *   - every required tag present in the plan's tags (see below).
+ *
+ * Tags are "k=v,k2=v2" strings. A required "k=v" needs the plan's tag k with value v; a
+ * required bare "k" needs the plan to carry tag k with any value. NULL or "" requires nothing.
+ */
+#ifndef MSCCLPP_EXECUTOR_REGISTRY_H
+#define MSCCLPP_EXECUTOR_REGISTRY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "executor/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    const struct mscclpp_plan *plan;
+    struct mscclpp_plan *owned; /* set when the registry loaded the plan and frees it */
+    int ranks_per_node;         /* 0: any */
+    char *tags;                 /* copy of the tag string, or NULL */
+} exec_registry_entry_t;
+
+typedef struct {
+    exec_registry_entry_t *entries;
+    int count, cap;
+} exec_registry_t;
+
+#define EXEC_REGISTRY_INIT {NULL, 0, 0}
+
+void exec_registry_init(exec_registry_t *reg);
+/** Free the table, the tag copies and the plans the registry loaded itself. Safe on NULL. */
+void exec_registry_fini(exec_registry_t *reg);
+
+/**
+ * Register `plan` (borrowed: it must outlive the registry) with `ranks_per_node` (>= 0, 0:
+ * any) and `tags` ("k=v,..." or NULL). Malformed tags (an empty key) are INVALID_ARG.
+ */
+mscclpp_result_t exec_registry_register(exec_registry_t *reg, const struct mscclpp_plan *plan,
+                                        int ranks_per_node, const char *tags);
+
+/**
+ * Load every "*.json" regular file of `dir`, in strcmp order of the names, and register each
+ * with ranks_per_node 0 and no tags; the registry owns these plans. A file that fails to load
+ * (malformed or unreadable) is skipped with a WARN naming it and counted in *nskipped. Either
+ * count pointer may be NULL. An unreadable directory is MSCCLPP_ERR_SYSTEM (a missing one is
+ * reported without a warning in the log, since "no default plans" is a normal state).
+ */
+mscclpp_result_t exec_registry_load_dir(exec_registry_t *reg, const char *dir, int *nloaded,
+                                        int *nskipped);
+
+/**
+ * The first registered plan that matches (see the rule above), or MSCCLPP_ERR_UNSUPPORTED with
+ * a message describing the request (not logged as a warning: callers may fall back).
+ */
+mscclpp_result_t exec_registry_select(const exec_registry_t *reg, const char *collective,
+                                      int world_size, int ranks_per_node, bool inplace,
+                                      uint64_t message_bytes, const char *tags,
+                                      const struct mscclpp_plan **plan);
+
+/** The message size used for matching: out_bytes for "allgather", in_bytes otherwise. */
+uint64_t exec_message_size(const char *collective, uint64_t in_bytes, uint64_t out_bytes);
+
+/** True when `have` ("k=v,...", may be NULL) satisfies every tag of `want`. */
+bool exec_tags_match(const char *have, const char *want);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

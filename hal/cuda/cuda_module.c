@@ -1,0 +1,318 @@
+/* CUDA backend module: lifecycle, devices, driver entry points and the exported ops table. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "hal/cuda/cuda_internal.h"
+#include "hal/cuda/fd_broker.h"
+
+cuda_driver_t cuda_drv;
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool initialized;
+static bool force_cumem; /* MSCCLPP_CUDA_SHAREABLE=cumem: no legacy fallback */
+static int ndevices;
+
+/* Per device, probed at init: what sharing and multicast it supports. */
+#define CUDA_MAX_DEVICES 64
+static struct {
+    bool vmm_fd;    /* cuMem with POSIX fd handles */
+    bool multicast; /* CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED */
+} dev_caps[CUDA_MAX_DEVICES];
+
+/* ----- errors ------------------------------------------------------------------------------- */
+
+static mscclpp_result_t cuda_map_result(int is_oom, int is_arg)
+{
+    if (is_oom) return MSCCLPP_ERR_NO_MEMORY;
+    if (is_arg) return MSCCLPP_ERR_INVALID_ARG;
+    return MSCCLPP_ERR_SYSTEM;
+}
+
+mscclpp_result_t cuda_rt_error(cudaError_t err, const char *what, const char *file, int line)
+{
+    (void)cudaGetLastError(); /* clear a non-sticky error so it does not resurface later */
+    mscclpp_result_t res = cuda_map_result(err == cudaErrorMemoryAllocation,
+                                           err == cudaErrorInvalidValue ||
+                                               err == cudaErrorInvalidDevicePointer ||
+                                               err == cudaErrorInvalidDevice);
+    return core_error(res, file, line, "%s: %s (%s, %d)", what, cudaGetErrorString(err),
+                      cudaGetErrorName(err), (int)err);
+}
+
+mscclpp_result_t cuda_drv_error(CUresult err, const char *what, const char *file, int line)
+{
+    const char *str = NULL;
+    if (!cuda_drv.get_error_string || cuda_drv.get_error_string(err, &str) != CUDA_SUCCESS ||
+        !str)
+        str = "unknown driver error";
+    mscclpp_result_t res =
+        cuda_map_result(err == CUDA_ERROR_OUT_OF_MEMORY, err == CUDA_ERROR_INVALID_VALUE);
+    if (err == CUDA_ERROR_NOT_SUPPORTED) res = MSCCLPP_ERR_UNSUPPORTED;
+    return core_error(res, file, line, "%s: %s (CUresult %d)", what, str, (int)err);
+}
+
+mscclpp_result_t cuda_require_init(const char *op)
+{
+    if (initialized) return MSCCLPP_OK;
+    return ERR(MSCCLPP_ERR_UNSUPPORTED, "cuda backend: %s called before a successful init()", op);
+}
+
+/* ----- driver entry points ------------------------------------------------------------------ */
+
+static bool fetch(const char *symbol, unsigned version, void **fn)
+{
+    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    *fn = NULL;
+    cudaError_t err =
+        cudaGetDriverEntryPointByVersion(symbol, fn, version, cudaEnableDefault, &found);
+    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || !*fn) {
+        (void)cudaGetLastError();
+        *fn = NULL;
+        TRACE(SUBSYS_HAL, "cuda: driver entry point %s (ABI %u) not available", symbol, version);
+        return false;
+    }
+    return true;
+}
+
+#define FETCH(field, symbol, version) fetch(symbol, version, (void **)&cuda_drv.field)
+
+mscclpp_result_t cuda_driver_load(void)
+{
+    memset(&cuda_drv, 0, sizeof cuda_drv);
+    cuda_drv.have_base = FETCH(get_error_string, "cuGetErrorString", 6000) &
+                         FETCH(device_get, "cuDeviceGet", 2000) &
+                         FETCH(device_get_attribute, "cuDeviceGetAttribute", 2000) &
+                         FETCH(mem_get_address_range, "cuMemGetAddressRange", 3020);
+    cuda_drv.have_vmm = FETCH(mem_create, "cuMemCreate", 10020) &
+                        FETCH(mem_release, "cuMemRelease", 10020) &
+                        FETCH(mem_address_reserve, "cuMemAddressReserve", 10020) &
+                        FETCH(mem_address_free, "cuMemAddressFree", 10020) &
+                        FETCH(mem_map, "cuMemMap", 10020) & FETCH(mem_unmap, "cuMemUnmap", 10020) &
+                        FETCH(mem_set_access, "cuMemSetAccess", 10020) &
+                        FETCH(mem_get_granularity, "cuMemGetAllocationGranularity", 10020) &
+                        FETCH(mem_export, "cuMemExportToShareableHandle", 10020) &
+                        FETCH(mem_import, "cuMemImportFromShareableHandle", 10020);
+    cuda_drv.have_mc = cuda_drv.have_vmm & FETCH(mc_create, "cuMulticastCreate", 12010) &
+                       FETCH(mc_add_device, "cuMulticastAddDevice", 12010) &
+                       FETCH(mc_bind_mem, "cuMulticastBindMem", 12010) &
+                       FETCH(mc_unbind, "cuMulticastUnbind", 12010) &
+                       FETCH(mc_get_granularity, "cuMulticastGetGranularity", 12010);
+    if (!cuda_drv.have_base)
+        return ERR(MSCCLPP_ERR_SYSTEM, "cuda backend: the driver lacks cuDeviceGetAttribute or "
+                                       "cuMemGetAddressRange");
+    return MSCCLPP_OK;
+}
+
+static int drv_attr(CUdevice dev, CUdevice_attribute attr)
+{
+    int v = 0;
+    if (cuda_drv.device_get_attribute(&v, attr, dev) != CUDA_SUCCESS) return 0;
+    return v;
+}
+
+/* ----- lifecycle ---------------------------------------------------------------------------- */
+
+/* What cudaGetDeviceCount says when there is nothing to run on. */
+static bool cuda_no_device(cudaError_t err)
+{
+    return err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice ||
+           err == cudaErrorInitializationError || err == cudaErrorStubLibrary ||
+           err == cudaErrorDevicesUnavailable || err == cudaErrorCompatNotSupportedOnDevice ||
+           err == cudaErrorSystemDriverMismatch;
+}
+
+static mscclpp_result_t cuda_init(void)
+{
+    mscclpp_result_t res = MSCCLPP_OK;
+    pthread_mutex_lock(&init_lock);
+    if (initialized) goto unlock;
+
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count <= 0) {
+        (void)cudaGetLastError();
+        /* quiet: the loader falls back to the next backend */
+        if (err == cudaSuccess || cuda_no_device(err))
+            res = core_error_quiet(MSCCLPP_ERR_UNSUPPORTED, "cuda backend: no usable device (%s)",
+                                   err == cudaSuccess ? "0 devices" : cudaGetErrorString(err));
+        else
+            res = cuda_rt_error(err, "cudaGetDeviceCount", __FILE__, __LINE__);
+        INFO(SUBSYS_HAL, "%s", mscclpp_last_error());
+        goto unlock;
+    }
+    CHECK_GOTO(cuda_driver_load(), res, unlock);
+
+    const char *mode = config_get(CFG_MSCCLPP_CUDA_SHAREABLE);
+    bool legacy_only = strcmp(mode, "legacy") == 0;
+    force_cumem = strcmp(mode, "cumem") == 0;
+    if (!legacy_only && strcmp(mode, "cumem") != 0 && strcmp(mode, "auto") != 0 && mode[0])
+        WARN(SUBSYS_HAL, "MSCCLPP_CUDA_SHAREABLE=%s is not auto, cumem or legacy; using auto",
+             mode);
+    ndevices = count < CUDA_MAX_DEVICES ? count : CUDA_MAX_DEVICES;
+    for (int i = 0; i < ndevices; i++) {
+        CUdevice dev;
+        memset(&dev_caps[i], 0, sizeof dev_caps[i]);
+        if (cuda_drv.device_get(&dev, i) != CUDA_SUCCESS) continue;
+        dev_caps[i].vmm_fd =
+            !legacy_only && cuda_drv.have_vmm &&
+            drv_attr(dev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) &&
+            drv_attr(dev, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
+        dev_caps[i].multicast = dev_caps[i].vmm_fd && cuda_drv.have_mc &&
+                                drv_attr(dev, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED);
+        INFO(SUBSYS_HAL, "cuda: device %d: sharing through %s, multicast %s", i,
+             dev_caps[i].vmm_fd ? "cuMem POSIX fds" : "legacy cudaIpc",
+             dev_caps[i].multicast ? "yes" : "no");
+    }
+    initialized = true;
+
+unlock:
+    pthread_mutex_unlock(&init_lock);
+    return res;
+}
+
+static void cuda_fini(void)
+{
+    pthread_mutex_lock(&init_lock);
+    if (initialized) hal_fdb_shutdown();
+    initialized = false;
+    pthread_mutex_unlock(&init_lock);
+}
+
+bool cuda_use_vmm(int ordinal)
+{
+    return ordinal >= 0 && ordinal < ndevices && dev_caps[ordinal].vmm_fd;
+}
+
+bool cuda_require_cumem(void) { return force_cumem; }
+
+bool cuda_device_multicast(int ordinal)
+{
+    return ordinal >= 0 && ordinal < ndevices && dev_caps[ordinal].multicast;
+}
+
+mscclpp_result_t cuda_current_cudev(int *ordinal, CUdevice *dev)
+{
+    CUDA_CHECK(cudaGetDevice(ordinal));
+    /* runtime calls make the primary context current for this thread, as driver calls need */
+    CUDA_CHECK(cudaFree(NULL));
+    CU_CHECK(cuda_drv.device_get(dev, *ordinal));
+    return MSCCLPP_OK;
+}
+
+/* ----- devices ------------------------------------------------------------------------------ */
+
+static mscclpp_result_t cuda_device_count(int *count)
+{
+    CHECK_ARG(count != NULL);
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (!cuda_no_device(err)) return cuda_rt_error(err, "cudaGetDeviceCount", __FILE__, __LINE__);
+        n = 0; /* no driver or no device: zero devices, not an error */
+    }
+    *count = n;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t cuda_device_set(int dev)
+{
+    CUDA_REQUIRE_INIT();
+    if (dev < 0 || dev >= ndevices)
+        return ERR_ARG("cuda device_set: device %d out of range [0, %d)", dev, ndevices);
+    CUDA_CHECK(cudaSetDevice(dev));
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t cuda_device_get(int *dev)
+{
+    CHECK_ARG(dev != NULL);
+    CUDA_REQUIRE_INIT();
+    CUDA_CHECK(cudaGetDevice(dev));
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t cuda_device_props(int dev, hal_device_props_t *props)
+{
+    CHECK_ARG(props != NULL);
+    CUDA_REQUIRE_INIT();
+    if (dev < 0 || dev >= ndevices)
+        return ERR_ARG("cuda device_props: device %d out of range [0, %d)", dev, ndevices);
+    struct cudaDeviceProp p;
+    CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
+    int major = 0, minor = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    memset(props, 0, sizeof *props);
+    snprintf(props->name, sizeof props->name, "%.*s", (int)sizeof props->name - 1, p.name);
+    snprintf(props->arch, sizeof props->arch, "sm_%d%d", major, minor);
+    CUDA_CHECK(cudaDeviceGetAttribute(&props->warp_size, cudaDevAttrWarpSize, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&props->multiprocessors, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_CHECK(
+        cudaDeviceGetAttribute(&props->max_threads_per_block, cudaDevAttrMaxThreadsPerBlock, dev));
+    props->total_memory = p.totalGlobalMem;
+    props->ipc = true; /* cuMem fds, or legacy cudaIpc on every Linux device */
+    props->multicast = dev_caps[dev].multicast;
+    props->graphs = true;
+    return MSCCLPP_OK;
+}
+
+/* ----- the table ---------------------------------------------------------------------------- */
+
+static const hal_ops_t cuda_ops = {
+    .size = sizeof(hal_ops_t),
+    .abi_version = HAL_ABI_VERSION,
+    .name = "cuda",
+    .init = cuda_init,
+    .fini = cuda_fini,
+    .device_count = cuda_device_count,
+    .device_set = cuda_device_set,
+    .device_get = cuda_device_get,
+    .device_props = cuda_device_props,
+    .mem_alloc = cuda_mem_alloc,
+    .mem_alloc_shareable = cuda_mem_alloc_shareable,
+    .mem_free = cuda_mem_free,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .mem_range = cuda_mem_range,
+    .memcpy_sync = cuda_memcpy_sync,
+    .memset_sync = cuda_memset_sync,
+    .memcpy_async = cuda_memcpy_async,
+    .memset_async = cuda_memset_async,
+    .mem_export = cuda_mem_export,
+    .mem_import = cuda_mem_import,
+    .mem_unimport = cuda_mem_unimport,
+    .mc_granularity = cuda_mc_granularity,
+    .mc_create = cuda_mc_create,
+    .mc_import = cuda_mc_import,
+    .mc_bind = cuda_mc_bind,
+    .mc_free = cuda_mc_free,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = cuda_stream_destroy,
+    .stream_sync = cuda_stream_sync,
+    .stream_capturing = cuda_stream_capturing,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .event_sync = cuda_event_sync,
+    .event_elapsed_ms = cuda_event_elapsed_ms,
+    .launch = cuda_launch,
+};
+
+/** Module entry (HAL_MODULE_ENTRY): the loader dlsym()s it and checks size and ABI. */
+__attribute__((visibility("default"))) const hal_ops_t *mscclpp_hal_module(void)
+{
+    return &cuda_ops;
+}
+
+/**
+ * The calling thread's last error message inside this module: the module carries its own
+ * copy of core/status.c (the library's is hidden), so the loader may copy this into the
+ * library's last error after a failed call.
+ */
+__attribute__((visibility("default"))) const char *mscclpp_hal_module_last_error(void)
+{
+    return mscclpp_last_error();
+}

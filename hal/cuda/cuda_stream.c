@@ -1,0 +1,149 @@
+/*
+ * CUDA backend streams, events and the interpreter launch. A NULL hal_stream_t is the legacy
+ * default stream. Host waits poll with backoff so they stay bounded by MSCCLPP_TIMEOUT: a
+ * plan kernel that waits for a peer that never comes must not hang the caller.
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <time.h>
+
+#include "core/config.h"
+#include "hal/cuda/cuda_internal.h"
+#include "kernels/common/kern_entry.h"
+
+#ifdef MSCCLPP_HAVE_KERN_CUDA
+/* kernels/cuda/kern_cuda.cu; repeated here in case kern_entry.h does not declare it yet */
+mscclpp_result_t kern_cuda_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,
+                                  void *stream);
+#endif
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Poll `query` until it stops answering "not ready": spin briefly, then yield, then sleep. */
+#define BOUNDED_WAIT(query, what, who, obj)                                                   \
+    do {                                                                                      \
+        uint64_t limit_ = config_timeout_ns(), start_ = now_ns();                             \
+        for (unsigned polls_ = 0;; polls_++) {                                                \
+            cudaError_t err_ = (query);                                                       \
+            if (err_ == cudaSuccess) return MSCCLPP_OK;                                       \
+            if (err_ != cudaErrorNotReady) return cuda_rt_error(err_, what, __FILE__, __LINE__); \
+            if (now_ns() - start_ > limit_)                                                   \
+                return ERR(MSCCLPP_ERR_TIMEOUT,                                               \
+                           "cuda %s: %s %p still busy after %llu ms (a kernel waiting for a "  \
+                           "peer?)",                                                          \
+                           who, what, (void *)(obj),                                          \
+                           (unsigned long long)(limit_ / 1000000u));                          \
+            if (polls_ < 256) continue;                                                       \
+            if (polls_ < 1024) {                                                              \
+                sched_yield();                                                                \
+                continue;                                                                     \
+            }                                                                                 \
+            struct timespec nap_ = {0, polls_ < 4096 ? 20000 : 200000};                       \
+            nanosleep(&nap_, NULL);                                                           \
+        }                                                                                     \
+    } while (0)
+
+mscclpp_result_t cuda_stream_wait(cudaStream_t s, const char *who)
+{
+    BOUNDED_WAIT(cudaStreamQuery(s), "cudaStreamQuery", who, s);
+}
+
+mscclpp_result_t cuda_stream_create(hal_stream_t *s)
+{
+    CHECK_ARG(s != NULL);
+    CUDA_REQUIRE_INIT();
+    cudaStream_t cs;
+    /* non-blocking: never serialized behind the legacy default stream of other libraries */
+    CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    *s = (hal_stream_t)(void *)cs;
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t cuda_stream_destroy(hal_stream_t s)
+{
+    CHECK_ARG(s != NULL);
+    CUDA_REQUIRE_INIT();
+    CUDA_CHECK(cudaStreamDestroy(cuda_stream(s)));
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t cuda_stream_sync(hal_stream_t s)
+{
+    CUDA_REQUIRE_INIT();
+    return cuda_stream_wait(cuda_stream(s), "stream_sync");
+}
+
+mscclpp_result_t cuda_stream_capturing(hal_stream_t s, bool *capturing)
+{
+    CHECK_ARG(capturing != NULL);
+    CUDA_REQUIRE_INIT();
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(cuda_stream(s), &status));
+    /* "invalidated" is still a capture in progress: work queued now would not run */
+    *capturing = status != cudaStreamCaptureStatusNone;
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t cuda_event_create(hal_event_t *e)
+{
+    CHECK_ARG(e != NULL);
+    CUDA_REQUIRE_INIT();
+    cudaEvent_t ce;
+    CUDA_CHECK(cudaEventCreateWithFlags(&ce, cudaEventDefault)); /* with timing */
+    *e = (hal_event_t)(void *)ce;
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t cuda_event_destroy(hal_event_t e)
+{
+    CHECK_ARG(e != NULL);
+    CUDA_REQUIRE_INIT();
+    CUDA_CHECK(cudaEventDestroy((cudaEvent_t)(void *)e));
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t cuda_event_record(hal_event_t e, hal_stream_t s)
+{
+    CHECK_ARG(e != NULL);
+    CUDA_REQUIRE_INIT();
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)(void *)e, cuda_stream(s)));
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t cuda_event_sync(hal_event_t e)
+{
+    CHECK_ARG(e != NULL);
+    CUDA_REQUIRE_INIT();
+    BOUNDED_WAIT(cudaEventQuery((cudaEvent_t)(void *)e), "cudaEventQuery", "event_sync", e);
+}
+
+mscclpp_result_t cuda_event_elapsed_ms(hal_event_t start, hal_event_t end, float *ms)
+{
+    CHECK_ARG(start != NULL);
+    CHECK_ARG(end != NULL);
+    CHECK_ARG(ms != NULL);
+    CUDA_REQUIRE_INIT();
+    CUDA_CHECK(cudaEventElapsedTime(ms, (cudaEvent_t)(void *)start, (cudaEvent_t)(void *)end));
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t cuda_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,
+                             hal_stream_t s)
+{
+    CHECK_ARG(args != NULL);
+    CHECK_ARG(args_bytes > 0);
+    CHECK_ARG(nblocks > 0);
+    CHECK_ARG(nthreads > 0 && nthreads <= 1024);
+    CUDA_REQUIRE_INIT();
+#ifdef MSCCLPP_HAVE_KERN_CUDA
+    return kern_cuda_launch(args, args_bytes, nblocks, nthreads, (void *)cuda_stream(s));
+#else
+    return ERR(MSCCLPP_ERR_UNSUPPORTED,
+               "cuda launch: this build has no CUDA interpreter (kernels/libkern_cuda.la)");
+#endif
+}

@@ -1,0 +1,73 @@
+/*
+ * File-descriptor broker: serves file descriptors of this process (cuMem POSIX handles) to
+ * other processes of the node over an abstract Unix socket, passing them with SCM_RIGHTS.
+ *
+ * A descriptor travels as a ticket: the serving pid, a per-process nonce naming the socket, a
+ * key naming the descriptor and a random secret. Only a peer holding the ticket (received
+ * over the bootstrap) and running as the same user gets the descriptor. Vendor-neutral: it
+ * could move to hal/ once the host backend wants the same service.
+ */
+#ifndef MSCCLPP_HAL_FD_BROKER_H
+#define MSCCLPP_HAL_FD_BROKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mscclpp/mscclpp.h"
+
+#define HAL_FDB_SECRET_BYTES 16
+#define HAL_FDB_TICKET_BYTES 36 /* encoded size: pid 4, nonce 8, key 8, secret 16 */
+
+typedef struct {
+    uint32_t pid;
+    uint64_t nonce; /* names the serving socket of `pid` */
+    uint64_t key;   /* names one descriptor there */
+    uint8_t secret[HAL_FDB_SECRET_BYTES];
+} hal_fdb_ticket_t;
+
+/**
+ * Serve `fd` until hal_fdb_withdraw(ticket->key). The broker takes ownership of `fd` on
+ * success (it closes it on withdraw); on failure the caller still owns it. Starts the serving
+ * thread on first use (again in a forked child).
+ */
+mscclpp_result_t hal_fdb_serve(int fd, hal_fdb_ticket_t *ticket);
+
+/** Stop serving `key` and close its descriptor. Unknown keys are ignored. */
+void hal_fdb_withdraw(uint64_t key);
+
+/**
+ * Fetch a duplicate of the descriptor named by `ticket` (from any process of this node,
+ * including this one). Bounded by MSCCLPP_TIMEOUT. The caller owns *fd.
+ */
+mscclpp_result_t hal_fdb_fetch(const hal_fdb_ticket_t *ticket, int *fd);
+
+/** Stop the serving thread and close every served descriptor. */
+void hal_fdb_shutdown(void);
+
+/** Explicit little-endian encoding of a ticket: HAL_FDB_TICKET_BYTES bytes. */
+void hal_fdb_ticket_encode(const hal_fdb_ticket_t *ticket, uint8_t *buf);
+void hal_fdb_ticket_decode(const uint8_t *buf, hal_fdb_ticket_t *ticket);
+
+/* Little-endian helpers shared by the handle encoders of this module. */
+static inline void hal_put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void hal_put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint32_t hal_get_u32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static inline uint64_t hal_get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+#endif /* MSCCLPP_HAL_FD_BROKER_H */

@@ -1,0 +1,274 @@
+/*
+ * Backend selection: the built-in host backend and the modules configure listed
+ * (MSCCLPP_HAL_MODULES), each loaded with dlopen from the module directory and initialized at
+ * most once per process. hal_get() caches one choice; hal_select() chooses without caching.
+ */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "core/config.h"
+#include "core/debug.h"
+#include "hal/hal.h"
+
+#ifndef MSCCLPP_HAL_MODULES
+#define MSCCLPP_HAL_MODULES ""
+#endif
+#ifndef MSCCLPP_HAL_MODULE_DIR
+#define MSCCLPP_HAL_MODULE_DIR ""
+#endif
+
+#define HAL_MAX_BACKENDS 8
+#define HAL_NAME_MAX 16
+
+/* One backend we know of, with the outcome of its (single) load + init + device count. */
+typedef struct {
+    char name[HAL_NAME_MAX];
+    char path[512];
+    bool tried;
+    mscclpp_result_t status;
+    char error[512];
+    int devices;
+    const hal_ops_t *ops;
+} hal_backend_t;
+
+/* vsnprintf: the messages are truncated on purpose when paths are long. */
+static void set_error(hal_backend_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_error(hal_backend_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->error, sizeof b->error, fmt, ap);
+    va_end(ap);
+}
+
+static pthread_mutex_t backends_lock = PTHREAD_MUTEX_INITIALIZER;
+static hal_backend_t backends[HAL_MAX_BACKENDS];
+static int nbackends;
+
+static bool valid_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= HAL_NAME_MAX) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+    }
+    return true;
+}
+
+/* Names of the configured modules in order (at most cap). */
+static int module_names(char names[][HAL_NAME_MAX], int cap)
+{
+    const char *p = MSCCLPP_HAL_MODULES;
+    int n = 0;
+    while (*p && n < cap) {
+        while (*p == ' ') p++;
+        size_t len = strcspn(p, " ");
+        if (len > 0 && len < HAL_NAME_MAX) {
+            memcpy(names[n], p, len);
+            names[n][len] = '\0';
+            if (strcmp(names[n], "host") != 0) n++;
+        }
+        p += len;
+    }
+    return n;
+}
+
+/* Known backend names: host, cuda, hip and whatever configure listed. */
+static bool known_name(const char *name)
+{
+    if (!strcmp(name, "host") || !strcmp(name, "cuda") || !strcmp(name, "hip")) return true;
+    char names[HAL_MAX_BACKENDS][HAL_NAME_MAX];
+    int n = module_names(names, HAL_MAX_BACKENDS);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(names[i], name)) return true;
+    return false;
+}
+
+/* Called with backends_lock held. */
+static hal_backend_t *backend_slot(const char *name)
+{
+    for (int i = 0; i < nbackends; i++)
+        if (!strcmp(backends[i].name, name)) return &backends[i];
+    if (nbackends == HAL_MAX_BACKENDS) return NULL;
+    hal_backend_t *b = &backends[nbackends++];
+    memset(b, 0, sizeof *b);
+    snprintf(b->name, sizeof b->name, "%s", name);
+    return b;
+}
+
+static void module_path(const char *name, char *path, size_t cap)
+{
+    const char *dir = config_get(CFG_MSCCLPP_HAL_MODULE_DIR);
+    if (!dir[0]) dir = MSCCLPP_HAL_MODULE_DIR;
+    if (dir[0]) snprintf(path, cap, "%s/libmscclpp-hal-%s.so", dir, name);
+    else snprintf(path, cap, "libmscclpp-hal-%s.so", name); /* the dynamic loader's search */
+}
+
+/* dlopen + entry + table check; the message goes to b->error. Lock held. */
+static mscclpp_result_t module_load(hal_backend_t *b)
+{
+    module_path(b->name, b->path, sizeof b->path);
+    void *handle = dlopen(b->path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        const char *why = dlerror();
+        set_error(b, "cannot load %s: %s", b->path, why ? why : "?");
+        return MSCCLPP_ERR_UNSUPPORTED;
+    }
+    hal_module_entry_fn entry;
+    void *sym = dlsym(handle, HAL_MODULE_ENTRY);
+    memcpy(&entry, &sym, sizeof entry);
+    if (!sym) {
+        set_error(b, "%s has no symbol %s", b->path, HAL_MODULE_ENTRY);
+        dlclose(handle);
+        return MSCCLPP_ERR_UNSUPPORTED;
+    }
+    const hal_ops_t *ops = entry();
+    const char *bad = NULL;
+    if (!ops || hal_ops_check(ops, &bad) != MSCCLPP_OK) {
+        set_error(b, "%s: invalid HAL table (%s: %s)", b->path,
+                 bad ? bad : "NULL", mscclpp_last_error());
+        dlclose(handle);
+        return MSCCLPP_ERR_UNSUPPORTED;
+    }
+    /* Never dlclose a loaded module: it may own threads and driver state until exit. */
+    b->ops = ops;
+    return MSCCLPP_OK;
+}
+
+/* Load (modules), init and count devices, once per backend. Lock held. */
+static void backend_try(hal_backend_t *b)
+{
+    if (b->tried) return;
+    b->tried = true;
+    b->status = MSCCLPP_OK;
+    if (!strcmp(b->name, "host")) {
+        snprintf(b->path, sizeof b->path, "(built in)");
+        b->ops = hal_host_ops();
+    } else {
+        b->status = module_load(b);
+        if (b->status != MSCCLPP_OK) {
+            INFO(SUBSYS_HAL, "backend %s: %s", b->name, b->error);
+            return;
+        }
+    }
+    mscclpp_result_t res = b->ops->init();
+    if (res == MSCCLPP_OK) res = b->ops->device_count(&b->devices);
+    if (res != MSCCLPP_OK) {
+        b->status = res;
+        b->devices = 0;
+        set_error(b, "%s (%s): init failed: %s", b->name, b->path,
+                 mscclpp_last_error());
+        core_clear_error();
+        INFO(SUBSYS_HAL, "backend %s: %s", b->name, b->error);
+        return;
+    }
+    INFO(SUBSYS_HAL, "backend %s (%s): %d device(s)", b->name, b->path, b->devices);
+}
+
+static mscclpp_result_t select_forced(const char *name, const hal_ops_t **ops)
+{
+    if (!valid_name(name) || !known_name(name))
+        return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                   "MSCCLPP_HAL=%s: unknown backend (known: host, cuda, hip; modules built: %s)",
+                   name, MSCCLPP_HAL_MODULES[0] ? MSCCLPP_HAL_MODULES : "none");
+    pthread_mutex_lock(&backends_lock);
+    hal_backend_t *b = backend_slot(name);
+    if (!b) {
+        pthread_mutex_unlock(&backends_lock);
+        return ERR(MSCCLPP_ERR_INTERNAL, "MSCCLPP_HAL=%s: too many backends", name);
+    }
+    backend_try(b);
+    hal_backend_t copy = *b;
+    pthread_mutex_unlock(&backends_lock);
+    if (copy.status != MSCCLPP_OK)
+        return ERR(MSCCLPP_ERR_UNSUPPORTED, "MSCCLPP_HAL=%s: backend unavailable: %s", name,
+                   copy.error);
+    if (copy.devices < 1)
+        return ERR(MSCCLPP_ERR_UNSUPPORTED, "MSCCLPP_HAL=%s: backend %s found no device", name,
+                   copy.path);
+    *ops = copy.ops;
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t hal_select(const char *name, const hal_ops_t **ops)
+{
+    CHECK_ARG(ops != NULL);
+    if (name && name[0]) return select_forced(name, ops);
+
+    char names[HAL_MAX_BACKENDS][HAL_NAME_MAX];
+    int n = module_names(names, HAL_MAX_BACKENDS - 1);
+    const hal_ops_t *chosen = NULL;
+    pthread_mutex_lock(&backends_lock);
+    for (int i = 0; i < n && !chosen; i++) {
+        hal_backend_t *b = backend_slot(names[i]);
+        if (!b) break;
+        backend_try(b);
+        if (b->status == MSCCLPP_OK && b->devices > 0) chosen = b->ops;
+    }
+    char host_error[sizeof backends[0].error] = "";
+    if (!chosen) {
+        hal_backend_t *b = backend_slot("host");
+        if (b) {
+            backend_try(b);
+            if (b->status == MSCCLPP_OK && b->devices > 0) chosen = b->ops;
+            else snprintf(host_error, sizeof host_error, "%s", b->error);
+        }
+    }
+    pthread_mutex_unlock(&backends_lock);
+    if (!chosen)
+        return ERR(MSCCLPP_ERR_UNSUPPORTED, "no usable backend (tried: %s%shost: %s)",
+                   MSCCLPP_HAL_MODULES, MSCCLPP_HAL_MODULES[0] ? " " : "", host_error);
+    INFO(SUBSYS_HAL, "selected backend %s", chosen->name);
+    *ops = chosen;
+    return MSCCLPP_OK;
+}
+
+static pthread_once_t get_once = PTHREAD_ONCE_INIT;
+static const hal_ops_t *get_ops;
+static mscclpp_result_t get_result;
+static char get_error[512];
+
+static void get_select(void)
+{
+    get_result = hal_select(config_get(CFG_MSCCLPP_HAL), &get_ops);
+    if (get_result != MSCCLPP_OK) snprintf(get_error, sizeof get_error, "%s", mscclpp_last_error());
+}
+
+mscclpp_result_t hal_get(const hal_ops_t **ops)
+{
+    CHECK_ARG(ops != NULL);
+    pthread_once(&get_once, get_select);
+    /* Every caller, in any thread, sees the selection's error message (logged once). */
+    if (get_result != MSCCLPP_OK) return core_error_quiet(get_result, "%s", get_error);
+    *ops = get_ops;
+    return MSCCLPP_OK;
+}
+
+int hal_list_backends(hal_backend_info_t *out, int cap)
+{
+    char names[HAL_MAX_BACKENDS][HAL_NAME_MAX];
+    int n = module_names(names, HAL_MAX_BACKENDS - 1);
+    snprintf(names[n++], HAL_NAME_MAX, "host");
+    int count = 0;
+    pthread_mutex_lock(&backends_lock);
+    for (int i = 0; i < n; i++) {
+        hal_backend_t *b = backend_slot(names[i]);
+        if (!b) break;
+        backend_try(b);
+        if (out && count < cap) {
+            out[count].name = b->name;
+            out[count].path = b->path;
+            out[count].status = b->status;
+            out[count].error = b->error;
+            out[count].devices = b->devices;
+        }
+        count++;
+    }
+    pthread_mutex_unlock(&backends_lock);
+    return count;
+}

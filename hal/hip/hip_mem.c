@@ -1,0 +1,319 @@
+/*
+ * HIP backend memory. Shareable memory is fine-grained (hipDeviceMallocFinegrained): peers poll
+ * flags and semaphores in it, which coarse-grained memory would not make visible in time.
+ * Sharing between processes uses hipIpc handles.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hal/cuda/fd_broker.h" /* little-endian helpers only */
+#include "hal/hip/hip_internal.h"
+
+typedef enum {
+    HIP_ALLOC_PLAIN,
+    HIP_ALLOC_SHAREABLE, /* fine-grained, shared through hipIpc */
+    HIP_ALLOC_HOST,
+    HIP_IMPORT,          /* a peer's allocation opened with hipIpcOpenMemHandle */
+} hip_alloc_kind_t;
+
+typedef struct hip_alloc {
+    struct hip_alloc *next;
+    hip_alloc_kind_t kind;
+    void *base;
+    size_t size;
+    int aliases; /* same-process imports (hipIpcOpenMemHandle refuses its own handles) */
+} hip_alloc_t;
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static hip_alloc_t *reg_head;
+
+#define KIND(k) (1u << (k))
+
+static hip_alloc_t *reg_find(const void *ptr)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    for (hip_alloc_t *a = reg_head; a; a = a->next)
+        if (p >= (uintptr_t)a->base && p - (uintptr_t)a->base < a->size) return a;
+    return NULL;
+}
+
+static mscclpp_result_t reg_add(hip_alloc_kind_t kind, void *base, size_t size)
+{
+    hip_alloc_t *a = calloc(1, sizeof *a);
+    if (!a) return ERR(MSCCLPP_ERR_NO_MEMORY, "hip: out of host memory for the registry");
+    a->kind = kind;
+    a->base = base;
+    a->size = size;
+    pthread_mutex_lock(&reg_lock);
+    a->next = reg_head;
+    reg_head = a;
+    pthread_mutex_unlock(&reg_lock);
+    return MSCCLPP_OK;
+}
+
+static hip_alloc_t *reg_take(const void *base, unsigned mask)
+{
+    pthread_mutex_lock(&reg_lock);
+    for (hip_alloc_t **pp = &reg_head; *pp; pp = &(*pp)->next) {
+        hip_alloc_t *a = *pp;
+        if (a->base == base && (mask & KIND(a->kind))) {
+            *pp = a->next;
+            pthread_mutex_unlock(&reg_lock);
+            return a;
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return NULL;
+}
+
+/* New device memory starts zeroed (flags, semaphores), and is zero before any stream uses it. */
+static mscclpp_result_t zero_sync(void *p, size_t bytes)
+{
+    HIP_CHECK(hipMemsetAsync(p, 0, bytes, NULL));
+    return hip_stream_wait(NULL, "zeroing new memory");
+}
+
+static mscclpp_result_t dev_alloc(size_t bytes, hip_alloc_kind_t kind, void **ptr)
+{
+    mscclpp_result_t res;
+    void *p = NULL;
+    if (kind == HIP_ALLOC_SHAREABLE)
+        HIP_CHECK(hipExtMallocWithFlags(&p, bytes, hipDeviceMallocFinegrained));
+    else
+        HIP_CHECK(hipMalloc(&p, bytes));
+    CHECK_GOTO(zero_sync(p, bytes), res, free_mem);
+    CHECK_GOTO(reg_add(kind, p, bytes), res, free_mem);
+    *ptr = p;
+    return MSCCLPP_OK;
+
+free_mem:
+    (void)hipFree(p);
+    return res;
+}
+
+mscclpp_result_t hip_mem_alloc(size_t bytes, void **ptr)
+{
+    CHECK_ARG(ptr != NULL);
+    CHECK_ARG(bytes > 0);
+    HIP_REQUIRE_INIT();
+    return dev_alloc(bytes, HIP_ALLOC_PLAIN, ptr);
+}
+
+mscclpp_result_t hip_mem_alloc_shareable(size_t bytes, void **ptr)
+{
+    CHECK_ARG(ptr != NULL);
+    CHECK_ARG(bytes > 0);
+    HIP_REQUIRE_INIT();
+    return dev_alloc(bytes, HIP_ALLOC_SHAREABLE, ptr);
+}
+
+mscclpp_result_t hip_mem_free(void *ptr)
+{
+    CHECK_ARG(ptr != NULL);
+    HIP_REQUIRE_INIT();
+    hip_alloc_t *a = reg_take(ptr, KIND(HIP_ALLOC_PLAIN) | KIND(HIP_ALLOC_SHAREABLE));
+    if (!a) return ERR_ARG("hip mem_free: %p is not the base of a device allocation", ptr);
+    if (a->aliases > 0)
+        WARN(SUBSYS_MEM, "hip mem_free: %p is still imported %d time(s) in this process", ptr,
+             a->aliases);
+    free(a);
+    HIP_CHECK(hipFree(ptr));
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t hip_host_alloc(size_t bytes, void **ptr)
+{
+    CHECK_ARG(ptr != NULL);
+    CHECK_ARG(bytes > 0);
+    HIP_REQUIRE_INIT();
+    mscclpp_result_t res;
+    void *p = NULL;
+    /* coherent: device stores are visible to a polling host (proxy FIFOs) without a fence */
+    HIP_CHECK(hipHostMalloc(&p, bytes,
+                            hipHostMallocMapped | hipHostMallocPortable | hipHostMallocCoherent));
+    memset(p, 0, bytes);
+    CHECK_GOTO(reg_add(HIP_ALLOC_HOST, p, bytes), res, free_host);
+    *ptr = p;
+    return MSCCLPP_OK;
+
+free_host:
+    (void)hipHostFree(p);
+    return res;
+}
+
+mscclpp_result_t hip_host_free(void *ptr)
+{
+    CHECK_ARG(ptr != NULL);
+    HIP_REQUIRE_INIT();
+    hip_alloc_t *a = reg_take(ptr, KIND(HIP_ALLOC_HOST));
+    if (!a) return ERR_ARG("hip host_free: %p is not the base of a host allocation", ptr);
+    free(a);
+    HIP_CHECK(hipHostFree(ptr));
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t hip_mem_range(const void *ptr, void **base, size_t *size)
+{
+    CHECK_ARG(ptr != NULL);
+    CHECK_ARG(base != NULL);
+    CHECK_ARG(size != NULL);
+    HIP_REQUIRE_INIT();
+    pthread_mutex_lock(&reg_lock);
+    hip_alloc_t *a = reg_find(ptr);
+    if (a) {
+        *base = a->base;
+        *size = a->size;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    if (a) return MSCCLPP_OK;
+    hipDeviceptr_t b = NULL;
+    size_t s = 0;
+    hipError_t err = hipMemGetAddressRange(&b, &s, (hipDeviceptr_t)(uintptr_t)ptr);
+    if (err != hipSuccess) {
+        (void)hipGetLastError();
+        return ERR_ARG("hip mem_range: %p is not device memory known to HIP (%s)", ptr,
+                       hipGetErrorString(err));
+    }
+    *base = (void *)b;
+    *size = s;
+    return MSCCLPP_OK;
+}
+
+static bool is_host_alloc(const void *ptr)
+{
+    pthread_mutex_lock(&reg_lock);
+    hip_alloc_t *a = reg_find(ptr);
+    bool host = a && a->kind == HIP_ALLOC_HOST;
+    pthread_mutex_unlock(&reg_lock);
+    return host;
+}
+
+mscclpp_result_t hip_memcpy_sync(void *dst, const void *src, size_t bytes)
+{
+    CHECK_ARG(bytes == 0 || (dst != NULL && src != NULL));
+    HIP_REQUIRE_INIT();
+    if (bytes == 0) return MSCCLPP_OK;
+    HIP_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDefault, NULL));
+    return hip_stream_wait(NULL, "memcpy_sync");
+}
+
+mscclpp_result_t hip_memset_sync(void *dst, int value, size_t bytes)
+{
+    CHECK_ARG(bytes == 0 || dst != NULL);
+    HIP_REQUIRE_INIT();
+    if (bytes == 0) return MSCCLPP_OK;
+    if (is_host_alloc(dst)) {
+        memset(dst, value, bytes);
+        return MSCCLPP_OK;
+    }
+    HIP_CHECK(hipMemsetAsync(dst, value, bytes, NULL));
+    return hip_stream_wait(NULL, "memset_sync");
+}
+
+mscclpp_result_t hip_memcpy_async(void *dst, const void *src, size_t bytes, hal_stream_t s)
+{
+    CHECK_ARG(bytes == 0 || (dst != NULL && src != NULL));
+    HIP_REQUIRE_INIT();
+    if (bytes == 0) return MSCCLPP_OK;
+    HIP_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDefault, hip_stream(s)));
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t hip_memset_async(void *dst, int value, size_t bytes, hal_stream_t s)
+{
+    CHECK_ARG(bytes == 0 || dst != NULL);
+    HIP_REQUIRE_INIT();
+    if (bytes == 0) return MSCCLPP_OK;
+    HIP_CHECK(hipMemsetAsync(dst, value, bytes, hip_stream(s)));
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t hip_mem_export(void *base, hal_mem_handle_t *handle)
+{
+    CHECK_ARG(base != NULL);
+    CHECK_ARG(handle != NULL);
+    HIP_REQUIRE_INIT();
+    memset(handle, 0, sizeof *handle);
+    pthread_mutex_lock(&reg_lock);
+    hip_alloc_t *a = reg_find(base);
+    bool ok = a && a->base == base && a->kind == HIP_ALLOC_SHAREABLE;
+    size_t size = ok ? a->size : 0;
+    pthread_mutex_unlock(&reg_lock);
+    if (!ok)
+        return ERR_ARG("hip mem_export: %p is not the base of a shareable allocation "
+                       "(mem_alloc_shareable)", base);
+    hipIpcMemHandle_t ipc;
+    HIP_CHECK(hipIpcGetMemHandle(&ipc, base));
+    handle->kind = HAL_HANDLE_HIP_IPC;
+    handle->alloc_size = size;
+    handle->data[0] = HIP_HANDLE_VERSION;
+    hal_put_u32(handle->data + HIP_IPC_PID_OFF, (uint32_t)getpid());
+    hal_put_u64(handle->data + HIP_IPC_BASE_OFF, (uint64_t)(uintptr_t)base);
+    memcpy(handle->data + HIP_IPC_HANDLE_OFF, &ipc, sizeof ipc);
+    handle->len = HIP_IPC_HANDLE_OFF + (uint32_t)sizeof ipc;
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t hip_mem_import(const hal_mem_handle_t *handle, void **base)
+{
+    CHECK_ARG(handle != NULL);
+    CHECK_ARG(base != NULL);
+    HIP_REQUIRE_INIT();
+    hipIpcMemHandle_t ipc;
+    if (handle->kind != HAL_HANDLE_HIP_IPC)
+        return ERR_ARG("hip mem_import: handle kind %u is not a HIP handle (another backend?)",
+                       handle->kind);
+    if (handle->len != HIP_IPC_HANDLE_OFF + sizeof ipc || handle->data[0] != HIP_HANDLE_VERSION ||
+        handle->alloc_size == 0)
+        return ERR_ARG("hip mem_import: malformed handle (len %u, version %u)", handle->len,
+                       handle->data[0]);
+    uint32_t pid = hal_get_u32(handle->data + HIP_IPC_PID_OFF);
+    void *orig = (void *)(uintptr_t)hal_get_u64(handle->data + HIP_IPC_BASE_OFF);
+    if (pid == (uint32_t)getpid()) {
+        /* ranks that are threads of one process share the original pointer */
+        mscclpp_result_t res = MSCCLPP_OK;
+        pthread_mutex_lock(&reg_lock);
+        hip_alloc_t *a = reg_find(orig);
+        if (a && a->base == orig && a->kind == HIP_ALLOC_SHAREABLE)
+            a->aliases++;
+        else
+            res = ERR(MSCCLPP_ERR_REMOTE, "hip mem_import: allocation %p of this process was freed",
+                      orig);
+        pthread_mutex_unlock(&reg_lock);
+        if (res == MSCCLPP_OK) *base = orig;
+        return res;
+    }
+    memcpy(&ipc, handle->data + HIP_IPC_HANDLE_OFF, sizeof ipc);
+    void *p = NULL;
+    HIP_CHECK(hipIpcOpenMemHandle(&p, ipc, hipIpcMemLazyEnablePeerAccess));
+    mscclpp_result_t res = reg_add(HIP_IMPORT, p, handle->alloc_size);
+    if (res != MSCCLPP_OK) {
+        (void)hipIpcCloseMemHandle(p);
+        return res;
+    }
+    *base = p;
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t hip_mem_unimport(void *base)
+{
+    CHECK_ARG(base != NULL);
+    HIP_REQUIRE_INIT();
+    hip_alloc_t *a = reg_take(base, KIND(HIP_IMPORT));
+    if (!a) {
+        mscclpp_result_t res = MSCCLPP_OK;
+        pthread_mutex_lock(&reg_lock);
+        hip_alloc_t *o = reg_find(base);
+        if (o && o->base == base && o->kind == HIP_ALLOC_SHAREABLE && o->aliases > 0)
+            o->aliases--;
+        else
+            res = ERR_ARG("hip mem_unimport: %p was not imported", base);
+        pthread_mutex_unlock(&reg_lock);
+        return res;
+    }
+    free(a);
+    HIP_CHECK(hipIpcCloseMemHandle(base));
+    return MSCCLPP_OK;
+}

@@ -1,0 +1,314 @@
+/*
+ * HIP backend module: lifecycle, devices, streams, events, the interpreter launch and the
+ * exported ops table. No multicast on AMD: those slots report UNSUPPORTED.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/config.h"
+#include "hal/hip/hip_internal.h"
+#include "kernels/common/kern_entry.h"
+
+#ifdef MSCCLPP_HAVE_KERN_HIP
+/* kernels/hip; repeated here in case kern_entry.h does not declare it yet */
+mscclpp_result_t kern_hip_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,
+                                 void *stream);
+#endif
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool initialized;
+static int ndevices;
+
+mscclpp_result_t hip_rt_error(hipError_t err, const char *what, const char *file, int line)
+{
+    (void)hipGetLastError();
+    mscclpp_result_t res = MSCCLPP_ERR_SYSTEM;
+    if (err == hipErrorOutOfMemory) res = MSCCLPP_ERR_NO_MEMORY;
+    if (err == hipErrorInvalidValue || err == hipErrorInvalidDevice) res = MSCCLPP_ERR_INVALID_ARG;
+    return core_error(res, file, line, "%s: %s (%s, %d)", what, hipGetErrorString(err),
+                      hipGetErrorName(err), (int)err);
+}
+
+mscclpp_result_t hip_require_init(const char *op)
+{
+    if (initialized) return MSCCLPP_OK;
+    return ERR(MSCCLPP_ERR_UNSUPPORTED, "hip backend: %s called before a successful init()", op);
+}
+
+static bool hip_no_device(hipError_t err)
+{
+    return err == hipErrorNoDevice || err == hipErrorInsufficientDriver ||
+           err == hipErrorNotInitialized || err == hipErrorNoBinaryForGpu;
+}
+
+static mscclpp_result_t hip_init(void)
+{
+    mscclpp_result_t res = MSCCLPP_OK;
+    pthread_mutex_lock(&init_lock);
+    if (!initialized) {
+        int count = 0;
+        hipError_t err = hipGetDeviceCount(&count);
+        if (err != hipSuccess || count <= 0) {
+            (void)hipGetLastError();
+            if (err == hipSuccess || hip_no_device(err))
+                res = core_error_quiet(MSCCLPP_ERR_UNSUPPORTED, "hip backend: no usable device (%s)",
+                                       err == hipSuccess ? "0 devices" : hipGetErrorString(err));
+            else
+                res = hip_rt_error(err, "hipGetDeviceCount", __FILE__, __LINE__);
+            INFO(SUBSYS_HAL, "%s", mscclpp_last_error());
+        } else {
+            ndevices = count;
+            initialized = true;
+        }
+    }
+    pthread_mutex_unlock(&init_lock);
+    return res;
+}
+
+static void hip_fini(void)
+{
+    pthread_mutex_lock(&init_lock);
+    initialized = false;
+    pthread_mutex_unlock(&init_lock);
+}
+
+static mscclpp_result_t hip_device_count(int *count)
+{
+    CHECK_ARG(count != NULL);
+    int n = 0;
+    hipError_t err = hipGetDeviceCount(&n);
+    if (err != hipSuccess) {
+        (void)hipGetLastError();
+        if (!hip_no_device(err)) return hip_rt_error(err, "hipGetDeviceCount", __FILE__, __LINE__);
+        n = 0;
+    }
+    *count = n;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t hip_device_set(int dev)
+{
+    HIP_REQUIRE_INIT();
+    if (dev < 0 || dev >= ndevices)
+        return ERR_ARG("hip device_set: device %d out of range [0, %d)", dev, ndevices);
+    HIP_CHECK(hipSetDevice(dev));
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t hip_device_get(int *dev)
+{
+    CHECK_ARG(dev != NULL);
+    HIP_REQUIRE_INIT();
+    HIP_CHECK(hipGetDevice(dev));
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t hip_device_props(int dev, hal_device_props_t *props)
+{
+    CHECK_ARG(props != NULL);
+    HIP_REQUIRE_INIT();
+    if (dev < 0 || dev >= ndevices)
+        return ERR_ARG("hip device_props: device %d out of range [0, %d)", dev, ndevices);
+    hipDeviceProp_t p;
+    HIP_CHECK(hipGetDeviceProperties(&p, dev));
+    memset(props, 0, sizeof *props);
+    snprintf(props->name, sizeof props->name, "%.*s", (int)sizeof props->name - 1, p.name);
+    /* "gfx90a:sramecc+:xnack-": the target features after ':' are not part of the arch */
+    snprintf(props->arch, sizeof props->arch, "%.*s", (int)strcspn(p.gcnArchName, ":"),
+             p.gcnArchName);
+    props->warp_size = p.warpSize; /* 64 on CDNA */
+    props->multiprocessors = p.multiProcessorCount;
+    props->max_threads_per_block = p.maxThreadsPerBlock;
+    props->total_memory = p.totalGlobalMem;
+    props->ipc = true;
+    props->multicast = false;
+    props->graphs = true;
+    return MSCCLPP_OK;
+}
+
+/* ----- streams and events ------------------------------------------------------------------- */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Poll until not "not ready": spin briefly, then yield, then sleep; bounded by the timeout. */
+static mscclpp_result_t bounded_wait(hipStream_t s, hipEvent_t e, const char *who)
+{
+    uint64_t limit = config_timeout_ns(), start = now_ns();
+    for (unsigned polls = 0;; polls++) {
+        hipError_t err = e ? hipEventQuery(e) : hipStreamQuery(s);
+        if (err == hipSuccess) return MSCCLPP_OK;
+        if (err != hipErrorNotReady)
+            return hip_rt_error(err, e ? "hipEventQuery" : "hipStreamQuery", __FILE__, __LINE__);
+        if (now_ns() - start > limit)
+            return ERR(MSCCLPP_ERR_TIMEOUT,
+                       "hip %s: %s %p still busy after %llu ms (a kernel waiting for a peer?)",
+                       who, e ? "event" : "stream", e ? (void *)e : (void *)s,
+                       (unsigned long long)(limit / 1000000u));
+        if (polls < 256) continue;
+        if (polls < 1024) {
+            sched_yield();
+            continue;
+        }
+        struct timespec nap = {0, polls < 4096 ? 20000 : 200000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+mscclpp_result_t hip_stream_wait(hipStream_t s, const char *who) { return bounded_wait(s, NULL, who); }
+
+static mscclpp_result_t hip_stream_create(hal_stream_t *s)
+{
+    CHECK_ARG(s != NULL);
+    HIP_REQUIRE_INIT();
+    hipStream_t hs;
+    HIP_CHECK(hipStreamCreateWithFlags(&hs, hipStreamNonBlocking));
+    *s = (hal_stream_t)(void *)hs;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t hip_stream_destroy(hal_stream_t s)
+{
+    CHECK_ARG(s != NULL);
+    HIP_REQUIRE_INIT();
+    HIP_CHECK(hipStreamDestroy(hip_stream(s)));
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t hip_stream_sync(hal_stream_t s)
+{
+    HIP_REQUIRE_INIT();
+    return bounded_wait(hip_stream(s), NULL, "stream_sync");
+}
+
+static mscclpp_result_t hip_stream_capturing(hal_stream_t s, bool *capturing)
+{
+    CHECK_ARG(capturing != NULL);
+    HIP_REQUIRE_INIT();
+    hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+    HIP_CHECK(hipStreamIsCapturing(hip_stream(s), &status));
+    *capturing = status != hipStreamCaptureStatusNone;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t hip_event_create(hal_event_t *e)
+{
+    CHECK_ARG(e != NULL);
+    HIP_REQUIRE_INIT();
+    hipEvent_t he;
+    HIP_CHECK(hipEventCreateWithFlags(&he, hipEventDefault));
+    *e = (hal_event_t)(void *)he;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t hip_event_destroy(hal_event_t e)
+{
+    CHECK_ARG(e != NULL);
+    HIP_REQUIRE_INIT();
+    HIP_CHECK(hipEventDestroy((hipEvent_t)(void *)e));
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t hip_event_record(hal_event_t e, hal_stream_t s)
+{
+    CHECK_ARG(e != NULL);
+    HIP_REQUIRE_INIT();
+    HIP_CHECK(hipEventRecord((hipEvent_t)(void *)e, hip_stream(s)));
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t hip_event_sync(hal_event_t e)
+{
+    CHECK_ARG(e != NULL);
+    HIP_REQUIRE_INIT();
+    return bounded_wait(NULL, (hipEvent_t)(void *)e, "event_sync");
+}
+
+static mscclpp_result_t hip_event_elapsed_ms(hal_event_t start, hal_event_t end, float *ms)
+{
+    CHECK_ARG(start != NULL);
+    CHECK_ARG(end != NULL);
+    CHECK_ARG(ms != NULL);
+    HIP_REQUIRE_INIT();
+    HIP_CHECK(hipEventElapsedTime(ms, (hipEvent_t)(void *)start, (hipEvent_t)(void *)end));
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t hip_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,
+                                   hal_stream_t s)
+{
+    CHECK_ARG(args != NULL);
+    CHECK_ARG(args_bytes > 0);
+    CHECK_ARG(nblocks > 0);
+    CHECK_ARG(nthreads > 0 && nthreads <= 1024);
+    HIP_REQUIRE_INIT();
+#ifdef MSCCLPP_HAVE_KERN_HIP
+    return kern_hip_launch(args, args_bytes, nblocks, nthreads, (void *)hip_stream(s));
+#else
+    return ERR(MSCCLPP_ERR_UNSUPPORTED,
+               "hip launch: this build has no HIP interpreter (kernels/libkern_hip.la)");
+#endif
+}
+
+/* Multicast: none on AMD; the typed stubs of hal/hal.h (hal/hal_stub.c is compiled in). */
+HAL_DEFINE_STUBS("hip")
+
+static const hal_ops_t hip_ops = {
+    .size = sizeof(hal_ops_t),
+    .abi_version = HAL_ABI_VERSION,
+    .name = "hip",
+    .init = hip_init,
+    .fini = hip_fini,
+    .device_count = hip_device_count,
+    .device_set = hip_device_set,
+    .device_get = hip_device_get,
+    .device_props = hip_device_props,
+    .mem_alloc = hip_mem_alloc,
+    .mem_alloc_shareable = hip_mem_alloc_shareable,
+    .mem_free = hip_mem_free,
+    .host_alloc = hip_host_alloc,
+    .host_free = hip_host_free,
+    .mem_range = hip_mem_range,
+    .memcpy_sync = hip_memcpy_sync,
+    .memset_sync = hip_memset_sync,
+    .memcpy_async = hip_memcpy_async,
+    .memset_async = hip_memset_async,
+    .mem_export = hip_mem_export,
+    .mem_import = hip_mem_import,
+    .mem_unimport = hip_mem_unimport,
+    .mc_granularity = hal_stub_mc_granularity,
+    .mc_create = hal_stub_mc_create,
+    .mc_import = hal_stub_mc_import,
+    .mc_bind = hal_stub_mc_bind,
+    .mc_free = hal_stub_mc_free,
+    .stream_create = hip_stream_create,
+    .stream_destroy = hip_stream_destroy,
+    .stream_sync = hip_stream_sync,
+    .stream_capturing = hip_stream_capturing,
+    .event_create = hip_event_create,
+    .event_destroy = hip_event_destroy,
+    .event_record = hip_event_record,
+    .event_sync = hip_event_sync,
+    .event_elapsed_ms = hip_event_elapsed_ms,
+    .launch = hip_launch,
+};
+
+/** Module entry (HAL_MODULE_ENTRY). */
+__attribute__((visibility("default"))) const hal_ops_t *mscclpp_hal_module(void)
+{
+    return &hip_ops;
+}
+
+/** The calling thread's last error message inside this module (see hal/cuda). */
+__attribute__((visibility("default"))) const char *mscclpp_hal_module_last_error(void)
+{
+    return mscclpp_last_error();
+}

@@ -1,0 +1,81 @@
+/* Internals shared by the files of the host backend (hal/host). */
+#ifndef MSCCLPP_HAL_HOST_H
+#define MSCCLPP_HAL_HOST_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hal/hal.h"
+
+#define HOST_COOKIE_BYTES 16
+
+/* host_mem.c: memfd allocations and the registry of every mapping (own and imported) */
+mscclpp_result_t host_mem_alloc(size_t bytes, void **ptr);
+mscclpp_result_t host_mem_alloc_shareable(size_t bytes, void **ptr);
+mscclpp_result_t host_mem_free(void *ptr);
+mscclpp_result_t host_host_alloc(size_t bytes, void **ptr);
+mscclpp_result_t host_host_free(void *ptr);
+mscclpp_result_t host_mem_range(const void *ptr, void **base, size_t *size);
+mscclpp_result_t host_memcpy_sync(void *dst, const void *src, size_t bytes);
+mscclpp_result_t host_memset_sync(void *dst, int value, size_t bytes);
+size_t host_page_size(void);
+size_t host_round_pages(size_t bytes);
+
+/* Mark the allocation at `base` exported; gives its id, cookie and size. */
+mscclpp_result_t host_reg_export(void *base, uint64_t *id, uint8_t cookie[HOST_COOKIE_BYTES],
+                                 size_t *size);
+/* Broker side: a dup of the memfd of exported allocation `id` if the cookie matches. */
+typedef enum {
+    HOST_SERVE_OK = 0,
+    HOST_SERVE_UNKNOWN = 1, /* no such exported allocation (freed, or never exported) */
+    HOST_SERVE_COOKIE = 2,  /* wrong cookie */
+    HOST_SERVE_BAD = 3,     /* malformed request */
+    HOST_SERVE_SYSTEM = 4,  /* dup failed on the exporter */
+} host_serve_status_t;
+host_serve_status_t host_reg_serve(uint64_t id, const uint8_t cookie[HOST_COOKIE_BYTES], int *fd,
+                                   uint64_t *size);
+/* Import of one of this process's own exports: the original base, refcounted. */
+mscclpp_result_t host_reg_self_import(uint64_t id, const uint8_t cookie[HOST_COOKIE_BYTES],
+                                      void **base);
+/* An earlier import of the same remote allocation (refcount taken), else false. */
+bool host_reg_find_import(pid_t pid, uint64_t id, const uint8_t cookie[HOST_COOKIE_BYTES],
+                          void **base);
+/* Register a mapping made by mem_import (refcount 1). */
+mscclpp_result_t host_reg_add_import(void *base, size_t size, size_t map_len, pid_t pid,
+                                     uint64_t id, const uint8_t cookie[HOST_COOKIE_BYTES]);
+mscclpp_result_t host_mem_unimport(void *base);
+
+/* host_share.c: export/import through the per-process broker */
+mscclpp_result_t host_mem_export(void *base, hal_mem_handle_t *handle);
+mscclpp_result_t host_mem_import(const hal_mem_handle_t *handle, void **base);
+
+/* host_stream.c: streams, events, launch */
+mscclpp_result_t host_memcpy_async(void *dst, const void *src, size_t bytes, hal_stream_t s);
+mscclpp_result_t host_memset_async(void *dst, int value, size_t bytes, hal_stream_t s);
+mscclpp_result_t host_stream_create(hal_stream_t *s);
+mscclpp_result_t host_stream_destroy(hal_stream_t s);
+mscclpp_result_t host_stream_sync(hal_stream_t s);
+mscclpp_result_t host_stream_capturing(hal_stream_t s, bool *capturing);
+mscclpp_result_t host_event_create(hal_event_t *e);
+mscclpp_result_t host_event_destroy(hal_event_t e);
+mscclpp_result_t host_event_record(hal_event_t e, hal_stream_t s);
+mscclpp_result_t host_event_sync(hal_event_t e);
+mscclpp_result_t host_event_elapsed_ms(hal_event_t start, hal_event_t end, float *ms);
+mscclpp_result_t host_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,
+                             hal_stream_t s);
+
+/* What a launch runs per block; kern_host_run_block unless a test replaces it. */
+typedef void (*host_block_fn_t)(const void *args, int block, int nblocks);
+/** Replace the block function (tests); NULL restores kern_host_run_block. Returns the old one. */
+host_block_fn_t host_set_block_fn(host_block_fn_t fn);
+/** Threads in the block pool of `s` (NULL: the pool of synchronous launches). */
+int host_stream_pool_threads(hal_stream_t s);
+/** Threads ever created for block pools in this process (tests check reuse). */
+uint64_t host_pool_threads_created(void);
+
+/* Create a thread with every signal blocked (signals belong to the application's threads). */
+int host_thread_create(pthread_t *th, void *(*fn)(void *), void *arg);
+
+#endif /* MSCCLPP_HAL_HOST_H */

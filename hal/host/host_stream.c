@@ -1,0 +1,539 @@
+/*
+ * Host backend streams, events and launches. A stream is an ordered queue served by one worker
+ * thread (started on first use). A launch runs its blocks concurrently, since blocks of a plan
+ * wait on each other: the worker runs block 0 and a persistent pool of the stream's threads
+ * runs the others, so a launch in steady state creates no thread. A NULL stream runs work
+ * synchronously in the caller's thread (blocks other than 0 on a shared pool).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/debug.h"
+#include "hal/host/host.h"
+#include "hal/host/host_wait.h"
+#include "kernels/common/kern_entry.h"
+
+#define HOST_MAX_BLOCKS 1024
+/*
+ * Spin budget of the backend's own hand-offs (launcher <-> block threads, stream worker <->
+ * caller). Spinning only pays when the other thread runs on another core; with more threads
+ * than cores (8 ranks x 16 blocks on 2 cores) a long spin delays the very thread it waits for,
+ * so these waits spin briefly, then yield, then sleep on a futex or condition variable.
+ */
+#define HOST_HANDOFF_SPIN 64u
+#define TASK_ARGS_MIN 256 /* args buffers of recycled tasks start this big */
+
+/* ------------------------------------------------------------------------------------------ */
+/* Threads */
+
+int host_thread_create(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int err = pthread_create(th, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err;
+}
+
+static _Atomic(host_block_fn_t) block_fn_override;
+static _Atomic uint64_t pool_created;
+
+host_block_fn_t host_set_block_fn(host_block_fn_t fn)
+{
+    host_block_fn_t old = atomic_exchange(&block_fn_override, fn);
+    return old ? old : kern_host_run_block;
+}
+
+static void handoff_wait_init(host_wait_t *w)
+{
+    uint32_t spin = host_spin_polls();
+    host_wait_init_spin(w, 0, spin < HOST_HANDOFF_SPIN ? spin : HOST_HANDOFF_SPIN);
+}
+
+static inline void run_block(const void *args, int block, int nblocks)
+{
+    host_block_fn_t fn = atomic_load_explicit(&block_fn_override, memory_order_acquire);
+    (fn ? fn : kern_host_run_block)(args, block, nblocks);
+}
+
+uint64_t host_pool_threads_created(void) { return atomic_load(&pool_created); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Block pool: thread i runs block i + 1 of each launch that has that many blocks */
+
+struct host_pool;
+
+typedef struct {
+    _Atomic uint32_t go;       /* futex word: bumped once per launch this thread takes part in */
+    _Atomic uint32_t sleeping; /* the thread sleeps on `go`: the launcher must wake it */
+    int block;
+    struct host_pool *pool;
+    pthread_t thread;
+} __attribute__((aligned(64))) pool_slot_t;
+
+typedef struct host_pool {
+    pool_slot_t **slots;
+    int nslots;
+    const void *args; /* of the current launch; published by the `go` bumps */
+    int nblocks;
+    _Atomic uint32_t remaining;         /* futex word: pool blocks not finished */
+    _Atomic uint32_t launcher_sleeping; /* the launcher sleeps on `remaining` */
+    _Atomic int stop;
+} host_pool_t;
+
+static void *pool_main(void *arg)
+{
+    pool_slot_t *slot = arg;
+    host_pool_t *pool = slot->pool;
+    uint32_t seen = 0;
+    for (;;) {
+        uint32_t go;
+        host_wait_t w;
+        handoff_wait_init(&w);
+        while ((go = atomic_load(&slot->go)) == seen) {
+            if (!host_wait_idle(&w)) {
+                host_wait_pause(&w);
+                continue;
+            }
+            /* Idle between launches: sleep until the launcher bumps `go`. */
+            atomic_store(&slot->sleeping, 1);
+            if (atomic_load(&slot->go) == seen)
+                host_futex_wait((const uint32_t *)&slot->go, seen, 0, false);
+            atomic_store(&slot->sleeping, 0);
+        }
+        seen = go;
+        if (atomic_load(&pool->stop)) return NULL;
+        run_block(pool->args, slot->block, pool->nblocks);
+        if (atomic_fetch_sub(&pool->remaining, 1) == 1 && atomic_load(&pool->launcher_sleeping))
+            host_futex_wake((const uint32_t *)&pool->remaining, 1, false);
+    }
+}
+
+/* Grow the pool to `n` threads. Only the pool's launcher calls this. */
+static mscclpp_result_t pool_grow(host_pool_t *pool, int n)
+{
+    if (n <= pool->nslots) return MSCCLPP_OK;
+    pool_slot_t **slots = realloc(pool->slots, (size_t)n * sizeof *slots);
+    if (!slots) return ERR(MSCCLPP_ERR_NO_MEMORY, "host launch: out of memory for %d threads", n);
+    pool->slots = slots;
+    while (pool->nslots < n) {
+        pool_slot_t *slot = aligned_alloc(64, sizeof *slot);
+        if (!slot) return ERR(MSCCLPP_ERR_NO_MEMORY, "host launch: out of memory for a thread");
+        memset(slot, 0, sizeof *slot);
+        slot->block = pool->nslots + 1;
+        slot->pool = pool;
+        int err = host_thread_create(&slot->thread, pool_main, slot);
+        if (err) {
+            free(slot);
+            errno = err;
+            return ERR_SYS("host launch: cannot create thread %d of a block pool: %m",
+                           pool->nslots + 1);
+        }
+        char name[16];
+        snprintf(name, sizeof name, "mscclpp-b%d", slot->block);
+        pthread_setname_np(slot->thread, name);
+        atomic_fetch_add(&pool_created, 1);
+        pool->slots[pool->nslots++] = slot;
+    }
+    return MSCCLPP_OK;
+}
+
+/* Run all blocks of a launch; returns when every block has returned. */
+static mscclpp_result_t pool_run(host_pool_t *pool, const void *args, int nblocks)
+{
+    CHECK(pool_grow(pool, nblocks - 1));
+    if (nblocks > 1) {
+        pool->args = args;
+        pool->nblocks = nblocks;
+        atomic_store(&pool->remaining, (uint32_t)(nblocks - 1));
+        for (int i = 0; i < nblocks - 1; i++) {
+            pool_slot_t *slot = pool->slots[i];
+            atomic_fetch_add(&slot->go, 1);
+            if (atomic_load(&slot->sleeping))
+                host_futex_wake((const uint32_t *)&slot->go, 1, false);
+        }
+    }
+    run_block(args, 0, nblocks);
+    if (nblocks > 1) {
+        host_wait_t w;
+        handoff_wait_init(&w);
+        uint32_t left;
+        while ((left = atomic_load(&pool->remaining)) != 0) {
+            if (!host_wait_idle(&w)) {
+                host_wait_pause(&w);
+                continue;
+            }
+            atomic_store(&pool->launcher_sleeping, 1);
+            if ((left = atomic_load(&pool->remaining)) != 0)
+                host_futex_wait((const uint32_t *)&pool->remaining, left, 0, false);
+            atomic_store(&pool->launcher_sleeping, 0);
+        }
+    }
+    return MSCCLPP_OK;
+}
+
+static void pool_destroy(host_pool_t *pool)
+{
+    atomic_store(&pool->stop, 1);
+    for (int i = 0; i < pool->nslots; i++) {
+        atomic_fetch_add(&pool->slots[i]->go, 1);
+        host_futex_wake((const uint32_t *)&pool->slots[i]->go, 1, false);
+    }
+    for (int i = 0; i < pool->nslots; i++) {
+        pthread_join(pool->slots[i]->thread, NULL);
+        free(pool->slots[i]);
+    }
+    free(pool->slots);
+    pool->slots = NULL;
+    pool->nslots = 0;
+}
+
+/* Synchronous launches (NULL stream) share one pool, one launch at a time. */
+static pthread_mutex_t sync_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static host_pool_t sync_pool;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Events */
+
+struct hal_event {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    _Atomic uint64_t ts_ns;    /* CLOCK_MONOTONIC when the last record was reached */
+    _Atomic uint32_t pending;  /* records queued on streams, not yet reached */
+    _Atomic bool recorded;
+    int waiters;               /* under lock */
+};
+
+mscclpp_result_t host_event_create(hal_event_t *e)
+{
+    CHECK_ARG(e != NULL);
+    struct hal_event *ev = calloc(1, sizeof *ev);
+    if (!ev) return ERR(MSCCLPP_ERR_NO_MEMORY, "event_create: out of memory");
+    pthread_mutex_init(&ev->lock, NULL);
+    pthread_cond_init(&ev->cv, NULL);
+    *e = ev;
+    return MSCCLPP_OK;
+}
+
+static void event_reached(hal_event_t e)
+{
+    pthread_mutex_lock(&e->lock);
+    atomic_store(&e->ts_ns, host_now_ns());
+    atomic_fetch_sub(&e->pending, 1);
+    if (e->waiters) pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->lock);
+}
+
+mscclpp_result_t host_event_sync(hal_event_t e)
+{
+    CHECK_ARG(e != NULL);
+    host_wait_t w;
+    handoff_wait_init(&w);
+    while (atomic_load(&e->pending) != 0 && !host_wait_idle(&w)) host_wait_pause(&w);
+    pthread_mutex_lock(&e->lock);
+    e->waiters++;
+    while (atomic_load(&e->pending) != 0) pthread_cond_wait(&e->cv, &e->lock);
+    e->waiters--;
+    pthread_mutex_unlock(&e->lock);
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t host_event_destroy(hal_event_t e)
+{
+    CHECK_ARG(e != NULL);
+    host_event_sync(e); /* a queued record still points at it */
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t host_event_elapsed_ms(hal_event_t start, hal_event_t end, float *ms)
+{
+    CHECK_ARG(start != NULL);
+    CHECK_ARG(end != NULL);
+    CHECK_ARG(ms != NULL);
+    if (!atomic_load(&start->recorded) || !atomic_load(&end->recorded))
+        return ERR_ARG("event_elapsed_ms: the %s event was never recorded",
+                       atomic_load(&start->recorded) ? "end" : "start");
+    host_event_sync(start);
+    host_event_sync(end);
+    int64_t d = (int64_t)(atomic_load(&end->ts_ns) - atomic_load(&start->ts_ns));
+    *ms = (float)((double)d / 1e6);
+    return MSCCLPP_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Streams */
+
+typedef enum { TASK_COPY, TASK_SET, TASK_LAUNCH, TASK_EVENT } task_kind_t;
+
+typedef struct host_task {
+    struct host_task *next;
+    task_kind_t kind;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    int value;
+    int nblocks;
+    hal_event_t event;
+    void *args; /* launch arguments, owned and kept when the task is recycled */
+    size_t args_cap;
+} host_task_t;
+
+struct hal_stream {
+    pthread_mutex_t lock;
+    pthread_cond_t work_cv; /* worker waits for tasks */
+    pthread_cond_t done_cv; /* stream_sync waits for completions */
+    host_task_t *head, *tail, *free_tasks;
+    _Atomic uint64_t submitted, completed;
+    bool worker_sleeping, stop, started; /* under lock */
+    int sync_waiters;                    /* under lock */
+    pthread_t worker;
+    mscclpp_result_t err; /* first error of a task since the last sync */
+    char errmsg[512];
+    host_pool_t pool;
+};
+
+static mscclpp_result_t task_run(hal_stream_t s, host_task_t *t)
+{
+    switch (t->kind) {
+    case TASK_COPY: memmove(t->dst, t->src, t->bytes); return MSCCLPP_OK;
+    case TASK_SET: memset(t->dst, t->value, t->bytes); return MSCCLPP_OK;
+    case TASK_LAUNCH: return pool_run(&s->pool, t->bytes ? t->args : NULL, t->nblocks);
+    case TASK_EVENT: event_reached(t->event); return MSCCLPP_OK;
+    }
+    return ERR(MSCCLPP_ERR_INTERNAL, "host stream: unknown task kind %d", (int)t->kind);
+}
+
+static void *stream_main(void *arg)
+{
+    hal_stream_t s = arg;
+    uint64_t taken = 0;
+    for (;;) {
+        /* Spin briefly for the next task (back-to-back launches), then sleep on the queue. */
+        host_wait_t w;
+        handoff_wait_init(&w);
+        while (atomic_load(&s->submitted) == taken && !host_wait_idle(&w)) host_wait_pause(&w);
+        pthread_mutex_lock(&s->lock);
+        while (!s->head && !s->stop) {
+            s->worker_sleeping = true;
+            pthread_cond_wait(&s->work_cv, &s->lock);
+            s->worker_sleeping = false;
+        }
+        host_task_t *t = s->head;
+        if (!t) {
+            pthread_mutex_unlock(&s->lock);
+            return NULL;
+        }
+        s->head = t->next;
+        if (!s->head) s->tail = NULL;
+        pthread_mutex_unlock(&s->lock);
+        taken++;
+
+        mscclpp_result_t res = task_run(s, t);
+
+        pthread_mutex_lock(&s->lock);
+        if (res != MSCCLPP_OK && s->err == MSCCLPP_OK) {
+            s->err = res;
+            snprintf(s->errmsg, sizeof s->errmsg, "%s", mscclpp_last_error());
+        }
+        t->next = s->free_tasks;
+        s->free_tasks = t;
+        atomic_fetch_add(&s->completed, 1);
+        if (s->sync_waiters) pthread_cond_broadcast(&s->done_cv);
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+mscclpp_result_t host_stream_create(hal_stream_t *s)
+{
+    CHECK_ARG(s != NULL);
+    struct hal_stream *st = calloc(1, sizeof *st);
+    if (!st) return ERR(MSCCLPP_ERR_NO_MEMORY, "stream_create: out of memory");
+    pthread_mutex_init(&st->lock, NULL);
+    pthread_cond_init(&st->work_cv, NULL);
+    pthread_cond_init(&st->done_cv, NULL);
+    *s = st;
+    return MSCCLPP_OK;
+}
+
+/* A task to fill, recycled when possible, with room for args_bytes. Lock held. */
+static host_task_t *task_get(hal_stream_t s, size_t args_bytes)
+{
+    host_task_t *t = s->free_tasks;
+    if (t) s->free_tasks = t->next;
+    else if (!(t = calloc(1, sizeof *t))) return NULL;
+    if (args_bytes > t->args_cap) {
+        size_t cap = args_bytes < TASK_ARGS_MIN ? TASK_ARGS_MIN : args_bytes;
+        void *a = realloc(t->args, cap);
+        if (!a) {
+            t->next = s->free_tasks;
+            s->free_tasks = t;
+            return NULL;
+        }
+        t->args = a;
+        t->args_cap = cap;
+    }
+    t->next = NULL;
+    return t;
+}
+
+/* Queue a task described by `tmpl` (args copied). */
+static mscclpp_result_t submit(hal_stream_t s, const host_task_t *tmpl, const void *args,
+                               size_t args_bytes, const char *who)
+{
+    mscclpp_result_t res = MSCCLPP_OK;
+    pthread_mutex_lock(&s->lock);
+    if (!s->started) {
+        int err = host_thread_create(&s->worker, stream_main, s);
+        if (err) {
+            errno = err;
+            res = ERR_SYS("%s: cannot start the stream's worker thread: %m", who);
+            goto unlock;
+        }
+        pthread_setname_np(s->worker, "mscclpp-stream");
+        s->started = true;
+    }
+    host_task_t *t = task_get(s, args_bytes);
+    if (!t) {
+        res = ERR(MSCCLPP_ERR_NO_MEMORY, "%s: out of memory for a stream task", who);
+        goto unlock;
+    }
+    void *buf = t->args;
+    size_t cap = t->args_cap;
+    *t = *tmpl;
+    t->next = NULL;
+    t->args = buf;
+    t->args_cap = cap;
+    if (args_bytes) memcpy(t->args, args, args_bytes);
+    if (s->tail) s->tail->next = t;
+    else s->head = t;
+    s->tail = t;
+    atomic_fetch_add(&s->submitted, 1);
+    if (s->worker_sleeping) pthread_cond_signal(&s->work_cv);
+unlock:
+    pthread_mutex_unlock(&s->lock);
+    return res;
+}
+
+mscclpp_result_t host_stream_sync(hal_stream_t s)
+{
+    CHECK_ARG(s != NULL);
+    /* Not bounded by MSCCLPP_TIMEOUT: a kernel may run long and bounds its own waits. */
+    uint64_t target = atomic_load(&s->submitted);
+    host_wait_t w;
+    handoff_wait_init(&w);
+    while (atomic_load(&s->completed) < target && !host_wait_idle(&w)) host_wait_pause(&w);
+    pthread_mutex_lock(&s->lock);
+    s->sync_waiters++;
+    while (atomic_load(&s->completed) < target) pthread_cond_wait(&s->done_cv, &s->lock);
+    s->sync_waiters--;
+    mscclpp_result_t res = s->err;
+    char msg[sizeof s->errmsg];
+    memcpy(msg, s->errmsg, sizeof msg);
+    s->err = MSCCLPP_OK;
+    s->errmsg[0] = '\0';
+    pthread_mutex_unlock(&s->lock);
+    /* The message was recorded in the worker thread: record it again for this caller. */
+    if (res != MSCCLPP_OK) return core_error_quiet(res, "%s", msg);
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t host_stream_destroy(hal_stream_t s)
+{
+    CHECK_ARG(s != NULL);
+    mscclpp_result_t res = host_stream_sync(s);
+    pthread_mutex_lock(&s->lock);
+    s->stop = true;
+    bool started = s->started;
+    pthread_cond_signal(&s->work_cv);
+    pthread_mutex_unlock(&s->lock);
+    if (started) pthread_join(s->worker, NULL);
+    pool_destroy(&s->pool);
+    for (host_task_t *t = s->free_tasks, *next; t; t = next) {
+        next = t->next;
+        free(t->args);
+        free(t);
+    }
+    pthread_cond_destroy(&s->done_cv);
+    pthread_cond_destroy(&s->work_cv);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    return res;
+}
+
+mscclpp_result_t host_stream_capturing(hal_stream_t s, bool *capturing)
+{
+    CHECK_ARG(capturing != NULL);
+    *capturing = false; /* the host backend has no graphs */
+    return MSCCLPP_OK;
+}
+
+int host_stream_pool_threads(hal_stream_t s)
+{
+    if (s) return s->pool.nslots;
+    pthread_mutex_lock(&sync_pool_lock);
+    int n = sync_pool.nslots;
+    pthread_mutex_unlock(&sync_pool_lock);
+    return n;
+}
+
+mscclpp_result_t host_memcpy_async(void *dst, const void *src, size_t bytes, hal_stream_t s)
+{
+    CHECK_ARG(bytes == 0 || (dst != NULL && src != NULL));
+    if (!s) return host_memcpy_sync(dst, src, bytes);
+    if (bytes == 0) return MSCCLPP_OK;
+    host_task_t t = {.kind = TASK_COPY, .dst = dst, .src = src, .bytes = bytes};
+    return submit(s, &t, NULL, 0, "memcpy_async");
+}
+
+mscclpp_result_t host_memset_async(void *dst, int value, size_t bytes, hal_stream_t s)
+{
+    CHECK_ARG(bytes == 0 || dst != NULL);
+    if (!s) return host_memset_sync(dst, value, bytes);
+    if (bytes == 0) return MSCCLPP_OK;
+    host_task_t t = {.kind = TASK_SET, .dst = dst, .value = value, .bytes = bytes};
+    return submit(s, &t, NULL, 0, "memset_async");
+}
+
+mscclpp_result_t host_event_record(hal_event_t e, hal_stream_t s)
+{
+    CHECK_ARG(e != NULL);
+    if (!s) {
+        pthread_mutex_lock(&e->lock);
+        atomic_store(&e->ts_ns, host_now_ns());
+        atomic_store(&e->recorded, true);
+        pthread_mutex_unlock(&e->lock);
+        return MSCCLPP_OK;
+    }
+    atomic_fetch_add(&e->pending, 1);
+    atomic_store(&e->recorded, true);
+    host_task_t t = {.kind = TASK_EVENT, .event = e};
+    mscclpp_result_t res = submit(s, &t, NULL, 0, "event_record");
+    if (res != MSCCLPP_OK) atomic_fetch_sub(&e->pending, 1);
+    return res;
+}
+
+mscclpp_result_t host_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,
+                             hal_stream_t s)
+{
+    CHECK_ARG(args != NULL || args_bytes == 0);
+    CHECK_ARG(nblocks >= 1 && nblocks <= HOST_MAX_BLOCKS);
+    CHECK_ARG(nthreads >= 1); /* ignored: one host thread runs a whole block */
+    if (!s) {
+        pthread_mutex_lock(&sync_pool_lock);
+        mscclpp_result_t res = pool_run(&sync_pool, args, nblocks);
+        pthread_mutex_unlock(&sync_pool_lock);
+        return res;
+    }
+    host_task_t t = {.kind = TASK_LAUNCH, .nblocks = nblocks, .bytes = args_bytes};
+    return submit(s, &t, args, args_bytes, "launch");
+}

@@ -1,0 +1,239 @@
+/*
+ * Launch arguments of the plan interpreter, shared by the host (gcc), CUDA (nvcc) and HIP
+ * (hipcc) builds and by the executor that produces them (executor/lower.c).
+ *
+ * Design
+ * ------
+ * One launch = one rank running one lowered plan. Everything a launch needs is reachable from
+ * a kern_args_t (POD, passed by value to the kernel, copied by the HAL at launch):
+ *
+ *   args.plan   -> kern_plan_t: a position-independent blob made by exec_lower() for one rank
+ *                  and one (input size, output size, dtype, op, resources) combination: blocks,
+ *                  ops, descriptors (chunk indices already turned into byte offsets and
+ *                  lengths, thread-block-group slices applied, block-local channel and buffer
+ *                  indices resolved to rank-level ones), and the resolved resources (memory
+ *                  channel counters, peer buffer pointers, switch member pointers). Internal
+ *                  references are offsets from the blob start, so the executor may copy the
+ *                  blob anywhere (device memory) and just point args.plan at the copy.
+ *   args.state  -> kern_state_t: per-context device state that persists across launches and is
+ *                  only ever advanced on the device: the LL flag (advanced by the last block to
+ *                  finish, so replayed graphs and interleaved contexts stay correct), the
+ *                  block-completion counter, 16 reusable barrier syncers, the plan's counting
+ *                  semaphores (followed in memory by int32_t sems[n_sems]) and the error
+ *                  record. Nothing is global: two contexts never share state.
+ *   input/output/scratch, dtype, packet type, timeout: per call.
+ *
+ * Execution: block b interprets plan.blocks[b].ops in order; all threads of a block run every
+ * op (data ops stride over threads, per-channel/semaphore work is spread over threads 0..k-1).
+ * A pipeline op runs its body n_iter times with offset it*unit; every op of the body is
+ * pipeline-aware (packet ops included) and clamps its length at 0.
+ *
+ * Packets (LL8 and LL16): the packet image of `len` payload bytes at data offset x occupies
+ * [2x, 2x + 2*round_up(len, 4)) of the destination buffer, as 8-byte units
+ * [payload word (4 bytes), flag (4 bytes)]; an LL16 packet is two such units and an LL8 packet
+ * is one, so both layouts are the same bytes and differ only in access width. A reader spins
+ * until the unit's flag equals this launch's flag. A partial last word is zero padded.
+ *
+ * Errors: the first failing block records kern_error_t (first error wins by CAS on `code`);
+ * every wait (signal, packet, barrier, semaphore) polls the record and gives up once set, and
+ * gives up itself with MSCCLPP_ERR_TIMEOUT after args.timeout_ns. After a failed launch the
+ * context's state (semaphores, barriers, channel counters) is undefined: rebuild it.
+ */
+#ifndef MSCCLPP_KERN_ARGS_H
+#define MSCCLPP_KERN_ARGS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KERN_PLAN_MAGIC 0x4e4c504bu  /* "KPLN" */
+#define KERN_STATE_MAGIC 0x5453504bu /* "KPST" */
+#define KERN_MAX_BARRIERS 16
+#define KERN_MAX_PTRS 80 /* sources/destinations of one reduce: switch members (64) + slack */
+
+/* Op codes: the same values as plan_op_type_t (executor/plan.h, spec §2.1). */
+enum {
+    KERN_OP_NOP = 0,
+    KERN_OP_BARRIER,
+    KERN_OP_PUT,
+    KERN_OP_PPKT,
+    KERN_OP_RPPKT,
+    KERN_OP_PWS,
+    KERN_OP_PWSF,
+    KERN_OP_GET,
+    KERN_OP_COPY,
+    KERN_OP_CPKT,
+    KERN_OP_UPKT,
+    KERN_OP_SIGNAL,
+    KERN_OP_WAIT,
+    KERN_OP_FLUSH,
+    KERN_OP_RE,
+    KERN_OP_REPKT,
+    KERN_OP_RECPKT,
+    KERN_OP_RES,
+    KERN_OP_RESPKT,
+    KERN_OP_RECSPKT,
+    KERN_OP_RRE,
+    KERN_OP_RRES,
+    KERN_OP_GLRES,
+    KERN_OP_RLXSIGNAL,
+    KERN_OP_RLXWAIT,
+    KERN_OP_PIPELINE,
+    KERN_OP_SEM_RELEASE,
+    KERN_OP_SEM_ACQUIRE,
+    KERN_OP_GSTORE,
+    KERN_OP_GSTOREPKT,
+    KERN_OP__COUNT
+};
+
+/* Element types and reduce ops: the values of mscclpp_dtype_t and mscclpp_redop_t. */
+enum {
+    KERN_DT_F32 = 0,
+    KERN_DT_F16 = 1,
+    KERN_DT_BF16 = 2,
+    KERN_DT_I32 = 3,
+    KERN_DT_U32 = 4,
+    KERN_DT_I8 = 5,
+    KERN_DT_U8 = 6,
+    KERN_DT_F64 = 7,
+    KERN_DT_E4M3 = 8,
+    KERN_DT_E5M2 = 9,
+    KERN_DT__COUNT
+};
+enum { KERN_RED_SUM = 0, KERN_RED_PROD = 1, KERN_RED_MIN = 2, KERN_RED_MAX = 3 };
+
+/* Where a descriptor points (kern_desc_t.loc). */
+enum {
+    KERN_LOC_IN = 0,     /* args.input */
+    KERN_LOC_OUT = 1,    /* args.output */
+    KERN_LOC_SCR = 2,    /* args.scratch */
+    KERN_LOC_REMOTE = 3, /* plan rbufs[idx]: a peer's buffer, mapped */
+    KERN_LOC_SWITCH = 4, /* plan switches[idx]: the bound buffer of every member */
+};
+/* kern_desc_t.flags */
+#define KERN_DESC_SCRATCH 0x1 /* the buffer is a scratch buffer: add the double-scratch half */
+#define KERN_DESC_PACKET 0x2  /* the descriptor addresses a packet image (byte 2*off) */
+
+/** One buffer descriptor of an op, resolved to bytes. */
+typedef struct {
+    uint64_t off;  /* data offset in bytes from the buffer start (packets: image at 2*off) */
+    uint8_t loc;   /* KERN_LOC_* */
+    uint8_t flags; /* KERN_DESC_* */
+    uint16_t pad;
+    uint32_t idx;  /* REMOTE: rank-level remote buffer id; SWITCH: rank-level switch channel */
+} kern_desc_t;
+
+/** One op. Descriptors are descs[desc .. desc+n_src) then the n_dst destinations. */
+typedef struct {
+    uint8_t type;  /* KERN_OP_* */
+    uint8_t n_src, n_dst;
+    uint8_t n_ids; /* channel ids (signal/wait/flush) or semaphore ids (sem ops) */
+    uint8_t redop; /* KERN_RED_* (the call's op, else the plan's, else sum) */
+    uint8_t barrier_id;
+    uint16_t barrier_nblocks;
+    uint16_t n_inner; /* pipeline: the next n_inner ops are its body */
+    uint16_t pad;
+    uint32_t desc;    /* first descriptor in the plan's descriptor array */
+    uint32_t ids;     /* first id in the plan's id array: memory channel or semaphore ids */
+    uint32_t n_iter;  /* pipeline iterations */
+    uint64_t len;     /* payload bytes the op moves per descriptor (min over its descriptors) */
+    uint64_t unit;    /* pipeline unit (bytes) */
+} kern_op_t;
+
+typedef struct {
+    uint32_t first_op; /* index in the plan's op array */
+    uint32_t n_ops;    /* including flattened pipeline bodies */
+} kern_block_t;
+
+/** A memory channel (semaphore pair) as the interpreter sees it. */
+typedef struct {
+    uint64_t *inbound;  /* mine: the peer's signal increments it */
+    uint64_t *remote;   /* the peer's inbound counter of the matching channel (mapped) */
+    uint64_t *expected; /* my count of consumed signals (device memory, persists) */
+    int32_t peer;
+    int32_t pad;
+} kern_chan_t;
+
+/** A switch channel: every member's bound buffer (mapped), optionally a multicast pointer. */
+typedef struct {
+    uint32_t first_member; /* index in the plan's member pointer array */
+    uint32_t n_members;
+    void *mc; /* CUDA multicast address (NVLS), or NULL: use the member pointers */
+} kern_switch_t;
+
+/** The lowered per-rank plan (header of the blob; arrays follow at the given offsets). */
+typedef struct {
+    uint32_t magic; /* KERN_PLAN_MAGIC */
+    uint32_t bytes; /* whole blob */
+    int32_t rank;
+    uint32_t n_blocks, n_ops, n_descs, n_ids, n_chans, n_rbufs, n_switch, n_members, n_sems;
+    /* byte offsets from the blob start */
+    uint32_t off_blocks, off_ops, off_descs, off_ids, off_chans, off_rbufs, off_switch,
+        off_members;
+} kern_plan_t;
+
+/** First error of a launch (all fields valid once code != 0 and the launch has finished). */
+typedef struct {
+    int32_t code; /* 0 or a negative mscclpp_result_t */
+    int32_t rank, block, op, op_type;
+    int32_t channel; /* rank-level channel or semaphore/barrier id involved, -1 if none */
+    int32_t peer;    /* peer rank waited on, -1 if none */
+    uint32_t iter;   /* pipeline iteration */
+    uint32_t flag;   /* the launch's LL flag */
+    uint32_t what;   /* KERN_WAIT_* */
+    uint64_t expected, seen; /* counter values, or packet byte offset in `expected` */
+} kern_error_t;
+
+enum {
+    KERN_WAIT_NONE = 0,
+    KERN_WAIT_SIGNAL,    /* wait / rlxwait on a memory channel */
+    KERN_WAIT_PACKET,    /* LL packet flag */
+    KERN_WAIT_BARRIER,   /* barrier syncer */
+    KERN_WAIT_SEMAPHORE, /* sem_acquire */
+    KERN_WAIT_PLAN,      /* malformed plan or launch (block index, magic) */
+};
+
+typedef struct {
+    uint32_t count, gen;
+    uint32_t pad[14]; /* one cache line each */
+} kern_syncer_t;
+
+/** Per-context device state; int32_t sems[n_sems] follows it in memory. */
+typedef struct {
+    uint32_t magic;  /* KERN_STATE_MAGIC */
+    uint32_t flag;   /* LL flag of the next launch; starts at 1, never 0 */
+    uint32_t n_sems;
+    uint32_t pad0;
+    uint32_t done;   /* blocks finished in the current launch */
+    uint32_t pad1[11];
+    kern_error_t err;
+    uint32_t pad2[2];
+    kern_syncer_t barrier[KERN_MAX_BARRIERS];
+} kern_state_t;
+
+/** Arguments of one launch (passed by value). */
+typedef struct {
+    const kern_plan_t *plan; /* device address of the lowered plan blob */
+    kern_state_t *state;     /* device address of the context state */
+    const void *input;
+    void *output;
+    void *scratch;
+    uint64_t scratch_bytes; /* whole scratch buffer (both halves with double scratch) */
+    uint64_t scratch_half;  /* offset of the upper half (double scratch): the same on all ranks */
+    uint64_t timeout_ns;    /* bound of every wait */
+    int32_t rank;
+    uint8_t dtype;          /* KERN_DT_* */
+    uint8_t redop;          /* the call's op (informational: ops carry their own) */
+    uint8_t packet;         /* 0 LL16, 1 LL8 (mscclpp_packet_t) */
+    uint8_t double_scratch; /* alternate scratch halves by flag parity */
+    uint32_t host_spin;     /* host backend: polls before yielding */
+    uint32_t clock_khz;     /* HIP: wall_clock64 rate (0: 100 MHz) */
+} kern_args_t;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSCCLPP_KERN_ARGS_H */

@@ -1,0 +1,351 @@
+/*
+ * Portability layer of the plan interpreter: the few things that differ between gcc (host
+ * backend), nvcc (CUDA) and hipcc (HIP). Everything else in kernels/common is plain C that is
+ * also valid CUDA/HIP C++.
+ *
+ *   KERN_FN              qualifier of interpreter functions (static inline / __device__)
+ *   KERN_BIG_FN          same for the large ones (reduce loops, one op), never inlined on GPUs
+ *   KERN_TID, KERN_NTH   thread index and block size (host: 0 and 1, one thread per block)
+ *   KERN_SYNC()          block-wide barrier (host: nothing to do)
+ *   kern_*_u32/u64       atomics with explicit order and scope: "sys" = visible to peers
+ *                        (other processes / GPUs), "dev" = the blocks of this rank
+ *   kern_clock_ns()      monotonic nanoseconds for timeouts
+ *   kern_backoff()       what a waiter does between polls
+ *   KERN_TILE            elements a thread reduces per step (host: a tile the compiler
+ *                        vectorises; GPU: 1, threads stride over elements)
+ */
+#ifndef MSCCLPP_KERN_PORT_H
+#define MSCCLPP_KERN_PORT_H
+
+#if defined(__CUDACC__) && !defined(__HIPCC__)
+#define KERN_CUDA 1
+#elif defined(__HIPCC__)
+#define KERN_HIP 1
+#else
+#define KERN_HOST 1
+#endif
+
+#if defined(KERN_HOST)
+#include <stdint.h>
+#include <string.h>
+#include <sched.h>
+#include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define KERN_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define KERN_PAUSE() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define KERN_PAUSE() ((void)0)
+#endif
+#else
+#include <stdint.h>
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+#if defined(KERN_HOST)
+
+#define KERN_FN static inline
+#define KERN_BIG_FN static /* large functions: the compiler decides */
+#define KERN_TID 0
+#define KERN_NTH 1
+#define KERN_SYNC() ((void)0)
+#define KERN_TILE 256
+#define KERN_RESTRICT __restrict__
+
+KERN_FN uint64_t kern_ld_acq_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+KERN_FN uint64_t kern_ld_rlx_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+KERN_FN void kern_st_rlx_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+/* signal: release at system scope (covers this thread's earlier writes) */
+KERN_FN void kern_add_rel_sys_u64(uint64_t *p, uint64_t v)
+{
+    __atomic_fetch_add(p, v, __ATOMIC_RELEASE);
+}
+KERN_FN void kern_add_rlx_sys_u64(uint64_t *p, uint64_t v)
+{
+    __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+KERN_FN uint64_t kern_add_rlx_dev_u64(uint64_t *p, uint64_t v)
+{
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+KERN_FN uint32_t kern_ld_acq_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+KERN_FN void kern_st_rel_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+KERN_FN void kern_st_rlx_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+KERN_FN uint32_t kern_add_acqrel_u32(uint32_t *p, uint32_t v)
+{
+    return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
+}
+KERN_FN int32_t kern_ld_acq_i32(const int32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+KERN_FN int32_t kern_ld_rlx_i32(const int32_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+KERN_FN int kern_cas_acqrel_i32(int32_t *p, int32_t expect, int32_t v)
+{
+    return __atomic_compare_exchange_n(p, &expect, v, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+KERN_FN void kern_add_rel_i32(int32_t *p, int32_t v) { __atomic_fetch_add(p, v, __ATOMIC_RELEASE); }
+KERN_FN void kern_fence_sys(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+/*
+ * LL packets are 8-byte units [data, flag] written and read whole. Release/acquire (free on
+ * x86) also orders what a rank did before sending a packet with what the receiver does after
+ * reading it, as C11 requires (GPUs rely on the same causality with volatile accesses).
+ */
+KERN_FN uint64_t kern_ld_pkt(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+KERN_FN void kern_st_pkt(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+KERN_FN uint64_t kern_clock_ns(uint32_t clock_khz)
+{
+    struct timespec ts;
+    (void)clock_khz;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Host back-off: `spin` polls with a pause, then yield (other ranks' blocks may need this
+ * core), then short sleeps so that many waiting threads on few cores do not starve the
+ * ones doing work.
+ */
+KERN_FN void kern_backoff(uint32_t n, uint32_t spin)
+{
+    if (n < spin) {
+        KERN_PAUSE();
+    } else if (n < spin + 64) {
+        sched_yield();
+    } else {
+        uint32_t k = n - spin - 64;
+        struct timespec ts = {0, k < 16 ? 2000 : (k < 256 ? 20000 : 100000)};
+        nanosleep(&ts, 0);
+    }
+}
+/* polls between two looks at the clock and the error flag */
+#define KERN_CHECK_EVERY(spin, n) ((n) >= (spin) || ((n) & 255) == 0)
+
+KERN_FN void kern_memcpy(void *d, const void *s, uint64_t n) { memmove(d, s, (size_t)n); }
+
+/* ------------------------------------------------------------------------------------------ */
+#else /* CUDA or HIP */
+
+#define KERN_FN static __device__ inline
+/* large functions stay out of line: one copy each keeps compile time and code size sane */
+#define KERN_BIG_FN static __device__ __noinline__
+#define KERN_TID ((int)threadIdx.x)
+#define KERN_NTH ((int)blockDim.x)
+#define KERN_SYNC() __syncthreads()
+#define KERN_TILE 1
+#define KERN_RESTRICT __restrict__
+#define KERN_CHECK_EVERY(spin, n) (((n) & 1023) == 0)
+
+#if defined(KERN_CUDA)
+
+KERN_FN uint64_t kern_ld_acq_u64(const uint64_t *p)
+{
+    unsigned long long v;
+    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+KERN_FN uint64_t kern_ld_rlx_u64(const uint64_t *p)
+{
+    unsigned long long v;
+    asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+KERN_FN void kern_st_rlx_u64(uint64_t *p, uint64_t v)
+{
+    asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"((unsigned long long)v) : "memory");
+}
+KERN_FN void kern_add_rel_sys_u64(uint64_t *p, uint64_t v)
+{
+    asm volatile("red.release.sys.add.u64 [%0], %1;" ::"l"(p), "l"((unsigned long long)v)
+                 : "memory");
+}
+KERN_FN void kern_add_rlx_sys_u64(uint64_t *p, uint64_t v)
+{
+    asm volatile("red.relaxed.sys.add.u64 [%0], %1;" ::"l"(p), "l"((unsigned long long)v)
+                 : "memory");
+}
+KERN_FN uint64_t kern_add_rlx_dev_u64(uint64_t *p, uint64_t v)
+{
+    unsigned long long o;
+    asm volatile("atom.add.relaxed.gpu.u64 %0, [%1], %2;"
+                 : "=l"(o)
+                 : "l"(p), "l"((unsigned long long)v)
+                 : "memory");
+    return o;
+}
+KERN_FN uint32_t kern_ld_acq_u32(const uint32_t *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+KERN_FN void kern_st_rel_u32(uint32_t *p, uint32_t v)
+{
+    asm volatile("st.release.gpu.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+KERN_FN void kern_st_rlx_u32(uint32_t *p, uint32_t v)
+{
+    asm volatile("st.relaxed.gpu.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+KERN_FN uint32_t kern_add_acqrel_u32(uint32_t *p, uint32_t v)
+{
+    unsigned o;
+    asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], %2;" : "=r"(o) : "l"(p), "r"(v) : "memory");
+    return o;
+}
+KERN_FN int32_t kern_ld_acq_i32(const int32_t *p)
+{
+    int v;
+    asm volatile("ld.acquire.gpu.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+KERN_FN int32_t kern_ld_rlx_i32(const int32_t *p)
+{
+    int v;
+    asm volatile("ld.relaxed.gpu.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+KERN_FN int kern_cas_acqrel_i32(int32_t *p, int32_t expect, int32_t v)
+{
+    int o;
+    asm volatile("atom.cas.acq_rel.gpu.b32 %0, [%1], %2, %3;"
+                 : "=r"(o)
+                 : "l"(p), "r"(expect), "r"(v)
+                 : "memory");
+    return o == expect;
+}
+KERN_FN void kern_add_rel_i32(int32_t *p, int32_t v)
+{
+    asm volatile("red.release.gpu.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+KERN_FN void kern_fence_sys(void) { __threadfence_system(); }
+KERN_FN uint64_t kern_ld_pkt(const uint64_t *p)
+{
+    unsigned long long v;
+    asm volatile("ld.volatile.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+KERN_FN void kern_st_pkt(uint64_t *p, uint64_t v)
+{
+    asm volatile("st.volatile.u64 [%0], %1;" ::"l"(p), "l"((unsigned long long)v) : "memory");
+}
+KERN_FN uint64_t kern_clock_ns(uint32_t clock_khz)
+{
+    unsigned long long t;
+    (void)clock_khz;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+KERN_FN void kern_backoff(uint32_t n, uint32_t spin)
+{
+    (void)spin;
+#if __CUDA_ARCH__ >= 700
+    if (n > 1024) __nanosleep(n > 65536 ? 1000 : 100);
+#else
+    (void)n;
+#endif
+}
+
+#else /* HIP */
+
+#define KERN_HIP_SYS __HIP_MEMORY_SCOPE_SYSTEM
+#define KERN_HIP_DEV __HIP_MEMORY_SCOPE_AGENT
+KERN_FN uint64_t kern_ld_acq_u64(const uint64_t *p)
+{
+    return __hip_atomic_load(p, __ATOMIC_ACQUIRE, KERN_HIP_SYS);
+}
+KERN_FN uint64_t kern_ld_rlx_u64(const uint64_t *p)
+{
+    return __hip_atomic_load(p, __ATOMIC_RELAXED, KERN_HIP_SYS);
+}
+KERN_FN void kern_st_rlx_u64(uint64_t *p, uint64_t v)
+{
+    __hip_atomic_store(p, v, __ATOMIC_RELAXED, KERN_HIP_SYS);
+}
+KERN_FN void kern_add_rel_sys_u64(uint64_t *p, uint64_t v)
+{
+    (void)__hip_atomic_fetch_add(p, v, __ATOMIC_RELEASE, KERN_HIP_SYS);
+}
+KERN_FN void kern_add_rlx_sys_u64(uint64_t *p, uint64_t v)
+{
+    (void)__hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, KERN_HIP_SYS);
+}
+KERN_FN uint64_t kern_add_rlx_dev_u64(uint64_t *p, uint64_t v)
+{
+    return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, KERN_HIP_DEV);
+}
+KERN_FN uint32_t kern_ld_acq_u32(const uint32_t *p)
+{
+    return __hip_atomic_load(p, __ATOMIC_ACQUIRE, KERN_HIP_DEV);
+}
+KERN_FN void kern_st_rel_u32(uint32_t *p, uint32_t v)
+{
+    __hip_atomic_store(p, v, __ATOMIC_RELEASE, KERN_HIP_DEV);
+}
+KERN_FN void kern_st_rlx_u32(uint32_t *p, uint32_t v)
+{
+    __hip_atomic_store(p, v, __ATOMIC_RELAXED, KERN_HIP_DEV);
+}
+KERN_FN uint32_t kern_add_acqrel_u32(uint32_t *p, uint32_t v)
+{
+    return __hip_atomic_fetch_add(p, v, __ATOMIC_ACQ_REL, KERN_HIP_DEV);
+}
+KERN_FN int32_t kern_ld_acq_i32(const int32_t *p)
+{
+    return __hip_atomic_load(p, __ATOMIC_ACQUIRE, KERN_HIP_DEV);
+}
+KERN_FN int32_t kern_ld_rlx_i32(const int32_t *p)
+{
+    return __hip_atomic_load(p, __ATOMIC_RELAXED, KERN_HIP_DEV);
+}
+KERN_FN int kern_cas_acqrel_i32(int32_t *p, int32_t expect, int32_t v)
+{
+    return __hip_atomic_compare_exchange_strong(p, &expect, v, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE,
+                                                KERN_HIP_DEV);
+}
+KERN_FN void kern_add_rel_i32(int32_t *p, int32_t v)
+{
+    (void)__hip_atomic_fetch_add(p, v, __ATOMIC_RELEASE, KERN_HIP_DEV);
+}
+KERN_FN void kern_fence_sys(void) { __threadfence_system(); }
+KERN_FN uint64_t kern_ld_pkt(const uint64_t *p)
+{
+    return __hip_atomic_load(p, __ATOMIC_RELAXED, KERN_HIP_SYS);
+}
+KERN_FN void kern_st_pkt(uint64_t *p, uint64_t v)
+{
+    __hip_atomic_store(p, v, __ATOMIC_RELAXED, KERN_HIP_SYS);
+}
+/* s_memrealtime (wall_clock64) ticks at a constant rate (hipDeviceAttributeWallClockRate, kHz); 100 MHz on
+ * MI200/MI300 when the HAL does not say. */
+KERN_FN uint64_t kern_clock_ns(uint32_t clock_khz)
+{
+#if defined(__HIP_DEVICE_COMPILE__)
+    uint64_t t = (uint64_t)__builtin_amdgcn_s_memrealtime();
+#else
+    uint64_t t = 0; /* host pass of hipcc: never runs */
+#endif
+    uint32_t khz = clock_khz ? clock_khz : 100000u;
+    return t * 1000000ull / khz;
+}
+KERN_FN void kern_backoff(uint32_t n, uint32_t spin)
+{
+    (void)spin;
+    if (n > 65536)
+        __builtin_amdgcn_s_sleep(127);
+    else if (n > 1024)
+        __builtin_amdgcn_s_sleep(8);
+}
+
+#endif /* CUDA / HIP */
+
+KERN_FN void kern_memcpy(void *d, const void *s, uint64_t n)
+{
+    char *dd = (char *)d;
+    const char *ss = (const char *)s;
+    for (uint64_t i = 0; i < n; i++) dd[i] = ss[i];
+}
+
+#endif /* KERN_HOST */
+
+#endif /* MSCCLPP_KERN_PORT_H */

@@ -1,0 +1,27 @@
+/*
+ * CUDA build of the plan interpreter (kernels/common/kern_interp.h): one kernel, one block per
+ * plan thread block, up to 1024 threads. Linked into the CUDA HAL module through
+ * kernels/libkern_cuda.la.
+ */
+#include <cuda_runtime.h>
+
+#include "kernels/common/kern_entry.h"
+#include "kernels/common/kern_interp.h"
+
+extern "C" __global__ void __launch_bounds__(1024) kern_cuda_entry(kern_args_t args)
+{
+    kern_run_block(&args, (int)blockIdx.x, (int)gridDim.x, (int)threadIdx.x, (int)blockDim.x);
+}
+
+extern "C" mscclpp_result_t kern_cuda_launch(const void *args, size_t bytes, int nblocks,
+                                             int nthreads, void *stream)
+{
+    if (!args || bytes != sizeof(kern_args_t) || nblocks < 1 || nthreads < 1 || nthreads > 1024)
+        return MSCCLPP_ERR_INVALID_ARG;
+    kern_args_t a = *(const kern_args_t *)args;
+    void *params[1] = {&a};
+    /* the CUDA error stays readable through cudaGetLastError() for the caller's message */
+    cudaError_t e = cudaLaunchKernel((const void *)kern_cuda_entry, dim3((unsigned)nblocks),
+                                     dim3((unsigned)nthreads), params, 0, (cudaStream_t)stream);
+    return e == cudaSuccess ? MSCCLPP_OK : MSCCLPP_ERR_SYSTEM;
+}

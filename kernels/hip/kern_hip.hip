@@ -1,0 +1,27 @@
+/*
+ * HIP build of the plan interpreter (kernels/common/kern_interp.h): one kernel, one block per
+ * plan thread block, up to 1024 threads (64-wide wavefronts). Linked into the HIP HAL module
+ * through kernels/libkern_hip.la.
+ */
+#include <hip/hip_runtime.h>
+
+#include "kernels/common/kern_entry.h"
+#include "kernels/common/kern_interp.h"
+
+extern "C" __global__ void __launch_bounds__(1024) kern_hip_entry(kern_args_t args)
+{
+    kern_run_block(&args, (int)blockIdx.x, (int)gridDim.x, (int)threadIdx.x, (int)blockDim.x);
+}
+
+extern "C" mscclpp_result_t kern_hip_launch(const void *args, size_t bytes, int nblocks,
+                                            int nthreads, void *stream)
+{
+    if (!args || bytes != sizeof(kern_args_t) || nblocks < 1 || nthreads < 1 || nthreads > 1024)
+        return MSCCLPP_ERR_INVALID_ARG;
+    kern_args_t a = *(const kern_args_t *)args;
+    void *params[1] = {&a};
+    /* the HIP error stays readable through hipGetLastError() for the caller's message */
+    hipError_t e = hipLaunchKernel((const void *)kern_hip_entry, dim3((unsigned)nblocks),
+                                   dim3((unsigned)nthreads), params, 0, (hipStream_t)stream);
+    return e == hipSuccess ? MSCCLPP_OK : MSCCLPP_ERR_SYSTEM;
+}

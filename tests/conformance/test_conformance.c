@@ -1,0 +1,390 @@
+/*
+ * Conformance: every plan of the default set (plans/) and of the reference corpus
+ * (tests/plans-reference/) runs on this backend at the rank count it is written for — ranks
+ * as forked processes — for several sizes (tails included), every dtype and, for reductions,
+ * every reduce op; every element of every rank is checked against a reference.
+ *
+ * Plans that cannot run on a backend are listed with the reason in
+ * tests/conformance/exclude-<backend>.txt ("file-name  reason"); they are reported as skips.
+ *
+ * Environment: MSCCLPP_TOP_SRCDIR (set by make check), CONFORMANCE_FILTER (substring of plan
+ * file names to run), CONFORMANCE_QUICK=1 (one size, float32 and int32 only).
+ */
+#include <check.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mscclpp/mscclpp.h"
+#include "tests/conformance/conf_ref.h"
+#include "tests/unit/mp_harness.h"
+
+#define MAX_PLANS 256
+
+typedef struct {
+    char path[512];
+    char name[128];
+    char skip_reason[256];
+} plan_entry_t;
+
+static plan_entry_t plans[MAX_PLANS];
+static int n_plans;
+static const char *top;
+
+typedef struct {
+    const plan_entry_t *entry;
+} run_arg_t;
+
+/* ---- reference values -------------------------------------------------------------------- */
+
+static size_t es_of(mscclpp_dtype_t dt) { return mscclpp_dtype_size(dt); }
+
+/* Input element i of rank r, chosen so sums, products, min and max are exact or nearly so in
+ * every type (small integers; products of powers of two). */
+static double input_value(mscclpp_dtype_t dt, mscclpp_redop_t op, int r, size_t i)
+{
+    bool is_unsigned = dt == MSCCLPP_UINT32 || dt == MSCCLPP_UINT8;
+    if (op == MSCCLPP_PROD) {
+        static const double vals[] = {1, 2, 1, -1, 2, 1, -1, 1};
+        double v = vals[(r * 3 + i * 5) % 8];
+        return is_unsigned ? fabs(v) : v;
+    }
+    int v = (int)((r * 7 + i * 3 + i / 7) % 5);
+    return is_unsigned ? (double)v : (double)(v - 2);
+}
+
+static double combine(mscclpp_redop_t op, double a, double b)
+{
+    switch (op) {
+    case MSCCLPP_PROD: return a * b;
+    case MSCCLPP_MIN: return a < b ? a : b;
+    case MSCCLPP_MAX: return a > b ? a : b;
+    default: return a + b;
+    }
+}
+
+static double tolerance(mscclpp_dtype_t dt, int n, double expected)
+{
+    double eps;
+    switch (dt) {
+    case MSCCLPP_FLOAT16: eps = 1.0 / 1024; break;
+    case MSCCLPP_BFLOAT16: eps = 1.0 / 128; break;
+    case MSCCLPP_FP8_E4M3: eps = 1.0 / 8; break;
+    case MSCCLPP_FP8_E5M2: eps = 1.0 / 4; break;
+    case MSCCLPP_FLOAT32: eps = 1.0 / (1 << 23); break;
+    default: return 0; /* integers and float64 here are exact */
+    }
+    return eps * n * (1 + fabs(expected));
+}
+
+/* Wrap an exact value the way the integer types of the reduction do. */
+static double wrap(mscclpp_dtype_t dt, double v)
+{
+    switch (dt) {
+    case MSCCLPP_INT8: return (double)(int8_t)(int64_t)v;
+    case MSCCLPP_UINT8: return (double)(uint8_t)(int64_t)v;
+    case MSCCLPP_INT32: return (double)(int32_t)(int64_t)v;
+    case MSCCLPP_UINT32: return (double)(uint32_t)(int64_t)v;
+    default: return v;
+    }
+}
+
+/* ---- one plan on one rank ---------------------------------------------------------------- */
+
+typedef enum { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_ALLTOALL, C_BROADCAST } coll_t;
+
+static int coll_of(const char *name, coll_t *c)
+{
+    if (!strcmp(name, "allreduce")) *c = C_ALLREDUCE;
+    else if (!strcmp(name, "allgather")) *c = C_ALLGATHER;
+    else if (!strcmp(name, "reducescatter")) *c = C_REDUCESCATTER;
+    else if (!strcmp(name, "alltoall")) *c = C_ALLTOALL;
+    else if (!strcmp(name, "broadcast")) *c = C_BROADCAST;
+    else return -1;
+    return 0;
+}
+
+static int run_plan_rank(int rank, int nranks, const mscclpp_unique_id_t *id, void *argp)
+{
+    const run_arg_t *arg = argp;
+    mscclpp_plan_t *plan = NULL;
+    MP_CHECK(rank, mscclpp_plan_load_file(arg->entry->path, &plan));
+    coll_t coll;
+    if (coll_of(mscclpp_plan_collective(plan), &coll))
+        return MP_FAIL(rank, "collective %s has no reference here", mscclpp_plan_collective(plan));
+    int inplace = mscclpp_plan_is_inplace(plan);
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, nranks, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+
+    bool quick = getenv("CONFORMANCE_QUICK") && atoi(getenv("CONFORMANCE_QUICK"));
+    /* per-rank element counts ("unit" = count per rank block): small, odd (tails), larger */
+    static const size_t units_full[] = {4, 61, 1280};
+    static const size_t units_quick[] = {61};
+    const size_t *units = quick ? units_quick : units_full;
+    int n_units = quick ? 1 : 3;
+    bool reduces = coll == C_ALLREDUCE || coll == C_REDUCESCATTER;
+    size_t max_bytes = 1280 * (size_t)nranks * 8 + 4096;
+    if (mscclpp_plan_min_message_size(plan) < (1u << 24))
+        max_bytes += 2 * mscclpp_plan_min_message_size(plan) + (size_t)1280 * nranks * 8;
+    uint8_t *bufa = NULL, *bufb = NULL;
+    MP_CHECK(rank, mscclpp_malloc(max_bytes, (void **)&bufa));
+    MP_CHECK(rank, mscclpp_malloc(max_bytes, (void **)&bufb));
+    mscclpp_bootstrap_t *boot = NULL;
+    MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
+
+    int failures = 0, runs = 0;
+    for (int dti = 0; dti < MSCCLPP_DTYPE_COUNT; dti++) {
+        mscclpp_dtype_t dt = (mscclpp_dtype_t)dti;
+        if (quick && dt != MSCCLPP_FLOAT32 && dt != MSCCLPP_INT32) continue;
+        size_t es = es_of(dt);
+        for (int opi = 0; opi < (reduces ? MSCCLPP_REDOP_COUNT : 1); opi++) {
+            mscclpp_redop_t op = reduces ? (mscclpp_redop_t)opi : MSCCLPP_REDOP_PLAN;
+            for (int u = 0; u < n_units; u++) {
+                size_t unit = units[u];
+                /* keep the message inside the plan's range: scale small units up */
+                uint64_t lo = mscclpp_plan_min_message_size(plan);
+                /* the message size (spec §3.2) is unit * nranks elements for every collective */
+                size_t per_unit_bytes = es * (size_t)nranks;
+                if ((uint64_t)unit * per_unit_bytes < lo)
+                    unit = (size_t)((lo + per_unit_bytes - 1) / per_unit_bytes) + units[u] - 1;
+                if ((uint64_t)unit * per_unit_bytes > mscclpp_plan_max_message_size(plan))
+                    continue;
+                size_t n_in, n_out; /* elements */
+                switch (coll) {
+                case C_ALLREDUCE: n_in = n_out = unit * nranks; break;
+                case C_ALLGATHER: n_in = unit; n_out = unit * nranks; break;
+                case C_REDUCESCATTER: n_in = unit * nranks; n_out = unit; break;
+                case C_ALLTOALL: n_in = n_out = unit * nranks; break;
+                default: n_in = n_out = unit * nranks; break;
+                }
+                /* buffers: out-of-place uses a (send) and b (recv); in-place lays out per §3.3 */
+                uint8_t *send, *recv;
+                if (!inplace) {
+                    send = bufa;
+                    recv = bufb;
+                } else if (coll == C_ALLGATHER) {
+                    recv = bufb;
+                    send = bufb + (size_t)rank * n_in * es;
+                } else if (coll == C_REDUCESCATTER) {
+                    send = bufb;
+                    recv = bufb + (size_t)rank * n_out * es;
+                } else {
+                    send = recv = bufb;
+                }
+                memset(bufb, 0x5a, max_bytes);
+                for (size_t i = 0; i < n_in; i++)
+                    conf_store(dt, send + i * es, input_value(dt, reduces ? op : MSCCLPP_SUM, rank, i));
+                MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+                mscclpp_result_t r = mscclpp_execute(ex, plan, send, recv, n_in * es, n_out * es,
+                                                     dt, op, NULL);
+                runs++;
+                if (r != MSCCLPP_OK) {
+                    failures++;
+                    MP_FAIL(rank, "%s dtype %s op %s %zu->%zu bytes: %s: %s", arg->entry->name,
+                            mscclpp_dtype_name(dt), mscclpp_redop_name(op), n_in * es, n_out * es,
+                            mscclpp_result_string(r), mscclpp_last_error());
+                    goto done; /* the context is broken; peers fail too */
+                }
+                /* check every element of my output */
+                size_t wrong = 0, first = (size_t)-1;
+                double got_first = 0, want_first = 0;
+                for (size_t i = 0; i < n_out; i++) {
+                    double want;
+                    switch (coll) {
+                    case C_ALLREDUCE:
+                    case C_REDUCESCATTER: {
+                        size_t src = coll == C_ALLREDUCE ? i : (size_t)rank * n_out + i;
+                        double acc = input_value(dt, op, 0, src);
+                        for (int p = 1; p < nranks; p++)
+                            acc = combine(op, acc, input_value(dt, op, p, src));
+                        want = wrap(dt, acc);
+                        break;
+                    }
+                    case C_ALLGATHER:
+                        want = input_value(dt, MSCCLPP_SUM, (int)(i / n_in), i % n_in);
+                        break;
+                    case C_ALLTOALL:
+                        want = input_value(dt, MSCCLPP_SUM, (int)(i / unit),
+                                           (size_t)rank * unit + i % unit);
+                        break;
+                    default:
+                        want = input_value(dt, MSCCLPP_SUM, 0, i);
+                        break;
+                    }
+                    want = conf_round(dt, want);
+                    double got = conf_load(dt, recv + i * es);
+                    if (!(fabs(got - want) <= tolerance(dt, nranks, want))) {
+                        if (!wrong) {
+                            first = i;
+                            got_first = got;
+                            want_first = want;
+                        }
+                        wrong++;
+                    }
+                }
+                if (wrong) {
+                    failures++;
+                    MP_FAIL(rank, "%s dtype %s op %s %zu elements: %zu wrong, first at %zu: got "
+                            "%g want %g", arg->entry->name, mscclpp_dtype_name(dt),
+                            mscclpp_redop_name(op), n_out, wrong, first, got_first, want_first);
+                }
+                MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+                if (failures > 3) goto done;
+            }
+        }
+    }
+done:
+    if (rank == 0)
+        fprintf(stderr, "# %s: %d runs on %d ranks, %d failed\n", arg->entry->name, runs, nranks,
+                failures);
+    mscclpp_executor_destroy(ex);
+    mscclpp_free(bufa);
+    mscclpp_free(bufb);
+    mscclpp_plan_destroy(plan);
+    mscclpp_comm_destroy(comm);
+    return failures ? 1 : 0;
+}
+
+START_TEST(t_plan)
+{
+    const plan_entry_t *e = &plans[_i];
+    if (e->skip_reason[0]) {
+        fprintf(stderr, "# %s skipped: %s\n", e->name, e->skip_reason);
+        return;
+    }
+    mscclpp_plan_t *plan = NULL;
+    ck_assert_msg(mscclpp_plan_load_file(e->path, &plan) == MSCCLPP_OK, "%s: %s", e->name,
+                  mscclpp_last_error());
+    int n = mscclpp_plan_world_size(plan);
+    mscclpp_plan_destroy(plan);
+    run_arg_t arg = {e};
+    unsigned failed = 0;
+    int f = mp_run(n, run_plan_rank, &arg, 600, &failed);
+    ck_assert_msg(f == 0, "%s: %d of %d ranks failed (mask 0x%x)", e->name, f, n, failed);
+}
+END_TEST
+
+/* A plan whose rank 0 waits for a signal nobody sends: a timeout naming rank, block and op. */
+static const char *deadlock_plan =
+    "{\"name\":\"deadlock\",\"collective\":\"allreduce\",\"protocol\":\"Simple\","
+    "\"inplace\":false,\"gpus\":["
+    "{\"id\":0,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
+    "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[1]}],\"remote_buffers\":[],"
+    "\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[0]}],"
+    "\"ops\":[{\"name\":\"nop\"},{\"name\":\"wait\",\"channel_type\":\"memory\","
+    "\"channel_ids\":[0]}]}]},"
+    "{\"id\":1,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
+    "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[0]}],\"remote_buffers\":[],"
+    "\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[0]}],"
+    "\"ops\":[{\"name\":\"nop\"}]}]}]}";
+
+static int deadlock_rank(int rank, int nranks, const mscclpp_unique_id_t *id, void *argp)
+{
+    mscclpp_plan_t *plan = NULL;
+    MP_CHECK(rank, mscclpp_plan_load_string(deadlock_plan, strlen(deadlock_plan), &plan));
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, nranks, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    void *a = NULL, *b = NULL;
+    MP_CHECK(rank, mscclpp_malloc(4096, &a));
+    MP_CHECK(rank, mscclpp_malloc(4096, &b));
+    mscclpp_result_t r = mscclpp_execute(ex, plan, a, b, 1024, 1024, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                                         NULL);
+    if (rank == 1) {
+        if (r != MSCCLPP_OK) return MP_FAIL(rank, "rank 1 has nothing to wait for: %s",
+                                            mscclpp_last_error());
+        return 0;
+    }
+    if (r != MSCCLPP_ERR_TIMEOUT)
+        return MP_FAIL(rank, "deadlock returned %s", mscclpp_result_string(r));
+    const char *msg = mscclpp_last_error();
+    if (!strstr(msg, "rank 0") || !strstr(msg, "block 0") || !strstr(msg, "op 1") ||
+        !strstr(msg, "wait"))
+        return MP_FAIL(rank, "timeout message does not name rank, block and op: %s", msg);
+    fprintf(stderr, "# deadlock reported as: %s\n", msg);
+    return 0;
+}
+
+START_TEST(t_deadlock_times_out)
+{
+    setenv("MSCCLPP_TIMEOUT", "2", 1);
+    ck_assert_int_eq(mp_run(2, deadlock_rank, NULL, 60, NULL), 0);
+}
+END_TEST
+
+/* ---- discovery --------------------------------------------------------------------------- */
+
+static int cmp_entry(const void *a, const void *b)
+{
+    return strcmp(((const plan_entry_t *)a)->path, ((const plan_entry_t *)b)->path);
+}
+
+static void add_dir(const char *dir, const char *filter)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "# conformance: cannot open %s\n", dir);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) && n_plans < MAX_PLANS) {
+        size_t len = strlen(de->d_name);
+        if (len < 6 || strcmp(de->d_name + len - 5, ".json")) continue;
+        if (filter && !strstr(de->d_name, filter)) continue;
+        plan_entry_t *e = &plans[n_plans++];
+        snprintf(e->path, sizeof e->path, "%s/%s", dir, de->d_name);
+        snprintf(e->name, sizeof e->name, "%s", de->d_name);
+    }
+    closedir(d);
+}
+
+static void apply_excludes(const char *backend)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/tests/conformance/exclude-%s.txt", top, backend);
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        char name[256] = {0}, reason[256] = {0};
+        if (sscanf(line, "%255s %255[^\n]", name, reason) < 1) continue;
+        for (int i = 0; i < n_plans; i++)
+            if (!strcmp(plans[i].name, name))
+                snprintf(plans[i].skip_reason, sizeof plans[i].skip_reason, "%s",
+                         reason[0] ? reason : "excluded");
+    }
+    fclose(f);
+}
+
+int main(void)
+{
+    top = getenv("MSCCLPP_TOP_SRCDIR");
+    if (!top) top = ".";
+    const char *filter = getenv("CONFORMANCE_FILTER");
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/plans", top);
+    add_dir(dir, filter);
+    snprintf(dir, sizeof dir, "%s/tests/plans-reference", top);
+    add_dir(dir, filter);
+    qsort(plans, (size_t)n_plans, sizeof plans[0], cmp_entry);
+    apply_excludes(mscclpp_backend_name());
+
+    Suite *s = suite_create("conformance");
+    TCase *tc = tcase_create(mscclpp_backend_name());
+    tcase_set_timeout(tc, 900);
+    if (!filter) tcase_add_test(tc, t_deadlock_times_out);
+    if (n_plans > 0) tcase_add_loop_test(tc, t_plan, 0, n_plans);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

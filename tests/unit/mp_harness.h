@@ -1,0 +1,31 @@
+/* Run a function as N forked ranks that share one bootstrap session (test helper). */
+#ifndef MSCCLPP_TEST_MP_HARNESS_H
+#define MSCCLPP_TEST_MP_HARNESS_H
+
+#include "mscclpp/mscclpp.h"
+
+/** A rank body: return 0 on success, anything else is a failure (printed by the harness). */
+typedef int (*mp_rank_fn)(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg);
+
+/**
+ * Create a unique id (root service in this process), fork `nranks` children that each run
+ * fn(rank, ...) and exit with its return value, and wait for them all (at most `timeout_s`
+ * seconds, then the stragglers are killed). Returns the number of ranks that failed;
+ * `failed_ranks` (if not NULL) gets a bit per failed rank.
+ */
+int mp_run(int nranks, mp_rank_fn fn, void *arg, int timeout_s, unsigned *failed_ranks);
+
+/** Print a failure message from inside a rank and return 1 (for `return MP_FAIL(...)`). */
+int mp_fail(int rank, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define MP_FAIL(rank, ...) mp_fail(rank, __FILE__, __LINE__, __VA_ARGS__)
+/** Check a library call inside a rank body. */
+#define MP_CHECK(rank, call)                                                                   \
+    do {                                                                                       \
+        mscclpp_result_t mp_r_ = (call);                                                       \
+        if (mp_r_ != MSCCLPP_OK)                                                               \
+            return mp_fail(rank, __FILE__, __LINE__, "%s -> %s: %s", #call,                    \
+                           mscclpp_result_string(mp_r_), mscclpp_last_error());                \
+    } while (0)
+
+#endif

@@ -1,0 +1,878 @@
+/* Unit tests of the HAL loader and the host backend (hal/hal.c, hal/host). */
+#define _GNU_SOURCE
+#include <check.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/debug.h"
+#include "hal/hal.h"
+#include "hal/host/host.h"
+#include "hal/host/host_wait.h"
+#include "kernels/common/kern_args.h"
+
+static const hal_ops_t *H;
+
+static void setup(void) { H = hal_host_ops(); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* helpers for the multi-process tests */
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Read exactly n bytes within 30 s. */
+static int read_all(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int r = poll(&pfd, 1, 30000);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        ssize_t got = read(fd, p, n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return -1;
+        p += got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
+
+/* Exit status of a child, killing it if it has not exited within 60 s. */
+static int wait_child(pid_t pid)
+{
+    for (int i = 0; i < 6000; i++) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+static uint8_t pattern(size_t i, int seed) { return (uint8_t)(i * 131u + (unsigned)seed * 7u + 3u); }
+
+/*
+ * Assert every byte i < n of `got` (an expression of i) equals `want` (an expression of i), with
+ * one Check assertion (a Check assertion per byte costs a pipe write when forking).
+ */
+#define ASSERT_BYTES(n, got, want)                                                             \
+    do {                                                                                       \
+        size_t bad_ = SIZE_MAX, n_ = (n);                                                      \
+        for (size_t i = 0; i < n_; i++)                                                        \
+            if ((uint8_t)(got) != (uint8_t)(want)) {                                           \
+                bad_ = i;                                                                      \
+                break;                                                                         \
+            }                                                                                  \
+        if (bad_ != SIZE_MAX) {                                                                \
+            size_t i = bad_;                                                                   \
+            ck_abort_msg("byte %zu of %zu: got 0x%02x, want 0x%02x", i, n_,                    \
+                         (unsigned)(uint8_t)(got), (unsigned)(uint8_t)(want));                 \
+        }                                                                                      \
+    } while (0)
+
+/* ------------------------------------------------------------------------------------------ */
+/* table and selection */
+
+START_TEST(test_table_complete)
+{
+    const char *bad = "x";
+    ck_assert_int_eq(hal_ops_check(H, &bad), MSCCLPP_OK);
+    ck_assert_ptr_null(bad);
+    ck_assert_str_eq(H->name, "host");
+
+    hal_ops_t t = *H;
+    t.event_sync = NULL;
+    ck_assert_int_eq(hal_ops_check(&t, &bad), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_str_eq(bad, "event_sync");
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "event_sync"));
+    t = *H;
+    t.fini = NULL;
+    ck_assert_int_eq(hal_ops_check(&t, &bad), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_str_eq(bad, "fini");
+    t = *H;
+    t.size = sizeof t - 8;
+    ck_assert_int_eq(hal_ops_check(&t, &bad), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_str_eq(bad, "size");
+    t = *H;
+    t.abi_version = HAL_ABI_VERSION + 1;
+    ck_assert_int_eq(hal_ops_check(&t, &bad), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_str_eq(bad, "abi_version");
+    ck_assert_int_eq(hal_ops_check(NULL, NULL), MSCCLPP_ERR_INVALID_ARG);
+}
+END_TEST
+
+START_TEST(test_stubs_unsupported)
+{
+    size_t g = 0;
+    hal_mc_t mc = NULL;
+    hal_mem_handle_t h;
+    void *p = NULL;
+    ck_assert_int_eq(H->mc_granularity(4096, &g), MSCCLPP_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "mc_granularity"));
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "host"));
+    ck_assert_int_eq(H->mc_create(4096, 2, &mc, &h), MSCCLPP_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "mc_create"));
+    ck_assert_int_eq(H->mc_import(&h, &mc), MSCCLPP_ERR_UNSUPPORTED);
+    ck_assert_int_eq(H->mc_bind(mc, NULL, 0, &p), MSCCLPP_ERR_UNSUPPORTED);
+    ck_assert_int_eq(H->mc_free(mc), MSCCLPP_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "mc_free"));
+}
+END_TEST
+
+START_TEST(test_select)
+{
+    const hal_ops_t *ops = NULL;
+    ck_assert_int_eq(hal_select("host", &ops), MSCCLPP_OK);
+    ck_assert_ptr_eq(ops, H);
+    ops = NULL;
+    ck_assert_int_eq(hal_select("bogus", &ops), MSCCLPP_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(ops);
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "bogus"));
+    ck_assert_int_eq(hal_select("../x", &ops), MSCCLPP_ERR_UNSUPPORTED);
+    ck_assert_int_eq(hal_select("host", NULL), MSCCLPP_ERR_INVALID_ARG);
+    /* Default order: some backend with a device (host on a machine without GPUs). */
+    ck_assert_int_eq(hal_select(NULL, &ops), MSCCLPP_OK);
+    ck_assert_ptr_nonnull(ops);
+    int n = 0;
+    ck_assert_int_eq(ops->device_count(&n), MSCCLPP_OK);
+    ck_assert_int_ge(n, 1);
+
+    hal_backend_info_t info[8];
+    int count = hal_list_backends(info, 8);
+    ck_assert_int_ge(count, 1);
+    ck_assert_int_le(count, 8);
+    ck_assert_int_eq(hal_list_backends(NULL, 0), count);
+    const hal_backend_info_t *host = &info[count - 1];
+    ck_assert_str_eq(host->name, "host");
+    ck_assert_str_eq(host->path, "(built in)");
+    ck_assert_int_eq(host->status, MSCCLPP_OK);
+    ck_assert_int_eq(host->devices, 1);
+    for (int i = 0; i < count; i++) {
+        ck_assert_ptr_nonnull(info[i].path);
+        ck_assert_ptr_nonnull(info[i].error);
+        if (info[i].status != MSCCLPP_OK) ck_assert_int_gt((int)strlen(info[i].error), 0);
+    }
+}
+END_TEST
+
+/* hal_get caches its choice: run each case in a fresh child process. */
+static int get_in_child(const char *value, char *msg, size_t cap)
+{
+    int fds[2];
+    if (pipe(fds) != 0) return -100;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        if (value) setenv("MSCCLPP_HAL", value, 1);
+        else unsetenv("MSCCLPP_HAL");
+        setenv("MSCCLPP_DEBUG", "NONE", 1);
+        const hal_ops_t *ops = NULL;
+        mscclpp_result_t r = hal_get(&ops);
+        mscclpp_result_t r2 = hal_get(&ops); /* the second call repeats the result + message */
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s|%s", r == MSCCLPP_OK ? ops->name : mscclpp_last_error(),
+                 r2 == r ? "same" : "differs");
+        write_all(fds[1], buf, strlen(buf) + 1);
+        _exit(-r);
+    }
+    close(fds[1]);
+    memset(msg, 0, cap);
+    ssize_t n = 0, got;
+    while ((got = read(fds[0], msg + n, cap - 1 - (size_t)n)) > 0) n += got;
+    close(fds[0]);
+    int st = wait_child(pid);
+    return st < 0 ? -101 : -st;
+}
+
+START_TEST(test_hal_get_env)
+{
+    char msg[256];
+    ck_assert_int_eq(get_in_child("host", msg, sizeof msg), MSCCLPP_OK);
+    ck_assert_str_eq(msg, "host|same");
+    ck_assert_int_eq(get_in_child("bogus", msg, sizeof msg), MSCCLPP_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(msg, "MSCCLPP_HAL=bogus") != NULL, "message: %s", msg);
+    ck_assert_msg(strstr(msg, "|same") != NULL, "message: %s", msg);
+    ck_assert_int_eq(get_in_child(NULL, msg, sizeof msg), MSCCLPP_OK);
+    ck_assert_int_eq(get_in_child("", msg, sizeof msg), MSCCLPP_OK);
+}
+END_TEST
+
+/* A module name configure did not build: forced, it must fail and name what was tried. */
+START_TEST(test_forced_module_missing)
+{
+    char dir[] = "/tmp/mscclpp-hal-empty-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        setenv("MSCCLPP_HAL_MODULE_DIR", dir, 1);
+        setenv("MSCCLPP_DEBUG", "NONE", 1);
+        const hal_ops_t *ops = NULL;
+        mscclpp_result_t r = hal_select("cuda", &ops);
+        const char *m = mscclpp_last_error();
+        write_all(fds[1], m, strlen(m) + 1);
+        _exit(-r);
+    }
+    close(fds[1]);
+    char msg[512] = "";
+    ssize_t n = 0, got;
+    while ((got = read(fds[0], msg + n, sizeof msg - 1 - (size_t)n)) > 0) n += got;
+    close(fds[0]);
+    ck_assert_int_eq(-wait_child(pid), MSCCLPP_ERR_UNSUPPORTED);
+    rmdir(dir);
+    ck_assert_msg(strstr(msg, "MSCCLPP_HAL=cuda") && strstr(msg, "libmscclpp-hal-cuda.so"),
+                  "message: %s", msg);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* device and memory */
+
+START_TEST(test_device)
+{
+    int n = 0, dev = -1;
+    ck_assert_int_eq(H->init(), MSCCLPP_OK);
+    ck_assert_int_eq(H->device_count(&n), MSCCLPP_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(H->device_set(0), MSCCLPP_OK);
+    ck_assert_int_eq(H->device_set(1), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->device_get(&dev), MSCCLPP_OK);
+    ck_assert_int_eq(dev, 0);
+    hal_device_props_t p;
+    ck_assert_int_eq(H->device_props(0, &p), MSCCLPP_OK);
+    ck_assert_int_gt((int)strlen(p.name), 0);
+    ck_assert_int_eq(strncmp(p.arch, "host-", 5), 0);
+    ck_assert_int_gt((int)strlen(p.arch), 5);
+    ck_assert_int_eq(p.warp_size, 1);
+    ck_assert_int_eq(p.multiprocessors, (int)sysconf(_SC_NPROCESSORS_ONLN));
+    ck_assert(p.ipc);
+    ck_assert(!p.multicast);
+    ck_assert(!p.graphs);
+    ck_assert_int_gt(p.total_memory, 0);
+    ck_assert_int_eq(H->device_props(1, &p), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->device_props(0, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->device_count(NULL), MSCCLPP_ERR_INVALID_ARG);
+    bool cap = true;
+    ck_assert_int_eq(H->stream_capturing(NULL, &cap), MSCCLPP_OK);
+    ck_assert(!cap);
+}
+END_TEST
+
+START_TEST(test_alloc_range)
+{
+    const size_t sizes[] = {1, 4096, 4097, 1 << 20};
+    void *ptrs[4][3];
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(H->mem_alloc(sizes[i], &ptrs[i][0]), MSCCLPP_OK);
+        ck_assert_int_eq(H->mem_alloc_shareable(sizes[i], &ptrs[i][1]), MSCCLPP_OK);
+        ck_assert_int_eq(H->host_alloc(sizes[i], &ptrs[i][2]), MSCCLPP_OK);
+    }
+    for (int i = 0; i < 4; i++) {
+        for (int k = 0; k < 3; k++) {
+            uint8_t *p = ptrs[i][k];
+            ck_assert_uint_eq((uintptr_t)p % (uintptr_t)sysconf(_SC_PAGESIZE), 0);
+            memset(p, 0xa5, sizes[i]); /* writable, every byte */
+            const size_t probes[] = {0, sizes[i] / 2, sizes[i] - 1};
+            for (int j = 0; j < 3; j++) {
+                void *base = NULL;
+                size_t size = 0;
+                ck_assert_int_eq(H->mem_range(p + probes[j], &base, &size), MSCCLPP_OK);
+                ck_assert_ptr_eq(base, p);
+                ck_assert_uint_eq(size, sizes[i]);
+            }
+            size_t only = 0;
+            ck_assert_int_eq(H->mem_range(p, NULL, &only), MSCCLPP_OK);
+            ck_assert_uint_eq(only, sizes[i]);
+            /* One past the end belongs to no allocation (or to another one). */
+            void *base = NULL;
+            if (H->mem_range(p + sizes[i], &base, NULL) == MSCCLPP_OK) ck_assert_ptr_ne(base, p);
+        }
+    }
+    int local = 0;
+    void *base = NULL;
+    size_t size = 0;
+    ck_assert_int_eq(H->mem_range(&local, &base, &size), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "mem_range"));
+    ck_assert_int_eq(H->mem_range(NULL, &base, &size), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->mem_range(ptrs[0][0], NULL, NULL), MSCCLPP_ERR_INVALID_ARG);
+
+    /* Frees: wrong kind, interior pointer, unknown pointer, then the right calls. */
+    ck_assert_int_eq(H->mem_free(ptrs[3][2]), MSCCLPP_ERR_INVALID_ARG); /* host memory */
+    ck_assert_int_eq(H->host_free(ptrs[3][0]), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->mem_free((uint8_t *)ptrs[3][0] + 1), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->mem_free(&local), MSCCLPP_ERR_INVALID_ARG);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(H->mem_free(ptrs[i][0]), MSCCLPP_OK);
+        ck_assert_int_eq(H->mem_free(ptrs[i][1]), MSCCLPP_OK);
+        ck_assert_int_eq(H->host_free(ptrs[i][2]), MSCCLPP_OK);
+    }
+    ck_assert_int_eq(H->mem_free(ptrs[0][0]), MSCCLPP_ERR_INVALID_ARG); /* double free */
+}
+END_TEST
+
+START_TEST(test_bad_args)
+{
+    void *p = NULL;
+    ck_assert_int_eq(H->mem_alloc(0, &p), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->mem_alloc(16, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->mem_alloc_shareable(0, &p), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->mem_alloc_shareable(16, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->host_alloc(0, &p), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->host_alloc(16, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->mem_alloc(SIZE_MAX, &p), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->mem_free(NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->host_free(NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->memcpy_sync(NULL, &p, 8), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->memcpy_sync(&p, NULL, 8), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->memcpy_sync(NULL, NULL, 0), MSCCLPP_OK);
+    ck_assert_int_eq(H->memset_sync(NULL, 0, 8), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->memcpy_async(NULL, &p, 8, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->memset_async(NULL, 0, 8, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->mem_export(NULL, NULL), MSCCLPP_ERR_INVALID_ARG);
+    hal_mem_handle_t h;
+    ck_assert_int_eq(H->mem_export(&p, &h), MSCCLPP_ERR_INVALID_ARG); /* not an allocation */
+    ck_assert_int_eq(H->mem_import(NULL, &p), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->mem_unimport(NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->mem_unimport(&p), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->stream_create(NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->stream_sync(NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->stream_destroy(NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->stream_capturing(NULL, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->event_create(NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->event_record(NULL, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->event_sync(NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->event_destroy(NULL), MSCCLPP_ERR_INVALID_ARG);
+    float ms;
+    ck_assert_int_eq(H->event_elapsed_ms(NULL, NULL, &ms), MSCCLPP_ERR_INVALID_ARG);
+    int args = 0;
+    ck_assert_int_eq(H->launch(&args, sizeof args, 0, 1, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->launch(&args, sizeof args, 1, 0, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->launch(NULL, 8, 1, 1, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->launch(&args, sizeof args, 100000, 1, NULL), MSCCLPP_ERR_INVALID_ARG);
+}
+END_TEST
+
+START_TEST(test_memcpy_memset)
+{
+    const size_t n = 3 * 4096 + 17;
+    uint8_t *a, *b;
+    ck_assert_int_eq(H->mem_alloc(n, (void **)&a), MSCCLPP_OK);
+    ck_assert_int_eq(H->host_alloc(n, (void **)&b), MSCCLPP_OK);
+    for (size_t i = 0; i < n; i++) a[i] = pattern(i, 1);
+    ck_assert_int_eq(H->memcpy_sync(b, a, n), MSCCLPP_OK);
+    ASSERT_BYTES(n, b[i], pattern(i, 1));
+    ck_assert_int_eq(H->memset_sync(b + 5, 0x3c, n - 10), MSCCLPP_OK);
+    ASSERT_BYTES(n, b[i], (i < 5 || i >= n - 5) ? pattern(i, 1) : 0x3c);
+    /* NULL stream: the async calls complete before returning. */
+    ck_assert_int_eq(H->memset_async(a, 0x11, n, NULL), MSCCLPP_OK);
+    ASSERT_BYTES(n, a[i], 0x11);
+    ck_assert_int_eq(H->memcpy_async(a, b, n, NULL), MSCCLPP_OK);
+    ck_assert_int_eq(memcmp(a, b, n), 0);
+    ck_assert_int_eq(H->mem_free(a), MSCCLPP_OK);
+    ck_assert_int_eq(H->host_free(b), MSCCLPP_OK);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* streams and events */
+
+START_TEST(test_stream_order)
+{
+    enum { ROUNDS = 500, CHUNK = 256 };
+    uint8_t *tmp, *out;
+    ck_assert_int_eq(H->mem_alloc(CHUNK, (void **)&tmp), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_alloc((size_t)ROUNDS * CHUNK, (void **)&out), MSCCLPP_OK);
+    memset(out, 0, (size_t)ROUNDS * CHUNK);
+    hal_stream_t s;
+    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    /* Each round rewrites tmp then copies it out: any reordering leaves a wrong chunk. */
+    for (int r = 0; r < ROUNDS; r++) {
+        ck_assert_int_eq(H->memset_async(tmp, r & 0xff, CHUNK, s), MSCCLPP_OK);
+        ck_assert_int_eq(H->memset_async(tmp + r % CHUNK, (r + 1) & 0xff, 1, s), MSCCLPP_OK);
+        ck_assert_int_eq(H->memcpy_async(out + (size_t)r * CHUNK, tmp, CHUNK, s), MSCCLPP_OK);
+    }
+    ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK);
+    ASSERT_BYTES((size_t)ROUNDS * CHUNK, out[i],
+                 i % CHUNK == (i / CHUNK) % CHUNK ? i / CHUNK + 1 : i / CHUNK);
+    /* A second batch after a sync, and an empty sync. */
+    ck_assert_int_eq(H->memset_async(out, 0x77, (size_t)ROUNDS * CHUNK, s), MSCCLPP_OK);
+    ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK);
+    ASSERT_BYTES((size_t)ROUNDS * CHUNK, out[i], 0x77);
+    ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK);
+    ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
+    /* A stream destroyed with work queued finishes the work first. */
+    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    ck_assert_int_eq(H->memset_async(out, 0x12, (size_t)ROUNDS * CHUNK, s), MSCCLPP_OK);
+    ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
+    ASSERT_BYTES((size_t)ROUNDS * CHUNK, out[i], 0x12);
+    /* Never used: destroy without a worker. */
+    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_free(tmp), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_free(out), MSCCLPP_OK);
+}
+END_TEST
+
+START_TEST(test_events)
+{
+    hal_stream_t s;
+    hal_event_t a, b, never;
+    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    ck_assert_int_eq(H->event_create(&a), MSCCLPP_OK);
+    ck_assert_int_eq(H->event_create(&b), MSCCLPP_OK);
+    ck_assert_int_eq(H->event_create(&never), MSCCLPP_OK);
+    float ms = -1;
+    ck_assert_int_eq(H->event_sync(never), MSCCLPP_OK); /* never recorded: nothing to wait */
+    ck_assert_int_eq(H->event_elapsed_ms(never, never, &ms), MSCCLPP_ERR_INVALID_ARG);
+
+    const size_t n = 8u << 20;
+    uint8_t *buf;
+    ck_assert_int_eq(H->mem_alloc(n, (void **)&buf), MSCCLPP_OK);
+    ck_assert_int_eq(H->event_record(a, s), MSCCLPP_OK);
+    ck_assert_int_eq(H->memset_async(buf, 0x5a, n, s), MSCCLPP_OK);
+    ck_assert_int_eq(H->event_record(b, s), MSCCLPP_OK);
+    ck_assert_int_eq(H->event_sync(b), MSCCLPP_OK);
+    /* b is reached after the memset: its bytes are all set now. */
+    ASSERT_BYTES(n, buf[i], 0x5a);
+    ck_assert_int_eq(H->event_elapsed_ms(a, b, &ms), MSCCLPP_OK);
+    ck_assert(ms >= 0.0f);
+    ck_assert(ms < 60000.0f);
+    ck_assert_int_eq(H->event_elapsed_ms(a, never, &ms), MSCCLPP_ERR_INVALID_ARG);
+
+    /* NULL stream records at once. */
+    ck_assert_int_eq(H->event_record(a, NULL), MSCCLPP_OK);
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+    ck_assert_int_eq(H->event_record(b, NULL), MSCCLPP_OK);
+    ck_assert_int_eq(H->event_elapsed_ms(a, b, &ms), MSCCLPP_OK);
+    ck_assert(ms >= 1.9f);
+
+    ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK);
+    ck_assert_int_eq(H->event_destroy(a), MSCCLPP_OK);
+    ck_assert_int_eq(H->event_destroy(b), MSCCLPP_OK);
+    ck_assert_int_eq(H->event_destroy(never), MSCCLPP_OK);
+    ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_free(buf), MSCCLPP_OK);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* launches */
+
+typedef struct {
+    uint64_t magic;
+    _Atomic int *arrived;  /* blocks that have started */
+    _Atomic int *ran;      /* per block: times run */
+    _Atomic int *bad;      /* wrong nblocks or magic seen */
+    int expect_blocks;
+} probe_args_t;
+
+/* Each block waits until every block of the launch has started: proves they run concurrently. */
+static void probe_block(const void *argp, int block, int nblocks)
+{
+    const probe_args_t *a = argp;
+    if (a->magic != 0x1234abcd5678ef00ull || nblocks != a->expect_blocks || block < 0 ||
+        block >= nblocks) {
+        atomic_fetch_add(a->bad, 1);
+        return;
+    }
+    atomic_fetch_add(&a->ran[block], 1);
+    atomic_fetch_add(a->arrived, 1);
+    host_wait_t w;
+    host_wait_init(&w, 20ull * 1000000000ull);
+    while (atomic_load(a->arrived) % nblocks != 0)
+        if (!host_wait_pause(&w)) {
+            atomic_fetch_add(a->bad, 1000); /* timed out: the blocks did not all run at once */
+            return;
+        }
+}
+
+static void run_probe(hal_stream_t s, int nblocks, int launches)
+{
+    _Atomic int arrived = 0, bad = 0;
+    _Atomic int *ran = calloc((size_t)nblocks, sizeof *ran);
+    ck_assert_ptr_nonnull(ran);
+    for (int l = 0; l < launches; l++) {
+        probe_args_t args = {0x1234abcd5678ef00ull, &arrived, ran, &bad, nblocks};
+        ck_assert_int_eq(H->launch(&args, sizeof args, nblocks, 128, s), MSCCLPP_OK);
+        memset(&args, 0, sizeof args); /* the launch copied its arguments */
+        if (s && l % 7 == 6) ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK);
+        else if (s) continue;
+    }
+    if (s) ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK);
+    ck_assert_int_eq(atomic_load(&bad), 0);
+    ck_assert_int_eq(atomic_load(&arrived), nblocks * launches);
+    for (int b = 0; b < nblocks; b++) ck_assert_int_eq(atomic_load(&ran[b]), launches);
+    free(ran);
+}
+
+START_TEST(test_launch_concurrent_blocks)
+{
+    host_set_block_fn(probe_block);
+    hal_stream_t s;
+    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    const int counts[] = {1, 2, 7, 16, 64};
+    for (int i = 0; i < 5; i++) {
+        run_probe(s, counts[i], 3);
+        run_probe(NULL, counts[i], 2);
+    }
+    ck_assert_int_ge(host_stream_pool_threads(s), 63);
+    ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
+    host_set_block_fn(NULL);
+}
+END_TEST
+
+START_TEST(test_launch_reuses_threads)
+{
+    host_set_block_fn(probe_block);
+    hal_stream_t s;
+    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    run_probe(s, 8, 1);
+    uint64_t created = host_pool_threads_created();
+    ck_assert_int_eq(host_stream_pool_threads(s), 7);
+    run_probe(s, 8, 200);
+    run_probe(s, 3, 50);
+    ck_assert_uint_eq(host_pool_threads_created(), created); /* steady state: no new thread */
+    ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
+    host_set_block_fn(NULL);
+}
+END_TEST
+
+/*
+ * The real interpreter entry: a 64-block launch of an empty plan (no ops per block) completes,
+ * and the last of the 64 blocks to finish advances the context's flag (so all 64 ran).
+ */
+typedef struct {
+    kern_plan_t plan;
+    kern_block_t blocks[64];
+} empty_plan_t;
+
+static void empty_plan_init(empty_plan_t *ep, kern_state_t *st, int nblocks)
+{
+    memset(ep, 0, sizeof *ep);
+    ep->plan.magic = KERN_PLAN_MAGIC;
+    ep->plan.bytes = sizeof *ep;
+    ep->plan.n_blocks = (uint32_t)nblocks;
+    uint32_t off = (uint32_t)offsetof(empty_plan_t, blocks);
+    ep->plan.off_blocks = ep->plan.off_ops = ep->plan.off_descs = ep->plan.off_ids = off;
+    ep->plan.off_chans = ep->plan.off_rbufs = ep->plan.off_switch = ep->plan.off_members = off;
+    memset(st, 0, sizeof *st);
+    st->magic = KERN_STATE_MAGIC;
+    st->flag = 1;
+}
+
+START_TEST(test_launch_kernel_64)
+{
+    empty_plan_t *ep;
+    kern_state_t *st;
+    ck_assert_int_eq(H->mem_alloc(sizeof *ep, (void **)&ep), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_alloc(sizeof *st, (void **)&st), MSCCLPP_OK);
+    empty_plan_init(ep, st, 64);
+    kern_args_t args;
+    memset(&args, 0, sizeof args);
+    args.plan = &ep->plan;
+    args.state = st;
+    args.timeout_ns = 10ull * 1000000000ull;
+    args.host_spin = host_spin_polls();
+    hal_stream_t s;
+    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(H->launch(&args, sizeof args, 64, 1024, s), MSCCLPP_OK);
+        memset(&args.rank, 0x7f, sizeof args.rank); /* copied at launch: may change now */
+    }
+    ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK);
+    ck_assert_int_eq(st->err.code, 0);
+    ck_assert_uint_eq(st->flag, 6);
+    ck_assert_uint_eq(st->done, 0);
+    ck_assert_int_eq(H->launch(&args, sizeof args, 64, 1024, NULL), MSCCLPP_OK);
+    ck_assert_int_eq(st->err.code, 0);
+    ck_assert_uint_eq(st->flag, 7);
+    ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_free(ep), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_free(st), MSCCLPP_OK);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* sharing */
+
+START_TEST(test_export_import_fork)
+{
+    const size_t n = 3 * 4096 + 100;
+    int to_child[2], to_parent[2];
+    ck_assert_int_eq(pipe(to_child), 0);
+    ck_assert_int_eq(pipe(to_parent), 0);
+    /* Fork before any thread exists here; the parent then starts its broker. */
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(to_child[1]);
+        close(to_parent[0]);
+        const hal_ops_t *ops = hal_host_ops();
+        hal_mem_handle_t h;
+        char go;
+        if (read_all(to_child[0], &h, sizeof h)) _exit(10);
+        uint8_t *p = NULL;
+        if (ops->mem_import(&h, (void **)&p) != MSCCLPP_OK) {
+            fprintf(stderr, "child import: %s\n", mscclpp_last_error());
+            _exit(11);
+        }
+        void *base = NULL;
+        size_t size = 0;
+        if (ops->mem_range(p + n - 1, &base, &size) || base != p || size != n) _exit(12);
+        for (size_t i = 0; i < n; i++)
+            if (p[i] != pattern(i, 1)) _exit(13); /* the parent's bytes */
+        for (size_t i = 0; i < n; i++) p[i] = pattern(i, 2);
+        /* A second import of the same handle maps nothing new. */
+        void *again = NULL;
+        if (ops->mem_import(&h, &again) || again != p) _exit(14);
+        if (ops->mem_unimport(again)) _exit(15);
+        if (write_all(to_parent[1], "w", 1)) _exit(16);
+        if (read_all(to_child[0], &go, 1)) _exit(17);
+        for (size_t i = 0; i < n; i++)
+            if (p[i] != pattern(i, 3)) _exit(18);
+        if (ops->mem_unimport(p)) _exit(19);
+        if (ops->mem_range(p, &base, &size) == MSCCLPP_OK) _exit(20);
+        if (ops->mem_unimport(p) != MSCCLPP_ERR_INVALID_ARG) _exit(21);
+        _exit(0);
+    }
+    close(to_child[0]);
+    close(to_parent[1]);
+    uint8_t *buf;
+    ck_assert_int_eq(H->mem_alloc_shareable(n, (void **)&buf), MSCCLPP_OK);
+    for (size_t i = 0; i < n; i++) buf[i] = pattern(i, 1);
+    hal_mem_handle_t h;
+    ck_assert_int_eq(H->mem_export(buf, &h), MSCCLPP_OK);
+    ck_assert_uint_eq(h.kind, HAL_HANDLE_HOST_MEMFD);
+    ck_assert_uint_eq(h.alloc_size, n);
+    ck_assert_uint_gt(h.len, 0);
+    ck_assert_uint_le(h.len, HAL_MEM_HANDLE_BYTES);
+    ck_assert_int_eq(write_all(to_child[1], &h, sizeof h), 0);
+    char c;
+    int got = read_all(to_parent[0], &c, 1);
+    if (got != 0) {
+        int st = wait_child(pid);
+        ck_abort_msg("child failed before writing (exit %d)", st);
+    }
+    ASSERT_BYTES(n, buf[i], pattern(i, 2)); /* the child's bytes */
+    for (size_t i = 0; i < n; i++) buf[i] = pattern(i, 3);
+    ck_assert_int_eq(write_all(to_child[1], "r", 1), 0);
+    ck_assert_int_eq(wait_child(pid), 0);
+    ck_assert_int_eq(H->mem_free(buf), MSCCLPP_OK);
+}
+END_TEST
+
+/* A forked child imports `h` and exits with the negated result. */
+static int import_in_child(const hal_mem_handle_t *h)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *p = NULL;
+        mscclpp_result_t r = hal_host_ops()->mem_import(h, &p);
+        if (r != MSCCLPP_OK) fprintf(stderr, "child import (expected to fail): %s\n",
+                                     mscclpp_last_error());
+        _exit(-r);
+    }
+    int st = wait_child(pid);
+    return st < 0 ? -100 : -st;
+}
+
+START_TEST(test_wrong_cookie)
+{
+    uint8_t *buf;
+    ck_assert_int_eq(H->mem_alloc_shareable(4096, (void **)&buf), MSCCLPP_OK);
+    hal_mem_handle_t h, forged;
+    ck_assert_int_eq(H->mem_export(buf, &h), MSCCLPP_OK);
+    forged = h;
+    forged.data[16] ^= 0x01; /* first cookie byte */
+    ck_assert_int_eq(import_in_child(&forged), MSCCLPP_ERR_REMOTE);
+    /* In the exporting process too. */
+    void *p = NULL;
+    ck_assert_int_eq(H->mem_import(&forged, &p), MSCCLPP_ERR_REMOTE);
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "cookie"));
+    /* Another allocation id with a valid-looking cookie. */
+    forged = h;
+    forged.data[8] ^= 0x40;
+    ck_assert_int_eq(import_in_child(&forged), MSCCLPP_ERR_REMOTE);
+    /* The genuine handle still works. */
+    ck_assert_int_eq(import_in_child(&h), MSCCLPP_OK);
+    /* Malformed handles. */
+    forged = h;
+    forged.kind = HAL_HANDLE_CUDA_IPC;
+    ck_assert_int_eq(H->mem_import(&forged, &p), MSCCLPP_ERR_INVALID_ARG);
+    forged = h;
+    forged.len = 3;
+    ck_assert_int_eq(H->mem_import(&forged, &p), MSCCLPP_ERR_INVALID_ARG);
+    forged = h;
+    forged.data[0] = 99; /* version */
+    ck_assert_int_eq(H->mem_import(&forged, &p), MSCCLPP_ERR_INVALID_ARG);
+    forged = h;
+    forged.alloc_size += 1;
+    ck_assert_int_eq(H->mem_import(&forged, &p), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->mem_free(buf), MSCCLPP_OK);
+}
+END_TEST
+
+START_TEST(test_free_stops_serving)
+{
+    uint8_t *buf;
+    ck_assert_int_eq(H->mem_alloc_shareable(8192, (void **)&buf), MSCCLPP_OK);
+    hal_mem_handle_t h;
+    ck_assert_int_eq(H->mem_export(buf, &h), MSCCLPP_OK);
+    ck_assert_int_eq(import_in_child(&h), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_free(buf), MSCCLPP_OK);
+    ck_assert_int_eq(import_in_child(&h), MSCCLPP_ERR_REMOTE);
+    void *p;
+    ck_assert_int_eq(H->mem_import(&h, &p), MSCCLPP_ERR_REMOTE);
+}
+END_TEST
+
+START_TEST(test_import_after_exporter_exit)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        const hal_ops_t *ops = hal_host_ops();
+        void *p;
+        hal_mem_handle_t h;
+        if (ops->mem_alloc_shareable(4096, &p) || ops->mem_export(p, &h)) _exit(1);
+        if (write_all(fds[1], &h, sizeof h)) _exit(2);
+        _exit(0);
+    }
+    close(fds[1]);
+    hal_mem_handle_t h;
+    ck_assert_int_eq(read_all(fds[0], &h, sizeof h), 0);
+    close(fds[0]);
+    ck_assert_int_eq(wait_child(pid), 0);
+    void *p = NULL;
+    uint64_t t0 = host_now_ns();
+    ck_assert_int_eq(H->mem_import(&h, &p), MSCCLPP_ERR_REMOTE);
+    ck_assert_uint_lt(host_now_ns() - t0, 5000000000ull); /* at once, not after a timeout */
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "exit"));
+}
+END_TEST
+
+START_TEST(test_self_import)
+{
+    uint8_t *buf;
+    ck_assert_int_eq(H->mem_alloc_shareable(4096, (void **)&buf), MSCCLPP_OK);
+    hal_mem_handle_t h, h2;
+    ck_assert_int_eq(H->mem_export(buf, &h), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_export(buf, &h2), MSCCLPP_OK); /* same handle again */
+    ck_assert_int_eq(memcmp(&h, &h2, sizeof h), 0);
+    void *p1 = NULL, *p2 = NULL;
+    ck_assert_int_eq(H->mem_import(&h, &p1), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_import(&h, &p2), MSCCLPP_OK);
+    ck_assert_ptr_eq(p1, buf);
+    ck_assert_ptr_eq(p2, buf);
+    ck_assert_int_eq(H->mem_unimport(p1), MSCCLPP_OK);
+    /* Freed while still imported once: the mapping stays until the last unimport. */
+    ck_assert_int_eq(H->mem_free(buf), MSCCLPP_OK);
+    buf[100] = 7;
+    void *base = NULL;
+    ck_assert_int_eq(H->mem_range(buf + 100, &base, NULL), MSCCLPP_OK);
+    ck_assert_ptr_eq(base, buf);
+    ck_assert_int_eq(H->mem_import(&h, &p1), MSCCLPP_ERR_REMOTE); /* no longer exported */
+    ck_assert_int_eq(H->mem_unimport(p2), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_range(buf, &base, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->mem_unimport(p2), MSCCLPP_ERR_INVALID_ARG);
+
+    /* Unimport of a never-imported own allocation is an error; export of an interior pointer. */
+    ck_assert_int_eq(H->mem_alloc_shareable(8192, (void **)&buf), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_unimport(buf), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->mem_export(buf + 8, &h), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->mem_free(buf), MSCCLPP_OK);
+}
+END_TEST
+
+/* Many children import at once: the broker serves them one after another. */
+START_TEST(test_many_importers)
+{
+    enum { CHILDREN = 6 };
+    const size_t n = 64 * 1024;
+    uint8_t *buf;
+    ck_assert_int_eq(H->mem_alloc_shareable(n, (void **)&buf), MSCCLPP_OK);
+    memset(buf, 0, n);
+    hal_mem_handle_t h;
+    ck_assert_int_eq(H->mem_export(buf, &h), MSCCLPP_OK);
+    pid_t pids[CHILDREN];
+    for (int c = 0; c < CHILDREN; c++) {
+        pids[c] = fork();
+        if (pids[c] == 0) {
+            uint8_t *p;
+            if (hal_host_ops()->mem_import(&h, (void **)&p)) _exit(1);
+            /* Each child fills its own slice. */
+            size_t part = n / CHILDREN;
+            for (size_t i = 0; i < part; i++) p[(size_t)c * part + i] = (uint8_t)(c + 1);
+            _exit(hal_host_ops()->mem_unimport(p) ? 2 : 0);
+        }
+        ck_assert_int_ge(pids[c], 0);
+    }
+    for (int c = 0; c < CHILDREN; c++) ck_assert_int_eq(wait_child(pids[c]), 0);
+    size_t part = n / CHILDREN;
+    ASSERT_BYTES(part * CHILDREN, buf[i], i / part + 1);
+    ck_assert_int_eq(H->mem_free(buf), MSCCLPP_OK);
+}
+END_TEST
+
+int main(void)
+{
+    setenv("MSCCLPP_DEBUG", getenv("MSCCLPP_DEBUG") ? getenv("MSCCLPP_DEBUG") : "NONE", 1);
+    Suite *s = suite_create("hal_host");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_table_complete);
+    tcase_add_test(tc, test_stubs_unsupported);
+    tcase_add_test(tc, test_select);
+    tcase_add_test(tc, test_hal_get_env);
+    tcase_add_test(tc, test_forced_module_missing);
+    tcase_add_test(tc, test_device);
+    tcase_add_test(tc, test_alloc_range);
+    tcase_add_test(tc, test_bad_args);
+    tcase_add_test(tc, test_memcpy_memset);
+    tcase_add_test(tc, test_stream_order);
+    tcase_add_test(tc, test_events);
+    tcase_add_test(tc, test_launch_concurrent_blocks);
+    tcase_add_test(tc, test_launch_reuses_threads);
+    tcase_add_test(tc, test_launch_kernel_64);
+    tcase_add_test(tc, test_export_import_fork);
+    tcase_add_test(tc, test_wrong_cookie);
+    tcase_add_test(tc, test_free_stops_serving);
+    tcase_add_test(tc, test_import_after_exporter_exit);
+    tcase_add_test(tc, test_self_import);
+    tcase_add_test(tc, test_many_importers);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,1172 @@
+/*
+ * The plan interpreter on the host backend: every op of spec §2 on in-process ranks (threads),
+ * reductions for every dtype x op, LL8/LL16 packets, double scratch, repeated launches,
+ * pipelines, thread-block groups, barriers, semaphores, switch channels, timeouts, and the
+ * MSCCL++ reference plans at 4 ranks. Every byte a plan moves is checked.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/debug.h"
+#include "kernels/common/kern_dtype.h"
+#include "tests/unit/kern_harness.h"
+
+#define MS (1000000ull)
+
+static const mscclpp_dtype_t all_dtypes[] = {
+    MSCCLPP_FLOAT32, MSCCLPP_FLOAT16, MSCCLPP_BFLOAT16, MSCCLPP_INT32,    MSCCLPP_UINT32,
+    MSCCLPP_INT8,    MSCCLPP_UINT8,   MSCCLPP_FLOAT64,  MSCCLPP_FP8_E4M3, MSCCLPP_FP8_E5M2};
+#define N_DTYPES ((int)(sizeof(all_dtypes) / sizeof(all_dtypes[0])))
+static const mscclpp_redop_t all_ops[] = {MSCCLPP_SUM, MSCCLPP_PROD, MSCCLPP_MIN, MSCCLPP_MAX};
+
+/*
+ * A plan for n ranks from one gpu template: "$R" is the rank, "$P" the next rank, "$Q" the
+ * previous one, "$N" the rank count, "$2R" 2+rank, "$2P" 2+next rank.
+ */
+static char *mk_plan(const char *hdr, int n, const char *tmpl)
+{
+    size_t cap = strlen(hdr) + (size_t)n * (strlen(tmpl) + 64) + 64, len = 0;
+    char *s = malloc(cap);
+    len += (size_t)snprintf(s, cap, "{%s, \"gpus\": [", hdr);
+    for (int r = 0; r < n; r++) {
+        if (r) s[len++] = ',';
+        for (const char *t = tmpl; *t; t++) {
+            int v = -1;
+            if (t[0] == '$') {
+                if (t[1] == 'R') v = r;
+                else if (t[1] == 'P') v = (r + 1) % n;
+                else if (t[1] == 'Q') v = (r + n - 1) % n;
+                else if (t[1] == 'N') v = n;
+                else if (t[1] == '2' && t[2] == 'R') v = 2 + r, t++;
+                else if (t[1] == '2' && t[2] == 'P') v = 2 + (r + 1) % n, t++;
+            }
+            if (v >= 0) {
+                len += (size_t)snprintf(s + len, cap - len, "%d", v);
+                t++;
+            } else {
+                s[len++] = *t;
+            }
+        }
+    }
+    snprintf(s + len, cap - len, "]}");
+    return s;
+}
+
+static struct mscclpp_plan *load_plan(const char *hdr, int n, const char *tmpl)
+{
+    char *json = mk_plan(hdr, n, tmpl);
+    struct mscclpp_plan *p = kh_plan_load(json);
+    if (!p) fprintf(stderr, "plan was:\n%s\n", json);
+    free(json);
+    return p;
+}
+
+#define HDR_SIMPLE "\"name\":\"t\",\"collective\":\"custom\",\"protocol\":\"Simple\",\"inplace\":false"
+#define HDR_LL "\"name\":\"t\",\"collective\":\"custom\",\"protocol\":\"LL\",\"inplace\":false"
+#define HDR_LL_DBL HDR_LL ",\"use_double_scratch_buffer\":true"
+#define HDR_AR "\"name\":\"t\",\"collective\":\"allreduce\",\"protocol\":\"Simple\",\"inplace\":false"
+#define HDR_AR_LL "\"name\":\"t\",\"collective\":\"allreduce\",\"protocol\":\"LL\",\"inplace\":false"
+#define HDR_AG "\"name\":\"t\",\"collective\":\"allgather\",\"protocol\":\"Simple\",\"inplace\":false"
+#define HDR_AG_LL "\"name\":\"t\",\"collective\":\"allgather\",\"protocol\":\"LL\",\"inplace\":false"
+
+/* One memory channel to the next rank, its input/output/scratch as remote buffers 0/1/2. */
+#define PEER_RES                                                                               \
+    "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[$P]}],"                      \
+    "\"remote_buffers\":[{\"rank\":$P,\"type\":\"i\",\"access_channel_types\":[\"memory\"]},"  \
+    "{\"rank\":$P,\"type\":\"o\",\"access_channel_types\":[\"memory\"]},"                      \
+    "{\"rank\":$P,\"type\":\"s\",\"access_channel_types\":[\"memory\"]}]"
+#define TB_PEER                                                                                \
+    "\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[0]}],"                        \
+    "\"remote_buffer_refs\":[{\"access_channel_type\":\"memory\",\"remote_buffer_ids\":[0,1,2]}]"
+#define L_(t, i, n) "{\"type\":\"" t "\",\"index\":" #i ",\"size\":" #n "}"
+#define R_(b, i, n) "{\"buffer_id\":" #b ",\"index\":" #i ",\"size\":" #n "}"
+#define SIGWAIT                                                                                \
+    "{\"name\":\"nop\"},{\"name\":\"signal\",\"channel_ids\":[0],\"channel_type\":\"memory\"},"  \
+    "{\"name\":\"wait\",\"channel_ids\":[0],\"channel_type\":\"memory\"},{\"name\":\"nop\"}"
+
+static void fill_bytes(void *p, size_t n, unsigned seed)
+{
+    unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(seed * 131u + i * 7u + (i >> 8) + 1u);
+}
+
+/* Byte range of chunk c (clipped) for buffer size s and chunk size cs. */
+static void chunk_range(uint64_t cs, uint64_t s, uint64_t c, uint64_t *off, uint64_t *len)
+{
+    uint64_t a = c * cs, b = (c + 1) * cs;
+    if (a > s) a = s;
+    if (b > s) b = s;
+    *off = a;
+    *len = b - a;
+}
+
+/* ---- conversions ------------------------------------------------------------------------- */
+
+START_TEST(test_convert_f16)
+{
+#if !defined(__FLT16_MAX__)
+    /* no _Float16 in this compiler: check round trips and a few known values only */
+    ck_assert(kern_f16_to_f32(0x3c00) == 1.0f && kern_f16_to_f32(0x7bff) == 65504.0f);
+    for (uint32_t h = 0; h < 65536; h++)
+        if (!isnan(kern_f16_to_f32((uint16_t)h)))
+            ck_assert_uint_eq(kern_f32_to_f16(kern_f16_to_f32((uint16_t)h)), h);
+#else
+    /* every f16 value round-trips; random floats round like the compiler's _Float16 */
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = kern_f16_to_f32((uint16_t)h);
+        _Float16 ref;
+        memcpy(&ref, &(uint16_t){(uint16_t)h}, 2);
+        if (isnan(f)) {
+            ck_assert(isnan((float)ref));
+            continue;
+        }
+        ck_assert_msg(f == (float)ref, "decode %04x: %g vs %g", h, f, (float)ref);
+        ck_assert_uint_eq(kern_f32_to_f16(f), h);
+    }
+    uint32_t x = 12345;
+    for (int i = 0; i < 200000; i++) {
+        x = x * 1664525u + 1013904223u;
+        float f;
+        uint32_t u = (x & 0x8fffffffu) | ((x >> 8 & 0x1f) + 100u) << 23; /* around f16 range */
+        memcpy(&f, &u, 4);
+        _Float16 ref = (_Float16)f;
+        uint16_t rb;
+        memcpy(&rb, &ref, 2);
+        ck_assert_msg(kern_f32_to_f16(f) == rb, "encode %.9g: %04x vs %04x", f,
+                      kern_f32_to_f16(f), rb);
+    }
+#endif
+}
+END_TEST
+
+/* Nearest code by brute force, ties to even code (fp8 / bf16 reference). */
+static uint32_t brute_encode(float f, int codes, float (*dec)(uint32_t), uint32_t maxfin)
+{
+    uint32_t best = 0;
+    double bd = INFINITY;
+    for (int c = 0; c < codes; c++) {
+        double v = dec((uint32_t)c);
+        if (isnan(v) || (uint32_t)(c & ~(codes >> 1)) > maxfin) continue;
+        double d = fabs(v - (double)f);
+        if (d < bd || (d == bd && (c & 1) == 0 && signbit(v) == signbit(f))) {
+            bd = d;
+            best = (uint32_t)c;
+        }
+    }
+    return best;
+}
+static float dec_e4m3(uint32_t c) { return kern_e4m3_to_f32((uint8_t)c); }
+static float dec_e5m2(uint32_t c) { return kern_e5m2_to_f32((uint8_t)c); }
+
+START_TEST(test_convert_fp8_bf16)
+{
+    /* known values */
+    ck_assert(kern_e4m3_to_f32(0x7e) == 448.0f);
+    ck_assert(isnan(kern_e4m3_to_f32(0x7f)));
+    ck_assert(kern_e4m3_to_f32(0x01) == ldexpf(1, -9));
+    ck_assert(kern_e5m2_to_f32(0x7b) == 57344.0f);
+    ck_assert(isinf(kern_e5m2_to_f32(0x7c)));
+    ck_assert_uint_eq(kern_f32_to_e4m3(1000.0f), 0x7e); /* saturates */
+    ck_assert_uint_eq(kern_f32_to_e5m2(1e6f), 0x7c);    /* overflows to inf */
+    ck_assert_uint_eq(kern_f32_to_bf16(1.0f), 0x3f80);
+    ck_assert(kern_bf16_to_f32(0x3f80) == 1.0f);
+    /* every code round-trips */
+    for (uint32_t c = 0; c < 256; c++) {
+        float a = kern_e4m3_to_f32((uint8_t)c), b = kern_e5m2_to_f32((uint8_t)c);
+        if (!isnan(a) && c != 0x80) ck_assert_uint_eq(kern_f32_to_e4m3(a), c);
+        if (!isnan(b) && c != 0x80) ck_assert_uint_eq(kern_f32_to_e5m2(b), c);
+    }
+    /* in-range floats round to the nearest code, ties to even */
+    uint32_t x = 777;
+    for (int i = 0; i < 20000; i++) {
+        x = x * 1664525u + 1013904223u;
+        float f = ((float)(x >> 8) / 16777216.0f - 0.5f) * 900.0f;
+        if (i % 3 == 0) f /= 512.0f;
+        uint32_t s = f < 0 ? 0x80u : 0;
+        uint32_t want = brute_encode(fabsf(f), 128, dec_e4m3, 0x7e) | s;
+        ck_assert_msg(kern_f32_to_e4m3(f) == want, "e4m3 %.9g: %02x vs %02x", f,
+                      kern_f32_to_e4m3(f), want);
+        float g = f * 64.0f;
+        want = brute_encode(fabsf(g), 128, dec_e5m2, 0x7b) | (g < 0 ? 0x80u : 0);
+        ck_assert_msg(kern_f32_to_e5m2(g) == want, "e5m2 %.9g: %02x vs %02x", g,
+                      kern_f32_to_e5m2(g), want);
+        /* bf16: compare against round-half-even on the bits */
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        uint32_t lo = u & 0xffff, hi = u >> 16;
+        uint32_t r = hi + (lo > 0x8000 || (lo == 0x8000 && (hi & 1)));
+        ck_assert_uint_eq(kern_f32_to_bf16(f), r);
+    }
+}
+END_TEST
+
+/* ---- plain data ops ---------------------------------------------------------------------- */
+
+START_TEST(test_copy_tails)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_SIMPLE, 2,
+        "{\"id\":$R,\"input_chunks\":4,\"output_chunks\":4,\"scratch_chunks\":0,"
+        "\"channels\":[],\"remote_buffers\":[],\"threadblocks\":[{\"id\":0,\"channels\":[],\"ops\":["
+        "{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[" L_("o", 3, 1) "]},"
+        "{\"name\":\"copy\",\"src_buff\":[" L_("i", 1, 3) "],\"dst_buff\":[" L_("o", 0, 3) "]}"
+        "]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    static const size_t sizes[] = {4, 5, 64, 100, 1000, 4099, 65536 + 3};
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t s = sizes[k];
+        ck_assert_int_eq(kh_world_buffers(w, s, s, MSCCLPP_UINT8, KH_SEPARATE), MSCCLPP_OK);
+        for (int r = 0; r < 2; r++) fill_bytes(kh_input(w, r), s, (unsigned)(r + 7 * k));
+        ck_assert_int_eq(kh_run(w, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 0), MSCCLPP_OK);
+        uint64_t cs;
+        ck_assert_int_eq(exec_chunk_bytes(p, 0, s, s, MSCCLPP_UINT8, &cs), MSCCLPP_OK);
+        for (int r = 0; r < 2; r++) {
+            unsigned char *want = calloc(1, s);
+            const unsigned char *in = kh_input(w, r);
+            uint64_t so, sl, d0, dl, s1, s1l, e1, e1l;
+            chunk_range(cs, s, 0, &so, &sl);
+            chunk_range(cs, s, 3, &d0, &dl);
+            memcpy(want + d0, in + so, sl < dl ? sl : dl);
+            /* chunks [1,4) -> [0,3) as one descriptor each */
+            chunk_range(cs, s, 1, &s1, &s1l);
+            s1l = s - s1;
+            chunk_range(cs, s, 0, &e1, &e1l);
+            e1l = (3 * cs < s ? 3 * cs : s);
+            memcpy(want + e1, in + s1, s1l < e1l ? s1l : e1l);
+            ck_assert_msg(memcmp(want, kh_output(w, r), s) == 0, "size %zu rank %d", s, r);
+            free(want);
+        }
+        char msg[128];
+        ck_assert_msg(kh_guards_ok(w, msg, sizeof msg), "%s", msg);
+    }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* put (and pws/pwsf, plain puts on memory channels) + signal/wait: an allgather of 2. */
+static void run_put_like(const char *name)
+{
+    char tmpl[2048];
+    snprintf(tmpl, sizeof tmpl,
+             "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":2,\"scratch_chunks\":0," PEER_RES
+             ",\"threadblocks\":[{\"id\":0," TB_PEER ",\"ops\":["
+             "{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[{\"type\":\"o\","
+             "\"index\":$R,\"size\":1}]},"
+             "{\"name\":\"%s\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[{\"buffer_id\":1,"
+             "\"index\":$R,\"size\":1}],\"channel_type\":\"memory\"}," SIGWAIT "]}]}",
+             name);
+    struct mscclpp_plan *p = load_plan(HDR_AG, 2, tmpl);
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    static const size_t counts[] = {1, 3, 25, 1000, 4097};
+    char msg[256];
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+        mscclpp_result_t r = kh_check_collective(w, KH_ALLGATHER, counts[k], MSCCLPP_FLOAT32,
+                                                 MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16,
+                                                 false, 3, msg, sizeof msg);
+        ck_assert_msg(r == MSCCLPP_OK, "%s count %zu: %s", name, counts[k], msg);
+        r = kh_check_collective(w, KH_ALLGATHER, counts[k] * 3, MSCCLPP_FLOAT16,
+                                MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, false, 1, msg,
+                                sizeof msg);
+        ck_assert_msg(r == MSCCLPP_OK, "%s fp16 count %zu: %s", name, counts[k] * 3, msg);
+    }
+    /* signals balanced: every wait consumed exactly one signal per launch */
+    for (int r = 0; r < 2; r++) {
+        uint64_t in, exp;
+        kh_channel_counts(w, r, 0, &in, &exp);
+        ck_assert_uint_eq(in, exp);
+        ck_assert_uint_gt(in, 0);
+    }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+
+START_TEST(test_put) { run_put_like("put"); }
+END_TEST
+START_TEST(test_pws) { run_put_like("pws"); }
+END_TEST
+START_TEST(test_pwsf) { run_put_like("pwsf"); }
+END_TEST
+
+/* get: dst (local) <- src (remote), with different indexes on each side (P3). */
+START_TEST(test_get)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_SIMPLE, 2,
+        "{\"id\":$R,\"input_chunks\":2,\"output_chunks\":2,\"scratch_chunks\":0," PEER_RES
+        ",\"threadblocks\":[{\"id\":0," TB_PEER ",\"ops\":["
+        "{\"name\":\"rlxsignal\",\"channel_ids\":[0],\"channel_type\":\"memory\"},"
+        "{\"name\":\"rlxwait\",\"channel_ids\":[0],\"channel_type\":\"memory\"},"
+        "{\"name\":\"get\",\"src_buff\":[" R_(0, 1, 1) "],\"dst_buff\":[" L_("o", 0, 1) "],"
+        "\"channel_type\":\"memory\"},"
+        "{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[" L_("o", 1, 1) "]},"
+        SIGWAIT "]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    static const size_t sizes[] = {8, 36, 1000, 4104};
+    for (size_t k = 0; k < 4; k++) {
+        size_t s = sizes[k];
+        ck_assert_int_eq(kh_world_buffers(w, s, s, MSCCLPP_UINT8, KH_SEPARATE), MSCCLPP_OK);
+        for (int r = 0; r < 2; r++) fill_bytes(kh_input(w, r), s, (unsigned)(r + 3 * k + 1));
+        ck_assert_int_eq(kh_run(w, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 0), MSCCLPP_OK);
+        uint64_t cs, o0, l0, o1, l1;
+        ck_assert_int_eq(exec_chunk_bytes(p, 0, s, s, MSCCLPP_UINT8, &cs), MSCCLPP_OK);
+        chunk_range(cs, s, 0, &o0, &l0);
+        chunk_range(cs, s, 1, &o1, &l1);
+        uint64_t n = l0 < l1 ? l0 : l1;
+        for (int r = 0; r < 2; r++) {
+            const char *out = kh_output(w, r), *mine = kh_input(w, r),
+                       *peer = kh_input(w, 1 - r);
+            ck_assert_msg(memcmp(out + o0, peer + o1, n) == 0, "get size %zu rank %d", s, r);
+            ck_assert(memcmp(out + o1, mine + o0, n) == 0);
+            for (uint64_t i = n; i < l0; i++) ck_assert_int_eq(out[o0 + i], 0);
+        }
+        char msg[128];
+        ck_assert_msg(kh_guards_ok(w, msg, sizeof msg), "%s", msg);
+    }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* re (local), rre (local + remote), res (reduce + send), each with a tail. */
+START_TEST(test_re_rre_res)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_SIMPLE, 2,
+        "{\"id\":$R,\"input_chunks\":2,\"output_chunks\":4,\"scratch_chunks\":0," PEER_RES
+        ",\"threadblocks\":[{\"id\":0," TB_PEER ",\"ops\":["
+        "{\"name\":\"re\",\"src_buff\":[" L_("i", 0, 1) "," L_("i", 1, 1) "],\"dst_buff\":["
+        L_("o", 0, 1) "],\"reduce_op\":\"sum\"},"
+        "{\"name\":\"rre\",\"src_buff\":[" L_("i", 0, 1) "," R_(0, 1, 1) "],\"dst_buff\":["
+        L_("o", 1, 1) "],\"channel_type\":\"memory\",\"reduce_op\":\"max\"},"
+        "{\"name\":\"res\",\"src_buff\":[" L_("i", 1, 1) "," L_("i", 0, 1) "],\"dst_buff\":["
+        "{\"type\":\"o\",\"index\":$2R,\"size\":1},{\"buffer_id\":1,\"index\":$2R,\"size\":1}],"
+        "\"channel_type\":\"memory\",\"reduce_op\":\"sum\"}," SIGWAIT "]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    static const size_t counts[] = {2, 10, 250, 1026};
+    for (size_t k = 0; k < 4; k++) {
+        size_t n = counts[k], half = n / 2;
+        ck_assert_int_eq(kh_world_buffers(w, n * 4, 2 * n * 4, MSCCLPP_INT32, KH_SEPARATE),
+                         MSCCLPP_OK);
+        for (int r = 0; r < 2; r++)
+            for (size_t i = 0; i < n; i++)
+                ((int32_t *)kh_input(w, r))[i] = (int32_t)(i * 7 + (size_t)r * 1000 - 300);
+        /* the plan's ops (sum/max) when the call says MSCCLPP_REDOP_PLAN */
+        ck_assert_int_eq(kh_run(w, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 0), MSCCLPP_OK);
+        for (int r = 0; r < 2; r++) {
+            const int32_t *in = kh_input(w, r), *pin = kh_input(w, 1 - r), *out = kh_output(w, r);
+            for (size_t i = 0; i < half; i++) {
+                ck_assert_int_eq(out[i], in[i] + in[half + i]);                       /* re */
+                ck_assert_int_eq(out[half + i], in[i] > pin[half + i] ? in[i] : pin[half + i]);
+                for (int s = 0; s < 2; s++) {                                         /* res */
+                    const int32_t *sin = kh_input(w, s);
+                    ck_assert_int_eq(out[(size_t)(2 + s) * half + i], sin[half + i] + sin[i]);
+                }
+            }
+        }
+        /* the call's op replaces the plan's: min everywhere */
+        ck_assert_int_eq(kh_run(w, MSCCLPP_MIN, MSCCLPP_PACKET_LL16, 0), MSCCLPP_OK);
+        for (int r = 0; r < 2; r++) {
+            const int32_t *in = kh_input(w, r), *pin = kh_input(w, 1 - r), *out = kh_output(w, r);
+            for (size_t i = 0; i < half; i++) {
+                ck_assert_int_eq(out[i], in[i] < in[half + i] ? in[i] : in[half + i]);
+                ck_assert_int_eq(out[half + i], in[i] < pin[half + i] ? in[i] : pin[half + i]);
+            }
+        }
+        char msg[128];
+        ck_assert_msg(kh_guards_ok(w, msg, sizeof msg), "%s", msg);
+    }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* rres all-pairs allreduce: every dtype x op, sizes with tails. */
+#define RRES_PLAN                                                                              \
+    "{\"id\":$R,\"input_chunks\":$N,\"output_chunks\":$N,\"scratch_chunks\":0," PEER_RES        \
+    ",\"threadblocks\":[{\"id\":0," TB_PEER ",\"ops\":["                                        \
+    "{\"name\":\"rres\",\"src_buff\":[{\"type\":\"i\",\"index\":$R,\"size\":1},"               \
+    "{\"buffer_id\":0,\"index\":$R,\"size\":1}],\"dst_buff\":[{\"type\":\"o\",\"index\":$R,"   \
+    "\"size\":1},{\"buffer_id\":1,\"index\":$R,\"size\":1}],\"channel_type\":\"memory\","      \
+    "\"reduce_op\":\"sum\"}," SIGWAIT "]}]}"
+
+START_TEST(test_rres_dtypes_ops)
+{
+    struct mscclpp_plan *p = load_plan(HDR_AR, 2, RRES_PLAN);
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    char msg[256];
+    for (int d = 0; d < N_DTYPES; d++)
+        for (int o = 0; o < 4; o++) {
+            static const size_t counts[] = {1, 37, 1000};
+            for (int c = 0; c < 3; c++) {
+                mscclpp_result_t r =
+                    kh_check_collective(w, KH_ALLREDUCE, counts[c], all_dtypes[d], all_ops[o],
+                                        MSCCLPP_PACKET_LL16, false, 1, msg, sizeof msg);
+                ck_assert_msg(r == MSCCLPP_OK, "%s %s count %zu: %s",
+                              mscclpp_dtype_name(all_dtypes[d]), mscclpp_redop_name(all_ops[o]),
+                              counts[c], msg);
+            }
+        }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* ---- packets ----------------------------------------------------------------------------- */
+
+/* ppkt + upkt allgather, both packet layouts, tails. */
+START_TEST(test_ppkt_upkt)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_AG_LL, 2,
+        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":2,\"scratch_chunks\":2," PEER_RES
+        ",\"threadblocks\":[{\"id\":0," TB_PEER ",\"ops\":["
+        "{\"name\":\"ppkt\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[{\"buffer_id\":2,"
+        "\"index\":$R,\"size\":1}],\"channel_type\":\"memory\"},"
+        "{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[{\"type\":\"o\","
+        "\"index\":$R,\"size\":1}]},"
+        "{\"name\":\"upkt\",\"src_buff\":[{\"type\":\"s\",\"index\":$P,\"size\":1}],"
+        "\"dst_buff\":[{\"type\":\"o\",\"index\":$P,\"size\":1}]}]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    char msg[256];
+    for (int pk = 0; pk < 2; pk++) {
+        static const struct {
+            mscclpp_dtype_t dt;
+            size_t count;
+        } cases[] = {{MSCCLPP_FLOAT32, 1}, {MSCCLPP_FLOAT32, 3}, {MSCCLPP_FLOAT16, 2},
+                     {MSCCLPP_FLOAT16, 6}, {MSCCLPP_UINT8, 4},   {MSCCLPP_UINT8, 1004},
+                     {MSCCLPP_FLOAT64, 5}, {MSCCLPP_FLOAT32, 4099}};
+        for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+            mscclpp_result_t r = kh_check_collective(w, KH_ALLGATHER, cases[c].count, cases[c].dt,
+                                                     MSCCLPP_REDOP_PLAN, (mscclpp_packet_t)pk,
+                                                     false, 3, msg, sizeof msg);
+            ck_assert_msg(r == MSCCLPP_OK, "LL%s %s count %zu: %s", pk ? "8" : "16",
+                          mscclpp_dtype_name(cases[c].dt), cases[c].count, msg);
+        }
+    }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* cpkt (local packets) + rppkt (relay to the peer) + upkt. */
+START_TEST(test_cpkt_rppkt)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_AG_LL, 2,
+        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":2,\"scratch_chunks\":4," PEER_RES
+        ",\"threadblocks\":[{\"id\":0," TB_PEER ",\"ops\":["
+        "{\"name\":\"cpkt\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[{\"type\":\"s\","
+        "\"index\":$R,\"size\":1}]},"
+        "{\"name\":\"rppkt\",\"src_buff\":[{\"type\":\"s\",\"index\":$R,\"size\":1}],"
+        "\"dst_buff\":[{\"buffer_id\":2,\"index\":$2R,\"size\":1}],\"channel_type\":\"memory\"},"
+        "{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[{\"type\":\"o\","
+        "\"index\":$R,\"size\":1}]},"
+        "{\"name\":\"upkt\",\"src_buff\":[{\"type\":\"s\",\"index\":$2P,\"size\":1}],"
+        "\"dst_buff\":[{\"type\":\"o\",\"index\":$P,\"size\":1}]}]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    char msg[256];
+    for (int pk = 0; pk < 2; pk++)
+        for (size_t count = 1; count < 2000; count = count * 5 + 2) {
+            mscclpp_result_t r =
+                kh_check_collective(w, KH_ALLGATHER, count, MSCCLPP_INT32, MSCCLPP_REDOP_PLAN,
+                                    (mscclpp_packet_t)pk, false, 2, msg, sizeof msg);
+            ck_assert_msg(r == MSCCLPP_OK, "count %zu: %s", count, msg);
+        }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/*
+ * Packet allreduces of 2 ranks; rank R owns chunk R. ppkt sends my copy of the peer's chunk
+ * into the peer's scratch slot R; the reduce ops read it from my slot P; results go back as
+ * packets into slot 2+R of the peer, which unpacks them.
+ */
+#define PKT_AR_HEAD                                                                            \
+    "{\"id\":$R,\"input_chunks\":2,\"output_chunks\":2,\"scratch_chunks\":4," PEER_RES          \
+    ",\"threadblocks\":[{\"id\":0," TB_PEER ",\"ops\":["                                        \
+    "{\"name\":\"ppkt\",\"src_buff\":[{\"type\":\"i\",\"index\":$P,\"size\":1}],"              \
+    "\"dst_buff\":[{\"buffer_id\":2,\"index\":$R,\"size\":1}],\"channel_type\":\"memory\"},"
+#define PKT_AR_TAIL                                                                            \
+    "{\"name\":\"upkt\",\"src_buff\":[{\"type\":\"s\",\"index\":$2P,\"size\":1}],"             \
+    "\"dst_buff\":[{\"type\":\"o\",\"index\":$P,\"size\":1}]}]}]}"
+#define PKT_SRCS                                                                               \
+    "\"src_buff\":[{\"type\":\"i\",\"index\":$R,\"size\":1},{\"type\":\"s\",\"index\":$P,"     \
+    "\"size\":1}]"
+
+static const char *const pkt_ar_plans[] = {
+    /* respkt */
+    PKT_AR_HEAD "{\"name\":\"respkt\"," PKT_SRCS ",\"dst_buff\":[{\"type\":\"o\",\"index\":$R,"
+                "\"size\":1},{\"buffer_id\":2,\"index\":$2R,\"size\":1}],"
+                "\"channel_type\":\"memory\",\"reduce_op\":\"sum\"}," PKT_AR_TAIL,
+    /* repkt + ppkt of the result */
+    PKT_AR_HEAD "{\"name\":\"repkt\"," PKT_SRCS ",\"dst_buff\":[{\"type\":\"o\",\"index\":$R,"
+                "\"size\":1}],\"reduce_op\":\"sum\"},{\"name\":\"nop\"},"
+                "{\"name\":\"ppkt\",\"src_buff\":[{\"type\":\"o\",\"index\":$R,\"size\":1}],"
+                "\"dst_buff\":[{\"buffer_id\":2,\"index\":$2R,\"size\":1}],"
+                "\"channel_type\":\"memory\"}," PKT_AR_TAIL,
+    /* recpkt (local packet copy) + rppkt of the copy */
+    PKT_AR_HEAD "{\"name\":\"recpkt\"," PKT_SRCS ",\"dst_buff\":[{\"type\":\"o\",\"index\":$R,"
+                "\"size\":1},{\"type\":\"s\",\"index\":$2R,\"size\":1}],\"reduce_op\":\"sum\"},"
+                "{\"name\":\"rppkt\",\"src_buff\":[{\"type\":\"s\",\"index\":$2R,\"size\":1}],"
+                "\"dst_buff\":[{\"buffer_id\":2,\"index\":$2R,\"size\":1}],"
+                "\"channel_type\":\"memory\"}," PKT_AR_TAIL,
+    /* recspkt: local packet copy and remote packets in one op */
+    PKT_AR_HEAD "{\"name\":\"recspkt\"," PKT_SRCS ",\"dst_buff\":[{\"type\":\"o\",\"index\":$R,"
+                "\"size\":1},{\"type\":\"s\",\"index\":$2R,\"size\":1},{\"buffer_id\":2,"
+                "\"index\":$2R,\"size\":1}],\"channel_type\":\"memory\",\"reduce_op\":\"sum\"},"
+                PKT_AR_TAIL,
+};
+static const char *const pkt_ar_names[] = {"respkt", "repkt", "recpkt", "recspkt"};
+
+START_TEST(test_packet_reduce_ops)
+{
+    char msg[256];
+    for (int v = 0; v < 4; v++) {
+        struct mscclpp_plan *p = load_plan(HDR_AR_LL, 2, pkt_ar_plans[v]);
+        ck_assert_ptr_nonnull(p);
+        kh_world_t *w;
+        ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+        for (int pk = 0; pk < 2; pk++) {
+            static const struct {
+                mscclpp_dtype_t dt;
+                size_t count;
+            } cases[] = {{MSCCLPP_FLOAT32, 2},  {MSCCLPP_FLOAT32, 1002}, {MSCCLPP_FLOAT16, 4},
+                         {MSCCLPP_FLOAT16, 20}, {MSCCLPP_FLOAT64, 6},    {MSCCLPP_UINT8, 1000}};
+            for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+                mscclpp_result_t r = kh_check_collective(
+                    w, KH_ALLREDUCE, cases[c].count, cases[c].dt, MSCCLPP_SUM,
+                    (mscclpp_packet_t)pk, false, 3, msg, sizeof msg);
+                ck_assert_msg(r == MSCCLPP_OK, "%s LL%s %s count %zu: %s", pkt_ar_names[v],
+                              pk ? "8" : "16", mscclpp_dtype_name(cases[c].dt), cases[c].count,
+                              msg);
+            }
+        }
+        kh_world_destroy(w);
+        plan_free(p);
+    }
+}
+END_TEST
+
+/* Packet reduction of every dtype x op, LL8 and LL16. */
+START_TEST(test_packet_dtypes_ops)
+{
+    struct mscclpp_plan *p = load_plan(HDR_AR_LL, 2, pkt_ar_plans[0]);
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    char msg[256];
+    for (int d = 0; d < N_DTYPES; d++)
+        for (int o = 0; o < 4; o++)
+            for (int pk = 0; pk < 2; pk++) {
+                size_t count = 8 * 125 / kh_dtype_size(all_dtypes[d]) + 8;
+                mscclpp_result_t r =
+                    kh_check_collective(w, KH_ALLREDUCE, count, all_dtypes[d], all_ops[o],
+                                        (mscclpp_packet_t)pk, false, 1, msg, sizeof msg);
+                ck_assert_msg(r == MSCCLPP_OK, "%s %s LL%s: %s", mscclpp_dtype_name(all_dtypes[d]),
+                              mscclpp_redop_name(all_ops[o]), pk ? "8" : "16", msg);
+            }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* Double scratch: consecutive launches alternate halves; the flag advances once per launch. */
+START_TEST(test_double_scratch)
+{
+    struct mscclpp_plan *p = load_plan(HDR_LL_DBL, 2, pkt_ar_plans[0]);
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    char msg[256];
+    uint64_t need2;
+    ck_assert_int_eq(exec_scratch_bytes(p, 0, 4096, 4096, MSCCLPP_FLOAT32, &need2), MSCCLPP_OK);
+    ck_assert_uint_eq(need2, 2 * 4 * 2048 * 2); /* 4 chunks x 2048 B x LL x double */
+    mscclpp_result_t r = kh_check_collective(w, KH_ALLREDUCE, 1024, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                                             MSCCLPP_PACKET_LL16, false, 7, msg, sizeof msg);
+    ck_assert_msg(r == MSCCLPP_OK, "%s", msg);
+    for (int k = 0; k < 2; k++) ck_assert_uint_eq(kh_state(w, k)->flag, 8);
+    /* rank 1's scratch chunk 0 receives rank 0's ppkt; even flags used the upper half */
+    const uint64_t *upper = (const uint64_t *)((char *)kh_scratch(w, 1) + need2 / 2);
+    const uint64_t *lower = (const uint64_t *)kh_scratch(w, 1);
+    ck_assert_uint_eq((uint32_t)(upper[0] >> 32), 6);
+    ck_assert_uint_eq((uint32_t)(lower[0] >> 32), 7);
+    r = kh_check_collective(w, KH_ALLREDUCE, 1000, MSCCLPP_BFLOAT16, MSCCLPP_MAX,
+                            MSCCLPP_PACKET_LL8, false, 5, msg, sizeof msg);
+    ck_assert_msg(r == MSCCLPP_OK, "%s", msg);
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* ---- pipelines and thread-block groups -------------------------------------------------- */
+
+START_TEST(test_pipeline)
+{
+    /* copy, put + signal/wait, ppkt + upkt all inside pipelines with a unit below the chunk */
+    struct mscclpp_plan *p = load_plan(
+        HDR_AG_LL, 2,
+        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":2,\"scratch_chunks\":2," PEER_RES
+        ",\"threadblocks\":[{\"id\":0," TB_PEER ",\"ops\":["
+        "{\"name\":\"pipeline\",\"iter_context\":{\"unit_size\":64,\"num_chunks\":1},\"ops\":["
+        "{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[{\"type\":\"o\","
+        "\"index\":$R,\"size\":1}]},"
+        "{\"name\":\"put\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[{\"buffer_id\":1,"
+        "\"index\":$R,\"size\":1}],\"channel_type\":\"memory\"}," SIGWAIT "]},"
+        "{\"name\":\"pipeline\",\"iter_context\":{\"unit_size\":48,\"num_chunks\":1},\"ops\":["
+        "{\"name\":\"ppkt\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[{\"buffer_id\":2,"
+        "\"index\":$R,\"size\":1}],\"channel_type\":\"memory\"},"
+        "{\"name\":\"upkt\",\"src_buff\":[{\"type\":\"s\",\"index\":$P,\"size\":1}],"
+        "\"dst_buff\":[{\"type\":\"o\",\"index\":$P,\"size\":1}]}]}]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    char msg[256];
+    static const size_t counts[] = {1, 16, 17, 100, 1001};
+    for (int c = 0; c < 5; c++) {
+        /* check before the second pipeline: clear the output after the first and compare */
+        mscclpp_result_t r = kh_check_collective(w, KH_ALLGATHER, counts[c], MSCCLPP_FLOAT32,
+                                                 MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, false,
+                                                 2, msg, sizeof msg);
+        ck_assert_msg(r == MSCCLPP_OK, "count %zu: %s", counts[c], msg);
+    }
+    /* balanced: one signal per iteration per rank */
+    uint64_t in, exp;
+    kh_channel_counts(w, 0, 0, &in, &exp);
+    ck_assert_uint_eq(in, exp);
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* The pipeline alone (no packets, nothing else writes the peer's slot) moves every byte. */
+START_TEST(test_pipeline_put_only)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_AG, 2,
+        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":2,\"scratch_chunks\":0," PEER_RES
+        ",\"threadblocks\":[{\"id\":0," TB_PEER ",\"ops\":["
+        "{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[{\"type\":\"o\","
+        "\"index\":$R,\"size\":1}]},"
+        "{\"name\":\"pipeline\",\"iter_context\":{\"unit_size\":32,\"num_chunks\":1},\"ops\":["
+        "{\"name\":\"put\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[{\"buffer_id\":1,"
+        "\"index\":$R,\"size\":1}],\"channel_type\":\"memory\"}," SIGWAIT "]}]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    char msg[256];
+    static const size_t counts[] = {1, 8, 9, 333};
+    for (int c = 0; c < 4; c++) {
+        mscclpp_result_t r = kh_check_collective(w, KH_ALLGATHER, counts[c], MSCCLPP_UINT8,
+                                                 MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, false,
+                                                 2, msg, sizeof msg);
+        ck_assert_msg(r == MSCCLPP_OK, "count %zu: %s", counts[c], msg);
+    }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* tbg: 3 blocks each copy a slice; a pipeline of tbg slices on 2 blocks. */
+START_TEST(test_tbg)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_SIMPLE, 2,
+        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":2,\"scratch_chunks\":0,"
+        "\"channels\":[],\"remote_buffers\":[],\"threadblocks\":["
+        "{\"id\":0,\"channels\":[],\"ops\":[{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1)
+        "],\"dst_buff\":[" L_("o", 0, 1) "],\"tbg_info\":{\"tb_id\":0,\"tbg_size\":3}},"
+        "{\"name\":\"pipeline\",\"iter_context\":{\"unit_size\":16,\"num_chunks\":1},\"ops\":["
+        "{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[" L_("o", 1, 1)
+        "],\"tbg_info\":{\"tb_id\":0,\"tbg_size\":2}}]}]},"
+        "{\"id\":1,\"channels\":[],\"ops\":[{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1)
+        "],\"dst_buff\":[" L_("o", 0, 1) "],\"tbg_info\":{\"tb_id\":1,\"tbg_size\":3}},"
+        "{\"name\":\"pipeline\",\"iter_context\":{\"unit_size\":16,\"num_chunks\":1},\"ops\":["
+        "{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[" L_("o", 1, 1)
+        "],\"tbg_info\":{\"tb_id\":1,\"tbg_size\":2}}]}]},"
+        "{\"id\":2,\"channels\":[],\"ops\":[{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1)
+        "],\"dst_buff\":[" L_("o", 0, 1) "],\"tbg_info\":{\"tb_id\":2,\"tbg_size\":3}}]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    static const size_t sizes[] = {4, 16, 40, 1000, 4100};
+    for (int k = 0; k < 5; k++) {
+        size_t s = sizes[k];
+        ck_assert_int_eq(kh_world_buffers(w, s, 2 * s, MSCCLPP_UINT8, KH_SEPARATE), MSCCLPP_OK);
+        for (int r = 0; r < 2; r++) fill_bytes(kh_input(w, r), s, (unsigned)(r * 5 + k));
+        ck_assert_int_eq(kh_run(w, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 0), MSCCLPP_OK);
+        for (int r = 0; r < 2; r++) {
+            const char *in = kh_input(w, r), *out = kh_output(w, r);
+            ck_assert_msg(memcmp(out, in, s) == 0, "tbg size %zu", s);
+            ck_assert_msg(memcmp(out + s, in, s) == 0, "pipelined tbg size %zu", s);
+        }
+        char msg[128];
+        ck_assert_msg(kh_guards_ok(w, msg, sizeof msg), "%s", msg);
+    }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* ---- barriers and semaphores ------------------------------------------------------------- */
+
+START_TEST(test_barrier)
+{
+    /* block 0 writes o0, barrier, block 1 copies o0 -> o1; then both, barrier again, back. */
+    struct mscclpp_plan *p = load_plan(
+        HDR_SIMPLE, 2,
+        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":3,\"scratch_chunks\":0,"
+        "\"channels\":[],\"remote_buffers\":[],\"threadblocks\":["
+        "{\"id\":0,\"channels\":[],\"ops\":[{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1)
+        "],\"dst_buff\":[" L_("o", 0, 1) "]},"
+        "{\"name\":\"barrier\",\"barrier_id\":3,\"num_threadblocks\":2},"
+        "{\"name\":\"barrier\",\"barrier_id\":3,\"num_threadblocks\":2},"
+        "{\"name\":\"copy\",\"src_buff\":[" L_("o", 1, 1) "],\"dst_buff\":[" L_("o", 2, 1) "]}]},"
+        "{\"id\":1,\"channels\":[],\"ops\":["
+        "{\"name\":\"barrier\",\"barrier_id\":3,\"num_threadblocks\":2},"
+        "{\"name\":\"copy\",\"src_buff\":[" L_("o", 0, 1) "],\"dst_buff\":[" L_("o", 1, 1) "]},"
+        "{\"name\":\"barrier\",\"barrier_id\":3,\"num_threadblocks\":2}]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    size_t s = 65536;
+    ck_assert_int_eq(kh_world_buffers(w, s, 3 * s, MSCCLPP_UINT8, KH_SEPARATE), MSCCLPP_OK);
+    for (int it = 0; it < 30; it++) {
+        for (int r = 0; r < 2; r++) {
+            fill_bytes(kh_input(w, r), s, (unsigned)(it * 3 + r));
+            memset(kh_output(w, r), 0, 3 * s);
+        }
+        ck_assert_int_eq(kh_run(w, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 0), MSCCLPP_OK);
+        for (int r = 0; r < 2; r++) {
+            const char *in = kh_input(w, r), *out = kh_output(w, r);
+            for (int c = 0; c < 3; c++)
+                ck_assert_msg(memcmp(out + (size_t)c * s, in, s) == 0, "it %d chunk %d", it, c);
+        }
+        ck_assert_uint_eq(kh_state(w, 0)->barrier[3].count, 0);
+    }
+    ck_assert_uint_eq(kh_state(w, 0)->barrier[3].gen, 60);
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+START_TEST(test_semaphores)
+{
+    /* sem 0 starts at 0: block 1 waits for block 0's release; sem 1 starts at 1 (a mutex). */
+    struct mscclpp_plan *p = load_plan(
+        HDR_SIMPLE, 2,
+        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":2,\"scratch_chunks\":0,"
+        "\"channels\":[],\"remote_buffers\":[],"
+        "\"semaphores\":[{\"init_value\":0},{\"init_value\":1}],\"threadblocks\":["
+        "{\"id\":0,\"channels\":[],\"ops\":[{\"name\":\"sem_acquire\",\"semaphore_ids\":[1]},"
+        "{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[" L_("o", 0, 1) "]},"
+        "{\"name\":\"sem_release\",\"semaphore_ids\":[0,1]}]},"
+        "{\"id\":1,\"channels\":[],\"ops\":[{\"name\":\"sem_acquire\",\"semaphore_ids\":[0]},"
+        "{\"name\":\"sem_acquire\",\"semaphore_ids\":[1]},"
+        "{\"name\":\"copy\",\"src_buff\":[" L_("o", 0, 1) "],\"dst_buff\":[" L_("o", 1, 1) "]},"
+        "{\"name\":\"sem_release\",\"semaphore_ids\":[1]}]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    size_t s = 32768 + 12;
+    ck_assert_int_eq(kh_world_buffers(w, s, 2 * s, MSCCLPP_UINT8, KH_SEPARATE), MSCCLPP_OK);
+    for (int it = 0; it < 30; it++) {
+        for (int r = 0; r < 2; r++) {
+            fill_bytes(kh_input(w, r), s, (unsigned)(it * 7 + r));
+            memset(kh_output(w, r), 0, 2 * s);
+        }
+        ck_assert_int_eq(kh_run(w, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 0), MSCCLPP_OK);
+        for (int r = 0; r < 2; r++) {
+            const char *in = kh_input(w, r), *out = kh_output(w, r);
+            ck_assert(memcmp(out, in, s) == 0);
+            ck_assert_msg(memcmp(out + s, in, s) == 0, "it %d: block 1 ran before block 0", it);
+            const int32_t *sems = (const int32_t *)(kh_state(w, r) + 1);
+            ck_assert_int_eq(sems[0], 0);
+            ck_assert_int_eq(sems[1], 1);
+        }
+    }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* ---- switch channels (host member-pointer emulation) ------------------------------------ */
+
+#define SWITCH_CHANNELS(n, ranks)                                                              \
+    "\"channels\":[{\"channel_type\":\"switch\",\"buffer_type\":\"i\",\"rank_groups\":"        \
+    "[{\"size\":" #n ",\"ranks\":" ranks "}]},{\"channel_type\":\"switch\",\"buffer_type\":"   \
+    "\"o\",\"rank_groups\":[{\"size\":" #n ",\"ranks\":" ranks "}]}],\"remote_buffers\":[]"
+
+START_TEST(test_switch_glres)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_AR, 3,
+        "{\"id\":$R,\"input_chunks\":3,\"output_chunks\":3,\"scratch_chunks\":0,"
+        SWITCH_CHANNELS(3, "[0,1,2]") ",\"threadblocks\":[{\"id\":0,\"channels\":["
+        "{\"channel_type\":\"switch\",\"channel_ids\":[0,1]}],\"ops\":[{\"name\":\"glres\","
+        "\"src_buff\":[{\"switch_channel_id\":0,\"index\":$R,\"size\":1}],"
+        "\"dst_buff\":[{\"switch_channel_id\":1,\"index\":$R,\"size\":1}],"
+        "\"channel_type\":\"switch\",\"reduce_op\":\"sum\"}]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    char msg[256];
+    for (int d = 0; d < N_DTYPES; d++)
+        for (int o = 0; o < 4; o++) {
+            mscclpp_result_t r =
+                kh_check_collective(w, KH_ALLREDUCE, 3 * 64 + 5, all_dtypes[d], all_ops[o],
+                                    MSCCLPP_PACKET_LL16, false, 1, msg, sizeof msg);
+            ck_assert_msg(r == MSCCLPP_OK, "%s %s: %s", mscclpp_dtype_name(all_dtypes[d]),
+                          mscclpp_redop_name(all_ops[o]), msg);
+        }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+START_TEST(test_switch_gstore)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_AG, 3,
+        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":3,\"scratch_chunks\":0,"
+        SWITCH_CHANNELS(3, "[0,1,2]") ",\"threadblocks\":[{\"id\":0,\"channels\":["
+        "{\"channel_type\":\"switch\",\"channel_ids\":[1]}],\"ops\":[{\"name\":\"gstore\","
+        "\"src_buff\":[" L_("i", 0, 1) "],"
+        "\"dst_buff\":[{\"switch_channel_id\":0,\"index\":$R,\"size\":1}],"
+        "\"channel_type\":\"switch\"}]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    char msg[256];
+    static const size_t counts[] = {1, 5, 64, 1001};
+    for (int c = 0; c < 4; c++) {
+        mscclpp_result_t r = kh_check_collective(w, KH_ALLGATHER, counts[c], MSCCLPP_FLOAT16,
+                                                 MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, false,
+                                                 2, msg, sizeof msg);
+        ck_assert_msg(r == MSCCLPP_OK, "count %zu: %s", counts[c], msg);
+    }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+START_TEST(test_switch_gstorepkt)
+{
+    /* packets into every member's scratch slot 2+R (a switch channel bound to scratch) */
+    struct mscclpp_plan *p = load_plan(
+        HDR_AG_LL, 2,
+        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":2,\"scratch_chunks\":4,"
+        "\"channels\":[{\"channel_type\":\"switch\",\"buffer_type\":\"s\",\"rank_groups\":"
+        "[{\"size\":2,\"ranks\":[0,1]}]}],\"remote_buffers\":[],\"threadblocks\":[{\"id\":0,"
+        "\"channels\":[{\"channel_type\":\"switch\",\"channel_ids\":[0]}],\"ops\":["
+        "{\"name\":\"cpkt\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[{\"type\":\"s\","
+        "\"index\":$R,\"size\":1}]},"
+        "{\"name\":\"gstorepkt\",\"src_buff\":[{\"type\":\"s\",\"index\":$R,\"size\":1}],"
+        "\"dst_buff\":[{\"switch_channel_id\":0,\"index\":$2R,\"size\":1}],"
+        "\"channel_type\":\"switch\"},"
+        "{\"name\":\"upkt\",\"src_buff\":[" L_("s", 2, 1) "],\"dst_buff\":[" L_("o", 0, 1) "]},"
+        "{\"name\":\"upkt\",\"src_buff\":[" L_("s", 3, 1) "],\"dst_buff\":[" L_("o", 1, 1) "]}"
+        "]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    char msg[256];
+    for (int pk = 0; pk < 2; pk++)
+        for (size_t count = 2; count < 3000; count = count * 7 + 2) {
+            mscclpp_result_t r =
+                kh_check_collective(w, KH_ALLGATHER, count, MSCCLPP_FLOAT16, MSCCLPP_REDOP_PLAN,
+                                    (mscclpp_packet_t)pk, false, 2, msg, sizeof msg);
+            ck_assert_msg(r == MSCCLPP_OK, "count %zu: %s", count, msg);
+        }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+START_TEST(test_deadlock_timeout)
+{
+    /* rank 0 waits for a signal rank 1 never sends */
+    struct mscclpp_plan *p = load_plan(
+        HDR_SIMPLE, 2,
+        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
+        "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[$P]}],\"remote_buffers\":[],"
+        "\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":"
+        "[0]}],\"ops\":[{\"name\":\"nop\"},{\"name\":\"wait\",\"channel_ids\":[0],"
+        "\"channel_type\":\"memory\"}]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    ck_assert_int_eq(kh_world_buffers(w, 64, 64, MSCCLPP_FLOAT32, KH_SEPARATE), MSCCLPP_OK);
+    mscclpp_result_t r = kh_run(w, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 200 * MS);
+    ck_assert_int_eq(r, MSCCLPP_ERR_TIMEOUT);
+    const char *m = mscclpp_last_error();
+    ck_assert_msg(strstr(m, "rank 0 block 0 op 1 (wait)") && strstr(m, "from rank 1") &&
+                      strstr(m, "memory channel 0"),
+                  "message: %s", m);
+    const kern_error_t *e = &kh_state(w, 0)->err;
+    ck_assert_int_eq(e->code, MSCCLPP_ERR_TIMEOUT);
+    ck_assert_int_eq(e->peer, 1);
+    ck_assert_int_eq(e->op, 1);
+    /* both ranks waited for each other: both recorded a timeout; the flag still advanced */
+    ck_assert_int_eq(kh_state(w, 1)->err.code, MSCCLPP_ERR_TIMEOUT);
+    ck_assert_uint_eq(kh_state(w, 0)->flag, 2);
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* Every kind of wait is bounded and records what it waited for. */
+START_TEST(test_timeout_kinds)
+{
+    static const struct {
+        const char *tb1; /* ops of block 0 */
+        uint32_t what;
+        int32_t channel;
+    } cases[] = {
+        {"{\"name\":\"sem_acquire\",\"semaphore_ids\":[1]}", KERN_WAIT_SEMAPHORE, 1},
+        {"{\"name\":\"barrier\",\"barrier_id\":5,\"num_threadblocks\":2}", KERN_WAIT_BARRIER, 5},
+        {"{\"name\":\"upkt\",\"src_buff\":[" L_("s", 0, 1) "],\"dst_buff\":[" L_("o", 0, 1)
+         "]}", KERN_WAIT_PACKET, -1},
+    };
+    for (int k = 0; k < 3; k++) {
+        char tmpl[2048];
+        snprintf(tmpl, sizeof tmpl,
+                 "{\"id\":0,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":1,"
+                 "\"channels\":[],\"remote_buffers\":[],\"semaphores\":[{\"init_value\":1},"
+                 "{\"init_value\":0}],\"threadblocks\":[{\"id\":0,\"channels\":[],\"ops\":["
+                 "{\"name\":\"nop\"},%s]},{\"id\":1,\"channels\":[],\"ops\":[]}]}",
+                 cases[k].tb1);
+        struct mscclpp_plan *p = load_plan(HDR_LL, 1, tmpl);
+        ck_assert_ptr_nonnull(p);
+        kh_world_t *w;
+        ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+        ck_assert_int_eq(kh_world_buffers(w, 64, 64, MSCCLPP_FLOAT32, KH_SEPARATE), MSCCLPP_OK);
+        mscclpp_result_t r = kh_run(w, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL8, 100 * MS);
+        ck_assert_int_eq(r, MSCCLPP_ERR_TIMEOUT);
+        const kern_error_t *e = &kh_state(w, 0)->err;
+        ck_assert_uint_eq(e->what, cases[k].what);
+        ck_assert_int_eq(e->block, 0);
+        ck_assert_int_eq(e->op, 1);
+        ck_assert_int_eq(e->channel, cases[k].channel);
+        ck_assert_msg(strstr(mscclpp_last_error(), "rank 0 block 0 op 1"), "%s",
+                      mscclpp_last_error());
+        /* a reset context runs again: the state is clean */
+        kh_world_reset(w);
+        ck_assert_int_eq(kh_state(w, 0)->err.code, 0);
+        ck_assert_uint_eq(kh_state(w, 0)->flag, 1);
+        kh_world_destroy(w);
+        plan_free(p);
+    }
+}
+END_TEST
+
+START_TEST(test_lower_errors)
+{
+    /* port channels: unsupported, named */
+    struct mscclpp_plan *p = load_plan(
+        HDR_SIMPLE, 2,
+        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":2,\"scratch_chunks\":0,"
+        "\"channels\":[{\"channel_type\":\"port\",\"connected_to\":[$P]}],"
+        "\"remote_buffers\":[{\"rank\":$P,\"type\":\"o\",\"access_channel_types\":[\"port\"]}],"
+        "\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"port\",\"channel_ids\":"
+        "[0]}],\"remote_buffer_refs\":[{\"access_channel_type\":\"port\",\"remote_buffer_ids\":"
+        "[0]}],\"ops\":[{\"name\":\"put\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":["
+        R_(0, 0, 1) "],\"channel_ids\":[0],\"channel_type\":\"port\"}]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    ck_assert_int_eq(kh_world_buffers(w, 64, 128, MSCCLPP_FLOAT32, KH_SEPARATE), MSCCLPP_OK);
+    ck_assert_int_eq(kh_run(w, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 0),
+                     MSCCLPP_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(mscclpp_last_error(), "ops[0] (put)") &&
+                      strstr(mscclpp_last_error(), "port"),
+                  "%s", mscclpp_last_error());
+    /* sizes that do not split into equal chunks (allgather-shaped) */
+    uint64_t cs;
+    ck_assert_int_eq(exec_chunk_bytes(p, 0, 64, 100, MSCCLPP_FLOAT32, &cs),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(exec_chunk_bytes(p, 0, 6, 12, MSCCLPP_FLOAT32, &cs), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(exec_chunk_bytes(p, 0, 100, 200, MSCCLPP_FLOAT32, &cs), MSCCLPP_OK);
+    ck_assert_uint_eq(cs, 100);
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* A rank without thread blocks still launches one (empty) block and advances its flag. */
+START_TEST(test_empty_rank)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_SIMPLE, 2,
+        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
+        "\"channels\":[],\"remote_buffers\":[],\"threadblocks\":[]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    ck_assert_int_eq(kh_world_buffers(w, 0, 0, MSCCLPP_FLOAT32, KH_SEPARATE), MSCCLPP_OK);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(kh_run(w, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 0), MSCCLPP_OK);
+    ck_assert_uint_eq(kh_state(w, 1)->flag, 4);
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* ---- reference plans at 4 ranks --------------------------------------------------------- */
+
+static struct mscclpp_plan *ref_plan(const char *file)
+{
+    const char *top = getenv("MSCCLPP_TOP_SRCDIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/plans-reference/%s", top ? top : ".", file);
+    struct mscclpp_plan *p = kh_plan_load_file(path);
+    if (!p) {
+        snprintf(path, sizeof path, "/work/shared/plans-reference/%s", file);
+        p = kh_plan_load_file(path);
+    }
+    return p;
+}
+
+static void run_ref(const char *file, kh_coll_t coll, const size_t *counts, int ncounts,
+                    bool all_ops_too)
+{
+    struct mscclpp_plan *p = ref_plan(file);
+    ck_assert_msg(p != NULL, "cannot load %s", file);
+    ck_assert_int_eq(p->nranks, 4);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    char msg[256];
+    for (int d = 0; d < N_DTYPES; d++)
+        for (int o = 0; o < (all_ops_too ? 4 : 1); o++)
+            for (int c = 0; c < ncounts; c++) {
+                size_t count = counts[c] / kh_dtype_size(all_dtypes[d]);
+                mscclpp_packet_t pk = (d + c) % 2 ? MSCCLPP_PACKET_LL8 : MSCCLPP_PACKET_LL16;
+                mscclpp_result_t r =
+                    kh_check_collective(w, coll, count, all_dtypes[d],
+                                        all_ops_too ? all_ops[o] : MSCCLPP_REDOP_PLAN, pk, true,
+                                        2, msg, sizeof msg);
+                ck_assert_msg(r == MSCCLPP_OK, "%s %s %s %zu elements: %s", file,
+                              mscclpp_dtype_name(all_dtypes[d]),
+                              all_ops_too ? mscclpp_redop_name(all_ops[o]) : "-", count, msg);
+            }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+
+/* byte sizes per rank, divided by the element size */
+START_TEST(test_ref_allreduce)
+{
+    static const size_t bytes[] = {4096, 4104 * 8, 520};
+    run_ref("allreduce_4.json", KH_ALLREDUCE, bytes, 3, true);
+}
+END_TEST
+
+START_TEST(test_ref_allreduce_pkt)
+{
+    static const size_t bytes[] = {2048, 16 * 8 * 9, 1000 * 8};
+    run_ref("allreduce_pkt_4.json", KH_ALLREDUCE, bytes, 3, true);
+}
+END_TEST
+
+START_TEST(test_ref_alltoall)
+{
+    /* per peer block: 2 chunks each */
+    static const size_t bytes[] = {64, 8 * 100, 8 * 1000};
+    run_ref("alltoall_4.json", KH_ALLTOALL, bytes, 3, false);
+    /* per-peer blocks that do not split into whole-element chunks are refused */
+    struct mscclpp_plan *p = ref_plan("alltoall_4.json");
+    uint64_t cs;
+    ck_assert_int_eq(exec_chunk_bytes(p, 0, 4 * 1001 * 8, 4 * 1001 * 8, MSCCLPP_FLOAT64, &cs),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(exec_chunk_bytes(p, 0, 4 * 1002 * 4, 4 * 1002 * 4, MSCCLPP_FLOAT32, &cs),
+                     MSCCLPP_OK);
+    ck_assert_uint_eq(cs, 1002 * 2);
+    plan_free(p);
+}
+END_TEST
+
+START_TEST(test_ref_allgather_pkt)
+{
+    static const size_t bytes[] = {8, 8 * 33, 4096};
+    run_ref("allgather_pkt_rppkt_4.json", KH_ALLGATHER, bytes, 3, false);
+}
+END_TEST
+
+START_TEST(test_ref_allgather_nvls)
+{
+    static const size_t bytes[] = {64, 8 * 64, 8 * 1000};
+    run_ref("allgather_nvls_zero_copy_4.json", KH_ALLGATHER, bytes, 3, false);
+}
+END_TEST
+
+static Suite *kernels_suite(void)
+{
+    Suite *s = suite_create("kernels");
+    TCase *tc = tcase_create("ops");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_convert_f16);
+    tcase_add_test(tc, test_convert_fp8_bf16);
+    tcase_add_test(tc, test_copy_tails);
+    tcase_add_test(tc, test_put);
+    tcase_add_test(tc, test_pws);
+    tcase_add_test(tc, test_pwsf);
+    tcase_add_test(tc, test_get);
+    tcase_add_test(tc, test_re_rre_res);
+    tcase_add_test(tc, test_rres_dtypes_ops);
+    tcase_add_test(tc, test_ppkt_upkt);
+    tcase_add_test(tc, test_cpkt_rppkt);
+    tcase_add_test(tc, test_packet_reduce_ops);
+    tcase_add_test(tc, test_packet_dtypes_ops);
+    tcase_add_test(tc, test_double_scratch);
+    tcase_add_test(tc, test_pipeline);
+    tcase_add_test(tc, test_pipeline_put_only);
+    tcase_add_test(tc, test_tbg);
+    tcase_add_test(tc, test_barrier);
+    tcase_add_test(tc, test_semaphores);
+    tcase_add_test(tc, test_switch_glres);
+    tcase_add_test(tc, test_switch_gstore);
+    tcase_add_test(tc, test_switch_gstorepkt);
+    tcase_add_test(tc, test_deadlock_timeout);
+    tcase_add_test(tc, test_timeout_kinds);
+    tcase_add_test(tc, test_lower_errors);
+    tcase_add_test(tc, test_empty_rank);
+    suite_add_tcase(s, tc);
+    TCase *ref = tcase_create("reference_plans");
+    tcase_set_timeout(ref, 600);
+    tcase_add_test(ref, test_ref_allreduce);
+    tcase_add_test(ref, test_ref_allreduce_pkt);
+    tcase_add_test(ref, test_ref_alltoall);
+    tcase_add_test(ref, test_ref_allgather_pkt);
+    tcase_add_test(ref, test_ref_allgather_nvls);
+    suite_add_tcase(s, ref);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(kernels_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,337 @@
+/*
+ * Plan registry (executor/registry.c): selection by collective, world size, ranks per node,
+ * in-place, message-size range and tags; deterministic order; loading a directory.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "executor/plan.h"
+#include "executor/registry.h"
+
+static const char *top_srcdir(void)
+{
+    const char *d = getenv("MSCCLPP_TOP_SRCDIR");
+    return d && d[0] ? d : ".";
+}
+
+/* A valid plan with `nranks` ranks that does nothing. */
+static struct mscclpp_plan *mk(const char *name, const char *coll, int nranks, int inplace,
+                               uint64_t min, uint64_t max)
+{
+    static char text[16384];
+    int n = snprintf(text, sizeof text,
+                     "{\"name\": \"%s\", \"collective\": \"%s\", \"protocol\": \"Simple\", "
+                     "\"inplace\": %s, \"min_message_size\": %llu, \"max_message_size\": %llu, "
+                     "\"gpus\": [",
+                     name, coll, inplace ? "true" : "false", (unsigned long long)min,
+                     (unsigned long long)max);
+    for (int r = 0; r < nranks; r++)
+        n += snprintf(text + n, sizeof text - (size_t)n,
+                      "%s{\"id\": %d, \"input_chunks\": 1, \"output_chunks\": 1, "
+                      "\"scratch_chunks\": 0, \"channels\": [], \"remote_buffers\": [], "
+                      "\"threadblocks\": [{\"id\": 0, \"channels\": [], \"ops\": [{\"name\": "
+                      "\"nop\"}]}]}",
+                      r ? ", " : "", r);
+    snprintf(text + n, sizeof text - (size_t)n, "]}");
+    struct mscclpp_plan *p = NULL;
+    mscclpp_result_t res = plan_load_json(text, strlen(text), name, &p);
+    ck_assert_msg(res == MSCCLPP_OK, "%s", mscclpp_last_error());
+    return p;
+}
+
+static const struct mscclpp_plan *sel(const exec_registry_t *reg, const char *coll, int nranks,
+                                      int rpn, bool inplace, uint64_t bytes, const char *tags)
+{
+    const struct mscclpp_plan *p = (const void *)(uintptr_t)1;
+    mscclpp_result_t r = exec_registry_select(reg, coll, nranks, rpn, inplace, bytes, tags, &p);
+    if (r == MSCCLPP_ERR_UNSUPPORTED) {
+        ck_assert_ptr_null(p);
+        ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "no registered plan for"));
+        return NULL;
+    }
+    ck_assert_int_eq(r, MSCCLPP_OK);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+START_TEST(test_size_boundaries)
+{
+    exec_registry_t reg = EXEC_REGISTRY_INIT;
+    struct mscclpp_plan *small = mk("small", "allreduce", 4, 1, 0, 4096);
+    struct mscclpp_plan *large = mk("large", "allreduce", 4, 1, 4097, 1 << 20);
+    ck_assert_int_eq(exec_registry_register(&reg, small, 0, NULL), MSCCLPP_OK);
+    ck_assert_int_eq(exec_registry_register(&reg, large, 0, NULL), MSCCLPP_OK);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 4, 0, true, 0, NULL), small);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 4, 0, true, 4096, NULL), small);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 4, 0, true, 4097, NULL), large);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 4, 0, true, 1 << 20, NULL), large);
+    ck_assert_ptr_null(sel(&reg, "allreduce", 4, 0, true, (1 << 20) + 1, NULL));
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "allreduce with 4 ranks"));
+    exec_registry_fini(&reg);
+    plan_free(small);
+    plan_free(large);
+}
+END_TEST
+
+START_TEST(test_collective_world_inplace)
+{
+    exec_registry_t reg;
+    exec_registry_init(&reg);
+    struct mscclpp_plan *ar4_in = mk("ar4_in", "allreduce", 4, 1, 0, UINT64_MAX);
+    struct mscclpp_plan *ar4_out = mk("ar4_out", "allreduce", 4, 0, 0, UINT64_MAX);
+    struct mscclpp_plan *ar2 = mk("ar2", "allreduce", 2, 1, 0, UINT64_MAX);
+    struct mscclpp_plan *ag4 = mk("ag4", "allgather", 4, 0, 1024, 1024);
+    exec_registry_register(&reg, ar4_in, 0, NULL);
+    exec_registry_register(&reg, ar4_out, 0, NULL);
+    exec_registry_register(&reg, ar2, 0, NULL);
+    exec_registry_register(&reg, ag4, 0, NULL);
+    ck_assert_int_eq(reg.count, 4);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 4, 0, true, 64, NULL), ar4_in);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 4, 0, false, 64, NULL), ar4_out);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 2, 0, true, 64, NULL), ar2);
+    ck_assert_ptr_null(sel(&reg, "allreduce", 2, 0, false, 64, NULL));
+    ck_assert_ptr_null(sel(&reg, "allreduce", 8, 0, true, 64, NULL));
+    ck_assert_ptr_null(sel(&reg, "reducescatter", 4, 0, true, 64, NULL));
+    /* allgather matches on the output size: 4 ranks x 256 bytes in = 1024 bytes out. */
+    ck_assert_uint_eq(exec_message_size("allgather", 256, 1024), 1024);
+    ck_assert_uint_eq(exec_message_size("allreduce", 256, 1024), 256);
+    ck_assert_uint_eq(exec_message_size("reducescatter", 1024, 256), 1024);
+    ck_assert_ptr_eq(sel(&reg, "allgather", 4, 0, false, exec_message_size("allgather", 256, 1024),
+                         NULL),
+                     ag4);
+    ck_assert_ptr_null(sel(&reg, "allgather", 4, 0, false, 256, NULL));
+    exec_registry_fini(&reg);
+    plan_free(ar4_in);
+    plan_free(ar4_out);
+    plan_free(ar2);
+    plan_free(ag4);
+}
+END_TEST
+
+START_TEST(test_ranks_per_node)
+{
+    exec_registry_t reg = EXEC_REGISTRY_INIT;
+    struct mscclpp_plan *a = mk("rpn8", "allreduce", 16, 1, 0, UINT64_MAX);
+    struct mscclpp_plan *b = mk("rpn_any", "allreduce", 16, 1, 0, UINT64_MAX);
+    exec_registry_register(&reg, a, 8, NULL);
+    exec_registry_register(&reg, b, 0, NULL);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 16, 8, true, 1, NULL), a);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 16, 4, true, 1, NULL), b);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 16, 0, true, 1, NULL), a); /* request: any */
+    ck_assert_int_eq(exec_registry_register(&reg, a, -1, NULL), MSCCLPP_ERR_INVALID_ARG);
+    exec_registry_fini(&reg);
+    plan_free(a);
+    plan_free(b);
+}
+END_TEST
+
+START_TEST(test_tags)
+{
+    exec_registry_t reg = EXEC_REGISTRY_INIT;
+    struct mscclpp_plan *plain = mk("plain", "allreduce", 2, 1, 0, UINT64_MAX);
+    struct mscclpp_plan *nvls = mk("nvls", "allreduce", 2, 1, 0, UINT64_MAX);
+    struct mscclpp_plan *dflt = mk("dflt", "allreduce", 2, 1, 0, UINT64_MAX);
+    exec_registry_register(&reg, plain, 0, NULL);
+    exec_registry_register(&reg, nvls, 0, "algo=nvls, gen = 2 ,fast");
+    exec_registry_register(&reg, dflt, 0, "default=1,algo=ring");
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 2, 0, true, 8, NULL), plain);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 2, 0, true, 8, ""), plain);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 2, 0, true, 8, "algo=nvls"), nvls);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 2, 0, true, 8, "gen=2,algo=nvls"), nvls);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 2, 0, true, 8, "fast"), nvls);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 2, 0, true, 8, "algo"), nvls); /* key present */
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 2, 0, true, 8, "default=1"), dflt);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 2, 0, true, 8, "algo=ring"), dflt);
+    ck_assert_ptr_null(sel(&reg, "allreduce", 2, 0, true, 8, "algo=tree"));
+    ck_assert_ptr_null(sel(&reg, "allreduce", 2, 0, true, 8, "fast=1")); /* bare tag: no value */
+    ck_assert_ptr_null(sel(&reg, "allreduce", 2, 0, true, 8, "gen=2,algo=ring"));
+    ck_assert_int_eq(exec_registry_register(&reg, plain, 0, "a=1,=2"), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(reg.count, 3);
+    ck_assert(exec_tags_match(NULL, NULL));
+    ck_assert(exec_tags_match(NULL, ",,"));
+    ck_assert(!exec_tags_match(NULL, "k"));
+    ck_assert(exec_tags_match("k=v,", "k=v"));
+    ck_assert(!exec_tags_match("kk=v", "k=v"));
+    ck_assert(!exec_tags_match("k=vv", "k=v"));
+    exec_registry_fini(&reg);
+    plan_free(plain);
+    plan_free(nvls);
+    plan_free(dflt);
+}
+END_TEST
+
+START_TEST(test_first_registered_wins)
+{
+    exec_registry_t reg = EXEC_REGISTRY_INIT;
+    struct mscclpp_plan *p[20];
+    for (int i = 0; i < 20; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%02d", i);
+        /* Overlapping ranges: [i*100, 10000]. */
+        p[i] = mk(name, "alltoall", 2, 0, (uint64_t)i * 100, 10000);
+        ck_assert_int_eq(exec_registry_register(&reg, p[i], 0, NULL), MSCCLPP_OK);
+    }
+    ck_assert_int_eq(reg.count, 20);
+    for (int rep = 0; rep < 3; rep++) {
+        ck_assert_ptr_eq(sel(&reg, "alltoall", 2, 0, false, 5000, NULL), p[0]);
+        ck_assert_ptr_eq(sel(&reg, "alltoall", 2, 0, false, 10000, NULL), p[0]);
+    }
+    exec_registry_fini(&reg);
+    ck_assert_int_eq(reg.count, 0);
+    ck_assert_ptr_null(reg.entries);
+    for (int i = 0; i < 20; i++) plan_free(p[i]);
+}
+END_TEST
+
+static void copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    ck_assert_ptr_nonnull(in);
+    ck_assert_ptr_nonnull(out);
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    fclose(out);
+}
+
+START_TEST(test_load_dir)
+{
+    char dir[] = "/tmp/mscclpp-test-registry-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    static const char *refs[] = {"alltoall_4.json", "allreduce_pkt_4.json", "allreduce_4.json",
+                                 "allgather_pkt_rppkt_4.json"};
+    char from[4096], to[4096];
+    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
+        snprintf(from, sizeof from, "%s/tests/plans-reference/%s", top_srcdir(), refs[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, refs[i]);
+        copy_file(from, to);
+    }
+    /* Two malformed plans, a file that is not a plan, a directory named like one. */
+    snprintf(from, sizeof from, "%s/tests/plans-bad/unknown_op.json", top_srcdir());
+    snprintf(to, sizeof to, "%s/b_broken.json", dir);
+    copy_file(from, to);
+    snprintf(to, sizeof to, "%s/zz_empty.json", dir);
+    FILE *f = fopen(to, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    snprintf(to, sizeof to, "%s/README.txt", dir);
+    f = fopen(to, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("not a plan\n", f);
+    fclose(f);
+    snprintf(to, sizeof to, "%s/sub.json", dir);
+    ck_assert_int_eq(mkdir(to, 0700), 0);
+
+    exec_registry_t reg = EXEC_REGISTRY_INIT;
+    int nloaded = -1, nskipped = -1;
+    ck_assert_int_eq(exec_registry_load_dir(&reg, dir, &nloaded, &nskipped), MSCCLPP_OK);
+    ck_assert_int_eq(nloaded, 4);
+    ck_assert_int_eq(nskipped, 2);
+    ck_assert_int_eq(reg.count, 4);
+    /* Sorted by file name. */
+    ck_assert_str_eq(reg.entries[0].plan->name, "allgather_pkt_rppkt_4");
+    ck_assert_str_eq(reg.entries[1].plan->name, "allreduce_4");
+    ck_assert_str_eq(reg.entries[2].plan->name, "allreduce_pkt_4");
+    ck_assert_str_eq(reg.entries[3].plan->name, "alltoall_4");
+    for (int i = 0; i < 4; i++) {
+        ck_assert_ptr_eq(reg.entries[i].owned, reg.entries[i].plan);
+        ck_assert_int_eq(reg.entries[i].ranks_per_node, 0);
+    }
+    /* Both allreduce plans accept everything; the first by name wins, every time. */
+    const struct mscclpp_plan *p = sel(&reg, "allreduce", 4, 4, true, 1 << 20, NULL);
+    ck_assert_str_eq(p->name, "allreduce_4");
+    p = sel(&reg, "allgather", 4, 0, true, 4096, NULL);
+    ck_assert_str_eq(p->name, "allgather_pkt_rppkt_4");
+    ck_assert_ptr_null(sel(&reg, "allgather", 4, 0, false, 4096, NULL));
+    ck_assert_ptr_null(sel(&reg, "allreduce", 8, 0, true, 4096, NULL));
+
+    /* Loading again appends: the earlier entries keep priority. */
+    ck_assert_int_eq(exec_registry_load_dir(&reg, dir, NULL, NULL), MSCCLPP_OK);
+    ck_assert_int_eq(reg.count, 8);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 4, 0, true, 64, NULL), reg.entries[1].plan);
+    exec_registry_fini(&reg);
+
+    ck_assert_int_eq(exec_registry_load_dir(&reg, "/nonexistent-plan-dir", &nloaded, NULL),
+                     MSCCLPP_ERR_SYSTEM);
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "/nonexistent-plan-dir"));
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "No such file"));
+    ck_assert_int_eq(nloaded, 0);
+    exec_registry_fini(&reg);
+
+    static const char *rm[] = {"alltoall_4.json", "allreduce_pkt_4.json", "allreduce_4.json",
+                               "allgather_pkt_rppkt_4.json", "b_broken.json", "zz_empty.json",
+                               "README.txt"};
+    for (size_t i = 0; i < sizeof rm / sizeof rm[0]; i++) {
+        snprintf(to, sizeof to, "%s/%s", dir, rm[i]);
+        ck_assert_int_eq(unlink(to), 0);
+    }
+    snprintf(to, sizeof to, "%s/sub.json", dir);
+    ck_assert_int_eq(rmdir(to), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+START_TEST(test_arguments)
+{
+    exec_registry_t reg = EXEC_REGISTRY_INIT;
+    const struct mscclpp_plan *p;
+    struct mscclpp_plan *plan = mk("a", "allreduce", 1, 1, 0, UINT64_MAX);
+    ck_assert_int_eq(exec_registry_register(NULL, plan, 0, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(exec_registry_register(&reg, NULL, 0, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(exec_registry_select(NULL, "allreduce", 1, 0, true, 0, NULL, &p),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(exec_registry_select(&reg, NULL, 1, 0, true, 0, NULL, &p),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(exec_registry_select(&reg, "allreduce", 1, 0, true, 0, NULL, NULL),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(exec_registry_load_dir(NULL, "/tmp", NULL, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(exec_registry_load_dir(&reg, NULL, NULL, NULL), MSCCLPP_ERR_INVALID_ARG);
+    /* Empty registry: nothing matches. */
+    ck_assert_int_eq(exec_registry_select(&reg, "allreduce", 1, 0, true, 0, NULL, &p),
+                     MSCCLPP_ERR_UNSUPPORTED);
+    exec_registry_fini(NULL);
+    exec_registry_fini(&reg);
+    plan_free(plan);
+    plan_free(NULL);
+}
+END_TEST
+
+/* plan_op_name is internal, so it is checked here with the other internal symbols. */
+START_TEST(test_op_names)
+{
+    static const char *names[PLAN_OP__COUNT] = {
+        "nop", "barrier", "put", "ppkt", "rppkt", "pws", "pwsf", "get", "copy", "cpkt",
+        "upkt", "signal", "wait", "flush", "re", "repkt", "recpkt", "res", "respkt", "recspkt",
+        "rre", "rres", "glres", "rlxsignal", "rlxwait", "pipeline", "sem_release",
+        "sem_acquire", "gstore", "gstorepkt"};
+    for (int t = 0; t < PLAN_OP__COUNT; t++) ck_assert_str_eq(plan_op_name(t), names[t]);
+    ck_assert_ptr_null(plan_op_name(PLAN_OP__COUNT));
+    ck_assert_ptr_null(plan_op_name((plan_op_type_t)-1));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("registry");
+    TCase *tc = tcase_create("select");
+    tcase_add_test(tc, test_size_boundaries);
+    tcase_add_test(tc, test_collective_world_inplace);
+    tcase_add_test(tc, test_ranks_per_node);
+    tcase_add_test(tc, test_tags);
+    tcase_add_test(tc, test_first_registered_wins);
+    tcase_add_test(tc, test_load_dir);
+    tcase_add_test(tc, test_arguments);
+    tcase_add_test(tc, test_op_names);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,20 @@
+# tools/bench.mk: mscclpp-bench (nccl-tests conventions) and its smoke tests.
+bin_PROGRAMS += tools/mscclpp-bench
+tools_mscclpp_bench_SOURCES = tools/mscclpp-bench.c tools/bench_data.c tools/bench_data.h
+tools_mscclpp_bench_CFLAGS = $(AM_CFLAGS)
+tools_mscclpp_bench_LDADD = libmscclpp.la -lm
+if HAVE_MPI
+tools_mscclpp_bench_CFLAGS += $(MPI_CFLAGS)
+tools_mscclpp_bench_LDADD += $(MPI_LIBS)
+endif
+
+# Smoke tests (TAP scripts): fork mode, every dtype x op, a reference plan, usage errors, mpiexec.
+TESTS += tests/bench/test_bench.sh
+EXTRA_DIST += tests/bench/test_bench.sh
+
+# Unit test of the tool's data helpers (encodings, patterns, checker); prints TAP itself.
+check_PROGRAMS += tests/bench/test_bench_data
+TESTS += tests/bench/test_bench_data
+tests_bench_test_bench_data_SOURCES = tests/bench/test_bench_data.c tools/bench_data.c \
+	tools/bench_data.h
+tests_bench_test_bench_data_LDADD = libmscclpp.la -lm

@@ -1,0 +1,1006 @@
+/*
+ * mscclpp-bench: collective benchmark with the conventions of nccl-tests (sizes, columns,
+ * bus bandwidth, checking). Ranks are processes: forked here (--np N) or started by mpiexec.
+ * Only the public API is used, so the tool measures what an application would see.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mscclpp/mscclpp.h"
+#ifdef MSCCLPP_HAVE_MPI
+#include "mscclpp/mscclpp_mpi.h"
+#endif
+#include "tools/bench_data.h"
+
+#define EXIT_USAGE 2
+#define DEFAULT_TIME_LIMIT 900.0
+
+typedef struct {
+    int coll; /* bench_coll_t; -1 when a plan decides */
+    const char *plan_path, *plan_dir, *json_path;
+    size_t min_bytes, max_bytes, step_bytes;
+    unsigned long step_factor; /* 0: linear steps of step_bytes */
+    int dtypes[MSCCLPP_DTYPE_COUNT], ndtypes;
+    int ops[MSCCLPP_REDOP_COUNT], nops;
+    int iters, warmup, check, root, np, mpi;
+    int tcp_boot; /* under mpiexec: TCP bootstrap from a broadcast unique id, not MPI's */
+    double time_limit;
+} opts_t;
+
+/* One column group of a row (out-of-place or in-place). */
+typedef struct {
+    int ran;               /* 0: not run for this plan */
+    mscclpp_result_t err;  /* first error of any rank */
+    int err_rank;          /* rank that reported it */
+    double time_us;        /* max over ranks */
+    long long wrong;       /* summed over ranks; -1 when not checked */
+    char msg[256];         /* this rank's error message, when it failed here */
+} column_t;
+
+typedef struct {
+    const opts_t *o;
+    int rank, nranks;
+    const char *launcher;
+    mscclpp_comm_t *comm;
+    mscclpp_bootstrap_t *boot; /* for barriers and exchanging results */
+    mscclpp_executor_t *exec;
+    mscclpp_stream_t stream; /* NULL: synchronous calls */
+    mscclpp_plan_t *plan;
+    bench_coll_t coll;
+    int run_oop, run_ip;
+    void *sendbuf, *recvbuf;
+    size_t buf_bytes;
+    unsigned char *host;   /* staging for checks, buf_bytes */
+    void *xchg;            /* nranks * 8 bytes for allgathers of results */
+    FILE *json;
+    int use_mpi;
+    void *mpi_send, *mpi_recv;
+    double bw_sum;
+    int bw_count, failed_calls;
+    long long wrong_total;
+} bench_t;
+
+static void usage(FILE *f, const char *prog)
+{
+    fprintf(f,
+            "usage: %s COLLECTIVE [options]\n"
+            "       %s --plan FILE [options]\n"
+            "COLLECTIVE: allreduce, allgather, reducescatter, alltoall, broadcast\n"
+            "  -b, --minbytes N      smallest size (default 32M; K/M/G suffixes)\n"
+            "  -e, --maxbytes N      largest size (default 32M)\n"
+            "  -f, --stepfactor N    multiply the size by N between rows (default 2)\n"
+            "  -i, --stepbytes N     add N bytes between rows instead\n"
+            "  -d, --datatype T      float, half, bfloat16, int32, uint32, int8, uint8, double,\n"
+            "                        fp8e4m3, fp8e5m2 or all (default float)\n"
+            "  -o, --op OP           sum, prod, min, max or all (default sum)\n"
+            "  -n, --iters N         timed iterations (default 20)\n"
+            "  -w, --warmup_iters N  warmup iterations (default 5)\n"
+            "  -c, --check 0|1       check results (default 1)\n"
+            "  -r, --root N          broadcast root (default 0)\n"
+            "      --np N            fork N local ranks (otherwise: mpiexec -n N, or 1 rank)\n"
+            "      --plan FILE       run this plan (mscclpp_execute) instead of a collective\n"
+            "      --plan-dir DIR    load the default plans from DIR\n"
+            "      --json FILE       write one JSON record per row to FILE\n"
+            "      --mpi             under mpiexec: also time the MPI collective\n"
+            "      --bootstrap mpi|tcp  under mpiexec: bootstrap over MPI (default) or over TCP\n"
+            "                        from a unique id that rank 0 broadcasts\n"
+            "      --time-limit SEC  with --np: kill the ranks after SEC seconds (default %.0f)\n"
+            "  -h, --help            this text\n"
+            "Sizes are nccl-tests sizes: allgather output, reducescatter input, buffer otherwise.\n"
+            "Exit status: 0 all good, 1 a check or call failed, 2 bad usage.\n",
+            prog, prog, DEFAULT_TIME_LIMIT);
+}
+
+/* --- argument parsing ----------------------------------------------------------------------- */
+
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    if (*s == '-') return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s) return -1;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10, end++; break;
+    case 'm': case 'M': shift = 20, end++; break;
+    case 'g': case 'G': shift = 30, end++; break;
+    default: break;
+    }
+    if (*end != '\0' || (shift && v > (SIZE_MAX >> shift))) return -1;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, OPT_BOOT };
+
+/* Returns 0, EXIT_USAGE after printing why, or -1 for --help (printed). */
+static int parse_args(int argc, char **argv, opts_t *o)
+{
+    static const struct option longopts[] = {
+        {"minbytes", required_argument, NULL, 'b'},  {"maxbytes", required_argument, NULL, 'e'},
+        {"stepfactor", required_argument, NULL, 'f'}, {"stepbytes", required_argument, NULL, 'i'},
+        {"datatype", required_argument, NULL, 'd'},  {"op", required_argument, NULL, 'o'},
+        {"iters", required_argument, NULL, 'n'},     {"warmup_iters", required_argument, NULL, 'w'},
+        {"check", required_argument, NULL, 'c'},     {"root", required_argument, NULL, 'r'},
+        {"np", required_argument, NULL, OPT_NP},     {"plan", required_argument, NULL, OPT_PLAN},
+        {"plan-dir", required_argument, NULL, OPT_PLAN_DIR},
+        {"json", required_argument, NULL, OPT_JSON}, {"mpi", no_argument, NULL, OPT_MPI},
+        {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
+        {"bootstrap", required_argument, NULL, OPT_BOOT},
+        {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
+    };
+    const char *prog = argv[0];
+    memset(o, 0, sizeof(*o));
+    o->coll = -1;
+    o->min_bytes = o->max_bytes = 32u << 20;
+    o->step_factor = 2;
+    o->dtypes[0] = MSCCLPP_FLOAT32, o->ndtypes = 1;
+    o->ops[0] = MSCCLPP_SUM, o->nops = 1;
+    o->iters = 20, o->warmup = 5, o->check = 1;
+    o->time_limit = DEFAULT_TIME_LIMIT;
+    int c, v;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":b:e:f:i:d:o:n:w:c:r:h", longopts, NULL)) != -1) {
+        const char *bad = NULL;
+        switch (c) {
+        case 'b': if (parse_size(optarg, &o->min_bytes)) bad = "-b"; break;
+        case 'e': if (parse_size(optarg, &o->max_bytes)) bad = "-e"; break;
+        case 'f':
+            if (parse_int(optarg, 2, 1 << 20, &v)) bad = "-f (an integer >= 2)";
+            else o->step_factor = (unsigned long)v;
+            break;
+        case 'i':
+            if (parse_size(optarg, &o->step_bytes) || o->step_bytes == 0) bad = "-i";
+            else o->step_factor = 0;
+            break;
+        case 'd':
+            if (strcmp(optarg, "all") == 0) {
+                for (v = 0; v < MSCCLPP_DTYPE_COUNT; v++) o->dtypes[v] = v;
+                o->ndtypes = MSCCLPP_DTYPE_COUNT;
+            } else if ((v = bench_dtype_parse(optarg)) >= 0) {
+                o->dtypes[0] = v, o->ndtypes = 1;
+            } else {
+                bad = "-d";
+            }
+            break;
+        case 'o':
+            if (strcmp(optarg, "all") == 0) {
+                for (v = 0; v < MSCCLPP_REDOP_COUNT; v++) o->ops[v] = v;
+                o->nops = MSCCLPP_REDOP_COUNT;
+            } else if ((v = bench_redop_parse(optarg)) >= 0) {
+                o->ops[0] = v, o->nops = 1;
+            } else {
+                bad = "-o";
+            }
+            break;
+        case 'n': if (parse_int(optarg, 1, 1 << 30, &o->iters)) bad = "-n"; break;
+        case 'w': if (parse_int(optarg, 0, 1 << 30, &o->warmup)) bad = "-w"; break;
+        case 'c': if (parse_int(optarg, 0, 1, &o->check)) bad = "-c (0 or 1)"; break;
+        case 'r': if (parse_int(optarg, 0, 1 << 20, &o->root)) bad = "-r"; break;
+        case OPT_NP: if (parse_int(optarg, 1, 1024, &o->np)) bad = "--np"; break;
+        case OPT_PLAN: o->plan_path = optarg; break;
+        case OPT_PLAN_DIR: o->plan_dir = optarg; break;
+        case OPT_JSON: o->json_path = optarg; break;
+        case OPT_MPI: o->mpi = 1; break;
+        case OPT_BOOT:
+            if (strcmp(optarg, "tcp") == 0) o->tcp_boot = 1;
+            else if (strcmp(optarg, "mpi") == 0) o->tcp_boot = 0;
+            else bad = "--bootstrap (mpi or tcp)";
+            break;
+        case OPT_TIME_LIMIT: {
+            char *end;
+            o->time_limit = strtod(optarg, &end);
+            if (end == optarg || *end || !(o->time_limit > 0)) bad = "--time-limit";
+            break;
+        }
+        case 'h': usage(stdout, prog); return -1;
+        case ':':
+            fprintf(stderr, "%s: option %s needs a value\n", prog, argv[optind - 1]);
+            usage(stderr, prog);
+            return EXIT_USAGE;
+        default:
+            fprintf(stderr, "%s: unknown option %s\n", prog, argv[optind - 1]);
+            usage(stderr, prog);
+            return EXIT_USAGE;
+        }
+        if (bad) {
+            fprintf(stderr, "%s: bad value '%s' for %s\n", prog, optarg, bad);
+            usage(stderr, prog);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        if (o->plan_path) {
+            fprintf(stderr, "%s: give a COLLECTIVE or --plan, not both\n", prog);
+            return EXIT_USAGE;
+        }
+        if ((o->coll = bench_coll_parse(argv[optind])) < 0) {
+            fprintf(stderr, "%s: unknown collective '%s' (allreduce, allgather, reducescatter, "
+                            "alltoall, broadcast)\n", prog, argv[optind]);
+            return EXIT_USAGE;
+        }
+        if (++optind < argc) {
+            fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
+            usage(stderr, prog);
+            return EXIT_USAGE;
+        }
+    } else if (!o->plan_path) {
+        fprintf(stderr, "%s: missing COLLECTIVE or --plan\n", prog);
+        usage(stderr, prog);
+        return EXIT_USAGE;
+    }
+    if (o->min_bytes > o->max_bytes) {
+        fprintf(stderr, "%s: -b %zu is larger than -e %zu\n", prog, o->min_bytes, o->max_bytes);
+        return EXIT_USAGE;
+    }
+    if (o->step_factor && o->min_bytes == 0) {
+        fprintf(stderr, "%s: -b 0 with -f never grows; give -b >= 1 or -i\n", prog);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* --- helpers -------------------------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void report(const bench_t *b, const char *what, mscclpp_result_t rc)
+{
+    fprintf(stderr, "mscclpp-bench: rank %d: %s: %s: %s\n", b->rank, what,
+            mscclpp_result_string(rc), mscclpp_last_error());
+}
+
+/* Share each rank's result of a step; all ranks then take the same branch. -1: bootstrap broke. */
+static int agree(bench_t *b, mscclpp_result_t *rc, int *who)
+{
+    int32_t *all = b->xchg;
+    all[b->rank] = *rc;
+    mscclpp_result_t brc = mscclpp_bootstrap_allgather(b->boot, all, sizeof(int32_t));
+    if (brc != MSCCLPP_OK) {
+        report(b, "exchanging results", brc);
+        return -1;
+    }
+    *who = -1;
+    for (int r = 0; r < b->nranks; r++)
+        if (all[r] != MSCCLPP_OK) {
+            *rc = (mscclpp_result_t)all[r];
+            *who = r;
+            break;
+        }
+    return 0;
+}
+
+static int max_over_ranks(bench_t *b, double *v)
+{
+    double *all = b->xchg;
+    all[b->rank] = *v;
+    mscclpp_result_t rc = mscclpp_bootstrap_allgather(b->boot, all, sizeof(double));
+    if (rc != MSCCLPP_OK) {
+        report(b, "exchanging times", rc);
+        return -1;
+    }
+    for (int r = 0; r < b->nranks; r++)
+        if (all[r] > *v) *v = all[r];
+    return 0;
+}
+
+static int sum_over_ranks(bench_t *b, long long *v)
+{
+    int64_t *all = b->xchg;
+    all[b->rank] = *v;
+    mscclpp_result_t rc = mscclpp_bootstrap_allgather(b->boot, all, sizeof(int64_t));
+    if (rc != MSCCLPP_OK) {
+        report(b, "exchanging check results", rc);
+        return -1;
+    }
+    *v = 0;
+    for (int r = 0; r < b->nranks; r++) *v += all[r];
+    return 0;
+}
+
+/* --- one collective call -------------------------------------------------------------------- */
+
+static mscclpp_result_t bench_call(bench_t *b, const void *send, void *recv,
+                                   const bench_shape_t *s, mscclpp_dtype_t dt, mscclpp_redop_t op)
+{
+    size_t esize = mscclpp_dtype_size(dt);
+    if (b->plan)
+        return mscclpp_execute(b->exec, b->plan, send, recv, s->send_count * esize,
+                               s->recv_count * esize, dt,
+                               bench_coll_reduces(b->coll) ? op : MSCCLPP_REDOP_PLAN, b->stream);
+    switch (b->coll) {
+    case BENCH_ALLREDUCE:
+        return mscclpp_allreduce(b->exec, send, recv, s->block, dt, op, b->stream);
+    case BENCH_ALLGATHER: return mscclpp_allgather(b->exec, send, recv, s->block, dt, b->stream);
+    case BENCH_REDUCESCATTER:
+        return mscclpp_reducescatter(b->exec, send, recv, s->block, dt, op, b->stream);
+    case BENCH_ALLTOALL: return mscclpp_alltoall(b->exec, send, recv, s->block, dt, b->stream);
+    default:
+        return mscclpp_broadcast(b->exec, send, recv, s->block, dt, b->o->root, b->stream);
+    }
+}
+
+static mscclpp_result_t bench_sync(bench_t *b)
+{
+    return b->stream ? mscclpp_stream_synchronize(b->stream) : MSCCLPP_OK;
+}
+
+/* Poison the output, fill this rank's input, run once and count wrong elements. */
+static mscclpp_result_t check_once(bench_t *b, char *send, char *recv, const bench_shape_t *s,
+                                   mscclpp_dtype_t dt, mscclpp_redop_t op, int inplace,
+                                   long long *wrong)
+{
+    size_t esize = mscclpp_dtype_size(dt);
+    size_t sb = s->send_count * esize, rb = s->recv_count * esize;
+    mscclpp_result_t rc;
+    /* In place, the output region is the whole buffer (reducescatter: the input). */
+    rc = mscclpp_memset(b->recvbuf, BENCH_POISON, inplace && sb > rb ? sb : rb);
+    if (rc != MSCCLPP_OK) return rc;
+    bench_fill(b->coll, dt, op, b->rank, b->host, s->send_count);
+    /* A non-root broadcast rank's buffer stays poisoned: only the root's data may arrive. */
+    if (!(inplace && b->coll == BENCH_BROADCAST && b->rank != b->o->root)) {
+        rc = mscclpp_memcpy(send, b->host, sb);
+        if (rc != MSCCLPP_OK) return rc;
+    }
+    rc = bench_call(b, send, recv, s, dt, op);
+    if (rc == MSCCLPP_OK) rc = bench_sync(b);
+    if (rc != MSCCLPP_OK) return rc;
+    rc = mscclpp_memcpy(b->host, recv, rb);
+    if (rc != MSCCLPP_OK) return rc;
+    *wrong = (long long)bench_check(b->coll, dt, op, b->rank, b->nranks, b->o->root, s, b->host);
+    return MSCCLPP_OK;
+}
+
+/*
+ * Keep the message of a local failure for the table (ranks other than 0 print it themselves),
+ * and drain what the failed call may have queued before the buffers are touched again.
+ */
+static void note_failure(bench_t *b, column_t *col, const char *what, mscclpp_result_t rc)
+{
+    if (rc == MSCCLPP_OK) return;
+    snprintf(col->msg, sizeof(col->msg), "%s", mscclpp_last_error());
+    if (b->rank != 0) report(b, what, rc);
+    (void)bench_sync(b);
+}
+
+/* Check (when asked), warm up and time one placement. Returns -1 if the bootstrap broke. */
+static int run_column(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, mscclpp_redop_t op,
+                      int inplace, column_t *col)
+{
+    size_t esize = mscclpp_dtype_size(dt);
+    size_t sb = s->send_count * esize, rb = s->recv_count * esize;
+    char *send = b->sendbuf, *recv = b->recvbuf;
+    if (inplace) {
+        /* NCCL's in-place layouts (spec 3.3). */
+        send = recv = b->recvbuf;
+        if (b->coll == BENCH_ALLGATHER) send = recv + (size_t)b->rank * sb;
+        if (b->coll == BENCH_REDUCESCATTER) recv = send + (size_t)b->rank * rb;
+    }
+    memset(col, 0, sizeof(*col));
+    col->ran = 1;
+    col->wrong = -1;
+    col->err_rank = -1;
+    mscclpp_result_t rc = MSCCLPP_OK;
+    const char *what = inplace ? "in-place" : "out-of-place";
+    if (b->o->check) {
+        long long wrong = 0;
+        rc = check_once(b, send, recv, s, dt, op, inplace, &wrong);
+        note_failure(b, col, what, rc);
+        if (agree(b, &rc, &col->err_rank)) return -1;
+        if (rc != MSCCLPP_OK) {
+            col->err = rc;
+            return 0;
+        }
+        if (sum_over_ranks(b, &wrong)) return -1;
+        col->wrong = wrong;
+    }
+    for (int i = 0; i < b->o->warmup && rc == MSCCLPP_OK; i++)
+        rc = bench_call(b, send, recv, s, dt, op);
+    if (rc == MSCCLPP_OK) rc = bench_sync(b);
+    note_failure(b, col, what, rc);
+    if (agree(b, &rc, &col->err_rank)) return -1;
+    if (rc != MSCCLPP_OK) {
+        col->err = rc;
+        return 0;
+    }
+    rc = mscclpp_bootstrap_barrier(b->boot);
+    if (rc != MSCCLPP_OK) {
+        report(b, "barrier", rc);
+        return -1;
+    }
+    double t0 = now_s();
+    for (int i = 0; i < b->o->iters && rc == MSCCLPP_OK; i++)
+        rc = bench_call(b, send, recv, s, dt, op);
+    if (rc == MSCCLPP_OK) rc = bench_sync(b);
+    double t = (now_s() - t0) * 1e6 / b->o->iters;
+    note_failure(b, col, what, rc);
+    if (agree(b, &rc, &col->err_rank)) return -1;
+    if (rc != MSCCLPP_OK) {
+        col->err = rc;
+        return 0;
+    }
+    if (max_over_ranks(b, &t)) return -1;
+    col->time_us = t;
+    return 0;
+}
+
+/* --- MPI comparison ------------------------------------------------------------------------- */
+
+#ifdef MSCCLPP_HAVE_MPI
+static MPI_Datatype mpi_dtype(mscclpp_dtype_t dt)
+{
+    switch (dt) {
+    case MSCCLPP_FLOAT32: return MPI_FLOAT;
+    case MSCCLPP_FLOAT64: return MPI_DOUBLE;
+    case MSCCLPP_INT32: return MPI_INT32_T;
+    case MSCCLPP_UINT32: return MPI_UINT32_T;
+    case MSCCLPP_INT8: return MPI_INT8_T;
+    case MSCCLPP_UINT8: return MPI_UINT8_T;
+    default: return MPI_DATATYPE_NULL; /* half, bfloat16, fp8: no standard MPI type */
+    }
+}
+
+static MPI_Op mpi_op(mscclpp_redop_t op)
+{
+    switch (op) {
+    case MSCCLPP_PROD: return MPI_PROD;
+    case MSCCLPP_MIN: return MPI_MIN;
+    case MSCCLPP_MAX: return MPI_MAX;
+    default: return MPI_SUM;
+    }
+}
+
+static int mpi_call(bench_t *b, const bench_shape_t *s, MPI_Datatype t, MPI_Op op)
+{
+    int blk = (int)s->block, root = b->o->root;
+    switch (b->coll) {
+    case BENCH_ALLREDUCE:
+        return MPI_Allreduce(b->mpi_send, b->mpi_recv, blk, t, op, MPI_COMM_WORLD);
+    case BENCH_ALLGATHER:
+        return MPI_Allgather(b->mpi_send, blk, t, b->mpi_recv, blk, t, MPI_COMM_WORLD);
+    case BENCH_REDUCESCATTER:
+        return MPI_Reduce_scatter_block(b->mpi_send, b->mpi_recv, blk, t, op, MPI_COMM_WORLD);
+    case BENCH_ALLTOALL:
+        return MPI_Alltoall(b->mpi_send, blk, t, b->mpi_recv, blk, t, MPI_COMM_WORLD);
+    default: return MPI_Bcast(b->mpi_send, blk, t, root, MPI_COMM_WORLD);
+    }
+}
+
+/* Time the same collective with MPI (out of place); < 0 when MPI has no such type. */
+static double time_mpi(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, mscclpp_redop_t op)
+{
+    MPI_Datatype t = mpi_dtype(dt);
+    if (t == MPI_DATATYPE_NULL || s->send_count > INT32_MAX || s->recv_count > INT32_MAX)
+        return -1;
+    bench_fill(b->coll, dt, op, b->rank, b->mpi_send, s->send_count);
+    for (int i = 0; i < b->o->warmup; i++)
+        if (mpi_call(b, s, t, mpi_op(op)) != MPI_SUCCESS) return -1;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < b->o->iters; i++)
+        if (mpi_call(b, s, t, mpi_op(op)) != MPI_SUCCESS) return -1;
+    double local = (MPI_Wtime() - t0) * 1e6 / b->o->iters, global = local;
+    MPI_Allreduce(&local, &global, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return global;
+}
+#endif
+
+/* --- printing ------------------------------------------------------------------------------- */
+
+static void print_header(const bench_t *b)
+{
+    const opts_t *o = b->o;
+    printf("# mscclpp-bench: %s, %d rank(s) (%s), backend %s\n",
+           b->plan ? mscclpp_plan_collective(b->plan) : bench_coll_name(b->coll), b->nranks,
+           b->launcher, mscclpp_backend_name());
+    if (b->plan)
+        printf("# plan %s (%s, %s)\n", o->plan_path,
+               mscclpp_plan_name(b->plan) ? mscclpp_plan_name(b->plan) : "unnamed",
+               b->run_ip ? "in-place: in-place column only" : "out-of-place column only");
+    printf("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
+           o->min_bytes, o->max_bytes, o->step_factor ? (size_t)o->step_factor : o->step_bytes,
+           o->step_factor ? "factor" : "bytes", o->warmup, o->iters, o->check);
+    printf("#\n");
+    printf("# %10s  %12s  %8s  %6s  %6s  %29s  %29s%s\n", "", "", "", "", "", "out-of-place",
+           "in-place", b->use_mpi ? "  MPI (out-of-place)" : "");
+    printf("# %10s  %12s  %8s  %6s  %6s  %7s %7s %7s %6s  %7s %7s %7s %6s", "size", "count",
+           "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+           "#wrong");
+    if (b->use_mpi) printf("  %9s %6s", "time", "ratio");
+    printf("\n# %10s  %12s  %8s  %6s  %6s  %7s %7s %7s %6s  %7s %7s %7s %6s", "(B)", "(elements)",
+           "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    if (b->use_mpi) printf("  %9s %6s", "(us)", "mpi/us");
+    printf("\n");
+    fflush(stdout);
+}
+
+static void print_column(const bench_t *b, const column_t *c, size_t bytes)
+{
+    if (!c->ran) {
+        printf("  %7s %7s %7s %6s", "n/a", "n/a", "n/a", "n/a");
+        return;
+    }
+    if (c->err != MSCCLPP_OK) {
+        printf("  %7s %7s %7s %6s", "error", "-", "-", "-");
+        return;
+    }
+    double algbw = (double)bytes / 1e3 / c->time_us;
+    double busbw = algbw * bench_busbw_factor(b->coll, b->nranks);
+    char wrong[32];
+    if (c->wrong < 0)
+        snprintf(wrong, sizeof(wrong), "N/A");
+    else
+        snprintf(wrong, sizeof(wrong), "%lld", c->wrong);
+    printf("  %7.*f %7.2f %7.2f %6s", c->time_us < 10000 ? 2 : 0, c->time_us, algbw, busbw, wrong);
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+static void json_column(const bench_t *b, const column_t *c, size_t bytes)
+{
+    FILE *f = b->json;
+    if (!c->ran) {
+        fputs("null", f);
+        return;
+    }
+    if (c->err != MSCCLPP_OK) {
+        fprintf(f, "{\"error\":");
+        json_string(f, mscclpp_result_string(c->err));
+        fprintf(f, ",\"error_rank\":%d}", c->err_rank);
+        return;
+    }
+    double algbw = (double)bytes / 1e3 / c->time_us;
+    fprintf(f, "{\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":", c->time_us, algbw,
+            algbw * bench_busbw_factor(b->coll, b->nranks));
+    if (c->wrong < 0)
+        fputs("null", f);
+    else
+        fprintf(f, "%lld", c->wrong);
+    fputs(",\"error\":null}", f);
+}
+
+static void emit_row(bench_t *b, size_t bytes, size_t count, mscclpp_dtype_t dt,
+                     mscclpp_redop_t op, const column_t *oop, const column_t *ip, double mpi_us)
+{
+    int reduce = bench_coll_reduces(b->coll);
+    const char *opname = reduce ? mscclpp_redop_name(op) : "none";
+    int root = b->coll == BENCH_BROADCAST ? b->o->root : -1;
+    const column_t *cols[2] = {oop, ip};
+    for (int k = 0; k < 2; k++) {
+        const column_t *c = cols[k];
+        if (!c->ran) continue;
+        if (c->err != MSCCLPP_OK) {
+            b->failed_calls++;
+        } else {
+            b->bw_sum += (double)bytes / 1e3 / c->time_us * bench_busbw_factor(b->coll, b->nranks);
+            b->bw_count++;
+            if (c->wrong > 0) b->wrong_total += c->wrong;
+        }
+    }
+    if (b->rank != 0) return;
+    printf("%12zu  %12zu  %8s  %6s  %6d", bytes, count, bench_dtype_name(dt), opname, root);
+    print_column(b, oop, bytes);
+    print_column(b, ip, bytes);
+    const column_t *ref = oop->ran ? oop : ip;
+    if (b->use_mpi) {
+        if (mpi_us < 0)
+            printf("  %9s %6s", "n/a", "n/a");
+        else if (ref->err != MSCCLPP_OK)
+            printf("  %9.2f %6s", mpi_us, "-");
+        else
+            printf("  %9.2f %6.2f", mpi_us, mpi_us / ref->time_us);
+    }
+    printf("\n");
+    for (int k = 0; k < 2; k++) {
+        const column_t *c = cols[k];
+        if (!c->ran || c->err == MSCCLPP_OK) continue;
+        printf("#   %s failed on rank %d: %s%s%s\n", k ? "in-place" : "out-of-place", c->err_rank,
+               mscclpp_result_string(c->err), c->err_rank == 0 ? ": " : " (see its stderr)",
+               c->err_rank == 0 ? c->msg : "");
+    }
+    fflush(stdout);
+    if (b->json) {
+        FILE *f = b->json;
+        fprintf(f, "{\"collective\":");
+        json_string(f, b->plan ? mscclpp_plan_collective(b->plan) : bench_coll_name(b->coll));
+        fprintf(f, ",\"plan\":");
+        json_string(f, b->o->plan_path);
+        fprintf(f, ",\"nranks\":%d,\"backend\":", b->nranks);
+        json_string(f, mscclpp_backend_name());
+        fprintf(f, ",\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,"
+                   "\"out_of_place\":",
+                bytes, count, bench_dtype_name(dt), opname, root);
+        json_column(b, oop, bytes);
+        fprintf(f, ",\"in_place\":");
+        json_column(b, ip, bytes);
+        if (b->use_mpi && mpi_us >= 0) {
+            fprintf(f, ",\"mpi_time_us\":%.3f,\"mpi_ratio\":", mpi_us);
+            if (ref->err == MSCCLPP_OK)
+                fprintf(f, "%.4f", mpi_us / ref->time_us);
+            else
+                fputs("null", f);
+        } else {
+            fprintf(f, ",\"mpi_time_us\":null,\"mpi_ratio\":null");
+        }
+        fprintf(f, "}\n");
+        fflush(f);
+    }
+}
+
+/* --- the sweep ------------------------------------------------------------------------------ */
+
+/* Runs one row; returns -1 if the ranks can no longer talk. */
+static int run_row(bench_t *b, size_t bytes, mscclpp_dtype_t dt, mscclpp_redop_t op)
+{
+    size_t esize = mscclpp_dtype_size(dt);
+    bench_shape_t s;
+    if (!bench_shape(b->coll, bytes, esize, b->nranks, &s)) return 0; /* rounds to nothing */
+    size_t size = bench_shape_bytes(b->coll, &s, esize);
+    if (b->plan) {
+        /* Only the sizes the plan accepts (message size: allgather output, input otherwise). */
+        uint64_t msg = b->coll == BENCH_ALLGATHER ? s.recv_count * esize : s.send_count * esize;
+        if (msg < mscclpp_plan_min_message_size(b->plan) ||
+            msg > mscclpp_plan_max_message_size(b->plan))
+            return 0;
+    }
+    column_t oop = {0}, ip = {0};
+    if (b->run_oop && run_column(b, &s, dt, op, 0, &oop)) return -1;
+    if (b->run_ip && run_column(b, &s, dt, op, 1, &ip)) return -1;
+    double mpi_us = -1;
+#ifdef MSCCLPP_HAVE_MPI
+    if (b->use_mpi) mpi_us = time_mpi(b, &s, dt, op);
+#endif
+    emit_row(b, size, size / esize, dt, op, &oop, &ip, mpi_us);
+    return 0;
+}
+
+static int run_sweep(bench_t *b)
+{
+    const opts_t *o = b->o;
+    int nops = bench_coll_reduces(b->coll) ? o->nops : 1;
+    for (int d = 0; d < o->ndtypes; d++)
+        for (int k = 0; k < nops; k++)
+            for (size_t bytes = o->min_bytes; bytes <= o->max_bytes;) {
+                if (run_row(b, bytes, (mscclpp_dtype_t)o->dtypes[d], (mscclpp_redop_t)o->ops[k]))
+                    return -1;
+                size_t next = o->step_factor ? bytes * o->step_factor : bytes + o->step_bytes;
+                if (next <= bytes) break; /* overflow */
+                bytes = next;
+            }
+    return 0;
+}
+
+/* Everything a rank does once it has a communicator. Returns the rank's exit status. */
+static int bench_rank(const opts_t *o, mscclpp_comm_t *comm, const char *launcher, int use_mpi)
+{
+    bench_t b = {.o = o, .comm = comm, .launcher = launcher, .use_mpi = use_mpi};
+    int status = 1;
+    mscclpp_result_t rc;
+    b.coll = (bench_coll_t)o->coll;
+    b.run_oop = b.run_ip = 1;
+    if ((rc = mscclpp_comm_rank(comm, &b.rank)) != MSCCLPP_OK ||
+        (rc = mscclpp_comm_size(comm, &b.nranks)) != MSCCLPP_OK ||
+        (rc = mscclpp_comm_bootstrap(comm, &b.boot)) != MSCCLPP_OK) {
+        report(&b, "communicator", rc);
+        return 1;
+    }
+    if (o->plan_path) {
+        if ((rc = mscclpp_plan_load_file(o->plan_path, &b.plan)) != MSCCLPP_OK) {
+            report(&b, o->plan_path, rc);
+            return 1;
+        }
+        int c = bench_coll_parse(mscclpp_plan_collective(b.plan));
+        if (c < 0) {
+            fprintf(stderr, "mscclpp-bench: %s: collective '%s' is not one the tool can check\n",
+                    o->plan_path, mscclpp_plan_collective(b.plan));
+            goto fail_plan;
+        }
+        if (mscclpp_plan_world_size(b.plan) != b.nranks) {
+            fprintf(stderr, "mscclpp-bench: %s is for %d ranks, running %d\n", o->plan_path,
+                    mscclpp_plan_world_size(b.plan), b.nranks);
+            goto fail_plan;
+        }
+        b.coll = (bench_coll_t)c;
+        /* A plan is written for one placement; run only that column. */
+        b.run_ip = mscclpp_plan_is_inplace(b.plan) ? 1 : 0;
+        b.run_oop = !b.run_ip;
+    }
+    if (b.coll == BENCH_BROADCAST && o->root >= b.nranks) {
+        fprintf(stderr, "mscclpp-bench: root %d is not a rank (%d ranks)\n", o->root, b.nranks);
+        goto fail_plan;
+    }
+    if ((rc = mscclpp_executor_create(comm, &b.exec)) != MSCCLPP_OK) {
+        report(&b, "executor", rc);
+        goto fail_plan;
+    }
+    if (o->plan_dir && (rc = mscclpp_executor_load_plan_dir(b.exec, o->plan_dir, NULL)) !=
+                           MSCCLPP_OK) {
+        report(&b, o->plan_dir, rc);
+        goto fail_exec;
+    }
+    if (mscclpp_stream_create(&b.stream) != MSCCLPP_OK) b.stream = NULL; /* synchronous calls */
+    /* Every nccl-tests size fits in max_bytes for every collective; round up for alignment. */
+    b.buf_bytes = (o->max_bytes + 255) & ~(size_t)255;
+    if ((rc = mscclpp_malloc(b.buf_bytes, &b.sendbuf)) != MSCCLPP_OK ||
+        (rc = mscclpp_malloc(b.buf_bytes, &b.recvbuf)) != MSCCLPP_OK) {
+        report(&b, "mscclpp_malloc", rc);
+        goto fail_bufs;
+    }
+    b.host = malloc(b.buf_bytes);
+    b.xchg = calloc((size_t)b.nranks, 8);
+    if (use_mpi) {
+        b.mpi_send = malloc(b.buf_bytes);
+        b.mpi_recv = malloc(b.buf_bytes);
+    }
+    if (!b.host || !b.xchg || (use_mpi && (!b.mpi_send || !b.mpi_recv))) {
+        fprintf(stderr, "mscclpp-bench: rank %d: out of memory for %zu-byte buffers\n", b.rank,
+                b.buf_bytes);
+        goto fail_host;
+    }
+    if (b.rank == 0 && o->json_path && !(b.json = fopen(o->json_path, "w"))) {
+        fprintf(stderr, "mscclpp-bench: cannot write %s: %s\n", o->json_path, strerror(errno));
+        goto fail_host; /* other ranks then fail at the first exchange, bounded by the timeout */
+    }
+    if (b.rank == 0) print_header(&b);
+    if (run_sweep(&b) == 0) {
+        if (b.rank == 0) {
+            printf("# Out of bounds values : %lld %s\n", b.wrong_total,
+                   b.wrong_total ? "FAILED" : "OK");
+            if (b.failed_calls) printf("# Failed calls : %d\n", b.failed_calls);
+            printf("# Avg bus bandwidth    : %g \n#\n",
+                   b.bw_count ? b.bw_sum / b.bw_count : 0.0);
+            fflush(stdout);
+        }
+        status = b.wrong_total || b.failed_calls ? 1 : 0;
+    }
+    if (b.json) fclose(b.json);
+fail_host:
+    free(b.mpi_send);
+    free(b.mpi_recv);
+    free(b.xchg);
+    free(b.host);
+fail_bufs:
+    /* Work a failed call left queued (the executor's staging copies) must not outlive the
+       buffers it reads. */
+    if (b.stream) mscclpp_stream_synchronize(b.stream);
+    if (b.recvbuf) mscclpp_free(b.recvbuf);
+    if (b.sendbuf) mscclpp_free(b.sendbuf);
+    if (b.stream) mscclpp_stream_destroy(b.stream);
+fail_exec:
+    mscclpp_executor_destroy(b.exec);
+fail_plan:
+    if (b.plan) mscclpp_plan_destroy(b.plan);
+    return status;
+}
+
+/* --- launchers ------------------------------------------------------------------------------ */
+
+/* A forked rank: join the session the parent created, run, and leave without atexit handlers. */
+static void fork_child(const opts_t *o, const mscclpp_unique_id_t *id, int rank)
+{
+    mscclpp_comm_t *comm = NULL;
+    int status = 1;
+    mscclpp_result_t rc = mscclpp_comm_init_rank(id, rank, o->np, &comm);
+    if (rc != MSCCLPP_OK) {
+        fprintf(stderr, "mscclpp-bench: rank %d: mscclpp_comm_init_rank: %s: %s\n", rank,
+                mscclpp_result_string(rc), mscclpp_last_error());
+    } else {
+        status = bench_rank(o, comm, "forked", 0);
+        mscclpp_comm_destroy(comm);
+    }
+    fflush(NULL);
+    _exit(status);
+}
+
+static int run_forked(const opts_t *o)
+{
+    mscclpp_unique_id_t id;
+    mscclpp_result_t rc = mscclpp_get_unique_id(&id);
+    if (rc != MSCCLPP_OK) {
+        fprintf(stderr, "mscclpp-bench: mscclpp_get_unique_id: %s: %s\n",
+                mscclpp_result_string(rc), mscclpp_last_error());
+        return 1;
+    }
+    pid_t *pids = calloc((size_t)o->np, sizeof(pid_t));
+    int *done = calloc((size_t)o->np, sizeof(int));
+    if (!pids || !done) {
+        fprintf(stderr, "mscclpp-bench: out of memory\n");
+        free(pids);
+        free(done);
+        return 1;
+    }
+    int status = 0, left = 0;
+    fflush(NULL);
+    for (int r = 0; r < o->np; r++) {
+        pid_t pid = fork();
+        if (pid == 0) fork_child(o, &id, r);
+        if (pid < 0) {
+            fprintf(stderr, "mscclpp-bench: fork for rank %d: %s\n", r, strerror(errno));
+            status = 1;
+            break;
+        }
+        pids[r] = pid;
+        left++;
+    }
+    /* Wait for the ranks, bounded; a rank killed by a signal takes the others down at once
+       (they would otherwise wait for it until MSCCLPP_TIMEOUT). */
+    double deadline = now_s() + o->time_limit;
+    int killing = status != 0;
+    while (left > 0) {
+        for (int r = 0; r < o->np; r++) {
+            int ws;
+            if (!pids[r] || done[r] || waitpid(pids[r], &ws, WNOHANG) != pids[r]) continue;
+            done[r] = 1;
+            left--;
+            if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) continue;
+            status = 1;
+            if (WIFSIGNALED(ws)) {
+                fprintf(stderr, "mscclpp-bench: rank %d killed by signal %d\n", r, WTERMSIG(ws));
+                killing = 1;
+            } else if (WEXITSTATUS(ws) != 1) {
+                fprintf(stderr, "mscclpp-bench: rank %d exited with status %d\n", r,
+                        WEXITSTATUS(ws));
+            }
+        }
+        if (left > 0 && !killing && now_s() > deadline) {
+            fprintf(stderr, "mscclpp-bench: ranks still running after %.0f s (--time-limit); "
+                            "killing them\n", o->time_limit);
+            status = 1;
+            killing = 1;
+        }
+        if (killing)
+            for (int r = 0; r < o->np; r++)
+                if (pids[r] && !done[r]) kill(pids[r], SIGKILL);
+        if (left > 0) nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
+    }
+    free(pids);
+    free(done);
+    return status;
+}
+
+/* Rank and size from the launcher's environment (MPICH/Hydra PMI, Open MPI, PMIx). */
+static int launcher_env(int *rank, int *size)
+{
+    static const char *const pairs[][2] = {
+        {"PMI_RANK", "PMI_SIZE"},
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+        {"PMIX_RANK", "PMIX_SIZE"},
+    };
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+        const char *r = getenv(pairs[i][0]), *s = getenv(pairs[i][1]);
+        if (r && s) {
+            *rank = atoi(r);
+            *size = atoi(s);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+#ifdef MSCCLPP_HAVE_MPI
+static int run_mpi(const opts_t *o, int argc, char **argv)
+{
+    int provided, status = 1;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "mscclpp-bench: MPI_Init_thread failed\n");
+        return 1;
+    }
+    mscclpp_bootstrap_t *boot = NULL;
+    mscclpp_comm_t *comm = NULL;
+    mscclpp_result_t rc = MSCCLPP_OK;
+    if (o->tcp_boot) {
+        /* nccl-tests style: rank 0 makes the id, MPI carries it, the library's TCP does the rest */
+        int rank, size;
+        mscclpp_unique_id_t id;
+        memset(&id, 0, sizeof(id));
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        int32_t ok = rank == 0 ? mscclpp_get_unique_id(&id) : MSCCLPP_OK;
+        if (ok != MSCCLPP_OK) rc = (mscclpp_result_t)ok;
+        MPI_Bcast(&ok, 1, MPI_INT32_T, 0, MPI_COMM_WORLD);
+        MPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+        if (ok == MSCCLPP_OK)
+            rc = mscclpp_comm_init_rank(&id, rank, size, &comm);
+        else if (rc == MSCCLPP_OK)
+            rc = (mscclpp_result_t)ok;
+    } else {
+        rc = mscclpp_bootstrap_create_mpi(MPI_COMM_WORLD, &boot);
+        if (rc == MSCCLPP_OK) rc = mscclpp_comm_create(boot, &comm);
+    }
+    if (rc != MSCCLPP_OK) {
+        fprintf(stderr, "mscclpp-bench: %s bootstrap: %s: %s\n", o->tcp_boot ? "TCP" : "MPI",
+                mscclpp_result_string(rc), mscclpp_last_error());
+    } else {
+        status = bench_rank(o, comm, "mpiexec", o->mpi);
+    }
+    mscclpp_comm_destroy(comm);
+    mscclpp_bootstrap_destroy(boot);
+    /* Every rank agrees on the status (results are exchanged), so a plain finalize is safe. */
+    MPI_Finalize();
+    return status;
+}
+#endif
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc < 0) return 0;
+    if (rc) return rc;
+    int env_rank, env_size;
+    int under_mpi = launcher_env(&env_rank, &env_size);
+    if (under_mpi && o.np) {
+        fprintf(stderr, "%s: --np forks ranks itself; do not combine it with mpiexec\n", argv[0]);
+        return EXIT_USAGE;
+    }
+    if ((o.mpi || o.tcp_boot) && !under_mpi) {
+        fprintf(stderr, "%s: --mpi and --bootstrap are for runs under mpiexec -n N\n", argv[0]);
+        return EXIT_USAGE;
+    }
+    if (under_mpi) {
+#ifdef MSCCLPP_HAVE_MPI
+        return run_mpi(&o, argc, argv);
+#else
+        fprintf(stderr, "%s: started by mpiexec (rank %d of %d) but built without MPI; "
+                        "use --np N instead\n", argv[0], env_rank, env_size);
+        return EXIT_USAGE;
+#endif
+    }
+    if (o.np) return run_forked(&o);
+    /* One rank, no launcher. */
+    mscclpp_unique_id_t id;
+    mscclpp_comm_t *comm = NULL;
+    mscclpp_result_t r = mscclpp_get_unique_id(&id);
+    if (r == MSCCLPP_OK) r = mscclpp_comm_init_rank(&id, 0, 1, &comm);
+    if (r != MSCCLPP_OK) {
+        fprintf(stderr, "%s: %s: %s\n", argv[0], mscclpp_result_string(r), mscclpp_last_error());
+        return 1;
+    }
+    rc = bench_rank(&o, comm, "single", 0);
+    mscclpp_comm_destroy(comm);
+    return rc;
+}

@@ -1,0 +1,106 @@
+/*
+ * mscclpp-info: what this build of libmscclpp finds on this machine — backends and their
+ * devices, transports, and every MSCCLPP_* variable with its value, default and meaning.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "core/config.h"
+#include "hal/hal.h"
+#include "mscclpp/mscclpp.h"
+
+static void usage(const char *prog)
+{
+    printf("usage: %s [--config|--backends|--help]\n"
+           "Prints the backends and devices libmscclpp finds, the transports built in, and the\n"
+           "MSCCLPP_* environment variables (value, default, meaning).\n",
+           prog);
+}
+
+static void print_backends(void)
+{
+    hal_backend_info_t info[8];
+    int n = hal_list_backends(info, 8);
+    printf("Backends:\n");
+    for (int i = 0; i < n && i < 8; i++) {
+        printf("  %-5s %-10s %d device(s)  %s\n", info[i].name,
+               info[i].status == MSCCLPP_OK ? "available" : "unavailable", info[i].devices,
+               info[i].path ? info[i].path : "");
+        if (info[i].status != MSCCLPP_OK)
+            printf("        (%s)\n", mscclpp_result_string(info[i].status));
+    }
+    const hal_ops_t *ops = NULL;
+    if (hal_get(&ops) != MSCCLPP_OK) {
+        printf("Selected backend: none (%s)\n", mscclpp_last_error());
+        return;
+    }
+    printf("Selected backend: %s%s\n", ops->name,
+           config_is_set(CFG_MSCCLPP_HAL) ? " (from MSCCLPP_HAL)" : "");
+    int count = 0;
+    if (ops->device_count(&count) != MSCCLPP_OK) count = 0;
+    for (int d = 0; d < count; d++) {
+        hal_device_props_t p;
+        if (ops->device_props(d, &p) != MSCCLPP_OK) continue;
+        printf("  device %d: %s, arch %s, warp %d, %d multiprocessors, %.1f GiB, ipc %s, "
+               "multicast %s\n",
+               d, p.name, p.arch, p.warp_size, p.multiprocessors,
+               (double)p.total_memory / (1 << 30), p.ipc ? "yes" : "no",
+               p.multicast ? "yes" : "no");
+    }
+}
+
+static void print_transports(void)
+{
+    printf("Transports built in: ipc (shared memory / GPU IPC)");
+#ifdef MSCCLPP_HAVE_UCX
+    printf(", ucx");
+#endif
+#ifdef MSCCLPP_HAVE_VERBS
+    printf(", ibverbs");
+#endif
+    printf("\nBootstraps: tcp");
+#ifdef MSCCLPP_HAVE_MPI
+    printf(", mpi");
+#endif
+    printf("\n");
+}
+
+static void print_config(void)
+{
+    const config_entry_t *t = config_table();
+    printf("Configuration (environment variables):\n");
+    for (int i = 0; i < CFG__COUNT; i++) {
+        const char *v = config_get((config_id_t)i);
+        printf("  %-24s = %-12s%s\n      %s (default: \"%s\")\n", t[i].name,
+               *v ? v : "\"\"", config_is_set((config_id_t)i) ? " (set)" : "", t[i].doc,
+               t[i].def);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int want_config = 1, want_backends = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--config")) want_backends = 0;
+        else if (!strcmp(argv[i], "--backends")) want_config = 0;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(argv[0]);
+            return 0;
+        } else {
+            fprintf(stderr, "mscclpp-info: unknown option '%s'\n", argv[i]);
+            usage(argv[0]);
+            return 2;
+        }
+    }
+    int major, minor, patch;
+    mscclpp_version(&major, &minor, &patch);
+    printf("libmscclpp %d.%d.%d\n", major, minor, patch);
+    if (want_backends) {
+        print_backends();
+        print_transports();
+    }
+    if (want_config) print_config();
+    return 0;
+}
