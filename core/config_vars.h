@@ -16,11 +16,9 @@ CONFIG_VAR(MSCCLPP_MASTER_ADDR, "", "Bootstrap root address when no unique id is
 CONFIG_VAR(MSCCLPP_MASTER_PORT, "", "Bootstrap root port when no unique id is passed")
 CONFIG_VAR(MSCCLPP_BOOTSTRAP_SECRET, "", "Extra secret mixed into address-based bootstrap sessions")
 CONFIG_VAR(MSCCLPP_PLAN_DIR, "", "Directory of default plans (default: installed data dir)")
-CONFIG_VAR(MSCCLPP_CACHE_DIR, "", "Cache directory of the Python DSL (default ~/.cache/mscclpp)")
-CONFIG_VAR(MSCCLPP_HOST_SPIN, "2000", "Host backend: polls before a wait starts yielding the CPU")
-CONFIG_VAR(MSCCLPP_HOST_THREADS, "0", "Host backend: worker threads per stream (0: one per block)")
-CONFIG_VAR(MSCCLPP_TRANSPORTS, "ipc,ucx,ib", "Transports to try between peers, in priority order")
-CONFIG_VAR(MSCCLPP_NCCL_LIB_PATH, "", "Real NCCL/RCCL library the NCCL shim falls back to")
+CONFIG_VAR(MSCCLPP_CACHE_DIR, "", "Python DSL: where mscclpp.compile and --install write plans (default ~/.cache/mscclpp)")
+CONFIG_VAR(MSCCLPP_HOST_SPIN, "64",
+           "Host backend: polls before a wait starts yielding the CPU (raise it when ranks x blocks <= cores)")
 CONFIG_VAR(MSCCLPP_CUDA_SHAREABLE, "auto",
            "CUDA backend: how shareable memory is made: auto (cuMem POSIX fds where the device "
            "supports them, else legacy cudaIpc), cumem, or legacy")

@@ -26,7 +26,9 @@
 
 #define EXEC_WIRE_MAGIC 0x43584550u /* "PEXC": context setup message */
 #define EXEC_WIRE_VERSION 1u
-#define EXEC_TAG_BASE 0x40000000 /* bootstrap tags of context setup: base + context sequence */
+/* Bootstrap tags of context setup: base + sequence, inside the 0..32767 every MPI allows */
+#define EXEC_TAG_BASE 0x6000
+#define EXEC_TAG_SPAN 0x2000
 
 typedef struct exec_lowcache {
     struct exec_lowcache *next;
@@ -41,12 +43,16 @@ typedef struct exec_lowcache {
 typedef struct exec_context {
     struct exec_context *next;
     const struct mscclpp_plan *plan;
-    const void *send; /* key */
-    void *recv;
+    void *send_base, *recv_base; /* key: the allocations holding the buffers */
     int rotation;
     int vrank;
-    size_t in_cap, out_cap; /* bytes from send/recv to the end of their allocations */
-    bool broken;            /* a launch failed: state undefined, rebuild before reuse */
+    size_t in_alloc, out_alloc; /* sizes of those allocations */
+    bool broken;                /* a launch failed: state undefined, rebuild before reuse */
+    bool io_offsets;            /* some rank addresses a peer's input/output: exchange the
+                                 * in-allocation offsets of every call */
+    bool resolved;              /* rbufs/members hold pointers for peer_off */
+    void **peer_ptr[3];         /* per virtual rank: input/output allocation base, scratch */
+    uint64_t *peer_off[2];      /* per virtual rank: offsets of the current call's buffers */
 
     void *scratch;
     uint64_t scratch_bytes;
@@ -72,22 +78,39 @@ struct mscclpp_executor {
     uint32_t context_seq;
     void *tmp;        /* staging input for in-place calls served by out-of-place plans */
     size_t tmp_bytes;
+    uint64_t *offs;   /* allgather scratch for per-call offsets, 2 per rank */
 };
 
 #define SLOT_U64 8 /* counters are 64 bytes apart */
+
+static void lowcache_flush(mscclpp_executor_t *ex, exec_context_t *c);
 
 static int vr_to_pr(const exec_context_t *c, int v, int n) { return (v + c->rotation) % n; }
 
 /* ---- context setup ----------------------------------------------------------------------- */
 
-static size_t bytes_to_alloc_end(const hal_ops_t *hal, const void *p, bool *shareable)
+static unsigned needs_from(const struct mscclpp_plan *plan, int peer, int me);
+
+/* The allocation holding p (base and size); for memory the backend does not know, the
+ * pointer itself and size 0. */
+static void alloc_of(const hal_ops_t *hal, const void *p, void **base, size_t *size)
 {
-    void *base = NULL;
-    size_t size = 0;
-    *shareable = false;
-    if (!p || hal->mem_range(p, &base, &size) != MSCCLPP_OK) return 0;
-    *shareable = true;
-    return size - (size_t)((const char *)p - (const char *)base);
+    *base = (void *)p;
+    *size = 0;
+    if (p && hal->mem_range(p, base, size) != MSCCLPP_OK) {
+        core_clear_error();
+        *base = (void *)p;
+        *size = 0;
+    }
+}
+
+/* True when some rank of the plan addresses another rank's input or output buffer. */
+static bool plan_addresses_io(const struct mscclpp_plan *plan)
+{
+    for (int r = 0; r < plan->nranks; r++)
+        for (int v = 0; v < plan->nranks; v++)
+            if (v != r && (needs_from(plan, r, v) & 3u)) return true;
+    return false;
 }
 
 /* Number of type-T channels gpu `from` lists to `to`. */
@@ -121,11 +144,13 @@ static bool pair_talks(const struct mscclpp_plan *plan, int a, int b)
            chan_count(&plan->gpus[b], PLAN_CH_MEMORY, a);
 }
 
+/* What this rank registers for a buffer type: whole allocations for input and output (the
+ * call's offsets inside them travel per call), the scratch itself. */
 static void *buffer_of(const exec_context_t *c, int type)
 {
     switch (type) {
-    case PLAN_BUF_INPUT: return (void *)c->send;
-    case PLAN_BUF_OUTPUT: return c->recv;
+    case PLAN_BUF_INPUT: return c->send_base;
+    case PLAN_BUF_OUTPUT: return c->recv_base;
     default: return c->scratch;
     }
 }
@@ -177,13 +202,7 @@ static void context_free(mscclpp_executor_t *ex, exec_context_t *c)
 {
     if (!c) return;
     const hal_ops_t *hal = ex->hal;
-    while (c->lowered) {
-        exec_lowcache_t *l = c->lowered;
-        c->lowered = l->next;
-        if (l->dev_blob) hal->mem_free(l->dev_blob);
-        exec_lowered_free(l->low);
-        free(l);
-    }
+    lowcache_flush(ex, c);
     for (int i = 0; i < c->n_mappings; i++) comm_unmap_peer(ex->comm, c->mappings[i]);
     if (c->scratch) hal->mem_free(c->scratch);
     if (c->state) hal->mem_free(c->state);
@@ -194,12 +213,15 @@ static void context_free(mscclpp_executor_t *ex, exec_context_t *c)
     free(c->switches);
     free(c->members);
     free(c->mappings);
+    for (int t = 0; t < 3; t++) free(c->peer_ptr[t]);
+    for (int t = 0; t < 2; t++) free(c->peer_off[t]);
     free(c);
 }
 
 static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
-                                       const void *send, void *recv, int rotation,
-                                       mscclpp_dtype_t dtype, exec_context_t **out)
+                                       void *send_base, size_t in_alloc, void *recv_base,
+                                       size_t out_alloc, int rotation, mscclpp_dtype_t dtype,
+                                       exec_context_t **out)
 {
     mscclpp_comm_t *comm = ex->comm;
     const hal_ops_t *hal = ex->hal;
@@ -208,14 +230,17 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     exec_context_t *c = calloc(1, sizeof *c);
     if (!c) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
     c->plan = plan;
-    c->send = send;
-    c->recv = recv;
+    c->send_base = send_base;
+    c->recv_base = recv_base;
+    c->in_alloc = in_alloc;
+    c->out_alloc = out_alloc;
+    c->io_offsets = plan_addresses_io(plan);
     c->rotation = rotation;
     c->vrank = (comm->rank - rotation + n) % n;
     const int me = c->vrank;
     const plan_gpu_t *g = &plan->gpus[me];
     uint32_t seq = ex->context_seq++;
-    const int tag = EXEC_TAG_BASE + (int)(seq & 0xffffff);
+    const int tag = EXEC_TAG_BASE + (int)(seq % EXEC_TAG_SPAN);
 
     for (int t = 0; t < PLAN_CH__COUNT; t++)
         if (t == PLAN_CH_PORT && g->n_chan[t] > 0) {
@@ -225,12 +250,10 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
             goto fail;
         }
 
-    bool in_share = false, out_share = false;
-    c->in_cap = bytes_to_alloc_end(hal, send, &in_share);
-    c->out_cap = bytes_to_alloc_end(hal, recv, &out_share);
+    bool in_share = in_alloc > 0, out_share = out_alloc > 0;
 
-    /* scratch sized for the largest call these buffers allow, capped by the plan's range */
-    uint64_t cap_in = c->in_cap, cap_out = c->out_cap;
+    /* scratch sized for the largest call these allocations allow, capped by the plan's range */
+    uint64_t cap_in = in_alloc, cap_out = out_alloc;
     if (plan->max_message_size && cap_in > plan->max_message_size) cap_in = plan->max_message_size;
     if (plan->max_message_size && cap_out > plan->max_message_size)
         cap_out = plan->max_message_size;
@@ -239,10 +262,14 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
         /* exec_scratch_bytes wants consistent sizes: derive both from the chunk size */
         size_t es = mscclpp_dtype_size(dtype);
         uint64_t cin = g->input_chunks, cout = g->output_chunks;
-        uint64_t per_chunk = 0;
-        if (cin) per_chunk = cap_in / cin;
-        if (cout && (!cin || cap_out / cout < per_chunk)) per_chunk = cap_out / cout;
-        per_chunk -= per_chunk % (es ? es : 1);
+        /* the largest chunk any call on these buffers can have, rounded up so that the
+         * lowering's chunk size (a ceiling rounded to the alignment) never exceeds it */
+        uint64_t per_chunk = 0, unit = plan->alignment > 64 ? plan->alignment : 64;
+        if (cin) per_chunk = (cap_in + cin - 1) / cin;
+        if (cout && (!cin || (cap_out + cout - 1) / cout < per_chunk))
+            per_chunk = (cap_out + cout - 1) / cout;
+        per_chunk = (per_chunk + unit - 1) / unit * unit;
+        (void)es;
         uint64_t in_b = per_chunk * cin, out_b = per_chunk * cout;
         if (per_chunk > 0 &&
             exec_scratch_bytes(plan, me, in_b, out_b, dtype, &scratch_bytes) != MSCCLPP_OK) {
@@ -303,10 +330,10 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     /* one setup message to every peer this rank talks to (both sides agree from the plan) */
     void **peer_buf[3];
     for (int t = 0; t < 3; t++) {
-        peer_buf[t] = calloc((size_t)n, sizeof(void *));
-        if (!peer_buf[t]) {
+        c->peer_ptr[t] = peer_buf[t] = calloc((size_t)n, sizeof(void *));
+        if (t < 2) c->peer_off[t] = calloc((size_t)n, sizeof(uint64_t));
+        if (!peer_buf[t] || (t < 2 && !c->peer_off[t])) {
             res = ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
-            for (int u = 0; u < t; u++) free(peer_buf[u]);
             goto fail;
         }
     }
@@ -336,11 +363,11 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
             void *p = buffer_of(c, t);
             bool share = t == PLAN_BUF_SCRATCH ? true : t == PLAN_BUF_INPUT ? in_share : out_share;
             size_t bytes = t == PLAN_BUF_SCRATCH ? c->scratch_bytes
-                           : t == PLAN_BUF_INPUT ? c->in_cap : c->out_cap;
+                           : t == PLAN_BUF_INPUT ? c->in_alloc : c->out_alloc;
             if (!p || !share || bytes == 0) {
                 res = ERR_ARG("plan '%s': rank %d addresses the %s buffer of rank %d, which must "
-                              "then come from mscclpp_malloc (got %p)", plan->name,
-                              vr_to_pr(c, v, n), buf_name(t), comm->rank, p);
+                              "then be memory the backend can share (mscclpp_malloc; got %p)",
+                              plan->name, vr_to_pr(c, v, n), buf_name(t), comm->rank, p);
                 goto free_msg;
             }
             CHECK_GOTO(put_regmem(ex, &w, p, bytes), res, free_msg);
@@ -412,17 +439,14 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
         free(in);
         if (res != MSCCLPP_OK) goto free_msg;
     }
-    /* resolve remote buffers and switch members */
-    for (int q = 0; q < g->n_rbufs; q++) c->rbufs[q] = peer_buf[g->rbufs[q].buf][g->rbufs[q].owner];
+    /* switch channel tables; their pointers, like the remote buffers', are set per call */
     {
         int m0 = 0;
         for (int s = 0; s < n_sw; s++) {
-            const plan_switch_t *sw = &g->switches[s];
-            c->switches[s].n_members = sw->n_ranks;
+            c->switches[s].n_members = g->switches[s].n_ranks;
             c->switches[s].members = &c->members[m0];
             c->switches[s].mc = NULL;
-            for (int m = 0; m < sw->n_ranks; m++) c->members[m0 + m] = peer_buf[sw->buf][sw->ranks[m]];
-            m0 += sw->n_ranks;
+            m0 += g->switches[s].n_ranks;
         }
     }
     /* nobody may leave (and stop serving its memory) before everyone has mapped it */
@@ -433,7 +457,6 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
 free_msg:
     free(msg);
 free_peer_bufs:
-    for (int t = 0; t < 3; t++) free(peer_buf[t]);
     if (res != MSCCLPP_OK) goto fail;
     *out = c;
     return MSCCLPP_OK;
@@ -442,14 +465,24 @@ fail:
     return res;
 }
 
+/*
+ * The context of (plan, send allocation, recv allocation, rotation). Keyed by allocations, not
+ * pointers, so that every rank hits or misses together as long as each keeps its buffers in
+ * the same allocations (an in-place reducescatter moves recv on some ranks only).
+ */
 static mscclpp_result_t context_get(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
                                     const void *send, void *recv, int rotation,
                                     mscclpp_dtype_t dtype, exec_context_t **out)
 {
+    void *send_base, *recv_base;
+    size_t in_alloc, out_alloc;
+    alloc_of(ex->hal, send, &send_base, &in_alloc);
+    alloc_of(ex->hal, recv, &recv_base, &out_alloc);
     exec_context_t **pp;
     for (pp = &ex->contexts; *pp; pp = &(*pp)->next) {
         exec_context_t *c = *pp;
-        if (c->plan == plan && c->send == send && c->recv == recv && c->rotation == rotation) {
+        if (c->plan == plan && c->send_base == send_base && c->recv_base == recv_base &&
+            c->rotation == rotation) {
             if (!c->broken) {
                 *out = c;
                 return MSCCLPP_OK;
@@ -460,7 +493,8 @@ static mscclpp_result_t context_get(mscclpp_executor_t *ex, const struct mscclpp
         }
     }
     exec_context_t *c = NULL;
-    CHECK(context_create(ex, plan, send, recv, rotation, dtype, &c));
+    CHECK(context_create(ex, plan, send_base, in_alloc, recv_base, out_alloc, rotation, dtype,
+                         &c));
     c->next = ex->contexts;
     ex->contexts = c;
     *out = c;
@@ -481,8 +515,8 @@ static mscclpp_result_t lowered_get(mscclpp_executor_t *ex, exec_context_t *c, s
         }
     const plan_gpu_t *g = &c->plan->gpus[c->vrank];
     exec_resources_t res = {0};
-    res.input = c->send;
-    res.output = c->recv;
+    res.input = (char *)c->send_base + c->peer_off[0][c->vrank];
+    res.output = (char *)c->recv_base + c->peer_off[1][c->vrank];
     res.scratch = c->scratch;
     res.scratch_bytes = c->scratch_bytes;
     res.state = c->state;
@@ -517,6 +551,72 @@ static mscclpp_result_t lowered_get(mscclpp_executor_t *ex, exec_context_t *c, s
     l->next = c->lowered;
     c->lowered = l;
     *out = l;
+    return MSCCLPP_OK;
+}
+
+static void lowcache_flush(mscclpp_executor_t *ex, exec_context_t *c)
+{
+    while (c->lowered) {
+        exec_lowcache_t *l = c->lowered;
+        c->lowered = l->next;
+        if (l->dev_blob) ex->hal->mem_free(l->dev_blob);
+        exec_lowered_free(l->low);
+        free(l);
+    }
+}
+
+/*
+ * Point the remote buffers and switch members at this call's buffers. Plans that address a
+ * peer's input or output learn every rank's in-allocation offsets with one small allgather
+ * per call (whether a plan does is a property of the whole plan, so all ranks agree); lowered
+ * plans embed the pointers, so they are dropped when an offset moved.
+ */
+static mscclpp_result_t resolve_call(mscclpp_executor_t *ex, exec_context_t *c, uint64_t in_off,
+                                     uint64_t out_off)
+{
+    const int n = ex->comm->nranks;
+    const int me = c->vrank;
+    bool changed = !c->resolved;
+    if (c->io_offsets) {
+        if (!ex->offs) {
+            ex->offs = calloc((size_t)n * 2, sizeof(uint64_t));
+            if (!ex->offs) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+        }
+        ex->offs[2 * ex->comm->rank] = in_off;
+        ex->offs[2 * ex->comm->rank + 1] = out_off;
+        CHECK(mscclpp_bootstrap_allgather(ex->comm->boot, ex->offs, 2 * sizeof(uint64_t)));
+        for (int p = 0; p < n; p++) {
+            int v = (p - c->rotation + n) % n;
+            for (int t = 0; t < 2; t++)
+                if (c->peer_off[t][v] != ex->offs[2 * p + t]) {
+                    c->peer_off[t][v] = ex->offs[2 * p + t];
+                    changed = true;
+                }
+        }
+    } else if (c->peer_off[0][me] != in_off || c->peer_off[1][me] != out_off) {
+        c->peer_off[0][me] = in_off; /* only this rank's own buffers can be bound here */
+        c->peer_off[1][me] = out_off;
+        changed = true;
+    }
+    if (!changed) return MSCCLPP_OK;
+    const plan_gpu_t *g = &c->plan->gpus[me];
+    for (int q = 0; q < g->n_rbufs; q++) {
+        const plan_rbuf_t *rb = &g->rbufs[q];
+        char *base = c->peer_ptr[rb->buf][rb->owner];
+        c->rbufs[q] = rb->buf == PLAN_BUF_SCRATCH ? base : base + c->peer_off[rb->buf][rb->owner];
+    }
+    int m0 = 0;
+    for (int s = 0; s < g->n_chan[PLAN_CH_SWITCH]; s++) {
+        const plan_switch_t *sw = &g->switches[s];
+        for (int m = 0; m < sw->n_ranks; m++) {
+            char *base = c->peer_ptr[sw->buf][sw->ranks[m]];
+            c->members[m0 + m] =
+                sw->buf == PLAN_BUF_SCRATCH ? base : base + c->peer_off[sw->buf][sw->ranks[m]];
+        }
+        m0 += sw->n_ranks;
+    }
+    lowcache_flush(ex, c);
+    c->resolved = true;
     return MSCCLPP_OK;
 }
 
@@ -557,11 +657,20 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
 
     exec_context_t *c = NULL;
     CHECK(context_get(ex, plan, send, recv, rotation, dtype, &c));
-    if (send_bytes > c->in_cap || recv_bytes > c->out_cap)
+    uint64_t in_off = (uint64_t)((const char *)send - (const char *)c->send_base);
+    uint64_t out_off = (uint64_t)((const char *)recv - (const char *)c->recv_base);
+    if (!c->in_alloc || !c->out_alloc)
+        return ERR_ARG("execute: buffers must be memory of the %s backend (mscclpp_malloc); "
+                       "%s is not", ex->hal->name, !c->in_alloc ? "send" : "recv");
+    if (send_bytes > c->in_alloc - in_off || recv_bytes > c->out_alloc - out_off)
         return ERR_ARG("execute: %zu/%zu bytes do not fit the buffers (%zu/%zu bytes to the end "
-                       "of their allocations)", send_bytes, recv_bytes, c->in_cap, c->out_cap);
+                       "of their allocations)", send_bytes, recv_bytes,
+                       (size_t)(c->in_alloc - in_off), (size_t)(c->out_alloc - out_off));
+    CHECK(resolve_call(ex, c, in_off, out_off));
     exec_lowcache_t *l = NULL;
     CHECK(lowered_get(ex, c, send_bytes, recv_bytes, dtype, op, packet, &l));
+    l->low->args.input = send;
+    l->low->args.output = recv;
     hal_stream_t hs = hal_api_stream(stream);
     mscclpp_result_t r = ex->hal->launch(&l->low->args, sizeof l->low->args, l->low->nblocks,
                                          l->low->nthreads, hs);
@@ -644,6 +753,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
         context_free(exec, c);
     }
     if (exec->tmp) exec->hal->mem_free(exec->tmp);
+    free(exec->offs);
     exec_registry_fini(&exec->registry);
     free(exec);
     return MSCCLPP_OK;
@@ -697,7 +807,7 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     if (r == MSCCLPP_OK)
         return execute_rotated(ex, plan, send, recv, in_bytes, out_bytes, dtype, op,
                                MSCCLPP_PACKET_LL16, stream, rotation);
-    if (!inplace) return ERR(r, "%s", mscclpp_last_error());
+    if (!inplace) goto none;
     /* in-place call, out-of-place plan: copy the input aside */
     CHECK_GOTO(exec_registry_select(&ex->registry, collective, ex->comm->nranks,
                                     ex->comm->nlocal, false, msg, NULL, &plan),
@@ -707,7 +817,7 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
             /* contexts keyed on the old staging buffer go with it */
             for (exec_context_t **pp = &ex->contexts; *pp;) {
                 exec_context_t *c = *pp;
-                if (c->send == ex->tmp) {
+                if (c->send_base == ex->tmp) {
                     *pp = c->next;
                     context_free(ex, c);
                 } else {
@@ -726,8 +836,11 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
         CHECK(ex->hal->memcpy_async(ex->tmp, stage_src, in_bytes, hal_api_stream(stream)));
     else
         CHECK(ex->hal->memcpy_sync(ex->tmp, stage_src, in_bytes));
-    return execute_rotated(ex, plan, ex->tmp, recv, in_bytes, out_bytes, dtype, op,
-                           MSCCLPP_PACKET_LL16, stream, rotation);
+    r = execute_rotated(ex, plan, ex->tmp, recv, in_bytes, out_bytes, dtype, op,
+                        MSCCLPP_PACKET_LL16, stream, rotation);
+    /* a failed call must not leave the staging copy queued behind the caller's back */
+    if (r != MSCCLPP_OK && stream) (void)ex->hal->stream_sync(hal_api_stream(stream));
+    return r;
 none:
     return ERR(MSCCLPP_ERR_UNSUPPORTED, "no %s plan for %d ranks and %llu bytes (%s); register "
                "one or install the default plans (MSCCLPP_PLAN_DIR=%s)", collective,

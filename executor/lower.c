@@ -9,7 +9,10 @@
  *     -- identical to the reference whenever the reference accepts the size -- otherwise
  *     ceil(S/C) rounded up to lcm(buffer_alignment, that granule); chunk c of an input or
  *     output buffer is [c*CS, min((c+1)*CS, S)) (may be empty), scratch chunk c is at c*CS;
- *   - an op moves, per descriptor, the minimum of its descriptors' lengths (tails work);
+ *   - allgather / reducescatter / alltoall sides holding one block per rank use the grouped
+ *     layout (lower.h, exec_chunk_bytes), so rounding never moves a rank's block;
+ *   - an op moves, per descriptor, the minimum of its descriptors' lengths (tails work); plan
+ *     ops whose pairs or chunks can differ in length become several kern ops (see "splitting");
  *   - thread-block-group slices split that length in units of the alignment, the byte tail
  *     going to the last slice; pipeline bodies are pipeline-aware, clamped at 0;
  *   - every descriptor is checked against the size of the buffer it reaches, so a lowered plan
@@ -144,38 +147,100 @@ static uint64_t side_chunk(uint64_t size, uint32_t chunks, uint64_t word, uint64
 }
 
 /*
- * Collectives whose result places each rank's data at fixed positions (rank r's block of an
- * allgather output, the per-peer blocks of an alltoall): their chunks must tile the buffers
- * exactly, a rounded chunk size would move block boundaries.
+ * Grouped chunk layout. A collective whose result places each rank's data at a fixed position
+ * (rank r's block of an allgather output, the per-peer blocks of an alltoall) views a buffer of
+ * S bytes and C chunks as G rank blocks of S/G bytes, each split into C/G chunks of CS bytes
+ * (the last chunk of a block short, possibly empty): chunk c = block c/(C/G), sub-chunk
+ * c%(C/G). Rounding then never moves a block boundary. G = 1 is the plain layout; when CS*C ==
+ * S the grouped layout equals the plain one (and the reference's).
  */
-static bool layout_needs_exact(const struct mscclpp_plan *plan)
+static uint32_t collective_groups(const struct mscclpp_plan *plan, int buf)
 {
-    static const char *const exact[] = {"allgather", "reducescatter", "alltoall", "sendrecv"};
-    for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
-        if (plan->collective && strcmp(plan->collective, exact[i]) == 0) return true;
-    return false;
+    const char *c = plan->collective ? plan->collective : "";
+    if (strcmp(c, "allgather") == 0) return buf == PLAN_BUF_OUTPUT ? (uint32_t)plan->nranks : 1;
+    if (strcmp(c, "reducescatter") == 0)
+        return buf == PLAN_BUF_INPUT ? (uint32_t)plan->nranks : 1;
+    if (strcmp(c, "alltoall") == 0) return (uint32_t)plan->nranks;
+    return 1;
 }
 
-/*
- * Chunk size without reporting; returns 0 on success, 1 when input and output disagree, 2
- * when an exact layout is needed and the sizes do not divide.
- */
-static int chunk_quiet(const struct mscclpp_plan *plan, int rank, uint64_t in, uint64_t out,
-                       uint64_t es, uint64_t *cs)
+/* Rank blocks of one side as the plan's chunk count allows (size independent). */
+static uint32_t side_groups(const struct mscclpp_plan *plan, int rank, int buf)
+{
+    const plan_gpu_t *g = &plan->gpus[rank];
+    uint32_t c = buf == PLAN_BUF_INPUT ? g->input_chunks : g->output_chunks;
+    uint32_t n = collective_groups(plan, buf);
+    return c && n > 1 && c % n == 0 ? n : 1;
+}
+
+/* Byte layout of the input or output buffer for one call. */
+typedef struct {
+    uint64_t size;   /* S */
+    uint32_t chunks; /* C; 0 when the plan gives none (then chunk c is at c*cs, clipped) */
+    uint32_t groups; /* G */
+    uint32_t per;    /* C/G */
+    uint64_t gsize;  /* S/G */
+    uint64_t cs;     /* chunk size (the same on both sides) */
+    bool exact;      /* CS * C == S */
+} side_t;
+
+/* Offset of chunk c (c <= C: the end of the last chunk is S) in a side's layout. */
+static uint64_t side_off(const side_t *sd, uint64_t c)
+{
+    if (!sd->chunks) return c * sd->cs < sd->size ? c * sd->cs : sd->size;
+    uint64_t grp = c / sd->per, sub = c % sd->per;
+    if (grp >= sd->groups) return sd->size;
+    uint64_t o = sub * sd->cs;
+    return grp * sd->gsize + (o < sd->gsize ? o : sd->gsize);
+}
+
+enum { LAYOUT_OK = 0, LAYOUT_MISMATCH, LAYOUT_BLOCKS_IN, LAYOUT_BLOCKS_OUT };
+
+static int side_layout(const struct mscclpp_plan *plan, int rank, int buf, uint64_t size,
+                       uint64_t es, side_t *sd)
 {
     const plan_gpu_t *g = &plan->gpus[rank];
     uint64_t unit = size_unit(plan, es), word = size_word(plan, es);
-    uint64_t ci = g->input_chunks ? side_chunk(in, g->input_chunks, word, unit) : 0;
-    uint64_t co = g->output_chunks ? side_chunk(out, g->output_chunks, word, unit) : 0;
-    bool exact_in = !g->input_chunks || ci * g->input_chunks == in;
-    bool exact_out = !g->output_chunks || co * g->output_chunks == out;
-    *cs = g->input_chunks ? ci : co;
-    if (layout_needs_exact(plan) && !(exact_in && exact_out)) return 2;
-    if (g->input_chunks && g->output_chunks) {
-        bool same = g->input_chunks == g->output_chunks && in == out;
-        if (ci != co || !((exact_in && exact_out) || same)) return 1;
+    memset(sd, 0, sizeof(*sd));
+    sd->size = size;
+    sd->chunks = buf == PLAN_BUF_INPUT ? g->input_chunks : g->output_chunks;
+    sd->groups = 1;
+    if (!sd->chunks) return LAYOUT_OK;
+    uint32_t n = collective_groups(plan, buf);
+    bool flat_exact = size % sd->chunks == 0 && (size / sd->chunks) % word == 0;
+    if (!flat_exact && n > 1 &&
+        (sd->chunks % n != 0 || size % n != 0 || (size / n) % word != 0))
+        return buf == PLAN_BUF_INPUT ? LAYOUT_BLOCKS_IN : LAYOUT_BLOCKS_OUT;
+    sd->groups = side_groups(plan, rank, buf);
+    sd->per = sd->chunks / sd->groups;
+    sd->gsize = size / sd->groups;
+    sd->cs = side_chunk(sd->gsize, sd->per, word, unit);
+    sd->exact = sd->cs * sd->per == sd->gsize;
+    return LAYOUT_OK;
+}
+
+/* Both sides' layouts and the common chunk size, without reporting (LAYOUT_*). */
+static int chunk_layout(const struct mscclpp_plan *plan, int rank, uint64_t in, uint64_t out,
+                        uint64_t es, side_t *si, side_t *so, uint64_t *cs)
+{
+    int r = side_layout(plan, rank, PLAN_BUF_INPUT, in, es, si);
+    if (r == LAYOUT_OK) r = side_layout(plan, rank, PLAN_BUF_OUTPUT, out, es, so);
+    if (r != LAYOUT_OK) return r;
+    *cs = si->chunks ? si->cs : so->cs;
+    if (si->chunks && so->chunks) {
+        /* rounded layouts agree only when both sides have the same blocks of chunks */
+        bool same = si->per == so->per && si->gsize == so->gsize;
+        if (si->cs != so->cs || !((si->exact && so->exact) || same)) return LAYOUT_MISMATCH;
     }
-    return 0;
+    si->cs = so->cs = *cs;
+    return LAYOUT_OK;
+}
+
+static int chunk_quiet(const struct mscclpp_plan *plan, int rank, uint64_t in, uint64_t out,
+                       uint64_t es, uint64_t *cs)
+{
+    side_t si, so;
+    return chunk_layout(plan, rank, in, out, es, &si, &so, cs);
 }
 
 mscclpp_result_t exec_chunk_bytes(const struct mscclpp_plan *plan, int rank, size_t in_bytes,
@@ -189,21 +254,27 @@ mscclpp_result_t exec_chunk_bytes(const struct mscclpp_plan *plan, int rank, siz
         return ERR_ARG("plan '%s': input size %zu and output size %zu must be multiples of the "
                        "element size (%llu bytes)",
                        plan->name, in_bytes, out_bytes, (unsigned long long)es);
+    const plan_gpu_t *g = &plan->gpus[rank];
     int bad = chunk_quiet(plan, rank, in_bytes, out_bytes, es, chunk);
-    if (bad == 2) {
-        const plan_gpu_t *g = &plan->gpus[rank];
-        return ERR_ARG("plan '%s' rank %d (%s): input %zu B / %u chunks and output %zu B / %u "
-                       "chunks must split into equal chunks of a multiple of %llu bytes, or "
-                       "ranks' blocks would move",
-                       plan->name, rank, plan->collective, in_bytes, g->input_chunks, out_bytes,
-                       g->output_chunks, (unsigned long long)size_word(plan, es));
+    if (bad == LAYOUT_BLOCKS_IN || bad == LAYOUT_BLOCKS_OUT) {
+        bool in = bad == LAYOUT_BLOCKS_IN;
+        int buf = in ? PLAN_BUF_INPUT : PLAN_BUF_OUTPUT;
+        uint32_t n = collective_groups(plan, buf);
+        return ERR_ARG("plan '%s' rank %d (%s): the %s (%zu B in %u chunks) holds %u rank blocks; "
+                       "unless it splits into equal chunks of a multiple of %llu bytes, its "
+                       "chunk count must be a multiple of %u and its size a multiple of %llu "
+                       "bytes (%u blocks of a multiple of %llu bytes)",
+                       plan->name, rank, plan->collective, in ? "input" : "output",
+                       in ? in_bytes : out_bytes, in ? g->input_chunks : g->output_chunks, n,
+                       (unsigned long long)size_word(plan, es), n,
+                       (unsigned long long)(n * size_word(plan, es)), n,
+                       (unsigned long long)size_word(plan, es));
     }
     if (bad) {
-        const plan_gpu_t *g = &plan->gpus[rank];
         return ERR_ARG("plan '%s' rank %d: input %zu B in %u chunks and output %zu B in %u "
                        "chunks do not split into equal chunks (sizes must be in the ratio of the "
                        "chunk counts, and divide into chunks of a multiple of %llu bytes unless "
-                       "input and output are the same size and count)",
+                       "input and output have the same blocks of chunks)",
                        plan->name, rank, in_bytes, g->input_chunks, out_bytes, g->output_chunks,
                        (unsigned long long)size_word(plan, es));
     }
@@ -271,6 +342,158 @@ mscclpp_result_t exec_state_init(const struct mscclpp_plan *plan, int rank, void
     return MSCCLPP_OK;
 }
 
+/* ---- splitting plan ops into several interpreter ops ---------------------------------------
+ *
+ * A kern op moves one length per descriptor. Two cases need more than one kern op per plan op:
+ *   - pairs: put/ppkt/pws/pwsf/get move src[k] -> dst[k]; when the pairs can differ in length
+ *     (different chunks, e.g. a short last chunk next to full ones), each pair becomes its own
+ *     kern op;
+ *   - chunks: a descriptor spanning rank blocks of a grouped layout is contiguous in its buffer
+ *     but skips the unused tail of each short chunk in scratch slots (or in a buffer with other
+ *     blocks); when such descriptors meet descriptors of another layout, a plain or packet
+ *     copy/put/get becomes one kern op per chunk.
+ * The decision depends on the plan only (never on the sizes), so that exec_state_error() can map
+ * a recorded kern op index back to the plan's op index. Reduce ops never split: their
+ * descriptors all carry the same result range, so the minimum length is the right one; one that
+ * would need a chunk split is refused when the sizes make the layouts differ.
+ */
+
+typedef struct {
+    bool pairs;                       /* one unit per pair, else one unit for the whole op */
+    int n_units;                      /* units (pairs or 1) */
+    uint32_t pieces[PLAN_MAX_DESCS];  /* kern ops per unit (chunks, or 1) */
+    bool conflict;                    /* needs a chunk split it cannot have */
+    uint32_t count;                   /* kern ops in all */
+} split_t;
+
+static bool op_has_pairs(int type)
+{
+    return type == PLAN_OP_PUT || type == PLAN_OP_PPKT || type == PLAN_OP_PWS ||
+           type == PLAN_OP_PWSF || type == PLAN_OP_GET;
+}
+
+static bool op_chunk_splittable(int type)
+{
+    return op_has_pairs(type) || type == PLAN_OP_COPY || type == PLAN_OP_CPKT ||
+           type == PLAN_OP_UPKT;
+}
+
+static bool desc_same(const plan_desc_t *a, const plan_desc_t *b)
+{
+    return a->buf == b->buf && a->index == b->index && a->size == b->size;
+}
+
+/* Does d span rank blocks of a grouped layout (so that, in bytes, it may skip short tails)? */
+static bool desc_gapped(const struct mscclpp_plan *plan, int rank, const plan_desc_t *d,
+                        uint32_t *per)
+{
+    if (d->buf != PLAN_BUF_INPUT && d->buf != PLAN_BUF_OUTPUT) return false;
+    const plan_gpu_t *g = &plan->gpus[rank];
+    uint32_t c = d->buf == PLAN_BUF_INPUT ? g->input_chunks : g->output_chunks;
+    uint32_t n = side_groups(plan, rank, d->buf);
+    if (n <= 1 || c / n <= 1 || d->size <= 1) return false;
+    *per = c / n;
+    return d->index / *per != (d->index + d->size - 1) / *per;
+}
+
+/*
+ * Chunk pieces of one unit (its descriptors): 1 when every descriptor has the same byte layout
+ * (none spans rank blocks, or all span them alike), else the common chunk count, or 0 when the
+ * descriptors have different chunk counts.
+ */
+static uint32_t unit_pieces(const struct mscclpp_plan *plan, int rank, const plan_desc_t *const *d,
+                            int n)
+{
+    int gapped = 0;
+    uint32_t per0 = 0;
+    bool alike = true;
+    for (int k = 0; k < n; k++) {
+        uint32_t per = 0;
+        if (desc_gapped(plan, rank, d[k], &per)) {
+            gapped++;
+            if (gapped == 1) per0 = per;
+            if (d[k]->buf != d[0]->buf || d[k]->size != d[0]->size ||
+                d[k]->index % per != d[0]->index % per0)
+                alike = false;
+        }
+    }
+    if (gapped == 0 || (gapped == n && alike)) return 1;
+    for (int k = 1; k < n; k++)
+        if (d[k]->size != d[0]->size) return 0;
+    return d[0]->size;
+}
+
+/* Is op i of the block inside a pipeline body? */
+static bool op_in_pipeline(const plan_block_t *blk, int i)
+{
+    for (int p = 0; p < i; p++)
+        if (blk->ops[p].type == PLAN_OP_PIPELINE && i <= p + blk->ops[p].n_inner) return true;
+    return false;
+}
+
+static void op_split(const struct mscclpp_plan *plan, int rank, const plan_block_t *blk, int i,
+                     split_t *sp)
+{
+    const plan_op_t *op = &blk->ops[i];
+    memset(sp, 0, sizeof(*sp));
+    sp->n_units = 1;
+    sp->pieces[0] = 1;
+    sp->count = 1;
+    if (op->type >= PLAN_OP__COUNT || op->type == PLAN_OP_PIPELINE || op->n_src > PLAN_MAX_DESCS ||
+        op->n_dst > PLAN_MAX_DESCS || op->n_src + op->n_dst == 0)
+        return;
+    if (op_has_pairs(op->type) && op->n_src > 0 && op->n_dst > 1) {
+        for (int k = 1; k < op->n_dst; k++) {
+            int sk = k < op->n_src ? k : op->n_src - 1;
+            if (!desc_same(&op->src[sk], &op->src[0]) || !desc_same(&op->dst[k], &op->dst[0]))
+                sp->pairs = true;
+        }
+    }
+    const plan_desc_t *d[2 * PLAN_MAX_DESCS];
+    bool can = op_chunk_splittable(op->type) && !op_in_pipeline(blk, i);
+    if (sp->pairs) {
+        sp->n_units = op->n_dst;
+        for (int k = 0; k < op->n_dst; k++) {
+            d[0] = &op->src[k < op->n_src ? k : op->n_src - 1];
+            d[1] = &op->dst[k];
+            sp->pieces[k] = unit_pieces(plan, rank, d, 2);
+        }
+    } else {
+        int n = 0;
+        for (int k = 0; k < op->n_src; k++) d[n++] = &op->src[k];
+        for (int k = 0; k < op->n_dst; k++) d[n++] = &op->dst[k];
+        sp->pieces[0] = unit_pieces(plan, rank, d, n);
+    }
+    sp->count = 0;
+    for (int u = 0; u < sp->n_units; u++) {
+        if (sp->pieces[u] != 1 && !can) {
+            sp->conflict = true;
+            sp->pieces[u] = 1;
+        } else if (sp->pieces[u] == 0) {
+            sp->conflict = true;
+            sp->pieces[u] = 1;
+        }
+        sp->count += sp->pieces[u];
+    }
+}
+
+/* Plan op index of kern op `kop` of a block (-1 if out of range). */
+static int plan_op_of(const struct mscclpp_plan *plan, int rank, int b, int kop)
+{
+    if (!plan || rank < 0 || rank >= plan->nranks || kop < 0) return -1;
+    const plan_gpu_t *g = &plan->gpus[rank];
+    if (b < 0 || b >= g->n_blocks) return -1;
+    const plan_block_t *blk = &g->blocks[b];
+    int64_t k = 0;
+    for (int i = 0; i < blk->n_ops; i++) {
+        split_t sp;
+        op_split(plan, rank, blk, i, &sp);
+        k += sp.count;
+        if (kop < k) return i;
+    }
+    return -1;
+}
+
 /* ---- lowering ----------------------------------------------------------------------------- */
 
 typedef struct {
@@ -279,6 +502,7 @@ typedef struct {
     const plan_gpu_t *g;
     const exec_resources_t *res;
     uint64_t in, out, es, cs, unit;
+    side_t si, so; /* input and output layouts */
     bool pkt;
     uint64_t scr_local;  /* bytes of my scratch usable per half */
     uint64_t *scr_owner; /* per rank: logical scratch (peers' scratch bound) */
@@ -365,13 +589,15 @@ static mscclpp_result_t lower_desc(lower_t *L, const plan_block_t *blk, const pl
         return ERR(MSCCLPP_ERR_INVALID_PLAN, OPFMT ": %s[%d] has descriptor kind %d",
                    OPARGS(L, op), side, j, d->kind);
     }
-    uint64_t off = (uint64_t)d->index * L->cs;
-    uint64_t end = ((uint64_t)d->index + d->size) * L->cs;
+    uint64_t off, end;
     if (buf != PLAN_BUF_SCRATCH) {
-        uint64_t s = buf == PLAN_BUF_INPUT ? L->in : L->out;
-        if (off > s) off = s;
-        if (end > s) end = s;
+        const side_t *sd = buf == PLAN_BUF_INPUT ? &L->si : &L->so;
+        off = side_off(sd, d->index);
+        end = side_off(sd, (uint64_t)d->index + d->size);
     } else {
+        /* scratch chunk c is slot c, at c*CS */
+        off = (uint64_t)d->index * L->cs;
+        end = ((uint64_t)d->index + d->size) * L->cs;
         kd->flags |= KERN_DESC_SCRATCH;
     }
     kd->off = off;
@@ -588,6 +814,54 @@ static mscclpp_result_t lower_op(lower_t *L, const plan_block_t *blk, const plan
     return MSCCLPP_OK;
 }
 
+/* One kern op's view of a plan op: pair `pair` only (if >= 0), chunk `chunk` of it (if >= 0). */
+static void op_piece(const plan_op_t *po, int pair, int64_t chunk, plan_op_t *v)
+{
+    *v = *po;
+    if (pair >= 0) {
+        v->n_src = 1;
+        v->n_dst = 1;
+        v->src[0] = po->src[pair < po->n_src ? pair : po->n_src - 1];
+        v->dst[0] = po->dst[pair];
+    }
+    if (chunk >= 0) {
+        for (int k = 0; k < v->n_src; k++) {
+            v->src[k].index += (uint32_t)chunk;
+            v->src[k].size = 1;
+        }
+        for (int k = 0; k < v->n_dst; k++) {
+            v->dst[k].index += (uint32_t)chunk;
+            v->dst[k].size = 1;
+        }
+    }
+}
+
+/*
+ * An op whose descriptors have different byte layouts across rank blocks but that cannot be
+ * split per chunk (a reduce, a pipeline body, descriptors of different chunk counts): fine when
+ * the chunks are even for these sizes, refused otherwise.
+ */
+static mscclpp_result_t check_unsplit(lower_t *L, const plan_op_t *op)
+{
+    for (int k = 0; k < op->n_src + op->n_dst; k++) {
+        const plan_desc_t *d = k < op->n_src ? &op->src[k] : &op->dst[k - op->n_src];
+        uint32_t per;
+        if (!desc_gapped(L->plan, L->rank, d, &per)) continue;
+        const side_t *sd = d->buf == PLAN_BUF_INPUT ? &L->si : &L->so;
+        if (sd->exact) continue;
+        return ERR_ARG(OPFMT ": %s[%d] (chunks %u..%u) spans rank blocks of the %s, whose %u "
+                       "chunks per block are uneven for %llu B, and this op cannot be split per "
+                       "chunk (a reduce, a pipeline body, or descriptors of different sizes); "
+                       "use sizes whose rank blocks split into %u chunks of a multiple of %llu "
+                       "bytes",
+                       OPARGS(L, op), k < op->n_src ? "src_buff" : "dst_buff",
+                       k < op->n_src ? k : k - op->n_src, d->index, d->index + d->size - 1,
+                       buf_name(d->buf), per, (unsigned long long)sd->size, per,
+                       (unsigned long long)size_word(L->plan, L->es));
+    }
+    return MSCCLPP_OK;
+}
+
 mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in_bytes,
                             size_t out_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
                             mscclpp_packet_t packet, const exec_resources_t *res,
@@ -606,6 +880,7 @@ mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in
     L.out = out_bytes;
     L.es = elem_size(dtype);
     CHECK(exec_chunk_bytes(plan, rank, in_bytes, out_bytes, dtype, &L.cs));
+    chunk_layout(plan, rank, in_bytes, out_bytes, L.es, &L.si, &L.so, &L.cs);
     L.unit = size_unit(plan, L.es);
     L.pkt = plan_uses_packets(plan);
     const plan_gpu_t *g = L.g;
@@ -631,9 +906,13 @@ mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in
     for (int b = 0; b < g->n_blocks; b++)
         for (int i = 0; i < g->blocks[b].n_ops; i++) {
             const plan_op_t *o = &g->blocks[b].ops[i];
-            n_ops++;
-            n_descs += (uint64_t)o->n_src + o->n_dst;
-            n_ids += (uint64_t)(o->n_channels > o->n_sems ? o->n_channels : o->n_sems);
+            split_t sp;
+            op_split(plan, rank, &g->blocks[b], i, &sp);
+            n_ops += sp.count;
+            for (int u = 0; u < sp.n_units; u++)
+                n_descs += (uint64_t)sp.pieces[u] * (sp.pairs ? 2 : (uint64_t)o->n_src + o->n_dst);
+            n_ids += (uint64_t)sp.count *
+                     (uint64_t)(o->n_channels > o->n_sems ? o->n_channels : o->n_sems);
         }
     int n_chans = g->n_chan[PLAN_CH_MEMORY], n_switch = g->n_chan[PLAN_CH_SWITCH];
     for (int s = 0; s < n_switch; s++) n_members += (uint64_t)g->switches[s].n_ranks;
@@ -730,17 +1009,30 @@ mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in
     for (int b = 0; b < g->n_blocks; b++) {
         const plan_block_t *blk = &g->blocks[b];
         kb[b].first_op = oi;
-        kb[b].n_ops = (uint32_t)blk->n_ops;
         L.b = b;
         for (int i = 0; i < blk->n_ops; i++) {
             const plan_op_t *po = &blk->ops[i];
-            kern_op_t *k = &ko[oi + (uint32_t)i];
+            kern_op_t *k = &ko[oi];
             L.i = i;
-            CHECK_GOTO(lower_op(&L, blk, po, op, k, kd + di, kids + ii), ret, free_lowered);
-            k->desc = di;
-            k->ids = ii;
-            di += (uint32_t)po->n_src + po->n_dst;
-            ii += (uint32_t)(po->n_channels > po->n_sems ? po->n_channels : po->n_sems);
+            split_t sp;
+            op_split(plan, rank, blk, i, &sp);
+            if (sp.conflict) CHECK_GOTO(check_unsplit(&L, po), ret, free_lowered);
+            for (int u = 0; u < sp.n_units; u++)
+                for (uint32_t t = 0; t < sp.pieces[u]; t++) {
+                    plan_op_t v;
+                    const plan_op_t *lo = po;
+                    if (sp.pairs || sp.pieces[u] > 1) {
+                        op_piece(po, sp.pairs ? u : -1, sp.pieces[u] > 1 ? (int64_t)t : -1, &v);
+                        lo = &v;
+                    }
+                    CHECK_GOTO(lower_op(&L, blk, lo, op, &ko[oi], kd + di, kids + ii), ret,
+                               free_lowered);
+                    ko[oi].desc = di;
+                    ko[oi].ids = ii;
+                    di += (uint32_t)lo->n_src + lo->n_dst;
+                    ii += (uint32_t)(lo->n_channels > lo->n_sems ? lo->n_channels : lo->n_sems);
+                    oi++;
+                }
             if (po->type == PLAN_OP_PIPELINE) {
                 uint64_t word = size_word(plan, L.es);
                 if (po->unit_size == 0 || po->unit_size % word) {
@@ -770,12 +1062,25 @@ mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in
                                   (unsigned long long)iters);
                     goto free_lowered;
                 }
+                /* the body as lowered: split ops count once per kern op */
+                uint64_t inner = 0;
+                for (int j = 1; j <= po->n_inner; j++) {
+                    split_t bs;
+                    op_split(plan, rank, blk, i + j, &bs);
+                    inner += bs.count;
+                }
+                if (inner > UINT16_MAX) {
+                    ret = ERR(MSCCLPP_ERR_INVALID_PLAN,
+                              OPFMT ": pipeline body lowers to %llu ops (at most %u)",
+                              OPARGS(&L, po), (unsigned long long)inner, (unsigned)UINT16_MAX);
+                    goto free_lowered;
+                }
                 k->n_iter = (uint32_t)iters;
                 k->unit = po->unit_size;
-                k->n_inner = po->n_inner;
+                k->n_inner = (uint16_t)inner;
             }
         }
-        oi += (uint32_t)blk->n_ops;
+        kb[b].n_ops = oi - kb[b].first_op;
     }
 
     lw->blob = blob;
@@ -833,30 +1138,33 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
     if (e->iter) snprintf(where, sizeof(where), " (pipeline iteration %u)", e->iter);
     mscclpp_result_t code = (mscclpp_result_t)e->code;
     const char *opn = exec_op_name(e->op_type);
+    /* the interpreter records its own op index; split plan ops make it differ from the plan's */
+    int pop = plan_op_of(plan, e->rank, e->block, e->op);
+    if (pop < 0) pop = e->op;
     switch (e->what) {
     case KERN_WAIT_SIGNAL:
         return ERR(code,
                    "plan '%s': rank %d block %d op %d (%s)%s timed out waiting for a signal from "
                    "rank %d on memory channel %d (expected %llu, got %llu)",
-                   name, e->rank, e->block, e->op, opn, where, e->peer, e->channel,
+                   name, e->rank, e->block, pop, opn, where, e->peer, e->channel,
                    (unsigned long long)e->expected, (unsigned long long)e->seen);
     case KERN_WAIT_PACKET:
         return ERR(code,
                    "plan '%s': rank %d block %d op %d (%s)%s timed out waiting for LL packets "
                    "with flag %llu (last seen flag %llu)",
-                   name, e->rank, e->block, e->op, opn, where, (unsigned long long)e->expected,
+                   name, e->rank, e->block, pop, opn, where, (unsigned long long)e->expected,
                    (unsigned long long)e->seen);
     case KERN_WAIT_BARRIER:
         return ERR(code,
                    "plan '%s': rank %d block %d op %d (%s)%s timed out in barrier %d: %llu of "
                    "%llu blocks arrived",
-                   name, e->rank, e->block, e->op, opn, where, e->channel,
+                   name, e->rank, e->block, pop, opn, where, e->channel,
                    (unsigned long long)e->seen, (unsigned long long)e->expected);
     case KERN_WAIT_SEMAPHORE:
         return ERR(code,
                    "plan '%s': rank %d block %d op %d (%s)%s timed out acquiring semaphore %d "
                    "(value %lld)",
-                   name, e->rank, e->block, e->op, opn, where, e->channel,
+                   name, e->rank, e->block, pop, opn, where, e->channel,
                    (long long)(int64_t)e->seen);
     case KERN_WAIT_PLAN:
         return ERR(code,
@@ -866,6 +1174,6 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
                    (unsigned long long)e->seen);
     default:
         return ERR(code, "plan '%s': rank %d block %d op %d (%s)%s failed", name, e->rank,
-                   e->block, e->op, opn, where);
+                   e->block, pop, opn, where);
     }
 }

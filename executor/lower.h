@@ -82,13 +82,17 @@ typedef struct {
 
 /**
  * Chunk size in bytes for these message sizes (spec §3.1 with our tail rule). Granule W = the
- * element size, at least 4 bytes when the plan uses packets. CS = S/C when C divides S into
- * multiples of W, else ceil(S/C) rounded up to lcm(buffer_alignment, W); chunk c of input or
- * output = [c*CS, min((c+1)*CS, S)) (may be empty), scratch chunk c at c*CS. Input side if
- * input_chunks > 0, else output. Errors (INVALID_ARG): sizes not multiples of the element
- * size; input and output chunk sizes that differ, or that need rounding while the two buffers
- * are not the same size and count; and for allgather / reducescatter / alltoall / sendrecv
- * plans, any size that needs rounding (rank blocks would move).
+ * element size, at least 4 bytes when the plan uses packets. A buffer of S bytes and C chunks is
+ * G rank blocks of S/G bytes, each split into C/G chunks: G = nranks for the output of
+ * allgather, the input of reducescatter and both sides of alltoall, else 1. CS = S/C when C
+ * divides S into multiples of W (then chunk c = [c*CS, (c+1)*CS), the reference's layout), else
+ * ceil((S/G)/(C/G)) rounded up to lcm(buffer_alignment, W); chunk c of input or output =
+ * block c/(C/G) at (c/(C/G))*(S/G), sub-chunk c%(C/G) at + (c%(C/G))*CS, clipped to the block
+ * (may be empty); scratch chunk c at c*CS. Input side if input_chunks > 0, else output. Errors
+ * (INVALID_ARG): sizes not multiples of the element size; rounded chunks on a side with G > 1
+ * whose C is not a multiple of G or whose S/G is not a multiple of W; input and output chunk
+ * sizes that differ, or that need rounding while the two sides' blocks differ (chunks per block,
+ * bytes per block).
  */
 mscclpp_result_t exec_chunk_bytes(const struct mscclpp_plan *plan, int rank, size_t in_bytes,
                                   size_t out_bytes, mscclpp_dtype_t dtype, uint64_t *chunk);

@@ -2,9 +2,9 @@
  * Hardware abstraction layer: one ops table per backend (host, cuda, hip).
  *
  * Core and executor code reach devices only through hal_get(). No slot is ever NULL: an
- * operation a backend cannot do points at its typed stub hal_stub_<slot> (HAL_DEFINE_STUBS), which
- * returns MSCCLPP_ERR_UNSUPPORTED. The table starts with its own size so the core can refuse a module
- * built against an older, shorter table.
+ * operation a backend cannot do points at its typed stub hal_stub_<slot> (HAL_DEFINE_STUBS),
+ * which returns MSCCLPP_ERR_UNSUPPORTED. The table starts with its own size so the core can
+ * refuse a module built against an older, shorter table.
  */
 #ifndef MSCCLPP_HAL_H
 #define MSCCLPP_HAL_H

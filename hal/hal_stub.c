@@ -29,8 +29,8 @@ static const struct {
 };
 
 /* Every function slot is listed once: the table is its header plus the slots, nothing else. */
-_Static_assert(sizeof(hal_ops_t) ==
-                   offsetof(hal_ops_t, init) + sizeof(slots) / sizeof(slots[0]) * sizeof(hal_any_fn),
+#define HAL_NSLOTS_ (sizeof(slots) / sizeof(slots[0]))
+_Static_assert(sizeof(hal_ops_t) == offsetof(hal_ops_t, init) + HAL_NSLOTS_ * sizeof(hal_any_fn),
                "HAL_OPS_SLOTS does not list every function slot of hal_ops_t");
 
 mscclpp_result_t hal_ops_check(const hal_ops_t *ops, const char **bad)

@@ -18,4 +18,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 # Python test tools for the DSL (pytest); the package itself needs only the standard library.
-python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
+# Debian's own python3 refuses plain pip installs (PEP 668): fall back to its package.
+if ! python3 -c 'import pytest' 2>/dev/null; then
+    python3 -m pip install -q pytest 2>/dev/null ||
+        $SUDO apt-get install -y -q --no-install-recommends python3-pytest
+fi
+python3 -c 'import pytest' || { echo "install-deps: pytest is not importable by python3" >&2; exit 1; }

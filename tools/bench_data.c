@@ -56,9 +56,11 @@ int bench_dtype_parse(const char *name)
         const char *alias;
         mscclpp_dtype_t dtype;
     } aliases[] = {
-        {"float32", MSCCLPP_FLOAT32}, {"fp32", MSCCLPP_FLOAT32},   {"float16", MSCCLPP_FLOAT16},
-        {"fp16", MSCCLPP_FLOAT16},    {"bf16", MSCCLPP_BFLOAT16},  {"float64", MSCCLPP_FLOAT64},
-        {"int", MSCCLPP_INT32},       {"fp8_e4m3", MSCCLPP_FP8_E4M3}, {"fp8_e5m2", MSCCLPP_FP8_E5M2},
+        {"float32", MSCCLPP_FLOAT32},   {"fp32", MSCCLPP_FLOAT32},
+        {"float16", MSCCLPP_FLOAT16},   {"fp16", MSCCLPP_FLOAT16},
+        {"bf16", MSCCLPP_BFLOAT16},     {"float64", MSCCLPP_FLOAT64},
+        {"int", MSCCLPP_INT32},         {"fp8_e4m3", MSCCLPP_FP8_E4M3},
+        {"fp8_e5m2", MSCCLPP_FP8_E5M2},
     };
     for (int d = 0; d < MSCCLPP_DTYPE_COUNT; d++)
         if (strcasecmp(name, dtype_names[d]) == 0) return d;
@@ -355,7 +357,9 @@ size_t bench_check(bench_coll_t coll, mscclpp_dtype_t dtype, mscclpp_redop_t op,
             want = bench_load(dtype, tmp, 0);
             break;
         }
-        case BENCH_ALLGATHER: want = bench_pattern(dtype, op, 0, (int)(j / block), j % block); break;
+        case BENCH_ALLGATHER:
+            want = bench_pattern(dtype, op, 0, (int)(j / block), j % block);
+            break;
         case BENCH_ALLTOALL:
             want = bench_pattern(dtype, op, 0, (int)(j / block), (size_t)rank * block + j % block);
             break;

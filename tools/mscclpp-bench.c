@@ -87,7 +87,7 @@ static void usage(FILE *f, const char *prog)
             "  -n, --iters N         timed iterations (default 20)\n"
             "  -w, --warmup_iters N  warmup iterations (default 5)\n"
             "  -c, --check 0|1       check results (default 1)\n"
-            "  -r, --root N          broadcast root (default 0)\n"
+            "  -r, --root N          broadcast root (default 0; with --plan: the plan's root)\n"
             "      --np N            fork N local ranks (otherwise: mpiexec -n N, or 1 rank)\n"
             "      --plan FILE       run this plan (mscclpp_execute) instead of a collective\n"
             "      --plan-dir DIR    load the default plans from DIR\n"
@@ -151,7 +151,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"bootstrap", required_argument, NULL, OPT_BOOT},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
     };
-    const char *prog = argv[0];
+    const char *prog = "mscclpp-bench"; /* argv[0] may be libtool's lt- wrapper target */
     memset(o, 0, sizeof(*o));
     o->coll = -1;
     o->min_bytes = o->max_bytes = 32u << 20;
@@ -971,22 +971,22 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc < 0) return 0;
     if (rc) return rc;
-    int env_rank, env_size;
+    int env_rank = 0, env_size = 0;
     int under_mpi = launcher_env(&env_rank, &env_size);
     if (under_mpi && o.np) {
-        fprintf(stderr, "%s: --np forks ranks itself; do not combine it with mpiexec\n", argv[0]);
+        fprintf(stderr, "mscclpp-bench: --np forks ranks itself; do not combine it with mpiexec\n");
         return EXIT_USAGE;
     }
     if ((o.mpi || o.tcp_boot) && !under_mpi) {
-        fprintf(stderr, "%s: --mpi and --bootstrap are for runs under mpiexec -n N\n", argv[0]);
+        fprintf(stderr, "mscclpp-bench: --mpi and --bootstrap are for runs under mpiexec -n N\n");
         return EXIT_USAGE;
     }
     if (under_mpi) {
 #ifdef MSCCLPP_HAVE_MPI
         return run_mpi(&o, argc, argv);
 #else
-        fprintf(stderr, "%s: started by mpiexec (rank %d of %d) but built without MPI; "
-                        "use --np N instead\n", argv[0], env_rank, env_size);
+        fprintf(stderr, "mscclpp-bench: started by mpiexec (rank %d of %d) but built without "
+                        "MPI; use --np N instead\n", env_rank, env_size);
         return EXIT_USAGE;
 #endif
     }
@@ -997,7 +997,7 @@ int main(int argc, char **argv)
     mscclpp_result_t r = mscclpp_get_unique_id(&id);
     if (r == MSCCLPP_OK) r = mscclpp_comm_init_rank(&id, 0, 1, &comm);
     if (r != MSCCLPP_OK) {
-        fprintf(stderr, "%s: %s: %s\n", argv[0], mscclpp_result_string(r), mscclpp_last_error());
+        fprintf(stderr, "mscclpp-bench: %s: %s\n", mscclpp_result_string(r), mscclpp_last_error());
         return 1;
     }
     rc = bench_rank(&o, comm, "single", 0);

@@ -29,7 +29,8 @@ static void print_backends(void)
                info[i].status == MSCCLPP_OK ? "available" : "unavailable", info[i].devices,
                info[i].path ? info[i].path : "");
         if (info[i].status != MSCCLPP_OK)
-            printf("        (%s)\n", mscclpp_result_string(info[i].status));
+            printf("        (%s: %s)\n", mscclpp_result_string(info[i].status),
+                   info[i].error && info[i].error[0] ? info[i].error : "no detail");
     }
     const hal_ops_t *ops = NULL;
     if (hal_get(&ops) != MSCCLPP_OK) {
@@ -53,14 +54,18 @@ static void print_backends(void)
 
 static void print_transports(void)
 {
-    printf("Transports built in: ipc (shared memory / GPU IPC)");
+    printf("Transports: ipc (shared memory on the host backend, GPU IPC on cuda/hip)\n");
+    printf("Network libraries found at build time (their transports are not implemented yet):");
+    int any = 0;
 #ifdef MSCCLPP_HAVE_UCX
-    printf(", ucx");
+    printf(" ucx");
+    any = 1;
 #endif
 #ifdef MSCCLPP_HAVE_VERBS
-    printf(", ibverbs");
+    printf(" ibverbs");
+    any = 1;
 #endif
-    printf("\nBootstraps: tcp");
+    printf("%s\nBootstraps: tcp", any ? "" : " none");
 #ifdef MSCCLPP_HAVE_MPI
     printf(", mpi");
 #endif

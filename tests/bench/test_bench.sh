@@ -11,7 +11,7 @@ export MSCCLPP_PLAN_DIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-echo "1..12"
+echo "1..13"
 n=0
 fails=0
 
@@ -83,12 +83,13 @@ if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
 elif ! check_rows 40 run run; then fail "$name" "expected 40 checked rows with 0 wrong"
 else pass "$name"; fi
 
-# 4-7: the other collectives, every dtype, one size, 2 ranks (broadcast from rank 1)
+# 4-7: the other collectives, every dtype, 1K..4K (sizes change between calls on the same
+# buffers), 2 ranks (broadcast from rank 1)
 for coll in allgather reducescatter alltoall broadcast; do
-    name="$coll --np 2, every dtype, 4K, checked"
-    run "$bench" --np 2 "$coll" -d all -b 4K -e 4K -n 2 -w 1 -r 1
+    name="$coll --np 2, every dtype, 1K..4K, checked"
+    run "$bench" --np 2 "$coll" -d all -b 1K -e 4K -n 2 -w 1 -r 1
     if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
-    elif ! check_rows 10 run run; then fail "$name" "expected 10 checked rows with 0 wrong"
+    elif ! check_rows 30 run run; then fail "$name" "expected 30 checked rows with 0 wrong"
     else pass "$name"; fi
 done
 
@@ -125,18 +126,20 @@ run env -u PMI_RANK -u PMI_SIZE "$bench" --np 2 allreduce --mpi
 if [ "$rc" -ne 2 ]; then fail "$name" "exit status $rc, expected 2"
 else pass "$name"; fi
 
-# 12: under mpiexec with the MPI comparison columns
-name="mpiexec -n 2 allreduce 1K..16K --mpi"
-if [ -z "$MPIEXEC" ]; then
-    skip "$name" "MPIEXEC is empty (configured without MPI)"
-else
-    run $MPIEXEC -n 2 "$bench" allreduce -b 1K -e 16K -n 5 -w 2 --mpi
+# 12-13: under mpiexec with the MPI comparison columns, over the MPI and the TCP bootstrap
+for boot in mpi tcp; do
+    name="mpiexec -n 2 allreduce 1K..16K --mpi --bootstrap $boot"
+    if [ -z "$MPIEXEC" ]; then
+        skip "$name" "MPIEXEC is empty (configured without MPI)"
+        continue
+    fi
+    run $MPIEXEC -n 2 "$bench" allreduce -b 1K -e 16K -n 5 -w 2 --mpi --bootstrap "$boot"
     if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
     elif ! check_rows 5 run run; then fail "$name" "expected 5 checked rows with 0 wrong"
     elif ! awk '/^ *[0-9]/ && !($14 ~ /^[0-9.]+$/ && $15 ~ /^[0-9.]+$/) { bad++ }
                 END { exit bad > 0 }' "$tmp/out"; then
         fail "$name" "MPI time and ratio columns missing"
     else pass "$name"; fi
-fi
+done
 
 [ "$fails" -eq 0 ]

@@ -23,7 +23,8 @@ static unsigned bits(mscclpp_dtype_t dt, double v)
 {
     unsigned char buf[8] = {0};
     bench_store(dt, buf, 0, v);
-    return dt == MSCCLPP_FP8_E4M3 || dt == MSCCLPP_FP8_E5M2 ? buf[0] : (unsigned)(buf[0] | buf[1] << 8);
+    if (dt == MSCCLPP_FP8_E4M3 || dt == MSCCLPP_FP8_E5M2) return buf[0];
+    return (unsigned)(buf[0] | buf[1] << 8);
 }
 
 /* Every non-NaN pattern decodes and encodes back to itself. */

@@ -18,7 +18,7 @@ fi
 found=""
 why=""
 for b in $backends; do
-    if out=$(MSCCLPP_HAL=$b "$probe" --probe 2>&1); then
+    if out=$(MSCCLPP_HAL=$b "$probe" --probe 2>/dev/null); then
         found="$found $b"
         echo "# $out"
     else

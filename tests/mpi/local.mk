@@ -13,6 +13,10 @@ MPI_TEST_PROGS += tests/mpi/test_mpi_bootstrap
 check_PROGRAMS += tests/mpi/test_mpi_bootstrap
 tests_mpi_test_mpi_bootstrap_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 tests_mpi_test_mpi_bootstrap_LDADD = libmscclpp.la $(MPI_LIBS)
+MPI_TEST_PROGS += tests/mpi/test_mpi_channels
+check_PROGRAMS += tests/mpi/test_mpi_channels
+tests_mpi_test_mpi_channels_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
+tests_mpi_test_mpi_channels_LDADD = libmscclpp.la $(MPI_LIBS)
 
 # The TESTS entry: a generated wrapper that hands MPI_TEST_PROGS to mpi-run.sh.
 check_SCRIPTS += tests/mpi/mpi-tests

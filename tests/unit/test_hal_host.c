@@ -72,7 +72,10 @@ static int wait_child(pid_t pid)
     return -1;
 }
 
-static uint8_t pattern(size_t i, int seed) { return (uint8_t)(i * 131u + (unsigned)seed * 7u + 3u); }
+static uint8_t pattern(size_t i, int seed)
+{
+    return (uint8_t)(i * 131u + (unsigned)seed * 7u + 3u);
+}
 
 /*
  * Assert every byte i < n of `got` (an expression of i) equals `want` (an expression of i), with

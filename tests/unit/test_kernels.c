@@ -24,7 +24,8 @@ static const mscclpp_redop_t all_ops[] = {MSCCLPP_SUM, MSCCLPP_PROD, MSCCLPP_MIN
 
 /*
  * A plan for n ranks from one gpu template: "$R" is the rank, "$P" the next rank, "$Q" the
- * previous one, "$N" the rank count, "$2R" 2+rank, "$2P" 2+next rank.
+ * previous one, "$N" the rank count, "$2R" 2+rank, "$2P" 2+next rank, "$DR" / "$DP" / "$DQ"
+ * twice the rank / next rank / previous rank.
  */
 static char *mk_plan(const char *hdr, int n, const char *tmpl)
 {
@@ -42,6 +43,9 @@ static char *mk_plan(const char *hdr, int n, const char *tmpl)
                 else if (t[1] == 'N') v = n;
                 else if (t[1] == '2' && t[2] == 'R') v = 2 + r, t++;
                 else if (t[1] == '2' && t[2] == 'P') v = 2 + (r + 1) % n, t++;
+                else if (t[1] == 'D' && t[2] == 'R') v = 2 * r, t++;
+                else if (t[1] == 'D' && t[2] == 'P') v = 2 * ((r + 1) % n), t++;
+                else if (t[1] == 'D' && t[2] == 'Q') v = 2 * ((r + n - 1) % n), t++;
             }
             if (v >= 0) {
                 len += (size_t)snprintf(s + len, cap - len, "%d", v);
@@ -1032,6 +1036,253 @@ START_TEST(test_empty_rank)
 }
 END_TEST
 
+/* ---- uneven sizes: grouped chunk layouts and split ops -------------------------------------- */
+
+#define HDR_RS                                                                                 \
+    "\"name\":\"t\",\"collective\":\"reducescatter\",\"protocol\":\"Simple\",\"inplace\":false"
+#define HDR_A2A                                                                                \
+    "\"name\":\"t\",\"collective\":\"alltoall\",\"protocol\":\"Simple\",\"inplace\":false"
+
+/* Channels to the next and previous rank; remote buffers 0/1: their scratch. */
+#define PEER2_RES                                                                              \
+    "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[$P,$Q]}],"                   \
+    "\"remote_buffers\":[{\"rank\":$P,\"type\":\"s\",\"access_channel_types\":[\"memory\"]},"  \
+    "{\"rank\":$Q,\"type\":\"s\",\"access_channel_types\":[\"memory\"]}]"
+#define TB_PEER2                                                                               \
+    "\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[0,1]}],"                      \
+    "\"remote_buffer_refs\":[{\"access_channel_type\":\"memory\",\"remote_buffer_ids\":[0,1]}]"
+#define SIGWAIT2                                                                               \
+    "{\"name\":\"nop\"},{\"name\":\"signal\",\"channel_ids\":[0,1],\"channel_type\":\"memory\"},"\
+    "{\"name\":\"wait\",\"channel_ids\":[0,1],\"channel_type\":\"memory\"},{\"name\":\"nop\"}"
+
+/* Element counts per rank block: odd (short last chunk of every block), tiny, even. */
+static const size_t uneven_counts[] = {61, 1027, 1, 3, 64};
+#define N_UNEVEN ((int)(sizeof(uneven_counts) / sizeof(uneven_counts[0])))
+
+static void check_uneven(struct mscclpp_plan *p, kh_coll_t coll, bool all_ops_too)
+{
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    char msg[256];
+    for (int d = 0; d < N_DTYPES; d++)
+        for (int o = 0; o < (all_ops_too ? 4 : 1); o++)
+            for (int c = 0; c < N_UNEVEN; c++) {
+                mscclpp_redop_t op = all_ops_too ? all_ops[o] : MSCCLPP_REDOP_PLAN;
+                mscclpp_result_t r =
+                    kh_check_collective(w, coll, uneven_counts[c], all_dtypes[d], op,
+                                        MSCCLPP_PACKET_LL16, false, 2, msg, sizeof msg);
+                ck_assert_msg(r == MSCCLPP_OK, "%s %s %zu per block: %s",
+                              mscclpp_dtype_name(all_dtypes[d]),
+                              all_ops_too ? mscclpp_redop_name(op) : "-", uneven_counts[c], msg);
+            }
+    /* signals balanced */
+    for (int r = 0; r < p->nranks; r++)
+        for (int g = 0; g < 2; g++) {
+            uint64_t in, exp;
+            kh_channel_counts(w, r, g, &in, &exp);
+            ck_assert_uint_eq(in, exp);
+        }
+    kh_world_destroy(w);
+}
+
+/*
+ * Allgather of 3 with 2 chunks per rank block: every rank puts its 2 input chunks into the
+ * peers' scratch slots 2r..2r+1, then copies the whole scratch (6 slots) to the output as one
+ * descriptor: the output spans rank blocks with a short chunk each, so the copy is split per
+ * chunk.
+ */
+START_TEST(test_uneven_allgather)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_AG, 3,
+        "{\"id\":$R,\"input_chunks\":2,\"output_chunks\":6,\"scratch_chunks\":6," PEER2_RES
+        ",\"threadblocks\":[{\"id\":0," TB_PEER2 ",\"ops\":["
+        "{\"name\":\"put\",\"src_buff\":[" L_("i", 0, 2) "," L_("i", 0, 2) "],\"dst_buff\":["
+        "{\"buffer_id\":0,\"index\":$DR,\"size\":2},{\"buffer_id\":1,\"index\":$DR,\"size\":2}],"
+        "\"channel_type\":\"memory\"}," SIGWAIT2 ","
+        "{\"name\":\"copy\",\"src_buff\":[" L_("s", 0, 6) "],\"dst_buff\":[" L_("o", 0, 6) "]},"
+        "{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 2) "],\"dst_buff\":[{\"type\":\"o\","
+        "\"index\":$DR,\"size\":2}]}]}]}");
+    ck_assert_ptr_nonnull(p);
+    /* 61 floats: blocks of 244 B in 2 chunks of 128 B (the second 116 B); layout of even sizes
+     * unchanged */
+    uint64_t cs;
+    ck_assert_int_eq(exec_chunk_bytes(p, 0, 244, 3 * 244, MSCCLPP_FLOAT32, &cs), MSCCLPP_OK);
+    ck_assert_uint_eq(cs, 128);
+    ck_assert_int_eq(exec_chunk_bytes(p, 0, 256, 3 * 256, MSCCLPP_FLOAT32, &cs), MSCCLPP_OK);
+    ck_assert_uint_eq(cs, 128);
+    ck_assert_int_eq(exec_chunk_bytes(p, 0, 10, 30, MSCCLPP_UINT8, &cs), MSCCLPP_OK);
+    ck_assert_uint_eq(cs, 5);
+    /* an output that is not 3 whole-element blocks */
+    ck_assert_int_eq(exec_chunk_bytes(p, 0, 244, 3 * 244 + 4, MSCCLPP_FLOAT32, &cs),
+                     MSCCLPP_ERR_INVALID_ARG);
+    check_uneven(p, KH_ALLGATHER, false);
+    plan_free(p);
+}
+END_TEST
+
+/*
+ * Reducescatter of 3, 2 chunks per rank block of the input: each rank puts the blocks of its
+ * two peers into their scratch (one fused put whose pairs are different chunks: split per
+ * pair), then reduces its own block with what the peers sent.
+ */
+START_TEST(test_uneven_reducescatter)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_RS, 3,
+        "{\"id\":$R,\"input_chunks\":6,\"output_chunks\":2,\"scratch_chunks\":6," PEER2_RES
+        ",\"threadblocks\":[{\"id\":0," TB_PEER2 ",\"ops\":["
+        "{\"name\":\"put\",\"src_buff\":[{\"type\":\"i\",\"index\":$DP,\"size\":2},"
+        "{\"type\":\"i\",\"index\":$DQ,\"size\":2}],\"dst_buff\":["
+        "{\"buffer_id\":0,\"index\":$DR,\"size\":2},{\"buffer_id\":1,\"index\":$DR,\"size\":2}],"
+        "\"channel_type\":\"memory\"}," SIGWAIT2 ","
+        "{\"name\":\"re\",\"src_buff\":[{\"type\":\"i\",\"index\":$DR,\"size\":2},"
+        "{\"type\":\"s\",\"index\":$DP,\"size\":2},{\"type\":\"s\",\"index\":$DQ,\"size\":2}],"
+        "\"dst_buff\":[" L_("o", 0, 2) "]}]}]}");
+    ck_assert_ptr_nonnull(p);
+    check_uneven(p, KH_REDUCESCATTER, true);
+    plan_free(p);
+}
+END_TEST
+
+/*
+ * Alltoall of 3, 2 chunks per peer block: a fused put of the two peers' blocks into their
+ * scratch (split per pair), the own block into the own slots, then the whole scratch to the
+ * output in one copy (split per chunk).
+ */
+START_TEST(test_uneven_alltoall)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_A2A, 3,
+        "{\"id\":$R,\"input_chunks\":6,\"output_chunks\":6,\"scratch_chunks\":6," PEER2_RES
+        ",\"threadblocks\":[{\"id\":0," TB_PEER2 ",\"ops\":["
+        "{\"name\":\"put\",\"src_buff\":[{\"type\":\"i\",\"index\":$DP,\"size\":2},"
+        "{\"type\":\"i\",\"index\":$DQ,\"size\":2}],\"dst_buff\":["
+        "{\"buffer_id\":0,\"index\":$DR,\"size\":2},{\"buffer_id\":1,\"index\":$DR,\"size\":2}],"
+        "\"channel_type\":\"memory\"},"
+        "{\"name\":\"copy\",\"src_buff\":[{\"type\":\"i\",\"index\":$DR,\"size\":2}],"
+        "\"dst_buff\":[{\"type\":\"s\",\"index\":$DR,\"size\":2}]}," SIGWAIT2 ","
+        "{\"name\":\"copy\",\"src_buff\":[" L_("s", 0, 6) "],\"dst_buff\":[" L_("o", 0, 6) "]}"
+        "]}]}");
+    ck_assert_ptr_nonnull(p);
+    check_uneven(p, KH_ALLTOALL, false);
+    plan_free(p);
+}
+END_TEST
+
+/*
+ * A fused put whose pairs are a full and a short chunk (src i[1], i[3] -> peer's o[1], o[3])
+ * must move each pair's own length: the short last chunk may not truncate chunk 1.
+ */
+START_TEST(test_fused_put_short_chunk)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_SIMPLE, 2,
+        "{\"id\":$R,\"input_chunks\":4,\"output_chunks\":4,\"scratch_chunks\":0," PEER_RES
+        ",\"threadblocks\":[{\"id\":0," TB_PEER ",\"ops\":["
+        "{\"name\":\"put\",\"src_buff\":[" L_("i", 1, 1) "," L_("i", 3, 1) "],\"dst_buff\":["
+        R_(1, 1, 1) "," R_(1, 3, 1) "],\"channel_type\":\"memory\"},"
+        "{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[" L_("o", 0, 1) "]},"
+        "{\"name\":\"copy\",\"src_buff\":[" L_("i", 2, 1) "],\"dst_buff\":[" L_("o", 2, 1) "]},"
+        SIGWAIT "]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    static const size_t sizes[] = {61 * 4, 1027 * 4, 65780 * 4, 4, 12, 64 * 4};
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t s = sizes[k];
+        ck_assert_int_eq(kh_world_buffers(w, s, s, MSCCLPP_FLOAT32, KH_SEPARATE), MSCCLPP_OK);
+        for (int r = 0; r < 2; r++) fill_bytes(kh_input(w, r), s, (unsigned)(r + 3 * k + 1));
+        ck_assert_int_eq(kh_run(w, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 0), MSCCLPP_OK);
+        uint64_t cs;
+        ck_assert_int_eq(exec_chunk_bytes(p, 0, s, s, MSCCLPP_FLOAT32, &cs), MSCCLPP_OK);
+        for (int r = 0; r < 2; r++) {
+            const unsigned char *mine = kh_input(w, r), *peer = kh_input(w, 1 - r);
+            const unsigned char *out = kh_output(w, r);
+            for (uint64_t c = 0; c < 4; c++) {
+                uint64_t off, len;
+                chunk_range(cs, s, c, &off, &len);
+                const unsigned char *want = (c % 2 ? peer : mine) + off;
+                ck_assert_msg(memcmp(out + off, want, len) == 0,
+                              "size %zu rank %d chunk %llu (%llu bytes at %llu) differs", s, r,
+                              (unsigned long long)c, (unsigned long long)len,
+                              (unsigned long long)off);
+            }
+        }
+        char msg[128];
+        ck_assert_msg(kh_guards_ok(w, msg, sizeof msg), "%s", msg);
+    }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/* Errors after a split op name the plan's op index, not the interpreter's. */
+START_TEST(test_split_error_index)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_SIMPLE, 2,
+        "{\"id\":$R,\"input_chunks\":4,\"output_chunks\":4,\"scratch_chunks\":0," PEER_RES
+        ",\"threadblocks\":[{\"id\":0," TB_PEER ",\"ops\":["
+        "{\"name\":\"put\",\"src_buff\":[" L_("i", 1, 1) "," L_("i", 3, 1) "],\"dst_buff\":["
+        R_(1, 1, 1) "," R_(1, 3, 1) "],\"channel_type\":\"memory\"},"
+        "{\"name\":\"wait\",\"channel_ids\":[0],\"channel_type\":\"memory\"}]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    ck_assert_int_eq(kh_world_buffers(w, 244, 244, MSCCLPP_FLOAT32, KH_SEPARATE), MSCCLPP_OK);
+    ck_assert_int_eq(kh_run(w, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 100 * MS),
+                     MSCCLPP_ERR_TIMEOUT);
+    const char *m = mscclpp_last_error();
+    ck_assert_msg(strstr(m, "rank 0 block 0 op 1 (wait)"), "message: %s", m);
+    ck_assert_int_eq(kh_state(w, 0)->err.op, 2); /* the put became two interpreter ops */
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/*
+ * A reduce whose input descriptor spans rank blocks, against scratch slots, cannot be split:
+ * fine when the blocks split evenly, refused (naming the op and the sizes that work) otherwise.
+ */
+START_TEST(test_uneven_unsplittable)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_RS, 2,
+        "{\"id\":$R,\"input_chunks\":4,\"output_chunks\":2,\"scratch_chunks\":4,"
+        "\"channels\":[],\"remote_buffers\":[],\"threadblocks\":[{\"id\":0,\"channels\":[],"
+        "\"ops\":[{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 4) "],\"dst_buff\":["
+        L_("s", 0, 4) "]},{\"name\":\"re\",\"src_buff\":[" L_("i", 0, 4) "," L_("s", 0, 4) "],"
+        "\"dst_buff\":[" L_("s", 0, 4) "]}]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    ck_assert_int_eq(kh_world_buffers(w, 2 * 64 * 4, 64 * 4, MSCCLPP_FLOAT32, KH_SEPARATE),
+                     MSCCLPP_OK);
+    for (int r = 0; r < 2; r++) {
+        float *in = kh_input(w, r);
+        for (int i = 0; i < 128; i++) in[i] = (float)(i + 1000 * r);
+    }
+    ck_assert_int_eq(kh_run(w, MSCCLPP_SUM, MSCCLPP_PACKET_LL16, 0), MSCCLPP_OK);
+    /* even: scratch = 2 * input, slot by slot (the copy was split per chunk, the reduce not) */
+    for (int r = 0; r < 2; r++) {
+        const float *scr = kh_scratch(w, r);
+        for (int i = 0; i < 128; i++)
+            ck_assert_msg(scr[i] == (float)(2 * (i + 1000 * r)), "rank %d element %d: %g", r, i,
+                          (double)scr[i]);
+    }
+    ck_assert_int_eq(kh_world_buffers(w, 2 * 61 * 4, 61 * 4, MSCCLPP_FLOAT32, KH_SEPARATE),
+                     MSCCLPP_OK);
+    ck_assert_int_eq(kh_run(w, MSCCLPP_SUM, MSCCLPP_PACKET_LL16, 0), MSCCLPP_ERR_INVALID_ARG);
+    const char *m = mscclpp_last_error();
+    ck_assert_msg(strstr(m, "ops[1] (re)") && strstr(m, "spans rank blocks") &&
+                      strstr(m, "cannot be split"),
+                  "message: %s", m);
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
 /* ---- reference plans at 4 ranks --------------------------------------------------------- */
 
 static struct mscclpp_plan *ref_plan(const char *file)
@@ -1093,14 +1344,33 @@ START_TEST(test_ref_alltoall)
     /* per peer block: 2 chunks each */
     static const size_t bytes[] = {64, 8 * 100, 8 * 1000};
     run_ref("alltoall_4.json", KH_ALLTOALL, bytes, 3, false);
-    /* per-peer blocks that do not split into whole-element chunks are refused */
+    /* per-peer blocks of an odd element count: grouped chunks (2 per block, the second short) */
     struct mscclpp_plan *p = ref_plan("alltoall_4.json");
     uint64_t cs;
     ck_assert_int_eq(exec_chunk_bytes(p, 0, 4 * 1001 * 8, 4 * 1001 * 8, MSCCLPP_FLOAT64, &cs),
-                     MSCCLPP_ERR_INVALID_ARG);
+                     MSCCLPP_OK);
+    ck_assert_uint_eq(cs, 4016); /* ceil(8008 / 2) rounded up to 16 */
     ck_assert_int_eq(exec_chunk_bytes(p, 0, 4 * 1002 * 4, 4 * 1002 * 4, MSCCLPP_FLOAT32, &cs),
                      MSCCLPP_OK);
     ck_assert_uint_eq(cs, 1002 * 2);
+    /* sizes that are not 4 whole-element blocks are refused */
+    ck_assert_int_eq(exec_chunk_bytes(p, 0, 4 * 1001 * 8 + 8, 4 * 1001 * 8 + 8, MSCCLPP_FLOAT64,
+                                      &cs),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mscclpp_last_error(), "rank blocks"), "%s", mscclpp_last_error());
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    static const size_t counts[] = {61, 1027, 1};
+    char msg[256];
+    for (int d = 0; d < N_DTYPES; d++)
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+            mscclpp_result_t r = kh_check_collective(w, KH_ALLTOALL, counts[c], all_dtypes[d],
+                                                     MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16,
+                                                     true, 2, msg, sizeof msg);
+            ck_assert_msg(r == MSCCLPP_OK, "alltoall_4 %s %zu per peer: %s",
+                          mscclpp_dtype_name(all_dtypes[d]), counts[c], msg);
+        }
+    kh_world_destroy(w);
     plan_free(p);
 }
 END_TEST
@@ -1109,6 +1379,28 @@ START_TEST(test_ref_allgather_pkt)
 {
     static const size_t bytes[] = {8, 8 * 33, 4096};
     run_ref("allgather_pkt_rppkt_4.json", KH_ALLGATHER, bytes, 3, false);
+    /* odd element counts: fine while rank blocks are whole packet words (4 bytes) ... */
+    struct mscclpp_plan *p = ref_plan("allgather_pkt_rppkt_4.json");
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    static const mscclpp_dtype_t dts[] = {MSCCLPP_FLOAT32, MSCCLPP_INT32, MSCCLPP_FLOAT64};
+    static const size_t counts[] = {61, 1027};
+    char msg[256];
+    for (int d = 0; d < 3; d++)
+        for (int c = 0; c < 2; c++) {
+            mscclpp_result_t r = kh_check_collective(w, KH_ALLGATHER, counts[c], dts[d],
+                                                     MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16,
+                                                     true, 2, msg, sizeof msg);
+            ck_assert_msg(r == MSCCLPP_OK, "%s %zu: %s", mscclpp_dtype_name(dts[d]), counts[c],
+                          msg);
+        }
+    /* ... and refused, naming the rule, when a rank block would not start on a packet word */
+    uint64_t cs;
+    ck_assert_int_eq(exec_chunk_bytes(p, 0, 61 * 2, 4 * 61 * 2, MSCCLPP_FLOAT16, &cs),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mscclpp_last_error(), "rank blocks"), "%s", mscclpp_last_error());
+    kh_world_destroy(w);
+    plan_free(p);
 }
 END_TEST
 
@@ -1116,6 +1408,22 @@ START_TEST(test_ref_allgather_nvls)
 {
     static const size_t bytes[] = {64, 8 * 64, 8 * 1000};
     run_ref("allgather_nvls_zero_copy_4.json", KH_ALLGATHER, bytes, 3, false);
+    /* odd element counts: 8 chunks per rank block, the last short */
+    struct mscclpp_plan *p = ref_plan("allgather_nvls_zero_copy_4.json");
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    static const size_t counts[] = {61, 1027, 3};
+    char msg[256];
+    for (int d = 0; d < N_DTYPES; d++)
+        for (int c = 0; c < 3; c++) {
+            mscclpp_result_t r = kh_check_collective(w, KH_ALLGATHER, counts[c], all_dtypes[d],
+                                                     MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16,
+                                                     true, 2, msg, sizeof msg);
+            ck_assert_msg(r == MSCCLPP_OK, "%s %zu: %s", mscclpp_dtype_name(all_dtypes[d]),
+                          counts[c], msg);
+        }
+    kh_world_destroy(w);
+    plan_free(p);
 }
 END_TEST
 
@@ -1150,6 +1458,12 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_timeout_kinds);
     tcase_add_test(tc, test_lower_errors);
     tcase_add_test(tc, test_empty_rank);
+    tcase_add_test(tc, test_uneven_allgather);
+    tcase_add_test(tc, test_uneven_reducescatter);
+    tcase_add_test(tc, test_uneven_alltoall);
+    tcase_add_test(tc, test_fused_put_short_chunk);
+    tcase_add_test(tc, test_split_error_index);
+    tcase_add_test(tc, test_uneven_unsplittable);
     suite_add_tcase(s, tc);
     TCase *ref = tcase_create("reference_plans");
     tcase_set_timeout(ref, 600);
