@@ -19,3 +19,11 @@ tests_conformance_test_conformance_SOURCES = tests/conformance/test_conformance.
 tests_conformance_test_conformance_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_conformance_test_conformance_LDADD = libmscclpp.la $(CHECK_LIBS) -lm
 endif
+
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_executor
+TESTS += tests/unit/test_executor
+tests_unit_test_executor_SOURCES = tests/unit/test_executor.c tests/unit/mp_harness.c
+tests_unit_test_executor_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_executor_LDADD = libmscclpp.la $(CHECK_LIBS)
+endif

@@ -1,0 +1,203 @@
+/*
+ * The executor's public API on forked ranks: collectives through the default plans (in-place
+ * and out-of-place, moving buffers, broadcast from every root), plan registration and
+ * selection, reset, and the errors users hit (bad arguments, wrong world size, sizes outside a
+ * plan's range, memory the backend cannot share).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mscclpp/mscclpp.h"
+#include "tests/unit/mp_harness.h"
+
+static char plan_dir[512];
+
+static void set_plan_dir(void)
+{
+    const char *top = getenv("MSCCLPP_TOP_SRCDIR");
+    snprintf(plan_dir, sizeof plan_dir, "%s/plans", top ? top : ".");
+    setenv("MSCCLPP_PLAN_DIR", plan_dir, 1);
+}
+
+static int collectives_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    size_t cap = 1 << 20;
+    float *a = NULL, *b = NULL;
+    MP_CHECK(rank, mscclpp_malloc(cap, (void **)&a));
+    MP_CHECK(rank, mscclpp_malloc(cap, (void **)&b));
+
+    /* allreduce at moving offsets inside the same allocations, then in place */
+    for (int round = 0; round < 6; round++) {
+        size_t count = 100 + (size_t)round * 333, off = (size_t)round * 8;
+        float *src = a + off, *dst = round % 2 ? src : b + off * 2;
+        for (size_t i = 0; i < count; i++) src[i] = (float)(rank * 3 + (int)(i % 5));
+        MP_CHECK(rank, mscclpp_allreduce(ex, src, dst, count, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+        for (size_t i = 0; i < count; i++) {
+            float want = (float)(3 * n * (n - 1) / 2 + n * (int)(i % 5));
+            if (dst[i] != want)
+                return MP_FAIL(rank, "allreduce round %d element %zu: %g want %g", round, i,
+                               dst[i], want);
+        }
+    }
+    /* broadcast from every root (plans written for root 0, run with rotated ranks) */
+    for (int root = 0; root < n; root++) {
+        size_t count = 777;
+        for (size_t i = 0; i < count; i++) a[i] = rank == root ? (float)(root * 1000 + i) : -1;
+        memset(b, 0, count * sizeof(float));
+        MP_CHECK(rank, mscclpp_broadcast(ex, a, b, count, MSCCLPP_FLOAT32, root, NULL));
+        for (size_t i = 0; i < count; i++)
+            if (b[i] != (float)(root * 1000 + i))
+                return MP_FAIL(rank, "broadcast root %d element %zu: %g", root, i, b[i]);
+    }
+    /* in-place allgather and reducescatter (served by out-of-place plans with staging) */
+    {
+        size_t count = 123;
+        float *mine = b + (size_t)rank * count;
+        for (size_t i = 0; i < count; i++) mine[i] = (float)(rank * 100 + (int)i);
+        MP_CHECK(rank, mscclpp_allgather(ex, mine, b, count, MSCCLPP_FLOAT32, NULL));
+        for (int p = 0; p < n; p++)
+            for (size_t i = 0; i < count; i++)
+                if (b[(size_t)p * count + i] != (float)(p * 100 + (int)i))
+                    return MP_FAIL(rank, "in-place allgather block %d element %zu", p, i);
+        for (size_t i = 0; i < count * n; i++) a[i] = (float)(i % 11);
+        float *out = a + (size_t)rank * count;
+        MP_CHECK(rank, mscclpp_reducescatter(ex, a, out, count, MSCCLPP_FLOAT32, MSCCLPP_MAX,
+                                             NULL));
+        for (size_t i = 0; i < count; i++)
+            if (out[i] != (float)(((size_t)rank * count + i) % 11))
+                return MP_FAIL(rank, "in-place reducescatter element %zu: %g", i, out[i]);
+    }
+    /* alltoall */
+    {
+        size_t count = 50;
+        for (int p = 0; p < n; p++)
+            for (size_t i = 0; i < count; i++) a[(size_t)p * count + i] = (float)(rank * 10000 + p * 100 + (int)i);
+        MP_CHECK(rank, mscclpp_alltoall(ex, a, b, count, MSCCLPP_FLOAT32, NULL));
+        for (int p = 0; p < n; p++)
+            for (size_t i = 0; i < count; i++)
+                if (b[(size_t)p * count + i] != (float)(p * 10000 + rank * 100 + (int)i))
+                    return MP_FAIL(rank, "alltoall from %d element %zu", p, i);
+    }
+    /* reset drops contexts; the next call rebuilds them */
+    MP_CHECK(rank, mscclpp_executor_reset(ex));
+    for (size_t i = 0; i < 64; i++) a[i] = 1;
+    MP_CHECK(rank, mscclpp_allreduce(ex, a, b, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+    if (b[63] != (float)n) return MP_FAIL(rank, "allreduce after reset: %g", b[63]);
+
+    /* errors users hit */
+    float *plain = malloc(4096);
+    if (mscclpp_allreduce(ex, plain, plain, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL) !=
+            MSCCLPP_ERR_INVALID_ARG ||
+        !strstr(mscclpp_last_error(), "mscclpp_malloc"))
+        return MP_FAIL(rank, "malloc'd buffers: %s", mscclpp_last_error());
+    free(plain);
+    if (mscclpp_allreduce(ex, a, b, 64, (mscclpp_dtype_t)99, MSCCLPP_SUM, NULL) !=
+        MSCCLPP_ERR_INVALID_ARG)
+        return MP_FAIL(rank, "bad dtype accepted");
+    if (mscclpp_allreduce(ex, a, b, 64, MSCCLPP_FLOAT32, (mscclpp_redop_t)7, NULL) !=
+        MSCCLPP_ERR_INVALID_ARG)
+        return MP_FAIL(rank, "bad op accepted");
+    if (mscclpp_broadcast(ex, a, b, 64, MSCCLPP_FLOAT32, n, NULL) != MSCCLPP_ERR_INVALID_ARG)
+        return MP_FAIL(rank, "bad root accepted");
+    mscclpp_plan_t *p4 = NULL;
+    char path[600];
+    snprintf(path, sizeof path, "%s/allreduce_pkt_%d.json", plan_dir, n == 4 ? 2 : 4);
+    MP_CHECK(rank, mscclpp_plan_load_file(path, &p4));
+    if (mscclpp_execute(ex, p4, a, b, 256, 256, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL) !=
+            MSCCLPP_ERR_INVALID_ARG ||
+        !strstr(mscclpp_last_error(), "ranks"))
+        return MP_FAIL(rank, "world-size mismatch: %s", mscclpp_last_error());
+    mscclpp_plan_destroy(p4);
+    /* a registered plan is selected; sizes outside its range are refused */
+    mscclpp_plan_t *mine = NULL;
+    snprintf(path, sizeof path, "%s/allreduce_pkt_%d.json", plan_dir, n);
+    MP_CHECK(rank, mscclpp_plan_load_file(path, &mine));
+    MP_CHECK(rank, mscclpp_executor_register_plan(ex, mine, 0, "variant=test"));
+    const mscclpp_plan_t *sel = NULL;
+    MP_CHECK(rank, mscclpp_executor_select_plan(ex, "allreduce", 0, 1024, "variant=test", &sel));
+    if (sel != mine) return MP_FAIL(rank, "registered plan not selected");
+    if (mscclpp_executor_select_plan(ex, "allreduce", 0, 1024, "variant=other", &sel) !=
+        MSCCLPP_ERR_UNSUPPORTED)
+        return MP_FAIL(rank, "tag mismatch selected a plan");
+    if (mscclpp_execute(ex, mine, a, b, (size_t)1 << 19, (size_t)1 << 19, MSCCLPP_FLOAT32,
+                        MSCCLPP_SUM, NULL) != MSCCLPP_ERR_INVALID_ARG ||
+        !strstr(mscclpp_last_error(), "accepts messages"))
+        return MP_FAIL(rank, "oversized message: %s", mscclpp_last_error());
+    if (mscclpp_execute(NULL, mine, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL) !=
+            MSCCLPP_ERR_INVALID_ARG ||
+        mscclpp_execute(ex, NULL, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL) !=
+            MSCCLPP_ERR_INVALID_ARG ||
+        mscclpp_execute(ex, mine, NULL, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL) !=
+            MSCCLPP_ERR_INVALID_ARG ||
+        mscclpp_execute_ex(ex, mine, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                           (mscclpp_packet_t)5, NULL) != MSCCLPP_ERR_INVALID_ARG)
+        return MP_FAIL(rank, "bad execute arguments accepted");
+    /* LL8 packets through the same plan */
+    for (size_t i = 0; i < 256; i++) a[i] = (float)(rank + 1);
+    MP_CHECK(rank, mscclpp_execute_ex(ex, mine, a, b, 1024, 1024, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                                      MSCCLPP_PACKET_LL8, NULL));
+    if (b[255] != (float)(n * (n + 1) / 2)) return MP_FAIL(rank, "LL8 allreduce: %g", b[255]);
+
+    mscclpp_executor_destroy(ex);
+    mscclpp_plan_destroy(mine);
+    mscclpp_free(a);
+    mscclpp_free(b);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_collectives)
+{
+    set_plan_dir();
+    int n = _i;
+    ck_assert_int_eq(mp_run(n, collectives_body, NULL, 300, NULL), 0);
+}
+END_TEST
+
+START_TEST(t_bad_arguments)
+{
+    mscclpp_executor_t *ex = NULL;
+    mscclpp_plan_t *plan = NULL;
+    const mscclpp_plan_t *cp = NULL;
+    int k = 0;
+    ck_assert_int_eq(mscclpp_executor_create(NULL, &ex), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(mscclpp_executor_reset(NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(mscclpp_executor_destroy(NULL), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_executor_register_plan(NULL, plan, 0, NULL), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(mscclpp_executor_load_plan_dir(NULL, NULL, &k), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(mscclpp_executor_select_plan(NULL, "allreduce", 0, 8, NULL, &cp),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(mscclpp_allreduce(NULL, &k, &k, 1, MSCCLPP_INT32, MSCCLPP_SUM, NULL),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(mscclpp_allgather(NULL, &k, &k, 1, MSCCLPP_INT32, NULL),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(mscclpp_reducescatter(NULL, &k, &k, 1, MSCCLPP_INT32, MSCCLPP_SUM, NULL),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(mscclpp_alltoall(NULL, &k, &k, 1, MSCCLPP_INT32, NULL),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(mscclpp_broadcast(NULL, &k, &k, 1, MSCCLPP_INT32, 0, NULL),
+                     MSCCLPP_ERR_INVALID_ARG);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("executor");
+    TCase *tc = tcase_create("host");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, t_bad_arguments);
+    tcase_add_loop_test(tc, t_collectives, 2, 5); /* 2, 3 and 4 ranks */
+    tcase_add_loop_test(tc, t_collectives, 8, 9);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
