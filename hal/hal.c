@@ -33,6 +33,8 @@ typedef struct {
     char error[512];
     int devices;
     const hal_ops_t *ops;
+    const char *(*module_error)(void); /* a module's own last-error message (it has its own
+                                        * copy of core/status.c, hidden from the library) */
 } hal_backend_t;
 
 /* vsnprintf: the messages are truncated on purpose when paths are long. */
@@ -137,6 +139,8 @@ static mscclpp_result_t module_load(hal_backend_t *b)
     }
     /* Never dlclose a loaded module: it may own threads and driver state until exit. */
     b->ops = ops;
+    void *err_sym = dlsym(handle, HAL_MODULE_ENTRY "_last_error");
+    memcpy(&b->module_error, &err_sym, sizeof b->module_error);
     return MSCCLPP_OK;
 }
 
@@ -161,8 +165,8 @@ static void backend_try(hal_backend_t *b)
     if (res != MSCCLPP_OK) {
         b->status = res;
         b->devices = 0;
-        set_error(b, "%s (%s): init failed: %s", b->name, b->path,
-                 mscclpp_last_error());
+        const char *why = b->module_error ? b->module_error() : mscclpp_last_error();
+        set_error(b, "%s (%s): init failed: %s", b->name, b->path, why && *why ? why : "?");
         core_clear_error();
         INFO(SUBSYS_HAL, "backend %s: %s", b->name, b->error);
         return;

@@ -6,15 +6,15 @@
 noinst_HEADERS += hal/cuda/cuda_internal.h hal/cuda/fd_broker.h
 if HAVE_CUDA
 pkglib_LTLIBRARIES += libmscclpp-hal-cuda.la
-# The interpreter (kernels/cuda/kern_cuda.cu), once kernels/local.mk defines its library.
-hal_cuda_kern = $(filter kernels/libkern_cuda.la,$(noinst_LTLIBRARIES) $(pkglib_LTLIBRARIES))
+hal_cuda_kern = kernels/libkern_cuda.la
 libmscclpp_hal_cuda_la_SOURCES = \
 	hal/cuda/cuda_module.c hal/cuda/cuda_mem.c hal/cuda/cuda_mc.c hal/cuda/cuda_stream.c \
 	hal/cuda/fd_broker.c core/status.c core/log.c core/config.c
 libmscclpp_hal_cuda_la_CPPFLAGS = -I$(top_srcdir) -I$(top_srcdir)/include -I$(top_builddir) \
-	$(CUDA_CPPFLAGS) $(if $(hal_cuda_kern),-DMSCCLPP_HAVE_KERN_CUDA)
+	$(CUDA_CPPFLAGS) -DMSCCLPP_HAVE_KERN_CUDA
 libmscclpp_hal_cuda_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
-libmscclpp_hal_cuda_la_LDFLAGS = -module -avoid-version -no-undefined
+libmscclpp_hal_cuda_la_LDFLAGS = -module -avoid-version -no-undefined \
+	-export-symbols-regex '^mscclpp_hal_module'
 libmscclpp_hal_cuda_la_LIBADD = $(hal_cuda_kern) $(CUDA_LIBS) $(PTHREAD_LIBS)
 libmscclpp_hal_cuda_la_DEPENDENCIES = $(hal_cuda_kern)
 endif

@@ -6,14 +6,14 @@
 noinst_HEADERS += hal/hip/hip_internal.h
 if HAVE_ROCM
 pkglib_LTLIBRARIES += libmscclpp-hal-hip.la
-# The interpreter (kernels/hip), once kernels/local.mk defines its library.
-hal_hip_kern = $(filter kernels/libkern_hip.la,$(noinst_LTLIBRARIES) $(pkglib_LTLIBRARIES))
+hal_hip_kern = kernels/libkern_hip.la
 libmscclpp_hal_hip_la_SOURCES = hal/hip/hip_module.c hal/hip/hip_mem.c hal/hal_stub.c \
 	core/status.c core/log.c core/config.c
 libmscclpp_hal_hip_la_CPPFLAGS = -I$(top_srcdir) -I$(top_srcdir)/include -I$(top_builddir) \
-	$(HIP_CPPFLAGS) $(if $(hal_hip_kern),-DMSCCLPP_HAVE_KERN_HIP)
+	$(HIP_CPPFLAGS) -DMSCCLPP_HAVE_KERN_HIP
 libmscclpp_hal_hip_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
-libmscclpp_hal_hip_la_LDFLAGS = -module -avoid-version -no-undefined
+libmscclpp_hal_hip_la_LDFLAGS = -module -avoid-version -no-undefined \
+	-export-symbols-regex '^mscclpp_hal_module'
 libmscclpp_hal_hip_la_LIBADD = $(hal_hip_kern) $(HIP_LIBS) $(PTHREAD_LIBS)
 libmscclpp_hal_hip_la_DEPENDENCIES = $(hal_hip_kern)
 endif

@@ -24,10 +24,21 @@
 
 #define MAX_PLANS 256
 
+#define MAX_PARTIAL 16
+
+/* A dtype/size combination of one plan a backend cannot run, with the reason. */
+typedef struct {
+    int dtype;   /* mscclpp_dtype_t, -1: any */
+    long unit;   /* elements per rank block, -1: any */
+    char reason[200];
+} partial_skip_t;
+
 typedef struct {
     char path[512];
     char name[128];
     char skip_reason[256];
+    int n_partial;
+    partial_skip_t partial[MAX_PARTIAL];
 } plan_entry_t;
 
 static plan_entry_t plans[MAX_PLANS];
@@ -175,6 +186,19 @@ static int run_plan_rank(int rank, int nranks, const mscclpp_unique_id_t *id, vo
                     recv = bufb + (size_t)rank * n_out * es;
                 } else {
                     send = recv = bufb;
+                }
+                const partial_skip_t *skip = NULL;
+                for (int k = 0; k < arg->entry->n_partial; k++) {
+                    const partial_skip_t *ps = &arg->entry->partial[k];
+                    if ((ps->dtype < 0 || ps->dtype == dti) &&
+                        (ps->unit < 0 || ps->unit == (long)units[u]))
+                        skip = ps;
+                }
+                if (skip) {
+                    if (rank == 0)
+                        fprintf(stderr, "# %s dtype %s, %zu elements per block: skipped (%s)\n",
+                                arg->entry->name, mscclpp_dtype_name(dt), units[u], skip->reason);
+                    continue;
                 }
                 memset(bufb, 0x5a, max_bytes);
                 for (size_t i = 0; i < n_in; i++)
@@ -353,12 +377,30 @@ static void apply_excludes(const char *backend)
     char line[512];
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#' || line[0] == '\n') continue;
-        char name[256] = {0}, reason[256] = {0};
-        if (sscanf(line, "%255s %255[^\n]", name, reason) < 1) continue;
-        for (int i = 0; i < n_plans; i++)
-            if (!strcmp(plans[i].name, name))
+        /* FILE[:DTYPE[:UNIT]]  REASON — DTYPE as mscclpp_dtype_name() prints it, or "*" */
+        char spec[256] = {0}, reason[256] = {0};
+        if (sscanf(line, "%255s %255[^\n]", spec, reason) < 1) continue;
+        char *dt = strchr(spec, ':'), *unit = NULL;
+        if (dt) {
+            *dt++ = '\0';
+            unit = strchr(dt, ':');
+            if (unit) *unit++ = '\0';
+        }
+        for (int i = 0; i < n_plans; i++) {
+            if (strcmp(plans[i].name, spec)) continue;
+            if (!dt) {
                 snprintf(plans[i].skip_reason, sizeof plans[i].skip_reason, "%s",
                          reason[0] ? reason : "excluded");
+                continue;
+            }
+            if (plans[i].n_partial == MAX_PARTIAL) continue;
+            partial_skip_t *ps = &plans[i].partial[plans[i].n_partial++];
+            ps->dtype = -1;
+            for (int d = 0; d < MSCCLPP_DTYPE_COUNT; d++)
+                if (!strcmp(dt, mscclpp_dtype_name((mscclpp_dtype_t)d))) ps->dtype = d;
+            ps->unit = unit && strcmp(unit, "*") ? atol(unit) : -1;
+            snprintf(ps->reason, sizeof ps->reason, "%s", reason[0] ? reason : "excluded");
+        }
     }
     fclose(f);
 }
