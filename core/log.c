@@ -12,7 +12,7 @@
 #include "core/debug.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int level = LOG_WARN;
+static log_level_t level = LOG_WARN;
 static unsigned subsys_mask = SUBSYS_ALL;
 static FILE *out;
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -79,11 +79,11 @@ def test_hierarchical_allreduce(nodes, per_node):
     ok(P.hierarchical_allreduce(nodes, per_node, peers_per_block=2))
 
 
+REFERENCE_PLANS = os.path.join(ROOT, "tests", "plans-reference")  # copied from shared/
+
+
 @pytest.mark.parametrize("path", sorted(
-    os.path.join(ROOT, "..", "shared", "plans-reference", f)
-    for f in (os.listdir(os.path.join(ROOT, "..", "shared", "plans-reference"))
-              if os.path.isdir(os.path.join(ROOT, "..", "shared", "plans-reference")) else [])
-    if f.endswith(".json")))
+    os.path.join(REFERENCE_PLANS, f) for f in os.listdir(REFERENCE_PLANS) if f.endswith(".json")))
 def test_reference_plans_from_mscclpp_simulate_correct(path):
     res = mscclpp.verify_plan(path)
     assert res, str(res)
