@@ -15,7 +15,8 @@ CONFIG_VAR(MSCCLPP_SOCKET_IFNAME, "", "Network interface for the TCP bootstrap (
 CONFIG_VAR(MSCCLPP_MASTER_ADDR, "", "Bootstrap root address when no unique id is passed")
 CONFIG_VAR(MSCCLPP_MASTER_PORT, "", "Bootstrap root port when no unique id is passed")
 CONFIG_VAR(MSCCLPP_BOOTSTRAP_SECRET, "", "Extra secret mixed into address-based bootstrap sessions")
-CONFIG_VAR(MSCCLPP_PLAN_DIR, "", "Directory of default plans (default: installed data dir)")
+CONFIG_VAR(MSCCLPP_PLAN_DIR, "",
+           "Directory of default plans (default: the installed plans, else the source tree's plans/)")
 CONFIG_VAR(MSCCLPP_CACHE_DIR, "", "Python DSL: where mscclpp.compile and --install write plans (default ~/.cache/mscclpp)")
 CONFIG_VAR(MSCCLPP_HOST_SPIN, "64",
            "Host backend: polls before a wait starts yielding the CPU (raise it when ranks x blocks <= cores)")

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/config.h"
 #include "core/core.h"
@@ -703,10 +704,17 @@ MSCCLPP_API mscclpp_result_t mscclpp_execute(mscclpp_executor_t *exec, const msc
 
 /* ---- executor object and registry -------------------------------------------------------- */
 
+/* MSCCLPP_PLAN_DIR, else the installed plans, else (a build that is not installed) the plans
+ * of the source tree it was built from. */
 static const char *default_plan_dir(void)
 {
     const char *d = config_get(CFG_MSCCLPP_PLAN_DIR);
-    return *d ? d : MSCCLPP_PLAN_DIR;
+    if (*d) return d;
+    struct stat st;
+    if (stat(MSCCLPP_PLAN_DIR, &st) != 0 && stat(MSCCLPP_SRC_PLAN_DIR, &st) == 0 &&
+        S_ISDIR(st.st_mode))
+        return MSCCLPP_SRC_PLAN_DIR;
+    return MSCCLPP_PLAN_DIR;
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
