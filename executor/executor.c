@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/config.h"
 #include "core/core.h"
@@ -504,6 +505,22 @@ static mscclpp_result_t context_get(mscclpp_executor_t *ex, const struct mscclpp
 
 /* ---- execution --------------------------------------------------------------------------- */
 
+/*
+ * How long host-backend waits poll before yielding, unless MSCCLPP_HOST_SPIN says: when every
+ * block of every local rank has a core, polling long is far cheaper than sleeping (a sleep
+ * costs tens of microseconds); when they share cores, a waiter must give its core away quickly
+ * to the thread it waits for.
+ */
+static uint32_t host_spin_for(const mscclpp_executor_t *ex, const exec_context_t *c)
+{
+    if (config_is_set(CFG_MSCCLPP_HOST_SPIN) || ex->hal != hal_host_ops()) return 0;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long threads = (long)ex->comm->nlocal * (c->plan->gpus[c->vrank].n_blocks > 0
+                                                 ? c->plan->gpus[c->vrank].n_blocks
+                                                 : 1);
+    return cpus > 0 && threads <= cpus ? 2000u : 64u;
+}
+
 static mscclpp_result_t lowered_get(mscclpp_executor_t *ex, exec_context_t *c, size_t in_bytes,
                                     size_t out_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
                                     mscclpp_packet_t packet, exec_lowcache_t **out)
@@ -527,6 +544,7 @@ static mscclpp_result_t lowered_get(mscclpp_executor_t *ex, exec_context_t *c, s
     res.rbufs = c->rbufs;
     res.n_switch = g->n_chan[PLAN_CH_SWITCH];
     res.switches = c->switches;
+    res.host_spin = host_spin_for(ex, c);
     exec_lowcache_t *l = calloc(1, sizeof *l);
     if (!l) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
     mscclpp_result_t r = exec_lower(c->plan, c->vrank, in_bytes, out_bytes, dtype, op, packet,
@@ -730,6 +748,17 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
     exec_registry_init(&ex->registry);
     int loaded = 0, skipped = 0;
     const char *dir = default_plan_dir();
+    /* plans tuned for this backend first: the first registered plan that matches wins */
+    char backend_dir[4096];
+    snprintf(backend_dir, sizeof backend_dir, "%s/%s", dir, ex->hal->name);
+    struct stat st;
+    if (stat(backend_dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+        int n_backend = 0;
+        if (exec_registry_load_dir(&ex->registry, backend_dir, &n_backend, &skipped) !=
+            MSCCLPP_OK)
+            core_clear_error();
+        INFO(SUBSYS_EXEC, "loaded %d %s plans from %s", n_backend, ex->hal->name, backend_dir);
+    }
     if (exec_registry_load_dir(&ex->registry, dir, &loaded, &skipped) != MSCCLPP_OK) {
         core_clear_error();
         INFO(SUBSYS_EXEC, "no default plans: cannot read %s", dir);

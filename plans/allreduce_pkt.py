@@ -10,18 +10,18 @@ next launch's packets away from packets a slow peer may still be reading. Only p
 is addressed remotely.
 """
 
-from _common import MAX_MESSAGE, PACKET_MAX_MESSAGE, RANK_COUNTS, main
+from _common import HOST_PACKET_MAX_MESSAGE, MAX_MESSAGE, PACKET_MAX_MESSAGE, RANK_COUNTS, main
 from mscclpp.language import (
     AllReduce, Buffer, CollectiveProgram, MemoryChannel, Rank,
 )
 
 
-def allreduce_pkt(num_ranks):
+def allreduce_pkt(num_ranks, max_message_size=PACKET_MAX_MESSAGE, variant=""):
     """Allreduce, LL packets."""
     N = num_ranks
-    with CollectiveProgram(f"default_allreduce_pkt_{N}", AllReduce(N, 1, False), N,
+    with CollectiveProgram(f"default_allreduce_pkt{variant}_{N}", AllReduce(N, 1, False), N,
                            protocol="LL", use_double_scratch_buffer=True,
-                           min_message_size=0, max_message_size=PACKET_MAX_MESSAGE) as prog:
+                           min_message_size=0, max_message_size=max_message_size) as prog:
         scratch = [Buffer(r, 2 * N) for r in range(N)]
         chan = {(r, p): MemoryChannel(p, r) for r in range(N) for p in range(N) if p != r}
         for r in range(N):
@@ -42,6 +42,8 @@ def allreduce_pkt(num_ranks):
 def default_plans():
     for n in RANK_COUNTS:
         yield f"allreduce_pkt_{n}.json", allreduce_pkt(n)
+    for n in RANK_COUNTS:  # host backend: LL only for the smallest messages
+        yield f"host/allreduce_pkt_{n}.json", allreduce_pkt(n, HOST_PACKET_MAX_MESSAGE, "_host")
 
 
 if __name__ == "__main__":

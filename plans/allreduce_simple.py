@@ -11,18 +11,20 @@ peer's phase-2 signal (it has read slots [0, N)), and slot N + r only after the 
 signal of the same launch (it has finished the previous launch). Only scratch is remote.
 """
 
-from _common import INSTANCES, MAX_MESSAGE, RANK_COUNTS, SIMPLE_MIN_MESSAGE, main
+from _common import (HOST_PACKET_MAX_MESSAGE, INSTANCES, MAX_MESSAGE, RANK_COUNTS,
+                     SIMPLE_MIN_MESSAGE, main)
 from mscclpp.language import (
     AllReduce, Buffer, CollectiveProgram, MemoryChannel, Rank, SyncType,
 )
 
 
-def allreduce_simple(num_ranks, instances=INSTANCES):
+def allreduce_simple(num_ranks, instances=INSTANCES, min_message_size=SIMPLE_MIN_MESSAGE,
+                     variant=""):
     """Allreduce, Simple protocol."""
     N = num_ranks
-    with CollectiveProgram(f"default_allreduce_simple_{N}", AllReduce(N, 1, False), N,
+    with CollectiveProgram(f"default_allreduce_simple{variant}_{N}", AllReduce(N, 1, False), N,
                            instances=instances, protocol="Simple",
-                           min_message_size=SIMPLE_MIN_MESSAGE,
+                           min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
         scratch = [Buffer(r, 2 * N) for r in range(N)]
         chan = {(r, p): MemoryChannel(p, r) for r in range(N) for p in range(N) if p != r}
@@ -52,6 +54,11 @@ def allreduce_simple(num_ranks, instances=INSTANCES):
 def default_plans():
     for n in RANK_COUNTS:
         yield f"allreduce_simple_{n}.json", allreduce_simple(n)
+    for n in RANK_COUNTS:  # host backend: Simple from right above the host LL range, one
+        # thread block per rank (CPU ranks usually get one core each; more blocks oversubscribe)
+        yield (f"host/allreduce_simple_{n}.json",
+               allreduce_simple(n, instances=1, min_message_size=HOST_PACKET_MAX_MESSAGE + 1,
+                                variant="_host"))
 
 
 if __name__ == "__main__":

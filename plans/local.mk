@@ -15,3 +15,16 @@ dist_plandata_DATA += plans/allgather_2.json plans/allgather_3.json plans/allgat
 	plans/reducescatter_7.json plans/reducescatter_8.json
 EXTRA_DIST += plans/README.md plans/_common.py plans/allgather.py plans/allreduce_pkt.py \
 	plans/allreduce_simple.py plans/alltoall.py plans/broadcast.py plans/reducescatter.py
+
+# Backend-specific plans (plans/<backend>/) are registered before the generic ones, so they win
+# where their ranges overlap: the host backend's allreduce switches from LL to Simple at 1 KiB.
+planhostdir = $(plandir)/host
+dist_planhost_DATA = \
+	plans/host/allreduce_pkt_2.json plans/host/allreduce_pkt_3.json \
+	plans/host/allreduce_pkt_4.json plans/host/allreduce_pkt_5.json \
+	plans/host/allreduce_pkt_6.json plans/host/allreduce_pkt_7.json \
+	plans/host/allreduce_pkt_8.json \
+	plans/host/allreduce_simple_2.json plans/host/allreduce_simple_3.json \
+	plans/host/allreduce_simple_4.json plans/host/allreduce_simple_5.json \
+	plans/host/allreduce_simple_6.json plans/host/allreduce_simple_7.json \
+	plans/host/allreduce_simple_8.json

@@ -107,6 +107,7 @@ def write(out_dir, src_dir=None, check_only=False):
         if old != text:
             changed.append(fname)
             if not check_only:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
                 with open(path, "w") as fh:
                     fh.write(text)
     return changed

@@ -346,10 +346,10 @@ END_TEST
 
 static int cmp_entry(const void *a, const void *b)
 {
-    return strcmp(((const plan_entry_t *)a)->path, ((const plan_entry_t *)b)->path);
+    return strcmp(((const plan_entry_t *)a)->name, ((const plan_entry_t *)b)->name);
 }
 
-static void add_dir(const char *dir, const char *filter)
+static void add_dir(const char *dir, const char *prefix, const char *filter)
 {
     DIR *d = opendir(dir);
     if (!d) {
@@ -360,10 +360,11 @@ static void add_dir(const char *dir, const char *filter)
     while ((de = readdir(d)) && n_plans < MAX_PLANS) {
         size_t len = strlen(de->d_name);
         if (len < 6 || strcmp(de->d_name + len - 5, ".json")) continue;
-        if (filter && !strstr(de->d_name, filter)) continue;
-        plan_entry_t *e = &plans[n_plans++];
+        plan_entry_t *e = &plans[n_plans];
+        snprintf(e->name, sizeof e->name, "%s%s", prefix, de->d_name);
+        if (filter && !strstr(e->name, filter)) continue;
         snprintf(e->path, sizeof e->path, "%s/%s", dir, de->d_name);
-        snprintf(e->name, sizeof e->name, "%s", de->d_name);
+        n_plans++;
     }
     closedir(d);
 }
@@ -412,9 +413,11 @@ int main(void)
     const char *filter = getenv("CONFORMANCE_FILTER");
     char dir[600];
     snprintf(dir, sizeof dir, "%s/plans", top);
-    add_dir(dir, filter);
+    add_dir(dir, "", filter);
+    snprintf(dir, sizeof dir, "%s/plans/host", top); /* backend-tuned variants: valid anywhere */
+    add_dir(dir, "host/", filter);
     snprintf(dir, sizeof dir, "%s/tests/plans-reference", top);
-    add_dir(dir, filter);
+    add_dir(dir, "", filter);
     qsort(plans, (size_t)n_plans, sizeof plans[0], cmp_entry);
     apply_excludes(mscclpp_backend_name());
 

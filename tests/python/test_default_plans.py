@@ -11,14 +11,14 @@ from mscclpp import default_plans
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLANS = os.path.join(ROOT, "plans")
-FILES = sorted(glob.glob(os.path.join(PLANS, "*.json")))
+FILES = sorted(glob.glob(os.path.join(PLANS, "*.json")) + glob.glob(os.path.join(PLANS, "*", "*.json")))
 FAMILIES = ["allreduce_pkt", "allreduce_simple", "allgather", "reducescatter", "alltoall",
             "broadcast"]
 
 
 def test_regenerating_default_plans_gives_the_committed_files():
     generated = dict(default_plans.generate(PLANS))
-    committed = {os.path.basename(f) for f in FILES}
+    committed = {os.path.relpath(f, PLANS) for f in FILES}
     assert set(generated) == committed, "plans/*.json and plans/*.py disagree on the file set"
     stale = []
     for name, text in generated.items():
@@ -95,6 +95,6 @@ def test_plans_local_mk_installs_every_plan():
     with open(os.path.join(PLANS, "local.mk")) as f:
         text = f.read()
     for path in FILES:
-        assert "plans/" + os.path.basename(path) in text
+        assert "plans/" + os.path.relpath(path, PLANS) in text
     for prog in glob.glob(os.path.join(PLANS, "*.py")):
         assert "plans/" + os.path.basename(prog) in text
