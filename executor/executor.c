@@ -91,8 +91,6 @@ static int vr_to_pr(const exec_context_t *c, int v, int n) { return (v + c->rota
 
 /* ---- context setup ----------------------------------------------------------------------- */
 
-static unsigned needs_from(const struct mscclpp_plan *plan, int peer, int me);
-
 /* The allocation holding p (base and size); for memory the backend does not know, the
  * pointer itself and size 0. */
 static void alloc_of(const hal_ops_t *hal, const void *p, void **base, size_t *size)
@@ -104,15 +102,6 @@ static void alloc_of(const hal_ops_t *hal, const void *p, void **base, size_t *s
         *base = (void *)p;
         *size = 0;
     }
-}
-
-/* True when some rank of the plan addresses another rank's input or output buffer. */
-static bool plan_addresses_io(const struct mscclpp_plan *plan)
-{
-    for (int r = 0; r < plan->nranks; r++)
-        for (int v = 0; v < plan->nranks; v++)
-            if (v != r && (needs_from(plan, r, v) & 3u)) return true;
-    return false;
 }
 
 /* Number of type-T channels gpu `from` lists to `to`. */
@@ -137,6 +126,15 @@ static unsigned needs_from(const struct mscclpp_plan *plan, int peer, int me)
             if (sw->ranks[m] == me) mask |= 1u << sw->buf;
     }
     return mask;
+}
+
+/* True when some rank of the plan addresses another rank's input or output buffer. */
+static bool plan_addresses_io(const struct mscclpp_plan *plan)
+{
+    for (int r = 0; r < plan->nranks; r++)
+        for (int v = 0; v < plan->nranks; v++)
+            if (v != r && (needs_from(plan, r, v) & 3u)) return true;
+    return false;
 }
 
 static bool pair_talks(const struct mscclpp_plan *plan, int a, int b)
@@ -244,13 +242,12 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     uint32_t seq = ex->context_seq++;
     const int tag = EXEC_TAG_BASE + (int)(seq % EXEC_TAG_SPAN);
 
-    for (int t = 0; t < PLAN_CH__COUNT; t++)
-        if (t == PLAN_CH_PORT && g->n_chan[t] > 0) {
-            res = ERR(MSCCLPP_ERR_UNSUPPORTED,
-                      "plan '%s' uses %d port channel(s) on rank %d: port channels are not "
-                      "implemented yet", plan->name, g->n_chan[t], me);
-            goto fail;
-        }
+    if (g->n_chan[PLAN_CH_PORT] > 0) {
+        res = ERR(MSCCLPP_ERR_UNSUPPORTED,
+                  "plan '%s' uses %d port channel(s) on rank %d: port channels are not "
+                  "implemented yet", plan->name, g->n_chan[PLAN_CH_PORT], me);
+        goto fail;
+    }
 
     bool in_share = in_alloc > 0, out_share = out_alloc > 0;
 
@@ -262,7 +259,6 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     uint64_t scratch_bytes = 0;
     {
         /* exec_scratch_bytes wants consistent sizes: derive both from the chunk size */
-        size_t es = mscclpp_dtype_size(dtype);
         uint64_t cin = g->input_chunks, cout = g->output_chunks;
         /* the largest chunk any call on these buffers can have, rounded up so that the
          * lowering's chunk size (a ceiling rounded to the alignment) never exceeds it */
@@ -271,13 +267,15 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
         if (cout && (!cin || (cap_out + cout - 1) / cout < per_chunk))
             per_chunk = (cap_out + cout - 1) / cout;
         per_chunk = (per_chunk + unit - 1) / unit * unit;
-        (void)es;
         uint64_t in_b = per_chunk * cin, out_b = per_chunk * cout;
         if (per_chunk > 0 &&
             exec_scratch_bytes(plan, me, in_b, out_b, dtype, &scratch_bytes) != MSCCLPP_OK) {
             core_clear_error();
             scratch_bytes = 0;
         }
+        /* sizes the lowering would refuse anyway: still give the plan room (LL and double
+         * scratch at most double it twice) so the error comes from the lowering, with its
+         * explanation */
         if (g->scratch_chunks && scratch_bytes == 0)
             scratch_bytes = (per_chunk + 64) * g->scratch_chunks * 4;
     }
