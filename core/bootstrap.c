@@ -1,7 +1,10 @@
 /* Public bootstrap API: argument checks, then dispatch through the ops table. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/bootstrap.h"
+#include "core/config.h"
 #include "core/debug.h"
 
 mscclpp_result_t boot_new(int rank, int nranks, const boot_ops_t *ops, void *impl,
@@ -104,3 +107,86 @@ MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_destroy(mscclpp_bootstrap_t *boot
     free(boot);
     return res;
 }
+
+/* ---- bootstraps provided by the user -------------------------------------------------------- */
+
+typedef struct {
+    const mscclpp_bootstrap_ops_t *ops;
+    void *ctx;
+} custom_boot_t;
+
+static custom_boot_t *custom(mscclpp_bootstrap_t *boot) { return boot->impl; }
+
+static mscclpp_result_t custom_allgather(mscclpp_bootstrap_t *boot, void *data, size_t bytes)
+{
+    return custom(boot)->ops->allgather(custom(boot)->ctx, data, bytes, config_timeout_ns());
+}
+
+static mscclpp_result_t custom_send(mscclpp_bootstrap_t *boot, const void *data, size_t bytes,
+                                    int peer, int tag)
+{
+    return custom(boot)->ops->send(custom(boot)->ctx, data, bytes, peer, tag,
+                                   config_timeout_ns());
+}
+
+static mscclpp_result_t custom_recv(mscclpp_bootstrap_t *boot, void *data, size_t bytes,
+                                    int peer, int tag)
+{
+    return custom(boot)->ops->recv(custom(boot)->ctx, data, bytes, peer, tag,
+                                   config_timeout_ns());
+}
+
+static mscclpp_result_t custom_barrier(mscclpp_bootstrap_t *boot)
+{
+    return custom(boot)->ops->barrier(custom(boot)->ctx, config_timeout_ns());
+}
+
+static mscclpp_result_t custom_destroy(mscclpp_bootstrap_t *boot)
+{
+    custom_boot_t *c = custom(boot);
+    if (c->ops->destroy) c->ops->destroy(c->ctx);
+    free(c);
+    return MSCCLPP_OK;
+}
+
+static const boot_ops_t custom_ops = {
+    .name = "custom",
+    .allgather = custom_allgather,
+    .send = custom_send,
+    .recv = custom_recv,
+    .barrier = custom_barrier,
+    .destroy = custom_destroy,
+};
+
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create_custom(const mscclpp_bootstrap_ops_t *ops,
+                                                             void *ctx, int rank, int nranks,
+                                                             mscclpp_bootstrap_t **boot)
+{
+    CHECK_ARG(boot != NULL);
+    *boot = NULL;
+    CHECK_ARG(ops != NULL);
+    CHECK_ARG(ops->allgather && ops->send && ops->recv && ops->barrier);
+    CHECK_ARG(nranks > 0);
+    CHECK_ARG(rank >= 0 && rank < nranks);
+    custom_boot_t *c = malloc(sizeof *c);
+    if (!c) return ERR(MSCCLPP_ERR_NO_MEMORY, "bootstrap: out of memory");
+    c->ops = ops;
+    c->ctx = ctx;
+    mscclpp_result_t res = boot_new(rank, nranks, &custom_ops, c, boot);
+    if (res != MSCCLPP_OK) free(c);
+    return res;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_report_error(mscclpp_result_t result, const char *fmt, ...)
+{
+    char msg[1024] = "";
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+    }
+    return core_error(result, "(caller)", 0, "%s", msg);
+}
+
+MSCCLPP_API uint64_t mscclpp_timeout_ns(void) { return config_timeout_ns(); }

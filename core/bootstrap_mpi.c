@@ -1,7 +1,9 @@
 /*
- * MPI bootstrap: the ops over a duplicate of the user's communicator. Every operation is a
- * nonblocking MPI call completed by an MPI_Test loop that backs off and gives up at
- * MSCCLPP_TIMEOUT, so a dead or missing peer never blocks a caller forever.
+ * MPI bootstrap (library mscclpp_mpi): a custom bootstrap (mscclpp_bootstrap_create_custom)
+ * over a duplicate of the user's communicator, so libmscclpp itself never links MPI. Every
+ * operation is a nonblocking MPI call completed by an MPI_Test loop that backs off and gives up
+ * after the timeout the library passes (MSCCLPP_TIMEOUT), so a dead or missing peer never blocks
+ * a caller forever. It uses only the public API.
  */
 #include <limits.h>
 #include <pthread.h>
@@ -9,18 +11,35 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "core/bootstrap.h"
-#include "core/config.h"
-#include "core/debug.h"
-#include "core/socket.h"
 #include "mscclpp/mscclpp_mpi.h"
+
+/* Error helpers on the public API (this library cannot see the core's internals). */
+#define ERR(result, ...) mscclpp_report_error((result), __VA_ARGS__)
+#define ERR_ARG(...) ERR(MSCCLPP_ERR_INVALID_ARG, __VA_ARGS__)
+#define CHECK(expr)                                      \
+    do {                                                 \
+        mscclpp_result_t check_res_ = (expr);            \
+        if (check_res_ != MSCCLPP_OK) return check_res_; \
+    } while (0)
+#define CHECK_ARG(cond)                                                            \
+    do {                                                                           \
+        if (!(cond)) return ERR_ARG("%s: invalid argument (%s)", __func__, #cond); \
+    } while (0)
 
 typedef struct {
     MPI_Comm comm;
     pthread_mutex_t lock; /* serializes our MPI calls */
+    int rank, nranks;
     int tag_ub;
     int broken; /* an operation timed out with a request still in flight */
 } mpi_boot_t;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static mscclpp_result_t mpi_error(int rank, int rc, const char *call)
 {
@@ -46,59 +65,54 @@ static void backoff(unsigned *iter)
 }
 
 /* Test `req` until it completes or `deadline`; returns MSCCLPP_ERR_TIMEOUT (quietly) then. */
-static mscclpp_result_t wait_req(mscclpp_bootstrap_t *boot, MPI_Request *req, MPI_Status *status,
+static mscclpp_result_t wait_req(mpi_boot_t *m, MPI_Request *req, MPI_Status *status,
                                  uint64_t deadline, const char *call)
 {
-    mpi_boot_t *m = boot->impl;
     unsigned iter = 0;
     for (;;) {
         int flag = 0;
         pthread_mutex_lock(&m->lock);
         int rc = MPI_Test(req, &flag, status ? status : MPI_STATUS_IGNORE);
         pthread_mutex_unlock(&m->lock);
-        if (rc != MPI_SUCCESS) return mpi_error(boot->rank, rc, call);
+        if (rc != MPI_SUCCESS) return mpi_error(m->rank, rc, call);
         if (flag) return MSCCLPP_OK;
-        if (sock_now_ns() >= deadline) return MSCCLPP_ERR_TIMEOUT;
+        if (now_ns() >= deadline) return MSCCLPP_ERR_TIMEOUT;
         backoff(&iter);
     }
 }
 
-static double timeout_s(void) { return (double)config_timeout_ns() / 1e9; }
-
-static mscclpp_result_t check_usable(mscclpp_bootstrap_t *boot)
+static mscclpp_result_t check_usable(mpi_boot_t *m)
 {
-    mpi_boot_t *m = boot->impl;
     if (m->broken)
         return ERR(MSCCLPP_ERR_REMOTE,
-                   "rank %d: MPI bootstrap is unusable after an earlier timeout", boot->rank);
+                   "rank %d: MPI bootstrap is unusable after an earlier timeout", m->rank);
     return MSCCLPP_OK;
 }
 
-static mscclpp_result_t check_msg(mscclpp_bootstrap_t *boot, size_t bytes, int tag)
+static mscclpp_result_t check_msg(mpi_boot_t *m, size_t bytes, int tag)
 {
-    mpi_boot_t *m = boot->impl;
     if (tag < 0 || tag > m->tag_ub)
-        return ERR_ARG("rank %d: tag %d is outside the MPI tag range [0, %d]", boot->rank, tag,
+        return ERR_ARG("rank %d: tag %d is outside the MPI tag range [0, %d]", m->rank, tag,
                        m->tag_ub);
     if (bytes > INT_MAX)
         return ERR(MSCCLPP_ERR_UNSUPPORTED,
-                   "rank %d: MPI bootstrap messages are limited to %d bytes", boot->rank, INT_MAX);
+                   "rank %d: MPI bootstrap messages are limited to %d bytes", m->rank, INT_MAX);
     return MSCCLPP_OK;
 }
 
-static mscclpp_result_t mpi_send(mscclpp_bootstrap_t *boot, const void *data, size_t bytes,
-                                 int peer, int tag)
+static mscclpp_result_t mpi_send(void *ctx, const void *data, size_t bytes, int peer, int tag,
+                                 uint64_t timeout_ns)
 {
-    mpi_boot_t *m = boot->impl;
-    CHECK(check_usable(boot));
-    CHECK(check_msg(boot, bytes, tag));
-    uint64_t deadline = sock_deadline();
+    mpi_boot_t *m = ctx;
+    CHECK(check_usable(m));
+    CHECK(check_msg(m, bytes, tag));
+    uint64_t deadline = now_ns() + timeout_ns;
     MPI_Request req;
     pthread_mutex_lock(&m->lock);
     int rc = MPI_Isend(data, (int)bytes, MPI_BYTE, peer, tag, m->comm, &req);
     pthread_mutex_unlock(&m->lock);
-    if (rc != MPI_SUCCESS) return mpi_error(boot->rank, rc, "MPI_Isend");
-    mscclpp_result_t res = wait_req(boot, &req, NULL, deadline, "MPI_Isend");
+    if (rc != MPI_SUCCESS) return mpi_error(m->rank, rc, "MPI_Isend");
+    mscclpp_result_t res = wait_req(m, &req, NULL, deadline, "MPI_Isend");
     if (res == MSCCLPP_ERR_TIMEOUT) {
         /* The caller may free the buffer once we return: withdraw the send. */
         pthread_mutex_lock(&m->lock);
@@ -106,19 +120,19 @@ static mscclpp_result_t mpi_send(mscclpp_bootstrap_t *boot, const void *data, si
         MPI_Request_free(&req);
         pthread_mutex_unlock(&m->lock);
         return ERR(MSCCLPP_ERR_TIMEOUT,
-                   "rank %d: timed out after %.1f s sending tag %d to rank %d (MPI)", boot->rank,
-                   timeout_s(), tag, peer);
+                   "rank %d: timed out after %.1f s sending tag %d to rank %d (MPI)", m->rank,
+                   (double)timeout_ns / 1e9, tag, peer);
     }
     return res;
 }
 
-static mscclpp_result_t mpi_recv(mscclpp_bootstrap_t *boot, void *data, size_t bytes, int peer,
-                                 int tag)
+static mscclpp_result_t mpi_recv(void *ctx, void *data, size_t bytes, int peer, int tag,
+                                 uint64_t timeout_ns)
 {
-    mpi_boot_t *m = boot->impl;
-    CHECK(check_usable(boot));
-    CHECK(check_msg(boot, bytes, tag));
-    uint64_t deadline = sock_deadline();
+    mpi_boot_t *m = ctx;
+    CHECK(check_usable(m));
+    CHECK(check_msg(m, bytes, tag));
+    uint64_t deadline = now_ns() + timeout_ns;
     /* Probe first so that a size mismatch is reported instead of truncating. */
     MPI_Message msg;
     MPI_Status status;
@@ -128,13 +142,13 @@ static mscclpp_result_t mpi_recv(mscclpp_bootstrap_t *boot, void *data, size_t b
         pthread_mutex_lock(&m->lock);
         int rc = MPI_Improbe(peer, tag, m->comm, &flag, &msg, &status);
         pthread_mutex_unlock(&m->lock);
-        if (rc != MPI_SUCCESS) return mpi_error(boot->rank, rc, "MPI_Improbe");
+        if (rc != MPI_SUCCESS) return mpi_error(m->rank, rc, "MPI_Improbe");
         if (flag) break;
-        if (sock_now_ns() >= deadline)
+        if (now_ns() >= deadline)
             return ERR(MSCCLPP_ERR_TIMEOUT,
                        "rank %d: timed out after %.1f s waiting to receive tag %d from rank %d "
                        "(MPI)",
-                       boot->rank, timeout_s(), tag, peer);
+                       m->rank, (double)timeout_ns / 1e9, tag, peer);
         backoff(&iter);
     }
     int count = 0;
@@ -142,92 +156,87 @@ static mscclpp_result_t mpi_recv(mscclpp_bootstrap_t *boot, void *data, size_t b
     void *buf = data;
     if ((size_t)count != bytes) {
         buf = malloc(count > 0 ? (size_t)count : 1);
-        if (!buf) return ERR(MSCCLPP_ERR_NO_MEMORY, "rank %d: out of memory", boot->rank);
+        if (!buf) return ERR(MSCCLPP_ERR_NO_MEMORY, "rank %d: out of memory", m->rank);
     }
     MPI_Request req;
     pthread_mutex_lock(&m->lock);
     int rc = MPI_Imrecv(buf, count, MPI_BYTE, &msg, &req);
     pthread_mutex_unlock(&m->lock);
-    mscclpp_result_t res = rc == MPI_SUCCESS ? wait_req(boot, &req, NULL, deadline, "MPI_Imrecv")
-                                             : mpi_error(boot->rank, rc, "MPI_Imrecv");
+    mscclpp_result_t res = rc == MPI_SUCCESS ? wait_req(m, &req, NULL, deadline, "MPI_Imrecv")
+                                             : mpi_error(m->rank, rc, "MPI_Imrecv");
     if (res == MSCCLPP_ERR_TIMEOUT) {
         m->broken = 1; /* a matched receive cannot be withdrawn; MPI may still write buf */
         res = ERR(MSCCLPP_ERR_TIMEOUT,
-                  "rank %d: timed out after %.1f s receiving tag %d from rank %d (MPI)", boot->rank,
-                  timeout_s(), tag, peer);
+                  "rank %d: timed out after %.1f s receiving tag %d from rank %d (MPI)", m->rank,
+                  (double)timeout_ns / 1e9, tag, peer);
     }
     if (buf != data) {
         if (res == MSCCLPP_OK)
             res = ERR_ARG("rank %d: message from rank %d with tag %d has %d bytes, expected %zu",
-                          boot->rank, peer, tag, count, bytes);
+                          m->rank, peer, tag, count, bytes);
         if (!m->broken) free(buf);
     }
     return res;
 }
 
 /* Complete a collective request or mark the bootstrap unusable. */
-static mscclpp_result_t wait_collective(mscclpp_bootstrap_t *boot, MPI_Request *req,
-                                        uint64_t deadline, const char *call)
+static mscclpp_result_t wait_collective(mpi_boot_t *m, MPI_Request *req, uint64_t timeout_ns,
+                                        const char *call)
 {
-    mscclpp_result_t res = wait_req(boot, req, NULL, deadline, call);
+    mscclpp_result_t res = wait_req(m, req, NULL, now_ns() + timeout_ns, call);
     if (res == MSCCLPP_ERR_TIMEOUT) {
-        ((mpi_boot_t *)boot->impl)->broken = 1;
+        m->broken = 1;
         res = ERR(MSCCLPP_ERR_TIMEOUT,
                   "rank %d: %s did not complete within %.1f s (a rank of the communicator is "
                   "missing or slow)",
-                  boot->rank, call, timeout_s());
+                  m->rank, call, (double)timeout_ns / 1e9);
     }
     return res;
 }
 
-static mscclpp_result_t mpi_allgather(mscclpp_bootstrap_t *boot, void *data, size_t bytes_per_rank)
+static mscclpp_result_t mpi_allgather(void *ctx, void *data, size_t bytes_per_rank,
+                                      uint64_t timeout_ns)
 {
-    mpi_boot_t *m = boot->impl;
-    CHECK(check_usable(boot));
+    mpi_boot_t *m = ctx;
+    CHECK(check_usable(m));
     if (bytes_per_rank > INT_MAX)
         return ERR(MSCCLPP_ERR_UNSUPPORTED,
-                   "rank %d: MPI allgather is limited to %d bytes per rank", boot->rank, INT_MAX);
-    uint64_t deadline = sock_deadline();
+                   "rank %d: MPI allgather is limited to %d bytes per rank", m->rank, INT_MAX);
     MPI_Request req;
     pthread_mutex_lock(&m->lock);
     int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, (int)bytes_per_rank, MPI_BYTE,
                             m->comm, &req);
     pthread_mutex_unlock(&m->lock);
-    if (rc != MPI_SUCCESS) return mpi_error(boot->rank, rc, "MPI_Iallgather");
-    return wait_collective(boot, &req, deadline, "MPI_Iallgather");
+    if (rc != MPI_SUCCESS) return mpi_error(m->rank, rc, "MPI_Iallgather");
+    return wait_collective(m, &req, timeout_ns, "MPI_Iallgather");
 }
 
-static mscclpp_result_t mpi_barrier(mscclpp_bootstrap_t *boot)
+static mscclpp_result_t mpi_barrier(void *ctx, uint64_t timeout_ns)
 {
-    mpi_boot_t *m = boot->impl;
-    CHECK(check_usable(boot));
-    uint64_t deadline = sock_deadline();
+    mpi_boot_t *m = ctx;
+    CHECK(check_usable(m));
     MPI_Request req;
     pthread_mutex_lock(&m->lock);
     int rc = MPI_Ibarrier(m->comm, &req);
     pthread_mutex_unlock(&m->lock);
-    if (rc != MPI_SUCCESS) return mpi_error(boot->rank, rc, "MPI_Ibarrier");
-    return wait_collective(boot, &req, deadline, "MPI_Ibarrier");
+    if (rc != MPI_SUCCESS) return mpi_error(m->rank, rc, "MPI_Ibarrier");
+    return wait_collective(m, &req, timeout_ns, "MPI_Ibarrier");
 }
 
-static mscclpp_result_t mpi_destroy(mscclpp_bootstrap_t *boot)
+static void mpi_destroy(void *ctx)
 {
-    mpi_boot_t *m = boot->impl;
-    if (!m) return MSCCLPP_OK;
+    mpi_boot_t *m = ctx;
+    if (!m) return;
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (finalized)
-        WARN(SUBSYS_BOOT, "rank %d: MPI bootstrap destroyed after MPI_Finalize", boot->rank);
-    else if (!m->broken)
-        MPI_Comm_free(&m->comm); /* with requests in flight, leave the communicator alone */
+    /* after MPI_Finalize the duplicate is gone already; with requests in flight (after a
+     * timeout) leave the communicator alone */
+    if (!finalized && !m->broken) MPI_Comm_free(&m->comm);
     pthread_mutex_destroy(&m->lock);
     free(m);
-    boot->impl = NULL;
-    return MSCCLPP_OK;
 }
 
-static const boot_ops_t mpi_ops = {
-    .name = "mpi",
+static const mscclpp_bootstrap_ops_t mpi_ops = {
     .allgather = mpi_allgather,
     .send = mpi_send,
     .recv = mpi_recv,
@@ -261,14 +270,14 @@ MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create_mpi(MPI_Comm comm, mscclpp
         res = mpi_error(rank, rc, "MPI_Comm_idup");
         goto free_m;
     }
-    /* wait_req needs a bootstrap object; a temporary one on the stack will do. */
-    mscclpp_bootstrap_t tmp = {.rank = rank, .nranks = size, .ops = &mpi_ops, .impl = m};
-    res = wait_req(&tmp, &req, NULL, sock_deadline(), "MPI_Comm_idup");
+    m->rank = rank;
+    m->nranks = size;
+    res = wait_req(m, &req, NULL, now_ns() + mscclpp_timeout_ns(), "MPI_Comm_idup");
     if (res == MSCCLPP_ERR_TIMEOUT) {
         res = ERR(MSCCLPP_ERR_TIMEOUT,
                   "rank %d: MPI_Comm_idup did not complete within %.1f s (a rank did not call "
                   "mscclpp_bootstrap_create_mpi)",
-                  rank, timeout_s());
+                  rank, (double)mscclpp_timeout_ns() / 1e9);
         goto free_m; /* leak the pending duplicate: it cannot be cancelled */
     }
     if (res != MSCCLPP_OK) goto free_m;
@@ -276,8 +285,8 @@ MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create_mpi(MPI_Comm comm, mscclpp
     int *ub = NULL, found = 0;
     MPI_Comm_get_attr(m->comm, MPI_TAG_UB, &ub, &found);
     m->tag_ub = found && ub ? *ub : 32767;
-    CHECK_GOTO(boot_new(rank, size, &mpi_ops, m, boot), res, free_comm);
-    INFO(SUBSYS_BOOT, "rank %d of %d: MPI bootstrap created", rank, size);
+    res = mscclpp_bootstrap_create_custom(&mpi_ops, m, rank, size, boot);
+    if (res != MSCCLPP_OK) goto free_comm;
     return MSCCLPP_OK;
 
 free_comm:

@@ -5,7 +5,7 @@ tools_mscclpp_bench_CFLAGS = $(AM_CFLAGS)
 tools_mscclpp_bench_LDADD = libmscclpp.la -lm
 if HAVE_MPI
 tools_mscclpp_bench_CFLAGS += $(MPI_CFLAGS)
-tools_mscclpp_bench_LDADD += $(MPI_LIBS)
+tools_mscclpp_bench_LDADD += libmscclpp_mpi.la $(MPI_LIBS)
 endif
 
 # Smoke tests (TAP scripts): fork mode, every dtype x op, a reference plan, usage errors, mpiexec.

@@ -109,6 +109,43 @@ MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_barrier(mscclpp_bootstrap_t *boot
 /** Close the session. Safe on NULL. */
 MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_destroy(mscclpp_bootstrap_t *boot);
 
+/**
+ * A bootstrap you provide (over an existing MPI, PMIx or job-launcher channel): the library
+ * calls these with your `ctx`. Each must return within `timeout_ns` nanoseconds (the
+ * MSCCLPP_TIMEOUT in force) with MSCCLPP_ERR_TIMEOUT if it cannot finish, and report failures
+ * with mscclpp_report_error() so mscclpp_last_error() explains them. Arguments are checked
+ * before a call (peer in range and not this rank; data non-NULL when bytes > 0).
+ * mscclpp_bootstrap_create_mpi() (<mscclpp/mscclpp_mpi.h>, library mscclpp_mpi) is one.
+ */
+typedef struct {
+    /** All-gather: data holds nranks slots of bytes_per_rank; this rank's slot is filled. */
+    mscclpp_result_t (*allgather)(void *ctx, void *data, size_t bytes_per_rank,
+                                  uint64_t timeout_ns);
+    mscclpp_result_t (*send)(void *ctx, const void *data, size_t bytes, int peer, int tag,
+                             uint64_t timeout_ns);
+    /** Receive exactly `bytes` (a size mismatch is an error) from `peer` with `tag`. */
+    mscclpp_result_t (*recv)(void *ctx, void *data, size_t bytes, int peer, int tag,
+                             uint64_t timeout_ns);
+    mscclpp_result_t (*barrier)(void *ctx, uint64_t timeout_ns);
+    /** Release ctx; called once by mscclpp_bootstrap_destroy. May be NULL. */
+    void (*destroy)(void *ctx);
+} mscclpp_bootstrap_ops_t;
+
+/** Wrap a bootstrap you provide; `ops` must stay valid until the bootstrap is destroyed. */
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create_custom(const mscclpp_bootstrap_ops_t *ops,
+                                                             void *ctx, int rank, int nranks,
+                                                             mscclpp_bootstrap_t **boot);
+
+/** The bound of every wait (MSCCLPP_TIMEOUT) in nanoseconds. */
+MSCCLPP_API uint64_t mscclpp_timeout_ns(void);
+
+/**
+ * Record an error for mscclpp_last_error() from code outside the library (a custom bootstrap)
+ * and log it like the library's own; returns `result` (printf-style message).
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_report_error(mscclpp_result_t result, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* ---------------------------------------------------------------------------------------------
  * Communicator
  * ------------------------------------------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /*
- * libmscclpp — bootstrap over an MPI communicator. Installed only when the library was built
- * with MPI; include it instead of (or after) <mscclpp/mscclpp.h> and link with MPI.
+ * libmscclpp — bootstrap over an MPI communicator, in its own library: link with
+ * -lmscclpp_mpi -lmscclpp and your MPI (libmscclpp itself never links MPI). Installed only when
+ * the library was built with MPI; include it instead of (or after) <mscclpp/mscclpp.h>.
  */
 #ifndef MSCCLPP_MSCCLPP_MPI_H
 #define MSCCLPP_MSCCLPP_MPI_H

@@ -7,6 +7,7 @@
 #include <check.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -678,6 +679,137 @@ START_TEST(t_join_timeout)
 }
 END_TEST
 
+
+#define CK_TRY(x) do { mscclpp_result_t r__ = (x); if (r__) return r__; } while (0)
+
+/* ---- custom bootstrap: 2 forked ranks over a socketpair, driven through the public ops ---- */
+
+
+typedef struct {
+    int fd, rank;
+    int destroyed;
+} pair_ctx_t;
+
+static mscclpp_result_t pair_io(pair_ctx_t *c, void *buf, size_t n, int out, uint64_t timeout_ns)
+{
+    size_t done = 0;
+    while (done < n) {
+        struct pollfd p = {c->fd, out ? POLLOUT : POLLIN, 0};
+        if (poll(&p, 1, (int)(timeout_ns / 1000000)) <= 0)
+            return mscclpp_report_error(MSCCLPP_ERR_TIMEOUT, "pair rank %d: timed out", c->rank);
+        ssize_t k = out ? write(c->fd, (char *)buf + done, n - done)
+                        : read(c->fd, (char *)buf + done, n - done);
+        if (k <= 0)
+            return mscclpp_report_error(MSCCLPP_ERR_REMOTE, "pair rank %d: peer closed", c->rank);
+        done += (size_t)k;
+    }
+    return MSCCLPP_OK;
+}
+
+/* Messages carry (tag, bytes) headers; this toy bootstrap expects them in order. */
+static mscclpp_result_t pair_send(void *ctx, const void *d, size_t n, int peer, int tag,
+                                  uint64_t t)
+{
+    int hdr[2] = {tag, (int)n};
+    CK_TRY(pair_io(ctx, hdr, sizeof hdr, 1, t));
+    return pair_io(ctx, (void *)d, n, 1, t);
+}
+
+static mscclpp_result_t pair_recv(void *ctx, void *d, size_t n, int peer, int tag, uint64_t t)
+{
+    int hdr[2];
+    CK_TRY(pair_io(ctx, hdr, sizeof hdr, 0, t));
+    if (hdr[0] != tag || hdr[1] != (int)n)
+        return mscclpp_report_error(MSCCLPP_ERR_INVALID_ARG, "pair: got tag %d/%d bytes, want "
+                                    "%d/%zu", hdr[0], hdr[1], tag, n);
+    return pair_io(ctx, d, n, 0, t);
+}
+
+static mscclpp_result_t pair_allgather(void *ctx, void *d, size_t n, uint64_t t)
+{
+    pair_ctx_t *c = ctx;
+    char *slots = d;
+    CK_TRY(pair_send(ctx, slots + (size_t)c->rank * n, n, 1 - c->rank, -1, t));
+    return pair_recv(ctx, slots + (size_t)(1 - c->rank) * n, n, 1 - c->rank, -1, t);
+}
+
+static mscclpp_result_t pair_barrier(void *ctx, uint64_t t)
+{
+    char b[2] = {0, 0};
+    return pair_allgather(ctx, b, 1, t);
+}
+
+static void pair_destroy(void *ctx) { ((pair_ctx_t *)ctx)->destroyed = 1; }
+
+static const mscclpp_bootstrap_ops_t pair_ops = {pair_allgather, pair_send, pair_recv,
+                                                 pair_barrier, pair_destroy};
+
+static int custom_rank(int rank, int fd)
+{
+    pair_ctx_t ctx = {fd, rank, 0};
+    mscclpp_bootstrap_t *boot = NULL;
+    if (mscclpp_bootstrap_create_custom(&pair_ops, &ctx, rank, 2, &boot) != MSCCLPP_OK) return 1;
+    int all[2] = {-1, -1};
+    all[rank] = 100 + rank;
+    if (mscclpp_bootstrap_allgather(boot, all, sizeof(int)) != MSCCLPP_OK) return 2;
+    if (all[0] != 100 || all[1] != 101) return 3;
+    /* a communicator and a memory channel over the custom bootstrap */
+    mscclpp_comm_t *comm = NULL;
+    if (mscclpp_comm_create(boot, &comm) != MSCCLPP_OK) return 4;
+    uint32_t *buf = NULL;
+    if (mscclpp_malloc(4096, (void **)&buf) != MSCCLPP_OK) return 5;
+    for (int i = 0; i < 1024; i++) buf[i] = (uint32_t)(rank * 1000 + i);
+    mscclpp_regmem_t *mine = NULL, *theirs = NULL;
+    if (mscclpp_register_memory(comm, buf, 4096, MSCCLPP_TRANSPORT_IPC, &mine) ||
+        mscclpp_regmem_send(comm, mine, 1 - rank, 5) ||
+        mscclpp_regmem_recv(comm, 1 - rank, 5, &theirs))
+        return 6;
+    if (mscclpp_bootstrap_barrier(boot) != MSCCLPP_OK) return 7;
+    const uint32_t *peer = mscclpp_regmem_ptr(theirs);
+    for (int i = 0; i < 1024; i++)
+        if (peer[i] != (uint32_t)((1 - rank) * 1000 + i)) return 8;
+    if (mscclpp_bootstrap_barrier(boot) != MSCCLPP_OK) return 9;
+    mscclpp_regmem_destroy(theirs);
+    mscclpp_regmem_destroy(mine);
+    mscclpp_free(buf);
+    mscclpp_comm_destroy(comm);
+    mscclpp_bootstrap_destroy(boot);
+    return ctx.destroyed ? 0 : 10;
+}
+
+START_TEST(t_custom_bootstrap)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(sv[0]);
+        _exit(custom_rank(1, sv[1]));
+    }
+    close(sv[1]);
+    int rc0 = custom_rank(0, sv[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ck_assert_msg(rc0 == 0, "rank 0 failed at step %d: %s", rc0, mscclpp_last_error());
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank 1 failed (status %d)",
+                  status);
+    /* argument checks */
+    mscclpp_bootstrap_t *boot = NULL;
+    mscclpp_bootstrap_ops_t partial = pair_ops;
+    partial.recv = NULL;
+    ck_assert_int_eq(mscclpp_bootstrap_create_custom(NULL, NULL, 0, 1, &boot),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(mscclpp_bootstrap_create_custom(&partial, NULL, 0, 1, &boot),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(mscclpp_bootstrap_create_custom(&pair_ops, NULL, 2, 2, &boot),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(mscclpp_bootstrap_create_custom(&pair_ops, NULL, 0, 2, NULL),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_uint_gt(mscclpp_timeout_ns(), 0);
+    ck_assert_int_eq(mscclpp_report_error(MSCCLPP_ERR_REMOTE, "custom %d", 7), MSCCLPP_ERR_REMOTE);
+    ck_assert_str_eq(mscclpp_last_error(), "custom 7");
+}
+END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("bootstrap");
@@ -695,6 +827,7 @@ static Suite *suite(void)
     tcase_add_test(tc, t_killed_rank);
     tcase_add_test(tc, t_address_forms);
     tcase_add_test(tc, t_address_secret);
+    tcase_add_test(tc, t_custom_bootstrap);
     suite_add_tcase(s, tc);
     return s;
 }
