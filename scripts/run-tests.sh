@@ -25,7 +25,8 @@ fi
 # Python DSL suite.
 py_pass=0 py_fail=0 py_skip=0
 if [ -d tests/python ]; then
-    python3 -m pytest tests/python -q -rs -p no:cacheprovider >"$logdir/pytest.out" 2>&1
+    MSCCLPP_LIBRARY="$top/build/.libs/libmscclpp.so" \
+        python3 -m pytest tests/python -q -rs -p no:cacheprovider >"$logdir/pytest.out" 2>&1
     py_rc=$?
     tail -n 15 "$logdir/pytest.out"
     line=$(grep -E '(passed|failed|error|skipped|no tests ran)' "$logdir/pytest.out" | tail -n 1)
