@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "hal/cuda/cuda_internal.h"
-#include "hal/cuda/fd_broker.h"
+#include "hal/fd_broker.h"
 
 #define MC_MAX_BINDS 64
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "hal/cuda/cuda_internal.h"
-#include "hal/cuda/fd_broker.h"
+#include "hal/fd_broker.h"
 
 /* Every allocation this module made or mapped: kinds decide how to free, export, unmap. */
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -5,7 +5,7 @@
 
 #include "core/config.h"
 #include "hal/cuda/cuda_internal.h"
-#include "hal/cuda/fd_broker.h"
+#include "hal/fd_broker.h"
 
 cuda_driver_t cuda_drv;
 

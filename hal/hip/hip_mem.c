@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hal/cuda/fd_broker.h" /* little-endian helpers only */
+#include "hal/fd_broker.h" /* little-endian helpers only */
 #include "hal/hip/hip_internal.h"
 
 typedef enum {

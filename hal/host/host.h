@@ -7,9 +7,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "hal/fd_broker.h"
 #include "hal/hal.h"
 
-#define HOST_COOKIE_BYTES 16
+#define HOST_COOKIE_BYTES HAL_FDB_SECRET_BYTES /* the broker secret of an export */
 
 /* host_mem.c: memfd allocations and the registry of every mapping (own and imported) */
 mscclpp_result_t host_mem_alloc(size_t bytes, void **ptr);
@@ -23,31 +24,31 @@ mscclpp_result_t host_memset_sync(void *dst, int value, size_t bytes);
 size_t host_page_size(void);
 size_t host_round_pages(size_t bytes);
 
-/* Mark the allocation at `base` exported; gives its id, cookie and size. */
-mscclpp_result_t host_reg_export(void *base, uint64_t *id, uint8_t cookie[HOST_COOKIE_BYTES],
-                                 size_t *size);
-/* Broker side: a dup of the memfd of exported allocation `id` if the cookie matches. */
-typedef enum {
-    HOST_SERVE_OK = 0,
-    HOST_SERVE_UNKNOWN = 1, /* no such exported allocation (freed, or never exported) */
-    HOST_SERVE_COOKIE = 2,  /* wrong cookie */
-    HOST_SERVE_BAD = 3,     /* malformed request */
-    HOST_SERVE_SYSTEM = 4,  /* dup failed on the exporter */
-} host_serve_status_t;
-host_serve_status_t host_reg_serve(uint64_t id, const uint8_t cookie[HOST_COOKIE_BYTES], int *fd,
-                                   uint64_t *size);
+/* An own allocation as the fd broker serves it (a dup of its memfd) and its handle names it. */
+typedef struct {
+    uint64_t id;             /* registry id: tells a free and reallocation in between apart */
+    uint64_t size;           /* bytes asked for */
+    hal_fdb_ticket_t ticket; /* its pid is the exporting process: a forked child re-serves */
+} host_export_t;
+/* Export state of the allocation at `base`: if this process serves it already, its export in
+ * *ex and *memfd = -1; else *ex without a ticket and a dup of its memfd for the caller to
+ * serve (the caller owns it). */
+mscclpp_result_t host_reg_export(void *base, host_export_t *ex, int *memfd);
+/* Record that `base` is served under ex->ticket. If another thread recorded an export first,
+ * *ex becomes that one and *superseded true: the caller withdraws its own ticket. */
+mscclpp_result_t host_reg_set_export(void *base, host_export_t *ex, bool *superseded);
 /* Import of one of this process's own exports: the original base, refcounted. */
-mscclpp_result_t host_reg_self_import(uint64_t id, const uint8_t cookie[HOST_COOKIE_BYTES],
+mscclpp_result_t host_reg_self_import(uint64_t key, const uint8_t cookie[HOST_COOKIE_BYTES],
                                       void **base);
 /* An earlier import of the same remote allocation (refcount taken), else false. */
-bool host_reg_find_import(pid_t pid, uint64_t id, const uint8_t cookie[HOST_COOKIE_BYTES],
+bool host_reg_find_import(pid_t pid, uint64_t key, const uint8_t cookie[HOST_COOKIE_BYTES],
                           void **base);
 /* Register a mapping made by mem_import (refcount 1). */
 mscclpp_result_t host_reg_add_import(void *base, size_t size, size_t map_len, pid_t pid,
-                                     uint64_t id, const uint8_t cookie[HOST_COOKIE_BYTES]);
+                                     uint64_t key, const uint8_t cookie[HOST_COOKIE_BYTES]);
 mscclpp_result_t host_mem_unimport(void *base);
 
-/* host_share.c: export/import through the per-process broker */
+/* host_share.c: export/import through the fd broker (hal/fd_broker.c) */
 mscclpp_result_t host_mem_export(void *base, hal_mem_handle_t *handle);
 mscclpp_result_t host_mem_import(const hal_mem_handle_t *handle, void **base);
 

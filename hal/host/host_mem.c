@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "core/debug.h"
@@ -32,8 +31,9 @@ typedef struct {
     size_t map_len; /* mapped: size rounded up to pages */
     int fd;         /* memfd (own allocations), -1 for imports */
     alloc_kind_t kind;
-    uint64_t id;    /* own: our id; imported: the exporter's id */
-    uint8_t cookie[HOST_COOKIE_BYTES];
+    uint64_t id;    /* own: our id; imported: the exporter's broker key */
+    uint8_t cookie[HOST_COOKIE_BYTES]; /* imported: the exporter's broker secret */
+    hal_fdb_ticket_t ticket;           /* own, exported: what the broker serves its memfd as */
     bool exported;
     bool freed;     /* own allocation freed while self-imports still hold it */
     int refs;       /* own: self-imports; imported: imports */
@@ -96,6 +96,12 @@ static host_alloc_t *reg_find_base(uintptr_t base)
 {
     host_alloc_t *a = reg_find(base);
     return a && a->base == base ? a : NULL;
+}
+
+/* Exported by this process: the broker here serves it (after fork() the parent's does). */
+static bool served_here(const host_alloc_t *a)
+{
+    return a->exported && a->ticket.pid == (uint32_t)getpid();
 }
 
 static mscclpp_result_t reg_insert(const host_alloc_t *entry)
@@ -206,17 +212,21 @@ static mscclpp_result_t free_kind(void *ptr, bool host, const char *who)
                        : kind == ALLOC_HOST   ? "host_free"
                                               : "mem_free");
     }
-    /* Freeing stops the broker serving it: it looks allocations up here. */
+    /* Freeing stops the broker serving it (withdrawn outside our lock: no lock nesting). */
+    bool withdraw = served_here(a);
+    uint64_t key = a->ticket.key;
     a->exported = false;
     if (a->refs > 0) {
         /* Self-imports still use the mapping: the last mem_unimport releases it. */
         a->freed = true;
         pthread_mutex_unlock(&reg_lock);
+        if (withdraw) hal_fdb_withdraw(key);
         return MSCCLPP_OK;
     }
     host_alloc_t entry = *a;
     reg_remove(a);
     pthread_mutex_unlock(&reg_lock);
+    if (withdraw) hal_fdb_withdraw(key);
     release(entry);
     return MSCCLPP_OK;
 }
@@ -253,8 +263,7 @@ mscclpp_result_t host_memset_sync(void *dst, int value, size_t bytes)
     return MSCCLPP_OK;
 }
 
-mscclpp_result_t host_reg_export(void *base, uint64_t *id, uint8_t cookie[HOST_COOKIE_BYTES],
-                                 size_t *size)
+mscclpp_result_t host_reg_export(void *base, host_export_t *ex, int *memfd)
 {
     pthread_mutex_lock(&reg_lock);
     host_alloc_t *a = reg_find_base((uintptr_t)base);
@@ -265,20 +274,37 @@ mscclpp_result_t host_reg_export(void *base, uint64_t *id, uint8_t cookie[HOST_C
             return ERR_ARG("mem_export(%p): imported memory cannot be exported again", base);
         return ERR_ARG("mem_export(%p): not the base of a live host-backend allocation", base);
     }
-    if (!a->exported) {
-        /* A fresh cookie per export lifetime: only holders of this handle may map it. */
-        uint8_t fresh[HOST_COOKIE_BYTES];
-        ssize_t got = getrandom(fresh, sizeof fresh, 0);
-        if (got != (ssize_t)sizeof fresh) {
+    ex->id = a->id;
+    ex->size = a->size;
+    *memfd = -1;
+    if (served_here(a)) {
+        ex->ticket = a->ticket; /* one ticket per export lifetime: the same handle again */
+    } else {
+        *memfd = fcntl(a->fd, F_DUPFD_CLOEXEC, 0);
+        if (*memfd < 0) {
             pthread_mutex_unlock(&reg_lock);
-            return ERR_SYS("mem_export(%p): getrandom for the cookie: %m", base);
+            return ERR_SYS("mem_export(%p): dup of its memfd: %m", base);
         }
-        memcpy(a->cookie, fresh, sizeof fresh);
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t host_reg_set_export(void *base, host_export_t *ex, bool *superseded)
+{
+    pthread_mutex_lock(&reg_lock);
+    host_alloc_t *a = reg_find_base((uintptr_t)base);
+    if (!a || a->freed || a->kind == ALLOC_IMPORTED || a->id != ex->id) {
+        pthread_mutex_unlock(&reg_lock);
+        return ERR_ARG("mem_export(%p): the allocation was freed while being exported", base);
+    }
+    *superseded = served_here(a);
+    if (*superseded) {
+        ex->ticket = a->ticket;
+    } else {
+        a->ticket = ex->ticket;
         a->exported = true;
     }
-    *id = a->id;
-    memcpy(cookie, a->cookie, HOST_COOKIE_BYTES);
-    *size = a->size;
     pthread_mutex_unlock(&reg_lock);
     return MSCCLPP_OK;
 }
@@ -290,47 +316,32 @@ static bool cookie_equal(const uint8_t *a, const uint8_t *b)
     return diff == 0;
 }
 
-/* Exported own allocation with this id, or NULL. Lock held. */
-static host_alloc_t *reg_find_export(uint64_t id)
+/* Own allocation this process serves under broker key `key`, or NULL. Lock held. */
+static host_alloc_t *reg_find_export(uint64_t key)
 {
     for (size_t i = 0; i < reg_count; i++)
-        if (reg[i].kind != ALLOC_IMPORTED && reg[i].id == id && reg[i].exported) return &reg[i];
+        if (reg[i].kind != ALLOC_IMPORTED && served_here(&reg[i]) && reg[i].ticket.key == key)
+            return &reg[i];
     return NULL;
 }
 
-host_serve_status_t host_reg_serve(uint64_t id, const uint8_t cookie[HOST_COOKIE_BYTES], int *fd,
-                                   uint64_t *size)
-{
-    host_serve_status_t st = HOST_SERVE_OK;
-    pthread_mutex_lock(&reg_lock);
-    host_alloc_t *a = reg_find_export(id);
-    if (!a) st = HOST_SERVE_UNKNOWN;
-    else if (!cookie_equal(a->cookie, cookie)) st = HOST_SERVE_COOKIE;
-    else {
-        *fd = fcntl(a->fd, F_DUPFD_CLOEXEC, 0);
-        *size = a->size;
-        if (*fd < 0) st = HOST_SERVE_SYSTEM;
-    }
-    pthread_mutex_unlock(&reg_lock);
-    return st;
-}
-
-mscclpp_result_t host_reg_self_import(uint64_t id, const uint8_t cookie[HOST_COOKIE_BYTES],
+mscclpp_result_t host_reg_self_import(uint64_t key, const uint8_t cookie[HOST_COOKIE_BYTES],
                                       void **base)
 {
     pthread_mutex_lock(&reg_lock);
-    host_alloc_t *a = reg_find_export(id);
+    host_alloc_t *a = reg_find_export(key);
     if (!a) {
         pthread_mutex_unlock(&reg_lock);
         return ERR(MSCCLPP_ERR_REMOTE,
-                   "mem_import: allocation %llu of this process is no longer exported (freed?)",
-                   (unsigned long long)id);
+                   "mem_import: this process no longer exports the allocation of key %llu "
+                   "(freed?)",
+                   (unsigned long long)key);
     }
-    if (!cookie_equal(a->cookie, cookie)) {
+    if (!cookie_equal(a->ticket.secret, cookie)) {
         pthread_mutex_unlock(&reg_lock);
         return ERR(MSCCLPP_ERR_REMOTE,
-                   "mem_import: allocation %llu refused: the handle's cookie does not match",
-                   (unsigned long long)id);
+                   "mem_import: broker key %llu refused: the handle's cookie does not match",
+                   (unsigned long long)key);
     }
     a->refs++;
     *base = (void *)a->base;

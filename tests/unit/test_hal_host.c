@@ -815,6 +815,61 @@ START_TEST(test_self_import)
 }
 END_TEST
 
+/* An allocation exported before fork(): the child inherits the mapping but not the parent's
+ * broker, so its export serves the memfd anew under its own pid, and the parent maps it. */
+START_TEST(test_export_again_after_fork)
+{
+    const size_t n = 2 * 4096 + 7;
+    uint8_t *buf;
+    ck_assert_int_eq(H->mem_alloc_shareable(n, (void **)&buf), MSCCLPP_OK);
+    hal_mem_handle_t parent_h;
+    ck_assert_int_eq(H->mem_export(buf, &parent_h), MSCCLPP_OK);
+    int up[2], down[2];
+    ck_assert_int_eq(pipe(up), 0);
+    ck_assert_int_eq(pipe(down), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(up[0]);
+        close(down[1]);
+        const hal_ops_t *ops = hal_host_ops();
+        hal_mem_handle_t h;
+        if (ops->mem_export(buf, &h)) _exit(1);
+        if (!memcmp(&h, &parent_h, sizeof h)) _exit(2); /* must not hand out the parent's */
+        for (size_t i = 0; i < n; i++) buf[i] = pattern(i, 4);
+        if (write_all(up[1], &h, sizeof h)) _exit(3);
+        char go;
+        if (read_all(down[0], &go, 1)) _exit(4); /* serve until the parent has mapped it */
+        for (size_t i = 0; i < n; i++)
+            if (buf[i] != pattern(i, 5)) _exit(5);
+        _exit(ops->mem_free(buf) ? 6 : 0);
+    }
+    close(up[1]);
+    close(down[0]);
+    hal_mem_handle_t h;
+    if (read_all(up[0], &h, sizeof h) != 0) {
+        int st = wait_child(pid);
+        ck_abort_msg("child failed before writing (exit %d)", st);
+    }
+    uint8_t *p = NULL;
+    ck_assert_int_eq(H->mem_import(&h, (void **)&p), MSCCLPP_OK);
+    ck_assert_ptr_ne(p, buf); /* a second mapping of the same memfd */
+    ASSERT_BYTES(n, buf[i], pattern(i, 4));
+    for (size_t i = 0; i < n; i++) p[i] = pattern(i, 5);
+    ASSERT_BYTES(n, buf[i], pattern(i, 5));
+    ck_assert_int_eq(write_all(down[1], "g", 1), 0);
+    ck_assert_int_eq(wait_child(pid), 0);
+    close(up[0]);
+    close(down[1]);
+    ck_assert_int_eq(H->mem_unimport(p), MSCCLPP_OK);
+    /* The parent's own export is untouched by the child's. */
+    hal_mem_handle_t again;
+    ck_assert_int_eq(H->mem_export(buf, &again), MSCCLPP_OK);
+    ck_assert_int_eq(memcmp(&again, &parent_h, sizeof again), 0);
+    ck_assert_int_eq(H->mem_free(buf), MSCCLPP_OK);
+}
+END_TEST
+
 /* Many children import at once: the broker serves them one after another. */
 START_TEST(test_many_importers)
 {
@@ -871,6 +926,7 @@ int main(void)
     tcase_add_test(tc, test_free_stops_serving);
     tcase_add_test(tc, test_import_after_exporter_exit);
     tcase_add_test(tc, test_self_import);
+    tcase_add_test(tc, test_export_again_after_fork);
     tcase_add_test(tc, test_many_importers);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -2,7 +2,8 @@
  * GPU backend modules on any machine: each built module (libmscclpp-hal-cuda.so,
  * libmscclpp-hal-hip.so) loads with dlopen, exports a complete table, and without a device
  * reports MSCCLPP_ERR_UNSUPPORTED from init() quietly, so the loader falls back to host. Also
- * the fd broker of hal/cuda (vendor-neutral: memfds stand in for cuMem fds).
+ * the fd broker (hal/fd_broker.c) the modules and the host backend share: memfds stand in for
+ * cuMem fds.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -18,7 +19,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "hal/cuda/fd_broker.h"
+#include "hal/fd_broker.h"
 #include "hal/hal.h"
 
 typedef const char *(*last_error_fn)(void);
@@ -287,7 +288,7 @@ START_TEST(t_fdb_timeout)
 {
     setenv("MSCCLPP_TIMEOUT", "1", 1);
     hal_fdb_ticket_t t = {.pid = (uint32_t)getpid(), .nonce = 0x1234abcdULL, .key = 1};
-    int srv = socket(AF_UNIX, SOCK_STREAM, 0);
+    int srv = socket(AF_UNIX, SOCK_SEQPACKET, 0);
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     int n = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "mscclpp-fdb-%u-%016llx",
                      (unsigned)t.pid, (unsigned long long)t.nonce);
