@@ -91,6 +91,24 @@ static struct mscclpp_plan *load_plan(const char *hdr, int n, const char *tmpl)
     "{\"name\":\"nop\"},{\"name\":\"signal\",\"channel_ids\":[0],\"channel_type\":\"memory\"},"  \
     "{\"name\":\"wait\",\"channel_ids\":[0],\"channel_type\":\"memory\"},{\"name\":\"nop\"}"
 
+/* An allgather-shaped plan `p` (consumed) on 2 ranks, twice per count, every byte checked. */
+static void check_allgather_counts(struct mscclpp_plan *p, mscclpp_dtype_t dt,
+                                   const size_t *counts, int ncounts)
+{
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    char msg[256];
+    for (int c = 0; c < ncounts; c++) {
+        mscclpp_result_t r = kh_check_collective(w, KH_ALLGATHER, counts[c], dt,
+                                                 MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, false,
+                                                 2, msg, sizeof msg);
+        ck_assert_msg(r == MSCCLPP_OK, "count %zu: %s", counts[c], msg);
+    }
+    kh_world_destroy(w);
+    plan_free(p);
+}
+
 static void fill_bytes(void *p, size_t n, unsigned seed)
 {
     unsigned char *b = p;
@@ -673,19 +691,8 @@ START_TEST(test_pipeline_put_only)
         "{\"name\":\"pipeline\",\"iter_context\":{\"unit_size\":32,\"num_chunks\":1},\"ops\":["
         "{\"name\":\"put\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[{\"buffer_id\":1,"
         "\"index\":$R,\"size\":1}],\"channel_type\":\"memory\"}," SIGWAIT "]}]}]}");
-    ck_assert_ptr_nonnull(p);
-    kh_world_t *w;
-    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
-    char msg[256];
     static const size_t counts[] = {1, 8, 9, 333};
-    for (int c = 0; c < 4; c++) {
-        mscclpp_result_t r = kh_check_collective(w, KH_ALLGATHER, counts[c], MSCCLPP_UINT8,
-                                                 MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, false,
-                                                 2, msg, sizeof msg);
-        ck_assert_msg(r == MSCCLPP_OK, "count %zu: %s", counts[c], msg);
-    }
-    kh_world_destroy(w);
-    plan_free(p);
+    check_allgather_counts(p, MSCCLPP_UINT8, counts, 4);
 }
 END_TEST
 
@@ -856,19 +863,8 @@ START_TEST(test_switch_gstore)
         "\"src_buff\":[" L_("i", 0, 1) "],"
         "\"dst_buff\":[{\"switch_channel_id\":0,\"index\":$R,\"size\":1}],"
         "\"channel_type\":\"switch\"}]}]}");
-    ck_assert_ptr_nonnull(p);
-    kh_world_t *w;
-    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
-    char msg[256];
     static const size_t counts[] = {1, 5, 64, 1001};
-    for (int c = 0; c < 4; c++) {
-        mscclpp_result_t r = kh_check_collective(w, KH_ALLGATHER, counts[c], MSCCLPP_FLOAT16,
-                                                 MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, false,
-                                                 2, msg, sizeof msg);
-        ck_assert_msg(r == MSCCLPP_OK, "count %zu: %s", counts[c], msg);
-    }
-    kh_world_destroy(w);
-    plan_free(p);
+    check_allgather_counts(p, MSCCLPP_FLOAT16, counts, 4);
 }
 END_TEST
 
