@@ -19,6 +19,35 @@ MAX_MESSAGE = 2**64 - 1
 INSTANCES = 4                      # thread blocks per rank for the Simple plans
 
 
+def memory_channels(n):
+    """One memory channel from every rank to every other: chan[(r, p)] goes r -> p."""
+    from mscclpp.language import MemoryChannel
+    return {(r, p): MemoryChannel(p, r) for r in range(n) for p in range(n) if p != r}
+
+
+def peers_of(r, n):
+    """The other ranks, starting after r (so ranks do not all hit rank 0 first)."""
+    return [(r + k) % n for k in range(1, n)]
+
+
+def ready_handshake(chan, r, peers):
+    """Tell every peer r is ready (relaxed: it orders no data) and wait for theirs."""
+    from mscclpp.language import SyncType
+    for p in peers:
+        chan[(r, p)].signal(tb=0, relaxed=True, data_sync=SyncType.none)
+    for p in peers:
+        chan[(r, p)].wait(tb=0, relaxed=True, data_sync=SyncType.after)
+
+
+def publish_and_wait(chan, r, peers):
+    """Release r's writes to every peer (signal after a block sync) and wait for theirs."""
+    from mscclpp.language import SyncType
+    for p in peers:
+        chan[(r, p)].signal(tb=0, data_sync=SyncType.before)
+    for p in peers:
+        chan[(r, p)].wait(tb=0, data_sync=SyncType.after)
+
+
 def main(build, default_ranks=4):
     import argparse
 

@@ -6,9 +6,10 @@ output chunk p. The ready handshake keeps a fast rank from overwriting a peer's 
 while that peer still copies it out in the previous launch. Only scratch is remote.
 """
 
-from _common import INSTANCES, MAX_MESSAGE, RANK_COUNTS, main
+from _common import (INSTANCES, MAX_MESSAGE, RANK_COUNTS, main, memory_channels, peers_of,
+                     publish_and_wait, ready_handshake)
 from mscclpp.language import (
-    AllGather, Buffer, CollectiveProgram, MemoryChannel, Rank, SyncType,
+    AllGather, Buffer, CollectiveProgram, Rank,
 )
 
 
@@ -19,22 +20,16 @@ def allgather(num_ranks, instances=INSTANCES):
                            instances=instances, protocol="Simple", min_message_size=0,
                            max_message_size=MAX_MESSAGE) as prog:
         scratch = [Buffer(r, N) for r in range(N)]
-        chan = {(r, p): MemoryChannel(p, r) for r in range(N) for p in range(N) if p != r}
+        chan = memory_channels(N)
         for r in range(N):
             rank = Rank(r)
             inp, out = rank.get_input_buffer(), rank.get_output_buffer()
-            peers = [(r + k) % N for k in range(1, N)]
-            for p in peers:
-                chan[(r, p)].signal(tb=0, relaxed=True, data_sync=SyncType.none)
-            for p in peers:
-                chan[(r, p)].wait(tb=0, relaxed=True, data_sync=SyncType.after)
+            peers = peers_of(r, N)
+            ready_handshake(chan, r, peers)
             for p in peers:
                 chan[(r, p)].put(scratch[p][r:r + 1], inp[0:1], tb=0)
             rank.copy(out[r:r + 1], inp[0:1], tb=0)
-            for p in peers:
-                chan[(r, p)].signal(tb=0, data_sync=SyncType.before)
-            for p in peers:
-                chan[(r, p)].wait(tb=0, data_sync=SyncType.after)
+            publish_and_wait(chan, r, peers)
             for p in peers:
                 rank.copy(out[p:p + 1], scratch[r][p:p + 1], tb=0)
     return prog

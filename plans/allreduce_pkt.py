@@ -10,9 +10,10 @@ next launch's packets away from packets a slow peer may still be reading. Only p
 is addressed remotely.
 """
 
-from _common import HOST_PACKET_MAX_MESSAGE, MAX_MESSAGE, PACKET_MAX_MESSAGE, RANK_COUNTS, main
+from _common import (HOST_PACKET_MAX_MESSAGE, MAX_MESSAGE, PACKET_MAX_MESSAGE, RANK_COUNTS, main,
+                     memory_channels, peers_of)
 from mscclpp.language import (
-    AllReduce, Buffer, CollectiveProgram, MemoryChannel, Rank,
+    AllReduce, Buffer, CollectiveProgram, Rank,
 )
 
 
@@ -23,11 +24,11 @@ def allreduce_pkt(num_ranks, max_message_size=PACKET_MAX_MESSAGE, variant=""):
                            protocol="LL", use_double_scratch_buffer=True,
                            min_message_size=0, max_message_size=max_message_size) as prog:
         scratch = [Buffer(r, 2 * N) for r in range(N)]
-        chan = {(r, p): MemoryChannel(p, r) for r in range(N) for p in range(N) if p != r}
+        chan = memory_channels(N)
         for r in range(N):
             rank = Rank(r)
             inp, out = rank.get_input_buffer(), rank.get_output_buffer()
-            peers = [(r + k) % N for k in range(1, N)]
+            peers = peers_of(r, N)
             for k, p in enumerate(peers):
                 chan[(r, p)].put_packets(scratch[p][r:r + 1], inp[p:p + 1], tb=k)
             rank.reduce(inp[r:r + 1], [scratch[r][p:p + 1] for p in peers], tb=0,

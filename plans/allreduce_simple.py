@@ -12,9 +12,9 @@ signal of the same launch (it has finished the previous launch). Only scratch is
 """
 
 from _common import (HOST_PACKET_MAX_MESSAGE, INSTANCES, MAX_MESSAGE, RANK_COUNTS,
-                     SIMPLE_MIN_MESSAGE, main)
+                     SIMPLE_MIN_MESSAGE, main, memory_channels, peers_of, publish_and_wait)
 from mscclpp.language import (
-    AllReduce, Buffer, CollectiveProgram, MemoryChannel, Rank, SyncType,
+    AllReduce, Buffer, CollectiveProgram, Rank,
 )
 
 
@@ -27,25 +27,19 @@ def allreduce_simple(num_ranks, instances=INSTANCES, min_message_size=SIMPLE_MIN
                            min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
         scratch = [Buffer(r, 2 * N) for r in range(N)]
-        chan = {(r, p): MemoryChannel(p, r) for r in range(N) for p in range(N) if p != r}
+        chan = memory_channels(N)
         for r in range(N):
             rank = Rank(r)
             inp, out = rank.get_input_buffer(), rank.get_output_buffer()
-            peers = [(r + k) % N for k in range(1, N)]
+            peers = peers_of(r, N)
             for p in peers:
                 chan[(r, p)].put(scratch[p][r:r + 1], inp[p:p + 1], tb=0)
-            for p in peers:
-                chan[(r, p)].signal(tb=0, data_sync=SyncType.before)
-            for p in peers:
-                chan[(r, p)].wait(tb=0, data_sync=SyncType.after)
+            publish_and_wait(chan, r, peers)
             rank.reduce(inp[r:r + 1], [scratch[r][p:p + 1] for p in peers], tb=0,
                         dst_chunk=out[r:r + 1])
             for p in peers:
                 chan[(r, p)].put(scratch[p][N + r:N + r + 1], out[r:r + 1], tb=0)
-            for p in peers:
-                chan[(r, p)].signal(tb=0, data_sync=SyncType.before)
-            for p in peers:
-                chan[(r, p)].wait(tb=0, data_sync=SyncType.after)
+            publish_and_wait(chan, r, peers)
             for p in peers:
                 rank.copy(out[p:p + 1], scratch[r][N + p:N + p + 1], tb=0)
     return prog

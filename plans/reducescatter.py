@@ -4,9 +4,10 @@ Rank r: ready handshake (relaxed); put input chunk p into peer p's scratch slot 
 wait; reduce input chunk r with scratch slots [0, N) into the output. Only scratch is remote.
 """
 
-from _common import INSTANCES, MAX_MESSAGE, RANK_COUNTS, main
+from _common import (INSTANCES, MAX_MESSAGE, RANK_COUNTS, main, memory_channels, peers_of,
+                     publish_and_wait, ready_handshake)
 from mscclpp.language import (
-    Buffer, CollectiveProgram, MemoryChannel, Rank, ReduceScatter, SyncType,
+    Buffer, CollectiveProgram, Rank, ReduceScatter,
 )
 
 
@@ -17,21 +18,15 @@ def reducescatter(num_ranks, instances=INSTANCES):
                            instances=instances, protocol="Simple", min_message_size=0,
                            max_message_size=MAX_MESSAGE) as prog:
         scratch = [Buffer(r, N) for r in range(N)]
-        chan = {(r, p): MemoryChannel(p, r) for r in range(N) for p in range(N) if p != r}
+        chan = memory_channels(N)
         for r in range(N):
             rank = Rank(r)
             inp, out = rank.get_input_buffer(), rank.get_output_buffer()
-            peers = [(r + k) % N for k in range(1, N)]
-            for p in peers:
-                chan[(r, p)].signal(tb=0, relaxed=True, data_sync=SyncType.none)
-            for p in peers:
-                chan[(r, p)].wait(tb=0, relaxed=True, data_sync=SyncType.after)
+            peers = peers_of(r, N)
+            ready_handshake(chan, r, peers)
             for p in peers:
                 chan[(r, p)].put(scratch[p][r:r + 1], inp[p:p + 1], tb=0)
-            for p in peers:
-                chan[(r, p)].signal(tb=0, data_sync=SyncType.before)
-            for p in peers:
-                chan[(r, p)].wait(tb=0, data_sync=SyncType.after)
+            publish_and_wait(chan, r, peers)
             rank.reduce(inp[r:r + 1], [scratch[r][p:p + 1] for p in peers], tb=0,
                         dst_chunk=out[0:1])
     return prog
