@@ -10,7 +10,7 @@ next launch's packets away from packets a slow peer may still be reading. Only p
 is addressed remotely.
 """
 
-from _common import (HOST_PACKET_MAX_MESSAGE, MAX_MESSAGE, PACKET_MAX_MESSAGE, RANK_COUNTS, main,
+from _common import (HOST_PACKET_MAX_MESSAGE, PACKET_MAX_MESSAGE, RANK_COUNTS, main,
                      memory_channels, peers_of)
 from mscclpp.language import (
     AllReduce, Buffer, CollectiveProgram, Rank,
