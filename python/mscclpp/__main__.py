@@ -16,7 +16,7 @@ def _install(args):
 
     out = args.cache_dir or os.path.join(default_cache_dir(), "default")
     written = default_plans.write(out)
-    total = len(list(f for f in os.listdir(out) if f.endswith(".json")))
+    total = sum(1 for _, _, files in os.walk(out) for f in files if f.endswith(".json"))
     print(f"installed default plans into {out} ({len(written)} written, {total} present)")
     return 0
 
