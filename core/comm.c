@@ -4,9 +4,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "core/core.h"
-#include "core/debug.h"
+#include "base/debug.h"
 
 /* FNV-1a over the host name and the kernel's boot id: equal only for ranks of one OS image. */
 static uint64_t node_hash(void)

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "core/core.h"
-#include "core/debug.h"
-#include "core/wire.h"
+#include "base/debug.h"
+#include "base/wire.h"
 
 /* ---- import cache: each peer allocation is mapped once per process ------------------------ */
 

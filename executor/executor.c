@@ -17,10 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "core/core.h"
-#include "core/debug.h"
-#include "core/wire.h"
+#include "base/debug.h"
+#include "base/wire.h"
 #include "executor/lower.h"
 #include "executor/plan.h"
 #include "executor/registry.h"

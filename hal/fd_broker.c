@@ -18,8 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/config.h"
-#include "core/debug.h"
+#include "base/config.h"
+#include "base/debug.h"
 
 /* Wire protocol, one SOCK_SEQPACKET message each way:
  * request magic 4, version 4, key 8, secret 16; reply magic 4, status 4 (+ the fd). */

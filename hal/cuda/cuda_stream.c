@@ -7,7 +7,7 @@
 #include <sched.h>
 #include <time.h>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "hal/cuda/cuda_internal.h"
 #include "kernels/common/kern_entry.h"
 

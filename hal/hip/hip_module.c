@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "hal/hip/hip_internal.h"
 #include "kernels/common/kern_entry.h"
 

@@ -1,7 +1,7 @@
 /* The spin budget of host waits (hal/host/host_wait.h), read once. */
 #include <stdatomic.h>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "hal/host/host_wait.h"
 
 uint32_t host_spin_polls(void)
