@@ -1,5 +1,6 @@
 # core/: communicator, memory, semaphores, channels
 # (the bootstrap has its own fragment, core/bootstrap.mk)
 libmscclpp_la_SOURCES += \
-	core/comm.c core/regmem.c core/semaphore.c core/memory_channel.c
+	core/comm.c core/comm_mem.c core/regmem.c core/semaphore.c core/memory_channel.c \
+	core/wait_counter.c
 noinst_HEADERS += core/core.h

@@ -10,7 +10,7 @@ pkglib_LTLIBRARIES += libmscclpp-hal-cuda.la
 hal_cuda_kern = kernels/libkern_cuda.la
 libmscclpp_hal_cuda_la_SOURCES = \
 	hal/cuda/cuda_module.c hal/cuda/cuda_mem.c hal/cuda/cuda_mc.c hal/cuda/cuda_stream.c \
-	hal/fd_broker.c base/status.c base/log.c base/config.c
+	hal/fd_broker.c base/status.c base/log.c base/config.c base/wait.c
 libmscclpp_hal_cuda_la_CPPFLAGS = -I$(top_srcdir) -I$(top_srcdir)/include -I$(top_builddir) \
 	$(CUDA_CPPFLAGS) -DMSCCLPP_HAVE_KERN_CUDA
 libmscclpp_hal_cuda_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden

@@ -8,7 +8,7 @@ if HAVE_ROCM
 pkglib_LTLIBRARIES += libmscclpp-hal-hip.la
 hal_hip_kern = kernels/libkern_hip.la
 libmscclpp_hal_hip_la_SOURCES = hal/hip/hip_module.c hal/hip/hip_mem.c hal/hal_stub.c \
-	base/status.c base/log.c base/config.c
+	base/status.c base/log.c base/config.c base/wait.c
 libmscclpp_hal_hip_la_CPPFLAGS = -I$(top_srcdir) -I$(top_srcdir)/include -I$(top_builddir) \
 	$(HIP_CPPFLAGS) -DMSCCLPP_HAVE_KERN_HIP
 libmscclpp_hal_hip_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
