@@ -1,15 +1,22 @@
-/* The table of MSCCLPP_* variables (base/config_vars.h) and typed readers. */
+/*
+ * The table of MSCCLPP_* variables (base/config_vars.h) and typed readers. Each variable has one
+ * parser here; a value is parsed again only when the environment string changes (tests and
+ * tools may setenv between calls). What a bad value does is set per kind in config_vars.h.
+ */
 #ifndef MSCCLPP_CORE_CONFIG_H
 #define MSCCLPP_CORE_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "mscclpp/mscclpp.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef enum {
-#define CONFIG_VAR(name, def, doc) CFG_##name,
+#define CONFIG_VAR(name, kind, def, doc) CFG_##name,
 #include "base/config_vars.h"
 #undef CONFIG_VAR
     CFG__COUNT
@@ -19,6 +26,7 @@ typedef struct {
     const char *name;
     const char *def;
     const char *doc;
+    const char *kind; /* "STR", "SECONDS", ... (config_vars.h) */
 } config_entry_t;
 
 /** The whole table, CFG__COUNT entries, in declaration order. */
@@ -27,10 +35,31 @@ const config_entry_t *config_table(void);
 const char *config_get(config_id_t id);
 /** True when the variable is set in the environment (even to ""). */
 int config_is_set(config_id_t id);
-/** Integer value; a malformed value logs a warning once and gives the default. */
+/**
+ * Parsed value of a COUNT, PORT, LEVEL (log_level_t), SUBSYS (mask) or SHAREABLE (0 auto,
+ * 1 cumem, 2 legacy) variable: the environment's when valid, else the default's; -1 when
+ * neither parses (e.g. unset with no default).
+ */
 int64_t config_get_int(config_id_t id);
-/** MSCCLPP_TIMEOUT in nanoseconds (at least 1 ms). */
+/** MSCCLPP_TIMEOUT in nanoseconds (the default's when the value is bad). */
 uint64_t config_timeout_ns(void);
+/**
+ * When the variable is set to a value its kind refuses: 1, with the reason in `why` (naming
+ * the variable, the value and what is accepted). Else 0.
+ */
+int config_invalid(config_id_t id, char *why, size_t cap);
+/**
+ * Check every variable whose bad value is an error (config_vars.h): MSCCLPP_OK, or
+ * MSCCLPP_ERR_INVALID_ARG recorded with the first bad one's reason. Library entry points that
+ * start work (backend selection) call it, so a typo fails the first call instead of running
+ * with a default the user did not ask for.
+ */
+mscclpp_result_t config_check(void);
+/**
+ * The value in force, for mscclpp-info: e.g. "30 (set)", "60 (default)", "WARN (default:
+ * MSCCLPP_DEBUG=\"bogus\" is ...)", "INVALID: ...". Returns buf.
+ */
+const char *config_describe(config_id_t id, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -1,25 +1,41 @@
 /*
- * Every MSCCLPP_* environment variable, declared once: X(name, default, doc).
- * mscclpp-info prints this table; code reads values through base/config.h.
+ * Every MSCCLPP_* environment variable, declared once: CONFIG_VAR(name, kind, default, doc).
+ * `kind` says how base/config.c parses it and what a bad value does:
+ *   STR        any text
+ *   SECONDS    a number > 0 (fractions allowed)      bad: calls fail with MSCCLPP_ERR_INVALID_ARG
+ *   COUNT      an integer >= 0                       bad: calls fail
+ *   PORT       an integer 0..65535                   bad: calls fail
+ *   SHAREABLE  auto, cumem or legacy                 bad: calls fail
+ *   LEVEL      NONE, WARN, INFO or TRACE             bad: a warning naming the default used
+ *   SUBSYS     subsystem names, ^ to exclude         bad: a warning naming the default used
+ * (logging variables only warn: a typo in them should not stop a job). mscclpp-info prints this
+ * table with the value in force; code reads values through base/config.h.
  */
-CONFIG_VAR(MSCCLPP_DEBUG, "WARN", "Log level: NONE, WARN, INFO or TRACE")
-CONFIG_VAR(MSCCLPP_DEBUG_SUBSYS, "ALL",
-           "Comma-separated subsystems to log: INIT,BOOT,HAL,MEM,CHAN,PLAN,EXEC,KERN,NET,BENCH or ALL")
-CONFIG_VAR(MSCCLPP_DEBUG_FILE, "", "Write logs to this file instead of stderr (%h host, %p pid)")
-CONFIG_VAR(MSCCLPP_TIMEOUT, "60",
+CONFIG_VAR(MSCCLPP_DEBUG, LEVEL, "WARN", "Log level: NONE, WARN, INFO or TRACE")
+CONFIG_VAR(MSCCLPP_DEBUG_SUBSYS, SUBSYS, "ALL",
+           "Comma-separated subsystems to log: INIT,BOOT,HAL,MEM,CHAN,PLAN,EXEC,KERN,NET,BENCH or "
+           "ALL; ^NAME excludes one")
+CONFIG_VAR(MSCCLPP_DEBUG_FILE, STR, "",
+           "Write logs to this file instead of stderr (%h host, %p pid)")
+CONFIG_VAR(MSCCLPP_TIMEOUT, SECONDS, "60",
            "Seconds any wait (bootstrap, semaphore, packet, kernel) may take before it fails with "
            "MSCCLPP_ERR_TIMEOUT")
-CONFIG_VAR(MSCCLPP_HAL, "", "Backend: host, cuda or hip (default: first that finds a device)")
-CONFIG_VAR(MSCCLPP_HAL_MODULE_DIR, "", "Directory of backend modules (default: the install dir)")
-CONFIG_VAR(MSCCLPP_SOCKET_IFNAME, "", "Network interface for the TCP bootstrap (default: first up, non-loopback)")
-CONFIG_VAR(MSCCLPP_MASTER_ADDR, "", "Bootstrap root address when no unique id is passed")
-CONFIG_VAR(MSCCLPP_MASTER_PORT, "", "Bootstrap root port when no unique id is passed")
-CONFIG_VAR(MSCCLPP_BOOTSTRAP_SECRET, "", "Extra secret mixed into address-based bootstrap sessions")
-CONFIG_VAR(MSCCLPP_PLAN_DIR, "",
+CONFIG_VAR(MSCCLPP_HAL, STR, "", "Backend: host, cuda or hip (default: first that finds a device)")
+CONFIG_VAR(MSCCLPP_HAL_MODULE_DIR, STR, "",
+           "Directory of backend modules (default: the install dir)")
+CONFIG_VAR(MSCCLPP_SOCKET_IFNAME, STR, "",
+           "Network interface for the TCP bootstrap (default: first up, non-loopback)")
+CONFIG_VAR(MSCCLPP_MASTER_ADDR, STR, "", "Bootstrap root address when no unique id is passed")
+CONFIG_VAR(MSCCLPP_MASTER_PORT, PORT, "", "Bootstrap root port when no unique id is passed")
+CONFIG_VAR(MSCCLPP_BOOTSTRAP_SECRET, STR, "",
+           "Extra secret mixed into address-based bootstrap sessions")
+CONFIG_VAR(MSCCLPP_PLAN_DIR, STR, "",
            "Directory of default plans (default: the installed plans, else the source tree's plans/)")
-CONFIG_VAR(MSCCLPP_CACHE_DIR, "", "Python DSL: where mscclpp.compile and --install write plans (default ~/.cache/mscclpp)")
-CONFIG_VAR(MSCCLPP_HOST_SPIN, "64",
-           "Host backend: polls before a wait starts yielding the CPU (raise it when ranks x blocks <= cores)")
-CONFIG_VAR(MSCCLPP_CUDA_SHAREABLE, "auto",
+CONFIG_VAR(MSCCLPP_CACHE_DIR, STR, "",
+           "Python DSL: where mscclpp.compile and --install write plans (default ~/.cache/mscclpp)")
+CONFIG_VAR(MSCCLPP_HOST_SPIN, COUNT, "",
+           "Polls a host-side wait spins before it yields the CPU (default: chosen from the cores "
+           "and the threads that poll on the node; see base/wait.h)")
+CONFIG_VAR(MSCCLPP_CUDA_SHAREABLE, SHAREABLE, "auto",
            "CUDA backend: how shareable memory is made: auto (cuMem POSIX fds where the device "
            "supports them, else legacy cudaIpc), cumem, or legacy")

@@ -18,15 +18,6 @@ static FILE *out;
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 static char host[64];
 
-static const struct {
-    const char *name;
-    unsigned bit;
-} subsys_names[] = {
-    {"INIT", SUBSYS_INIT}, {"BOOT", SUBSYS_BOOT}, {"HAL", SUBSYS_HAL},   {"MEM", SUBSYS_MEM},
-    {"CHAN", SUBSYS_CHAN}, {"PLAN", SUBSYS_PLAN}, {"EXEC", SUBSYS_EXEC}, {"KERN", SUBSYS_KERN},
-    {"NET", SUBSYS_NET},   {"BENCH", SUBSYS_BENCH}, {"ALL", SUBSYS_ALL},
-};
-
 static void open_file(const char *pattern)
 {
     char path[512];
@@ -53,31 +44,24 @@ static void open_file(const char *pattern)
 static void init(void)
 {
     gethostname(host, sizeof host - 1);
-    const char *lv = config_get(CFG_MSCCLPP_DEBUG);
-    if (!strcasecmp(lv, "NONE")) level = LOG_NONE;
-    else if (!strcasecmp(lv, "INFO")) level = LOG_INFO;
-    else if (!strcasecmp(lv, "TRACE")) level = LOG_TRACE;
-    else level = LOG_WARN;
-
-    const char *ss = config_get(CFG_MSCCLPP_DEBUG_SUBSYS);
-    if (*ss) {
-        unsigned mask = 0;
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", ss);
-        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-             tok = strtok_r(NULL, ",", &save)) {
-            int neg = tok[0] == '^';
-            for (size_t i = 0; i < sizeof subsys_names / sizeof subsys_names[0]; i++)
-                if (!strcasecmp(tok + neg, subsys_names[i].name)) {
-                    if (neg) mask = (mask ? mask : SUBSYS_ALL) & ~subsys_names[i].bit;
-                    else mask |= subsys_names[i].bit;
-                }
-        }
-        subsys_mask = mask ? mask : SUBSYS_ALL;
-    }
+    /* base/config.c parses both; a bad value gives the default, and a warning below */
+    level = (log_level_t)config_get_int(CFG_MSCCLPP_DEBUG);
+    subsys_mask = (unsigned)config_get_int(CFG_MSCCLPP_DEBUG_SUBSYS);
     out = stderr;
     const char *f = config_get(CFG_MSCCLPP_DEBUG_FILE);
     if (*f) open_file(f);
+    if (*f && out == stderr && level >= LOG_WARN)
+        fprintf(out, "%s:%d MSCCLPP WARN cannot open MSCCLPP_DEBUG_FILE=\"%s\"; logging to "
+                "stderr\n", host, (int)getpid(), f);
+    /* Logging variables only warn when bad (base/config_vars.h); printed here, not through
+     * WARN, since this runs inside the logger's one-time setup. */
+    static const config_id_t vars[] = {CFG_MSCCLPP_DEBUG, CFG_MSCCLPP_DEBUG_SUBSYS};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        char why[256];
+        if (level >= LOG_WARN && config_invalid(vars[i], why, sizeof why))
+            fprintf(out, "%s:%d MSCCLPP WARN %s; using the default %s\n", host, (int)getpid(),
+                    why, config_table()[vars[i]].def);
+    }
 }
 
 int log_enabled(log_level_t lv, log_subsys_t subsys)

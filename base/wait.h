@@ -9,6 +9,11 @@
  * microseconds, far more than the peer needs to answer); when they share cores, it spins
  * briefly, because the thread it waits for may need that very core. MSCCLPP_HOST_SPIN overrides.
  *
+ * The sleeps are only short because a waiting thread's timer slack is lowered to
+ * BASE_WAIT_TIMER_SLACK_NS the first time it sleeps: with Linux's default slack (50 us) every
+ * nanosleep, even of 1 us, lasted 55-190 us, so a wait that missed its peer by a microsecond
+ * cost over 100 us (the cliff of small collectives under mpiexec, issue 8 item 7).
+ *
  *     base_wait_t w;
  *     base_wait_init(&w, config_timeout_ns(), base_wait_spin(0));
  *     while (atomic_load_explicit(flag, memory_order_acquire) < want)
@@ -19,6 +24,7 @@
 
 #include <sched.h>
 #include <stdbool.h>
+#include <sys/prctl.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -32,8 +38,8 @@ extern "C" {
 #define BASE_WAIT_SLEEP_MIN_NS 1000u     /* first nanosleep */
 #define BASE_WAIT_SLEEP_MAX_NS 50000u    /* longest nanosleep: bounds the wake-up latency */
 #define BASE_WAIT_SPIN_SHARED 64u        /* polls when pollers outnumber cores */
-#define BASE_WAIT_SPIN_OWN_CORE 20000u   /* polls when every poller has a core (~0.1-1 ms) */
-#define BASE_WAIT_SPIN_MAX 100000000u    /* cap of MSCCLPP_HOST_SPIN */
+#define BASE_WAIT_SPIN_OWN_CORE 2000u    /* polls when every poller has a core (tens of us) */
+#define BASE_WAIT_TIMER_SLACK_NS 1000ul  /* timer slack of a thread that sleeps in a wait */
 
 /**
  * Polls before a wait starts yielding. `pollers`: threads of this node that poll at the same
@@ -70,6 +76,11 @@ static inline void base_wait_step(uint32_t n, uint32_t spin)
     } else if (n - spin < BASE_WAIT_YIELDS) {
         sched_yield();
     } else {
+        static __thread bool fine_timer; /* per thread: prctl sets the calling thread's slack */
+        if (!fine_timer) {
+            prctl(PR_SET_TIMERSLACK, BASE_WAIT_TIMER_SLACK_NS, 0, 0, 0);
+            fine_timer = true;
+        }
         uint32_t k = n - spin - BASE_WAIT_YIELDS;
         uint32_t ns = k < 6 ? BASE_WAIT_SLEEP_MIN_NS << k : BASE_WAIT_SLEEP_MAX_NS;
         if (ns > BASE_WAIT_SLEEP_MAX_NS) ns = BASE_WAIT_SLEEP_MAX_NS;

@@ -12,6 +12,7 @@
 #include "config.h"
 #include "base/config.h"
 #include "base/debug.h"
+#include "base/services.h"
 #include "hal/hal.h"
 
 #ifndef MSCCLPP_HAL_MODULES
@@ -33,8 +34,6 @@ typedef struct {
     char error[512];
     int devices;
     const hal_ops_t *ops;
-    const char *(*module_error)(void); /* a module's own last-error message (it has its own
-                                        * copy of base/status.c, hidden from the library) */
 } hal_backend_t;
 
 /* vsnprintf: the messages are truncated on purpose when paths are long. */
@@ -121,6 +120,25 @@ static mscclpp_result_t module_load(hal_backend_t *b)
         set_error(b, "cannot load %s: %s", b->path, why ? why : "?");
         return MSCCLPP_ERR_UNSUPPORTED;
     }
+    /* Hand over the base services first: the module logs, records errors and reads variables
+     * through them from its first call on (base/services.h). */
+    base_services_bind_fn bind;
+    void *bind_sym = dlsym(handle, BASE_SERVICES_BIND);
+    memcpy(&bind, &bind_sym, sizeof bind);
+    if (!bind_sym) {
+        set_error(b, "%s has no symbol %s: it was built for an older library (base services "
+                  "version 0, this library has %d); rebuild the module", b->path,
+                  BASE_SERVICES_BIND, BASE_SERVICES_VERSION);
+        dlclose(handle);
+        return MSCCLPP_ERR_UNSUPPORTED;
+    }
+    int version = bind(base_services());
+    if (version != BASE_SERVICES_VERSION) {
+        set_error(b, "%s was built against base services version %d, this library has %d; "
+                  "rebuild the module", b->path, version, BASE_SERVICES_VERSION);
+        dlclose(handle);
+        return MSCCLPP_ERR_UNSUPPORTED;
+    }
     hal_module_entry_fn entry;
     void *sym = dlsym(handle, HAL_MODULE_ENTRY);
     memcpy(&entry, &sym, sizeof entry);
@@ -139,8 +157,6 @@ static mscclpp_result_t module_load(hal_backend_t *b)
     }
     /* Never dlclose a loaded module: it may own threads and driver state until exit. */
     b->ops = ops;
-    void *err_sym = dlsym(handle, HAL_MODULE_ENTRY "_last_error");
-    memcpy(&b->module_error, &err_sym, sizeof b->module_error);
     return MSCCLPP_OK;
 }
 
@@ -165,7 +181,7 @@ static void backend_try(hal_backend_t *b)
     if (res != MSCCLPP_OK) {
         b->status = res;
         b->devices = 0;
-        const char *why = b->module_error ? b->module_error() : mscclpp_last_error();
+        const char *why = mscclpp_last_error(); /* modules record theirs here too */
         set_error(b, "%s (%s): init failed: %s", b->name, b->path, why && *why ? why : "?");
         core_clear_error();
         INFO(SUBSYS_HAL, "backend %s: %s", b->name, b->error);
@@ -239,7 +255,10 @@ static char get_error[512];
 
 static void get_select(void)
 {
-    get_result = hal_select(config_get(CFG_MSCCLPP_HAL), &get_ops);
+    /* The first call that needs a device refuses a bad MSCCLPP_* value (base/config_vars.h)
+     * instead of running with a default the user did not ask for. */
+    get_result = config_check();
+    if (get_result == MSCCLPP_OK) get_result = hal_select(config_get(CFG_MSCCLPP_HAL), &get_ops);
     if (get_result != MSCCLPP_OK) snprintf(get_error, sizeof get_error, "%s", mscclpp_last_error());
 }
 

@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "base/config.h"
+#include "base/wait.h"
 #include "hal/hal.h"
 #include "mscclpp/mscclpp.h"
 
@@ -72,16 +73,26 @@ static void print_transports(void)
     printf("\n");
 }
 
-static void print_config(void)
+/* Every variable with the value in force (as the library parses it), its default and meaning;
+ * returns 1 when a value is invalid (library calls would fail), else 0. */
+static int print_config(void)
 {
     const config_entry_t *t = config_table();
-    printf("Configuration (environment variables):\n");
+    int bad = 0;
+    printf("Configuration (environment variables; \"in force\" is what the library uses):\n");
     for (int i = 0; i < CFG__COUNT; i++) {
-        const char *v = config_get((config_id_t)i);
-        printf("  %-24s = %-12s%s\n      %s (default: \"%s\")\n", t[i].name,
-               *v ? v : "\"\"", config_is_set((config_id_t)i) ? " (set)" : "", t[i].doc,
+        char now[512];
+        config_describe((config_id_t)i, now, sizeof now);
+        if (i == CFG_MSCCLPP_HOST_SPIN && !config_invalid((config_id_t)i, NULL, 0) &&
+            !(config_is_set((config_id_t)i) && config_get((config_id_t)i)[0]))
+            snprintf(now, sizeof now, "chosen: %u polls for one poller per core of %u, %u when "
+                     "they share cores (default)", base_wait_spin(1), base_cpu_count(),
+                     base_wait_spin(base_cpu_count() + 1));
+        if (!strncmp(now, "INVALID", 7)) bad = 1;
+        printf("  %-24s in force: %s\n      %s (default: \"%s\")\n", t[i].name, now, t[i].doc,
                t[i].def);
     }
+    return bad;
 }
 
 int main(int argc, char **argv)
@@ -106,6 +117,7 @@ int main(int argc, char **argv)
         print_backends();
         print_transports();
     }
-    if (want_config) print_config();
+    /* exit 1 when a variable is invalid, so scripts can check a job's environment first */
+    if (want_config && print_config()) return 1;
     return 0;
 }

@@ -306,13 +306,3 @@ __attribute__((visibility("default"))) const hal_ops_t *mscclpp_hal_module(void)
 {
     return &cuda_ops;
 }
-
-/**
- * The calling thread's last error message inside this module: the module carries its own
- * copy of base/status.c (the library's is hidden), so the loader may copy this into the
- * library's last error after a failed call.
- */
-__attribute__((visibility("default"))) const char *mscclpp_hal_module_last_error(void)
-{
-    return mscclpp_last_error();
-}

@@ -295,9 +295,3 @@ __attribute__((visibility("default"))) const hal_ops_t *mscclpp_hal_module(void)
 {
     return &hip_ops;
 }
-
-/** The calling thread's last error message inside this module (see hal/cuda). */
-__attribute__((visibility("default"))) const char *mscclpp_hal_module_last_error(void)
-{
-    return mscclpp_last_error();
-}

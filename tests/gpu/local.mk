@@ -18,3 +18,16 @@ tests_unit_test_hal_modules_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_hal_modules_LDADD = $(libmscclpp_la_OBJECTS) $(libmscclpp_la_LIBADD) $(CHECK_LIBS)
 EXTRA_tests_unit_test_hal_modules_DEPENDENCIES = libmscclpp.la
 endif
+
+# Fake backend modules test_hal_modules loads in place of the CUDA module (built at make check).
+if HAVE_CHECK
+check_LTLIBRARIES = tests/unit/libfakehal.la tests/unit/libfakehal_old.la
+tests_unit_libfakehal_la_SOURCES = tests/unit/fake_hal_module.c base/module.c hal/hal_stub.c
+tests_unit_libfakehal_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
+tests_unit_libfakehal_la_LDFLAGS = -module -avoid-version -rpath /nowhere -no-undefined \
+	-export-symbols-regex '^mscclpp_hal_module'
+tests_unit_libfakehal_old_la_SOURCES = tests/unit/fake_hal_module.c
+tests_unit_libfakehal_old_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DFAKE_HAL_OLD
+tests_unit_libfakehal_old_la_LDFLAGS = -module -avoid-version -rpath /nowhere -no-undefined \
+	-export-symbols-regex '^mscclpp_hal_module'
+endif

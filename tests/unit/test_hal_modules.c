@@ -19,15 +19,13 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "base/services.h"
 #include "hal/fd_broker.h"
 #include "hal/hal.h"
-
-typedef const char *(*last_error_fn)(void);
 
 typedef struct {
     void *dl;
     const hal_ops_t *ops;
-    last_error_fn last_error;
 } module_t;
 
 static void module_open(const char *name, module_t *m)
@@ -43,13 +41,16 @@ static void module_open(const char *name, module_t *m)
     ck_assert_msg(m->dl != NULL, "dlopen %s: %s", path, dlerror());
     void *sym = dlsym(m->dl, HAL_MODULE_ENTRY);
     ck_assert_msg(sym != NULL, "%s has no %s", path, HAL_MODULE_ENTRY);
+    /* as the loader does: hand over the library's base services first */
+    void *bind_sym = dlsym(m->dl, BASE_SERVICES_BIND);
+    ck_assert_msg(bind_sym != NULL, "%s has no %s", path, BASE_SERVICES_BIND);
+    base_services_bind_fn bind;
+    memcpy(&bind, &bind_sym, sizeof bind);
+    ck_assert_int_eq(bind(base_services()), BASE_SERVICES_VERSION);
     hal_module_entry_fn entry;
     memcpy(&entry, &sym, sizeof entry);
     m->ops = entry();
     ck_assert_ptr_nonnull(m->ops);
-    sym = dlsym(m->dl, "mscclpp_hal_module_last_error");
-    ck_assert_msg(sym != NULL, "%s has no mscclpp_hal_module_last_error", path);
-    memcpy(&m->last_error, &sym, sizeof m->last_error);
 }
 
 /* The table: header right, every slot set (the list comes from hal.h, so a new slot is seen). */
@@ -101,13 +102,14 @@ static void check_without_device(const char *name)
     if (count > 0) {
         /* a real device: this test only asks that init works; tests/gpu does the rest */
         ck_assert_msg(res == MSCCLPP_OK, "%s: init with %d device(s): %s", name, count,
-                      m.last_error());
+                      mscclpp_last_error());
         m.ops->fini();
         return;
     }
     ck_assert_int_eq(res, MSCCLPP_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(m.last_error(), "no usable device") != NULL, "%s: message '%s'", name,
-                  m.last_error());
+    /* the module's message is the library's last error (base services), not a module copy's */
+    ck_assert_msg(strstr(mscclpp_last_error(), "no usable device") != NULL, "%s: message '%s'",
+                  name, mscclpp_last_error());
     ck_assert_msg(printed[0] == '\0', "%s: init was not quiet: '%s'", name, printed);
     /* again: same answer, nothing cached wrongly */
     ck_assert_int_eq(init_captured(&m, printed, sizeof printed), MSCCLPP_ERR_UNSUPPORTED);
@@ -163,6 +165,76 @@ START_TEST(t_loader_falls_back)
         const hal_ops_t *forced = NULL;
         ck_assert_int_eq(hal_select(info[i].name, &forced), MSCCLPP_ERR_UNSUPPORTED);
     }
+}
+END_TEST
+
+/* ----- base services: a module's errors reach the caller ------------------------------------- */
+
+/* A directory holding `lib` (a fake module built under tests/unit) as the CUDA module. */
+static void fake_module_dir(const char *lib, char *dir, size_t cap)
+{
+    const char *top = getenv("MSCCLPP_TOP_BUILDDIR");
+    char src[1024], dst[1200];
+    snprintf(src, sizeof src, "%s/tests/unit/.libs/%s", top ? top : ".", lib);
+    ck_assert_msg(access(src, R_OK) == 0, "%s: not built", src);
+    snprintf(dir, cap, "/tmp/mscclpp-fakehal-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(dst, sizeof dst, "%s/libmscclpp-hal-cuda.so", dir);
+    ck_assert_int_eq(symlink(src, dst), 0);
+    setenv("MSCCLPP_HAL_MODULE_DIR", dir, 1);
+    setenv("MSCCLPP_HAL", "cuda", 1);
+}
+
+static void fake_module_dir_remove(const char *dir)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/libmscclpp-hal-cuda.so", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* The bug: a module's error message stayed in the module's own copy of base/status.c, so
+ * mscclpp_malloc failed with an empty mscclpp_last_error(). */
+START_TEST(t_module_error_reaches_last_error)
+{
+    char dir[64];
+    fake_module_dir("libfakehal.so", dir, sizeof dir);
+    setenv("FAKE_HAL_DEVICES", "1", 1);
+    ck_assert_str_eq(mscclpp_backend_name(), "cuda");
+    void *p = (void *)1;
+    ck_assert_int_eq(mscclpp_malloc(64, &p), MSCCLPP_ERR_SYSTEM);
+    ck_assert_msg(strstr(mscclpp_last_error(), "cannot allocate 64 bytes (the device is out of "
+                                               "luck)") != NULL,
+                  "last error: '%s'", mscclpp_last_error());
+    fake_module_dir_remove(dir);
+}
+END_TEST
+
+/* Init's message (recorded quietly in the module) names why the forced backend is unusable. */
+START_TEST(t_module_init_error_named)
+{
+    char dir[64];
+    fake_module_dir("libfakehal.so", dir, sizeof dir);
+    unsetenv("FAKE_HAL_DEVICES");
+    const hal_ops_t *ops = NULL;
+    ck_assert_int_eq(hal_select("cuda", &ops), MSCCLPP_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(mscclpp_last_error(), "fake backend: no usable device") != NULL,
+                  "last error: '%s'", mscclpp_last_error());
+    fake_module_dir_remove(dir);
+}
+END_TEST
+
+/* A module built against another services table is refused, saying so. */
+START_TEST(t_module_old_services_refused)
+{
+    char dir[64];
+    fake_module_dir("libfakehal_old.so", dir, sizeof dir);
+    const hal_ops_t *ops = NULL;
+    ck_assert_int_eq(hal_select("cuda", &ops), MSCCLPP_ERR_UNSUPPORTED);
+    const char *m = mscclpp_last_error();
+    ck_assert_msg(strstr(m, "base services version 0") && strstr(m, "rebuild the module"),
+                  "last error: '%s'", m);
+    fake_module_dir_remove(dir);
 }
 END_TEST
 
@@ -324,6 +396,9 @@ static Suite *suite(void)
     printf("# the HIP module is not built (configure found no ROCm)\n");
 #endif
     tcase_add_test(tc, t_loader_falls_back);
+    tcase_add_test(tc, t_module_error_reaches_last_error);
+    tcase_add_test(tc, t_module_init_error_named);
+    tcase_add_test(tc, t_module_old_services_refused);
     tcase_add_test(tc, t_fdb_self_and_refusals);
     tcase_add_test(tc, t_fdb_across_fork);
     tcase_add_test(tc, t_fdb_timeout);

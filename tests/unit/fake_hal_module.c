@@ -1,0 +1,75 @@
+/*
+ * A fake HAL backend module for tests/unit/test_hal_modules: built like hal/cuda (with
+ * base/module.c, loaded through the library's loader), so a test can prove that a module's
+ * error messages reach the caller's mscclpp_last_error(). FAKE_HAL_DEVICES (default 0) is the
+ * device count it claims; init fails quietly without one. Allocations always fail.
+ * With -DFAKE_HAL_OLD it is instead a module built for an older services table.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/debug.h"
+#include "base/services.h"
+#include "hal/hal.h"
+
+#ifdef FAKE_HAL_OLD
+/* An older module: built against base services version 0. */
+__attribute__((visibility("default"))) int mscclpp_hal_module_bind(const base_services_t *s)
+{
+    (void)s;
+    return 0;
+}
+__attribute__((visibility("default"))) const hal_ops_t *mscclpp_hal_module(void) { return NULL; }
+#else
+
+HAL_DEFINE_STUBS("fake")
+
+static int devices(void)
+{
+    const char *v = getenv("FAKE_HAL_DEVICES");
+    return v ? atoi(v) : 0;
+}
+
+static mscclpp_result_t fake_init(void)
+{
+    if (devices() < 1)
+        return core_error_quiet(MSCCLPP_ERR_UNSUPPORTED,
+                                "fake backend: no usable device (FAKE_HAL_DEVICES=%d)", devices());
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t fake_device_count(int *count)
+{
+    CHECK_ARG(count != NULL);
+    *count = devices();
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t fake_alloc(size_t bytes, void **ptr)
+{
+    CHECK_ARG(ptr != NULL);
+    *ptr = NULL;
+    return ERR_SYS("fake backend: cannot allocate %zu bytes (the device is out of luck)", bytes);
+}
+
+static const hal_ops_t fake_ops = {
+    .size = sizeof(hal_ops_t),
+    .abi_version = HAL_ABI_VERSION,
+    .name = "cuda", /* loaded in place of the CUDA module */
+#define FAKE_STUB_(slot, params) .slot = hal_stub_##slot,
+    HAL_OPS_SLOTS(FAKE_STUB_)
+#undef FAKE_STUB_
+    .fini = hal_stub_fini,
+};
+
+__attribute__((visibility("default"))) const hal_ops_t *mscclpp_hal_module(void)
+{
+    static hal_ops_t ops;
+    ops = fake_ops;
+    ops.init = fake_init;
+    ops.device_count = fake_device_count;
+    ops.mem_alloc = fake_alloc;
+    ops.mem_alloc_shareable = fake_alloc;
+    return &ops;
+}
+#endif

@@ -1,0 +1,173 @@
+/*
+ * MSCCLPP_* variables (base/config.c): one parser per kind, a bad value is an error (or, for the
+ * logging variables, a warning naming the default used), and mscclpp-info shows the value in
+ * force. Each test runs in its own forked process (Check's default), so setenv stays local.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/config.h"
+#include "base/debug.h"
+#include "base/wait.h"
+#include "mscclpp/mscclpp.h"
+
+/* `value` for `var` is refused: config_check names it, and the first call that needs a device
+ * fails with the same message instead of running with the default. */
+static void check_refused(const char *var, const char *value, const char *accepted)
+{
+    setenv(var, value, 1);
+    ck_assert_int_eq(config_check(), MSCCLPP_ERR_INVALID_ARG);
+    const char *m = mscclpp_last_error();
+    char want[256];
+    snprintf(want, sizeof want, "%s=\"%s\"", var, value);
+    ck_assert_msg(strstr(m, want) && strstr(m, accepted), "message: '%s'", m);
+    void *p = NULL;
+    ck_assert_int_eq(mscclpp_malloc(64, &p), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(mscclpp_last_error(), want), "malloc: '%s'", mscclpp_last_error());
+}
+
+START_TEST(t_timeout_abc) { check_refused("MSCCLPP_TIMEOUT", "abc", "number of seconds"); }
+END_TEST
+START_TEST(t_timeout_zero) { check_refused("MSCCLPP_TIMEOUT", "0", "number of seconds"); }
+END_TEST
+START_TEST(t_timeout_negative) { check_refused("MSCCLPP_TIMEOUT", "-5", "number of seconds"); }
+END_TEST
+START_TEST(t_timeout_trailing) { check_refused("MSCCLPP_TIMEOUT", "10s", "number of seconds"); }
+END_TEST
+START_TEST(t_timeout_nan) { check_refused("MSCCLPP_TIMEOUT", "nan", "number of seconds"); }
+END_TEST
+START_TEST(t_host_spin_bad) { check_refused("MSCCLPP_HOST_SPIN", "-1", "integer from 0"); }
+END_TEST
+START_TEST(t_host_spin_text) { check_refused("MSCCLPP_HOST_SPIN", "lots", "integer from 0"); }
+END_TEST
+START_TEST(t_master_port_bad) { check_refused("MSCCLPP_MASTER_PORT", "70000", "port number"); }
+END_TEST
+START_TEST(t_shareable_bad) { check_refused("MSCCLPP_CUDA_SHAREABLE", "maybe", "auto, cumem"); }
+END_TEST
+
+START_TEST(t_good_values)
+{
+    setenv("MSCCLPP_TIMEOUT", "2.5", 1);
+    setenv("MSCCLPP_HOST_SPIN", "100", 1);
+    setenv("MSCCLPP_MASTER_PORT", "29500", 1);
+    setenv("MSCCLPP_DEBUG", "info", 1);
+    ck_assert_int_eq(config_check(), MSCCLPP_OK);
+    ck_assert_uint_eq(config_timeout_ns(), 2500000000ull);
+    ck_assert_int_eq(config_get_int(CFG_MSCCLPP_HOST_SPIN), 100);
+    ck_assert_uint_eq(base_wait_spin(1), 100); /* MSCCLPP_HOST_SPIN wins over the choice */
+    ck_assert_int_eq(config_get_int(CFG_MSCCLPP_MASTER_PORT), 29500);
+    ck_assert_int_eq(config_get_int(CFG_MSCCLPP_DEBUG), LOG_INFO);
+    /* a changed environment is parsed again (tools and tests setenv between calls) */
+    setenv("MSCCLPP_TIMEOUT", "7", 1);
+    ck_assert_uint_eq(config_timeout_ns(), 7000000000ull);
+    /* unset or empty: the default, no error */
+    unsetenv("MSCCLPP_TIMEOUT");
+    ck_assert_uint_eq(config_timeout_ns(), 60000000000ull);
+    setenv("MSCCLPP_TIMEOUT", "", 1);
+    ck_assert_int_eq(config_check(), MSCCLPP_OK);
+    ck_assert_uint_eq(config_timeout_ns(), 60000000000ull);
+}
+END_TEST
+
+/* A bad value still reads as the default where code needs a number (never 0 or garbage). */
+START_TEST(t_bad_reads_default)
+{
+    setenv("MSCCLPP_TIMEOUT", "-5", 1);
+    ck_assert_uint_eq(config_timeout_ns(), 60000000000ull);
+    char why[256];
+    ck_assert_int_eq(config_invalid(CFG_MSCCLPP_TIMEOUT, why, sizeof why), 1);
+    ck_assert_ptr_nonnull(strstr(why, "MSCCLPP_TIMEOUT=\"-5\""));
+}
+END_TEST
+
+/* Logging variables warn, naming the default used, and calls go on. */
+static void check_log_warning(const char *var, const char *value, const char *def)
+{
+    char path[] = "/tmp/mscclpp-test-config-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    setenv("MSCCLPP_DEBUG_FILE", path, 1);
+    setenv(var, value, 1);
+    ck_assert_int_eq(config_check(), MSCCLPP_OK);
+    ck_assert(log_enabled(LOG_WARN, SUBSYS_INIT)); /* starts the logger */
+    void *p = NULL;
+    ck_assert_int_eq(mscclpp_malloc(64, &p), MSCCLPP_OK);
+    mscclpp_free(p);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char text[4096] = "";
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    unlink(path);
+    char want[256];
+    snprintf(want, sizeof want, "%s=\"%s\"", var, value);
+    ck_assert_msg(strstr(text, want), "log: '%s'", text);
+    snprintf(want, sizeof want, "using the default %s", def);
+    ck_assert_msg(strstr(text, want), "log: '%s'", text);
+}
+
+START_TEST(t_debug_bogus) { check_log_warning("MSCCLPP_DEBUG", "bogus", "WARN"); }
+END_TEST
+START_TEST(t_debug_subsys_bogus) { check_log_warning("MSCCLPP_DEBUG_SUBSYS", "INIT,NOPE", "ALL"); }
+END_TEST
+
+/* mscclpp-info prints the value in force for each variable and exits 1 on an invalid one. */
+static int run_info(const char *env, char *out, size_t cap)
+{
+    const char *top = getenv("MSCCLPP_TOP_BUILDDIR");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "env %s %s/tools/mscclpp-info --config 2>&1", env,
+             top ? top : ".");
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+START_TEST(t_info_shows_value_in_force)
+{
+    static char out[16384];
+    ck_assert_int_eq(run_info("MSCCLPP_TIMEOUT=30 MSCCLPP_DEBUG=bogus", out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "MSCCLPP_TIMEOUT          in force: 30 (set)"), "%s", out);
+    ck_assert_msg(strstr(out, "in force: WARN (default, because MSCCLPP_DEBUG=\"bogus\""), "%s",
+                  out);
+    ck_assert_msg(strstr(out, "MSCCLPP_HOST_SPIN        in force: chosen:"), "%s", out);
+    ck_assert_int_eq(run_info("MSCCLPP_TIMEOUT=abc", out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "in force: INVALID: MSCCLPP_TIMEOUT=\"abc\""), "%s", out);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("config");
+    tcase_add_test(tc, t_timeout_abc);
+    tcase_add_test(tc, t_timeout_zero);
+    tcase_add_test(tc, t_timeout_negative);
+    tcase_add_test(tc, t_timeout_trailing);
+    tcase_add_test(tc, t_timeout_nan);
+    tcase_add_test(tc, t_host_spin_bad);
+    tcase_add_test(tc, t_host_spin_text);
+    tcase_add_test(tc, t_master_port_bad);
+    tcase_add_test(tc, t_shareable_bad);
+    tcase_add_test(tc, t_good_values);
+    tcase_add_test(tc, t_bad_reads_default);
+    tcase_add_test(tc, t_debug_bogus);
+    tcase_add_test(tc, t_debug_subsys_bogus);
+    tcase_add_test(tc, t_info_shows_value_in_force);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
