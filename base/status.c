@@ -55,6 +55,18 @@ mscclpp_result_t core_error(mscclpp_result_t result, const char *file, int line,
     return result;
 }
 
+MSCCLPP_API mscclpp_result_t mscclpp_report_error(mscclpp_result_t result, const char *fmt, ...)
+{
+    char msg[1024] = "";
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+    }
+    return core_error(result, "(caller)", 0, "%s", msg);
+}
+
 mscclpp_result_t core_error_quiet(mscclpp_result_t result, const char *fmt, ...)
 {
     int saved = errno;

@@ -177,16 +177,4 @@ MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create_custom(const mscclpp_boots
     return res;
 }
 
-MSCCLPP_API mscclpp_result_t mscclpp_report_error(mscclpp_result_t result, const char *fmt, ...)
-{
-    char msg[1024] = "";
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
-    }
-    return core_error(result, "(caller)", 0, "%s", msg);
-}
-
 MSCCLPP_API uint64_t mscclpp_timeout_ns(void) { return config_timeout_ns(); }

@@ -16,11 +16,15 @@ struct mscclpp_memory_channel {
     size_t dst_size;
     char *src;        /* local memory */
     size_t src_size;  /* bytes from src to the end of its allocation */
+    bool host_driven; /* the backend's memory is host memory (device capability) */
 };
 
 static bool host_driven(const mscclpp_comm_t *comm)
 {
-    return comm->hal == hal_host_ops();
+    hal_device_props_t p;
+    int dev = 0;
+    return comm->hal->device_get(&dev) == MSCCLPP_OK &&
+           comm->hal->device_props(dev, &p) == MSCCLPP_OK && p.host_memory;
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_memory_channel_create(mscclpp_semaphore_t *sem,
@@ -53,13 +57,14 @@ MSCCLPP_API mscclpp_result_t mscclpp_memory_channel_create(mscclpp_semaphore_t *
     c->dst_size = dst->size;
     c->src = src;
     c->src_size = src_size;
+    c->host_driven = host_driven(sem->comm);
     *chan = c;
     return MSCCLPP_OK;
 }
 
 static mscclpp_result_t check_host(const mscclpp_memory_channel_t *chan, const char *what)
 {
-    if (!host_driven(chan->sem->comm))
+    if (!chan->host_driven)
         return ERR(MSCCLPP_ERR_UNSUPPORTED,
                    "memory channel %s from the host needs the host backend (this is %s): "
                    "GPU backends drive channels from the plan interpreter",

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define HAL_ABI_VERSION 1
+#define HAL_ABI_VERSION 2 /* 2: hal_device_props_t.host_memory */
 
 /** What a backend tells about a device. */
 typedef struct {
@@ -32,6 +32,8 @@ typedef struct {
     bool ipc;             /* memory can be shared with other processes */
     bool multicast;       /* NVLS multicast objects */
     bool graphs;          /* stream capture */
+    bool host_memory;     /* device memory is host memory the calling CPU thread may use
+                           * directly (the host backend): host-driven channels work */
 } hal_device_props_t;
 
 /** Opaque handle of shareable memory, as it travels between processes (see base/wire.h). */

@@ -256,6 +256,7 @@ static mscclpp_result_t cuda_device_props(int dev, hal_device_props_t *props)
     props->ipc = true; /* cuMem fds, or legacy cudaIpc on every Linux device */
     props->multicast = dev_caps[dev].multicast;
     props->graphs = true;
+    props->host_memory = false;
     return MSCCLPP_OK;
 }
 

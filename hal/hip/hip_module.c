@@ -128,6 +128,7 @@ static mscclpp_result_t hip_device_props(int dev, hal_device_props_t *props)
     props->ipc = true;
     props->multicast = false;
     props->graphs = true;
+    props->host_memory = false;
     return MSCCLPP_OK;
 }
 

@@ -71,6 +71,7 @@ static mscclpp_result_t host_device_props(int dev, hal_device_props_t *props)
     props->ipc = true;
     props->multicast = false;
     props->graphs = false;
+    props->host_memory = true;
     return MSCCLPP_OK;
 }
 

@@ -276,6 +276,7 @@ START_TEST(test_device)
     ck_assert(p.ipc);
     ck_assert(!p.multicast);
     ck_assert(!p.graphs);
+    ck_assert(p.host_memory); /* the capability host-driven channels check */
     ck_assert_int_gt(p.total_memory, 0);
     ck_assert_int_eq(H->device_props(1, &p), MSCCLPP_ERR_INVALID_ARG);
     ck_assert_int_eq(H->device_props(0, NULL), MSCCLPP_ERR_INVALID_ARG);
