@@ -3,8 +3,8 @@
  * parser here; a value is parsed again only when the environment string changes (tests and
  * tools may setenv between calls). What a bad value does is set per kind in config_vars.h.
  */
-#ifndef MSCCLPP_CORE_CONFIG_H
-#define MSCCLPP_CORE_CONFIG_H
+#ifndef MSCCLPP_BASE_CONFIG_H
+#define MSCCLPP_BASE_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>

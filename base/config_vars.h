@@ -30,7 +30,8 @@ CONFIG_VAR(MSCCLPP_MASTER_PORT, PORT, "", "Bootstrap root port when no unique id
 CONFIG_VAR(MSCCLPP_BOOTSTRAP_SECRET, STR, "",
            "Extra secret mixed into address-based bootstrap sessions")
 CONFIG_VAR(MSCCLPP_PLAN_DIR, STR, "",
-           "Directory of default plans (default: the installed plans, else the source tree's plans/)")
+           "Directory of default plans (default: the installed plans, else the source tree's "
+           "plans/)")
 CONFIG_VAR(MSCCLPP_CACHE_DIR, STR, "",
            "Python DSL: where mscclpp.compile and --install write plans (default ~/.cache/mscclpp)")
 CONFIG_VAR(MSCCLPP_HOST_SPIN, COUNT, "",

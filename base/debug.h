@@ -3,8 +3,8 @@
  * core_error(), which records the message for mscclpp_last_error() and logs it; callers only
  * propagate the result with the CHECK macros.
  */
-#ifndef MSCCLPP_CORE_DEBUG_H
-#define MSCCLPP_CORE_DEBUG_H
+#ifndef MSCCLPP_BASE_DEBUG_H
+#define MSCCLPP_BASE_DEBUG_H
 
 #include <stdarg.h>
 
@@ -37,7 +37,8 @@ void log_printf(log_level_t level, log_subsys_t subsys, const char *file, int li
 
 #define LOG_AT(level, subsys, ...)                                                           \
     do {                                                                                     \
-        if (log_enabled(level, subsys)) log_printf(level, subsys, __FILE__, __LINE__, __VA_ARGS__); \
+        if (log_enabled(level, subsys))                                                      \
+            log_printf(level, subsys, __FILE__, __LINE__, __VA_ARGS__);                      \
     } while (0)
 #define WARN(subsys, ...) LOG_AT(LOG_WARN, subsys, __VA_ARGS__)
 #define INFO(subsys, ...) LOG_AT(LOG_INFO, subsys, __VA_ARGS__)
@@ -83,4 +84,4 @@ void core_clear_error(void);
 }
 #endif
 
-#endif /* MSCCLPP_CORE_DEBUG_H */
+#endif /* MSCCLPP_BASE_DEBUG_H */

@@ -2,8 +2,8 @@
  * Explicit little-endian encoding of what travels between ranks (registrations, semaphore
  * addresses). Writers and readers track overflow instead of checking every call.
  */
-#ifndef MSCCLPP_CORE_WIRE_H
-#define MSCCLPP_CORE_WIRE_H
+#ifndef MSCCLPP_BASE_WIRE_H
+#define MSCCLPP_BASE_WIRE_H
 
 #include <stdbool.h>
 #include <stddef.h>
