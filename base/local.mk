@@ -17,3 +17,11 @@ tests_unit_test_config_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_config_LDADD = libmscclpp_internal.la $(CHECK_LIBS)
 EXTRA_tests_unit_test_config_DEPENDENCIES = tools/mscclpp-info
 endif
+
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_wait
+TESTS += tests/unit/test_wait
+tests_unit_test_wait_SOURCES = tests/unit/test_wait.c
+tests_unit_test_wait_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_wait_LDADD = libmscclpp_internal.la $(CHECK_LIBS)
+endif

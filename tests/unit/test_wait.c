@@ -1,0 +1,87 @@
+/*
+ * The one wait policy (base/wait.h): the spin choice from cores and pollers, a bounded wait,
+ * and short sleeps that really are short (the waiting thread's timer slack is lowered; with
+ * Linux's default 50 us slack a 1 us nanosleep took 55-190 us, the cliff of issue 8 item 7).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+
+#include "base/clock.h"
+#include "base/wait.h"
+
+START_TEST(t_spin_choice)
+{
+    unsigned cpus = base_cpu_count();
+    ck_assert_uint_ge(cpus, 1);
+    ck_assert_uint_eq(base_wait_spin(1), BASE_WAIT_SPIN_OWN_CORE);
+    ck_assert_uint_eq(base_wait_spin(cpus), BASE_WAIT_SPIN_OWN_CORE);
+    ck_assert_uint_eq(base_wait_spin(cpus + 1), BASE_WAIT_SPIN_SHARED);
+}
+END_TEST
+
+/* Unknown pollers: the ranks the launcher announces, else shared cores. */
+START_TEST(t_spin_from_launcher)
+{
+    unsetenv("MPI_LOCALNRANKS");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    unsetenv("SLURM_NTASKS_PER_NODE");
+    setenv("MPI_LOCALNRANKS", "1", 1); /* one rank on this node: it has a core */
+    ck_assert_uint_eq(base_wait_spin(0), BASE_WAIT_SPIN_OWN_CORE);
+}
+END_TEST
+
+START_TEST(t_spin_unknown)
+{
+    unsetenv("MPI_LOCALNRANKS");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    unsetenv("SLURM_NTASKS_PER_NODE");
+    ck_assert_uint_eq(base_wait_spin(0), BASE_WAIT_SPIN_SHARED);
+}
+END_TEST
+
+/* A wait on a flag nobody sets ends at its deadline, not before and not much after. */
+START_TEST(t_deadline)
+{
+    base_wait_t w;
+    uint64_t t0 = base_now_ns();
+    base_wait_init(&w, 20000000ull, 64); /* 20 ms */
+    unsigned steps = 0;
+    while (base_wait_pause(&w)) steps++;
+    uint64_t dt = base_now_ns() - t0;
+    ck_assert_uint_ge(dt, 20000000ull);
+    ck_assert_msg(dt < 2000000000ull, "waited %llu ns", (unsigned long long)dt);
+    ck_assert_uint_gt(steps, 0);
+}
+END_TEST
+
+/* Once a wait sleeps, its thread's timer slack is the policy's, so 1 us sleeps stay short. */
+START_TEST(t_sleeps_are_short)
+{
+    ck_assert_int_eq(prctl(PR_SET_TIMERSLACK, 50000ul, 0, 0, 0), 0); /* Linux's default */
+    base_wait_t w;
+    base_wait_init(&w, 0, 0);
+    while (!base_wait_idle(&w)) base_wait_pause(&w);
+    base_wait_pause(&w); /* the first sleep */
+    ck_assert_int_eq(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), (int)BASE_WAIT_TIMER_SLACK_NS);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("wait");
+    TCase *tc = tcase_create("wait");
+    tcase_add_test(tc, t_spin_choice);
+    tcase_add_test(tc, t_spin_from_launcher);
+    tcase_add_test(tc, t_spin_unknown);
+    tcase_add_test(tc, t_deadline);
+    tcase_add_test(tc, t_sleeps_are_short);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
