@@ -2,10 +2,12 @@
  * TCP bootstrap.
  *
  * Session setup: a root service (a thread in the process that created the unique id, or in rank
- * 0 for the address form) accepts one connection per rank. Each rank sends a hello (secret, rank,
- * nranks, its own listen address); the root drops connections with a wrong secret, refuses
- * duplicate or out-of-range ranks and nranks mismatches, and once every rank has joined sends each
- * one the table of listen addresses.
+ * 0 for the address form) serves all connections at once with poll(). Each rank sends a hello
+ * (secret, rank, nranks, its own listen address); connections that send none within
+ * MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT, or beyond MSCCLPP_BOOTSTRAP_MAX_PENDING, are dropped; the
+ * root refuses wrong secrets, duplicate or out-of-range ranks and joiners whose nranks differs
+ * from the session's, and once every rank has joined sends each one the table of listen
+ * addresses. When it gives up it names the ranks that never came.
  *
  * Point-to-point: a rank connects lazily to a peer's listener on its first send to that peer and
  * opens with a handshake (secret, rank) that the acceptor verifies. Each direction of a pair has
@@ -16,7 +18,10 @@
  * ranks sending large messages to each other never deadlock.
  *
  * Every wait is bounded by MSCCLPP_TIMEOUT. One mutex per bootstrap serializes callers; a thread
- * waiting in recv drops it between polls so other threads can send.
+ * waiting in recv drops it between polls so other threads can send. A peer whose listener refuses
+ * connections is gone (its listener existed before the root sent its address): that fails after
+ * a short grace, not at the timeout. A rank that fails because of a peer sends the others an abort
+ * notice naming that peer, so that ranks waiting on it blame the dead rank, not the messenger.
  */
 #include <errno.h>
 #include <poll.h>
@@ -43,6 +48,8 @@
 #define PROTO_VERSION 2
 #define MAX_RANKS (1 << 20)
 #define MAX_FRAME_BYTES (1ull << 40)
+/* A message buffer starts this large and doubles as its bytes arrive. */
+#define MSG_FIRST_BYTES (64u << 10)
 /*
  * A peer that closed our connection to it may still have data for us on a connection we have
  * not accepted yet (two TCP connections are not ordered): wait this long for it to show up.
@@ -416,6 +423,23 @@ static void root_hello(root_t *r, int fd, const unsigned char *h)
 
 static void root_read(root_t *r, int i);
 
+/* A new connection; beyond max_pend the oldest one without a hello is dropped. */
+static void pend_add(root_t *r, int fd, uint64_t now)
+{
+    if (r->npend == r->max_pend) {
+        sock_close(r->pend[0].fd);
+        pend_remove(r, 0);
+        r->dropped_cap++;
+    }
+    rpend_t *p = &r->pend[r->npend++];
+    p->fd = fd;
+    p->got = 0;
+    p->hs_deadline = now + r->hs_ns;
+    /* A rank sends its hello with the connect: take it now, before a burst of silent
+       connections behind it could push it out of the pending list. */
+    root_read(r, r->npend - 1);
+}
+
 /* Accept what the listener has, keeping at most max_pend connections without a hello. */
 static void root_accept(root_t *r, uint64_t now)
 {
@@ -436,18 +460,7 @@ static void root_accept(root_t *r, uint64_t now)
             nanosleep(&ts, NULL);
             return;
         }
-        if (r->npend == r->max_pend) {
-            sock_close(r->pend[0].fd);
-            pend_remove(r, 0);
-            r->dropped_cap++;
-        }
-        rpend_t *p = &r->pend[r->npend++];
-        p->fd = fd;
-        p->got = 0;
-        p->hs_deadline = now + r->hs_ns;
-        /* A rank sends its hello with the connect: take it now, before a burst of silent
-           connections behind it could push it out of the pending list. */
-        root_read(r, r->npend - 1);
+        pend_add(r, fd, now);
     }
 }
 
@@ -472,6 +485,34 @@ static void root_read(root_t *r, int i)
     memcpy(h, p->hello, sizeof h);
     pend_remove(r, i);
     root_hello(r, fd, h);
+}
+
+/* The service ends (done, or at its deadline): answer whoever still waits, and let go. */
+static void root_finish(root_t *r)
+{
+    log_drops(r, 1);
+    uint32_t expect = atomic_load(&r->expect);
+    for (int i = 0; i < r->ngroups; i++) {
+        rgroup_t *g = &r->groups[i];
+        if (g->done || !g->joined) continue;
+        if (expect && g->nranks != expect) {
+            group_refuse(r, g, REPLY_BAD_NRANKS, expect);
+            continue;
+        }
+        char miss[200];
+        WARN(SUBSYS_BOOT,
+             "bootstrap root %s: gave up after %.1f s: %u of %u ranks joined; missing rank(s) %s",
+             r->where, timeout_s(), g->joined, g->nranks,
+             missing_str(g->bits, g->nranks, miss, sizeof miss));
+        group_refuse(r, g, REPLY_TIMEOUT, expect);
+    }
+    if (!r->finished && r->ngroups == 0 && expect)
+        WARN(SUBSYS_BOOT, "bootstrap root %s: gave up after %.1f s: 0 of %u ranks joined",
+             r->where, timeout_s(), expect);
+    for (int i = 0; i < r->ngroups; i++) group_free(&r->groups[i]);
+    r->ngroups = 0;
+    for (int i = 0; i < r->npend; i++) sock_close(r->pend[i].fd);
+    r->npend = 0;
 }
 
 static void *root_main(void *arg)
@@ -521,30 +562,7 @@ static void *root_main(void *arg)
             if (pfd[1 + i].revents) root_read(r, i);
         if (pfd[0].revents) root_accept(r, sock_now_ns());
     }
-    log_drops(r, 1);
-
-    uint32_t expect = atomic_load(&r->expect);
-    int completed = 0;
-    for (int i = 0; i < r->ngroups; i++) completed |= r->groups[i].done && r->groups[i].joined;
-    for (int i = 0; i < r->ngroups; i++) {
-        rgroup_t *g = &r->groups[i];
-        if (g->done || !g->joined) continue;
-        if (expect && g->nranks != expect) {
-            group_refuse(r, g, REPLY_BAD_NRANKS, expect);
-            continue;
-        }
-        char miss[200];
-        WARN(SUBSYS_BOOT,
-             "bootstrap root %s: gave up after %.1f s: %u of %u ranks joined; missing rank(s) %s",
-             r->where, timeout_s(), g->joined, g->nranks,
-             missing_str(g->bits, g->nranks, miss, sizeof miss));
-        group_refuse(r, g, REPLY_TIMEOUT, expect);
-    }
-    if (!completed && !r->finished && r->ngroups == 0 && expect)
-        WARN(SUBSYS_BOOT, "bootstrap root %s: gave up after %.1f s: 0 of %u ranks joined",
-             r->where, timeout_s(), expect);
-    for (int i = 0; i < r->ngroups; i++) group_free(&r->groups[i]);
-    for (int i = 0; i < r->npend; i++) sock_close(r->pend[i].fd);
+    root_finish(r);
     pthread_mutex_lock(&roots_lock);
     for (root_t **pp = &roots; *pp; pp = &(*pp)->next)
         if (*pp == r) {
@@ -621,6 +639,7 @@ typedef struct msg {
     uint32_t kind;
     int tag;
     size_t len;
+    size_t cap; /* bytes allocated at data: grows with what arrived, not with what is announced */
     unsigned char *data;
 } msg_t;
 
@@ -869,7 +888,8 @@ static mscclpp_result_t read_inbound(tcp_t *t, int i, int *removed)
                     return MSCCLPP_OK;
                 }
                 msg_t *m = calloc(1, sizeof *m);
-                unsigned char *d = malloc(len ? (size_t)len : 1);
+                size_t cap = len < MSG_FIRST_BYTES ? (size_t)len : MSG_FIRST_BYTES;
+                unsigned char *d = malloc(cap ? cap : 1);
                 if (!m || !d) {
                     free(m);
                     free(d);
@@ -880,13 +900,25 @@ static mscclpp_result_t read_inbound(tcp_t *t, int i, int *removed)
                 m->kind = sock_get_u32(c->hdr);
                 m->tag = (int)sock_get_u32(c->hdr + 4);
                 m->len = (size_t)len;
+                m->cap = cap;
                 m->data = d;
                 c->cur = m;
                 c->cur_got = 0;
                 c->hdr_got = 0;
             }
         } else {
-            n = sock_recv_some(c->fd, c->cur->data + c->cur_got, c->cur->len - c->cur_got, &st);
+            msg_t *m = c->cur;
+            if (m->cap == c->cur_got) {
+                size_t cap = m->cap * 2 < m->len ? m->cap * 2 : m->len;
+                unsigned char *d = realloc(m->data, cap);
+                if (!d)
+                    return ERR(MSCCLPP_ERR_NO_MEMORY,
+                               "rank %d: out of memory for a %zu-byte message from rank %d",
+                               t->rank, m->len, c->peer);
+                m->data = d;
+                m->cap = cap;
+            }
+            n = sock_recv_some(c->fd, m->data + c->cur_got, m->cap - c->cur_got, &st);
             if (n > 0) c->cur_got += (size_t)n;
         }
         if (n < 0) {
@@ -1595,4 +1627,156 @@ mscclpp_result_t boot_tcp_create_from_address(const char *address, int rank, int
     else
         pthread_detach(thread); /* it stops by its own deadline */
     return res;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Fuzzing hooks (tests/fuzz/fuzz_boot.c): the root's and a rank's parsers, fed through
+ * socketpairs exactly as they read from TCP. Input: chunks of [connection u8][length u8][bytes],
+ * each written to its connection and read at once; connection 0x80 bit closes it instead.
+ * ------------------------------------------------------------------------------------------- */
+
+#define FUZZ_CONNS 8
+
+static const unsigned char fuzz_secret[SECRET_BYTES] = "mscclpp bootstrap fuzz secret..";
+
+const unsigned char *boot_tcp_fuzz_secret(void) { return fuzz_secret; }
+
+static void fuzz_drain(int fd)
+{
+    unsigned char sink[4096];
+    while (fd >= 0 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
+}
+
+/* Next chunk of `data`: its connection and bytes; 0 at the end. */
+static int fuzz_chunk(const uint8_t **data, size_t *len, int *conn, int *close_it,
+                      const uint8_t **bytes, size_t *n)
+{
+    if (*len < 2) return 0;
+    *conn = (*data)[0] % FUZZ_CONNS;
+    *close_it = ((*data)[0] & 0x80) != 0;
+    *n = (*data)[1];
+    *data += 2;
+    *len -= 2;
+    if (*n > *len) *n = *len;
+    *bytes = *data;
+    *data += *n;
+    *len -= *n;
+    return 1;
+}
+
+int boot_tcp_fuzz_root(const uint8_t *data, size_t len)
+{
+    if (len < 1) return 0;
+    root_t *r = calloc(1, sizeof *r);
+    if (!r) return 0;
+    r->max_pend = 4; /* small, so that the drop path runs too */
+    r->pend = malloc(sizeof *r->pend * (size_t)r->max_pend);
+    if (!r->pend) {
+        free(r);
+        return 0;
+    }
+    r->lfd = -1;
+    snprintf(r->where, sizeof r->where, "fuzz");
+    memcpy(r->secret, fuzz_secret, SECRET_BYTES);
+    r->deadline = sock_now_ns() + 60000000000ull;
+    r->hs_ns = 60000000000ull;
+    atomic_init(&r->expect, (uint32_t)(data[0] % 6)); /* 0: no rank of this process */
+    data++;
+    len--;
+    int mine[FUZZ_CONNS], other[FUZZ_CONNS];
+    for (int c = 0; c < FUZZ_CONNS; c++) mine[c] = other[c] = -1;
+    int conn, close_it;
+    const uint8_t *bytes;
+    size_t n;
+    while (fuzz_chunk(&data, &len, &conn, &close_it, &bytes, &n)) {
+        if (other[conn] < 0) {
+            int sv[2];
+            if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) break;
+            mine[conn] = sv[0];
+            other[conn] = sv[1];
+            pend_add(r, sv[0], sock_now_ns());
+        }
+        if (close_it) {
+            sock_close(other[conn]);
+            other[conn] = -1;
+        } else if (n && send(other[conn], bytes, n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+            continue;
+        }
+        for (int i = 0; i < r->npend; i++)
+            if (r->pend[i].fd == mine[conn]) {
+                root_read(r, i);
+                break;
+            }
+        for (int c = 0; c < FUZZ_CONNS; c++) fuzz_drain(other[c]);
+    }
+    root_finish(r);
+    for (int c = 0; c < FUZZ_CONNS; c++) sock_close(other[c]);
+    free(r->pend);
+    free(r);
+    return 0;
+}
+
+int boot_tcp_fuzz_rank(const uint8_t *data, size_t len)
+{
+    tcp_t *t = tcp_alloc(1, 4);
+    if (!t) return 0;
+    memcpy(t->secret, fuzz_secret, SECRET_BYTES);
+    int mine[FUZZ_CONNS], other[FUZZ_CONNS];
+    for (int c = 0; c < FUZZ_CONNS; c++) mine[c] = other[c] = -1;
+    int conn, close_it, failed = 0; /* out of memory: stop */
+    const uint8_t *bytes;
+    size_t n;
+    while (!failed && fuzz_chunk(&data, &len, &conn, &close_it, &bytes, &n)) {
+        if (other[conn] < 0 && mine[conn] < 0) {
+            int sv[2];
+            if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) break;
+            inconn_t *c = calloc(1, sizeof *c);
+            inconn_t **grown = t->nin == t->capin
+                                   ? realloc(t->in, sizeof *grown * (size_t)(t->capin + 16))
+                                   : t->in;
+            if (!c || !grown) {
+                free(c);
+                if (grown) t->in = grown;
+                close(sv[0]);
+                close(sv[1]);
+                break;
+            }
+            if (t->nin == t->capin) t->capin += 16;
+            t->in = grown;
+            c->fd = sv[0];
+            c->peer = -1;
+            c->hs_deadline = sock_now_ns() + t->hs_ns;
+            t->in[t->nin++] = c;
+            mine[conn] = sv[0];
+            other[conn] = sv[1];
+        }
+        if (close_it) {
+            sock_close(other[conn]);
+            other[conn] = -1;
+        } else if (other[conn] < 0 ||
+                   (n && send(other[conn], bytes, n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)) {
+            continue;
+        }
+        int found = 0;
+        for (int i = 0; i < t->nin; i++)
+            if (t->in[i]->fd == mine[conn]) {
+                int removed;
+                found = 1;
+                failed = read_inbound(t, i, &removed) != MSCCLPP_OK;
+                if (removed) mine[conn] = -1;
+                break;
+            }
+        if (!found) mine[conn] = -1;
+    }
+    /* Take what was queued, as receives would. */
+    for (int p = 0; p < t->nranks; p++)
+        for (msg_t *m; (m = t->qhead[p]) != NULL;) {
+            m = take(t, p, m->kind, m->tag);
+            free(m->data);
+            free(m);
+        }
+    for (int c = 0; c < FUZZ_CONNS; c++) sock_close(other[c]);
+    tcp_free(t);
+    return 0;
 }
