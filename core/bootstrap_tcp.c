@@ -1081,6 +1081,15 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
             free(m);
             break;
         }
+        /* A notice first: `peer` may have closed because it failed on the culprit too. */
+        if (t->abort_from >= 0) {
+            res = ERR(MSCCLPP_ERR_REMOTE,
+                      "rank %d: gave up waiting for %s from rank %d: rank %d is gone (reported by "
+                      "rank %d: %s)",
+                      t->rank, what_str(kind, tag, what, sizeof what), peer, t->abort_culprit,
+                      t->abort_from, t->abort_msg);
+            break;
+        }
         inconn_t *c = t->in_of[peer];
         if ((c && c->closed) || (!c && t->out_broken[peer] &&
                                  sock_now_ns() - t->out_broken_ns[peer] > CLOSE_GRACE_NS)) {
@@ -1088,14 +1097,6 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
                 ERR(MSCCLPP_ERR_REMOTE, "rank %d: connection to rank %d closed while receiving %s",
                     t->rank, peer, what_str(kind, tag, what, sizeof what));
             culprit = peer;
-            break;
-        }
-        if (t->abort_from >= 0) {
-            res = ERR(MSCCLPP_ERR_REMOTE,
-                      "rank %d: gave up waiting for %s from rank %d: rank %d is gone (reported by "
-                      "rank %d: %s)",
-                      t->rank, what_str(kind, tag, what, sizeof what), peer, t->abort_culprit,
-                      t->abort_from, t->abort_msg);
             break;
         }
         if (sock_now_ns() >= deadline) {
