@@ -738,7 +738,8 @@ static void drop_unverified(tcp_t *t, int expire)
                 late++;
                 break;
             }
-            if (pending > t->max_pend && (oldest < 0 || c->hs_deadline < t->in[oldest]->hs_deadline))
+            if (pending > t->max_pend &&
+                (oldest < 0 || c->hs_deadline < t->in[oldest]->hs_deadline))
                 oldest = i;
         }
         if (oldest < 0) break;
@@ -1084,10 +1085,10 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
         /* A notice first: `peer` may have closed because it failed on the culprit too. */
         if (t->abort_from >= 0) {
             res = ERR(MSCCLPP_ERR_REMOTE,
-                      "rank %d: gave up waiting for %s from rank %d: rank %d is gone (reported by "
-                      "rank %d: %s)",
-                      t->rank, what_str(kind, tag, what, sizeof what), peer, t->abort_culprit,
-                      t->abort_from, t->abort_msg);
+                      "rank %d: gave up waiting for %s from rank %d: rank %d failed on rank %d "
+                      "(%s)",
+                      t->rank, what_str(kind, tag, what, sizeof what), peer, t->abort_from,
+                      t->abort_culprit, t->abort_msg);
             break;
         }
         inconn_t *c = t->in_of[peer];

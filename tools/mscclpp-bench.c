@@ -840,7 +840,9 @@ static void fork_child(const opts_t *o, int id_pipe[2], int rank)
             fflush(NULL);
             _exit(1); /* closing the pipe tells the others */
         }
-        /* Writes of one id are atomic (below PIPE_BUF), so each reader gets a whole one. */
+        /* Writes of one id are atomic (below PIPE_BUF), so each reader gets a whole one; a rank
+           that died before reading must not take rank 0 down with SIGPIPE. */
+        signal(SIGPIPE, SIG_IGN);
         for (int r = 1; r < o->np; r++)
             if (write(id_pipe[1], &id, sizeof id) != (ssize_t)sizeof id) {
                 fprintf(stderr, "mscclpp-bench: rank 0: passing the unique id: %s\n",

@@ -30,7 +30,9 @@ static int child_id(int rank, int nranks, int id_pipe[2], mscclpp_unique_id_t *i
             fprintf(stderr, "# rank 0: unique id: %s\n", mscclpp_last_error());
             return 1; /* the pipe closes with this process: the others fail at once */
         }
-        /* One id per reader; a write this small is atomic, so each read gets a whole id. */
+        /* One id per reader; a write this small is atomic, so each read gets a whole id. A
+           reader that died must not take rank 0 down with SIGPIPE. */
+        signal(SIGPIPE, SIG_IGN);
         for (int r = 1; r < nranks; r++)
             if (write(id_pipe[1], id, sizeof *id) != (ssize_t)sizeof *id) return 1;
         close(id_pipe[1]);
