@@ -41,8 +41,16 @@ static void open_file(const char *pattern)
     }
 }
 
+/*
+ * fork() copies out_lock as it is: a child forked while another thread was logging would wait
+ * for it forever at its first log line. Hold it across fork so that both sides get it free.
+ */
+static void fork_prepare(void) { pthread_mutex_lock(&out_lock); }
+static void fork_release(void) { pthread_mutex_unlock(&out_lock); }
+
 static void init(void)
 {
+    pthread_atfork(fork_prepare, fork_release, fork_release);
     gethostname(host, sizeof host - 1);
     /* base/config.c parses both; a bad value gives the default, and a warning below */
     level = (log_level_t)config_get_int(CFG_MSCCLPP_DEBUG);

@@ -53,6 +53,11 @@ mscclpp_result_t boot_tcp_create_from_address(const char *address, int rank, int
 /** TCP: choose an address, bind, start the root thread and encode the id. */
 mscclpp_result_t boot_tcp_unique_id(mscclpp_unique_id_t *id);
 
+/* Fuzzing hooks (tests/fuzz/fuzz_boot.c): feed bytes to the root's and a rank's parsers. */
+int boot_tcp_fuzz_root(const uint8_t *data, size_t len);
+int boot_tcp_fuzz_rank(const uint8_t *data, size_t len);
+const unsigned char *boot_tcp_fuzz_secret(void);
+
 #ifdef __cplusplus
 }
 #endif

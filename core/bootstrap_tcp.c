@@ -2,10 +2,12 @@
  * TCP bootstrap.
  *
  * Session setup: a root service (a thread in the process that created the unique id, or in rank
- * 0 for the address form) accepts one connection per rank. Each rank sends a hello (secret, rank,
- * nranks, its own listen address); the root drops connections with a wrong secret, refuses
- * duplicate or out-of-range ranks and nranks mismatches, and once every rank has joined sends each
- * one the table of listen addresses.
+ * 0 for the address form) serves all connections at once with poll(). Each rank sends a hello
+ * (secret, rank, nranks, its own listen address); connections that send none within
+ * MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT, or beyond MSCCLPP_BOOTSTRAP_MAX_PENDING, are dropped; the
+ * root refuses wrong secrets, duplicate or out-of-range ranks and joiners whose nranks differs
+ * from the session's, and once every rank has joined sends each one the table of listen
+ * addresses. When it gives up it names the ranks that never came.
  *
  * Point-to-point: a rank connects lazily to a peer's listener on its first send to that peer and
  * opens with a handshake (secret, rank) that the acceptor verifies. Each direction of a pair has
@@ -16,12 +18,16 @@
  * ranks sending large messages to each other never deadlock.
  *
  * Every wait is bounded by MSCCLPP_TIMEOUT. One mutex per bootstrap serializes callers; a thread
- * waiting in recv drops it between polls so other threads can send.
+ * waiting in recv drops it between polls so other threads can send. A peer whose listener refuses
+ * connections is gone (its listener existed before the root sent its address): that fails after
+ * a short grace, not at the timeout. A rank that fails because of a peer sends the others an abort
+ * notice naming that peer, so that ranks waiting on it blame the dead rank, not the messenger.
  */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,22 +45,28 @@
 #define HELLO_MAGIC "MSCCLPPH"
 #define REPLY_MAGIC "MSCCLPPR"
 #define CONN_MAGIC "MSCCLPPC"
-#define PROTO_VERSION 1
+#define PROTO_VERSION 2
 #define MAX_RANKS (1 << 20)
 #define MAX_FRAME_BYTES (1ull << 40)
+/* A message buffer starts this large and doubles as its bytes arrive. */
+#define MSG_FIRST_BYTES (64u << 10)
 /*
  * A peer that closed our connection to it may still have data for us on a connection we have
  * not accepted yet (two TCP connections are not ordered): wait this long for it to show up.
  */
 #define CLOSE_GRACE_NS 1000000000ull
+/* A joiner waits this long past its own timeout for the root's verdict. */
+#define REPLY_GRACE_NS 500000000ull
 
 /*
  * Unique id (128 bytes):   0 magic[8] | 8 version u16 | 10 reserved u16 | 12 root address[20] |
  *                          32 secret[32] | 64 zero[64]
  * Hello (rank -> root):    0 magic[8] | 8 version u16 | 10 reserved u16 | 12 secret[32] |
  *                          44 rank u32 | 48 nranks u32 | 52 listen address[20]        = 72 bytes
- * Reply (root -> rank):    0 magic[8] | 8 status u32 | 12 nranks u32 | 16 joined u32  = 20 bytes,
- *                          then, when status is OK, nranks addresses[20]
+ * Reply (root -> rank):    0 magic[8] | 8 status u32 | 12 nranks u32 | 16 joined u32 |
+ *                          20 session nranks u32 (0: not known)                    = 24 bytes,
+ *                          then, when status is OK, nranks addresses[20]; when TIMEOUT, a
+ *                          bitmap of the joined ranks, (nranks + 7) / 8 bytes, bit i%8 of byte i/8
  * Handshake (peer conn):   0 magic[8] | 8 version u16 | 10 reserved u16 | 12 secret[32] |
  *                          44 rank u32 | 48 nranks u32                                 = 52 bytes
  * Frame:                   0 kind u32 | 4 tag u32 | 8 length u64 | payload             = 16 + len
@@ -63,7 +75,7 @@
 #define UID_ADDR_OFF 12
 #define UID_SECRET_OFF 32
 #define HELLO_BYTES 72
-#define REPLY_BYTES 20
+#define REPLY_BYTES 24
 #define HS_BYTES 52
 #define FRAME_HDR_BYTES 16
 
@@ -72,9 +84,13 @@ enum {
     REPLY_BAD_SECRET = 1,
     REPLY_BAD_RANK = 2,
     REPLY_BAD_NRANKS = 3,
-    REPLY_TIMEOUT = 4
+    REPLY_TIMEOUT = 4,
+    REPLY_COMPLETE = 5
 };
-enum { KIND_USER = 0, KIND_ALLGATHER = 1, KIND_BARRIER = 2, KIND_COUNT };
+/* KIND_ABORT: a rank that failed because of a peer tells the others (tag: that peer, payload:
+   its error message), so that ranks waiting on the reporter do not blame the reporter. */
+enum { KIND_USER = 0, KIND_ALLGATHER = 1, KIND_BARRIER = 2, KIND_ABORT = 3, KIND_COUNT };
+#define ABORT_MAX_BYTES 1024
 
 /* ---------------------------------------------------------------------------------------------
  * Secrets
@@ -132,25 +148,139 @@ static int secret_equal(const unsigned char *a, const unsigned char *b)
 static double timeout_s(void) { return (double)config_timeout_ns() / 1e9; }
 
 /* ---------------------------------------------------------------------------------------------
- * Root service
+ * Settings shared by the root and the ranks' listeners
  * ------------------------------------------------------------------------------------------- */
 
+/* How long a fresh connection may take to send its hello or handshake (a rank sends it at once). */
+static uint64_t handshake_ns(void)
+{
+    const char *v = config_get(CFG_MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT);
+    char *end = NULL;
+    double s = strtod(v, &end);
+    if (end == v || *end != '\0' || !(s > 0) || s > 3600) s = 2;
+    return (uint64_t)(s * 1e9);
+}
+
+/* Connections held before their hello or handshake is complete. */
+static int max_pending(void)
+{
+    int64_t v = config_get_int(CFG_MSCCLPP_BOOTSTRAP_MAX_PENDING);
+    return v < 1 ? 1 : v > 100000 ? 100000 : (int)v;
+}
+
+/* "2, 5-7, 9" for the ranks whose bit is clear in `bits`, cut with "..." to fit `cap`. */
+static const char *missing_str(const unsigned char *bits, uint32_t n, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < n; i++) {
+        if (bits[i / 8] & (1u << (i % 8))) continue;
+        uint32_t j = i;
+        while (j + 1 < n && !(bits[(j + 1) / 8] & (1u << ((j + 1) % 8)))) j++;
+        char one[32];
+        if (j == i)
+            snprintf(one, sizeof one, "%s%u", len ? ", " : "", i);
+        else
+            snprintf(one, sizeof one, "%s%u-%u", len ? ", " : "", i, j);
+        if (len + strlen(one) + 5 >= cap) {
+            snprintf(buf + len, cap - len, ", ...");
+            break;
+        }
+        len += (size_t)snprintf(buf + len, cap - len, "%s", one);
+        i = j;
+    }
+    return buf;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Root service
+ *
+ * One thread serves all connections at once with poll(): a fresh connection must complete its
+ * hello within the handshake timeout, and at most MSCCLPP_BOOTSTRAP_MAX_PENDING of them are
+ * held (the oldest is dropped beyond that), so silent or slow clients cost neither time nor
+ * file descriptors. Authenticated joiners are grouped by the nranks they claim; each group
+ * completes on its own, so a joiner that claims another size (a stale job, a "1-rank" squatter
+ * holding the id) never locks the real ranks out. When a rank of this process joins, its nranks
+ * is authoritative: joiners that disagree are refused at once, and the service ends as soon as
+ * that group is complete. Without one it serves until its deadline.
+ * ------------------------------------------------------------------------------------------- */
+
+#define ROOT_MAX_GROUPS 4
+
 typedef struct {
+    int fd;
+    uint64_t hs_deadline; /* the hello must be complete by then */
+    size_t got;
+    unsigned char hello[HELLO_BYTES];
+} rpend_t;
+
+typedef struct {
+    uint32_t nranks;
+    uint32_t joined;
+    int *fd_of; /* per rank: its connection, -1 until it joined */
+    unsigned char *table;
+    unsigned char *bits; /* per rank: joined */
+    int done;
+} rgroup_t;
+
+typedef struct root {
+    struct root *next; /* registry of this process's roots */
     int lfd;
     sock_addr_t addr;
+    char where[80];
     unsigned char secret[SECRET_BYTES];
     uint64_t deadline;
+    _Atomic uint32_t expect; /* nranks of a rank of this process (0: none joined) */
+    rpend_t *pend;           /* oldest first */
+    int npend, max_pend;
+    uint64_t hs_ns;
+    unsigned long dropped_cap, dropped_slow; /* not yet logged */
+    uint64_t last_drop_log;
+    rgroup_t groups[ROOT_MAX_GROUPS];
+    int ngroups;
+    int finished;
 } root_t;
 
+static pthread_mutex_t roots_lock = PTHREAD_MUTEX_INITIALIZER;
+static root_t *roots;
+static pthread_once_t roots_once = PTHREAD_ONCE_INIT;
+
+/* The registry lock must not be held by a vanished thread in a child; its roots have no thread. */
+static void roots_prepare(void) { pthread_mutex_lock(&roots_lock); }
+static void roots_parent(void) { pthread_mutex_unlock(&roots_lock); }
+static void roots_child(void)
+{
+    roots = NULL;
+    pthread_mutex_unlock(&roots_lock);
+}
+static void roots_init(void) { pthread_atfork(roots_prepare, roots_parent, roots_child); }
+
+/* A rank of this process is joining the session of `secret` with `nranks`: tell its root. */
+static void roots_expect(const unsigned char *secret, int nranks)
+{
+    pthread_once(&roots_once, roots_init);
+    pthread_mutex_lock(&roots_lock);
+    for (root_t *r = roots; r; r = r->next) {
+        if (!secret_equal(r->secret, secret)) continue;
+        uint32_t zero = 0;
+        atomic_compare_exchange_strong(&r->expect, &zero, (uint32_t)nranks);
+    }
+    pthread_mutex_unlock(&roots_lock);
+}
+
 static void reply_status(int fd, uint32_t status, uint32_t nranks, uint32_t joined,
-                         uint64_t deadline)
+                         uint32_t session, const unsigned char *bits)
 {
     unsigned char r[REPLY_BYTES];
     memcpy(r, REPLY_MAGIC, 8);
     sock_put_u32(r + 8, status);
     sock_put_u32(r + 12, nranks);
     sock_put_u32(r + 16, joined);
-    (void)sock_send_all(fd, r, sizeof r, deadline);
+    sock_put_u32(r + 20, session);
+    /* Short: a client that does not read its refusal must not hold the service up. */
+    uint64_t deadline = sock_now_ns() + 200000000ull;
+    if (sock_send_all(fd, r, sizeof r, deadline) == SOCK_OK && bits)
+        (void)sock_send_all(fd, bits, (nranks + 7) / 8, deadline);
 }
 
 static const char *peer_str(int fd, char *buf, size_t cap)
@@ -161,126 +291,335 @@ static const char *peer_str(int fd, char *buf, size_t cap)
     return sock_addr_str(&a, buf, cap);
 }
 
+static void pend_remove(root_t *r, int i)
+{
+    memmove(&r->pend[i], &r->pend[i + 1], sizeof *r->pend * (size_t)(r->npend - i - 1));
+    r->npend--;
+}
+
+/* Log dropped connections at most once a second: a flood must not become a flood of logs. */
+static void log_drops(root_t *r, int force)
+{
+    if (!r->dropped_cap && !r->dropped_slow) return;
+    uint64_t now = sock_now_ns();
+    if (!force && now - r->last_drop_log < 1000000000ull) return;
+    WARN(SUBSYS_BOOT,
+         "bootstrap root %s: dropped %lu connection(s) with no hello within %.1f s and %lu over "
+         "the limit of %d pending (MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT, "
+         "MSCCLPP_BOOTSTRAP_MAX_PENDING)",
+         r->where, r->dropped_slow, (double)r->hs_ns / 1e9, r->dropped_cap, r->max_pend);
+    r->dropped_cap = r->dropped_slow = 0;
+    r->last_drop_log = now;
+}
+
+static void group_free(rgroup_t *g)
+{
+    for (uint32_t i = 0; g->fd_of && i < g->nranks; i++) sock_close(g->fd_of[i]);
+    free(g->fd_of);
+    free(g->table);
+    free(g->bits);
+    memset(g, 0, sizeof *g);
+}
+
+/* Refuse every member of group g with `status` and forget the group. */
+static void group_refuse(root_t *r, rgroup_t *g, uint32_t status, uint32_t session)
+{
+    for (uint32_t i = 0; i < g->nranks; i++) {
+        if (g->fd_of[i] < 0) continue;
+        reply_status(g->fd_of[i], status, g->nranks, g->joined, session,
+                     status == REPLY_TIMEOUT ? g->bits : NULL);
+    }
+    group_free(g);
+}
+
+static void group_complete(root_t *r, rgroup_t *g)
+{
+    unsigned char hdr[REPLY_BYTES];
+    memcpy(hdr, REPLY_MAGIC, 8);
+    sock_put_u32(hdr + 8, REPLY_OK);
+    sock_put_u32(hdr + 12, g->nranks);
+    sock_put_u32(hdr + 16, g->joined);
+    sock_put_u32(hdr + 20, g->nranks);
+    uint64_t deadline = sock_deadline();
+    size_t tbytes = (size_t)g->nranks * SOCK_ADDR_WIRE_BYTES;
+    for (uint32_t i = 0; i < g->nranks; i++) {
+        if (sock_send_all(g->fd_of[i], hdr, sizeof hdr, deadline) != SOCK_OK ||
+            sock_send_all(g->fd_of[i], g->table, tbytes, deadline) != SOCK_OK)
+            WARN(SUBSYS_BOOT, "bootstrap root %s: could not send the table to rank %u: %m",
+                 r->where, i);
+    }
+    INFO(SUBSYS_BOOT, "bootstrap root %s: all %u ranks joined", r->where, g->nranks);
+    for (uint32_t i = 0; i < g->nranks; i++) {
+        sock_close(g->fd_of[i]);
+        g->fd_of[i] = -1;
+    }
+    g->done = 1;
+}
+
+/* A complete hello on `fd` (taken over from the pending list). */
+static void root_hello(root_t *r, int fd, const unsigned char *h)
+{
+    char who[80];
+    uint32_t expect = atomic_load(&r->expect);
+    if (memcmp(h, HELLO_MAGIC, 8) != 0 || sock_get_u16(h + 8) != PROTO_VERSION ||
+        !secret_equal(h + 12, r->secret)) {
+        WARN(SUBSYS_BOOT, "bootstrap root %s: refused %s: wrong secret or protocol", r->where,
+             peer_str(fd, who, sizeof who));
+        reply_status(fd, REPLY_BAD_SECRET, 0, 0, 0, NULL);
+        sock_close(fd);
+        return;
+    }
+    uint32_t rank = sock_get_u32(h + 44), n = sock_get_u32(h + 48);
+    rgroup_t *g = NULL;
+    for (int i = 0; i < r->ngroups; i++)
+        if (r->groups[i].nranks == n) g = &r->groups[i];
+    uint32_t status = REPLY_OK;
+    if (n < 1 || n > MAX_RANKS || (expect && n != expect)) {
+        status = REPLY_BAD_NRANKS;
+    } else if (g && g->done) {
+        status = REPLY_COMPLETE;
+    } else if (rank >= n || (g && g->fd_of[rank] >= 0)) {
+        status = REPLY_BAD_RANK;
+    } else if (!g && r->ngroups == ROOT_MAX_GROUPS) {
+        status = REPLY_BAD_NRANKS;
+    } else if (!g) {
+        g = &r->groups[r->ngroups];
+        g->nranks = n;
+        g->fd_of = malloc(sizeof *g->fd_of * n);
+        g->table = calloc(n, SOCK_ADDR_WIRE_BYTES);
+        g->bits = calloc((n + 7) / 8, 1);
+        if (!g->fd_of || !g->table || !g->bits) {
+            WARN(SUBSYS_BOOT, "bootstrap root %s: out of memory for %u ranks", r->where, n);
+            group_free(g);
+            reply_status(fd, REPLY_TIMEOUT, n, 0, 0, NULL);
+            sock_close(fd);
+            return;
+        }
+        for (uint32_t i = 0; i < n; i++) g->fd_of[i] = -1;
+        r->ngroups++;
+    }
+    if (status != REPLY_OK) {
+        WARN(SUBSYS_BOOT, "bootstrap root %s: refused rank %u of %u from %s: %s", r->where,
+             rank, n, peer_str(fd, who, sizeof who),
+             status == REPLY_BAD_NRANKS ? "nranks differs from the session's"
+             : status == REPLY_COMPLETE ? "that session is complete already"
+             : rank >= n                ? "rank out of range"
+                                        : "rank already joined");
+        reply_status(fd, status, n, g ? g->joined : 0, expect, NULL);
+        sock_close(fd);
+        return;
+    }
+    g->fd_of[rank] = fd;
+    memcpy(g->table + (size_t)rank * SOCK_ADDR_WIRE_BYTES, h + 52, SOCK_ADDR_WIRE_BYTES);
+    g->bits[rank / 8] |= (unsigned char)(1u << (rank % 8));
+    g->joined++;
+    TRACE(SUBSYS_BOOT, "bootstrap root %s: rank %u of %u joined (%u so far)", r->where, rank, n,
+          g->joined);
+    if (g->joined == n) {
+        group_complete(r, g);
+        if (expect == n) r->finished = 1;
+    }
+}
+
+static void root_read(root_t *r, int i);
+
+/* A new connection; beyond max_pend the oldest one without a hello is dropped. */
+static void pend_add(root_t *r, int fd, uint64_t now)
+{
+    if (r->npend == r->max_pend) {
+        sock_close(r->pend[0].fd);
+        pend_remove(r, 0);
+        r->dropped_cap++;
+    }
+    rpend_t *p = &r->pend[r->npend++];
+    p->fd = fd;
+    p->got = 0;
+    p->hs_deadline = now + r->hs_ns;
+    /* A rank sends its hello with the connect: take it now, before a burst of silent
+       connections behind it could push it out of the pending list. */
+    root_read(r, r->npend - 1);
+}
+
+/* Accept what the listener has, keeping at most max_pend connections without a hello. */
+static void root_accept(root_t *r, uint64_t now)
+{
+    for (;;) {
+        int fd;
+        sock_status_t st = sock_accept(r->lfd, 0, &fd);
+        if (st == SOCK_TIMEOUT) return;
+        if (st != SOCK_OK) {
+            if ((errno == EMFILE || errno == ENFILE) && r->npend > 0) {
+                /* Out of descriptors: the oldest silent connection makes room. */
+                sock_close(r->pend[0].fd);
+                pend_remove(r, 0);
+                r->dropped_cap++;
+                continue;
+            }
+            WARN(SUBSYS_BOOT, "bootstrap root %s: accept failed: %m", r->where);
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+            return;
+        }
+        pend_add(r, fd, now);
+    }
+}
+
+/* Read what pending connection i has; a complete hello leaves the list. */
+static void root_read(root_t *r, int i)
+{
+    char who[80];
+    rpend_t *p = &r->pend[i];
+    sock_status_t st = SOCK_OK;
+    ssize_t n = sock_recv_some(p->fd, p->hello + p->got, HELLO_BYTES - p->got, &st);
+    if (n < 0) {
+        TRACE(SUBSYS_BOOT, "bootstrap root %s: %s closed before its hello was complete",
+              r->where, peer_str(p->fd, who, sizeof who));
+        sock_close(p->fd);
+        pend_remove(r, i);
+        return;
+    }
+    p->got += (size_t)n;
+    if (p->got < HELLO_BYTES) return;
+    int fd = p->fd;
+    unsigned char h[HELLO_BYTES];
+    memcpy(h, p->hello, sizeof h);
+    pend_remove(r, i);
+    root_hello(r, fd, h);
+}
+
+/* The service ends (done, or at its deadline): answer whoever still waits, and let go. */
+static void root_finish(root_t *r)
+{
+    log_drops(r, 1);
+    uint32_t expect = atomic_load(&r->expect);
+    for (int i = 0; i < r->ngroups; i++) {
+        rgroup_t *g = &r->groups[i];
+        if (g->done || !g->joined) continue;
+        if (expect && g->nranks != expect) {
+            group_refuse(r, g, REPLY_BAD_NRANKS, expect);
+            continue;
+        }
+        char miss[200];
+        WARN(SUBSYS_BOOT,
+             "bootstrap root %s: gave up after %.1f s: %u of %u ranks joined; missing rank(s) %s",
+             r->where, timeout_s(), g->joined, g->nranks,
+             missing_str(g->bits, g->nranks, miss, sizeof miss));
+        group_refuse(r, g, REPLY_TIMEOUT, expect);
+    }
+    if (!r->finished && r->ngroups == 0 && expect)
+        WARN(SUBSYS_BOOT, "bootstrap root %s: gave up after %.1f s: 0 of %u ranks joined",
+             r->where, timeout_s(), expect);
+    for (int i = 0; i < r->ngroups; i++) group_free(&r->groups[i]);
+    r->ngroups = 0;
+    for (int i = 0; i < r->npend; i++) sock_close(r->pend[i].fd);
+    r->npend = 0;
+}
+
 static void *root_main(void *arg)
 {
     root_t *r = arg;
-    char where[80], who[80];
-    sock_addr_str(&r->addr, where, sizeof where);
-    int nranks = 0, joined = 0;
-    int *fds = NULL;
-    unsigned char *table = NULL;
-
-    while (nranks == 0 || joined < nranks) {
-        int fd;
-        sock_status_t st = sock_accept(r->lfd, r->deadline, &fd);
-        if (st == SOCK_TIMEOUT) break;
-        if (st != SOCK_OK) {
-            WARN(SUBSYS_BOOT, "bootstrap root %s: accept failed: %m", where);
-            struct timespec ts = {0, 10000000};
-            nanosleep(&ts, NULL);
-            continue;
-        }
-        /* A rank sends its hello right after connecting; do not let a silent client stall us. */
-        uint64_t hello_deadline = sock_now_ns() + 5000000000ull;
-        if (hello_deadline > r->deadline) hello_deadline = r->deadline;
-        unsigned char h[HELLO_BYTES];
-        if (sock_recv_all(fd, h, sizeof h, hello_deadline) != SOCK_OK) {
-            WARN(SUBSYS_BOOT, "bootstrap root %s: dropped %s: no complete hello", where,
-                 peer_str(fd, who, sizeof who));
-            sock_close(fd);
-            continue;
-        }
-        if (memcmp(h, HELLO_MAGIC, 8) != 0 || sock_get_u16(h + 8) != PROTO_VERSION ||
-            !secret_equal(h + 12, r->secret)) {
-            WARN(SUBSYS_BOOT, "bootstrap root %s: refused %s: wrong secret or protocol", where,
-                 peer_str(fd, who, sizeof who));
-            reply_status(fd, REPLY_BAD_SECRET, 0, 0, hello_deadline);
-            sock_close(fd);
-            continue;
-        }
-        uint32_t rank = sock_get_u32(h + 44), n = sock_get_u32(h + 48);
-        if (nranks == 0 && n >= 1 && n <= MAX_RANKS) {
-            fds = malloc(sizeof *fds * n);
-            table = calloc(n, SOCK_ADDR_WIRE_BYTES);
-            if (!fds || !table) {
-                WARN(SUBSYS_BOOT, "bootstrap root %s: out of memory for %u ranks", where, n);
-                sock_close(fd);
-                break;
+    struct pollfd *pfd = malloc(sizeof *pfd * (size_t)(r->max_pend + 1));
+    if (!pfd) {
+        WARN(SUBSYS_BOOT, "bootstrap root %s: out of memory", r->where);
+        r->finished = 1;
+    }
+    while (!r->finished) {
+        uint64_t now = sock_now_ns();
+        if (now >= r->deadline) break;
+        uint32_t expect = atomic_load(&r->expect);
+        for (int i = 0; expect && i < r->ngroups; i++) {
+            rgroup_t *g = &r->groups[i];
+            if (g->nranks != expect && g->joined && !g->done) {
+                WARN(SUBSYS_BOOT, "bootstrap root %s: refused %u rank(s) that claimed %u ranks: "
+                                  "this session has %u", r->where, g->joined, g->nranks, expect);
+                group_refuse(r, g, REPLY_BAD_NRANKS, expect);
+                g->done = 1;
             }
-            for (uint32_t i = 0; i < n; i++) fds[i] = -1;
-            nranks = (int)n;
         }
-        if ((int)n != nranks) {
-            WARN(SUBSYS_BOOT, "bootstrap root %s: refused rank %u of %s: nranks %u != %d", where,
-                 rank, peer_str(fd, who, sizeof who), n, nranks);
-            reply_status(fd, REPLY_BAD_NRANKS, (uint32_t)nranks, (uint32_t)joined, hello_deadline);
-            sock_close(fd);
-            continue;
+        uint64_t wake = r->deadline;
+        for (int i = r->npend - 1; i >= 0; i--) {
+            if (r->pend[i].hs_deadline <= now) {
+                sock_close(r->pend[i].fd);
+                pend_remove(r, i);
+                r->dropped_slow++;
+            } else if (r->pend[i].hs_deadline < wake) {
+                wake = r->pend[i].hs_deadline;
+            }
         }
-        if (rank >= n || fds[rank] >= 0) {
-            WARN(SUBSYS_BOOT, "bootstrap root %s: refused %s: rank %u is %s", where,
-                 peer_str(fd, who, sizeof who), rank, rank >= n ? "out of range" : "taken");
-            reply_status(fd, REPLY_BAD_RANK, (uint32_t)nranks, (uint32_t)joined, hello_deadline);
-            sock_close(fd);
-            continue;
+        log_drops(r, 0);
+        int np = 0;
+        pfd[np++] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
+        for (int i = 0; i < r->npend; i++)
+            pfd[np++] = (struct pollfd){.fd = r->pend[i].fd, .events = POLLIN};
+        int n = poll(pfd, (nfds_t)np, sock_poll_ms(wake, 1000));
+        if (n < 0 && errno != EINTR) {
+            WARN(SUBSYS_BOOT, "bootstrap root %s: poll: %m", r->where);
+            break;
         }
-        fds[rank] = fd;
-        memcpy(table + (size_t)rank * SOCK_ADDR_WIRE_BYTES, h + 52, SOCK_ADDR_WIRE_BYTES);
-        joined++;
-        TRACE(SUBSYS_BOOT, "bootstrap root %s: rank %u joined (%d of %d)", where, rank, joined,
-              nranks);
+        if (n <= 0) continue;
+        /* From the end: root_read removes entries (pfd[1 + i] matches pend[i] until then). */
+        for (int i = np - 2; i >= 0; i--)
+            if (pfd[1 + i].revents) root_read(r, i);
+        if (pfd[0].revents) root_accept(r, sock_now_ns());
     }
-
-    /* Replies get their own time budget: the join may have used most of the first one. */
-    uint64_t deadline = sock_deadline();
-    if (nranks > 0 && joined == nranks) {
-        unsigned char hdr[REPLY_BYTES];
-        memcpy(hdr, REPLY_MAGIC, 8);
-        sock_put_u32(hdr + 8, REPLY_OK);
-        sock_put_u32(hdr + 12, (uint32_t)nranks);
-        sock_put_u32(hdr + 16, (uint32_t)joined);
-        for (int i = 0; i < nranks; i++) {
-            if (sock_send_all(fds[i], hdr, sizeof hdr, deadline) != SOCK_OK ||
-                sock_send_all(fds[i], table, (size_t)nranks * SOCK_ADDR_WIRE_BYTES, deadline) !=
-                    SOCK_OK)
-                WARN(SUBSYS_BOOT, "bootstrap root %s: could not send the table to rank %d: %m",
-                     where, i);
+    root_finish(r);
+    pthread_mutex_lock(&roots_lock);
+    for (root_t **pp = &roots; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            break;
         }
-        INFO(SUBSYS_BOOT, "bootstrap root %s: all %d ranks joined", where, nranks);
-    } else {
-        WARN(SUBSYS_BOOT, "bootstrap root %s: gave up after %.1f s: %d of %d ranks joined", where,
-             timeout_s(), joined, nranks);
-        for (int i = 0; i < nranks; i++)
-            if (fds[i] >= 0)
-                reply_status(fds[i], REPLY_TIMEOUT, (uint32_t)nranks, (uint32_t)joined, deadline);
-    }
-    for (int i = 0; i < nranks; i++) sock_close(fds[i]);
-    free(fds);
-    free(table);
+    pthread_mutex_unlock(&roots_lock);
     sock_close(r->lfd);
+    free(pfd);
+    free(r->pend);
     free(r);
     return NULL;
 }
 
-/* Start the root service on a bound listener; `thread` NULL detaches it. Takes `lfd`. */
+/*
+ * Start the root service on a bound listener; `thread` NULL detaches it. Takes `lfd`. `nranks`
+ * > 0 when the caller knows the session's size (the address form, where rank 0 runs the root).
+ */
 static mscclpp_result_t root_start(int lfd, const sock_addr_t *addr, const unsigned char *secret,
-                                   pthread_t *thread)
+                                   int nranks, pthread_t *thread)
 {
+    pthread_once(&roots_once, roots_init);
     root_t *r = calloc(1, sizeof *r);
-    if (!r) {
+    if (r) {
+        r->max_pend = max_pending();
+        r->pend = malloc(sizeof *r->pend * (size_t)r->max_pend);
+    }
+    if (!r || !r->pend) {
+        free(r);
         sock_close(lfd);
         return ERR(MSCCLPP_ERR_NO_MEMORY, "bootstrap root: out of memory");
     }
     r->lfd = lfd;
     r->addr = *addr;
+    sock_addr_str(addr, r->where, sizeof r->where);
     memcpy(r->secret, secret, SECRET_BYTES);
     r->deadline = sock_deadline();
+    r->hs_ns = handshake_ns();
+    atomic_init(&r->expect, (uint32_t)(nranks > 0 ? nranks : 0));
+    pthread_mutex_lock(&roots_lock);
+    r->next = roots;
+    roots = r;
+    pthread_mutex_unlock(&roots_lock);
     pthread_t t;
     int rc = pthread_create(&t, NULL, root_main, r);
     if (rc != 0) {
         errno = rc;
         mscclpp_result_t res = ERR_SYS("bootstrap root: pthread_create: %m");
+        pthread_mutex_lock(&roots_lock);
+        for (root_t **pp = &roots; *pp; pp = &(*pp)->next)
+            if (*pp == r) {
+                *pp = r->next;
+                break;
+            }
+        pthread_mutex_unlock(&roots_lock);
         sock_close(lfd);
+        free(r->pend);
         free(r);
         return res;
     }
@@ -300,6 +639,7 @@ typedef struct msg {
     uint32_t kind;
     int tag;
     size_t len;
+    size_t cap; /* bytes allocated at data: grows with what arrived, not with what is announced */
     unsigned char *data;
 } msg_t;
 
@@ -307,6 +647,7 @@ typedef struct {
     int fd;
     int peer;                    /* -1 until the handshake is verified */
     int closed;                  /* EOF or error seen */
+    uint64_t hs_deadline;        /* unverified: the handshake must be complete by then */
     unsigned char hdr[HS_BYTES]; /* handshake or frame header being read */
     size_t hdr_got;
     msg_t *cur; /* payload being read */
@@ -328,6 +669,13 @@ typedef struct {
     int nin, capin;
     struct pollfd *pfd;
     int cappfd;
+    int max_pend;       /* unverified inbound connections held at most */
+    uint64_t hs_ns;     /* handshake timeout */
+    int refused_grace;  /* fail fast on refused connections to peers (their listeners existed) */
+    int abort_sent;     /* this rank told the others about its failure */
+    int abort_from;     /* -1, or the rank whose abort notice arrived first */
+    int abort_culprit;  /* the rank that notice blames */
+    char abort_msg[256];
 } tcp_t;
 
 static void mark_broken(tcp_t *t, int peer)
@@ -371,6 +719,43 @@ static void in_remove(tcp_t *t, int i)
     }
 }
 
+/*
+ * Drop unverified inbound connections whose handshake is late (`expire`), and the oldest ones
+ * beyond max_pend: silent clients must cost neither time nor descriptors.
+ */
+static void drop_unverified(tcp_t *t, int expire)
+{
+    uint64_t now = sock_now_ns();
+    int pending = 0, late = 0, over = 0;
+    for (int i = 0; i < t->nin; i++) pending += t->in[i]->peer < 0;
+    while (pending > t->max_pend || expire) {
+        int oldest = -1;
+        for (int i = 0; i < t->nin; i++) {
+            inconn_t *c = t->in[i];
+            if (c->peer >= 0) continue;
+            if (expire && c->hs_deadline <= now) {
+                oldest = i;
+                late++;
+                break;
+            }
+            if (pending > t->max_pend &&
+                (oldest < 0 || c->hs_deadline < t->in[oldest]->hs_deadline))
+                oldest = i;
+        }
+        if (oldest < 0) break;
+        if (!(expire && t->in[oldest]->hs_deadline <= now)) over++;
+        in_remove(t, oldest);
+        pending--;
+    }
+    if (late || over)
+        WARN(SUBSYS_BOOT, "rank %d: dropped %d connection(s) with no handshake within %.1f s and "
+                          "%d over the limit of %d pending (MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT, "
+                          "MSCCLPP_BOOTSTRAP_MAX_PENDING)",
+             t->rank, late, (double)t->hs_ns / 1e9, over, t->max_pend);
+}
+
+static mscclpp_result_t read_inbound(tcp_t *t, int i, int *removed);
+
 static mscclpp_result_t accept_pending(tcp_t *t)
 {
     for (;;) {
@@ -378,6 +763,17 @@ static mscclpp_result_t accept_pending(tcp_t *t)
         sock_status_t st = sock_accept(t->lfd, 0, &fd);
         if (st == SOCK_TIMEOUT) return MSCCLPP_OK; /* nothing pending */
         if (st != SOCK_OK) {
+            int err = errno, pending = 0;
+            for (int i = 0; i < t->nin; i++) pending += t->in[i]->peer < 0;
+            if ((err == EMFILE || err == ENFILE) && pending > 0) {
+                /* Out of descriptors: unverified connections make room, verified ones stay. */
+                int keep = t->max_pend;
+                t->max_pend = pending - 1;
+                drop_unverified(t, 0);
+                t->max_pend = keep;
+                continue;
+            }
+            errno = err;
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
                 return ERR_SYS("rank %d: accept: %m", t->rank);
             WARN(SUBSYS_BOOT, "rank %d: accept: %m", t->rank);
@@ -400,7 +796,13 @@ static mscclpp_result_t accept_pending(tcp_t *t)
         }
         c->fd = fd;
         c->peer = -1;
+        c->hs_deadline = sock_now_ns() + t->hs_ns;
         t->in[t->nin++] = c;
+        /* A peer sends its handshake with the connect: read it now, so that a burst of silent
+           connections accepted after it cannot push it out as "oldest" before it was read. */
+        int removed;
+        CHECK(read_inbound(t, t->nin - 1, &removed));
+        drop_unverified(t, 0);
     }
 }
 
@@ -437,6 +839,21 @@ static void enqueue(tcp_t *t, int peer, msg_t *m)
     t->qtail[peer] = m;
 }
 
+/* An abort notice from `from`: the first one is kept for the errors of later receives. */
+static void note_abort(tcp_t *t, int from, const msg_t *m)
+{
+    if (t->abort_from >= 0) return;
+    t->abort_from = from;
+    t->abort_culprit = m->tag;
+    size_t n = m->len < sizeof t->abort_msg - 1 ? m->len : sizeof t->abort_msg - 1;
+    memcpy(t->abort_msg, m->data, n);
+    t->abort_msg[n] = '\0';
+    for (size_t i = 0; i < n; i++) /* it is printed: keep it printable */
+        if ((unsigned char)t->abort_msg[i] < 0x20 || (unsigned char)t->abort_msg[i] > 0x7e)
+            t->abort_msg[i] = '?';
+    WARN(SUBSYS_BOOT, "rank %d: rank %d reports a failure: %s", t->rank, from, t->abort_msg);
+}
+
 /* Read what is available on inbound connection i. Returns 1 when the connection was removed. */
 static mscclpp_result_t read_inbound(tcp_t *t, int i, int *removed)
 {
@@ -461,15 +878,19 @@ static mscclpp_result_t read_inbound(tcp_t *t, int i, int *removed)
                     continue;
                 }
                 uint64_t len = sock_get_u64(c->hdr + 8);
-                if (len > MAX_FRAME_BYTES) {
-                    WARN(SUBSYS_BOOT, "rank %d: rank %d sent a frame of %llu bytes; closing",
-                         t->rank, c->peer, (unsigned long long)len);
+                uint32_t kind = sock_get_u32(c->hdr);
+                if (len > MAX_FRAME_BYTES || kind >= KIND_COUNT ||
+                    (kind == KIND_ABORT && len > ABORT_MAX_BYTES)) {
+                    WARN(SUBSYS_BOOT,
+                         "rank %d: rank %d sent a frame of kind %u with %llu bytes; closing",
+                         t->rank, c->peer, kind, (unsigned long long)len);
                     in_remove(t, i);
                     *removed = 1;
                     return MSCCLPP_OK;
                 }
                 msg_t *m = calloc(1, sizeof *m);
-                unsigned char *d = malloc(len ? (size_t)len : 1);
+                size_t cap = len < MSG_FIRST_BYTES ? (size_t)len : MSG_FIRST_BYTES;
+                unsigned char *d = malloc(cap ? cap : 1);
                 if (!m || !d) {
                     free(m);
                     free(d);
@@ -480,13 +901,25 @@ static mscclpp_result_t read_inbound(tcp_t *t, int i, int *removed)
                 m->kind = sock_get_u32(c->hdr);
                 m->tag = (int)sock_get_u32(c->hdr + 4);
                 m->len = (size_t)len;
+                m->cap = cap;
                 m->data = d;
                 c->cur = m;
                 c->cur_got = 0;
                 c->hdr_got = 0;
             }
         } else {
-            n = sock_recv_some(c->fd, c->cur->data + c->cur_got, c->cur->len - c->cur_got, &st);
+            msg_t *m = c->cur;
+            if (m->cap == c->cur_got) {
+                size_t cap = m->cap * 2 < m->len ? m->cap * 2 : m->len;
+                unsigned char *d = realloc(m->data, cap);
+                if (!d)
+                    return ERR(MSCCLPP_ERR_NO_MEMORY,
+                               "rank %d: out of memory for a %zu-byte message from rank %d",
+                               t->rank, m->len, c->peer);
+                m->data = d;
+                m->cap = cap;
+            }
+            n = sock_recv_some(c->fd, m->data + c->cur_got, m->cap - c->cur_got, &st);
             if (n > 0) c->cur_got += (size_t)n;
         }
         if (n < 0) {
@@ -497,7 +930,13 @@ static mscclpp_result_t read_inbound(tcp_t *t, int i, int *removed)
             return MSCCLPP_OK;
         }
         if (c->cur && c->cur_got == c->cur->len) {
-            enqueue(t, c->peer, c->cur);
+            if (c->cur->kind == KIND_ABORT) {
+                note_abort(t, c->peer, c->cur);
+                free(c->cur->data);
+                free(c->cur);
+            } else {
+                enqueue(t, c->peer, c->cur);
+            }
             c->cur = NULL;
             continue;
         }
@@ -512,6 +951,7 @@ static mscclpp_result_t read_inbound(tcp_t *t, int i, int *removed)
  */
 static mscclpp_result_t progress(tcp_t *t, int wait_ms, int send_peer, int *writable)
 {
+    drop_unverified(t, 1);
     int need = 1 + t->nin + t->nranks;
     if (need > t->cappfd) {
         struct pollfd *p = realloc(t->pfd, sizeof *p * (size_t)need);
@@ -577,11 +1017,58 @@ static msg_t *take(tcp_t *t, int peer, uint32_t kind, int tag)
     return NULL;
 }
 
+static mscclpp_result_t connect_peer(tcp_t *t, int peer, uint64_t deadline);
+static mscclpp_result_t write_peer(tcp_t *t, int peer, const void *buf, size_t bytes,
+                                   uint64_t deadline, const char *what);
+
+/* A peer refuses connections after its listener existed: its process is gone. */
+#define REFUSED_GRACE_NS 500000000ull
+/* Time a failing rank spends telling the others (connects included). */
+#define ABORT_BUDGET_NS 1000000000ull
+
+/*
+ * This rank failed because of `culprit` (lock held): tell every other rank once, best effort and
+ * bounded, so that ranks waiting on this one name the culprit instead of this rank. The message
+ * is this thread's last error.
+ */
+static void abort_peers(tcp_t *t, int culprit)
+{
+    if (t->abort_sent || t->abort_from >= 0) return; /* no echo of a notice we got */
+    t->abort_sent = 1;
+    char msg[ABORT_MAX_BYTES];
+    snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
+    size_t len = strlen(msg);
+    uint64_t end = sock_now_ns() + ABORT_BUDGET_NS;
+    unsigned char hdr[FRAME_HDR_BYTES];
+    sock_put_u32(hdr, KIND_ABORT);
+    sock_put_u32(hdr + 4, (uint32_t)culprit);
+    sock_put_u64(hdr + 8, len);
+    char what[] = "an abort notice";
+    for (int p = 0; p < t->nranks; p++) {
+        if (p == t->rank || p == culprit || t->out_broken[p]) continue;
+        uint64_t now = sock_now_ns();
+        if (now >= end) break;
+        uint64_t dl = now + 300000000ull < end ? now + 300000000ull : end;
+        /* These may fail (the peer may be gone too); the error that counts is the caller's. */
+        mscclpp_result_t saved = MSCCLPP_OK;
+        char keep[ABORT_MAX_BYTES];
+        snprintf(keep, sizeof keep, "%s", mscclpp_last_error());
+        if (t->out_fd[p] < 0) saved = connect_peer(t, p, dl);
+        if (saved == MSCCLPP_OK) saved = write_peer(t, p, hdr, sizeof hdr, dl, what);
+        if (saved == MSCCLPP_OK) saved = write_peer(t, p, msg, len, dl, what);
+        if (saved != MSCCLPP_OK)
+            TRACE(SUBSYS_BOOT, "rank %d: could not tell rank %d: %s", t->rank, p,
+                  mscclpp_last_error());
+        core_error_quiet(MSCCLPP_ERR_REMOTE, "%s", keep);
+    }
+}
+
 static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int peer, uint32_t kind,
                                       int tag, uint64_t deadline)
 {
     char what[40];
     mscclpp_result_t res = MSCCLPP_OK;
+    int culprit = -1;
     pthread_mutex_lock(&t->lock);
     for (;;) {
         msg_t *m = take(t, peer, kind, tag);
@@ -595,18 +1082,29 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
             free(m);
             break;
         }
+        /* A notice first: `peer` may have closed because it failed on the culprit too. */
+        if (t->abort_from >= 0) {
+            res = ERR(MSCCLPP_ERR_REMOTE,
+                      "rank %d: gave up waiting for %s from rank %d: rank %d failed on rank %d "
+                      "(%s)",
+                      t->rank, what_str(kind, tag, what, sizeof what), peer, t->abort_from,
+                      t->abort_culprit, t->abort_msg);
+            break;
+        }
         inconn_t *c = t->in_of[peer];
         if ((c && c->closed) || (!c && t->out_broken[peer] &&
                                  sock_now_ns() - t->out_broken_ns[peer] > CLOSE_GRACE_NS)) {
             res =
                 ERR(MSCCLPP_ERR_REMOTE, "rank %d: connection to rank %d closed while receiving %s",
                     t->rank, peer, what_str(kind, tag, what, sizeof what));
+            culprit = peer;
             break;
         }
         if (sock_now_ns() >= deadline) {
             res = ERR(MSCCLPP_ERR_TIMEOUT,
                       "rank %d: timed out after %.1f s waiting to receive %s from rank %d", t->rank,
                       timeout_s(), what_str(kind, tag, what, sizeof what), peer);
+            culprit = peer;
             break;
         }
         CHECK_GOTO(progress(t, sock_poll_ms(deadline, 10), -1, NULL), res, unlock);
@@ -615,6 +1113,7 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
         sched_yield();
         pthread_mutex_lock(&t->lock);
     }
+    if (culprit >= 0) abort_peers(t, culprit);
 unlock:
     pthread_mutex_unlock(&t->lock);
     return res;
@@ -625,11 +1124,18 @@ static mscclpp_result_t connect_peer(tcp_t *t, int peer, uint64_t deadline)
 {
     char a[80];
     int fd;
-    sock_status_t st = sock_connect(&t->addrs[peer], deadline, &fd);
+    sock_status_t st = sock_connect(&t->addrs[peer], deadline,
+                                    t->refused_grace ? REFUSED_GRACE_NS : 0, &fd);
     if (st == SOCK_TIMEOUT)
         return ERR(MSCCLPP_ERR_TIMEOUT,
                    "rank %d: timed out after %.1f s connecting to rank %d at %s", t->rank,
                    timeout_s(), peer, sock_addr_str(&t->addrs[peer], a, sizeof a));
+    if (st == SOCK_CLOSED) {
+        mark_broken(t, peer);
+        return ERR(MSCCLPP_ERR_REMOTE,
+                   "rank %d: rank %d at %s refuses connections: its process is gone (exited or "
+                   "killed)", t->rank, peer, sock_addr_str(&t->addrs[peer], a, sizeof a));
+    }
     if (st != SOCK_OK)
         return ERR(MSCCLPP_ERR_REMOTE, "rank %d: cannot connect to rank %d at %s: %m", t->rank,
                    peer, sock_addr_str(&t->addrs[peer], a, sizeof a));
@@ -642,6 +1148,7 @@ static mscclpp_result_t connect_peer(tcp_t *t, int peer, uint64_t deadline)
     st = sock_send_all(fd, h, sizeof h, deadline);
     if (st != SOCK_OK) {
         sock_close(fd);
+        if (st != SOCK_TIMEOUT) mark_broken(t, peer);
         return ERR(st == SOCK_TIMEOUT ? MSCCLPP_ERR_TIMEOUT : MSCCLPP_ERR_REMOTE,
                    "rank %d: handshake with rank %d failed", t->rank, peer);
     }
@@ -693,16 +1200,19 @@ static mscclpp_result_t tcp_send_kind(tcp_t *t, const void *data, size_t bytes, 
     if (t->out_broken[peer]) {
         res = ERR(MSCCLPP_ERR_REMOTE, "rank %d: connection to rank %d was lost; cannot send %s",
                   t->rank, peer, what);
-        goto unlock;
+        goto fail;
     }
-    if (t->out_fd[peer] < 0) CHECK_GOTO(connect_peer(t, peer, deadline), res, unlock);
+    if (t->out_fd[peer] < 0) CHECK_GOTO(connect_peer(t, peer, deadline), res, fail);
     unsigned char hdr[FRAME_HDR_BYTES];
     sock_put_u32(hdr, kind);
     sock_put_u32(hdr + 4, (uint32_t)tag);
     sock_put_u64(hdr + 8, bytes);
-    CHECK_GOTO(write_peer(t, peer, hdr, sizeof hdr, deadline, what), res, unlock);
-    if (bytes) CHECK_GOTO(write_peer(t, peer, data, bytes, deadline, what), res, unlock);
-unlock:
+    CHECK_GOTO(write_peer(t, peer, hdr, sizeof hdr, deadline, what), res, fail);
+    if (bytes) CHECK_GOTO(write_peer(t, peer, data, bytes, deadline, what), res, fail);
+    pthread_mutex_unlock(&t->lock);
+    return MSCCLPP_OK;
+fail:
+    abort_peers(t, peer);
     pthread_mutex_unlock(&t->lock);
     return res;
 }
@@ -810,6 +1320,11 @@ static tcp_t *tcp_alloc(int rank, int nranks)
     t->rank = rank;
     t->nranks = nranks;
     t->lfd = -1;
+    t->max_pend = max_pending();
+    t->hs_ns = handshake_ns();
+    t->refused_grace = 1; /* every peer's listener exists before the root sends its address */
+    t->abort_from = -1;
+    t->abort_culprit = -1;
     size_t n = (size_t)nranks;
     t->addrs = calloc(n, sizeof *t->addrs);
     t->out_fd = malloc(n * sizeof *t->out_fd);
@@ -827,12 +1342,29 @@ static tcp_t *tcp_alloc(int rank, int nranks)
     return t;
 }
 
+/* The root gave up: read which ranks joined and name the missing ones. */
+static mscclpp_result_t join_timeout_error(int rfd, int rank, int nranks, uint32_t joined,
+                                           const char *where, uint64_t deadline)
+{
+    size_t nb = ((size_t)nranks + 7) / 8;
+    unsigned char *bits = calloc(nb, 1);
+    char miss[200] = "(unknown)";
+    if (bits && sock_recv_all(rfd, bits, nb, deadline) == SOCK_OK)
+        missing_str(bits, (uint32_t)nranks, miss, sizeof miss);
+    free(bits);
+    return ERR(MSCCLPP_ERR_TIMEOUT,
+               "rank %d: bootstrap root %s gave up after %.1f s: %u of %d ranks joined; missing "
+               "rank(s) %s",
+               rank, where, timeout_s(), joined, nranks, miss);
+}
+
 static const char *reply_reason(uint32_t status)
 {
     switch (status) {
     case REPLY_BAD_SECRET: return "wrong secret (the unique id is not this session's)";
     case REPLY_BAD_RANK: return "rank already taken or out of range";
-    case REPLY_BAD_NRANKS: return "nranks differs from the other ranks'";
+    case REPLY_BAD_NRANKS: return "nranks differs from the session's";
+    case REPLY_COMPLETE: return "the session is complete already (a rank joined twice?)";
     default: return "unknown reason";
     }
 }
@@ -842,7 +1374,7 @@ static const char *reply_reason(uint32_t status)
  * this rank's listener; otherwise the local address that reaches the root is used.
  */
 static mscclpp_result_t tcp_join(const sock_addr_t *root, const unsigned char *secret,
-                                 const char *ifname, int rank, int nranks,
+                                 const char *ifname, int rank, int nranks, int root_existed,
                                  mscclpp_bootstrap_t **boot)
 {
     char where[80];
@@ -856,10 +1388,18 @@ static mscclpp_result_t tcp_join(const sock_addr_t *root, const unsigned char *s
     sock_addr_t me;
     if (ifname && *ifname) CHECK_GOTO(sock_if_addr(ifname, &me), res, free_t);
     int rfd = -1;
-    sock_status_t st = sock_connect(root, deadline, &rfd);
+    /* A unique id's root listened before the id existed: a lasting refusal means it is gone. */
+    sock_status_t st = sock_connect(root, deadline, root_existed ? REFUSED_GRACE_NS : 0, &rfd);
     if (st == SOCK_TIMEOUT) {
         res = ERR(MSCCLPP_ERR_TIMEOUT, "rank %d: bootstrap root %s not reachable within %.1f s",
                   rank, where, timeout_s());
+        goto free_t;
+    }
+    if (st == SOCK_CLOSED) {
+        res = ERR(MSCCLPP_ERR_REMOTE,
+                  "rank %d: bootstrap root %s refuses connections: its session is over (complete "
+                  "or timed out) or its process is gone",
+                  rank, where);
         goto free_t;
     }
     if (st != SOCK_OK) {
@@ -886,7 +1426,9 @@ static mscclpp_result_t tcp_join(const sock_addr_t *root, const unsigned char *s
     sock_addr_encode(&me, h + 52);
     st = sock_send_all(rfd, h, sizeof h, deadline);
     unsigned char r[REPLY_BYTES];
-    if (st == SOCK_OK) st = sock_recv_all(rfd, r, sizeof r, deadline);
+    /* The root's deadline started first (when the id was made): give its verdict, which names
+       the missing ranks, a moment past ours to arrive. */
+    if (st == SOCK_OK) st = sock_recv_all(rfd, r, sizeof r, deadline + REPLY_GRACE_NS);
     if (st == SOCK_TIMEOUT) {
         res = ERR(MSCCLPP_ERR_TIMEOUT,
                   "rank %d: timed out after %.1f s waiting for the bootstrap root %s (%d ranks)",
@@ -898,21 +1440,27 @@ static mscclpp_result_t tcp_join(const sock_addr_t *root, const unsigned char *s
                   where);
         goto close_root;
     }
-    uint32_t status = sock_get_u32(r + 8);
+    uint32_t status = sock_get_u32(r + 8), session = sock_get_u32(r + 20);
     if (memcmp(r, REPLY_MAGIC, 8) != 0) {
         res = ERR(MSCCLPP_ERR_REMOTE, "rank %d: bootstrap root %s sent a malformed reply", rank,
                   where);
         goto close_root;
     }
-    if (status == REPLY_TIMEOUT) {
-        res = ERR(MSCCLPP_ERR_TIMEOUT,
-                  "rank %d: bootstrap root %s gave up: %u of %d ranks joined within its timeout",
-                  rank, where, sock_get_u32(r + 16), nranks);
+    if (status == REPLY_TIMEOUT && (int)sock_get_u32(r + 12) == nranks) {
+        res = join_timeout_error(rfd, rank, nranks, sock_get_u32(r + 16), where,
+                                 deadline + REPLY_GRACE_NS);
+        goto close_root;
+    }
+    if (status == REPLY_BAD_NRANKS && session) {
+        res = ERR(MSCCLPP_ERR_INVALID_ARG,
+                  "rank %d: bootstrap root %s refused this rank: it was told nranks %d but the "
+                  "session has %u ranks",
+                  rank, where, nranks, session);
         goto close_root;
     }
     if (status != REPLY_OK || (int)sock_get_u32(r + 12) != nranks) {
-        res = ERR(MSCCLPP_ERR_REMOTE, "rank %d: bootstrap root %s refused this rank: %s", rank,
-                  where, reply_reason(status));
+        res = ERR(MSCCLPP_ERR_REMOTE, "rank %d (of %d): bootstrap root %s refused this rank: %s",
+                  rank, nranks, where, reply_reason(status));
         goto close_root;
     }
     size_t tbytes = (size_t)nranks * SOCK_ADDR_WIRE_BYTES;
@@ -994,7 +1542,7 @@ mscclpp_result_t boot_tcp_unique_id(mscclpp_unique_id_t *id)
     CHECK(random_secret(secret));
     int lfd;
     CHECK(sock_listen(&addr, port != 0, &lfd));
-    CHECK(root_start(lfd, &addr, secret, NULL));
+    CHECK(root_start(lfd, &addr, secret, 0, NULL));
 
     memset(id, 0, sizeof *id);
     unsigned char *u = (unsigned char *)id->internal;
@@ -1019,8 +1567,10 @@ mscclpp_result_t boot_tcp_create(const mscclpp_unique_id_t *id, int rank, int nr
     sock_addr_t root;
     if (sock_addr_decode(u + UID_ADDR_OFF, &root) != MSCCLPP_OK)
         return ERR_ARG("rank %d: unique id holds no valid root address", rank);
+    /* A rank in the process that created the id fixes the session's size at its root. */
+    roots_expect(u + UID_SECRET_OFF, nranks);
     return tcp_join(&root, u + UID_SECRET_OFF, config_get(CFG_MSCCLPP_SOCKET_IFNAME), rank, nranks,
-                    boot);
+                    1, boot);
 }
 
 mscclpp_result_t boot_tcp_create_from_address(const char *address, int rank, int nranks,
@@ -1066,17 +1616,169 @@ mscclpp_result_t boot_tcp_create_from_address(const char *address, int rank, int
     unsigned char secret[SECRET_BYTES];
     derive_secret(canon, secret);
     const char *my_if = *ifname ? ifname : config_get(CFG_MSCCLPP_SOCKET_IFNAME);
-    if (rank != 0) return tcp_join(&root, secret, my_if, rank, nranks, boot);
+    if (rank != 0) return tcp_join(&root, secret, my_if, rank, nranks, 0, boot);
 
     int lfd;
     pthread_t thread;
     sock_addr_t bound = root;
     CHECK(sock_listen(&bound, 1, &lfd));
-    CHECK(root_start(lfd, &bound, secret, &thread));
-    mscclpp_result_t res = tcp_join(&root, secret, my_if, rank, nranks, boot);
+    CHECK(root_start(lfd, &bound, secret, nranks, &thread));
+    mscclpp_result_t res = tcp_join(&root, secret, my_if, rank, nranks, 0, boot);
     if (res == MSCCLPP_OK)
         pthread_join(thread, NULL); /* it is done sending the table */
     else
         pthread_detach(thread); /* it stops by its own deadline */
     return res;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Fuzzing hooks (tests/fuzz/fuzz_boot.c): the root's and a rank's parsers, fed through
+ * socketpairs exactly as they read from TCP. Input: chunks of [connection u8][length u8][bytes],
+ * each written to its connection and read at once; connection 0x80 bit closes it instead.
+ * ------------------------------------------------------------------------------------------- */
+
+#define FUZZ_CONNS 8
+
+static const unsigned char fuzz_secret[SECRET_BYTES] = "mscclpp bootstrap fuzz secret..";
+
+const unsigned char *boot_tcp_fuzz_secret(void) { return fuzz_secret; }
+
+static void fuzz_drain(int fd)
+{
+    unsigned char sink[4096];
+    while (fd >= 0 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
+}
+
+/* Next chunk of `data`: its connection and bytes; 0 at the end. */
+static int fuzz_chunk(const uint8_t **data, size_t *len, int *conn, int *close_it,
+                      const uint8_t **bytes, size_t *n)
+{
+    if (*len < 2) return 0;
+    *conn = (*data)[0] % FUZZ_CONNS;
+    *close_it = ((*data)[0] & 0x80) != 0;
+    *n = (*data)[1];
+    *data += 2;
+    *len -= 2;
+    if (*n > *len) *n = *len;
+    *bytes = *data;
+    *data += *n;
+    *len -= *n;
+    return 1;
+}
+
+int boot_tcp_fuzz_root(const uint8_t *data, size_t len)
+{
+    if (len < 1) return 0;
+    root_t *r = calloc(1, sizeof *r);
+    if (!r) return 0;
+    r->max_pend = 4; /* small, so that the drop path runs too */
+    r->pend = malloc(sizeof *r->pend * (size_t)r->max_pend);
+    if (!r->pend) {
+        free(r);
+        return 0;
+    }
+    r->lfd = -1;
+    snprintf(r->where, sizeof r->where, "fuzz");
+    memcpy(r->secret, fuzz_secret, SECRET_BYTES);
+    r->deadline = sock_now_ns() + 60000000000ull;
+    r->hs_ns = 60000000000ull;
+    atomic_init(&r->expect, (uint32_t)(data[0] % 6)); /* 0: no rank of this process */
+    data++;
+    len--;
+    int mine[FUZZ_CONNS], other[FUZZ_CONNS];
+    for (int c = 0; c < FUZZ_CONNS; c++) mine[c] = other[c] = -1;
+    int conn, close_it;
+    const uint8_t *bytes;
+    size_t n;
+    while (fuzz_chunk(&data, &len, &conn, &close_it, &bytes, &n)) {
+        if (other[conn] < 0) {
+            int sv[2];
+            if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) break;
+            mine[conn] = sv[0];
+            other[conn] = sv[1];
+            pend_add(r, sv[0], sock_now_ns());
+        }
+        if (close_it) {
+            sock_close(other[conn]);
+            other[conn] = -1;
+        } else if (n && send(other[conn], bytes, n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+            continue;
+        }
+        for (int i = 0; i < r->npend; i++)
+            if (r->pend[i].fd == mine[conn]) {
+                root_read(r, i);
+                break;
+            }
+        for (int c = 0; c < FUZZ_CONNS; c++) fuzz_drain(other[c]);
+    }
+    root_finish(r);
+    for (int c = 0; c < FUZZ_CONNS; c++) sock_close(other[c]);
+    free(r->pend);
+    free(r);
+    return 0;
+}
+
+int boot_tcp_fuzz_rank(const uint8_t *data, size_t len)
+{
+    tcp_t *t = tcp_alloc(1, 4);
+    if (!t) return 0;
+    memcpy(t->secret, fuzz_secret, SECRET_BYTES);
+    int mine[FUZZ_CONNS], other[FUZZ_CONNS];
+    for (int c = 0; c < FUZZ_CONNS; c++) mine[c] = other[c] = -1;
+    int conn, close_it, failed = 0; /* out of memory: stop */
+    const uint8_t *bytes;
+    size_t n;
+    while (!failed && fuzz_chunk(&data, &len, &conn, &close_it, &bytes, &n)) {
+        if (other[conn] < 0 && mine[conn] < 0) {
+            int sv[2];
+            if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) break;
+            inconn_t *c = calloc(1, sizeof *c);
+            inconn_t **grown = t->nin == t->capin
+                                   ? realloc(t->in, sizeof *grown * (size_t)(t->capin + 16))
+                                   : t->in;
+            if (!c || !grown) {
+                free(c);
+                if (grown) t->in = grown;
+                close(sv[0]);
+                close(sv[1]);
+                break;
+            }
+            if (t->nin == t->capin) t->capin += 16;
+            t->in = grown;
+            c->fd = sv[0];
+            c->peer = -1;
+            c->hs_deadline = sock_now_ns() + t->hs_ns;
+            t->in[t->nin++] = c;
+            mine[conn] = sv[0];
+            other[conn] = sv[1];
+        }
+        if (close_it) {
+            sock_close(other[conn]);
+            other[conn] = -1;
+        } else if (other[conn] < 0 ||
+                   (n && send(other[conn], bytes, n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)) {
+            continue;
+        }
+        int found = 0;
+        for (int i = 0; i < t->nin; i++)
+            if (t->in[i]->fd == mine[conn]) {
+                int removed;
+                found = 1;
+                failed = read_inbound(t, i, &removed) != MSCCLPP_OK;
+                if (removed) mine[conn] = -1;
+                break;
+            }
+        if (!found) mine[conn] = -1;
+    }
+    /* Take what was queued, as receives would. */
+    for (int p = 0; p < t->nranks; p++)
+        for (msg_t *m; (m = t->qhead[p]) != NULL;) {
+            m = take(t, p, m->kind, m->tag);
+            free(m->data);
+            free(m);
+        }
+    for (int c = 0; c < FUZZ_CONNS; c++) sock_close(other[c]);
+    tcp_free(t);
+    return 0;
 }

@@ -245,9 +245,11 @@ static void set_nodelay(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-sock_status_t sock_connect(const sock_addr_t *addr, uint64_t deadline, int *fd)
+sock_status_t sock_connect(const sock_addr_t *addr, uint64_t deadline, uint64_t refused_grace_ns,
+                           int *fd)
 {
     long backoff_us = 1000;
+    uint64_t first_refusal = 0;
     for (;;) {
         int s = socket(addr->u.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (s < 0) return SOCK_SYSERR;
@@ -278,7 +280,16 @@ sock_status_t sock_connect(const sock_addr_t *addr, uint64_t deadline, int *fd)
             errno = err;
             return SOCK_SYSERR;
         }
-        if (sock_now_ns() + (uint64_t)backoff_us * 1000 >= deadline) return SOCK_TIMEOUT;
+        uint64_t now = sock_now_ns();
+        if (err == ECONNREFUSED && refused_grace_ns) {
+            /* The listener existed once: a refusal that lasts means its process is gone. */
+            if (!first_refusal) first_refusal = now;
+            if (now - first_refusal >= refused_grace_ns) {
+                errno = ECONNREFUSED;
+                return SOCK_CLOSED;
+            }
+        }
+        if (now + (uint64_t)backoff_us * 1000 >= deadline) return SOCK_TIMEOUT;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = backoff_us * 1000};
         nanosleep(&ts, NULL);
         if (backoff_us < 100000) backoff_us *= 2;

@@ -70,9 +70,13 @@ mscclpp_result_t sock_listen(sock_addr_t *addr, int reuse, int *fd);
 
 /**
  * Connect to `addr`, retrying while refused (the listener may not be up yet) until `deadline`.
+ * `refused_grace_ns` > 0 is for a listener known to have existed (a peer's, from the address
+ * table): refusals that last that long mean its process is gone, and the call returns
+ * SOCK_CLOSED with errno ECONNREFUSED instead of retrying until the deadline.
  * The returned socket is non-blocking, close-on-exec, with TCP_NODELAY.
  */
-sock_status_t sock_connect(const sock_addr_t *addr, uint64_t deadline, int *fd);
+sock_status_t sock_connect(const sock_addr_t *addr, uint64_t deadline, uint64_t refused_grace_ns,
+                           int *fd);
 
 /** Accept one connection (non-blocking socket), waiting until `deadline`. */
 sock_status_t sock_accept(int lfd, uint64_t deadline, int *fd);

@@ -27,3 +27,6 @@ tests_unit_test_executor_SOURCES = tests/unit/test_executor.c tests/unit/mp_harn
 tests_unit_test_executor_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_executor_LDADD = libmscclpp.la $(CHECK_LIBS)
 endif
+
+# The bootstrap parser fuzz target (tests/fuzz/fuzz_boot*).
+include tests/fuzz/boot.mk

@@ -11,6 +11,9 @@ endif
 # Smoke tests (TAP scripts): fork mode, every dtype x op, a reference plan, usage errors, mpiexec.
 TESTS += tests/bench/test_bench.sh
 EXTRA_DIST += tests/bench/test_bench.sh
+# The launcher when a rank is killed mid-run (survivors exit by themselves, errors shown).
+TESTS += tests/bench/test_bench_kill.sh
+EXTRA_DIST += tests/bench/test_bench_kill.sh
 
 # Unit test of the tool's data helpers (encodings, patterns, checker); prints TAP itself.
 check_PROGRAMS += tests/bench/test_bench_data

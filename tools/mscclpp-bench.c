@@ -819,12 +819,54 @@ fail_plan:
 
 /* --- launchers ------------------------------------------------------------------------------ */
 
-/* A forked rank: join the session the parent created, run, and leave without atexit handlers. */
-static void fork_child(const opts_t *o, const mscclpp_unique_id_t *id, int rank)
+/*
+ * A forked rank: get the session's unique id, join, run, and leave without atexit handlers.
+ * Rank 0 creates the id (its root thread lives in rank 0) and hands it to the others through
+ * `id_pipe`: the ranks are forked before any library thread exists, so no child inherits a lock
+ * (allocator, log) that a thread of the parent held at fork time.
+ */
+static void fork_child(const opts_t *o, int id_pipe[2], int rank)
 {
+    mscclpp_unique_id_t id;
     mscclpp_comm_t *comm = NULL;
     int status = 1;
-    mscclpp_result_t rc = mscclpp_comm_init_rank(id, rank, o->np, &comm);
+    mscclpp_result_t rc = MSCCLPP_OK;
+    if (rank == 0) {
+        close(id_pipe[0]);
+        rc = mscclpp_get_unique_id(&id);
+        if (rc != MSCCLPP_OK) {
+            fprintf(stderr, "mscclpp-bench: rank 0: mscclpp_get_unique_id: %s: %s\n",
+                    mscclpp_result_string(rc), mscclpp_last_error());
+            fflush(NULL);
+            _exit(1); /* closing the pipe tells the others */
+        }
+        /* Writes of one id are atomic (below PIPE_BUF), so each reader gets a whole one; a rank
+           that died before reading must not take rank 0 down with SIGPIPE. */
+        signal(SIGPIPE, SIG_IGN);
+        for (int r = 1; r < o->np; r++)
+            if (write(id_pipe[1], &id, sizeof id) != (ssize_t)sizeof id) {
+                fprintf(stderr, "mscclpp-bench: rank 0: passing the unique id: %s\n",
+                        strerror(errno));
+                break;
+            }
+        close(id_pipe[1]);
+    } else {
+        close(id_pipe[1]);
+        size_t got = 0;
+        while (got < sizeof id) {
+            ssize_t n = read(id_pipe[0], (char *)&id + got, sizeof id - got);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                fprintf(stderr, "mscclpp-bench: rank %d: rank 0 exited before it passed the "
+                                "unique id\n", rank);
+                fflush(NULL);
+                _exit(1);
+            }
+            got += (size_t)n;
+        }
+        close(id_pipe[0]);
+    }
+    rc = mscclpp_comm_init_rank(&id, rank, o->np, &comm);
     if (rc != MSCCLPP_OK) {
         fprintf(stderr, "mscclpp-bench: rank %d: mscclpp_comm_init_rank: %s: %s\n", rank,
                 mscclpp_result_string(rc), mscclpp_last_error());
@@ -838,17 +880,17 @@ static void fork_child(const opts_t *o, const mscclpp_unique_id_t *id, int rank)
 
 static int run_forked(const opts_t *o)
 {
-    mscclpp_unique_id_t id;
-    mscclpp_result_t rc = mscclpp_get_unique_id(&id);
-    if (rc != MSCCLPP_OK) {
-        fprintf(stderr, "mscclpp-bench: mscclpp_get_unique_id: %s: %s\n",
-                mscclpp_result_string(rc), mscclpp_last_error());
-        return 1;
-    }
     pid_t *pids = calloc((size_t)o->np, sizeof(pid_t));
     int *done = calloc((size_t)o->np, sizeof(int));
+    int id_pipe[2];
     if (!pids || !done) {
         fprintf(stderr, "mscclpp-bench: out of memory\n");
+        free(pids);
+        free(done);
+        return 1;
+    }
+    if (pipe(id_pipe) != 0) {
+        fprintf(stderr, "mscclpp-bench: pipe: %s\n", strerror(errno));
         free(pids);
         free(done);
         return 1;
@@ -857,7 +899,7 @@ static int run_forked(const opts_t *o)
     fflush(NULL);
     for (int r = 0; r < o->np; r++) {
         pid_t pid = fork();
-        if (pid == 0) fork_child(o, &id, r);
+        if (pid == 0) fork_child(o, id_pipe, r);
         if (pid < 0) {
             fprintf(stderr, "mscclpp-bench: fork for rank %d: %s\n", r, strerror(errno));
             status = 1;
@@ -866,10 +908,18 @@ static int run_forked(const opts_t *o)
         pids[r] = pid;
         left++;
     }
-    /* Wait for the ranks, bounded; a rank killed by a signal takes the others down at once
-       (they would otherwise wait for it until MSCCLPP_TIMEOUT). */
+    close(id_pipe[0]);
+    close(id_pipe[1]);
+    /*
+     * Wait for the ranks, bounded by --time-limit. When a rank dies, the others are left to
+     * notice and exit with their own error (the library bounds that by MSCCLPP_TIMEOUT), so that
+     * what they report shows; only ranks still running MSCCLPP_TIMEOUT + a grace period later
+     * are killed.
+     */
+    const double grace_s = 5;
     double deadline = now_s() + o->time_limit;
-    int killing = status != 0;
+    double kill_at = status != 0 ? now_s() : 0; /* 0: nobody died */
+    int first_dead = -1;
     while (left > 0) {
         for (int r = 0; r < o->np; r++) {
             int ws;
@@ -879,22 +929,41 @@ static int run_forked(const opts_t *o)
             if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) continue;
             status = 1;
             if (WIFSIGNALED(ws)) {
-                fprintf(stderr, "mscclpp-bench: rank %d killed by signal %d\n", r, WTERMSIG(ws));
-                killing = 1;
+                fprintf(stderr, "mscclpp-bench: rank %d killed by signal %d (%s)\n", r,
+                        WTERMSIG(ws), strsignal(WTERMSIG(ws)));
+                if (first_dead < 0) {
+                    first_dead = r;
+                    kill_at = now_s() + (double)mscclpp_timeout_ns() / 1e9 + grace_s;
+                }
             } else if (WEXITSTATUS(ws) != 1) {
                 fprintf(stderr, "mscclpp-bench: rank %d exited with status %d\n", r,
                         WEXITSTATUS(ws));
             }
         }
-        if (left > 0 && !killing && now_s() > deadline) {
+        if (left == 0) break;
+        double now = now_s();
+        int kill_now = 0;
+        if (now > deadline) {
             fprintf(stderr, "mscclpp-bench: ranks still running after %.0f s (--time-limit); "
                             "killing them\n", o->time_limit);
-            status = 1;
-            killing = 1;
+            kill_now = 1;
+        } else if (kill_at > 0 && now > kill_at) {
+            fprintf(stderr, "mscclpp-bench: ranks still running %.0f s after rank %d died "
+                            "(MSCCLPP_TIMEOUT + %.0f s); killing them\n",
+                    (double)mscclpp_timeout_ns() / 1e9 + grace_s, first_dead, grace_s);
+            kill_now = 1;
         }
-        if (killing)
+        if (kill_now) {
+            status = 1;
             for (int r = 0; r < o->np; r++)
-                if (pids[r] && !done[r]) kill(pids[r], SIGKILL);
+                if (pids[r] && !done[r]) {
+                    fprintf(stderr, "mscclpp-bench: rank %d: killed by the launcher\n", r);
+                    kill(pids[r], SIGKILL);
+                    waitpid(pids[r], NULL, 0);
+                    done[r] = 2;
+                    left--;
+                }
+        }
         if (left > 0) nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
     }
     free(pids);

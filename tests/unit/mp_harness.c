@@ -21,28 +21,68 @@ int mp_fail(int rank, const char *file, int line, const char *fmt, ...)
     return 1;
 }
 
+/* In a child: rank 0 creates the id and passes it on; the others read it (see mp_run). */
+static int child_id(int rank, int nranks, int id_pipe[2], mscclpp_unique_id_t *id)
+{
+    if (rank == 0) {
+        close(id_pipe[0]);
+        if (mscclpp_get_unique_id(id) != MSCCLPP_OK) {
+            fprintf(stderr, "# rank 0: unique id: %s\n", mscclpp_last_error());
+            return 1; /* the pipe closes with this process: the others fail at once */
+        }
+        /* One id per reader; a write this small is atomic, so each read gets a whole id. A
+           reader that died must not take rank 0 down with SIGPIPE. */
+        signal(SIGPIPE, SIG_IGN);
+        for (int r = 1; r < nranks; r++)
+            if (write(id_pipe[1], id, sizeof *id) != (ssize_t)sizeof *id) return 1;
+        close(id_pipe[1]);
+        return 0;
+    }
+    close(id_pipe[1]);
+    size_t got = 0;
+    while (got < sizeof *id) {
+        ssize_t n = read(id_pipe[0], (char *)id + got, sizeof *id - got);
+        if (n <= 0) {
+            fprintf(stderr, "# rank %d: rank 0 exited before it passed the unique id\n", rank);
+            return 1;
+        }
+        got += (size_t)n;
+    }
+    close(id_pipe[0]);
+    return 0;
+}
+
 int mp_run(int nranks, mp_rank_fn fn, void *arg, int timeout_s, unsigned *failed_ranks)
 {
-    mscclpp_unique_id_t id;
     if (failed_ranks) *failed_ranks = 0;
-    if (mscclpp_get_unique_id(&id) != MSCCLPP_OK) {
-        fprintf(stderr, "# mp_run: unique id: %s\n", mscclpp_last_error());
-        return nranks;
-    }
     pid_t pids[64];
     if (nranks > 64) return nranks;
+    /*
+     * Fork before any library thread exists: rank 0 creates the unique id (its root thread runs
+     * in rank 0) and hands it to the others through a pipe. Forking after the root thread
+     * started could copy a lock it held (the allocator's under ASan, the log's) into a child.
+     */
+    int id_pipe[2];
+    if (pipe(id_pipe) != 0) {
+        perror("# mp_run: pipe");
+        return nranks;
+    }
     fflush(stdout);
     fflush(stderr);
     for (int r = 0; r < nranks; r++) {
         pid_t pid = fork();
         if (pid == 0) {
-            int rc = fn(r, nranks, &id, arg);
+            mscclpp_unique_id_t id;
+            int rc = child_id(r, nranks, id_pipe, &id);
+            if (rc == 0) rc = fn(r, nranks, &id, arg);
             fflush(stdout);
             fflush(stderr);
             _exit(rc == 0 ? 0 : 1);
         }
         pids[r] = pid;
     }
+    close(id_pipe[0]);
+    close(id_pipe[1]);
     int failures = 0;
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);

@@ -8,7 +8,8 @@
 typedef int (*mp_rank_fn)(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg);
 
 /**
- * Create a unique id (root service in this process), fork `nranks` children that each run
+ * Fork `nranks` children (rank 0 creates the unique id and passes it to the others, so no
+ * library thread exists in this process when it forks) that each run
  * fn(rank, ...) and exit with its return value, and wait for them all (at most `timeout_s`
  * seconds, then the stragglers are killed). Returns the number of ranks that failed;
  * `failed_ranks` (if not NULL) gets a bit per failed rank.

@@ -54,6 +54,7 @@ typedef struct {
     int rank_of[MAX_PROCS]; /* default: proc i is rank i */
     int tamper[MAX_PROCS];  /* flip a byte of this proc's secret */
     int after[MAX_PROCS];  /* hand the id to proc i only after proc after[i] exited (-1: at once) */
+    int delay_ms[MAX_PROCS]; /* hand the id to proc i this long after it was created */
     int status[MAX_PROCS]; /* waitpid status */
     int no_id;             /* the ranks do not use the id: start no root thread in the parent */
 } launch_t;
@@ -117,11 +118,12 @@ static void launch_run(launch_t *l, double limit_s)
     if (!l->no_id)
         ck_assert_msg(mscclpp_get_unique_id(&id) == MSCCLPP_OK, "get_unique_id: %s",
                       mscclpp_last_error());
-    double deadline = now_s() + limit_s;
+    double t_id = now_s(), deadline = t_id + limit_s;
     int left = l->nprocs;
     while (left > 0) {
         for (int i = 0; i < l->nprocs; i++) {
             if (released[i] || (l->after[i] >= 0 && !done[l->after[i]])) continue;
+            if (now_s() < t_id + l->delay_ms[i] / 1000.0) continue;
             write_id(wfd[i], &id, l->tamper[i]);
             released[i] = 1;
         }
@@ -680,6 +682,442 @@ START_TEST(t_join_timeout)
 END_TEST
 
 
+/* ---- hostile and broken clients (issue 8) ------------------------------------------------- */
+
+#include <sys/resource.h>
+
+/* The root's IPv4 address from a unique id (offset 12: family u16, port, address). */
+static int id_root_addr(const mscclpp_unique_id_t *id, struct sockaddr_in *a)
+{
+    const unsigned char *u = (const unsigned char *)id->internal + 12;
+    if (u[0] != 0 || u[1] != 4) return -1;
+    memset(a, 0, sizeof *a);
+    a->sin_family = AF_INET;
+    memcpy(&a->sin_port, u + 2, 2);
+    memcpy(&a->sin_addr, u + 4, 4);
+    return 0;
+}
+
+/* Open `n` connections to `a` that never send anything; returns how many were opened. */
+static int open_idle(const struct sockaddr_in *a, int n, int *fds)
+{
+    int k = 0;
+    for (; k < n; k++) {
+        fds[k] = socket(AF_INET, SOCK_STREAM, 0);
+        if (fds[k] < 0 || connect(fds[k], (const struct sockaddr *)a, sizeof *a) != 0) {
+            if (fds[k] >= 0) close(fds[k]);
+            break;
+        }
+    }
+    return k;
+}
+
+/* Of `n` connections, how many the other side has closed (EOF or reset) by now. */
+static int count_closed(const int *fds, int n)
+{
+    int closed = 0;
+    for (int i = 0; i < n; i++) {
+        char c;
+        ssize_t r = recv(fds[i], &c, 1, MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) closed++;
+    }
+    return closed;
+}
+
+enum { FLOOD = 300 };
+#define FLOOD_PROC 99
+
+static int rank_timed_join(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    double limit = *(double *)arg, t0 = now_s();
+    mscclpp_bootstrap_t *b = NULL;
+    CHILD_OK(mscclpp_bootstrap_create(id, rank, n, &b));
+    if (check_allgather(b, rank, n, 16)) return 1;
+    CHILD_OK(mscclpp_bootstrap_barrier(b));
+    CHILD_CHECK(now_s() - t0 < limit, "join + allgather took %.2f s (limit %.1f)", now_s() - t0,
+                limit);
+    CHILD_OK(mscclpp_bootstrap_destroy(b));
+    return 0;
+}
+
+/* 300 silent connections to the root: joins are not delayed, and the root drops them. */
+static int rank_root_flood(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    if (rank != FLOOD_PROC) return rank_timed_join(rank, n, id, arg);
+    struct sockaddr_in a;
+    CHILD_CHECK(id_root_addr(id, &a) == 0, "unique id holds no IPv4 root address");
+    static int fds[FLOOD];
+    int k = open_idle(&a, FLOOD, fds);
+    CHILD_CHECK(k == FLOOD, "opened %d of %d connections: %s", k, FLOOD, strerror(errno));
+    /* Beyond the handshake timeout (1 s here) the root holds none of them. */
+    sleep(3);
+    int closed = count_closed(fds, k);
+    printf("# root flood: %d of %d silent connections closed by the root after 3 s\n", closed, k);
+    CHILD_CHECK(closed == k, "the root still holds %d silent connections", k - closed);
+    for (int i = 0; i < k; i++) close(fds[i]);
+    return 0;
+}
+
+START_TEST(t_flood_root)
+{
+    setenv("MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT", "1", 1);
+    setenv("MSCCLPP_DEBUG", "NONE", 1);
+    double limit = 3;
+    launch_t l;
+    launch_init(&l, 5, 4, rank_root_flood, &limit);
+    l.rank_of[4] = FLOOD_PROC;
+    for (int i = 0; i < 4; i++) l.delay_ms[i] = 500; /* the flood is in place first */
+    launch_run(&l, 60);
+    expect_all_ok(&l);
+}
+END_TEST
+
+/* This process's listening TCP socket (a rank's bootstrap listener), or -1. */
+static int find_listener(struct sockaddr_in *a)
+{
+    for (int fd = 3; fd < 1024; fd++) {
+        int acc = 0;
+        socklen_t len = sizeof acc;
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) != 0 || !acc) continue;
+        len = sizeof *a;
+        if (getsockname(fd, (struct sockaddr *)a, &len) == 0 && a->sin_family == AF_INET)
+            return fd;
+    }
+    return -1;
+}
+
+/*
+ * 300 silent connections to a rank's own listener while it works, with 128 descriptors: the
+ * rank must neither run out of descriptors nor slow down.
+ */
+static int rank_listener_flood(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    mscclpp_bootstrap_t *b = NULL;
+    CHILD_OK(mscclpp_bootstrap_create(id, rank, n, &b));
+    pid_t flooder = -1;
+    if (rank == 1) {
+        struct sockaddr_in a;
+        CHILD_CHECK(find_listener(&a) >= 0, "no listener found");
+        flooder = fork(); /* no library thread in this process: the root is in the parent */
+        CHILD_CHECK(flooder >= 0, "fork");
+        if (flooder == 0) {
+            static int fds[FLOOD];
+            int k = open_idle(&a, FLOOD, fds);
+            if (k < FLOOD) fprintf(stderr, "# flooder: %d connections: %s\n", k, strerror(errno));
+            sleep(k == FLOOD ? 20 : 0);
+            _exit(k == FLOOD ? 0 : 3);
+        }
+        struct rlimit rl = {128, 128};
+        CHILD_CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0, "setrlimit: %s", strerror(errno));
+        usleep(500000); /* the flood is in the backlog */
+    }
+    double t0 = now_s();
+    for (int i = 0; i < 3; i++)
+        if (check_allgather(b, rank, n, 1000)) return 1;
+    if (exchange_all_pairs(b, rank, n)) return 1;
+    CHILD_OK(mscclpp_bootstrap_barrier(b));
+    CHILD_CHECK(now_s() - t0 < 4, "took %.2f s under the flood", now_s() - t0);
+    if (rank == 1) {
+        int st = 0;
+        CHILD_CHECK(waitpid(flooder, &st, WNOHANG) == 0, "the flooder stopped early (%d)", st);
+        kill(flooder, SIGKILL);
+        waitpid(flooder, &st, 0);
+        printf("# listener flood: rank 1 worked in %.2f s with %d silent connections, 128 fds\n",
+               now_s() - t0, FLOOD);
+    }
+    CHILD_OK(mscclpp_bootstrap_destroy(b));
+    return 0;
+}
+
+START_TEST(t_flood_rank)
+{
+    setenv("MSCCLPP_DEBUG", "NONE", 1);
+    launch_t l;
+    launch_init(&l, 3, 3, rank_listener_flood, NULL);
+    launch_run(&l, 60);
+    expect_all_ok(&l);
+}
+END_TEST
+
+/* Garbage and a wrong secret straight to the root: refused, and joins still go through. */
+static int rank_root_garbage(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    if (rank != FLOOD_PROC) return rank_timed_join(rank, n, id, arg);
+    struct sockaddr_in a;
+    CHILD_CHECK(id_root_addr(id, &a) == 0, "unique id holds no IPv4 root address");
+    unsigned char hello[72];
+    int refused = 0;
+    for (int k = 0; k < 40; k++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        CHILD_CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect");
+        for (size_t i = 0; i < sizeof hello; i++) hello[i] = (unsigned char)(k * 31 + i * 7);
+        if (k % 2) { /* a well-formed hello with a wrong secret */
+            memcpy(hello, "MSCCLPPH", 8);
+            hello[8] = 0;
+            hello[9] = 2;
+            memcpy(hello + 12, id->internal + UID_SECRET_OFF, 32);
+            hello[12 + k % 32] ^= 1;
+            memset(hello + 44, 0, 8);
+            hello[51] = 4;
+        }
+        CHILD_CHECK(write(fd, hello, sizeof hello) == (ssize_t)sizeof hello, "write");
+        unsigned char r[64];
+        struct pollfd p = {fd, POLLIN, 0};
+        CHILD_CHECK(poll(&p, 1, 3000) == 1, "no answer to a bad hello within 3 s");
+        ssize_t got = read(fd, r, sizeof r);
+        /* A refusal: status BAD_SECRET (1) after the magic, then the root closes. */
+        if (got >= 12 && memcmp(r, "MSCCLPPR", 8) == 0 && r[11] == 1) refused++;
+        close(fd);
+    }
+    CHILD_CHECK(refused == 40, "%d of 40 bad hellos refused", refused);
+    return 0;
+}
+
+START_TEST(t_garbage_root)
+{
+    setenv("MSCCLPP_DEBUG", "NONE", 1);
+    double limit = 5;
+    launch_t l;
+    launch_init(&l, 4, 3, rank_root_garbage, &limit);
+    l.rank_of[3] = FLOOD_PROC;
+    for (int i = 0; i < 3; i++) l.delay_ms[i] = 200;
+    launch_run(&l, 60);
+    expect_all_ok(&l);
+}
+END_TEST
+
+/*
+ * Holders of the id that claim another size: a "1-rank" squatter that joins first, and a joiner
+ * that claims 5 ranks. Neither locks out the real 3 ranks.
+ */
+#define SQUAT_1 97
+#define SQUAT_5 98
+static int rank_squat(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    mscclpp_bootstrap_t *b = NULL;
+    if (rank == SQUAT_1) {
+        CHILD_OK(mscclpp_bootstrap_create(id, 0, 1, &b)); /* a session of its own */
+        CHILD_OK(mscclpp_bootstrap_destroy(b));
+        return 0;
+    }
+    if (rank == SQUAT_5) {
+        double t0 = now_s();
+        mscclpp_result_t r = mscclpp_bootstrap_create(id, 1, 5, &b);
+        CHILD_CHECK(r == MSCCLPP_ERR_TIMEOUT, "a 5-rank claim gave %s", mscclpp_result_string(r));
+        CHILD_CHECK(strstr(mscclpp_last_error(), "1 of 5 ranks joined") &&
+                        strstr(mscclpp_last_error(), "missing rank(s) 0, 2-4"),
+                    "message names the missing ranks");
+        CHILD_CHECK(now_s() - t0 < 4 + 1, "took %.1f s", now_s() - t0);
+        return 0;
+    }
+    double limit = 3;
+    return rank_timed_join(rank, n, id, &limit);
+}
+
+START_TEST(t_squatter)
+{
+    setenv("MSCCLPP_TIMEOUT", "4", 1);
+    setenv("MSCCLPP_DEBUG", "NONE", 1);
+    launch_t l;
+    launch_init(&l, 5, 3, rank_squat, NULL);
+    l.rank_of[3] = SQUAT_1;
+    l.rank_of[4] = SQUAT_5;
+    for (int i = 0; i < 3; i++) l.after[i] = 3; /* the squatter is done before they come */
+    launch_run(&l, 60);
+    expect_all_ok(&l);
+}
+END_TEST
+
+/* Ranks in the id's own process: the first one fixes the size, a disagreeing one is refused. */
+typedef struct {
+    const mscclpp_unique_id_t *id;
+    int rank, nranks;
+    mscclpp_result_t res;
+    char err[512];
+    double secs;
+} join_arg_t;
+
+static void *join_thread(void *p)
+{
+    join_arg_t *j = p;
+    mscclpp_bootstrap_t *b = NULL;
+    double t0 = now_s();
+    j->res = mscclpp_bootstrap_create(j->id, j->rank, j->nranks, &b);
+    j->secs = now_s() - t0;
+    snprintf(j->err, sizeof j->err, "%s", mscclpp_last_error());
+    if (j->res == MSCCLPP_OK) {
+        unsigned char v[2] = {0, 0};
+        v[j->rank] = (unsigned char)(10 + j->rank);
+        j->res = mscclpp_bootstrap_allgather(b, v, 1);
+        if (j->res == MSCCLPP_OK && (v[0] != 10 || v[1] != 11)) j->res = MSCCLPP_ERR_INTERNAL;
+        mscclpp_bootstrap_destroy(b);
+    }
+    return NULL;
+}
+
+START_TEST(t_wrong_nranks_local)
+{
+    setenv("MSCCLPP_DEBUG", "NONE", 1);
+    mscclpp_unique_id_t id;
+    ck_assert_int_eq(mscclpp_get_unique_id(&id), MSCCLPP_OK);
+    join_arg_t j0 = {&id, 0, 2}, bad = {&id, 1, 5}, j1 = {&id, 1, 2};
+    pthread_t t0, tb, t1;
+    ck_assert_int_eq(pthread_create(&t0, NULL, join_thread, &j0), 0);
+    usleep(200000);
+    ck_assert_int_eq(pthread_create(&tb, NULL, join_thread, &bad), 0);
+    pthread_join(tb, NULL);
+    ck_assert_msg(bad.res == MSCCLPP_ERR_INVALID_ARG, "a 5-rank claim gave %s: %s",
+                  mscclpp_result_string(bad.res), bad.err);
+    ck_assert_msg(strstr(bad.err, "session has 2 ranks") != NULL, "message: %s", bad.err);
+    ck_assert_msg(bad.secs < 2, "refusal took %.1f s", bad.secs);
+    ck_assert_int_eq(pthread_create(&t1, NULL, join_thread, &j1), 0);
+    pthread_join(t0, NULL);
+    pthread_join(t1, NULL);
+    ck_assert_msg(j0.res == MSCCLPP_OK && j1.res == MSCCLPP_OK, "real ranks: %s / %s", j0.err,
+                  j1.err);
+}
+END_TEST
+
+/* ---- a rank killed during the bootstrap ----------------------------------------------------- */
+
+/* Rank 2 dies before it joins: every survivor names it, within MSCCLPP_TIMEOUT + 1 s. */
+static int rank_die_before_join(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    if (rank == 2) raise(SIGKILL);
+    const double timeout = 3;
+    double t0 = now_s();
+    mscclpp_bootstrap_t *b = NULL;
+    mscclpp_result_t r = mscclpp_bootstrap_create(id, rank, n, &b);
+    double dt = now_s() - t0;
+    fprintf(stderr, "# rank %d: %.2f s: %s\n", rank, dt, mscclpp_last_error());
+    CHILD_CHECK(r == MSCCLPP_ERR_TIMEOUT, "got %s", mscclpp_result_string(r));
+    CHILD_CHECK(strstr(mscclpp_last_error(), "missing rank(s) 2"), "names the dead rank");
+    CHILD_CHECK(dt < timeout + 1, "took %.2f s", dt);
+    return 0;
+}
+
+/* Rank 2 dies after it joined, before the first exchange: every survivor names it, quickly. */
+static int rank_die_after_join(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    mscclpp_bootstrap_t *b = NULL;
+    CHILD_OK(mscclpp_bootstrap_create(id, rank, n, &b));
+    if (rank == 2) raise(SIGKILL);
+    usleep(100000); /* it is gone before anyone writes to it */
+    const double timeout = 10;
+    double t0 = now_s();
+    unsigned char v[4 * 8];
+    mscclpp_result_t r = mscclpp_bootstrap_allgather(b, v, 8);
+    double dt = now_s() - t0;
+    fprintf(stderr, "# rank %d: %.2f s: %s\n", rank, dt, mscclpp_last_error());
+    CHILD_CHECK(r == MSCCLPP_ERR_REMOTE || r == MSCCLPP_ERR_TIMEOUT, "got %s",
+                mscclpp_result_string(r));
+    CHILD_CHECK(strstr(mscclpp_last_error(), "rank 2 "), "names the dead rank");
+    CHILD_CHECK(dt < timeout + 1, "took %.2f s", dt);
+    /* Refused connections and abort notices make this much faster than the timeout. */
+    CHILD_CHECK(dt < 3, "took %.2f s (the dead rank's refusals should fail fast)", dt);
+    mscclpp_bootstrap_destroy(b);
+    return 0;
+}
+
+static void expect_killed_2(const launch_t *l)
+{
+    for (int i = 0; i < 4; i++) {
+        if (i == 2)
+            ck_assert_msg(WIFSIGNALED(l->status[i]), "rank 2 should have been killed");
+        else
+            expect_exit(l, i, 0);
+    }
+}
+
+START_TEST(t_kill_before_join)
+{
+    setenv("MSCCLPP_TIMEOUT", "3", 1);
+    setenv("MSCCLPP_DEBUG", "NONE", 1);
+    launch_t l;
+    launch_init(&l, 4, 4, rank_die_before_join, NULL);
+    launch_run(&l, 60);
+    expect_killed_2(&l);
+}
+END_TEST
+
+START_TEST(t_kill_after_join)
+{
+    setenv("MSCCLPP_TIMEOUT", "10", 1);
+    setenv("MSCCLPP_DEBUG", "NONE", 1);
+    launch_t l;
+    launch_init(&l, 4, 4, rank_die_after_join, NULL);
+    launch_run(&l, 60);
+    expect_killed_2(&l);
+}
+END_TEST
+
+/* ---- fork while a library thread logs ------------------------------------------------------- */
+
+static volatile int stop_garbage;
+
+/* Bad hellos make the root thread log (WARN) without pause. */
+static void *garbage_thread(void *p)
+{
+    const struct sockaddr_in *a = p;
+    unsigned char junk[72] = {0};
+    while (!stop_garbage) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) continue;
+        if (connect(fd, (const struct sockaddr *)a, sizeof *a) == 0) {
+            (void)!write(fd, junk, sizeof junk);
+            char c;
+            (void)!read(fd, &c, 1);
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+START_TEST(t_fork_while_logging)
+{
+    char path[] = "/tmp/mscclpp-forklog-XXXXXX";
+    int lf = mkstemp(path);
+    ck_assert_int_ge(lf, 0);
+    close(lf);
+    setenv("MSCCLPP_DEBUG_FILE", path, 1);
+    setenv("MSCCLPP_DEBUG", "WARN", 1);
+    mscclpp_unique_id_t id;
+    ck_assert_int_eq(mscclpp_get_unique_id(&id), MSCCLPP_OK);
+    struct sockaddr_in a;
+    ck_assert_int_eq(id_root_addr(&id, &a), 0);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, garbage_thread, &a), 0);
+    usleep(100000);
+    int hung = 0, forks = 400;
+    for (int i = 0; i < forks && !hung; i++) {
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            /* A failing call logs its error: it needs the log lock. */
+            mscclpp_bootstrap_t *b;
+            mscclpp_bootstrap_create(NULL, 0, 1, &b);
+            _exit(0);
+        }
+        double end = now_s() + 5;
+        int st;
+        while (waitpid(pid, &st, WNOHANG) == 0) {
+            if (now_s() > end) {
+                kill(pid, SIGKILL);
+                waitpid(pid, &st, 0);
+                hung = i + 1;
+                break;
+            }
+            usleep(200);
+        }
+    }
+    stop_garbage = 1;
+    pthread_join(th, NULL);
+    unlink(path);
+    ck_assert_msg(!hung, "fork %d of %d: the child hung on the log lock", hung, forks);
+}
+END_TEST
+
+
 #define CK_TRY(x) do { mscclpp_result_t r__ = (x); if (r__) return r__; } while (0)
 
 /* ---- custom bootstrap: 2 forked ranks over a socketpair, driven through the public ops ---- */
@@ -828,6 +1266,14 @@ static Suite *suite(void)
     tcase_add_test(tc, t_address_forms);
     tcase_add_test(tc, t_address_secret);
     tcase_add_test(tc, t_custom_bootstrap);
+    tcase_add_test(tc, t_flood_root);
+    tcase_add_test(tc, t_flood_rank);
+    tcase_add_test(tc, t_garbage_root);
+    tcase_add_test(tc, t_squatter);
+    tcase_add_test(tc, t_wrong_nranks_local);
+    tcase_add_test(tc, t_kill_before_join);
+    tcase_add_test(tc, t_kill_after_join);
+    tcase_add_test(tc, t_fork_while_logging);
     suite_add_tcase(s, tc);
     return s;
 }
