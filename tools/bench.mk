@@ -12,6 +12,9 @@ endif
 # Smoke tests (TAP scripts): fork mode, every dtype x op, a reference plan, usage errors, mpiexec.
 TESTS += tests/bench/test_bench.sh
 EXTRA_DIST += tests/bench/test_bench.sh
+# nccl-tests flags, plan names in --json, the summary of failed calls, --plot (TAP).
+TESTS += tests/bench/test_bench_cli.sh
+EXTRA_DIST += tests/bench/test_bench_cli.sh
 
 # Unit test of the tool's data helpers (encodings, patterns, checker); prints TAP itself.
 check_PROGRAMS += tests/bench/test_bench_data
