@@ -460,7 +460,7 @@ static int run_column(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, ms
     size_t sb = s->send_count * esize, rb = s->recv_count * esize;
     char *send = b->sendbuf, *recv = b->recvbuf;
     if (inplace) {
-        /* NCCL's in-place layouts (spec 3.3). */
+        /* NCCL's in-place layouts (plan-format §3.3). */
         send = recv = b->recvbuf;
         if (b->coll == BENCH_ALLGATHER) send = recv + (size_t)b->rank * sb;
         if (b->coll == BENCH_REDUCESCATTER) recv = send + (size_t)b->rank * rb;

@@ -51,7 +51,7 @@ else
     pass "$name"
 fi
 have_mpi=no
-grep -q '^pkgconfig_DATA = .*mscclpp_mpi.pc' "$b/Makefile" && have_mpi=yes
+grep -q "define MSCCLPP_HAVE_MPI 1" "$b/config.h" && have_mpi=yes
 
 # 2: build, then install somewhere else than the configured prefix
 inst=$tmp/inst
