@@ -2,7 +2,7 @@
  * The executor: runs a loaded plan on this rank.
  *
  * A context holds what a plan needs for one pair of buffers: scratch, the counters of its
- * memory channels paired with the peers' (spec §5.2), the peers' buffers it addresses (§5.4),
+ * memory channels paired with the peers' (plan-format §5.2), the peers' buffers it uses (§5.4),
  * the members of its switch channels (§5.5) and the device state (flag, semaphores, barriers,
  * error record) that persists across launches. Building one is collective: every rank of the
  * plan builds the same contexts in the same order. Lowered plans are cached per context and
@@ -411,7 +411,7 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
         if (res == MSCCLPP_OK && k > 0) {
             void *their_inbound = NULL;
             res = get_regmem(ex, c, &r, peer, &their_inbound);
-            /* pair ordinal j of my channels to v with ordinal j of theirs to me (spec §5.2);
+            /* pair ordinal j of my channels to v with ordinal j of theirs to me (plan-format §5.2);
              * my extra channels keep signalling the dummy counter */
             uint64_t *slots = calloc(k, sizeof *slots);
             if (!slots && res == MSCCLPP_OK) res = ERR(MSCCLPP_ERR_NO_MEMORY, "out of memory");

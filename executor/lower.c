@@ -2,7 +2,7 @@
  * Lowering of a loaded plan into the interpreter's launch arguments (see lower.h for the
  * executor's side and kernels/common/kern_args.h for the layout).
  *
- * Chunk -> byte rules (spec §3.1-3.2, 3.7, 3.8, with our decisions):
+ * Chunk -> byte rules (plan-format §3.1-3.2, 3.7, 3.8, with our decisions):
  *   - sizes need only be multiples of the element size;
  *   - chunk size CS = S/C when C divides S into pieces that are multiples of the element size
  *     (of max(4, element size) when the plan moves packets: packet units are 8-byte aligned)

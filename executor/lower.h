@@ -12,8 +12,8 @@
  *      zeroed, peer-mappable scratch (it is the size this rank needs; peers' lowering assumes
  *      each rank allocated at least its own exec_scratch_bytes()).
  *   3. Fill exec_resources_t: one exec_memchan_t per memory channel of the plan (global index
- *      of spec §1.3, i.e. plan->gpus[rank].peers[PLAN_CH_MEMORY][g] is the peer), one mapped
- *      pointer per remote buffer (gpu-level id of spec §1.4; memory-access ones must be set,
+ *      of plan-format §1.3, i.e. plan->gpus[rank].peers[PLAN_CH_MEMORY][g] is the peer), one mapped
+ *      pointer per remote buffer (gpu-level id of plan-format §1.4; memory-access ones must be set,
  *      pointing at the owner's buffer start for this call, in-allocation offset included),
  *      one exec_switch_t per switch channel (members in the plan's rank order, each the bound
  *      buffer of that member, offset included).
@@ -81,7 +81,7 @@ typedef struct {
 } exec_lowered_t;
 
 /**
- * Chunk size in bytes for these message sizes (spec §3.1 with our tail rule). Granule W = the
+ * Chunk size in bytes for these message sizes (plan-format §3.1, our tail rule). Granule W = the
  * element size, at least 4 bytes when the plan uses packets. A buffer of S bytes and C chunks is
  * G rank blocks of S/G bytes, each split into C/G chunks: G = nranks for the output of
  * allgather, the input of reducescatter and both sides of alltoall, else 1. CS = S/C when C

@@ -1,5 +1,5 @@
 /*
- * A loaded execution plan (internal): the JSON of spec/plan-format.md turned into flat,
+ * A loaded execution plan (internal): the JSON of docs/plan-format.md turned into flat,
  * fixed-size structs, validated once at load time. Chunk indices stay abstract here; the
  * executor turns them into bytes per call (executor/lower.c).
  *
@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-/* Limits of spec §5.6, checked at load (P19). */
+/* Limits of plan-format §5.6, checked at load (P19). */
 #define PLAN_MAX_OPS_PER_BLOCK 64    /* including flattened pipeline bodies */
 #define PLAN_MAX_CHANNELS_PER_BLOCK 16 /* per channel type */
 #define PLAN_MAX_RBUFS_PER_BLOCK 16  /* per access type */
@@ -29,7 +29,7 @@ extern "C" {
 #define PLAN_MAX_THREADS 1024
 #define PLAN_MAX_SWITCH_MEMBERS 64
 
-/* Op kinds, in the order of spec §2.1 (values match the reference enum). */
+/* Op kinds, in the order of plan-format §2.1 (values match the reference enum). */
 typedef enum {
     PLAN_OP_NOP = 0,
     PLAN_OP_BARRIER,

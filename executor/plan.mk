@@ -9,10 +9,10 @@ TESTS += tests/unit/test_plan tests/unit/test_registry
 tests_unit_test_plan_SOURCES = tests/unit/test_plan.c
 tests_unit_test_plan_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_plan_LDADD = libmscclpp.la $(CHECK_LIBS)
-# The registry is internal (hidden symbols): link the convenience library.
+# The registry is internal (hidden symbols): link the library objects (see Makefile.am).
 tests_unit_test_registry_SOURCES = tests/unit/test_registry.c
 tests_unit_test_registry_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_registry_LDADD = libmscclpp_internal.la $(CHECK_LIBS)
+tests_unit_test_registry_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
 endif
 
 EXTRA_DIST += \

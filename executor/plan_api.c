@@ -43,7 +43,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_plan_load_file(const char *path, mscclpp_pl
         goto free_buf;
     }
     buf[size] = '\0';
-    /* The file is read once here; the executor never goes back to it (spec P26). */
+    /* The file is read once here; the executor never goes back to it (plan-format P26). */
     res = plan_load_json(buf, size, path, plan);
 
 free_buf:

@@ -1,17 +1,17 @@
 /*
- * Plan loading and validation: the JSON of spec/plan-format.md §1 turned into the flat structs of
+ * Plan loading and validation: the JSON of plan-format §1 turned into the flat structs of
  * executor/plan.h. Every rule that fails reports MSCCLPP_ERR_INVALID_PLAN with the source, the
  * JSON path and the rule, so a plan that loads is safe to run: no index reaches outside a
- * buffer, a table or a limit of spec §5.6.
+ * buffer, a table or a limit of plan-format §5.6.
  *
- * Decisions beyond the spec (spec/README.md lists ours):
+ * Decisions beyond the spec (plan-format §10 lists ours):
  *   - "name": null (the 0.9 DSL writes it) takes the file name without ".json" ("unnamed" for
  *     strings); "" is refused.
  *   - buffer_alignment: a power of two in [1, 2^30].
  *   - Integers too big for jansson's json_int_t (max_message_size 18446744073709551615) make us
  *     parse again with every integer read as a double; 2^64 then stands for 2^64-1.
  *   - rank_subset (partial plans) is refused: every rank must be listed.
- *   - Unpaired channel counts between two ranks are accepted (the setup pads them, spec §5.2).
+ *   - Unpaired channel counts between two ranks are accepted (setup pads them, plan-format §5.2).
  *   - Unknown keys are ignored; a duplicate key keeps its last value (jansson's behaviour).
  */
 #include <float.h>
@@ -492,7 +492,7 @@ static mscclpp_result_t parse_switch_entry(ld_t *ld, int rank, const json_t *ent
 
 static mscclpp_result_t parse_gpu_channels(ld_t *ld, int rank, const json_t *chans, plan_gpu_t *g)
 {
-    /* Count first: global indices are positions in the concatenation per type (spec §1.3). */
+    /* Count first: global indices are positions in each type's concatenation (plan-format §1.3) */
     size_t count[PLAN_CH__COUNT] = {0};
     size_t i;
     json_t *e;
@@ -778,7 +778,7 @@ static const op_rule_t op_rules[PLAN_OP__COUNT] = {
 
 #define DESC_NONE (-1)
 
-/* The descriptor kind an op reads at position `pos` of src_buff or dst_buff (spec §2.4–2.6),
+/* The descriptor kind an op reads at position `pos` of src_buff or dst_buff (plan-format §2.4–2.6),
  * or DESC_NONE where it reads nothing. */
 static int desc_expect(const plan_op_t *op, bool dst, int pos)
 {

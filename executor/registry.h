@@ -1,6 +1,6 @@
 /*
  * Plan registry (internal): plans registered with their constraints, and selection of the plan
- * for a call (spec §6.3). A plain struct the executor embeds; not thread-safe (the owner locks).
+ * for a call (plan-format §6.3). A plain struct the executor embeds; not thread-safe (owner locks).
  *
  * Matching rule, in registration order, first match wins (so the choice is deterministic):
  *   - collective equal (strcmp), world size == plan's len(gpus);

@@ -24,5 +24,5 @@ TESTS += tests/unit/test_kernels
 tests_unit_test_kernels_SOURCES = tests/unit/test_kernels.c tests/unit/kern_harness.c \
 	tests/unit/kern_harness.h
 tests_unit_test_kernels_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_kernels_LDADD = libmscclpp_internal.la $(CHECK_LIBS)
+tests_unit_test_kernels_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
 endif

@@ -7,8 +7,9 @@ AC_DEFUN([MSCCLPP_CHECK_MPI], [
   mscclpp_have_mpi=no
   mscclpp_mpi_summary=""
   AS_IF([test "x$with_mpi" != xno], [
-    PKG_CHECK_MODULES([MPI], [mpich], [mscclpp_have_mpi=yes],
-      [PKG_CHECK_MODULES([MPI], [ompi], [mscclpp_have_mpi=yes], [mscclpp_have_mpi=no])])
+    PKG_CHECK_MODULES([MPI], [mpich], [mscclpp_have_mpi=yes MPI_PC_MODULE=mpich],
+      [PKG_CHECK_MODULES([MPI], [ompi], [mscclpp_have_mpi=yes MPI_PC_MODULE=ompi],
+        [mscclpp_have_mpi=no])])
     AC_PATH_PROGS([MPIEXEC], [mpiexec.hydra mpiexec], [])
     AS_IF([test -z "$MPIEXEC"], [mscclpp_have_mpi=no])
     AS_IF([test "x$mscclpp_have_mpi" = xno && test "x$with_mpi" != xcheck],
@@ -19,5 +20,7 @@ AC_DEFUN([MSCCLPP_CHECK_MPI], [
     AC_DEFINE([MSCCLPP_HAVE_MPI], [1], [MPI bootstrap])
   ])
   AC_SUBST([MPI_CFLAGS]) AC_SUBST([MPI_LIBS]) AC_SUBST([MPIEXEC])
+  dnl mscclpp_mpi.pc requires the same pkg-config module (mscclpp_mpi.h includes mpi.h).
+  AC_SUBST([MPI_PC_MODULE])
   AM_CONDITIONAL([HAVE_MPI], [test "x$mscclpp_have_mpi" = xyes])
 ])

@@ -10,7 +10,39 @@ logdir=$top/build/test-logs
 mkdir -p "$logdir"
 
 # C suites (TAP through automake's driver: one line per test case).
-make -C build -j2 check >"$logdir/check.out" 2>&1
+# Progress: one line per suite as it finishes (its .trs file is complete), while make runs.
+echo "check: building the test programs and running the C suites (log: $logdir/check.out)"
+start_mark=$logdir/.check-start
+: >"$start_mark"
+make -C build -j2 check >"$logdir/check.out" 2>&1 &
+make_pid=$!
+declare -A trs_size=() trs_done=()
+while :; do
+    running=1
+    kill -0 "$make_pid" 2>/dev/null || running=0
+    while IFS= read -r trs; do
+        [ -n "${trs_done[$trs]:-}" ] && continue
+        grep -q '^:global-test-result:' "$trs" 2>/dev/null || continue
+        size=$(stat -c %s "$trs")
+        # the driver writes the file at exit; wait until its size holds still for a poll
+        if [ $running -eq 1 ] && [ "${trs_size[$trs]:-}" != "$size" ]; then
+            trs_size[$trs]=$size
+            continue
+        fi
+        trs_done[$trs]=1
+        awk -v name="${trs#build/}" -v t="$SECONDS" '
+            /^:global-test-result:/ { g = $2 }
+            /^:test-result: (PASS|XFAIL)/ { p++ }
+            /^:test-result: (FAIL|XPASS|ERROR)/ { f++ }
+            /^:test-result: SKIP/ { s++ }
+            END { sub(/\.trs$/, "", name)
+                  printf "  [%4ds] %-5s %s: %d passed, %d failed, %d skipped\n", t, g, name,
+                         p, f, s }' "$trs"
+    done < <(find build -name '*.trs' -newer "$start_mark" 2>/dev/null | sort)
+    [ $running -eq 0 ] && break
+    sleep 2
+done
+wait "$make_pid"
 check_rc=$?
 grep -E '^(PASS|FAIL|ERROR|SKIP|XFAIL|XPASS):' "$logdir/check.out" | sed 's/^/  /' | grep -v '^  PASS' || true
 awk '/^# TOTAL:/{t=$3} /^# PASS:/{p=$3} /^# SKIP:/{s=$3} /^# XFAIL:/{xf=$3} /^# FAIL:/{f=$3}
@@ -25,6 +57,7 @@ fi
 # Python DSL suite.
 py_pass=0 py_fail=0 py_skip=0
 if [ -d tests/python ]; then
+    echo "pytest: running tests/python (log: $logdir/pytest.out)"
     MSCCLPP_LIBRARY="$top/build/.libs/libmscclpp.so" \
         python3 -m pytest tests/python -q -rs -p no:cacheprovider >"$logdir/pytest.out" 2>&1
     py_rc=$?

@@ -1,6 +1,7 @@
 # tools/bench.mk: mscclpp-bench (nccl-tests conventions) and its smoke tests.
 bin_PROGRAMS += tools/mscclpp-bench
-tools_mscclpp_bench_SOURCES = tools/mscclpp-bench.c tools/bench_data.c tools/bench_data.h
+tools_mscclpp_bench_SOURCES = tools/mscclpp-bench.c tools/bench_data.c tools/bench_data.h \
+	tools/bench_plot.c tools/bench_plot.h
 tools_mscclpp_bench_CFLAGS = $(AM_CFLAGS)
 tools_mscclpp_bench_LDADD = libmscclpp.la -lm
 if HAVE_MPI
@@ -14,6 +15,9 @@ EXTRA_DIST += tests/bench/test_bench.sh
 # The launcher when a rank is killed mid-run (survivors exit by themselves, errors shown).
 TESTS += tests/bench/test_bench_kill.sh
 EXTRA_DIST += tests/bench/test_bench_kill.sh
+# nccl-tests flags, plan names in --json, the summary of failed calls, --plot (TAP).
+TESTS += tests/bench/test_bench_cli.sh
+EXTRA_DIST += tests/bench/test_bench_cli.sh
 
 # Unit test of the tool's data helpers (encodings, patterns, checker); prints TAP itself.
 check_PROGRAMS += tests/bench/test_bench_data

@@ -1,4 +1,4 @@
 # tools/: mscclpp-info, mscclpp-bench
 bin_PROGRAMS += tools/mscclpp-info
 tools_mscclpp_info_SOURCES = tools/mscclpp-info.c
-tools_mscclpp_info_LDADD = libmscclpp_internal.la $(JANSSON_LIBS) -ldl
+tools_mscclpp_info_LDADD = $(MSCCLPP_INTERNAL_LIBS) -ldl

@@ -22,6 +22,7 @@
 #include "mscclpp/mscclpp_mpi.h"
 #endif
 #include "tools/bench_data.h"
+#include "tools/bench_plot.h"
 
 #define EXIT_USAGE 2
 #define DEFAULT_TIME_LIMIT 900.0
@@ -36,6 +37,10 @@ typedef struct {
     int iters, warmup, check, root, np, mpi;
     int tcp_boot; /* under mpiexec: TCP bootstrap from a broadcast unique id, not MPI's */
     double time_limit;
+    const char *plot_path; /* --plot FILE.svg */
+    int average;           /* -a: 0 rank 0's time, 1 mean, 2 min, 3 max over ranks */
+    int blocking;          /* -z 1: wait for each call before the next */
+    int cycles;            /* -N: run the whole sweep this many times */
 } opts_t;
 
 /* One column group of a row (out-of-place or in-place). */
@@ -46,6 +51,7 @@ typedef struct {
     double time_us;        /* max over ranks */
     long long wrong;       /* summed over ranks; -1 when not checked */
     char msg[256];         /* this rank's error message, when it failed here */
+    const char *plan;      /* name of the plan that ran; NULL when unknown */
 } column_t;
 
 typedef struct {
@@ -69,6 +75,7 @@ typedef struct {
     double bw_sum;
     int bw_count, failed_calls;
     long long wrong_total;
+    bench_plot_t *plot; /* rank 0 with --plot */
 } bench_t;
 
 static void usage(FILE *f, const char *prog)
@@ -96,6 +103,14 @@ static void usage(FILE *f, const char *prog)
             "      --bootstrap mpi|tcp  under mpiexec: bootstrap over MPI (default) or over TCP\n"
             "                        from a unique id that rank 0 broadcasts\n"
             "      --time-limit SEC  with --np: kill the ranks after SEC seconds (default %.0f)\n"
+            "      --plot FILE.svg   draw busbw and time against size (one line per plan and\n"
+            "                        placement, MPI's with --mpi) into FILE.svg\n"
+            "  -a, --average 0..3    time reported over ranks: 0 rank 0, 1 mean, 2 min, 3 max\n"
+            "                        (default 3)\n"
+            "  -z, --blocking 0|1    1: wait for each call before starting the next (default 0)\n"
+            "  -N, --run_cycles N    run the whole sweep N times (default 1)\n"
+            "  -g 1, -t 1, -G 0      accepted for nccl-tests command lines (one rank per process,\n"
+            "                        no CUDA graphs); other values are refused\n"
             "  -h, --help            this text\n"
             "Sizes are nccl-tests sizes: allgather output, reducescatter input, buffer otherwise.\n"
             "Exit status: 0 all good, 1 a check or call failed, 2 bad usage.\n",
@@ -133,7 +148,28 @@ static int parse_int(const char *s, int lo, int hi, int *out)
     return 0;
 }
 
-enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, OPT_BOOT };
+enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, OPT_BOOT,
+       OPT_PLOT };
+
+/*
+ * nccl-tests options that have no meaning here (-g GPUs per thread, -t threads per process,
+ * -G CUDA graph launches): their neutral value is accepted so that copied command lines run;
+ * anything else gets a sentence saying what to use. Returns 0, or EXIT_USAGE after printing.
+ */
+static int nccl_tests_flag(int c, const char *arg, const char *prog)
+{
+    int v;
+    int neutral = c == 'G' ? 0 : 1;
+    if (parse_int(arg, 0, 1 << 20, &v) == 0 && v == neutral) return 0;
+    if (c == 'G')
+        fprintf(stderr, "%s: -G %s: CUDA graph launches are not supported; each call is "
+                        "launched directly (leave -G out or give -G 0)\n", prog, arg);
+    else
+        fprintf(stderr, "%s: -%c %s: mscclpp-bench runs one rank per process, one GPU each; "
+                        "for %s ranks use --np %s (forked here) or mpiexec -n %s\n",
+                prog, c, arg, arg, arg, arg);
+    return EXIT_USAGE;
+}
 
 /* Returns 0, EXIT_USAGE after printing why, or -1 for --help (printed). */
 static int parse_args(int argc, char **argv, opts_t *o)
@@ -149,6 +185,10 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"json", required_argument, NULL, OPT_JSON}, {"mpi", no_argument, NULL, OPT_MPI},
         {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
         {"bootstrap", required_argument, NULL, OPT_BOOT},
+        {"plot", required_argument, NULL, OPT_PLOT}, {"average", required_argument, NULL, 'a'},
+        {"blocking", required_argument, NULL, 'z'}, {"run_cycles", required_argument, NULL, 'N'},
+        {"ngpus", required_argument, NULL, 'g'},    {"nthreads", required_argument, NULL, 't'},
+        {"cudagraph", required_argument, NULL, 'G'},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
     };
     const char *prog = "mscclpp-bench"; /* argv[0] may be libtool's lt- wrapper target */
@@ -160,9 +200,10 @@ static int parse_args(int argc, char **argv, opts_t *o)
     o->ops[0] = MSCCLPP_SUM, o->nops = 1;
     o->iters = 20, o->warmup = 5, o->check = 1;
     o->time_limit = DEFAULT_TIME_LIMIT;
+    o->average = 3, o->cycles = 1;
     int c, v;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":b:e:f:i:d:o:n:w:c:r:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":b:e:f:i:d:o:n:w:c:r:ha:z:N:g:t:G:", longopts, NULL)) != -1) {
         const char *bad = NULL;
         switch (c) {
         case 'b': if (parse_size(optarg, &o->min_bytes)) bad = "-b"; break;
@@ -215,6 +256,16 @@ static int parse_args(int argc, char **argv, opts_t *o)
             if (end == optarg || *end || !(o->time_limit > 0)) bad = "--time-limit";
             break;
         }
+        case OPT_PLOT: o->plot_path = optarg; break;
+        case 'a': if (parse_int(optarg, 0, 3, &o->average)) bad = "-a (0, 1, 2 or 3)"; break;
+        case 'z': if (parse_int(optarg, 0, 1, &o->blocking)) bad = "-z (0 or 1)"; break;
+        case 'N':
+            if (parse_int(optarg, 1, 1 << 20, &o->cycles))
+                bad = "-N (a count >= 1; 0, run forever, is not supported)";
+            break;
+        case 'g': case 't': case 'G':
+            if (nccl_tests_flag(c, optarg, prog)) return EXIT_USAGE;
+            break;
         case 'h': usage(stdout, prog); return -1;
         case ':':
             fprintf(stderr, "%s: option %s needs a value\n", prog, argv[optind - 1]);
@@ -297,7 +348,8 @@ static int agree(bench_t *b, mscclpp_result_t *rc, int *who)
     return 0;
 }
 
-static int max_over_ranks(bench_t *b, double *v)
+/* The time every rank reports: -a 0 rank 0's, 1 the mean, 2 the minimum, 3 the maximum. */
+static int time_over_ranks(bench_t *b, double *v)
 {
     double *all = b->xchg;
     all[b->rank] = *v;
@@ -306,8 +358,18 @@ static int max_over_ranks(bench_t *b, double *v)
         report(b, "exchanging times", rc);
         return -1;
     }
-    for (int r = 0; r < b->nranks; r++)
-        if (all[r] > *v) *v = all[r];
+    double sum = 0, lo = all[0], hi = all[0];
+    for (int r = 0; r < b->nranks; r++) {
+        sum += all[r];
+        if (all[r] < lo) lo = all[r];
+        if (all[r] > hi) hi = all[r];
+    }
+    switch (b->o->average) {
+    case 0: *v = all[0]; break;
+    case 1: *v = sum / b->nranks; break;
+    case 2: *v = lo; break;
+    default: *v = hi; break;
+    }
     return 0;
 }
 
@@ -398,7 +460,7 @@ static int run_column(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, ms
     size_t sb = s->send_count * esize, rb = s->recv_count * esize;
     char *send = b->sendbuf, *recv = b->recvbuf;
     if (inplace) {
-        /* NCCL's in-place layouts (spec 3.3). */
+        /* NCCL's in-place layouts (plan-format §3.3). */
         send = recv = b->recvbuf;
         if (b->coll == BENCH_ALLGATHER) send = recv + (size_t)b->rank * sb;
         if (b->coll == BENCH_REDUCESCATTER) recv = send + (size_t)b->rank * rb;
@@ -436,8 +498,10 @@ static int run_column(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, ms
         return -1;
     }
     double t0 = now_s();
-    for (int i = 0; i < b->o->iters && rc == MSCCLPP_OK; i++)
+    for (int i = 0; i < b->o->iters && rc == MSCCLPP_OK; i++) {
         rc = bench_call(b, send, recv, s, dt, op);
+        if (b->o->blocking && rc == MSCCLPP_OK) rc = bench_sync(b);
+    }
     if (rc == MSCCLPP_OK) rc = bench_sync(b);
     double t = (now_s() - t0) * 1e6 / b->o->iters;
     note_failure(b, col, what, rc);
@@ -446,7 +510,7 @@ static int run_column(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, ms
         col->err = rc;
         return 0;
     }
-    if (max_over_ranks(b, &t)) return -1;
+    if (time_over_ranks(b, &t)) return -1;
     col->time_us = t;
     return 0;
 }
@@ -588,19 +652,51 @@ static void json_column(const bench_t *b, const column_t *c, size_t bytes)
         return;
     }
     if (c->err != MSCCLPP_OK) {
-        fprintf(f, "{\"error\":");
+        fprintf(f, "{\"plan\":");
+        json_string(f, c->plan);
+        fprintf(f, ",\"error\":");
         json_string(f, mscclpp_result_string(c->err));
         fprintf(f, ",\"error_rank\":%d}", c->err_rank);
         return;
     }
     double algbw = (double)bytes / 1e3 / c->time_us;
-    fprintf(f, "{\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":", c->time_us, algbw,
+    fprintf(f, "{\"plan\":");
+    json_string(f, c->plan);
+    fprintf(f, ",\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":", c->time_us, algbw,
             algbw * bench_busbw_factor(b->coll, b->nranks));
     if (c->wrong < 0)
         fputs("null", f);
     else
         fprintf(f, "%lld", c->wrong);
     fputs(",\"error\":null}", f);
+}
+
+/* --plot: one series per plan and placement (and dtype/op when the sweep has several). */
+static void plot_row(bench_t *b, size_t bytes, mscclpp_dtype_t dt, mscclpp_redop_t op,
+                     const column_t *const cols[2], double mpi_us)
+{
+    const opts_t *o = b->o;
+    char suffix[64] = "", name[256];
+    int nops = bench_coll_reduces(b->coll) ? o->nops : 1;
+    if (o->ndtypes > 1 || nops > 1)
+        snprintf(suffix, sizeof(suffix), ", %s%s%s", bench_dtype_name(dt), nops > 1 ? " " : "",
+                 nops > 1 ? mscclpp_redop_name(op) : "");
+    double factor = bench_busbw_factor(b->coll, b->nranks);
+    for (int k = 0; k < 2; k++) {
+        const column_t *c = cols[k];
+        if (!c->ran || c->err != MSCCLPP_OK) continue;
+        snprintf(name, sizeof(name), "%s (%s)%s",
+                 c->plan ? c->plan : bench_coll_name(b->coll), k ? "in-place" : "out-of-place",
+                 suffix);
+        if (bench_plot_add(b->plot, name, bytes, c->time_us,
+                           (double)bytes / 1e3 / c->time_us * factor))
+            fprintf(stderr, "mscclpp-bench: --plot: out of memory; the picture misses rows\n");
+    }
+    if (mpi_us > 0) {
+        snprintf(name, sizeof(name), "MPI %s%s", bench_coll_name(b->coll), suffix);
+        if (bench_plot_add(b->plot, name, bytes, mpi_us, (double)bytes / 1e3 / mpi_us * factor))
+            fprintf(stderr, "mscclpp-bench: --plot: out of memory; the picture misses rows\n");
+    }
 }
 
 static void emit_row(bench_t *b, size_t bytes, size_t count, mscclpp_dtype_t dt,
@@ -643,11 +739,16 @@ static void emit_row(bench_t *b, size_t bytes, size_t count, mscclpp_dtype_t dt,
                c->err_rank == 0 ? c->msg : "");
     }
     fflush(stdout);
+    if (b->plot) plot_row(b, bytes, dt, op, cols, mpi_us);
     if (b->json) {
         FILE *f = b->json;
         fprintf(f, "{\"collective\":");
         json_string(f, b->plan ? mscclpp_plan_collective(b->plan) : bench_coll_name(b->coll));
+        /* "plan": the plan of the first column that ran (each column names its own too);
+           "plan_file": the --plan path, null for the default plans */
         fprintf(f, ",\"plan\":");
+        json_string(f, oop->ran ? oop->plan : ip->plan);
+        fprintf(f, ",\"plan_file\":");
         json_string(f, b->o->plan_path);
         fprintf(f, ",\"nranks\":%d,\"backend\":", b->nranks);
         json_string(f, mscclpp_backend_name());
@@ -673,6 +774,22 @@ static void emit_row(bench_t *b, size_t bytes, size_t count, mscclpp_dtype_t dt,
 
 /* --- the sweep ------------------------------------------------------------------------------ */
 
+/*
+ * The plan a call of this row runs: --plan's, or the one the executor selects for the
+ * collective (an in-place call with no in-place plan runs the out-of-place plan on a staged copy
+ * of the input, as run_collective does).
+ */
+static const char *column_plan(bench_t *b, uint64_t msg, int inplace)
+{
+    if (b->plan) return mscclpp_plan_name(b->plan);
+    const mscclpp_plan_t *p = NULL;
+    const char *coll = bench_coll_name(b->coll);
+    if (mscclpp_executor_select_plan(b->exec, coll, inplace, msg, NULL, &p) != MSCCLPP_OK &&
+        (!inplace || mscclpp_executor_select_plan(b->exec, coll, 0, msg, NULL, &p) != MSCCLPP_OK))
+        return NULL;
+    return p ? mscclpp_plan_name(p) : NULL;
+}
+
 /* Runs one row; returns -1 if the ranks can no longer talk. */
 static int run_row(bench_t *b, size_t bytes, mscclpp_dtype_t dt, mscclpp_redop_t op)
 {
@@ -680,9 +797,10 @@ static int run_row(bench_t *b, size_t bytes, mscclpp_dtype_t dt, mscclpp_redop_t
     bench_shape_t s;
     if (!bench_shape(b->coll, bytes, esize, b->nranks, &s)) return 0; /* rounds to nothing */
     size_t size = bench_shape_bytes(b->coll, &s, esize);
+    /* message size, as plans count it: allgather output, input otherwise */
+    uint64_t msg = b->coll == BENCH_ALLGATHER ? s.recv_count * esize : s.send_count * esize;
     if (b->plan) {
-        /* Only the sizes the plan accepts (message size: allgather output, input otherwise). */
-        uint64_t msg = b->coll == BENCH_ALLGATHER ? s.recv_count * esize : s.send_count * esize;
+        /* Only the sizes the plan accepts. */
         if (msg < mscclpp_plan_min_message_size(b->plan) ||
             msg > mscclpp_plan_max_message_size(b->plan))
             return 0;
@@ -690,6 +808,8 @@ static int run_row(bench_t *b, size_t bytes, mscclpp_dtype_t dt, mscclpp_redop_t
     column_t oop = {0}, ip = {0};
     if (b->run_oop && run_column(b, &s, dt, op, 0, &oop)) return -1;
     if (b->run_ip && run_column(b, &s, dt, op, 1, &ip)) return -1;
+    if (oop.ran) oop.plan = column_plan(b, msg, 0);
+    if (ip.ran) ip.plan = column_plan(b, msg, 1);
     double mpi_us = -1;
 #ifdef MSCCLPP_HAVE_MPI
     if (b->use_mpi) mpi_us = time_mpi(b, &s, dt, op);
@@ -785,20 +905,41 @@ static int bench_rank(const opts_t *o, mscclpp_comm_t *comm, const char *launche
         fprintf(stderr, "mscclpp-bench: cannot write %s: %s\n", o->json_path, strerror(errno));
         goto fail_host; /* other ranks then fail at the first exchange, bounded by the timeout */
     }
+    if (b.rank == 0 && o->plot_path) {
+        char title[256];
+        snprintf(title, sizeof(title), "mscclpp-bench %s, %d ranks, backend %s",
+                 b.plan ? mscclpp_plan_collective(b.plan) : bench_coll_name(b.coll), b.nranks,
+                 mscclpp_backend_name());
+        if (!(b.plot = bench_plot_new(title))) {
+            fprintf(stderr, "mscclpp-bench: out of memory for --plot\n");
+            goto fail_host;
+        }
+    }
     if (b.rank == 0) print_header(&b);
-    if (run_sweep(&b) == 0) {
+    int swept = 0;
+    for (int cycle = 0; cycle < o->cycles && swept == 0; cycle++) swept = run_sweep(&b);
+    if (swept == 0) {
         if (b.rank == 0) {
+            /* Calls that failed were not checked: never "0 OK" above them. */
+            if (b.failed_calls)
+                printf("# Failed calls         : %d FAILED (their output was not checked)\n",
+                       b.failed_calls);
             printf("# Out of bounds values : %lld %s\n", b.wrong_total,
-                   b.wrong_total ? "FAILED" : "OK");
-            if (b.failed_calls) printf("# Failed calls : %d\n", b.failed_calls);
+                   b.wrong_total || b.failed_calls ? "FAILED" : "OK");
             printf("# Avg bus bandwidth    : %g \n#\n",
                    b.bw_count ? b.bw_sum / b.bw_count : 0.0);
             fflush(stdout);
         }
         status = b.wrong_total || b.failed_calls ? 1 : 0;
+        if (b.plot && bench_plot_write(b.plot, o->plot_path) != 0) {
+            fprintf(stderr, "mscclpp-bench: cannot write %s: %s\n", o->plot_path,
+                    strerror(errno));
+            status = 1;
+        }
     }
     if (b.json) fclose(b.json);
 fail_host:
+    bench_plot_free(b.plot);
     free(b.mpi_send);
     free(b.mpi_recv);
     free(b.xchg);

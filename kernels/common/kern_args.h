@@ -53,7 +53,7 @@ extern "C" {
 #define KERN_MAX_BARRIERS 16
 #define KERN_MAX_PTRS 80 /* sources/destinations of one reduce: switch members (64) + slack */
 
-/* Op codes: the same values as plan_op_type_t (executor/plan.h, spec §2.1). */
+/* Op codes: the same values as plan_op_type_t (executor/plan.h, plan-format §2.1). */
 enum {
     KERN_OP_NOP = 0,
     KERN_OP_BARRIER,

@@ -5,7 +5,7 @@
  *
  * C subset valid as C11 and CUDA/HIP C++: no templates, no function pointers, no flexible
  * arrays; the per-(dtype, op) reduce loops are generated with the X-macros of kern_dtype.h.
- * Semantics: spec/plan-format.md §2 with the intended behaviour of spec/README.md; layout of
+ * Semantics: plan-format §2 with the intended behaviour of plan-format §10; layout of
  * the arguments and packets: kern_args.h.
  */
 #ifndef MSCCLPP_KERN_INTERP_H

@@ -1,4 +1,4 @@
-"""python3 -m mscclpp: install default plans, compile DSL programs, verify plans."""
+"""python3 -m mscclpp: install default plans, compile DSL programs, verify and show plans."""
 
 import argparse
 import contextlib
@@ -101,6 +101,20 @@ def _verify(args):
     return status
 
 
+def _show(args):
+    from .plan_view import show
+
+    try:
+        tl = show(args.plan, svg=args.svg)
+    except (OSError, ValueError) as e:
+        print(f"{args.plan}: {e}", file=sys.stderr)
+        return 1
+    print(tl.summary())
+    if args.svg:
+        print(f"wrote {args.svg}", file=sys.stderr)
+    return 0
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "--install":
@@ -126,6 +140,10 @@ def main(argv=None):
     p.add_argument("plans", nargs="+")
     p.add_argument("--races", choices=["auto", "on", "off"], default="auto")
     p.add_argument("--pipeline-iterations", type=int, default=2)
+    p = sub.add_parser("show", help="summarize a plan; --svg FILE draws it as a timeline "
+                       "(ranks x thread blocks, operations as boxes, signal->wait arrows)")
+    p.add_argument("plan")
+    p.add_argument("--svg", metavar="FILE", help="write the timeline picture to FILE")
     prog_args = []
     if "--" in argv:
         i = argv.index("--")
@@ -144,6 +162,8 @@ def main(argv=None):
         return _compile(args)
     if args.cmd == "verify":
         return _verify(args)
+    if args.cmd == "show":
+        return _show(args)
     ap.print_help()
     return 2
 

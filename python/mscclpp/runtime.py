@@ -116,7 +116,7 @@ def run_plan(plan, nranks, inputs, in_bytes, out_bytes, dtype="float32", op="pla
     """Run `plan` (dict, JSON text or path) once on `nranks` forked ranks.
 
     inputs[r] is rank r's input (bytes of length in_bytes). Buffers are laid out as the plan's
-    collective and "inplace" flag require (spec §3.3). Returns the list of output buffers.
+    collective and "inplace" flag require (plan-format §3.3). Returns the list of output buffers.
     Every wait inside the library is bounded by MSCCLPP_TIMEOUT, so a broken plan ends with an
     error (MscclppError naming the ranks and the library's message), not a hang.
     """

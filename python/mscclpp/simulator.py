@@ -313,7 +313,7 @@ class _Sim:
 
     # ---- buffers ------------------------------------------------------------------------------------
     def _phys(self, r, t, x):
-        """In-place aliasing of input and output (spec 3.3)."""
+        """In-place aliasing of input and output (plan-format §3.3)."""
         if not self.inplace:
             return t, x
         c = self.collective

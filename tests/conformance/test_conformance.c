@@ -159,7 +159,7 @@ static int run_plan_rank(int rank, int nranks, const mscclpp_unique_id_t *id, vo
                 size_t unit = units[u];
                 /* keep the message inside the plan's range: scale small units up */
                 uint64_t lo = mscclpp_plan_min_message_size(plan);
-                /* the message size (spec §3.2) is unit * nranks elements for every collective */
+                /* message size (plan-format §3.2): unit * nranks elements, every collective */
                 size_t per_unit_bytes = es * (size_t)nranks;
                 if ((uint64_t)unit * per_unit_bytes < lo)
                     unit = (size_t)((lo + per_unit_bytes - 1) / per_unit_bytes) + units[u] - 1;

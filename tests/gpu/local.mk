@@ -3,20 +3,18 @@
 EXTRA_DIST += tests/gpu/run-gpu-tests.sh docs/gpu.md
 
 # hal_get() and the fd broker (hal/fd_broker.c, one of the library's sources) are internal: link
-# the library's objects, like test_hal_host.
+# the library's objects (MSCCLPP_INTERNAL_LIBS, see Makefile.am).
 check_PROGRAMS += tests/gpu/test_gpu_hal
 TESTS += tests/gpu/test_gpu_hal tests/gpu/run-gpu-tests.sh
 tests_gpu_test_gpu_hal_SOURCES = tests/gpu/test_gpu_hal.c
-tests_gpu_test_gpu_hal_LDADD = $(libmscclpp_la_OBJECTS) $(libmscclpp_la_LIBADD)
-EXTRA_tests_gpu_test_gpu_hal_DEPENDENCIES = libmscclpp.la
+tests_gpu_test_gpu_hal_LDADD = $(MSCCLPP_INTERNAL_LIBS)
 
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_hal_modules
 TESTS += tests/unit/test_hal_modules
 tests_unit_test_hal_modules_SOURCES = tests/unit/test_hal_modules.c
 tests_unit_test_hal_modules_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_hal_modules_LDADD = $(libmscclpp_la_OBJECTS) $(libmscclpp_la_LIBADD) $(CHECK_LIBS)
-EXTRA_tests_unit_test_hal_modules_DEPENDENCIES = libmscclpp.la
+tests_unit_test_hal_modules_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
 endif
 
 # Fake backend modules test_hal_modules loads in place of the CUDA module (built at make check).

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Regenerates the malformed-plan corpus and its EXPECTED manifest in this directory.
 
-Every case is the 2-rank AllGather of spec/plan-format.md section 1.8 (BASE below) with one
-thing broken, or raw text for the syntax cases. Usage: python3 make_corpus.py [outdir]
+Every case is a 2-rank AllGather like docs/plan-format.md §1.8 (BASE below) with one thing
+broken, or raw text for the syntax cases. Usage: python3 make_corpus.py [outdir]
 """
 import json, copy, os, sys
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
@@ -240,7 +240,7 @@ os.makedirs(OUT, exist_ok=True)
 with open(os.path.join(OUT, "EXPECTED"), "w") as man:
     man.write("# Malformed plans: <file><TAB><substring that mscclpp_last_error() must contain>.\n")
     man.write("# Each must fail with MSCCLPP_ERR_INVALID_PLAN. Most derive from the 2-rank AllGather\n")
-    man.write("# of spec/plan-format.md section 1.8 (see README.md).\n")
+    man.write("# like the one of docs/plan-format.md section 1.8 (see README.md).\n")
     for name, expect, mut, raw in cases:
         fn = name + ".json"
         if raw is not None:

@@ -1,4 +1,4 @@
-"""Instruction fusion (spec 7.5), data-sync and dependency nops (7.4, 7.6), replication (7.7)."""
+"""Fusion (plan-format §7.5), data-sync and dependency nops (7.4, 7.6), replication (7.7)."""
 
 import pytest
 

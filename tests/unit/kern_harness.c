@@ -142,7 +142,7 @@ mscclpp_result_t kh_world_create(const struct mscclpp_plan *plan, kh_world_t **w
             k->sw[s].members = k->members[s];
         }
     }
-    /* pair the i-th memory channel A->B with the i-th channel B->A (spec §5.2) */
+    /* pair the i-th memory channel A->B with the i-th channel B->A (plan-format §5.2) */
     for (int r = 0; r < w->n; r++) {
         const plan_gpu_t *g = &plan->gpus[r];
         kh_rank_t *k = &w->r[r];

@@ -69,7 +69,7 @@ size_t kh_dtype_size(mscclpp_dtype_t dt);
 double kh_get(const void *buf, size_t i, mscclpp_dtype_t dt);
 /** Store v converted (round to nearest even; integers wrap). */
 void kh_set(void *buf, size_t i, mscclpp_dtype_t dt, double v);
-/** Tolerance scale of spec §8 (0 for integers). */
+/** Tolerance scale of plan-format §8 (0 for integers). */
 double kh_eps(mscclpp_dtype_t dt);
 /** Test pattern of element i of rank r in iteration it, chosen so that `op` stays in range. */
 double kh_pattern(int r, size_t i, int it, mscclpp_dtype_t dt, mscclpp_redop_t op);
@@ -80,7 +80,7 @@ double kh_apply(double a, double b, mscclpp_dtype_t dt, mscclpp_redop_t op);
  * Conformance check: `count` elements per rank (allreduce: per buffer; allgather: per rank
  * input; reducescatter: per rank output; alltoall: per peer block), `iters` launches with
  * fresh data each, every element of every rank's output checked (bit-exact for moves and
- * integers, spec §8 tolerance for floats) and the guards checked. in-place layouts as the
+ * integers, plan-format §8 tolerance for floats) and the guards checked. in-place layouts as the
  * reference tests build them. Returns MSCCLPP_OK, the launch error, or MSCCLPP_ERR_INTERNAL
  * with a message in msg for a wrong element.
  */

@@ -1,5 +1,5 @@
 /*
- * The plan interpreter on the host backend: every op of spec §2 on in-process ranks (threads),
+ * The plan interpreter on the host backend: every op of plan-format §2 on in-process ranks,
  * reductions for every dtype x op, LL8/LL16 packets, double scratch, repeated launches,
  * pipelines, thread-block groups, barriers, semaphores, switch channels, timeouts, and the
  * MSCCL++ reference plans at 4 ranks. Every byte a plan moves is checked.

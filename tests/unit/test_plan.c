@@ -669,7 +669,7 @@ START_TEST(test_zero_chunks)
 }
 END_TEST
 
-/* Unpaired channel counts are accepted (the setup pads them, spec §5.2); unknown keys ignored. */
+/* Unpaired channel counts are accepted (setup pads them, plan-format §5.2); unknown keys ignored */
 START_TEST(test_unpaired_and_unknown_keys)
 {
     const char *json = jq(

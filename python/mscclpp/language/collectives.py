@@ -1,4 +1,4 @@
-"""Collectives: what a program computes, and the chunk counts of its buffers (spec 7.1)."""
+"""Collectives: what a program computes, and the chunk counts of its buffers (plan-format §7.1)."""
 
 from .internal.types import DSLError
 

@@ -1,4 +1,4 @@
-"""Pipelined loops (``pipeline`` ops, spec 2.7)."""
+"""Pipelined loops (``pipeline`` ops, plan-format §2.7)."""
 
 from .internal.types import DSLError
 from .internal.ops import Op

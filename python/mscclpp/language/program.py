@@ -60,14 +60,14 @@ class _Gpu:
 
 
 class CollectiveProgram:
-    """A collective algorithm for a fixed number of ranks (spec 7.1).
+    """A collective algorithm for a fixed number of ranks (plan-format §7.1).
 
     Extensions to the MSCCL++ 0.9 signature:
       ``rank_subset``: iterable of ranks; only their operations are recorded and written
       (``"rank_subset"`` at the top level of the plan), for very large worlds where each rank
       compiles its own part. Entries of other ranks are stubs that keep what setup needs
       (their channels to and remote buffers on the subset's ranks).
-      ``check_limits``: raise when a block exceeds the executor limits of spec 5.6 (default).
+      ``check_limits``: raise when a block exceeds the executor limits (plan-format §5.6; default).
     """
 
     def __init__(self, name, collective, num_ranks, instances=1, protocol="Simple",
@@ -223,7 +223,7 @@ class CollectiveProgram:
     # ---- compilation ------------------------------------------------------------------------------
     def validate_signal_wait(self):
         """Every signal on the i-th channel from A to B must be matched by a wait on the i-th
-        channel from B to A (memory channels first, then port; spec 5.2), and vice versa."""
+        channel from B to A (memory channels first, then port; plan-format §5.2), and vice versa."""
         pairs = []  # per rank: {peer: [(ctype, gid), ...]}
         for g in self.gpus:
             by_peer = {}

@@ -118,7 +118,7 @@ class Buffer(BaseBuffer):
 
 
 class Semaphore:
-    """A counting semaphore between the thread blocks of one rank (spec 2.3)."""
+    """A counting semaphore between the thread blocks of one rank (plan-format §2.3)."""
 
     def __init__(self, rank, initial_value=0, size=None):
         prog = get_program()

@@ -1,4 +1,4 @@
-"""Thread-block groups: one op split over several blocks (``tbg_info``, spec 3.7)."""
+"""Thread-block groups: one op split over several blocks (``tbg_info``, plan-format §3.7)."""
 
 from .internal.types import DSLError
 

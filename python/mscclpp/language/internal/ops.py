@@ -6,14 +6,14 @@ An operation is kept in a compact internal form until serialisation:
   ``("L", btype, None, index, size)`` a buffer of the op's own rank,
   ``("R", owner, btype, index, size)`` a peer's buffer reached through the op's channel type,
   ``("S", switch_gid, None, index, size)`` the buffer bound to a switch channel;
-* channels are per-rank *global* indices of the op's channel type (spec 1.3); the block-local
+* channels are per-rank *global* indices of the op's channel type (plan-format §1.3); block-local
   tables are built when the plan is written.
 """
 
 SYNC_BEFORE = 1
 SYNC_AFTER = 2
 
-# Ops that carry a data_sync setting (spec 7.4).
+# Ops that carry a data_sync setting (plan-format §7.4).
 SYNC_CARRYING = frozenset(
     ["signal", "rlxsignal", "wait", "rlxwait", "flush", "sem_acquire", "sem_release"]
 )
@@ -101,7 +101,7 @@ class Op:
         return False
 
     def local_accesses(self, sw_types=None):
-        """(reads, writes): lists of (btype, start, end) chunk ranges of this rank (spec 7.6).
+        """(reads, writes): (btype, start, end) chunk ranges of this rank (plan-format §7.6).
 
         Packet data synchronises itself, so packet reads (``upkt``, ``rppkt``, packet sources of
         reduces) and packet writes (``cpkt`` destination, packet copies) are not tracked.

@@ -1,4 +1,4 @@
-"""Post-processing passes: fusion (spec 7.5), data-sync and dependency nops (7.4, 7.6),
+"""Post-processing passes: fusion (plan-format §7.5), data-sync and dependency nops (7.4, 7.6),
 instance replication (7.7). Every pass is linear in the number of ops of a block (the
 dependency pass is linear in ops times the ranges touched since the last sync)."""
 

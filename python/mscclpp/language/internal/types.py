@@ -1,4 +1,4 @@
-"""Enumerations shared by the DSL and the plan format (spec/plan-format.md section 7.1)."""
+"""Enumerations shared by the DSL and the plan format (plan-format §7.1)."""
 
 from enum import Enum
 
@@ -87,7 +87,7 @@ class ReplicationPolicy(Enum):
     """How `instances` copies of a program share the data.
 
     interleaved: chunk counts are multiplied by the instance count and a descriptor of size s at
-    index v becomes index v*n + i*s for instance i (spec 7.7).
+    index v becomes index v*n + i*s for instance i (plan-format §7.7).
     none: blocks, channels and semaphores are replicated but chunk indices and counts are kept;
     the program itself is responsible for giving each instance distinct data (tb groups).
     """

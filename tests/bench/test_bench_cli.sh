@@ -1,0 +1,180 @@
+#!/bin/sh
+# tools/mscclpp-bench as nccl-tests users drive it (TAP): the nccl-tests flags (-g -t -G -a -z
+# -N) accepted or refused with a sentence, the plan that ran named in --json, the summary of a
+# sweep whose calls failed, and --plot (a well-formed SVG with one line per plan and placement,
+# MPI's line under --mpi). Each run is bounded by "timeout $BENCH_TEST_TIMEOUT".
+top_build=${MSCCLPP_TOP_BUILDDIR:-.}
+top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+bench=${BENCH:-$top_build/tools/mscclpp-bench}
+limit=${BENCH_TEST_TIMEOUT:-300}
+: "${MSCCLPP_PLAN_DIR:=$top_src/plans}"
+export MSCCLPP_PLAN_DIR
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-cli-test.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+echo "1..9"
+n=0
+fails=0
+pass() { n=$((n + 1)); echo "ok $n - $1"; }
+skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+fail() {
+    n=$((n + 1))
+    sed 's/^/# /' "$tmp/out" "$tmp/err" 2>/dev/null | tail -n 30
+    echo "not ok $n - $1: $2"
+    fails=$((fails + 1))
+}
+run() {
+    timeout -k 5 "$limit" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+    rc=$?
+}
+rows() { grep -c '^ *[0-9]' "$tmp/out"; }
+have_py() { command -v python3 >/dev/null 2>&1; }
+
+# 1: the neutral values of the nccl-tests flags run; -a 1 (mean) and -z 1 (blocking) too
+name="-g 1 -t 1 -G 0 -a 1 -z 1 are accepted"
+run "$bench" --np 2 allreduce -b 1K -e 4K -n 2 -w 1 -g 1 -t 1 -G 0 -a 1 -z 1
+if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
+elif [ "$(rows)" != 3 ]; then fail "$name" "expected 3 rows"
+elif ! grep -q '^# Out of bounds values : 0 OK' "$tmp/out"; then fail "$name" "no 0 OK summary"
+else pass "$name"; fi
+
+# 2: other values are refused with exit 2 and a sentence naming what to use instead
+name="-g 2, -t 4, -G 5 are refused with what to use instead"
+why=""
+run "$bench" allreduce -g 2
+[ "$rc" -eq 2 ] && grep -q -- '--np 2' "$tmp/err" && grep -q 'mpiexec -n 2' "$tmp/err" ||
+    why="$why -g 2 (rc $rc)"
+run "$bench" allreduce -t 4
+[ "$rc" -eq 2 ] && grep -q -- '--np 4' "$tmp/err" || why="$why -t 4 (rc $rc)"
+run "$bench" allreduce -G 5
+[ "$rc" -eq 2 ] && grep -q 'CUDA graph' "$tmp/err" || why="$why -G 5 (rc $rc)"
+run "$bench" allreduce -a 7
+[ "$rc" -eq 2 ] || why="$why -a 7 (rc $rc)"
+if [ -n "$why" ]; then fail "$name" "not refused as expected:$why"
+else pass "$name"; fi
+
+# 3: -N 2 runs the sweep twice; -N 0 (forever in nccl-tests) is refused
+name="-N 2 runs the sweep twice, -N 0 is refused"
+run "$bench" --np 2 allgather -b 1K -e 4K -n 2 -w 1 -N 2
+if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
+elif [ "$(rows)" != 6 ]; then fail "$name" "expected 6 rows, got $(rows)"
+else
+    run "$bench" allgather -N 0
+    if [ "$rc" -ne 2 ]; then fail "$name" "-N 0: exit status $rc, expected 2"
+    else pass "$name"; fi
+fi
+
+# 4: --json names the plan that ran for the default collectives (it was null)
+name="--json names the selected default plan of each column"
+run "$bench" --np 2 allreduce -b 256 -e 64K -n 2 -w 1 --json "$tmp/rec.json" --plot "$tmp/p.svg"
+cp "$tmp/out" "$tmp/table"
+if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
+elif ! have_py; then skip "$name" "python3 is not installed"
+elif ! python3 - "$tmp/rec.json" "$MSCCLPP_PLAN_DIR" >"$tmp/out" 2>&1 <<'PY'
+import glob, json, os, sys
+names = set()
+for path in glob.glob(os.path.join(sys.argv[2], "**", "*.json"), recursive=True):
+    with open(path) as f:
+        names.add(json.load(f)["name"])
+recs = [json.loads(line) for line in open(sys.argv[1])]
+assert len(recs) == 9, len(recs)
+for r in recs:
+    assert r["plan_file"] is None, r
+    for col in ("out_of_place", "in_place"):
+        assert r[col]["plan"] in names, (r[col]["plan"], sorted(names))
+    assert r["plan"] == r["out_of_place"]["plan"], r
+PY
+then fail "$name" "records do not name a default plan"
+else pass "$name"; fi
+
+# 5: --plot of test 4: well-formed SVG, two panels, one line per plan and placement whose
+# points are the rows that plan ran
+name="--plot writes an SVG with one series per plan and placement"
+if [ ! -s "$tmp/p.svg" ]; then fail "$name" "no SVG written"
+elif ! have_py; then skip "$name" "python3 is not installed"
+elif ! python3 - "$tmp/p.svg" "$tmp/rec.json" >"$tmp/out" 2>&1 <<'PY'
+import collections, json, sys
+import xml.etree.ElementTree as ET
+ns = {"s": "http://www.w3.org/2000/svg"}
+root = ET.parse(sys.argv[1]).getroot()           # raises on malformed XML
+assert root.tag == "{http://www.w3.org/2000/svg}svg", root.tag
+want = collections.Counter()
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    want[r["out_of_place"]["plan"] + " (out-of-place)"] += 1
+    want[r["in_place"]["plan"] + " (in-place)"] += 1
+for panel in ("busbw", "time"):
+    g = root.find(".//s:g[@id='%s']" % panel, ns)
+    assert g is not None, panel
+    got = {s.get("data-series"): len(s.findall("s:circle", ns))
+           for s in g.findall("s:g[@class='series']", ns)}
+    assert got == dict(want), (panel, got, dict(want))
+    for s in g.findall("s:g[@class='series']", ns):
+        pts = s.find("s:polyline", ns).get("points").split()
+        assert len(pts) == got[s.get("data-series")], pts
+legend = [t.text for t in root.findall(".//s:g[@id='legend']/s:text", ns)]
+assert sorted(legend) == sorted(want), legend
+PY
+then fail "$name" "the SVG does not hold the expected series"
+else pass "$name"; fi
+
+# 6: a sweep whose calls all fail: exit 1, the summary says FAILED and never "0 OK"
+name="failed calls: the summary says FAILED, not 0 OK"
+mkdir -p "$tmp/noplans"
+MSCCLPP_PLAN_DIR=$tmp/noplans run "$bench" --np 2 allreduce -b 1K -e 2K -n 2 -w 1
+if [ "$rc" -ne 1 ]; then fail "$name" "exit status $rc, expected 1"
+elif grep -q 'OK' "$tmp/out"; then fail "$name" "the summary says OK"
+elif ! grep -q '^# Failed calls *: 4 FAILED' "$tmp/out"; then fail "$name" "no failed-calls line"
+elif ! grep -q '^# Out of bounds values : 0 FAILED' "$tmp/out"; then
+    fail "$name" "no FAILED out-of-bounds line"
+else pass "$name"; fi
+
+# 7: --plan: "plan" is the plan's name, "plan_file" its path
+name="--plan: --json names the plan and its file"
+ref=$top_src/tests/plans-reference/allreduce_4.json
+run "$bench" --np 4 --plan "$ref" -b 4K -e 4K -n 2 -w 1 --json "$tmp/plan.json"
+if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
+elif ! have_py; then skip "$name" "python3 is not installed"
+elif ! python3 - "$tmp/plan.json" "$ref" >"$tmp/out" 2>&1 <<'PY'
+import json, os, sys
+# the plan's name, or (a plan without one) its file name without .json, as the loader names it
+name = json.load(open(sys.argv[2])).get("name") or os.path.basename(sys.argv[2])[:-5]
+recs = [json.loads(line) for line in open(sys.argv[1])]
+assert len(recs) == 1, recs
+r = recs[0]
+assert r["plan"] == name and r["plan_file"] == sys.argv[2], r
+assert r["in_place"]["plan"] == name and r["out_of_place"] is None, r
+PY
+then fail "$name" "records do not name the plan"
+else pass "$name"; fi
+
+# 8: --plot into a folder that does not exist: exit 1 with a message naming the file
+name="--plot to an unwritable path fails with a message"
+run "$bench" --np 2 allreduce -b 1K -e 1K -n 1 -w 0 --plot "$tmp/no/such/dir/p.svg"
+if [ "$rc" -ne 1 ]; then fail "$name" "exit status $rc, expected 1"
+elif ! grep -q "cannot write $tmp/no/such/dir/p.svg" "$tmp/err"; then fail "$name" "no message"
+else pass "$name"; fi
+
+# 9: under mpiexec with --mpi, MPI's line is in the picture
+name="--plot under mpiexec --mpi draws MPI's line"
+if [ -z "$MPIEXEC" ]; then
+    skip "$name" "MPIEXEC is empty (configured without MPI)"
+else
+    run $MPIEXEC -n 2 "$bench" allreduce -b 1K -e 8K -n 2 -w 1 --mpi --plot "$tmp/mpi.svg"
+    if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
+    elif ! have_py; then skip "$name" "python3 is not installed"
+    elif ! python3 - "$tmp/mpi.svg" >"$tmp/out" 2>&1 <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+ns = {"s": "http://www.w3.org/2000/svg"}
+root = ET.parse(sys.argv[1]).getroot()
+for panel in ("busbw", "time"):
+    series = {s.get("data-series"): len(s.findall("s:circle", ns))
+              for s in root.findall(".//s:g[@id='%s']/s:g[@class='series']" % panel, ns)}
+    assert series.get("MPI allreduce") == 4, series
+PY
+    then fail "$name" "no MPI allreduce series with 4 points"
+    else pass "$name"; fi
+fi
+
+[ "$fails" -eq 0 ]
