@@ -273,8 +273,13 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
             MSCCLPP_OK) {
         r = mscclpp_execute(c->exec, plan, c->stage_in, c->stage_out, in_b, out_b, md, mop,
                             c->stream);
-        shim_info("rank %d: %s of %zu bytes ran DSL plan '%s'", rank, who, msg,
-                  mscclpp_plan_name(plan));
+        /* said once per plan and communicator: enough to see which plan serves what */
+        for (int i = 0; i < c->nplans && i < 64; i++)
+            if (c->plans[i] == plan && !(c->dsl_logged & (1ull << i))) {
+                c->dsl_logged |= 1ull << i;
+                shim_info("rank %d: %s of %llu bytes ran DSL plan '%s'", rank, who,
+                          (unsigned long long)msg, mscclpp_plan_name(plan));
+            }
     } else {
         /* 2. the built-in plans */
         switch (t->kind) {

@@ -74,6 +74,7 @@ struct ncclComm {
     /* DSL plans from MSCCLPP_NCCL_PLAN_DIR, tried before the built-in plans. */
     mscclpp_plan_t **plans;
     int nplans;
+    uint64_t dsl_logged; /* plans[i] already named in the INFO log */
     /* Wrappers of the caller's native streams (GPU backends). */
     struct {
         void *native;
