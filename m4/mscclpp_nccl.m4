@@ -3,7 +3,8 @@ dnl implements) and cuda_runtime.h, which nccl.h includes; the tests also link a
 dnl the real libnccl.so.2 when one is found. --with-nccl=DIR names the NCCL prefix.
 AC_DEFUN([MSCCLPP_CHECK_NCCL], [
   AC_ARG_WITH([nccl],
-    [AS_HELP_STRING([--with-nccl@<:@=DIR@:>@], [build libmscclpp_nccl against DIR/include/nccl.h (default: detect in the CUDA toolkit)])],
+    [AS_HELP_STRING([--with-nccl@<:@=DIR@:>@],
+      [build libmscclpp_nccl against DIR/include/nccl.h (default: the CUDA toolkit's)])],
     [], [with_nccl=check])
   mscclpp_have_nccl=no
   mscclpp_nccl_summary=""

@@ -7,7 +7,8 @@ examples_nccl_ldpreload_nccl_ldpreload_SOURCES = examples/nccl_ldpreload/nccl_ld
 examples_nccl_ldpreload_nccl_ldpreload_CPPFLAGS = $(NCCL_CPPFLAGS)
 if HAVE_REAL_NCCL
 # linked with NVIDIA's library, as an application would be; run.sh preloads ours
-examples_nccl_ldpreload_nccl_ldpreload_LDFLAGS = -L$(REAL_NCCL_LIBDIR) -Wl,-rpath,$(REAL_NCCL_LIBDIR)
+examples_nccl_ldpreload_nccl_ldpreload_LDFLAGS = -L$(REAL_NCCL_LIBDIR) \
+	-Wl,-rpath,$(REAL_NCCL_LIBDIR)
 examples_nccl_ldpreload_nccl_ldpreload_LDADD = -l:libnccl.so.2
 else
 examples_nccl_ldpreload_nccl_ldpreload_LDADD = libmscclpp_nccl.la

@@ -5,8 +5,9 @@ EXTRA_DIST += tests/nccl/test_nccl_api.sh
 if BUILD_NCCL
 check_PROGRAMS += tests/nccl/nccl_api_test_shim
 tests_nccl_nccl_api_test_shim_SOURCES = tests/nccl/nccl_api_test.c
-tests_nccl_nccl_api_test_shim_CPPFLAGS = $(NCCL_CPPFLAGS)
-tests_nccl_nccl_api_test_shim_LDADD = libmscclpp_nccl.la -lm
+tests_nccl_nccl_api_test_shim_CPPFLAGS = $(NCCL_CPPFLAGS) -I$(top_srcdir)/include \
+	-DWITH_MSCCLPP_STREAM
+tests_nccl_nccl_api_test_shim_LDADD = libmscclpp_nccl.la libmscclpp.la -lm
 
 # The fallback library the test points MSCCLPP_NCCL_LIB_PATH at.
 check_LTLIBRARIES = tests/nccl/libfakenccl.la

@@ -570,6 +570,32 @@ static void t_fallback(ncclComm_t comm, int rank, int n, bool have_fallback)
     free(g);
 }
 
+#ifdef WITH_MSCCLPP_STREAM
+/* The linked build only: on the host backend a cudaStream_t argument may be a stream of ours. */
+#include <mscclpp/mscclpp.h>
+static void t_our_stream(ncclComm_t comm, int rank, int n)
+{
+    mscclpp_stream_t st = NULL, w = NULL;
+    if (mscclpp_stream_create(&st) != MSCCLPP_OK) {
+        FAIL("mscclpp_stream_create: %s", mscclpp_last_error());
+        return;
+    }
+    size_t count = 3000;
+    float *a = alloc(count, ncclFloat32);
+    fill(a, ncclFloat32, count, rank);
+    NCCLCHECK(ncclAllReduce(a, a, count, ncclFloat32, ncclSum, comm, (cudaStream_t)(void *)st));
+    if (mscclpp_stream_synchronize(st) != MSCCLPP_OK) FAIL("sync: %s", mscclpp_last_error());
+    CHECK_ELEMS("allreduce on our stream", a, ncclFloat32, count,
+                expect_reduced(ncclSum, ncclFloat32, n, i), false);
+    /* the host backend has no native streams to wrap */
+    if (mscclpp_stream_wrap(NULL, &w) != MSCCLPP_ERR_UNSUPPORTED ||
+        !strstr(mscclpp_last_error(), "no native streams"))
+        FAIL("mscclpp_stream_wrap on the host backend: \"%s\"", mscclpp_last_error());
+    mscclpp_stream_destroy(st);
+    free(a);
+}
+#endif
+
 /* ---- driver ---- */
 
 static int run_rank(const char *mode, int rank, int n, ncclUniqueId id)
@@ -607,6 +633,9 @@ static int run_rank(const char *mode, int rank, int n, ncclUniqueId id)
         t_memory(comm, rank, n);
         t_split(comm, rank, n);
         t_errors(comm, rank, n);
+#ifdef WITH_MSCCLPP_STREAM
+        t_our_stream(comm, rank, n);
+#endif
     } else {
         t_fallback(comm, rank, n, !strcmp(mode, "fallback"));
     }
