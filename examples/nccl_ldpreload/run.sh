@@ -17,8 +17,8 @@ if [ ! -f "$shim" ] || [ ! -x "$prog" ]; then
     done
     exit 0
 fi
-MSCCLPP_BACKEND=host
-export MSCCLPP_BACKEND
+MSCCLPP_HAL=host
+export MSCCLPP_HAL
 unset MSCCLPP_NCCL_LIB_PATH
 fails=0
 n=0

@@ -16,8 +16,8 @@ fake=$top_build/tests/nccl/.libs/libfakenccl.so
 : "${MSCCLPP_PLAN_DIR:=$top_src/plans}"
 export MSCCLPP_PLAN_DIR
 # the host backend: this suite checks host memory; a GPU machine runs it the same way
-MSCCLPP_BACKEND=host
-export MSCCLPP_BACKEND
+MSCCLPP_HAL=host
+export MSCCLPP_HAL
 unset MSCCLPP_NCCL_LIB_PATH MSCCLPP_NCCL_PLAN_DIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/nccl-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
