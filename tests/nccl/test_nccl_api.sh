@@ -22,7 +22,7 @@ unset MSCCLPP_NCCL_LIB_PATH MSCCLPP_NCCL_PLAN_DIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/nccl-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-echo "1..12"
+echo "1..13"
 n=0
 fails=0
 pass() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -46,7 +46,7 @@ case_ok() {
 }
 
 if [ ! -f "$shim" ] || [ ! -x "$t_shim" ]; then
-    for c in 1 2 3 4 5 6 7 8 9 10 11 12; do
+    for c in 1 2 3 4 5 6 7 8 9 10 11 12 13; do
         skip "case $c" "libmscclpp_nccl not built (configure found no nccl.h; see docs/nccl.md)"
     done
     exit 0
@@ -65,6 +65,7 @@ if [ $have_real = no ]; then
     skip "LD_PRELOAD: every collective, 2 ranks" "no real libnccl.so.2 at configure time"
     skip "LD_PRELOAD: every collective, 4 ranks" "no real libnccl.so.2 at configure time"
     skip "LD_PRELOAD: the program does need libnccl.so.2" "no real libnccl.so.2"
+    skip "without LD_PRELOAD the program runs NVIDIA's library" "no real libnccl.so.2"
 else
     case_ok "LD_PRELOAD: every collective, 2 ranks" $preload "$t_real" ranks 2
     case_ok "LD_PRELOAD: every collective, 4 ranks" $preload "$t_real" ranks 4
@@ -74,6 +75,13 @@ else
     else
         ldd "$t_real" >"$tmp/out" 2>&1
         fail "LD_PRELOAD: the program is linked to the real libnccl.so.2" "see ldd"
+    fi
+    # and without the preload our library plays no part (NVIDIA's needs a GPU: here it fails)
+    run env MSCCLPP_DEBUG=INFO "$t_real" nofallback 1
+    if grep -q 'MSCCLPP NCCL' "$tmp/err" "$tmp/out"; then
+        fail "without LD_PRELOAD the program runs NVIDIA's library" "our log lines appeared"
+    else
+        pass "without LD_PRELOAD the program runs NVIDIA's library (exit $rc), not ours"
     fi
 fi
 prog=$t_real
