@@ -386,6 +386,12 @@ static void t_group_collectives(ncclComm_t comm, int rank, int n)
     free(a);
     free(b);
     free(c);
+    /* the profiling names reach the same implementation */
+    int32_t x[10], y[10];
+    fill(x, ncclInt32, 10, rank);
+    NCCLCHECK(pncclAllReduce(x, y, 10, ncclInt32, ncclMax, comm, NULL));
+    CHECK_ELEMS("pncclAllReduce", y, ncclInt32, 10, expect_reduced(ncclMax, ncclInt32, n, i),
+                false);
 }
 
 static void t_premulsum(ncclComm_t comm, int rank, int n)
