@@ -589,10 +589,8 @@ static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
             break;
         }
         fallback[nfallback] = *t;
-        if (reducing) fallback_ops[nfallback] = op;
-        else memset(&fallback_ops[nfallback], 0, sizeof op);
-        fallback_ops[nfallback].real_op_ok = true;
-        if (reducing) fallback_ops[nfallback].real_op_ok = op.real_op_ok;
+        /* data-movement tasks carry no operator: run_real ignores theirs */
+        fallback_ops[nfallback] = reducing ? op : (op_plan_t){.real_op_ok = true};
         nfallback++;
     }
     if (res == ncclSuccess && nfallback) {
