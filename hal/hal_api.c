@@ -1,5 +1,6 @@
 /* Public backend, memory and stream calls (include/mscclpp/mscclpp.h) over the selected HAL. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/debug.h"
 #include "hal/hal.h"
@@ -68,9 +69,31 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_synchronize(mscclpp_stream_t stream)
     return stream->ops->stream_sync(stream->hal);
 }
 
+MSCCLPP_API mscclpp_result_t mscclpp_stream_wrap(void *native, mscclpp_stream_t *stream)
+{
+    CHECK_ARG(stream != NULL);
+    const hal_ops_t *ops;
+    CHECK(hal_get(&ops));
+    /* a host-backend hal_stream_t is a worker queue the library made; nothing to wrap */
+    if (strcmp(ops->name, "host") == 0)
+        return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                   "mscclpp_stream_wrap: the %s backend has no native streams", ops->name);
+    struct mscclpp_stream *s = calloc(1, sizeof *s);
+    if (!s) return ERR(MSCCLPP_ERR_NO_MEMORY, "mscclpp_stream_wrap: out of memory");
+    s->ops = ops;
+    s->hal = (hal_stream_t)native;
+    s->borrowed = 1;
+    *stream = s;
+    return MSCCLPP_OK;
+}
+
 MSCCLPP_API mscclpp_result_t mscclpp_stream_destroy(mscclpp_stream_t stream)
 {
     CHECK_ARG(stream != NULL);
+    if (stream->borrowed) {
+        free(stream);
+        return MSCCLPP_OK;
+    }
     mscclpp_result_t res = stream->ops->stream_destroy(stream->hal);
     free(stream);
     return res;

@@ -8,6 +8,7 @@
 struct mscclpp_stream {
     const hal_ops_t *ops;
     hal_stream_t hal;
+    int borrowed; /* mscclpp_stream_wrap: the native stream belongs to the caller */
 };
 
 /** The HAL stream behind a public stream (NULL for a NULL stream: synchronous). */

@@ -189,6 +189,12 @@ typedef struct mscclpp_stream *mscclpp_stream_t;
 MSCCLPP_API mscclpp_result_t mscclpp_stream_create(mscclpp_stream_t *stream);
 MSCCLPP_API mscclpp_result_t mscclpp_stream_synchronize(mscclpp_stream_t stream);
 MSCCLPP_API mscclpp_result_t mscclpp_stream_destroy(mscclpp_stream_t stream);
+/**
+ * Wrap a stream the caller already has (a cudaStream_t or hipStream_t of the backend in use;
+ * NULL is the legacy default stream) without taking it over: mscclpp_stream_destroy frees only
+ * the wrapper. The host backend has no native streams: MSCCLPP_ERR_UNSUPPORTED there.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_stream_wrap(void *native, mscclpp_stream_t *stream);
 
 /* ---------------------------------------------------------------------------------------------
  * Registered memory, semaphores, channels

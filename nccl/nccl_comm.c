@@ -1,0 +1,667 @@
+/*
+ * libmscclpp_nccl: communicators (init, split, destroy), errors, versions, memory and
+ * reduction operators of the NCCL API.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl/nccl_internal.h"
+
+_Static_assert(sizeof(ncclUniqueId) == sizeof(mscclpp_unique_id_t),
+               "ncclUniqueId must carry a libmscclpp unique id unchanged");
+
+/* ---- errors and versions ------------------------------------------------------------------ */
+
+const char *ncclGetErrorString(ncclResult_t result)
+{
+    switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error";
+    case ncclSystemError: return "unhandled system error (run with MSCCLPP_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error (a bug in libmscclpp_nccl: please report it)";
+    case ncclInvalidArgument: return "invalid argument (run with MSCCLPP_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with MSCCLPP_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+    }
+}
+
+const char *ncclGetLastError(ncclComm_t comm)
+{
+    (void)comm; /* one message per thread, whichever communicator failed */
+    return shim_last_error();
+}
+
+ncclResult_t ncclGetVersion(int *version)
+{
+    if (!version) return shim_error(ncclInvalidArgument, "ncclGetVersion: version is NULL");
+    *version = NCCL_VERSION_CODE; /* the API level this library implements */
+    return ncclSuccess;
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    void *ptr;
+    size_t bytes;
+} *mem_table;
+static size_t mem_count, mem_cap;
+
+bool shim_is_our_memory(const void *ptr)
+{
+    bool found = false;
+    pthread_mutex_lock(&mem_lock);
+    for (size_t i = 0; i < mem_count && !found; i++)
+        found = (const char *)ptr >= (const char *)mem_table[i].ptr &&
+                (const char *)ptr < (const char *)mem_table[i].ptr + mem_table[i].bytes;
+    pthread_mutex_unlock(&mem_lock);
+    return found;
+}
+
+ncclResult_t ncclMemAlloc(void **ptr, size_t size)
+{
+    if (!ptr) return shim_error(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
+    *ptr = NULL;
+    if (size == 0) return ncclSuccess; /* as cudaMalloc(0): nothing to free later */
+    pthread_mutex_lock(&mem_lock);
+    if (mem_count == mem_cap) {
+        size_t cap = mem_cap ? 2 * mem_cap : 16;
+        void *t = realloc(mem_table, cap * sizeof *mem_table);
+        if (!t) {
+            pthread_mutex_unlock(&mem_lock);
+            return shim_error(ncclSystemError, "ncclMemAlloc: out of host memory for the table");
+        }
+        mem_table = t;
+        mem_cap = cap;
+    }
+    void *p = NULL;
+    mscclpp_result_t r = mscclpp_malloc(size, &p);
+    if (r == MSCCLPP_OK) {
+        mem_table[mem_count].ptr = p;
+        mem_table[mem_count].bytes = size;
+        mem_count++;
+    }
+    pthread_mutex_unlock(&mem_lock);
+    if (r != MSCCLPP_OK) return shim_from_mscclpp(r, "ncclMemAlloc");
+    *ptr = p;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclMemFree(void *ptr)
+{
+    if (!ptr) return ncclSuccess;
+    pthread_mutex_lock(&mem_lock);
+    size_t i = 0;
+    while (i < mem_count && mem_table[i].ptr != ptr) i++;
+    bool found = i < mem_count;
+    if (found) mem_table[i] = mem_table[--mem_count];
+    pthread_mutex_unlock(&mem_lock);
+    if (!found)
+        return shim_error(ncclInvalidArgument,
+                          "ncclMemFree: %p was not returned by ncclMemAlloc (or was freed)", ptr);
+    mscclpp_result_t r = mscclpp_free(ptr);
+    return r == MSCCLPP_OK ? ncclSuccess : shim_from_mscclpp(r, "ncclMemFree");
+}
+
+/* ---- communicators ------------------------------------------------------------------------ */
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
+{
+    if (!uniqueId) return shim_error(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+    mscclpp_unique_id_t id;
+    mscclpp_result_t r = mscclpp_get_unique_id(&id);
+    if (r != MSCCLPP_OK) return shim_from_mscclpp(r, "ncclGetUniqueId");
+    memcpy(uniqueId, &id, sizeof id);
+    return ncclSuccess;
+}
+
+static int name_cmp(const struct dirent **a, const struct dirent **b)
+{
+    return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static int json_filter(const struct dirent *d)
+{
+    size_t n = strlen(d->d_name);
+    return n > 5 && strcmp(d->d_name + n - 5, ".json") == 0;
+}
+
+/*
+ * DSL plans of MSCCLPP_NCCL_PLAN_DIR (a ':' list of directories) go into the registry with the
+ * tag "source=nccl-dsl", which the collectives ask for before anything else. A plan that does
+ * not load is skipped with an INFO line: one bad file must not take the job down.
+ */
+static ncclResult_t load_dsl_plans(ncclComm_t c)
+{
+    const char *env = getenv("MSCCLPP_NCCL_PLAN_DIR");
+    if (!env || !*env) return ncclSuccess;
+    char *dirs = strdup(env);
+    if (!dirs) return shim_error(ncclSystemError, "ncclCommInitRank: out of memory");
+    ncclResult_t res = ncclSuccess;
+    char *save = NULL;
+    for (char *dir = strtok_r(dirs, ":", &save); dir && res == ncclSuccess;
+         dir = strtok_r(NULL, ":", &save)) {
+        struct dirent **names = NULL;
+        int n = scandir(dir, &names, json_filter, name_cmp);
+        if (n < 0) {
+            shim_info("rank %d: MSCCLPP_NCCL_PLAN_DIR: cannot read %s; skipped", c->rank, dir);
+            continue;
+        }
+        for (int i = 0; i < n; i++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+            mscclpp_plan_t *p = NULL;
+            if (mscclpp_plan_load_file(path, &p) != MSCCLPP_OK) {
+                shim_info("rank %d: DSL plan %s skipped: %s", c->rank, path, mscclpp_last_error());
+            } else if (mscclpp_plan_world_size(p) != c->nranks) {
+                mscclpp_plan_destroy(p); /* written for another world size: never selected */
+            } else {
+                mscclpp_plan_t **t = realloc(c->plans, (size_t)(c->nplans + 1) * sizeof *t);
+                mscclpp_result_t r = t ? mscclpp_executor_register_plan(c->exec, p, 0,
+                                                                        "source=nccl-dsl")
+                                       : MSCCLPP_ERR_NO_MEMORY;
+                if (t) c->plans = t;
+                if (r != MSCCLPP_OK) {
+                    mscclpp_plan_destroy(p);
+                    res = t ? shim_from_mscclpp(r, "ncclCommInitRank: registering a DSL plan")
+                            : shim_error(ncclSystemError, "ncclCommInitRank: out of memory");
+                } else {
+                    c->plans[c->nplans++] = p;
+                    shim_info("rank %d: DSL plan '%s' (%s) from %s", c->rank,
+                              mscclpp_plan_name(p), mscclpp_plan_collective(p), path);
+                }
+            }
+            free(names[i]);
+        }
+        free(names);
+    }
+    free(dirs);
+    return res;
+}
+
+static void free_comm(ncclComm_t c)
+{
+    if (!c) return;
+    c->magic = 0;
+    if (c->stream) mscclpp_stream_destroy(c->stream);
+    mscclpp_executor_destroy(c->exec);
+    for (int i = 0; i < c->nplans; i++) mscclpp_plan_destroy(c->plans[i]);
+    free(c->plans);
+    mscclpp_free(c->stage_in);
+    mscclpp_free(c->stage_out);
+    for (int i = 0; i < c->nstreams; i++) mscclpp_stream_destroy(c->streams[i].stream);
+    mscclpp_comm_destroy(c->comm);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+/* The CUDA device of the calling thread, when the program has the CUDA runtime loaded. */
+static int current_device(void)
+{
+    if (strcmp(mscclpp_backend_name(), "cuda") != 0) return 0;
+    int (*get)(int *) = NULL;
+    *(void **)&get = dlsym(RTLD_DEFAULT, "cudaGetDevice");
+    int dev = 0;
+    if (!get || get(&dev) != 0) dev = 0;
+    return dev;
+}
+
+static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
+                              int dev, const char *who)
+{
+    if (!out) return shim_error(ncclInvalidArgument, "%s: comm is NULL", who);
+    *out = NULL;
+    if (nranks < 1)
+        return shim_error(ncclInvalidArgument, "%s: nranks %d must be at least 1", who, nranks);
+    if (rank < 0 || rank >= nranks)
+        return shim_error(ncclInvalidArgument, "%s: rank %d is outside [0, %d)", who, rank,
+                          nranks);
+    ncclComm_t c = calloc(1, sizeof *c);
+    if (!c) return shim_error(ncclSystemError, "%s: out of memory (rank %d)", who, rank);
+    pthread_mutex_init(&c->lock, NULL);
+    c->rank = rank;
+    c->nranks = nranks;
+    c->cuda_dev = dev;
+    mscclpp_unique_id_t mid;
+    memcpy(&mid, id, sizeof mid);
+    ncclResult_t res = ncclSuccess;
+    mscclpp_result_t r = mscclpp_comm_init_rank(&mid, rank, nranks, &c->comm);
+    if (r == MSCCLPP_OK) r = mscclpp_executor_create(c->comm, &c->exec);
+    if (r == MSCCLPP_OK) r = mscclpp_stream_create(&c->stream);
+    if (r != MSCCLPP_OK) {
+        char what[96];
+        snprintf(what, sizeof what, "%s (rank %d of %d)", who, rank, nranks);
+        res = shim_from_mscclpp(r, what);
+        goto fail;
+    }
+    c->magic = SHIM_COMM_MAGIC;
+    if ((res = load_dsl_plans(c)) != ncclSuccess) goto fail;
+    if (getenv("MSCCLPP_NCCL_LIB_PATH") && (res = shim_real_init(c)) != ncclSuccess) goto fail;
+    shim_info("rank %d of %d: communicator on the %s backend, %d DSL plans, fallback %s", rank,
+              nranks, mscclpp_backend_name(), c->nplans, c->real ? "ready" : "none");
+    *out = c;
+    return ncclSuccess;
+fail:
+    free_comm(c);
+    return res;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
+{
+    return init_rank(comm, nranks, &commId, rank, current_device(), "ncclCommInitRank");
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t *config)
+{
+    /* a config not set up with NCCL_CONFIG_INITIALIZER is refused, as NCCL does */
+    if (config && (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, blocking)))
+        return shim_error(ncclInvalidArgument,
+                          "ncclCommInitRankConfig: config was not initialized with "
+                          "NCCL_CONFIG_INITIALIZER (magic 0x%x)", config->magic);
+    /* every call completes before returning, so a non-blocking config is honoured trivially:
+     * nothing is ever ncclInProgress */
+    return init_rank(comm, nranks, &commId, rank, current_device(), "ncclCommInitRankConfig");
+}
+
+typedef struct {
+    ncclComm_t *out;
+    ncclUniqueId id;
+    int nranks, rank, dev;
+    ncclResult_t res;
+    char err[1024];
+} init_all_arg_t;
+
+static void *init_all_thread(void *p)
+{
+    init_all_arg_t *a = p;
+    a->res = init_rank(a->out, a->nranks, &a->id, a->rank, a->dev, "ncclCommInitAll");
+    if (a->res != ncclSuccess) snprintf(a->err, sizeof a->err, "%s", shim_last_error());
+    return NULL;
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
+{
+    if (!comms) return shim_error(ncclInvalidArgument, "ncclCommInitAll: comms is NULL");
+    if (ndev < 1) return shim_error(ncclInvalidArgument, "ncclCommInitAll: ndev %d < 1", ndev);
+    ncclUniqueId id;
+    ncclResult_t res = ncclGetUniqueId(&id);
+    if (res != ncclSuccess) return res;
+    init_all_arg_t *args = calloc((size_t)ndev, sizeof *args);
+    pthread_t *th = calloc((size_t)ndev, sizeof *th);
+    if (!args || !th) {
+        free(args);
+        free(th);
+        return shim_error(ncclSystemError, "ncclCommInitAll: out of memory");
+    }
+    /* ranks of one process still join collectively: one thread each */
+    int started = 0;
+    for (int i = 0; i < ndev; i++) {
+        args[i] = (init_all_arg_t){&comms[i], id, ndev, i, devlist ? devlist[i] : i,
+                                   ncclSuccess, ""};
+        if (pthread_create(&th[i], NULL, init_all_thread, &args[i]) != 0) {
+            args[i].res = ncclSystemError;
+            snprintf(args[i].err, sizeof args[i].err,
+                     "ncclCommInitAll: cannot start a thread for rank %d", i);
+            break;
+        }
+        started++;
+    }
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    res = ncclSuccess;
+    for (int i = 0; i < ndev && i <= started; i++) {
+        if (i < ndev && args[i].res != ncclSuccess && res == ncclSuccess) {
+            res = shim_error(args[i].res, "%s", args[i].err);
+        }
+    }
+    if (res != ncclSuccess) {
+        for (int i = 0; i < started; i++)
+            if (args[i].res == ncclSuccess) free_comm(comms[i]);
+        for (int i = 0; i < ndev; i++) comms[i] = NULL;
+    }
+    free(args);
+    free(th);
+    return res;
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           ncclConfig_t *config)
+{
+    ncclResult_t res = shim_check_comm(comm, "ncclCommSplit");
+    if (res != ncclSuccess) return res;
+    if (!newcomm) return shim_error(ncclInvalidArgument, "ncclCommSplit: newcomm is NULL");
+    *newcomm = NULL;
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+        return shim_error(ncclInvalidArgument, "ncclCommSplit: color %d is negative (and not "
+                          "NCCL_SPLIT_NOCOLOR)", color);
+    if (config && config->magic != 0xcafebeef)
+        return shim_error(ncclInvalidArgument, "ncclCommSplit: config was not initialized with "
+                          "NCCL_CONFIG_INITIALIZER");
+    int n = comm->nranks;
+    int *tri = calloc((size_t)n * 3, sizeof *tri);
+    unsigned char *ids = calloc((size_t)n, NCCL_UNIQUE_ID_BYTES);
+    if (!tri || !ids) {
+        res = shim_error(ncclSystemError, "ncclCommSplit: out of memory (rank %d)", comm->rank);
+        goto out;
+    }
+    mscclpp_bootstrap_t *boot = NULL;
+    mscclpp_result_t r = mscclpp_comm_bootstrap(comm->comm, &boot);
+    int *me = tri + 3 * comm->rank;
+    me[0] = color;
+    me[1] = key;
+    me[2] = comm->rank;
+    if (r == MSCCLPP_OK) r = mscclpp_bootstrap_allgather(boot, tri, 3 * sizeof *tri);
+    if (r != MSCCLPP_OK) {
+        res = shim_from_mscclpp(r, "ncclCommSplit: exchanging colors");
+        goto out;
+    }
+    /* new rank = place in (key, old rank) order among the same color; the first one hosts the
+     * new bootstrap and hands its unique id to the others through the old communicator */
+    int newrank = 0, newsize = 0, leader = -1, leader_key = 0;
+    for (int i = 0; i < n; i++) {
+        int *t = tri + 3 * i;
+        if (color == NCCL_SPLIT_NOCOLOR || t[0] != color) continue;
+        newsize++;
+        if (t[1] < key || (t[1] == key && i < comm->rank)) newrank++;
+        if (leader < 0 || t[1] < leader_key) {
+            leader = i;
+            leader_key = t[1];
+        }
+    }
+    if (color != NCCL_SPLIT_NOCOLOR && leader == comm->rank) {
+        ncclUniqueId id;
+        if ((res = ncclGetUniqueId(&id)) != ncclSuccess) goto out; /* peers time out */
+        memcpy(ids + (size_t)comm->rank * NCCL_UNIQUE_ID_BYTES, &id, sizeof id);
+    }
+    r = mscclpp_bootstrap_allgather(boot, ids, NCCL_UNIQUE_ID_BYTES);
+    if (r != MSCCLPP_OK) {
+        res = shim_from_mscclpp(r, "ncclCommSplit: exchanging unique ids");
+        goto out;
+    }
+    if (color == NCCL_SPLIT_NOCOLOR) goto out;
+    ncclUniqueId id;
+    memcpy(&id, ids + (size_t)leader * NCCL_UNIQUE_ID_BYTES, sizeof id);
+    res = init_rank(newcomm, newsize, &id, newrank, comm->cuda_dev, "ncclCommSplit");
+out:
+    free(tri);
+    free(ids);
+    return res;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm)
+{
+    ncclResult_t res = shim_check_comm(comm, "ncclCommFinalize");
+    if (res != ncclSuccess) return res;
+    /* every operation completed before it returned; what is left is to let peers finish
+     * reading our buffers before anyone destroys them */
+    mscclpp_bootstrap_t *boot = NULL;
+    mscclpp_result_t r = mscclpp_comm_bootstrap(comm->comm, &boot);
+    if (r == MSCCLPP_OK) r = mscclpp_bootstrap_barrier(boot);
+    if (r != MSCCLPP_OK) return shim_from_mscclpp(r, "ncclCommFinalize");
+    const shim_real_t *rl = comm->real ? shim_real() : NULL;
+    if (rl && rl->CommFinalize) return rl->CommFinalize(comm->real);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+    if (!comm) return ncclSuccess; /* NCCL accepts NULL here */
+    ncclResult_t res = shim_check_comm(comm, "ncclCommDestroy");
+    if (res != ncclSuccess) return res;
+    const shim_real_t *rl = comm->real ? shim_real() : NULL;
+    if (rl) res = rl->CommDestroy(comm->real);
+    free_comm(comm);
+    return res;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+    if (!comm) return ncclSuccess;
+    ncclResult_t res = shim_check_comm(comm, "ncclCommAbort");
+    if (res != ncclSuccess) return res;
+    /* no barrier: peers may be gone; every wait of ours is bounded anyway */
+    const shim_real_t *rl = comm->real ? shim_real() : NULL;
+    if (rl) (void)(rl->CommAbort ? rl->CommAbort(comm->real) : rl->CommDestroy(comm->real));
+    free_comm(comm);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+    ncclResult_t res = shim_check_comm(comm, "ncclCommGetAsyncError");
+    if (res != ncclSuccess) return res;
+    if (!asyncError)
+        return shim_error(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+    *asyncError = comm->async_error;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+    ncclResult_t res = shim_check_comm(comm, "ncclCommCount");
+    if (res != ncclSuccess) return res;
+    if (!count) return shim_error(ncclInvalidArgument, "ncclCommCount: count is NULL");
+    *count = comm->nranks;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
+{
+    ncclResult_t res = shim_check_comm(comm, "ncclCommCuDevice");
+    if (res != ncclSuccess) return res;
+    if (!device) return shim_error(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
+    *device = comm->cuda_dev;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
+{
+    ncclResult_t res = shim_check_comm(comm, "ncclCommUserRank");
+    if (res != ncclSuccess) return res;
+    if (!rank) return shim_error(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
+    *rank = comm->rank;
+    return ncclSuccess;
+}
+
+/* ---- buffer registration ------------------------------------------------------------------ */
+
+/*
+ * Registration is a hint in NCCL. Our plans need memory from mscclpp_malloc (ncclMemAlloc);
+ * every buffer is staged through such memory, so a handle only records the range (and lets
+ * ncclCommDeregister check what it is given).
+ */
+typedef struct {
+    uint32_t magic;
+    ncclComm_t comm;
+    void *buff;
+    size_t size;
+} shim_reg_t;
+#define SHIM_REG_MAGIC 0x72656721u
+
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
+{
+    ncclResult_t res = shim_check_comm(comm, "ncclCommRegister");
+    if (res != ncclSuccess) return res;
+    if (!handle) return shim_error(ncclInvalidArgument, "ncclCommRegister: handle is NULL");
+    if (!buff && size)
+        return shim_error(ncclInvalidArgument, "ncclCommRegister: buff is NULL (size %zu)", size);
+    shim_reg_t *h = calloc(1, sizeof *h);
+    if (!h) return shim_error(ncclSystemError, "ncclCommRegister: out of memory");
+    *h = (shim_reg_t){SHIM_REG_MAGIC, comm, buff, size};
+    *handle = h;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
+{
+    ncclResult_t res = shim_check_comm(comm, "ncclCommDeregister");
+    if (res != ncclSuccess) return res;
+    shim_reg_t *h = handle;
+    if (!h || h->magic != SHIM_REG_MAGIC || h->comm != comm)
+        return shim_error(ncclInvalidArgument,
+                          "ncclCommDeregister: %p is not a registration handle of comm %p",
+                          handle, (void *)comm);
+    h->magic = 0;
+    free(h);
+    return ncclSuccess;
+}
+
+/* ---- PreMulSum operators ------------------------------------------------------------------ */
+
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm)
+{
+    ncclResult_t res = shim_check_comm(comm, "ncclRedOpCreatePreMulSum");
+    if (res != ncclSuccess) return res;
+    if (!op || !scalar)
+        return shim_error(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: %s is NULL",
+                          !op ? "op" : "scalar");
+    if ((int)datatype < 0 || datatype >= ncclNumTypes)
+        return shim_error(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: invalid datatype %d",
+                          (int)datatype);
+    if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
+        return shim_error(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: invalid residence %d",
+                          (int)residence);
+    pthread_mutex_lock(&comm->lock);
+    int i = 0;
+    while (i < SHIM_MAX_REDOPS && comm->redops[i].used) i++;
+    if (i == SHIM_MAX_REDOPS) {
+        pthread_mutex_unlock(&comm->lock);
+        return shim_error(ncclInvalidUsage, "ncclRedOpCreatePreMulSum: all %d operators of comm "
+                          "%p are in use (destroy some)", SHIM_MAX_REDOPS, (void *)comm);
+    }
+    shim_redop_t *o = &comm->redops[i];
+    memset(o, 0, sizeof *o);
+    o->dtype = datatype;
+    o->residence = residence;
+    if (residence == ncclScalarHostImmediate)
+        memcpy(o->value, scalar, shim_dtype_size(datatype));
+    else
+        o->scalar_ptr = scalar;
+    const shim_real_t *rl = comm->real ? shim_real() : NULL;
+    if (rl && rl->RedOpCreatePreMulSum &&
+        rl->RedOpCreatePreMulSum(&o->real_op, scalar, datatype, residence, comm->real) ==
+            ncclSuccess)
+        o->has_real_op = true;
+    o->used = true;
+    pthread_mutex_unlock(&comm->lock);
+    *op = (ncclRedOp_t)((int)ncclNumOps + i);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
+{
+    ncclResult_t res = shim_check_comm(comm, "ncclRedOpDestroy");
+    if (res != ncclSuccess) return res;
+    int i = (int)op - (int)ncclNumOps;
+    if ((int)op < (int)ncclNumOps)
+        return shim_error(ncclInvalidArgument, "ncclRedOpDestroy: %s is a built-in operator",
+                          shim_op_name(op));
+    pthread_mutex_lock(&comm->lock);
+    if (i >= SHIM_MAX_REDOPS || !comm->redops[i].used) {
+        pthread_mutex_unlock(&comm->lock);
+        return shim_error(ncclInvalidArgument, "ncclRedOpDestroy: operator %d is not live on "
+                          "comm %p", (int)op, (void *)comm);
+    }
+    shim_redop_t *o = &comm->redops[i];
+    const shim_real_t *rl = comm->real ? shim_real() : NULL;
+    if (o->has_real_op && rl && rl->RedOpDestroy) rl->RedOpDestroy(o->real_op, comm->real);
+    o->used = false;
+    pthread_mutex_unlock(&comm->lock);
+    return ncclSuccess;
+}
+
+/* ---- streams ------------------------------------------------------------------------------ */
+
+ncclResult_t shim_stream_sync(ncclComm_t comm, cudaStream_t stream, const char *who)
+{
+    mscclpp_stream_t s = NULL;
+    mscclpp_result_t r = MSCCLPP_OK;
+    if (strcmp(mscclpp_backend_name(), "host") == 0) {
+        /* host backend: a cudaStream_t argument is NULL or one of our streams */
+        if (!stream) return ncclSuccess;
+        s = (mscclpp_stream_t)(void *)stream;
+    } else {
+        pthread_mutex_lock(&comm->lock);
+        for (int i = 0; i < comm->nstreams && !s; i++)
+            if (comm->streams[i].native == (void *)stream) s = comm->streams[i].stream;
+        if (!s) {
+            r = mscclpp_stream_wrap((void *)stream, &s);
+            if (r == MSCCLPP_OK && comm->nstreams < SHIM_MAX_STREAMS) {
+                comm->streams[comm->nstreams].native = (void *)stream;
+                comm->streams[comm->nstreams++].stream = s;
+            } else if (r == MSCCLPP_OK) {
+                /* table full: use the wrapper once */
+                pthread_mutex_unlock(&comm->lock);
+                r = mscclpp_stream_synchronize(s);
+                mscclpp_stream_destroy(s);
+                return r == MSCCLPP_OK ? ncclSuccess : shim_from_mscclpp(r, who);
+            }
+        }
+        pthread_mutex_unlock(&comm->lock);
+        if (r != MSCCLPP_OK) return shim_from_mscclpp(r, who);
+    }
+    r = mscclpp_stream_synchronize(s);
+    return r == MSCCLPP_OK ? ncclSuccess : shim_from_mscclpp(r, who);
+}
+
+/* ---- the rest of the 2.28 API: served where it maps onto ours, refused clearly otherwise --- */
+
+ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId *commIds, ncclConfig_t *config)
+{
+    if (nId < 1 || !commIds)
+        return shim_error(ncclInvalidArgument, "ncclCommInitRankScalable: need at least one "
+                          "unique id (nId %d, commIds %p)", nId, (void *)commIds);
+    if (config && config->magic != 0xcafebeef)
+        return shim_error(ncclInvalidArgument, "ncclCommInitRankScalable: config was not "
+                          "initialized with NCCL_CONFIG_INITIALIZER");
+    /* one bootstrap root serves every rank: the first id is enough (all ranks hold it) */
+    return init_rank(newcomm, nranks, &commIds[0], myrank, current_device(),
+                     "ncclCommInitRankScalable");
+}
+
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
+{
+    return shim_error(ncclInvalidUsage, "ncclCommRevoke is not supported by libmscclpp_nccl "
+                      "(comm %p, flags %d); use ncclCommAbort", (void *)comm, revokeFlags);
+}
+
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+{
+    (void)excludeRanksList;
+    (void)config;
+    (void)shrinkFlags;
+    if (newcomm) *newcomm = NULL;
+    return shim_error(ncclInvalidUsage, "ncclCommShrink is not supported by libmscclpp_nccl "
+                      "(comm %p, %d ranks excluded); use ncclCommSplit", (void *)comm,
+                      excludeRanksCount);
+}
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
+                                    int winFlags)
+{
+    if (win) *win = NULL;
+    return shim_error(ncclInvalidUsage, "ncclCommWindowRegister is not supported by "
+                      "libmscclpp_nccl (comm %p, %p, %zu bytes, flags %d)", (void *)comm, buff,
+                      size, winFlags);
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
+{
+    return shim_error(ncclInvalidUsage, "ncclCommWindowDeregister is not supported by "
+                      "libmscclpp_nccl (comm %p, window %p)", (void *)comm, (void *)win);
+}
+
+/* Deprecated in nccl.h, still exported by libnccl.so.2: our logging reads its variables at
+ * each message, so there is nothing to reload. */
+void ncclResetDebugInit(void)
+{
+}

@@ -1,0 +1,126 @@
+/*
+ * libmscclpp_nccl: the NCCL 2.28 API over the public libmscclpp API (internal declarations).
+ *
+ * The types and prototypes come from the toolkit's own nccl.h, so the ABI (enum values, the
+ * 128-byte ncclUniqueId, ncclConfig_t) is the one programs were compiled against. Everything
+ * here is reached only through the exported nccl* / pnccl* entry points; the version script
+ * (nccl/libmscclpp_nccl.map) keeps the shim_* helpers local.
+ */
+#ifndef MSCCLPP_NCCL_INTERNAL_H
+#define MSCCLPP_NCCL_INTERNAL_H
+
+#include <nccl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mscclpp/mscclpp.h>
+
+#define SHIM_COMM_MAGIC 0x6d73636eu /* "mscn": a live communicator of this library */
+#define SHIM_P2P_TAG 0x4e43434c     /* bootstrap tag of send/recv, gather and scatter */
+#define SHIM_MAX_REDOPS 64
+#define SHIM_MAX_STREAMS 16
+
+/* Functions of the real NCCL/RCCL (MSCCLPP_NCCL_LIB_PATH); any may be NULL but the first three. */
+typedef struct {
+    void *handle;
+    const char *path;
+    ncclResult_t (*GetUniqueId)(ncclUniqueId *);
+    ncclResult_t (*CommInitRank)(ncclComm_t *, int, ncclUniqueId, int);
+    ncclResult_t (*CommDestroy)(ncclComm_t);
+    ncclResult_t (*CommFinalize)(ncclComm_t);
+    ncclResult_t (*CommAbort)(ncclComm_t);
+    ncclResult_t (*AllReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+                              ncclComm_t, cudaStream_t);
+    ncclResult_t (*Broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+                              cudaStream_t);
+    ncclResult_t (*Reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int,
+                           ncclComm_t, cudaStream_t);
+    ncclResult_t (*AllGather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
+                              cudaStream_t);
+    ncclResult_t (*ReduceScatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+                                  ncclComm_t, cudaStream_t);
+    ncclResult_t (*AlltoAll)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
+                             cudaStream_t);
+    ncclResult_t (*GroupStart)(void);
+    ncclResult_t (*GroupEnd)(void);
+    ncclResult_t (*RedOpCreatePreMulSum)(ncclRedOp_t *, void *, ncclDataType_t,
+                                         ncclScalarResidence_t, ncclComm_t);
+    ncclResult_t (*RedOpDestroy)(ncclRedOp_t, ncclComm_t);
+    const char *(*GetLastError)(ncclComm_t);
+} shim_real_t;
+
+/* A PreMulSum operator: the scalar is read at creation (host) or at each call (device). */
+typedef struct {
+    bool used;
+    ncclDataType_t dtype;
+    ncclScalarResidence_t residence;
+    const void *scalar_ptr;  /* device residence: read at each call */
+    unsigned char value[8];  /* host residence: the scalar, in dtype */
+    ncclRedOp_t real_op;     /* the same operator in the fallback library */
+    bool has_real_op;
+} shim_redop_t;
+
+struct ncclComm {
+    uint32_t magic;
+    int rank, nranks, cuda_dev;
+    mscclpp_comm_t *comm;
+    mscclpp_executor_t *exec;
+    mscclpp_stream_t stream; /* where our plans run */
+    /* Staging buffers (mscclpp_malloc): plans need registered memory, user buffers are not. */
+    void *stage_in, *stage_out;
+    size_t stage_bytes;
+    /* DSL plans from MSCCLPP_NCCL_PLAN_DIR, tried before the built-in plans. */
+    mscclpp_plan_t **plans;
+    int nplans;
+    uint64_t dsl_logged; /* plans[i] already named in the INFO log */
+    /* Wrappers of the caller's native streams (GPU backends). */
+    struct {
+        void *native;
+        mscclpp_stream_t stream;
+    } streams[SHIM_MAX_STREAMS];
+    int nstreams;
+    shim_redop_t redops[SHIM_MAX_REDOPS];
+    ncclComm_t real; /* the parallel communicator of the fallback library, or NULL */
+    ncclResult_t async_error;
+    pthread_mutex_t lock; /* one call at a time per communicator */
+};
+
+/* errors */
+ncclResult_t shim_error(ncclResult_t code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* the same without the WARN line: a condition the caller may still recover from */
+ncclResult_t shim_quiet_error(ncclResult_t code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+ncclResult_t shim_from_mscclpp(mscclpp_result_t r, const char *what);
+const char *shim_last_error(void);
+void shim_clear_error(void);
+void shim_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+bool shim_info_enabled(void);
+
+/* checks */
+ncclResult_t shim_check_comm(ncclComm_t comm, const char *who);
+
+/* dtype and op helpers (nccl/nccl_util.c) */
+size_t shim_dtype_size(ncclDataType_t dt);
+const char *shim_dtype_name(ncclDataType_t dt);
+bool shim_dtype_map(ncclDataType_t dt, mscclpp_dtype_t *out);
+const char *shim_op_name(ncclRedOp_t op);
+/* dst[i] = src[i] * scalar (scalar given in dtype dt); false for dtypes without host math */
+bool shim_scale(void *dst, const void *src, size_t count, ncclDataType_t dt, const void *scalar);
+/* x[i] /= n (ncclAvg); false for dtypes without host math */
+bool shim_divide(void *x, size_t count, ncclDataType_t dt, int n);
+
+/* memory allocated by ncclMemAlloc (nccl/nccl_comm.c) */
+bool shim_is_our_memory(const void *ptr);
+
+/* fallback (nccl/nccl_fallback.c) */
+const shim_real_t *shim_real(void);     /* NULL when unset or unusable (reason logged) */
+void shim_note_fallback(const char *why); /* one INFO line per process */
+ncclResult_t shim_real_init(ncclComm_t comm); /* parallel real communicator, when configured */
+
+/* streams: synchronize the caller's stream before the shim touches its buffers */
+ncclResult_t shim_stream_sync(ncclComm_t comm, cudaStream_t stream, const char *who);
+
+#endif /* MSCCLPP_NCCL_INTERNAL_H */

@@ -1,0 +1,277 @@
+/* libmscclpp_nccl: errors, logging, data types and host-side element math. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "nccl/nccl_internal.h"
+
+/* NCCL keeps one last-error string; ours is per thread so concurrent communicators (one
+ * thread per rank, ncclCommInitAll) do not overwrite each other's explanation. */
+static _Thread_local char last_error[1024];
+
+const char *shim_last_error(void)
+{
+    return last_error;
+}
+
+void shim_clear_error(void)
+{
+    last_error[0] = '\0';
+}
+
+ncclResult_t shim_error(ncclResult_t code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    /* WARN like the core library does, so a failing job's log says why */
+    const char *lv = getenv("MSCCLPP_DEBUG");
+    if (!lv || strcasecmp(lv, "NONE") != 0)
+        fprintf(stderr, "MSCCLPP NCCL WARN %s (%s)\n", last_error, ncclGetErrorString(code));
+    return code;
+}
+
+ncclResult_t shim_quiet_error(ncclResult_t code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+ncclResult_t shim_from_mscclpp(mscclpp_result_t r, const char *what)
+{
+    ncclResult_t code;
+    switch (r) {
+    case MSCCLPP_OK: return ncclSuccess;
+    case MSCCLPP_ERR_INVALID_ARG: code = ncclInvalidArgument; break;
+    case MSCCLPP_ERR_INVALID_PLAN:
+    case MSCCLPP_ERR_UNSUPPORTED: code = ncclInvalidUsage; break;
+    case MSCCLPP_ERR_SYSTEM:
+    case MSCCLPP_ERR_NO_MEMORY: code = ncclSystemError; break;
+    case MSCCLPP_ERR_REMOTE:
+    case MSCCLPP_ERR_TIMEOUT: code = ncclRemoteError; break;
+    default: code = ncclInternalError; break;
+    }
+    return shim_error(code, "%s: %s (%s)", what, mscclpp_last_error(), mscclpp_result_string(r));
+}
+
+bool shim_info_enabled(void)
+{
+    const char *lv = getenv("MSCCLPP_DEBUG");
+    return lv && (!strcasecmp(lv, "INFO") || !strcasecmp(lv, "TRACE"));
+}
+
+void shim_info(const char *fmt, ...)
+{
+    if (!shim_info_enabled()) return;
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s:%d MSCCLPP NCCL INFO %s\n", host, (int)getpid(), msg);
+}
+
+ncclResult_t shim_check_comm(ncclComm_t comm, const char *who)
+{
+    if (!comm) return shim_error(ncclInvalidArgument, "%s: comm is NULL", who);
+    if (comm->magic != SHIM_COMM_MAGIC)
+        return shim_error(ncclInvalidArgument,
+                          "%s: comm %p is not a live communicator of libmscclpp_nccl (destroyed, "
+                          "or created by another NCCL library)", who, (void *)comm);
+    return ncclSuccess;
+}
+
+size_t shim_dtype_size(ncclDataType_t dt)
+{
+    switch (dt) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64: return 8;
+    default: return 0;
+    }
+}
+
+const char *shim_dtype_name(ncclDataType_t dt)
+{
+    static const char *names[] = {"ncclInt8",    "ncclUint8",     "ncclInt32",
+                                  "ncclUint32",  "ncclInt64",     "ncclUint64",
+                                  "ncclFloat16", "ncclFloat32",   "ncclFloat64",
+                                  "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
+    return (int)dt >= 0 && dt < ncclNumTypes ? names[dt] : "invalid dtype";
+}
+
+bool shim_dtype_map(ncclDataType_t dt, mscclpp_dtype_t *out)
+{
+    switch (dt) {
+    case ncclInt8: *out = MSCCLPP_INT8; return true;
+    case ncclUint8: *out = MSCCLPP_UINT8; return true;
+    case ncclInt32: *out = MSCCLPP_INT32; return true;
+    case ncclUint32: *out = MSCCLPP_UINT32; return true;
+    case ncclFloat16: *out = MSCCLPP_FLOAT16; return true;
+    case ncclFloat32: *out = MSCCLPP_FLOAT32; return true;
+    case ncclFloat64: *out = MSCCLPP_FLOAT64; return true;
+    case ncclBfloat16: *out = MSCCLPP_BFLOAT16; return true;
+    case ncclFloat8e4m3: *out = MSCCLPP_FP8_E4M3; return true;
+    case ncclFloat8e5m2: *out = MSCCLPP_FP8_E5M2; return true;
+    default: return false; /* 64-bit integers: no reduction kernels of ours */
+    }
+}
+
+const char *shim_op_name(ncclRedOp_t op)
+{
+    switch (op) {
+    case ncclSum: return "ncclSum";
+    case ncclProd: return "ncclProd";
+    case ncclMax: return "ncclMax";
+    case ncclMin: return "ncclMin";
+    case ncclAvg: return "ncclAvg";
+    default: return (int)op >= (int)ncclNumOps ? "PreMulSum" : "invalid op";
+    }
+}
+
+/* ---- half and bfloat16 on the host (round to nearest even) ---- */
+
+static float half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu, f;
+    if (exp == 0) {
+        if (man == 0) {
+            f = sign;
+        } else { /* subnormal: normalize */
+            exp = 127 - 15 + 1;
+            while (!(man & 0x400u)) {
+                man <<= 1;
+                exp--;
+            }
+            f = sign | (exp << 23) | ((man & 0x3ffu) << 13);
+        }
+    } else if (exp == 31) {
+        f = sign | 0x7f800000u | (man << 13);
+    } else {
+        f = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float out;
+    memcpy(&out, &f, sizeof out);
+    return out;
+}
+
+static uint16_t float_to_half(float v)
+{
+    uint32_t f;
+    memcpy(&f, &v, sizeof f);
+    uint32_t sign = (f >> 16) & 0x8000u;
+    int32_t exp = (int32_t)((f >> 23) & 0xff) - 127 + 15;
+    uint32_t man = f & 0x7fffffu;
+    if (((f >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0));
+    if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
+    if (exp <= 0) {
+        if (exp < -10) return (uint16_t)sign;
+        man |= 0x800000u;
+        uint32_t shift = (uint32_t)(14 - exp);
+        uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1))) half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = sign | ((uint32_t)exp << 10) | (man >> 13), rem = man & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (half & 1))) half++; /* may carry into exp: ok */
+    return (uint16_t)half;
+}
+
+static float bf16_to_float(uint16_t b)
+{
+    uint32_t f = (uint32_t)b << 16;
+    float out;
+    memcpy(&out, &f, sizeof out);
+    return out;
+}
+
+static uint16_t float_to_bf16(float v)
+{
+    uint32_t f;
+    memcpy(&f, &v, sizeof f);
+    if ((f & 0x7f800000u) == 0x7f800000u && (f & 0x7fffffu)) return (uint16_t)((f >> 16) | 0x40);
+    f += 0x7fffu + ((f >> 16) & 1);
+    return (uint16_t)(f >> 16);
+}
+
+#define SCALE_LOOP(T)                                                                           \
+    do {                                                                                        \
+        T s_;                                                                                   \
+        memcpy(&s_, scalar, sizeof s_);                                                         \
+        for (size_t i = 0; i < count; i++) ((T *)dst)[i] = (T)(((const T *)src)[i] * s_);       \
+    } while (0)
+
+bool shim_scale(void *dst, const void *src, size_t count, ncclDataType_t dt, const void *scalar)
+{
+    switch (dt) {
+    case ncclInt8: SCALE_LOOP(int8_t); return true;
+    case ncclUint8: SCALE_LOOP(uint8_t); return true;
+    case ncclInt32: SCALE_LOOP(int32_t); return true;
+    case ncclUint32: SCALE_LOOP(uint32_t); return true;
+    case ncclInt64: SCALE_LOOP(int64_t); return true;
+    case ncclUint64: SCALE_LOOP(uint64_t); return true;
+    case ncclFloat32: SCALE_LOOP(float); return true;
+    case ncclFloat64: SCALE_LOOP(double); return true;
+    case ncclFloat16:
+    case ncclBfloat16: {
+        uint16_t s16;
+        memcpy(&s16, scalar, sizeof s16);
+        bool h = dt == ncclFloat16;
+        float s = h ? half_to_float(s16) : bf16_to_float(s16);
+        const uint16_t *in = src;
+        uint16_t *out = dst;
+        for (size_t i = 0; i < count; i++) {
+            float x = (h ? half_to_float(in[i]) : bf16_to_float(in[i])) * s;
+            out[i] = h ? float_to_half(x) : float_to_bf16(x);
+        }
+        return true;
+    }
+    default: return false; /* fp8: no host conversions here */
+    }
+}
+
+#define DIV_LOOP(T)                                                                             \
+    for (size_t i = 0; i < count; i++) ((T *)x)[i] = (T)(((T *)x)[i] / (T)n)
+
+bool shim_divide(void *x, size_t count, ncclDataType_t dt, int n)
+{
+    switch (dt) {
+    case ncclInt8: DIV_LOOP(int8_t); return true;
+    case ncclUint8: DIV_LOOP(uint8_t); return true;
+    case ncclInt32: DIV_LOOP(int32_t); return true;
+    case ncclUint32: DIV_LOOP(uint32_t); return true;
+    case ncclInt64: DIV_LOOP(int64_t); return true;
+    case ncclUint64: DIV_LOOP(uint64_t); return true;
+    case ncclFloat32: DIV_LOOP(float); return true;
+    case ncclFloat64: DIV_LOOP(double); return true;
+    case ncclFloat16:
+    case ncclBfloat16: {
+        bool h = dt == ncclFloat16;
+        uint16_t *v = x;
+        for (size_t i = 0; i < count; i++) {
+            float f = (h ? half_to_float(v[i]) : bf16_to_float(v[i])) / (float)n;
+            v[i] = h ? float_to_half(f) : float_to_bf16(f);
+        }
+        return true;
+    }
+    default: return false;
+    }
+}

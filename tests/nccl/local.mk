@@ -1,0 +1,27 @@
+# tests/nccl: the NCCL API library, driven by a program written against nccl.h alone
+# (tests/nccl/nccl_api_test.c): linked with the real libnccl.so.2 and run under LD_PRELOAD,
+# and linked with libmscclpp_nccl directly. tests/nccl/test_nccl_api.sh runs both (TAP).
+EXTRA_DIST += tests/nccl/test_nccl_api.sh
+if BUILD_NCCL
+check_PROGRAMS += tests/nccl/nccl_api_test_shim
+tests_nccl_nccl_api_test_shim_SOURCES = tests/nccl/nccl_api_test.c
+tests_nccl_nccl_api_test_shim_CPPFLAGS = $(NCCL_CPPFLAGS) -I$(top_srcdir)/include \
+	-DWITH_MSCCLPP_STREAM
+tests_nccl_nccl_api_test_shim_LDADD = libmscclpp_nccl.la libmscclpp.la -lm
+
+# The fallback library the test points MSCCLPP_NCCL_LIB_PATH at.
+check_LTLIBRARIES = tests/nccl/libfakenccl.la
+tests_nccl_libfakenccl_la_SOURCES = tests/nccl/fake_nccl.c
+tests_nccl_libfakenccl_la_CPPFLAGS = $(NCCL_CPPFLAGS)
+tests_nccl_libfakenccl_la_LDFLAGS = -module -avoid-version -rpath /nowhere
+
+if HAVE_REAL_NCCL
+check_PROGRAMS += tests/nccl/nccl_api_test_real
+tests_nccl_nccl_api_test_real_SOURCES = tests/nccl/nccl_api_test.c
+tests_nccl_nccl_api_test_real_CPPFLAGS = $(NCCL_CPPFLAGS)
+tests_nccl_nccl_api_test_real_LDFLAGS = -L$(REAL_NCCL_LIBDIR) -Wl,-rpath,$(REAL_NCCL_LIBDIR)
+tests_nccl_nccl_api_test_real_LDADD = -l:libnccl.so.2 -lm
+endif
+endif
+# Registered always: without nccl.h the script reports every case skipped, with the reason.
+TESTS += tests/nccl/test_nccl_api.sh

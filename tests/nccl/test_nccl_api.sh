@@ -1,0 +1,153 @@
+#!/bin/sh
+# The NCCL API library (TAP). tests/nccl/nccl_api_test.c is written against nccl.h alone:
+#   - linked with -lmscclpp_nccl, and linked with the real libnccl.so.2 then run with
+#     LD_PRELOAD=libmscclpp_nccl.so, on 2-4 forked ranks (host backend, host memory);
+#   - ncclCommInitAll in one process; requests our plans do not serve, with and without a
+#     fallback library (tests/nccl/fake_nccl.c), and the one INFO line that says so;
+#   - the exported symbols: every nccl* entry point of nccl.h that the real library exports,
+#     unversioned like the real one, and nothing else.
+top_build=${MSCCLPP_TOP_BUILDDIR:-.}
+top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+limit=${NCCL_TEST_TIMEOUT:-300}
+shim=$top_build/.libs/libmscclpp_nccl.so
+t_shim=$top_build/tests/nccl/nccl_api_test_shim
+t_real=$top_build/tests/nccl/nccl_api_test_real
+fake=$top_build/tests/nccl/.libs/libfakenccl.so
+: "${MSCCLPP_PLAN_DIR:=$top_src/plans}"
+export MSCCLPP_PLAN_DIR
+# the host backend: this suite checks host memory; a GPU machine runs it the same way
+MSCCLPP_HAL=host
+export MSCCLPP_HAL
+unset MSCCLPP_NCCL_LIB_PATH MSCCLPP_NCCL_PLAN_DIR
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nccl-test.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+echo "1..13"
+n=0
+fails=0
+pass() { n=$((n + 1)); echo "ok $n - $1"; }
+skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+fail() {
+    n=$((n + 1))
+    sed 's/^/# /' "$tmp/out" "$tmp/err" 2>/dev/null | tail -n 40
+    echo "not ok $n - $1: $2"
+    fails=$((fails + 1))
+}
+run() {
+    timeout -k 5 "$limit" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+    rc=$?
+}
+# case NAME CMD...: pass when the command exits 0
+case_ok() {
+    name=$1
+    shift
+    run "$@"
+    if [ $rc -eq 0 ]; then pass "$name"; else fail "$name" "exit $rc"; fi
+}
+
+if [ ! -f "$shim" ] || [ ! -x "$t_shim" ]; then
+    for c in 1 2 3 4 5 6 7 8 9 10 11 12 13; do
+        skip "case $c" "libmscclpp_nccl not built (configure found no nccl.h; see docs/nccl.md)"
+    done
+    exit 0
+fi
+have_real=yes
+[ -x "$t_real" ] || have_real=no
+preload="env LD_PRELOAD=$shim"
+
+# 1-3: linked with libmscclpp_nccl
+case_ok "linked: every collective, 2 ranks" "$t_shim" ranks 2
+case_ok "linked: every collective, 3 ranks" "$t_shim" ranks 3
+case_ok "linked: ncclCommInitAll, 3 communicators in one process" "$t_shim" initall 3
+
+# 4-6: the program built against the real libnccl.so.2, under LD_PRELOAD
+if [ $have_real = no ]; then
+    skip "LD_PRELOAD: every collective, 2 ranks" "no real libnccl.so.2 at configure time"
+    skip "LD_PRELOAD: every collective, 4 ranks" "no real libnccl.so.2 at configure time"
+    skip "LD_PRELOAD: the program does need libnccl.so.2" "no real libnccl.so.2"
+    skip "without LD_PRELOAD the program runs NVIDIA's library" "no real libnccl.so.2"
+else
+    case_ok "LD_PRELOAD: every collective, 2 ranks" $preload "$t_real" ranks 2
+    case_ok "LD_PRELOAD: every collective, 4 ranks" $preload "$t_real" ranks 4
+    # the preloaded run proves something only if the program really is linked to libnccl.so.2
+    if ldd "$t_real" | grep -q 'libnccl\.so\.2 => /' && ! ldd "$t_real" | grep -q mscclpp; then
+        pass "LD_PRELOAD: the program is linked to the real libnccl.so.2, not to ours"
+    else
+        ldd "$t_real" >"$tmp/out" 2>&1
+        fail "LD_PRELOAD: the program is linked to the real libnccl.so.2" "see ldd"
+    fi
+    # and without the preload our library plays no part (NVIDIA's needs a GPU: here it fails)
+    run env MSCCLPP_DEBUG=INFO "$t_real" nofallback 1
+    if grep -q 'MSCCLPP NCCL' "$tmp/err" "$tmp/out"; then
+        fail "without LD_PRELOAD the program runs NVIDIA's library" "our log lines appeared"
+    else
+        pass "without LD_PRELOAD the program runs NVIDIA's library (exit $rc), not ours"
+    fi
+fi
+prog=$t_real
+[ $have_real = yes ] || prog=$t_shim
+runp=""
+[ $have_real = yes ] && runp=$preload
+
+# 7: requests we do not serve, without a fallback: ncclInvalidUsage naming the variable
+case_ok "no fallback: int64 sums fail with ncclInvalidUsage and say why" $runp "$prog" nofallback 2
+
+# 8-10: with a fallback library: dispatched, results from it, one INFO line per process
+log=$tmp/fake.log
+pre=""
+[ $have_real = yes ] && pre="LD_PRELOAD=$shim"
+run env MSCCLPP_NCCL_LIB_PATH="$fake" FAKE_NCCL_LOG="$log" MSCCLPP_DEBUG=INFO $pre \
+    "$prog" fallback 2
+if [ $rc -eq 0 ]; then pass "fallback: results come from MSCCLPP_NCCL_LIB_PATH"; else
+    fail "fallback: results come from MSCCLPP_NCCL_LIB_PATH" "exit $rc"; fi
+cp "$tmp/err" "$tmp/fallback.err"
+ar=$(grep -c ' ncclAllReduce count=100 dtype=4 op=0' "$log" 2>/dev/null)
+rs=$(grep -c ' ncclReduceScatter count=50 dtype=5 op=2' "$log" 2>/dev/null)
+ar32=$(grep -c ' ncclAllReduce count=100 dtype=2 ' "$log" 2>/dev/null)
+init=$(grep -c ' ncclCommInitRank ' "$log" 2>/dev/null)
+if [ "$ar" = 2 ] && [ "$rs" = 2 ] && [ "$ar32" = 0 ] && [ "$init" = 2 ]; then
+    pass "fallback: each rank dispatched the int64/uint64 calls, and only those"
+else
+    cp "$log" "$tmp/out" 2>/dev/null
+    fail "fallback: dispatch log" "allreduce $ar, reducescatter $rs, int32 $ar32, init $init"
+fi
+notes=$(grep -c 'MSCCLPP NCCL INFO falling back to' "$tmp/fallback.err")
+if [ "$notes" = 2 ]; then
+    pass "fallback: said once per process at INFO"
+else
+    cp "$tmp/fallback.err" "$tmp/err"
+    fail "fallback: said once per process at INFO" "$notes lines for 2 processes"
+fi
+
+# 11-12: the exported symbols
+nm -D --defined-only "$shim" | awk '{print $3}' | sort >"$tmp/ours"
+others=$(grep -v -E '^p?nccl' "$tmp/ours" | tr '\n' ' ')
+versioned=$(objdump -T "$shim" | grep -E ' p?nccl' | grep -v -c ' Base ')
+if [ -z "$others" ] && [ "$versioned" = 0 ]; then
+    pass "exports: only nccl*/pnccl*, unversioned like libnccl.so.2"
+else
+    echo "others: $others; versioned: $versioned" >"$tmp/out"
+    fail "exports: only nccl*/pnccl*, unversioned" "see above"
+fi
+real_lib=$(ldd "$t_real" 2>/dev/null | awk '/libnccl\.so\.2 =>/ {print $3}')
+hdr=$(echo '#include <nccl.h>' | ${CC:-cc} -E -P $NCCL_CPPFLAGS -I/usr/local/cuda/include - \
+      2>/dev/null | grep -oE '\bnccl[A-Za-z]+\(' | tr -d '(' | sort -u)
+if [ -z "$real_lib" ] || [ -z "$hdr" ]; then
+    skip "exports: every entry point of nccl.h the real library exports" "no real library/header"
+else
+    nm -D --defined-only "$real_lib" | awk '{print $3}' | sort >"$tmp/real"
+    missing=""
+    for f in $hdr; do
+        grep -qx "$f" "$tmp/real" || continue
+        grep -qx "$f" "$tmp/ours" || missing="$missing $f"
+        grep -qx "p$f" "$tmp/real" && ! grep -qx "p$f" "$tmp/ours" && missing="$missing p$f"
+    done
+    if [ -z "$missing" ]; then
+        pass "exports: every entry point of nccl.h the real library exports (both spellings)"
+    else
+        echo "missing:$missing" >"$tmp/out"
+        : >"$tmp/err"
+        fail "exports: every entry point of nccl.h the real library exports" "$missing"
+    fi
+fi
+[ $fails -eq 0 ]
