@@ -1,6 +1,8 @@
 # plans/: default execution plans, installed into $(plandir), and the DSL programs that
 # generate them (python3 -m mscclpp gen-default-plans; see plans/README.md).
-dist_plandata_DATA += plans/allgather_2.json plans/allgather_3.json plans/allgather_4.json \
+dist_plandata_DATA += plans/allgather_1.json plans/allreduce_1.json plans/alltoall_1.json \
+	plans/broadcast_1.json plans/reducescatter_1.json \
+	plans/allgather_2.json plans/allgather_3.json plans/allgather_4.json \
 	plans/allgather_5.json plans/allgather_6.json plans/allgather_7.json plans/allgather_8.json \
 	plans/allreduce_pkt_2.json plans/allreduce_pkt_3.json plans/allreduce_pkt_4.json \
 	plans/allreduce_pkt_5.json plans/allreduce_pkt_6.json plans/allreduce_pkt_7.json \
@@ -14,7 +16,7 @@ dist_plandata_DATA += plans/allgather_2.json plans/allgather_3.json plans/allgat
 	plans/reducescatter_4.json plans/reducescatter_5.json plans/reducescatter_6.json \
 	plans/reducescatter_7.json plans/reducescatter_8.json
 EXTRA_DIST += plans/README.md plans/_common.py plans/allgather.py plans/allreduce_pkt.py \
-	plans/allreduce_simple.py plans/alltoall.py plans/broadcast.py plans/reducescatter.py
+	plans/allreduce_simple.py plans/alltoall.py plans/broadcast.py plans/one_rank.py plans/reducescatter.py
 
 # Backend-specific plans (plans/<backend>/) are registered before the generic ones, so they win
 # where their ranges overlap: the host backend's allreduce switches from LL to Simple at 1 KiB.
