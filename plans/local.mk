@@ -30,3 +30,22 @@ dist_planhost_DATA = \
 	plans/host/allreduce_simple_4.json plans/host/allreduce_simple_5.json \
 	plans/host/allreduce_simple_6.json plans/host/allreduce_simple_7.json \
 	plans/host/allreduce_simple_8.json
+
+# CUDA-tuned plans (plans/cuda/, chosen by measurement on an H100; docs/performance.md):
+# more thread blocks per rank for large messages (Simple allreduce from 128/256 KiB).
+plancudadir = $(plandir)/cuda
+dist_plancuda_DATA = \
+	plans/cuda/allgather_2.json plans/cuda/allgather_3.json plans/cuda/allgather_4.json \
+	plans/cuda/allgather_5.json plans/cuda/allgather_6.json plans/cuda/allgather_7.json \
+	plans/cuda/allgather_8.json plans/cuda/allreduce_simple_2.json \
+	plans/cuda/allreduce_simple_3.json plans/cuda/allreduce_simple_4.json \
+	plans/cuda/allreduce_simple_5.json plans/cuda/allreduce_simple_6.json \
+	plans/cuda/allreduce_simple_7.json plans/cuda/allreduce_simple_8.json \
+	plans/cuda/alltoall_2.json plans/cuda/alltoall_3.json plans/cuda/alltoall_4.json \
+	plans/cuda/alltoall_5.json plans/cuda/alltoall_6.json plans/cuda/alltoall_7.json \
+	plans/cuda/alltoall_8.json plans/cuda/broadcast_2.json plans/cuda/broadcast_3.json \
+	plans/cuda/broadcast_4.json plans/cuda/broadcast_5.json plans/cuda/broadcast_6.json \
+	plans/cuda/broadcast_7.json plans/cuda/broadcast_8.json plans/cuda/reducescatter_2.json \
+	plans/cuda/reducescatter_3.json plans/cuda/reducescatter_4.json \
+	plans/cuda/reducescatter_5.json plans/cuda/reducescatter_6.json \
+	plans/cuda/reducescatter_7.json plans/cuda/reducescatter_8.json

@@ -21,7 +21,8 @@
 # 0 when every step that ran passed. Under 10 minutes on one H100 (the variants step aside).
 #
 # Environment: MSCCLPP_TOP_BUILDDIR (default ./build, or . when run inside a build tree),
-# MSCCLPP_TOP_SRCDIR (default: this checkout), GPU_CHECK_TIMEOUT (seconds per bench run, 120).
+# MSCCLPP_TOP_SRCDIR (default: this checkout), GPU_CHECK_TIMEOUT (seconds per bench run, 120),
+# GPU_CHECK_COLLS / GPU_CHECK_RANKS (the bench sweep's collectives and rank counts).
 set -u
 src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 if [ -n "${MSCCLPP_TOP_BUILDDIR:-}" ]; then build=$MSCCLPP_TOP_BUILDDIR
@@ -154,8 +155,9 @@ fi
 # ---- bench sweep of the default plans ----
 if want bench; then
     fails=0
-    colls="allreduce allgather reducescatter alltoall broadcast"
-    ranks="2 4 8"
+    colls=${GPU_CHECK_COLLS:-allreduce allgather reducescatter alltoall broadcast}
+    ranks=${GPU_CHECK_RANKS:-2 4 8}
+    nruns=$(($(echo $colls | wc -w) * $(echo $ranks | wc -w)))
     for n in $ranks; do
         for c in $colls; do
             if [ $quick = 1 ]; then sizes="-b 8 -e 64M -f 64"; else sizes="-b 8 -e 256M -f 4"; fi
@@ -166,8 +168,8 @@ if want bench; then
             }
         done
     done
-    [ $fails = 0 ] && result bench OK "15 runs, every row checked ($(elapsed))" ||
-        result bench FAIL "$fails of 15 runs failed"
+    [ $fails = 0 ] && result bench OK "$nruns runs, every row checked ($(elapsed))" ||
+        result bench FAIL "$fails of $nruns runs failed"
 fi
 
 # ---- latency: small allreduce, many iterations ----

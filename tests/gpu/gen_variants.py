@@ -8,7 +8,8 @@ by the programs themselves, see plans/README.md); these files are only measured,
 installed. Blocks per rank are capped so that all ranks' blocks of one plan fit on one H100 at
 once (132 SMs x 2 blocks of 1024 threads): ranks sharing a GPU under MPS must be co-resident.
 
-usage: tests/gpu/gen_variants.py DIR [--quick]
+usage: tests/gpu/gen_variants.py DIR [--quick | --threads]
+  --threads: only the second round, allreduce at 512 threads per block
 """
 import json
 import os
@@ -46,16 +47,31 @@ def variants(quick):
                     yield f"{fam}_i{i}_{n}", fn(n, instances=i)
 
 
+def variants_threads():
+    """Second round: 512 threads per block fit 2 blocks per SM, so twice the blocks stay
+    co-resident; only the large-message allreduce."""
+    for n, insts in ((2, (64, 128)), (4, (32, 64)), (8, (16, 32))):
+        for i in insts:
+            prog = allreduce_simple(n, instances=i, min_message_size=0)
+            yield f"allreduce_simple_i{i}_t512_{n}", prog, 512
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     count = 0
-    for name, prog in variants("--quick" in sys.argv):
+    if "--threads" in sys.argv:
+        items = variants_threads()
+    else:
+        items = ((name, prog, None) for name, prog in variants("--quick" in sys.argv))
+    for name, prog, threads in items:
         d = prog.to_dict()
         d["name"] = name
         d["min_message_size"] = 0
+        if threads:
+            d["num_threads_per_block"] = threads
         with open(os.path.join(out, name + ".json"), "w") as f:
             json.dump(d, f)
         count += 1
