@@ -18,6 +18,28 @@ HOST_PACKET_MAX_MESSAGE = 1024
 MAX_MESSAGE = 2**64 - 1
 INSTANCES = 4                      # thread blocks per rank for the Simple plans
 
+# CUDA backend (plans/cuda/, registered before the generic plans), chosen by measurement on one
+# H100 with 2, 4 and 8 ranks sharing it under MPS (docs/performance.md, "GPU plans"):
+# - large messages need many thread blocks per rank: 4 blocks reach 8% of the copy bound, 64
+#   (2 ranks) 71%. Every block of every rank must be resident at once when ranks share a GPU
+#   (1 block of 1024 threads per SM, 132 SMs on an H100): ranks x blocks <= 128.
+# - the LL allreduce keeps its generic plan (1 block per peer): with more instances it was
+#   faster from 64 KiB, but the lowering then splits chunks at offsets that are not whole packet
+#   words for some sizes (INVALID_PLAN for 122 int8 bytes), so the Simple plan takes over
+#   earlier instead: from 128 KiB on 2 ranks, from 256 KiB (the generic boundary) above.
+CUDA_SIMPLE_MIN_MESSAGE = 1024 * 1024 + 1  # allgather/reducescatter/alltoall/broadcast
+
+
+def cuda_allreduce_simple_min(n):
+    """Smallest message of the CUDA Simple allreduce for n ranks (the LL plan below it)."""
+    return 128 * 1024 + 1 if n <= 2 else 256 * 1024 + 1
+
+
+def cuda_instances(n):
+    """Thread blocks per rank of the CUDA Simple plans for n ranks: the most that stay
+    co-resident with n ranks on one GPU (n x blocks <= 128); a power of two."""
+    return 64 if n <= 2 else 32 if n <= 4 else 16
+
 
 def memory_channels(n):
     """One memory channel from every rank to every other: chan[(r, p)] goes r -> p."""

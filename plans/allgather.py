@@ -6,18 +6,19 @@ output chunk p. The ready handshake keeps a fast rank from overwriting a peer's 
 while that peer still copies it out in the previous launch. Only scratch is remote.
 """
 
-from _common import (INSTANCES, MAX_MESSAGE, RANK_COUNTS, main, memory_channels, peers_of,
-                     publish_and_wait, ready_handshake)
+from _common import (CUDA_SIMPLE_MIN_MESSAGE, INSTANCES, MAX_MESSAGE, RANK_COUNTS, cuda_instances,
+                     main, memory_channels, peers_of, publish_and_wait, ready_handshake)
 from mscclpp.language import (
     AllGather, Buffer, CollectiveProgram, Rank,
 )
 
 
-def allgather(num_ranks, instances=INSTANCES):
+def allgather(num_ranks, instances=INSTANCES, min_message_size=0, variant=""):
     """Allgather, Simple protocol."""
     N = num_ranks
-    with CollectiveProgram(f"default_allgather_{N}", AllGather(N, 1, False), N,
-                           instances=instances, protocol="Simple", min_message_size=0,
+    with CollectiveProgram(f"default_allgather{variant}_{N}", AllGather(N, 1, False), N,
+                           instances=instances, protocol="Simple",
+                           min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
         scratch = [Buffer(r, N) for r in range(N)]
         chan = memory_channels(N)
@@ -38,6 +39,10 @@ def allgather(num_ranks, instances=INSTANCES):
 def default_plans():
     for n in RANK_COUNTS:
         yield f"allgather_{n}.json", allgather(n)
+    for n in RANK_COUNTS:  # CUDA: many blocks per rank above 1 MiB (generic plan below)
+        yield (f"cuda/allgather_{n}.json",
+               allgather(n, instances=cuda_instances(n),
+                         min_message_size=CUDA_SIMPLE_MIN_MESSAGE, variant="_cuda"))
 
 
 if __name__ == "__main__":

@@ -17,12 +17,14 @@ from mscclpp.language import (
 )
 
 
-def allreduce_pkt(num_ranks, max_message_size=PACKET_MAX_MESSAGE, variant=""):
+def allreduce_pkt(num_ranks, max_message_size=PACKET_MAX_MESSAGE, variant="", instances=1,
+                  min_message_size=0):
     """Allreduce, LL packets."""
     N = num_ranks
     with CollectiveProgram(f"default_allreduce_pkt{variant}_{N}", AllReduce(N, 1, False), N,
-                           protocol="LL", use_double_scratch_buffer=True,
-                           min_message_size=0, max_message_size=max_message_size) as prog:
+                           instances=instances, protocol="LL", use_double_scratch_buffer=True,
+                           min_message_size=min_message_size,
+                           max_message_size=max_message_size) as prog:
         scratch = [Buffer(r, 2 * N) for r in range(N)]
         chan = memory_channels(N)
         for r in range(N):

@@ -12,7 +12,8 @@ signal of the same launch (it has finished the previous launch). Only scratch is
 """
 
 from _common import (HOST_PACKET_MAX_MESSAGE, INSTANCES, MAX_MESSAGE, RANK_COUNTS,
-                     SIMPLE_MIN_MESSAGE, main, memory_channels, peers_of, publish_and_wait)
+                     SIMPLE_MIN_MESSAGE, cuda_allreduce_simple_min, cuda_instances, main,
+                     memory_channels, peers_of, publish_and_wait)
 from mscclpp.language import (
     AllReduce, Buffer, CollectiveProgram, Rank,
 )
@@ -53,6 +54,10 @@ def default_plans():
         yield (f"host/allreduce_simple_{n}.json",
                allreduce_simple(n, instances=1, min_message_size=HOST_PACKET_MAX_MESSAGE + 1,
                                 variant="_host"))
+    for n in RANK_COUNTS:  # CUDA: many blocks per rank, from 128/256 KiB (generic LL below)
+        yield (f"cuda/allreduce_simple_{n}.json",
+               allreduce_simple(n, instances=cuda_instances(n),
+                                min_message_size=cuda_allreduce_simple_min(n), variant="_cuda"))
 
 
 if __name__ == "__main__":

@@ -5,18 +5,19 @@ chunk r to output chunk r; signal, wait; copy scratch slot p to output chunk p. 
 remote.
 """
 
-from _common import (INSTANCES, MAX_MESSAGE, RANK_COUNTS, main, memory_channels, peers_of,
-                     publish_and_wait, ready_handshake)
+from _common import (CUDA_SIMPLE_MIN_MESSAGE, INSTANCES, MAX_MESSAGE, RANK_COUNTS, cuda_instances,
+                     main, memory_channels, peers_of, publish_and_wait, ready_handshake)
 from mscclpp.language import (
     AllToAll, Buffer, CollectiveProgram, Rank,
 )
 
 
-def alltoall(num_ranks, instances=INSTANCES):
+def alltoall(num_ranks, instances=INSTANCES, min_message_size=0, variant=""):
     """All-to-all, Simple protocol."""
     N = num_ranks
-    with CollectiveProgram(f"default_alltoall_{N}", AllToAll(N, 1, False), N,
-                           instances=instances, protocol="Simple", min_message_size=0,
+    with CollectiveProgram(f"default_alltoall{variant}_{N}", AllToAll(N, 1, False), N,
+                           instances=instances, protocol="Simple",
+                           min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
         scratch = [Buffer(r, N) for r in range(N)]
         chan = memory_channels(N)
@@ -37,6 +38,10 @@ def alltoall(num_ranks, instances=INSTANCES):
 def default_plans():
     for n in RANK_COUNTS:
         yield f"alltoall_{n}.json", alltoall(n)
+    for n in RANK_COUNTS:  # CUDA: many blocks per rank above 1 MiB (generic plan below)
+        yield (f"cuda/alltoall_{n}.json",
+               alltoall(n, instances=cuda_instances(n),
+                        min_message_size=CUDA_SIMPLE_MIN_MESSAGE, variant="_cuda"))
 
 
 if __name__ == "__main__":

@@ -5,17 +5,20 @@ input into each peer's scratch, copies it to its own output and signals; each pe
 copies its scratch to its output. Only scratch is remote.
 """
 
-from _common import INSTANCES, MAX_MESSAGE, RANK_COUNTS, main
+from _common import (CUDA_SIMPLE_MIN_MESSAGE, INSTANCES, MAX_MESSAGE, RANK_COUNTS, cuda_instances,
+                     main)
 from mscclpp.language import (
     Broadcast, Buffer, CollectiveProgram, MemoryChannel, Rank, SyncType,
 )
 
 
-def broadcast(num_ranks, root=0, instances=INSTANCES):
+def broadcast(num_ranks, root=0, instances=INSTANCES, min_message_size=0, variant=""):
     """Broadcast, Simple protocol."""
     N = num_ranks
-    with CollectiveProgram(f"default_broadcast_{N}", Broadcast(N, 1, False, root=root), N,
-                           instances=instances, protocol="Simple", min_message_size=0,
+    with CollectiveProgram(f"default_broadcast{variant}_{N}", Broadcast(N, 1, False, root=root),
+                           N,
+                           instances=instances, protocol="Simple",
+                           min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
         scratch = {p: Buffer(p, 1) for p in range(N) if p != root}
         down = {p: MemoryChannel(p, root) for p in scratch}
@@ -40,6 +43,10 @@ def broadcast(num_ranks, root=0, instances=INSTANCES):
 def default_plans():
     for n in RANK_COUNTS:
         yield f"broadcast_{n}.json", broadcast(n)
+    for n in RANK_COUNTS:  # CUDA: many blocks per rank above 1 MiB (generic plan below)
+        yield (f"cuda/broadcast_{n}.json",
+               broadcast(n, instances=cuda_instances(n),
+                         min_message_size=CUDA_SIMPLE_MIN_MESSAGE, variant="_cuda"))
 
 
 if __name__ == "__main__":

@@ -4,18 +4,19 @@ Rank r: ready handshake (relaxed); put input chunk p into peer p's scratch slot 
 wait; reduce input chunk r with scratch slots [0, N) into the output. Only scratch is remote.
 """
 
-from _common import (INSTANCES, MAX_MESSAGE, RANK_COUNTS, main, memory_channels, peers_of,
-                     publish_and_wait, ready_handshake)
+from _common import (CUDA_SIMPLE_MIN_MESSAGE, INSTANCES, MAX_MESSAGE, RANK_COUNTS, cuda_instances,
+                     main, memory_channels, peers_of, publish_and_wait, ready_handshake)
 from mscclpp.language import (
     Buffer, CollectiveProgram, Rank, ReduceScatter,
 )
 
 
-def reducescatter(num_ranks, instances=INSTANCES):
+def reducescatter(num_ranks, instances=INSTANCES, min_message_size=0, variant=""):
     """Reduce-scatter, Simple protocol."""
     N = num_ranks
-    with CollectiveProgram(f"default_reducescatter_{N}", ReduceScatter(N, 1, False), N,
-                           instances=instances, protocol="Simple", min_message_size=0,
+    with CollectiveProgram(f"default_reducescatter{variant}_{N}", ReduceScatter(N, 1, False), N,
+                           instances=instances, protocol="Simple",
+                           min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
         scratch = [Buffer(r, N) for r in range(N)]
         chan = memory_channels(N)
@@ -35,6 +36,10 @@ def reducescatter(num_ranks, instances=INSTANCES):
 def default_plans():
     for n in RANK_COUNTS:
         yield f"reducescatter_{n}.json", reducescatter(n)
+    for n in RANK_COUNTS:  # CUDA: many blocks per rank above 1 MiB (generic plan below)
+        yield (f"cuda/reducescatter_{n}.json",
+               reducescatter(n, instances=cuda_instances(n),
+                             min_message_size=CUDA_SIMPLE_MIN_MESSAGE, variant="_cuda"))
 
 
 if __name__ == "__main__":

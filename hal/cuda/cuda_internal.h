@@ -162,6 +162,9 @@ mscclpp_result_t cuda_event_sync(hal_event_t e);
 mscclpp_result_t cuda_event_elapsed_ms(hal_event_t start, hal_event_t end, float *ms);
 /** Wait for `s` (0: the legacy stream), polling with backoff, bounded by MSCCLPP_TIMEOUT. */
 mscclpp_result_t cuda_stream_wait(cudaStream_t s, const char *who);
+/** Once per device, at its first launch: warn if other processes share it without CUDA MPS
+ * (cuda_mps.c). Never fails. */
+void cuda_mps_check(void);
 mscclpp_result_t cuda_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,
                              hal_stream_t s);
 

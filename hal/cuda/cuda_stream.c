@@ -126,6 +126,7 @@ mscclpp_result_t cuda_launch(const void *args, size_t args_bytes, int nblocks, i
     CHECK_ARG(nblocks > 0);
     CHECK_ARG(nthreads > 0 && nthreads <= 1024);
     CUDA_REQUIRE_INIT();
+    cuda_mps_check(); /* first launch per device: warn if ranks share it without MPS */
 #ifdef MSCCLPP_HAVE_KERN_CUDA
     return kern_cuda_launch(args, args_bytes, nblocks, nthreads, (void *)cuda_stream(s));
 #else

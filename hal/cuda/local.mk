@@ -11,6 +11,7 @@ pkglib_LTLIBRARIES += libmscclpp-hal-cuda.la
 hal_cuda_kern = kernels/libkern_cuda.la
 libmscclpp_hal_cuda_la_SOURCES = \
 	hal/cuda/cuda_module.c hal/cuda/cuda_mem.c hal/cuda/cuda_mc.c hal/cuda/cuda_stream.c \
+	hal/cuda/cuda_mps.c \
 	hal/fd_broker.c base/module.c
 libmscclpp_hal_cuda_la_CPPFLAGS = -I$(top_srcdir) -I$(top_srcdir)/include -I$(top_builddir) \
 	$(CUDA_CPPFLAGS) -DMSCCLPP_HAVE_KERN_CUDA

@@ -4,19 +4,30 @@
  * as forked processes — for several sizes (tails included), every dtype and, for reductions,
  * every reduce op; every element of every rank is checked against a reference.
  *
+ * Plans tuned for another backend (plans/<other>/) run in the quick mode below: they are the
+ * same programs as the generic plans at other block counts and size ranges.
+ *
  * Plans that cannot run on a backend are listed with the reason in
  * tests/conformance/exclude-<backend>.txt ("file-name  reason"); they are reported as skips.
+ *
+ * GPU backends: buffers are device memory, so every rank fills its input and reads its output
+ * through host staging buffers and mscclpp_memcpy/mscclpp_memset (never through the device
+ * pointer), and the parent process does no device work at all before it forks the ranks (a
+ * CUDA context does not survive fork(): the backend's name is asked in a throwaway child).
  *
  * Environment: MSCCLPP_TOP_SRCDIR (set by make check), CONFORMANCE_FILTER (substring of plan
  * file names to run), CONFORMANCE_QUICK=1 (one size, float32 and int32 only).
  */
 #include <check.h>
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "mscclpp/mscclpp.h"
 #include "tests/conformance/conf_ref.h"
@@ -39,6 +50,7 @@ typedef struct {
     char skip_reason[256];
     int n_partial;
     partial_skip_t partial[MAX_PARTIAL];
+    bool quick; /* tuned for another backend: one size, two dtypes (it runs anywhere) */
 } plan_entry_t;
 
 static plan_entry_t plans[MAX_PLANS];
@@ -132,7 +144,8 @@ static int run_plan_rank(int rank, int nranks, const mscclpp_unique_id_t *id, vo
     mscclpp_executor_t *ex = NULL;
     MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
 
-    bool quick = getenv("CONFORMANCE_QUICK") && atoi(getenv("CONFORMANCE_QUICK"));
+    bool quick = (getenv("CONFORMANCE_QUICK") && atoi(getenv("CONFORMANCE_QUICK"))) ||
+                 arg->entry->quick;
     /* per-rank element counts ("unit" = count per rank block): small, odd (tails), larger */
     static const size_t units_full[] = {4, 61, 1280};
     static const size_t units_quick[] = {61};
@@ -145,6 +158,9 @@ static int run_plan_rank(int rank, int nranks, const mscclpp_unique_id_t *id, vo
     uint8_t *bufa = NULL, *bufb = NULL;
     MP_CHECK(rank, mscclpp_malloc(max_bytes, (void **)&bufa));
     MP_CHECK(rank, mscclpp_malloc(max_bytes, (void **)&bufb));
+    /* host staging: inputs are built here and copied in, outputs copied out and checked here */
+    uint8_t *stage = malloc(max_bytes);
+    if (!stage) return MP_FAIL(rank, "out of memory for %zu bytes of staging", max_bytes);
     mscclpp_bootstrap_t *boot = NULL;
     MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
 
@@ -200,9 +216,13 @@ static int run_plan_rank(int rank, int nranks, const mscclpp_unique_id_t *id, vo
                                 arg->entry->name, mscclpp_dtype_name(dt), units[u], skip->reason);
                     continue;
                 }
-                memset(bufb, 0x5a, max_bytes);
+                /* poison the receive side, then copy the input in (it may lie inside bufb) */
+                MP_CHECK(rank, mscclpp_memset(bufb, 0x5a, max_bytes));
                 for (size_t i = 0; i < n_in; i++)
-                    conf_store(dt, send + i * es, input_value(dt, reduces ? op : MSCCLPP_SUM, rank, i));
+                    conf_store(dt, stage + i * es,
+                               input_value(dt, reduces ? op : MSCCLPP_SUM, rank, i));
+                MP_CHECK(rank, mscclpp_memcpy(send, stage, n_in * es));
+                memset(stage, 0xa5, n_out * es); /* so a copy that moved nothing is noticed */
                 MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
                 mscclpp_result_t r = mscclpp_execute(ex, plan, send, recv, n_in * es, n_out * es,
                                                      dt, op, NULL);
@@ -214,7 +234,8 @@ static int run_plan_rank(int rank, int nranks, const mscclpp_unique_id_t *id, vo
                             mscclpp_result_string(r), mscclpp_last_error());
                     goto done; /* the context is broken; peers fail too */
                 }
-                /* check every element of my output */
+                /* check every element of my output, copied out of (device) memory */
+                MP_CHECK(rank, mscclpp_memcpy(stage, recv, n_out * es));
                 size_t wrong = 0, first = (size_t)-1;
                 double got_first = 0, want_first = 0;
                 for (size_t i = 0; i < n_out; i++) {
@@ -241,7 +262,7 @@ static int run_plan_rank(int rank, int nranks, const mscclpp_unique_id_t *id, vo
                         break;
                     }
                     want = conf_round(dt, want);
-                    double got = conf_load(dt, recv + i * es);
+                    double got = conf_load(dt, stage + i * es);
                     if (!(fabs(got - want) <= tolerance(dt, nranks, want))) {
                         if (!wrong) {
                             first = i;
@@ -269,6 +290,7 @@ done:
     mscclpp_executor_destroy(ex);
     mscclpp_free(bufa);
     mscclpp_free(bufb);
+    free(stage);
     mscclpp_plan_destroy(plan);
     mscclpp_comm_destroy(comm);
     return failures ? 1 : 0;
@@ -342,6 +364,92 @@ START_TEST(t_deadlock_times_out)
 }
 END_TEST
 
+/* A one-rank communicator: every collective API call (out-of-place and in-place, every op for
+ * the reductions) leaves the output equal to the input, through the default 1-rank plans. */
+static int one_rank_body(int rank, int nranks, const mscclpp_unique_id_t *id, void *argp)
+{
+    (void)argp;
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, nranks, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    static const size_t counts[] = {1, 61, (1u << 18) + 3};
+    const size_t cap = ((1u << 18) + 3) * 4 + 64;
+    uint8_t *a = NULL, *b = NULL, *in = malloc(cap), *out = malloc(cap);
+    if (!in || !out) return MP_FAIL(rank, "out of memory");
+    MP_CHECK(rank, mscclpp_malloc(cap, (void **)&a));
+    MP_CHECK(rank, mscclpp_malloc(cap, (void **)&b));
+    static const char *names[] = {"allreduce", "allgather", "reducescatter", "alltoall",
+                                  "broadcast"};
+    int failures = 0;
+    for (int c = 0; c < 5; c++) {
+        for (int ip = 0; ip < 2; ip++) {
+            for (int op = 0; op < MSCCLPP_REDOP_COUNT; op++) {
+                if (op > 0 && c != 0 && c != 2) break; /* ops matter only for reductions */
+                for (int k = 0; k < 3; k++) {
+                    mscclpp_dtype_t dt = k == 1 ? MSCCLPP_INT8 : MSCCLPP_FLOAT32;
+                    size_t es = mscclpp_dtype_size(dt), n = counts[k], bytes = n * es;
+                    for (size_t i = 0; i < bytes; i++)
+                        in[i] = (uint8_t)(i * 7 + (size_t)c * 13 + (size_t)op + 1);
+                    if (dt == MSCCLPP_FLOAT32) /* finite floats: keep the exponent byte sane */
+                        for (size_t i = 0; i < n; i++) ((float *)(void *)in)[i] = (float)(i % 97);
+                    MP_CHECK(rank, mscclpp_memset(b, 0x5a, cap));
+                    MP_CHECK(rank, mscclpp_memcpy(a, in, bytes));
+                    if (ip) MP_CHECK(rank, mscclpp_memcpy(b, in, bytes));
+                    const void *send = ip ? (const void *)b : (const void *)a;
+                    mscclpp_redop_t rop = (mscclpp_redop_t)op;
+                    mscclpp_result_t r;
+                    switch (c) {
+                    case 0: r = mscclpp_allreduce(ex, send, b, n, dt, rop, NULL); break;
+                    case 1: r = mscclpp_allgather(ex, send, b, n, dt, NULL); break;
+                    case 2: r = mscclpp_reducescatter(ex, send, b, n, dt, rop, NULL); break;
+                    case 3: r = mscclpp_alltoall(ex, send, b, n, dt, NULL); break;
+                    default: r = mscclpp_broadcast(ex, send, b, n, dt, 0, NULL); break;
+                    }
+                    if (r != MSCCLPP_OK) {
+                        failures++;
+                        MP_FAIL(rank, "1 rank: %s %s op %s, %zu x %s: %s: %s", names[c],
+                                ip ? "in-place" : "out-of-place", mscclpp_redop_name(rop), n,
+                                mscclpp_dtype_name(dt), mscclpp_result_string(r),
+                                mscclpp_last_error());
+                        continue;
+                    }
+                    memset(out, 0xa5, bytes + 16);
+                    MP_CHECK(rank, mscclpp_memcpy(out, b, bytes + 16));
+                    size_t bad = 0;
+                    while (bad < bytes && out[bad] == in[bad]) bad++;
+                    bool tail_ok = true;
+                    for (size_t i = bytes; i < bytes + 16; i++) tail_ok &= out[i] == 0x5a;
+                    if (bad < bytes || !tail_ok) {
+                        failures++;
+                        MP_FAIL(rank, "1 rank: %s %s op %s, %zu x %s: %s", names[c],
+                                ip ? "in-place" : "out-of-place", mscclpp_redop_name(rop), n,
+                                mscclpp_dtype_name(dt),
+                                bad < bytes ? "output differs from the input"
+                                            : "wrote past the end of the output");
+                    }
+                }
+            }
+        }
+    }
+    mscclpp_free(a);
+    mscclpp_free(b);
+    free(in);
+    free(out);
+    mscclpp_executor_destroy(ex);
+    mscclpp_comm_destroy(comm);
+    return failures ? 1 : 0;
+}
+
+START_TEST(t_one_rank_collectives)
+{
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/plans", top);
+    setenv("MSCCLPP_PLAN_DIR", dir, 0); /* the default plans of this tree unless told */
+    ck_assert_int_eq(mp_run(1, one_rank_body, NULL, 300, NULL), 0);
+}
+END_TEST
+
 /* ---- discovery --------------------------------------------------------------------------- */
 
 static int cmp_entry(const void *a, const void *b)
@@ -406,6 +514,34 @@ static void apply_excludes(const char *backend)
     fclose(f);
 }
 
+/* The backend's name, asked in a child that exits at once: selecting a GPU backend creates a
+ * device context, and one made here would be unusable in every forked rank (CUDA contexts do not
+ * survive fork(); the ranks' mscclpp_malloc would fail with cudaErrorInitializationError). */
+static void probe_backend(char *name, size_t size)
+{
+    snprintf(name, size, "none");
+    int fd[2];
+    if (pipe(fd)) return;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        const char *n = mscclpp_backend_name();
+        (void)!write(fd[1], n, strlen(n));
+        _exit(0);
+    }
+    close(fd[1]);
+    if (pid > 0) {
+        ssize_t got = read(fd[0], name, size - 1);
+        if (got > 0) name[got] = '\0';
+        int status;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+    }
+    close(fd[0]);
+}
+
 int main(void)
 {
     top = getenv("MSCCLPP_TOP_SRCDIR");
@@ -416,15 +552,32 @@ int main(void)
     add_dir(dir, "", filter);
     snprintf(dir, sizeof dir, "%s/plans/host", top); /* backend-tuned variants: valid anywhere */
     add_dir(dir, "host/", filter);
+    snprintf(dir, sizeof dir, "%s/plans/cuda", top);
+    add_dir(dir, "cuda/", filter);
     snprintf(dir, sizeof dir, "%s/tests/plans-reference", top);
     add_dir(dir, "", filter);
     qsort(plans, (size_t)n_plans, sizeof plans[0], cmp_entry);
-    apply_excludes(mscclpp_backend_name());
+    char backend[64];
+    probe_backend(backend, sizeof backend);
+    apply_excludes(backend);
+    /* Plans tuned for another backend (plans/<other>/) are the same programs at other block
+     * counts and size ranges: proving they run here needs one size and two dtypes, and their
+     * many blocks per rank make a full run slow on CPU ranks. This backend's own run in full. */
+    size_t blen = strlen(backend);
+    for (int i = 0; i < n_plans; i++) {
+        const char *slash = strchr(plans[i].name, '/');
+        if (slash && !((size_t)(slash - plans[i].name) == blen &&
+                       !strncmp(plans[i].name, backend, blen)))
+            plans[i].quick = true;
+    }
 
     Suite *s = suite_create("conformance");
-    TCase *tc = tcase_create(mscclpp_backend_name());
+    TCase *tc = tcase_create(backend);
     tcase_set_timeout(tc, 900);
-    if (!filter) tcase_add_test(tc, t_deadlock_times_out);
+    if (!filter) {
+        tcase_add_test(tc, t_deadlock_times_out);
+        tcase_add_test(tc, t_one_rank_collectives);
+    }
     if (n_plans > 0) tcase_add_loop_test(tc, t_plan, 0, n_plans);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -1,6 +1,7 @@
 # tests/gpu: tests that need a GPU (skip with exit 77 and a TAP SKIP without one), and the
 # module checks that run anywhere (tests/unit/test_hal_modules). See docs/gpu.md.
-EXTRA_DIST += tests/gpu/run-gpu-tests.sh docs/gpu.md
+EXTRA_DIST += tests/gpu/run-gpu-tests.sh tests/gpu/mps.sh tests/gpu/gen_variants.py \
+	tests/gpu/gpu_report.py scripts/gpu-check.sh docs/gpu.md
 
 # hal_get() and the fd broker (hal/fd_broker.c, one of the library's sources) are internal: link
 # the library's objects (MSCCLPP_INTERNAL_LIBS, see Makefile.am).
@@ -29,3 +30,9 @@ tests_unit_libfakehal_old_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DFAKE_HA
 tests_unit_libfakehal_old_la_LDFLAGS = -module -avoid-version -rpath /nowhere -no-undefined \
 	-export-symbols-regex '^mscclpp_hal_module'
 endif
+
+# lat_probe: where the time of a small collective goes (host enqueue vs GPU); a measurement tool
+# for scripts/gpu-check.sh, built with the tests but not run by make check.
+check_PROGRAMS += tests/gpu/lat_probe
+tests_gpu_lat_probe_SOURCES = tests/gpu/lat_probe.c tests/unit/mp_harness.c
+tests_gpu_lat_probe_LDADD = libmscclpp.la

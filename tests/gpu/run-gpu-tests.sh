@@ -3,9 +3,10 @@
 # Prints TAP. Without a GPU or driver: "1..0 # SKIP ..." and exit 77 (automake SKIP).
 #
 # Environment: MSCCLPP_TOP_BUILDDIR (set by make check; default: the current directory),
-# GPU_BACKENDS (default "cuda hip"), MSCCLPP_TIMEOUT and the other MSCCLPP_* variables pass
-# through to the binaries. Each conformance binary runs once per backend with MSCCLPP_HAL set;
-# its ranks share the devices (several ranks per GPU when there are fewer GPUs than ranks).
+# GPU_BACKENDS (default "cuda hip"), GPU_TESTS_MPS=0 (do not start CUDA MPS; tests/gpu/mps.sh),
+# MSCCLPP_TIMEOUT and the other MSCCLPP_* variables pass through to the binaries. Each
+# conformance binary runs once per backend with MSCCLPP_HAL set; its ranks share the devices
+# (several ranks per GPU when there are fewer GPUs than ranks).
 top=${MSCCLPP_TOP_BUILDDIR:-.}
 probe=$top/tests/gpu/test_gpu_hal
 backends=${GPU_BACKENDS:-cuda hip}
@@ -30,12 +31,16 @@ if [ -z "$found" ]; then
     exit 77
 fi
 
-# Several processes on one GPU run concurrently only under MPS; without it they time-slice.
-if [ -n "$CUDA_MPS_PIPE_DIRECTORY" ] || [ -d /tmp/nvidia-mps ]; then
-    echo "# CUDA MPS control directory present: ranks sharing a GPU can run concurrently"
-else
-    echo "# no CUDA MPS: ranks sharing a GPU time-slice (slower, still correct)"
-fi
+# Several processes on one GPU run concurrently only under MPS; without it they time-slice
+# (correct, but each collective takes milliseconds). Start it for CUDA when we may, stop it after.
+case " $found " in
+*" cuda "*)
+    . "$(dirname "$0")/mps.sh"
+    mps_start
+    trap 'mps_stop' EXIT
+    trap 'exit 130' INT TERM
+    ;;
+esac
 
 bins=""
 for f in "$top"/tests/conformance/*; do

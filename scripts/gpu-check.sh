@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# Every GPU check in one command (issue 11, item 7). Builds nothing: run it on a machine with a
+# GPU, over a build made with --with-cuda (for instance by shared/tools/gpu-pack.sh).
+#
+#   scripts/gpu-check.sh [-o OUTDIR] [--variants DIR] [--quick] [--skip STEP,...]
+#
+# Steps (each bounded by `timeout`, each logged in OUTDIR/<step>.log):
+#   info         device, driver, toolkit, mscclpp-info
+#   copy         the device's own device-to-device copy bandwidth (PyTorch, when installed)
+#   nomps        2 ranks on one GPU WITHOUT MPS: the library must warn (and the time it takes)
+#   hal          tests/gpu/test_gpu_hal, with cuMem and with legacy cudaIpc shareable memory
+#   conformance  tests/conformance/test_conformance with MSCCLPP_HAL=cuda (every plan x dtype x
+#                op x size of the host run)
+#   bench        mscclpp-bench: the five collectives at 2/4/8 ranks, 8 B .. 256 MiB, checked
+#   latency      allreduce 8 B at 2/4/8 ranks, 1000 iterations; tests/gpu/lat_probe at 1/2/8
+#                ranks (host enqueue time per call vs GPU time per call)
+#   variants     with --variants DIR: every plan in DIR (tests/gpu/gen_variants.py DIR) at its
+#                rank count, unchecked, for choosing plans/cuda/
+# MPS is started for the steps after `nomps` (tests/gpu/mps.sh) and stopped at the end.
+# OUTDIR/report.md gathers the results (tests/gpu/gpu_report.py makes the tables). Exit status:
+# 0 when every step that ran passed, 77 without a CUDA device. About 6 minutes on one H100 (the
+# variants step aside: about 5 more for the 76 plans of gen_variants.py).
+#
+# Environment: MSCCLPP_TOP_BUILDDIR (default ./build, or . when run inside a build tree),
+# MSCCLPP_TOP_SRCDIR (default: this checkout), GPU_CHECK_TIMEOUT (seconds per bench run, 120),
+# GPU_CHECK_COLLS / GPU_CHECK_RANKS (the bench sweep's collectives and rank counts).
+set -u
+src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+if [ -n "${MSCCLPP_TOP_BUILDDIR:-}" ]; then build=$MSCCLPP_TOP_BUILDDIR
+elif [ -x ./tools/mscclpp-bench ]; then build=$(pwd)
+else build=$src/build; fi
+out=gpu-check-$(date -u +%Y%m%d-%H%M%S)
+variants=""
+quick=0
+skip=","
+while [ $# -gt 0 ]; do
+    case $1 in
+    -o) out=$2; shift ;;
+    --variants) variants=$2; shift ;;
+    --quick) quick=1 ;;
+    --skip) skip=",$2,"; shift ;;
+    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+    *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
+export MSCCLPP_TOP_SRCDIR=$src MSCCLPP_TOP_BUILDDIR=$build
+export MSCCLPP_HAL_MODULE_DIR=${MSCCLPP_HAL_MODULE_DIR:-$build/.libs}
+export MSCCLPP_PLAN_DIR=${MSCCLPP_PLAN_DIR:-$src/plans}
+export MSCCLPP_HAL=cuda
+export MSCCLPP_TIMEOUT=${MSCCLPP_TIMEOUT:-30} # seconds: a hung plan fails its step, not the run
+bench=$build/tools/mscclpp-bench
+limit=${GPU_CHECK_TIMEOUT:-120}
+report=$out/report.md
+status=0
+t0=$(date +%s)
+
+want() { case $skip in *",$1,"*) return 1 ;; esac; return 0; }
+# result STEP OK|FAIL|SKIP TEXT: one line of the summary
+result() {
+    printf '| %s | %s | %s |\n' "$1" "$2" "$3" >>"$out/summary.md"
+    echo "== $1: $2 $3"
+    [ "$2" = FAIL ] && status=1
+    return 0
+}
+elapsed() { echo "$(($(date +%s) - t0)) s"; }
+
+: >"$out/summary.md"
+for f in "$bench" "$build/tests/gpu/test_gpu_hal" "$build/tests/conformance/test_conformance"; do
+    if [ ! -x "$f" ]; then
+        echo "gpu-check: $f is not built (configure --with-cuda; make check TESTS=)"
+        exit 2
+    fi
+done
+
+if ! probe=$("$build/tests/gpu/test_gpu_hal" --probe 2>&1); then
+    echo "gpu-check: no usable CUDA device here ($(echo "$probe" | head -n 1)); nothing to check"
+    exit 77
+fi
+
+# ---- info ----
+{
+    echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "host: $(uname -n) $(uname -r)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv,noheader 2>&1
+    nvidia-smi 2>/dev/null | grep -m1 -o 'CUDA Version: [0-9.]*'
+    "$build/tools/mscclpp-info" 2>&1 | head -40
+} >"$out/info.log" 2>&1
+device=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+echo "gpu-check: $device; output in $out"
+
+# ---- copy: the bound's denominator ----
+copy=""
+if want copy; then
+    timeout 120 python3 - >"$out/copy.log" 2>&1 <<'PY'
+import torch
+n = 1 << 30
+a = torch.empty(n, dtype=torch.uint8, device="cuda")
+b = torch.empty_like(a)
+a.random_(0, 255)
+for _ in range(3):
+    b.copy_(a)
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+times = []
+for _ in range(20):
+    s.record(); b.copy_(a); e.record(); e.synchronize()
+    times.append(s.elapsed_time(e) / 1e3)
+times.sort()
+t = times[len(times) // 2]
+print(f"copy_gbps {2 * n / t / 1e9:.1f}  (1 GiB device-to-device, median of 20, read + write)")
+PY
+    copy=$(awk '/^copy_gbps/ {print $2}' "$out/copy.log")
+    if [ -n "$copy" ]; then result copy OK "$copy GB/s device-to-device (read + write)"
+    else result copy SKIP "no PyTorch copy ($(tail -n 1 "$out/copy.log"))"; fi
+fi
+
+# ---- nomps: ranks sharing the GPU without MPS must be told ----
+. "$src/tests/gpu/mps.sh"
+if want nomps; then
+    if mps_running; then
+        result nomps SKIP "an MPS daemon already runs"
+    else
+        timeout 120 "$bench" allreduce --np 2 -b 8 -e 8 -n 20 -w 2 >"$out/nomps.log" 2>&1
+        rc=$?
+        t=$(awk '/^ *8 / {print $6; exit}' "$out/nomps.log")
+        if [ $rc -ne 0 ]; then result nomps FAIL "bench exit $rc"
+        elif grep -q "CUDA MPS is" "$out/nomps.log"; then
+            w=$(grep -c 'CUDA MPS is' "$out/nomps.log")
+            result nomps OK "warned ($w rank(s)); 8 B allreduce $t us"
+        else result nomps FAIL "no MPS warning; 8 B allreduce $t us"; fi
+    fi
+fi
+mps_start >"$out/mps.log" 2>&1
+cat "$out/mps.log"
+trap 'mps_stop >/dev/null 2>&1' EXIT
+
+# ---- hal ----
+if want hal; then
+    ok=1
+    for mode in auto legacy; do
+        MSCCLPP_CUDA_SHAREABLE=$mode timeout 120 "$build/tests/gpu/test_gpu_hal" \
+            >"$out/hal-$mode.log" 2>&1 || ok=0
+    done
+    sum=$(for m in auto legacy; do
+        printf '%s: %s ok, %s not ok; ' $m "$(grep -c '^ok' "$out/hal-$m.log")" \
+            "$(grep -c '^not ok' "$out/hal-$m.log")"; done)
+    [ $ok = 1 ] && result hal OK "$sum" || result hal FAIL "$sum"
+fi
+
+# ---- conformance ----
+if want conformance; then
+    cq=""
+    [ $quick = 1 ] && cq=1
+    CONFORMANCE_QUICK=$cq timeout 480 "$build/tests/conformance/test_conformance" \
+        >"$out/conformance.log" 2>&1
+    rc=$?
+    line=$(grep -E '^[0-9]+%: Checks' "$out/conformance.log" | tail -n 1)
+    skips=$(grep -c 'skipped' "$out/conformance.log")
+    [ $rc -eq 0 ] && result conformance OK "$line; $skips skip lines" ||
+        result conformance FAIL "exit $rc: $line"
+fi
+
+# ---- bench sweep of the default plans ----
+if want bench; then
+    fails=0
+    colls=${GPU_CHECK_COLLS:-allreduce allgather reducescatter alltoall broadcast}
+    ranks=${GPU_CHECK_RANKS:-2 4 8}
+    nruns=$(($(echo $colls | wc -w) * $(echo $ranks | wc -w)))
+    for n in $ranks; do
+        for c in $colls; do
+            if [ $quick = 1 ]; then sizes="-b 8 -e 64M -f 64"; else sizes="-b 8 -e 256M -f 4"; fi
+            timeout "$limit" "$bench" "$c" --np "$n" $sizes -n 20 -w 5 \
+                --json "$out/bench-$n-$c.json" >"$out/bench-$n-$c.log" 2>&1 || {
+                fails=$((fails + 1))
+                why=$(grep -m1 -i 'fail\|error' "$out/bench-$n-$c.log")
+                echo "   bench $c --np $n failed: $why"
+            }
+        done
+    done
+    [ $fails = 0 ] && result bench OK "$nruns runs, every row checked ($(elapsed))" ||
+        result bench FAIL "$fails of $nruns runs failed"
+fi
+
+# ---- latency: small allreduce, many iterations ----
+if want latency; then
+    lat=""
+    for n in 2 4 8; do
+        timeout "$limit" "$bench" allreduce --np "$n" -b 8 -e 8 -n 1000 -w 100 \
+            >"$out/latency-$n.log" 2>&1
+        lat="$lat $n ranks: $(awk '/^ *8 / {print $6; exit}' "$out/latency-$n.log") us;"
+    done
+    # host enqueue vs GPU time per call (tests/gpu/lat_probe.c), 1 rank (no waits) to 8
+    for n in 1 2 8; do
+        timeout "$limit" "$build/tests/gpu/lat_probe" "$n" 8 2000 >>"$out/latency-probe.log" 2>&1
+    done
+    result latency OK "8 B allreduce (bench, n=1000):$lat probe: $(grep 'rank 0/' \
+        "$out/latency-probe.log" | sed 's/lat_probe rank 0//; s/ us\/call//g' | tr '\n' ';')"
+fi
+
+# ---- candidate plans ----
+if [ -n "$variants" ] && want variants; then
+    nv=0
+    nf=0
+    for f in "$variants"/*.json; do
+        [ -f "$f" ] || continue
+        name=$(basename "$f" .json)
+        n=${name##*_}
+        case $name in
+        allreduce_pkt*) sizes="-b 8 -e 4M -f 8" ;;
+        *) sizes="-b 1K -e 256M -f 8" ;;
+        esac
+        MSCCLPP_TIMEOUT=10 timeout 60 "$bench" --plan "$f" --np "$n" $sizes -n 10 -w 3 -c 0 \
+            --json "$out/variant-$name.json" >"$out/variant-$name.log" 2>&1 || nf=$((nf + 1))
+        nv=$((nv + 1))
+    done
+    [ $nf = 0 ] && result variants OK "$nv plans ($(elapsed))" ||
+        result variants FAIL "$nf of $nv plans failed ($(elapsed))"
+fi
+
+mps_stop >/dev/null 2>&1
+trap - EXIT
+
+# ---- report ----
+{
+    echo "# GPU check: $device"
+    echo
+    echo "$(head -n 1 "$out/info.log"); \`scripts/gpu-check.sh\`, total $(elapsed)."
+    echo
+    echo '```'
+    sed -n '2,6p' "$out/info.log"
+    echo '```'
+    echo
+    echo "| step | result | details |"
+    echo "|---|---|---|"
+    cat "$out/summary.md"
+    echo
+    python3 "$src/tests/gpu/gpu_report.py" "$out" "$copy" 2>&1
+} >"$report"
+echo "gpu-check: report in $report ($(elapsed)); status $status"
+exit $status

@@ -1,0 +1,85 @@
+/*
+ * lat_probe: where does the time of a small collective go? (issue 11, item 5; a measurement
+ * tool, not a test). For N forked ranks it times, per allreduce of BYTES (default 8):
+ *   enqueue  host time to issue ITERS back-to-back calls on a stream (no sync in between):
+ *            the library's host-side work per call plus the launch itself;
+ *   total    the same ITERS calls plus one stream sync, as mscclpp-bench times them: when it is
+ *            much above `enqueue`, the GPU (kernel run time, cross-rank waits) is the limit;
+ *   sync     one call + a stream sync, ITERS times: the round-trip latency of one call.
+ * usage: lat_probe [NRANKS [BYTES [ITERS]]]   (MSCCLPP_HAL picks the backend)
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "mscclpp/mscclpp.h"
+#include "tests/unit/mp_harness.h"
+
+static size_t bytes = 8;
+static int iters = 1000;
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int body(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, nranks, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mscclpp_bootstrap_t *boot = NULL;
+    MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
+    void *a = NULL, *b = NULL;
+    MP_CHECK(rank, mscclpp_malloc(bytes < 4096 ? 4096 : bytes, &a));
+    MP_CHECK(rank, mscclpp_malloc(bytes < 4096 ? 4096 : bytes, &b));
+    mscclpp_stream_t s = NULL;
+    MP_CHECK(rank, mscclpp_stream_create(&s));
+    size_t count = bytes / 4 ? bytes / 4 : 1;
+    for (int i = 0; i < 50; i++) /* warm up: contexts, lowering, module load */
+        MP_CHECK(rank, mscclpp_allreduce(ex, a, b, count, MSCCLPP_FLOAT32, MSCCLPP_SUM, s));
+    MP_CHECK(rank, mscclpp_stream_synchronize(s));
+
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+    double t0 = now_us();
+    for (int i = 0; i < iters; i++)
+        MP_CHECK(rank, mscclpp_allreduce(ex, a, b, count, MSCCLPP_FLOAT32, MSCCLPP_SUM, s));
+    double t1 = now_us();
+    MP_CHECK(rank, mscclpp_stream_synchronize(s));
+    double t2 = now_us();
+
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+    double t3 = now_us();
+    for (int i = 0; i < iters; i++) {
+        MP_CHECK(rank, mscclpp_allreduce(ex, a, b, count, MSCCLPP_FLOAT32, MSCCLPP_SUM, s));
+        MP_CHECK(rank, mscclpp_stream_synchronize(s));
+    }
+    double t4 = now_us();
+    printf("lat_probe rank %d/%d %zu B: enqueue %.2f us/call, total %.2f us/call, "
+           "call+sync %.2f us/call (%d calls)\n",
+           rank, nranks, bytes, (t1 - t0) / iters, (t2 - t0) / iters, (t4 - t3) / iters, iters);
+    fflush(stdout);
+    mscclpp_stream_destroy(s);
+    mscclpp_free(a);
+    mscclpp_free(b);
+    mscclpp_executor_destroy(ex);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int n = argc > 1 ? atoi(argv[1]) : 2;
+    if (argc > 2) bytes = (size_t)strtoull(argv[2], NULL, 0);
+    if (argc > 3) iters = atoi(argv[3]);
+    if (n < 1 || n > 64 || iters < 1) {
+        fprintf(stderr, "usage: %s [NRANKS [BYTES [ITERS]]]\n", argv[0]);
+        return 2;
+    }
+    return mp_run(n, body, NULL, 300, NULL) ? 1 : 0;
+}
