@@ -52,7 +52,7 @@ static const char *const op_names[PLAN_OP__COUNT] = {
     "get",       "copy",    "cpkt",   "upkt",      "signal",    "wait",        "flush",
     "re",        "repkt",   "recpkt", "res",       "respkt",    "recspkt",     "rre",
     "rres",      "glres",   "rlxsignal", "rlxwait", "pipeline", "sem_release", "sem_acquire",
-    "gstore",    "gstorepkt"};
+    "gstore",    "gstorepkt", "glre"};
 
 const char *exec_op_name(int type)
 {
@@ -742,6 +742,12 @@ static mscclpp_result_t lower_op(lower_t *L, const plan_block_t *blk, const plan
             return ERR(MSCCLPP_ERR_INVALID_PLAN, OPFMT ": needs switch source and destination",
                        OPARGS(L, op));
         break;
+    case PLAN_OP_GLRE:
+        if (op->n_src < 1 || op->n_dst < 1 || kd[0].loc != KERN_LOC_SWITCH ||
+            kd[op->n_src].loc == KERN_LOC_SWITCH)
+            return ERR(MSCCLPP_ERR_INVALID_PLAN,
+                       OPFMT ": needs a switch source and a local destination", OPARGS(L, op));
+        break;
     case PLAN_OP_GSTORE:
     case PLAN_OP_GSTOREPKT:
         if (op->n_src < 1 || op->n_dst < 1 || kd[op->n_src].loc != KERN_LOC_SWITCH ||
@@ -772,7 +778,8 @@ static mscclpp_result_t lower_op(lower_t *L, const plan_block_t *blk, const plan
         for (int j = 0; j < nd; j++)
             if (kd[j].loc == KERN_LOC_SWITCH)
                 return ERR(MSCCLPP_ERR_INVALID_PLAN,
-                           OPFMT ": a switch descriptor is only valid in glres/gstore/gstorepkt",
+                           OPFMT ": a switch descriptor is only valid in glres/glre/gstore/"
+                                 "gstorepkt",
                            OPARGS(L, op));
         break;
     default: break;
@@ -814,10 +821,16 @@ static mscclpp_result_t lower_op(lower_t *L, const plan_block_t *blk, const plan
     return MSCCLPP_OK;
 }
 
-/* One kern op's view of a plan op: pair `pair` only (if >= 0), chunk `chunk` of it (if >= 0). */
-static void op_piece(const plan_op_t *po, int pair, int64_t chunk, plan_op_t *v)
+/* One kern op's view of a plan op: pair `pair` only (if >= 0), chunk `chunk` of it (if >= 0);
+ * its descriptors live in `store` (2 * PLAN_MAX_DESCS entries). */
+static void op_piece(const plan_op_t *po, int pair, int64_t chunk, plan_op_t *v,
+                     plan_desc_t *store)
 {
     *v = *po;
+    v->src = store;
+    v->dst = store + PLAN_MAX_DESCS;
+    if (po->n_src) memcpy(v->src, po->src, po->n_src * sizeof(plan_desc_t));
+    if (po->n_dst) memcpy(v->dst, po->dst, po->n_dst * sizeof(plan_desc_t));
     if (pair >= 0) {
         v->n_src = 1;
         v->n_dst = 1;
@@ -1020,9 +1033,11 @@ mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in
             for (int u = 0; u < sp.n_units; u++)
                 for (uint32_t t = 0; t < sp.pieces[u]; t++) {
                     plan_op_t v;
+                    plan_desc_t store[2 * PLAN_MAX_DESCS];
                     const plan_op_t *lo = po;
                     if (sp.pairs || sp.pieces[u] > 1) {
-                        op_piece(po, sp.pairs ? u : -1, sp.pieces[u] > 1 ? (int64_t)t : -1, &v);
+                        op_piece(po, sp.pairs ? u : -1, sp.pieces[u] > 1 ? (int64_t)t : -1, &v,
+                                 store);
                         lo = &v;
                     }
                     CHECK_GOTO(lower_op(&L, blk, lo, op, &ko[oi], kd + di, kids + ii), ret,

@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(autoconf automake libtool pkg-config make gcc g++ check libjansson-dev
       mpich libmpich-dev libucx-dev ucx-utils libibverbs-dev librdmacm-dev
-      hipcc libamdhip64-dev python3 python3-pip)
+      hipcc libamdhip64-dev python3 python3-pip
+      clang libclang-rt-14-dev)   # clang + libFuzzer/sanitizer runtimes: tests/fuzz
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
