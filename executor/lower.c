@@ -450,7 +450,9 @@ static void op_split(const struct mscclpp_plan *plan, int rank, const plan_block
         }
     }
     const plan_desc_t *d[2 * PLAN_MAX_DESCS];
-    bool can = op_chunk_splittable(op->type) && !op_in_pipeline(blk, i);
+    /* whether a chunk split is allowed; asked only when one is needed (op_in_pipeline scans the
+     * block: asking for every op would be quadratic in blocks of thousands of ops) */
+    int can = -1;
     if (sp->pairs) {
         sp->n_units = op->n_dst;
         for (int k = 0; k < op->n_dst; k++) {
@@ -466,6 +468,8 @@ static void op_split(const struct mscclpp_plan *plan, int rank, const plan_block
     }
     sp->count = 0;
     for (int u = 0; u < sp->n_units; u++) {
+        if (sp->pieces[u] != 1 && can < 0)
+            can = op_chunk_splittable(op->type) && !op_in_pipeline(blk, i);
         if (sp->pieces[u] != 1 && !can) {
             sp->conflict = true;
             sp->pieces[u] = 1;
