@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/debug.h"
+#include "base/debug.h"
 #include "executor/plan.h"
 
 #define VERIFY_PIPE_ITERS 2 /* pipeline bodies run this often (any count must work) */

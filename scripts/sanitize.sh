@@ -17,14 +17,23 @@ flags=${SANITIZE_FLAGS:--fsanitize=address,undefined}
 logdir=$bld/test-logs
 
 suites=(tests/unit/test_plan tests/unit/test_registry tests/unit/test_kernels
-        tests/unit/test_hal_api tests/unit/test_hal_host tests/unit/test_hal_modules
-        tests/unit/test_bootstrap tests/unit/test_channels tests/unit/test_executor)
+        tests/unit/test_plan_exec tests/unit/test_hal_api tests/unit/test_hal_host
+        tests/unit/test_hal_modules tests/unit/test_bootstrap tests/unit/test_channels
+        tests/unit/test_executor tests/bench/test_bench_data)
 # Suites not run here, each with its reason (remove an entry once its reason is gone):
 declare -A skip=(
     # test_conformance: every plan x dtype x op x size; about 3x slower under ASan than the
     # plain run, too long for the CI budget. The plain `make check` still runs it.
     [tests/conformance/test_conformance]="too long under ASan for the CI budget"
+    # MPI suites run under mpiexec (tests/mpi/run-mpi-tests.sh), not as plain programs
+    [tests/mpi/test_mpi_bootstrap]="needs mpiexec"
+    [tests/mpi/test_mpi_channels]="needs mpiexec"
+    # no GPU here: the GPU suite skips itself in the plain run; nothing for host sanitizers
+    [tests/gpu/test_gpu_hal]="GPU backend code, not built with the sanitizers"
 )
+# Not skipped: the suites that fork ranks after the bootstrap root thread started (test_channels,
+# test_executor, test_bootstrap) ran to the end under ASan here (issue 8 item 4 saw them hang in
+# malloc); the per-suite timeout bounds them if they do again.
 [ $# -gt 0 ] && suites=("$@")
 
 mkdir -p "$bld"

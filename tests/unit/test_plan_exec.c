@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/debug.h"
+#include "base/debug.h"
 #include "tests/unit/kern_harness.h"
 
 static const mscclpp_dtype_t dtypes[] = {MSCCLPP_FLOAT32, MSCCLPP_FLOAT16, MSCCLPP_BFLOAT16,
