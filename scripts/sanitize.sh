@@ -30,10 +30,16 @@ declare -A skip=(
     [tests/mpi/test_mpi_channels]="needs mpiexec"
     # no GPU here: the GPU suite skips itself in the plain run; nothing for host sanitizers
     [tests/gpu/test_gpu_hal]="GPU backend code, not built with the sanitizers"
+    # TEMPORARY, remove when the fork-after-threads fix lands (issue 8 item 4): these suites fork
+    # ranks after mscclpp_get_unique_id started the bootstrap root thread; a child forked while
+    # that thread holds ASan's allocator lock blocks in malloc forever (seen here 2026-11-22:
+    # test_channels ranks stuck in SizeClassAllocator64::GetFromAllocator -> FutexWait, killed
+    # by the harness after 120 s; test_executor likewise). It depends on timing: both ran clean
+    # in an earlier run. test_bootstrap forks too but has not hung here; the per-suite timeout
+    # bounds it if it does.
+    [tests/unit/test_channels]="fork after the bootstrap root thread: ASan allocator lock (issue 8 item 4)"
+    [tests/unit/test_executor]="fork after the bootstrap root thread: ASan allocator lock (issue 8 item 4)"
 )
-# Not skipped: the suites that fork ranks after the bootstrap root thread started (test_channels,
-# test_executor, test_bootstrap) ran to the end under ASan here (issue 8 item 4 saw them hang in
-# malloc); the per-suite timeout bounds them if they do again.
 [ $# -gt 0 ] && suites=("$@")
 
 mkdir -p "$bld"
