@@ -52,7 +52,7 @@ static const char *const op_names[PLAN_OP__COUNT] = {
     "get",       "copy",    "cpkt",   "upkt",      "signal",    "wait",        "flush",
     "re",        "repkt",   "recpkt", "res",       "respkt",    "recspkt",     "rre",
     "rres",      "glres",   "rlxsignal", "rlxwait", "pipeline", "sem_release", "sem_acquire",
-    "gstore",    "gstorepkt"};
+    "gstore",    "gstorepkt", "glre"};
 
 const char *exec_op_name(int type)
 {
@@ -450,7 +450,9 @@ static void op_split(const struct mscclpp_plan *plan, int rank, const plan_block
         }
     }
     const plan_desc_t *d[2 * PLAN_MAX_DESCS];
-    bool can = op_chunk_splittable(op->type) && !op_in_pipeline(blk, i);
+    /* whether a chunk split is allowed; asked only when one is needed (op_in_pipeline scans the
+     * block: asking for every op would be quadratic in blocks of thousands of ops) */
+    int can = -1;
     if (sp->pairs) {
         sp->n_units = op->n_dst;
         for (int k = 0; k < op->n_dst; k++) {
@@ -466,6 +468,8 @@ static void op_split(const struct mscclpp_plan *plan, int rank, const plan_block
     }
     sp->count = 0;
     for (int u = 0; u < sp->n_units; u++) {
+        if (sp->pieces[u] != 1 && can < 0)
+            can = op_chunk_splittable(op->type) && !op_in_pipeline(blk, i);
         if (sp->pieces[u] != 1 && !can) {
             sp->conflict = true;
             sp->pieces[u] = 1;
@@ -742,6 +746,12 @@ static mscclpp_result_t lower_op(lower_t *L, const plan_block_t *blk, const plan
             return ERR(MSCCLPP_ERR_INVALID_PLAN, OPFMT ": needs switch source and destination",
                        OPARGS(L, op));
         break;
+    case PLAN_OP_GLRE:
+        if (op->n_src < 1 || op->n_dst < 1 || kd[0].loc != KERN_LOC_SWITCH ||
+            kd[op->n_src].loc == KERN_LOC_SWITCH)
+            return ERR(MSCCLPP_ERR_INVALID_PLAN,
+                       OPFMT ": needs a switch source and a local destination", OPARGS(L, op));
+        break;
     case PLAN_OP_GSTORE:
     case PLAN_OP_GSTOREPKT:
         if (op->n_src < 1 || op->n_dst < 1 || kd[op->n_src].loc != KERN_LOC_SWITCH ||
@@ -772,7 +782,8 @@ static mscclpp_result_t lower_op(lower_t *L, const plan_block_t *blk, const plan
         for (int j = 0; j < nd; j++)
             if (kd[j].loc == KERN_LOC_SWITCH)
                 return ERR(MSCCLPP_ERR_INVALID_PLAN,
-                           OPFMT ": a switch descriptor is only valid in glres/gstore/gstorepkt",
+                           OPFMT ": a switch descriptor is only valid in glres/glre/gstore/"
+                                 "gstorepkt",
                            OPARGS(L, op));
         break;
     default: break;
@@ -814,10 +825,16 @@ static mscclpp_result_t lower_op(lower_t *L, const plan_block_t *blk, const plan
     return MSCCLPP_OK;
 }
 
-/* One kern op's view of a plan op: pair `pair` only (if >= 0), chunk `chunk` of it (if >= 0). */
-static void op_piece(const plan_op_t *po, int pair, int64_t chunk, plan_op_t *v)
+/* One kern op's view of a plan op: pair `pair` only (if >= 0), chunk `chunk` of it (if >= 0);
+ * its descriptors live in `store` (2 * PLAN_MAX_DESCS entries). */
+static void op_piece(const plan_op_t *po, int pair, int64_t chunk, plan_op_t *v,
+                     plan_desc_t *store)
 {
     *v = *po;
+    v->src = store;
+    v->dst = store + PLAN_MAX_DESCS;
+    if (po->n_src) memcpy(v->src, po->src, po->n_src * sizeof(plan_desc_t));
+    if (po->n_dst) memcpy(v->dst, po->dst, po->n_dst * sizeof(plan_desc_t));
     if (pair >= 0) {
         v->n_src = 1;
         v->n_dst = 1;
@@ -1020,9 +1037,11 @@ mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in
             for (int u = 0; u < sp.n_units; u++)
                 for (uint32_t t = 0; t < sp.pieces[u]; t++) {
                     plan_op_t v;
+                    plan_desc_t store[2 * PLAN_MAX_DESCS];
                     const plan_op_t *lo = po;
                     if (sp.pairs || sp.pieces[u] > 1) {
-                        op_piece(po, sp.pairs ? u : -1, sp.pieces[u] > 1 ? (int64_t)t : -1, &v);
+                        op_piece(po, sp.pairs ? u : -1, sp.pieces[u] > 1 ? (int64_t)t : -1, &v,
+                                 store);
                         lo = &v;
                     }
                     CHECK_GOTO(lower_op(&L, blk, lo, op, &ko[oi], kd + di, kids + ii), ret,

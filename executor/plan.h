@@ -17,12 +17,18 @@
 extern "C" {
 #endif
 
-/* Limits of plan-format §5.6, checked at load (P19). */
-#define PLAN_MAX_OPS_PER_BLOCK 64    /* including flattened pipeline bodies */
+/*
+ * Limits checked at load (P19). MSCCL++'s executor has fixed per-block tables (plan-format §5.6: 64 ops
+ * per block, 10 descriptors per op); ours streams ops and descriptors from a blob, so the op
+ * and descriptor limits are only sanity bounds sized for 64-rank plans (a reduce over 64 ranks
+ * has 64 sources; a packet reduce-copy-send 2 + 63 destinations). The DSL's `--target mscclpp`
+ * keeps MSCCL++'s limits for plans meant for MSCCL++.
+ */
+#define PLAN_MAX_OPS_PER_BLOCK 65535 /* including flattened pipeline bodies (n_inner: 16 bits) */
 #define PLAN_MAX_CHANNELS_PER_BLOCK 16 /* per channel type */
 #define PLAN_MAX_RBUFS_PER_BLOCK 16  /* per access type */
 #define PLAN_MAX_CHANNELS_PER_OP 8
-#define PLAN_MAX_DESCS 10            /* src_buff / dst_buff entries per op */
+#define PLAN_MAX_DESCS 72            /* src_buff / dst_buff entries per op (<= KERN_MAX_PTRS) */
 #define PLAN_MAX_SEMS_PER_OP 16
 #define PLAN_MAX_BARRIERS 16
 #define PLAN_MAX_BLOCKS 1024
@@ -61,6 +67,9 @@ typedef enum {
     PLAN_OP_SEM_ACQUIRE,
     PLAN_OP_GSTORE,
     PLAN_OP_GSTOREPKT,
+    /* Ours (not in the reference enum, spec §2.1 "not executable"): the unfused switch reduce:
+     * dst[0] (local) <- reduce over the switch members of src[0], no multicast store. */
+    PLAN_OP_GLRE,
     PLAN_OP__COUNT
 } plan_op_type_t;
 
@@ -101,8 +110,8 @@ typedef struct {
     uint64_t unit_size;        /* pipeline iter_context.unit_size (bytes) */
     uint8_t channel_ids[PLAN_MAX_CHANNELS_PER_OP]; /* block-local, of channel_type */
     uint8_t sem_ids[PLAN_MAX_SEMS_PER_OP];         /* gpu-level semaphore ids */
-    plan_desc_t src[PLAN_MAX_DESCS];
-    plan_desc_t dst[PLAN_MAX_DESCS];
+    plan_desc_t *src; /* n_src entries (the plan's arena; NULL when none) */
+    plan_desc_t *dst; /* n_dst entries */
 } plan_op_t;
 
 typedef struct {
@@ -164,6 +173,9 @@ mscclpp_result_t plan_load_json(const char *json, size_t len, const char *source
                                 struct mscclpp_plan **plan);
 void plan_free(struct mscclpp_plan *plan);
 const char *plan_op_name(plan_op_type_t type);
+
+/** Checks of mscclpp_plan_verify() beyond load (executor/plan_verify.c). */
+mscclpp_result_t plan_verify(const struct mscclpp_plan *plan);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 # executor/: plan loading + validation (plan_load.c), the public plan API (plan_api.c) and the
 # plan registry (registry.c); their tests and the plan corpora they read.
-libmscclpp_la_SOURCES += executor/plan_load.c executor/plan_api.c executor/registry.c
+libmscclpp_la_SOURCES += executor/plan_load.c executor/plan_api.c executor/plan_verify.c \
+	executor/registry.c
 noinst_HEADERS += executor/registry.h
 
 if HAVE_CHECK
@@ -22,6 +23,9 @@ EXTRA_DIST += \
 	tests/plans-bad/bad_protocol.json \
 	tests/plans-bad/barrier_without_id.json \
 	tests/plans-bad/block_id_mismatch.json \
+	tests/plans-bad/collective_allgather_chunks.json \
+	tests/plans-bad/collective_allreduce_chunks.json \
+	tests/plans-bad/collective_reducescatter_chunks.json \
 	tests/plans-bad/copy_channel_ids.json \
 	tests/plans-bad/copy_remote_descriptor.json \
 	tests/plans-bad/empty_name.json \
@@ -70,9 +74,13 @@ EXTRA_DIST += \
 	tests/plans-bad/remote_buffer_self.json \
 	tests/plans-bad/remote_ref_access.json \
 	tests/plans-bad/remote_ref_range.json \
+	tests/plans-bad/scratch_absurd.json \
 	tests/plans-bad/self_channel.json \
 	tests/plans-bad/sem_acquire_without_ids.json \
+	tests/plans-bad/semaphore_unbalanced.json \
+	tests/plans-bad/signal_missing.json \
 	tests/plans-bad/signal_without_channels.json \
+	tests/plans-bad/signal_wrong_channel.json \
 	tests/plans-bad/switch_not_member.json \
 	tests/plans-bad/syntax_comment.json \
 	tests/plans-bad/syntax_empty.json \
@@ -84,8 +92,6 @@ EXTRA_DIST += \
 	tests/plans-bad/too_many_block_channels.json \
 	tests/plans-bad/too_many_channels_per_op.json \
 	tests/plans-bad/too_many_descriptors.json \
-	tests/plans-bad/too_many_ops.json \
-	tests/plans-bad/too_many_ops_pipeline.json \
 	tests/plans-bad/too_many_semaphore_ids.json \
 	tests/plans-bad/type_desc_not_object.json \
 	tests/plans-bad/type_gpus_object.json \
@@ -101,7 +107,9 @@ EXTRA_DIST += \
 	tests/plans-bad/unknown_op.json \
 	tests/plans-bad/unknown_op_channel_type.json \
 	tests/plans-bad/unknown_reduce_op.json \
+	tests/plans-bad/wait_missing.json \
 	tests/plans-bad/wait_on_switch.json \
+	tests/plans-bad/wait_unpaired_channel.json \
 	tests/plans-bad/zero_chunks_used.json \
 	tests/plans-bad/zero_gpus.json \
 	tests/plans-reference/README.md \
@@ -110,3 +118,12 @@ EXTRA_DIST += \
 	tests/plans-reference/allreduce_4.json \
 	tests/plans-reference/allreduce_pkt_4.json \
 	tests/plans-reference/alltoall_4.json
+
+# Plans only this executor runs (glre, lifted MSCCL++ limits) on the host interpreter.
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_plan_exec
+TESTS += tests/unit/test_plan_exec
+tests_unit_test_plan_exec_SOURCES = tests/unit/test_plan_exec.c tests/unit/kern_harness.c
+tests_unit_test_plan_exec_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_plan_exec_LDADD = libmscclpp_internal.la $(CHECK_LIBS)
+endif

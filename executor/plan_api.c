@@ -67,6 +67,26 @@ MSCCLPP_API mscclpp_result_t mscclpp_plan_destroy(mscclpp_plan_t *plan)
     return MSCCLPP_OK;
 }
 
+MSCCLPP_API mscclpp_result_t mscclpp_plan_verify(const mscclpp_plan_t *plan)
+{
+    CHECK_ARG(plan != NULL);
+    return plan_verify(plan);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_plan_chunks(const mscclpp_plan_t *plan, int rank,
+                                                 uint32_t *input_chunks, uint32_t *output_chunks,
+                                                 uint32_t *scratch_chunks)
+{
+    CHECK_ARG(plan != NULL);
+    if (rank < 0 || rank >= plan->nranks)
+        return ERR_ARG("rank %d is not in plan '%s' (%d ranks)", rank, plan->name, plan->nranks);
+    const plan_gpu_t *g = &plan->gpus[rank];
+    if (input_chunks) *input_chunks = g->input_chunks;
+    if (output_chunks) *output_chunks = g->output_chunks;
+    if (scratch_chunks) *scratch_chunks = g->scratch_chunks;
+    return MSCCLPP_OK;
+}
+
 MSCCLPP_API const char *mscclpp_plan_name(const mscclpp_plan_t *plan)
 {
     return plan ? plan->name : NULL;

@@ -329,6 +329,7 @@ static const char *const op_names[PLAN_OP__COUNT] = {
     [PLAN_OP_RLXWAIT] = "rlxwait", [PLAN_OP_PIPELINE] = "pipeline",
     [PLAN_OP_SEM_RELEASE] = "sem_release", [PLAN_OP_SEM_ACQUIRE] = "sem_acquire",
     [PLAN_OP_GSTORE] = "gstore",   [PLAN_OP_GSTOREPKT] = "gstorepkt",
+    [PLAN_OP_GLRE] = "glre",
 };
 
 const char *plan_op_name(plan_op_type_t type)
@@ -774,6 +775,7 @@ static const op_rule_t op_rules[PLAN_OP__COUNT] = {
     [PLAN_OP_SEM_ACQUIRE] = {0, 0, 0, false, false},
     [PLAN_OP_GSTORE] = {CH_BIT(PLAN_CH_SWITCH), 1, 1, false, false},
     [PLAN_OP_GSTOREPKT] = {CH_BIT(PLAN_CH_SWITCH), 1, 1, false, false},
+    [PLAN_OP_GLRE] = {CH_BIT(PLAN_CH_SWITCH), 1, 1, false, false},
 };
 
 #define DESC_NONE (-1)
@@ -808,6 +810,7 @@ static int desc_expect(const plan_op_t *op, bool dst, int pos)
                    : (pos == 0 ? PLAN_DESC_LOCAL : PLAN_DESC_REMOTE);
     case PLAN_OP_RRES: return pos == 0 ? PLAN_DESC_LOCAL : PLAN_DESC_REMOTE;
     case PLAN_OP_GLRES: return pos == 0 ? PLAN_DESC_SWITCH : DESC_NONE;
+    case PLAN_OP_GLRE: return pos != 0 ? DESC_NONE : dst ? PLAN_DESC_LOCAL : PLAN_DESC_SWITCH;
     case PLAN_OP_GSTORE:
     case PLAN_OP_GSTOREPKT:
         return pos != 0 ? DESC_NONE : dst ? PLAN_DESC_SWITCH : PLAN_DESC_LOCAL;
@@ -932,7 +935,10 @@ static mscclpp_result_t parse_desc_list(ld_t *ld, int rank, const plan_block_t *
         return ld_err(ld, "%s takes at most %d %s entries, got %zu", plan_op_name(op->type), max,
                       key, n);
     }
-    plan_desc_t *arr = dst ? op->dst : op->src;
+    plan_desc_t *arr = NULL;
+    if (n) LD_ALLOC(ld, arr, n);
+    if (dst) op->dst = arr;
+    else op->src = arr;
     for (size_t i = 0; i < n; i++) {
         size_t pi = path_idx(ld, i);
         CHECK(parse_desc(ld, rank, blk, json_array_get(list, i), op,
@@ -1241,6 +1247,254 @@ static mscclpp_result_t parse_block(ld_t *ld, int rank, size_t b, const json_t *
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Whole-plan checks (pass 3): what can be checked once every rank is loaded and that would
+ * otherwise compute garbage or deadlock at run time (issue 8 item 8). Deeper, slower checks are
+ * in plan_verify.c (mscclpp_plan_verify). */
+
+/* Scratch of more than this many times the larger of input/output is refused: no collective we
+ * know needs more than nranks (allgather through scratch) times the input, and a typo or a
+ * mutated plan asking for 2^32 chunks would otherwise allocate terabytes on every rank. */
+#define PLAN_MAX_SCRATCH_RATIO 256
+
+/* The collective fixes how input and output sizes relate; chunks are the same size on every
+ * buffer (spec §3.1), so their counts must relate the same way. */
+static mscclpp_result_t check_collective_chunks(ld_t *ld, int rank)
+{
+    const struct mscclpp_plan *plan = ld->plan;
+    const plan_gpu_t *g = &plan->gpus[rank];
+    const char *c = plan->collective;
+    uint64_t in = g->input_chunks, out = g->output_chunks, n = (uint64_t)plan->nranks;
+    if (in == 0 || out == 0) return MSCCLPP_OK; /* in-place plans may name one side only */
+    uint64_t want_out;
+    const char *why;
+    if (!strcmp(c, "allgather")) {
+        want_out = n * in;
+        why = "the output is nranks times the input";
+    } else if (!strcmp(c, "reducescatter")) {
+        if (in == n * out) return MSCCLPP_OK;
+        path_appendf(ld, "gpus[%d].input_chunks", rank);
+        return ld_err(ld, "%llu chunks do not fit a reducescatter of %d ranks with "
+                          "output_chunks=%llu: the input is nranks times the output, so chunks "
+                          "would differ in size (expected %llu)",
+                      (unsigned long long)in, plan->nranks, (unsigned long long)out,
+                      (unsigned long long)(n * out));
+    } else if (!strcmp(c, "allreduce") || !strcmp(c, "alltoall") || !strcmp(c, "broadcast")) {
+        want_out = in;
+        why = "input and output have the same size";
+    } else {
+        return MSCCLPP_OK; /* "test", "custom", sendrecv...: sizes are the caller's */
+    }
+    if (out == want_out) return MSCCLPP_OK;
+    path_appendf(ld, "gpus[%d].output_chunks", rank);
+    return ld_err(ld, "%llu chunks do not fit an %s of %d ranks with input_chunks=%llu: %s, so "
+                      "chunks would differ in size (expected %llu)",
+                  (unsigned long long)out, c, plan->nranks, (unsigned long long)in, why,
+                  (unsigned long long)want_out);
+}
+
+static mscclpp_result_t check_scratch(ld_t *ld, int rank)
+{
+    const plan_gpu_t *g = &ld->plan->gpus[rank];
+    uint64_t ref = g->input_chunks > g->output_chunks ? g->input_chunks : g->output_chunks;
+    if (ref == 0) ref = 1;
+    if ((uint64_t)g->scratch_chunks <= ref * PLAN_MAX_SCRATCH_RATIO) return MSCCLPP_OK;
+    path_appendf(ld, "gpus[%d].scratch_chunks", rank);
+    return ld_err(ld, "%u scratch chunks for %llu chunks of input/output would make the scratch "
+                      "buffer %llux the message on every rank (limit %dx): refused as a "
+                      "malformed plan",
+                  g->scratch_chunks, (unsigned long long)ref,
+                  (unsigned long long)(g->scratch_chunks / ref), PLAN_MAX_SCRATCH_RATIO);
+}
+
+/* Signal/wait counts of one channel (or semaphore) per launch. Ops in a pipeline body run once
+ * per iteration, a count known only with the sizes; they are kept apart, with their pipeline's
+ * iter_context when every such op of the channel shares one. */
+typedef struct {
+    uint64_t sig, wait;           /* outside pipelines (semaphores: release, acquire) */
+    uint64_t psig, pwait;         /* inside pipelines */
+    uint64_t unit;                /* the pipelines' unit_size ... */
+    uint32_t chunks;              /* ... and num_chunks */
+    uint8_t keys;                 /* 0: no pipelined op, 1: one iter_context, 2: several */
+} bal_t;
+
+static void bal_add(bal_t *b, bool wait, const plan_op_t *pipe)
+{
+    if (!pipe) {
+        if (wait) b->wait++;
+        else b->sig++;
+        return;
+    }
+    if (wait) b->pwait++;
+    else b->psig++;
+    if (b->keys == 0) {
+        b->keys = 1;
+        b->unit = pipe->unit_size;
+        b->chunks = pipe->num_chunks;
+    } else if (b->unit != pipe->unit_size || b->chunks != pipe->num_chunks) {
+        b->keys = 2;
+    }
+}
+
+/* Can the pipelined counts of a and b be compared (same iterations on both sides)? */
+static bool bal_comparable(const bal_t *a, const bal_t *b, bool same_chunks)
+{
+    if (a->keys == 0 && b->keys == 0) return true;
+    /* one side pipelined and the other not, or different pipelines: the counts meet only for
+     * some sizes; mscclpp_plan_verify() runs such plans instead */
+    return a->keys == 1 && b->keys == 1 && same_chunks && a->unit == b->unit &&
+           a->chunks == b->chunks;
+}
+
+typedef struct {
+    int peer, ord; /* ord: this channel is the ord-th from the rank to peer (memory, then port) */
+    int type, g;
+} chan_key_t;
+
+static int chan_key_cmp(const void *x, const void *y)
+{
+    const chan_key_t *a = x, *b = y;
+    if (a->peer != b->peer) return a->peer < b->peer ? -1 : 1;
+    return a->ord < b->ord ? -1 : a->ord > b->ord;
+}
+
+static const char *times(uint64_t n) { return n == 1 ? "time" : "times"; }
+
+/* Count every rank's signals and waits per channel, then compare each channel with its pair on
+ * the peer (spec §5.2: the i-th channel from A to B, memory then port, is connected to the i-th
+ * from B to A). A wait without its signal deadlocks; a signal without its wait leaves the
+ * counter ahead, so the next launch's wait passes before the data lands (a race). */
+static mscclpp_result_t check_balance(ld_t *ld)
+{
+    const struct mscclpp_plan *plan = ld->plan;
+    int n = plan->nranks;
+    bal_t **bal[PLAN_CH__COUNT] = {NULL};
+    chan_key_t **keys = NULL;
+    int *nkeys = NULL;
+    LD_ALLOC(ld, bal[PLAN_CH_MEMORY], n);
+    LD_ALLOC(ld, bal[PLAN_CH_PORT], n);
+    LD_ALLOC(ld, keys, n);
+    LD_ALLOC(ld, nkeys, n);
+    for (int r = 0; r < n; r++) {
+        const plan_gpu_t *g = &plan->gpus[r];
+        for (int t = PLAN_CH_MEMORY; t <= PLAN_CH_PORT; t++)
+            LD_ALLOC(ld, bal[t][r], g->n_chan[t]);
+        bal_t *sem;
+        LD_ALLOC(ld, sem, g->n_sems);
+        for (int b = 0; b < g->n_blocks; b++) {
+            const plan_block_t *blk = &g->blocks[b];
+            const plan_op_t *pipe = NULL;
+            int pipe_end = -1;
+            for (int i = 0; i < blk->n_ops; i++) {
+                const plan_op_t *op = &blk->ops[i];
+                if (i > pipe_end) pipe = NULL;
+                if (op->type == PLAN_OP_PIPELINE) {
+                    pipe = op;
+                    pipe_end = i + op->n_inner;
+                    continue;
+                }
+                bool wait = false, counts = false;
+                int nids = op->n_channels;
+                switch (op->type) {
+                case PLAN_OP_WAIT:
+                case PLAN_OP_RLXWAIT: wait = true; counts = true; break;
+                case PLAN_OP_SIGNAL:
+                case PLAN_OP_RLXSIGNAL: counts = true; break;
+                case PLAN_OP_PWS:
+                case PLAN_OP_PWSF:
+                    /* a signal per destination on port channels; plain puts on memory (P9) */
+                    counts = op->channel_type == PLAN_CH_PORT;
+                    break;
+                case PLAN_OP_SEM_ACQUIRE:
+                case PLAN_OP_SEM_RELEASE:
+                    for (int k = 0; k < op->n_sems; k++)
+                        bal_add(&sem[op->sem_ids[k]], op->type == PLAN_OP_SEM_ACQUIRE, pipe);
+                    break;
+                default: break;
+                }
+                if (!counts) continue;
+                int t = op->channel_type;
+                for (int k = 0; k < nids; k++)
+                    bal_add(&bal[t][r][blk->chan[t][op->channel_ids[k]]], wait, pipe);
+            }
+        }
+        for (int s = 0; s < g->n_sems; s++) {
+            const bal_t *x = &sem[s];
+            if (!bal_comparable(x, x, true)) continue;
+            if (x->sig == x->wait && x->psig == x->pwait) continue;
+            path_appendf(ld, "gpus[%d].semaphores[%d]", r, s);
+            return ld_err(ld, "rank %d releases semaphore %d %llu %s and acquires it %llu %s "
+                              "per launch: semaphores persist across launches, so a plan must "
+                              "leave each at its initial value (later launches deadlock or "
+                              "race)",
+                          r, s, (unsigned long long)(x->sig + x->psig), times(x->sig + x->psig),
+                          (unsigned long long)(x->wait + x->pwait), times(x->wait + x->pwait));
+        }
+        /* Channels of r sorted by (peer, ordinal), to find a peer's matching channel. */
+        int nk = g->n_chan[PLAN_CH_MEMORY] + g->n_chan[PLAN_CH_PORT];
+        LD_ALLOC(ld, keys[r], nk);
+        int *seen;
+        LD_ALLOC(ld, seen, n);
+        for (int t = PLAN_CH_MEMORY, j = 0; t <= PLAN_CH_PORT; t++)
+            for (int c = 0; c < g->n_chan[t]; c++, j++) {
+                int p = g->peers[t][c];
+                keys[r][j] = (chan_key_t){p, seen[p]++, t, c};
+            }
+        qsort(keys[r], (size_t)nk, sizeof(chan_key_t), chan_key_cmp);
+        nkeys[r] = nk;
+    }
+    for (int a = 0; a < n; a++) {
+        for (int j = 0; j < nkeys[a]; j++) {
+            const chan_key_t *ka = &keys[a][j];
+            int b = ka->peer;
+            chan_key_t probe = {a, ka->ord, 0, 0};
+            const chan_key_t *kb =
+                bsearch(&probe, keys[b], (size_t)nkeys[b], sizeof(chan_key_t), chan_key_cmp);
+            const bal_t *x = &bal[ka->type][a][ka->g];
+            static const bal_t none;
+            const bal_t *y = kb ? &bal[kb->type][b][kb->g] : &none;
+            bool same = plan->gpus[a].input_chunks == plan->gpus[b].input_chunks &&
+                        plan->gpus[a].output_chunks == plan->gpus[b].output_chunks;
+            if (!bal_comparable(x, y, same)) continue;
+            uint64_t s = x->sig + x->psig, w = y->wait + y->pwait;
+            char mine[96], theirs[96];
+            snprintf(mine, sizeof mine, "%s channel %d", chan_names[ka->type], ka->g);
+            if (kb)
+                snprintf(theirs, sizeof theirs, "paired with rank %d's %s channel %d", b,
+                         chan_names[kb->type], kb->g);
+            else
+                snprintf(theirs, sizeof theirs, "paired with no channel: rank %d lists fewer "
+                         "channels to rank %d", b, a);
+            if (x->sig != y->wait || x->psig != y->pwait) {
+                path_appendf(ld, "gpus[%d].channels", a);
+                return ld_err(ld, "rank %d signals rank %d %llu %s per launch on %s (%s) but "
+                                  "rank %d waits %llu %s on it: %s",
+                              a, b, (unsigned long long)s, times(s), mine, theirs, b,
+                              (unsigned long long)w, times(w),
+                              s < w ? "the extra waits deadlock"
+                                    : "the extra signals race with the next launch's waits");
+            }
+            if (!kb && (x->wait || x->pwait)) {
+                uint64_t xw = x->wait + x->pwait;
+                path_appendf(ld, "gpus[%d].channels", a);
+                return ld_err(ld, "rank %d waits for rank %d %llu %s per launch on %s, which "
+                                  "has no channel paired on rank %d: the waits deadlock",
+                              a, b, (unsigned long long)xw, times(xw), mine, b);
+            }
+        }
+    }
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t check_plan(ld_t *ld)
+{
+    for (int r = 0; r < ld->plan->nranks; r++) {
+        CHECK(check_collective_chunks(ld, r));
+        CHECK(check_scratch(ld, r));
+    }
+    return check_balance(ld);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Top level */
 
 static mscclpp_result_t set_name(ld_t *ld, const json_t *root)
@@ -1378,6 +1632,11 @@ static mscclpp_result_t parse_top(ld_t *ld, const json_t *root)
         path_set(ld, p);
     }
     path_set(ld, pg);
+    /* Pass 3: checks across ranks (paths are whole, so start from the root). */
+    size_t p0 = ld->path_len;
+    path_set(ld, 0);
+    CHECK(check_plan(ld));
+    path_set(ld, p0);
     return MSCCLPP_OK;
 }
 

@@ -72,10 +72,31 @@ if [ -d tests/python ]; then
 fi
 echo "pytest: $py_pass passed, $py_fail failed, $py_skip skipped"
 
+# ---- Sanitizers (issue 8): the C suites again under ASan+UBSan, in build-asan -------------
+# scripts/sanitize.sh prints "sanitize: N passed, N failed, N skipped" last; its counts join the
+# total. MSCCLPP_SKIP_SANITIZE=1 leaves it out (counted as one skipped suite, never silently).
+san_pass=0 san_fail=0 san_skip=0
+if [ -n "${MSCCLPP_SKIP_SANITIZE:-}" ]; then
+    echo "sanitize: skipped (MSCCLPP_SKIP_SANITIZE is set)"
+    san_skip=1
+else
+    "$top/scripts/sanitize.sh" >"$logdir/sanitize.out" 2>&1
+    san_rc=$?
+    grep -E '^(FAIL|SKIP):|sanitizer report|^    ' "$logdir/sanitize.out" | head -n 60
+    line=$(grep -E '^sanitize: [0-9]+ passed' "$logdir/sanitize.out" | tail -n 1)
+    if [ -n "$line" ]; then
+        read -r san_pass san_fail san_skip < <(echo "$line" |
+            sed -E 's/sanitize: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/')
+    fi
+    if [ $san_rc -ne 0 ] && [ "$san_fail" -eq 0 ]; then san_fail=1; fi
+    echo "sanitize: $san_pass passed, $san_fail failed, $san_skip skipped"
+fi
+# ---------------------------------------------------------------------------------------------
+
 read -r c_pass c_fail c_skip < <(sed -E 's/check: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/' "$logdir/check.summary")
 if [ $check_rc -ne 0 ] && [ "$c_fail" -eq 0 ]; then c_fail=1; fi
-total_pass=$((c_pass + py_pass))
-total_fail=$((c_fail + py_fail))
-total_skip=$((c_skip + py_skip))
+total_pass=$((c_pass + py_pass + san_pass))
+total_fail=$((c_fail + py_fail + san_fail))
+total_skip=$((c_skip + py_skip + san_skip))
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

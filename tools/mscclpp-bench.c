@@ -854,10 +854,20 @@ static int bench_rank(const opts_t *o, mscclpp_comm_t *comm, const char *launche
             return 1;
         }
         int c = bench_coll_parse(mscclpp_plan_collective(b.plan));
-        if (c < 0) {
-            fprintf(stderr, "mscclpp-bench: %s: collective '%s' is not one the tool can check\n",
+        if (c < 0 && o->check) {
+            fprintf(stderr, "mscclpp-bench: %s: collective '%s' is not one the tool can check "
+                            "(run it unchecked with -c 0)\n",
                     o->plan_path, mscclpp_plan_collective(b.plan));
             goto fail_plan;
+        }
+        if (c < 0) {
+            /* Unchecked "test"/"custom" plans: time them with the buffer shape their chunk
+             * counts ask for (output nranks x input, input nranks x output, or equal). */
+            uint32_t in = 0, out = 0;
+            (void)mscclpp_plan_chunks(b.plan, 0, &in, &out, NULL);
+            c = in && out == (uint32_t)b.nranks * in   ? BENCH_ALLGATHER
+                : out && in == (uint32_t)b.nranks * out ? BENCH_REDUCESCATTER
+                                                        : BENCH_ALLREDUCE;
         }
         if (mscclpp_plan_world_size(b.plan) != b.nranks) {
             fprintf(stderr, "mscclpp-bench: %s is for %d ranks, running %d\n", o->plan_path,

@@ -308,6 +308,30 @@ MSCCLPP_API mscclpp_result_t mscclpp_plan_load_file(const char *path, mscclpp_pl
 MSCCLPP_API mscclpp_result_t mscclpp_plan_load_string(const char *json, size_t len,
                                                       mscclpp_plan_t **plan);
 MSCCLPP_API mscclpp_result_t mscclpp_plan_destroy(mscclpp_plan_t *plan);
+/**
+ * Check a loaded plan more deeply than loading does (loading already checks indices, limits,
+ * chunk counts against the collective, scratch bounds and signal/wait counts per channel
+ * pair). Runs one launch of every rank abstractly, with no data and for no particular size:
+ * every thread block steps through its ops, signals and waits pair up per channel,
+ * semaphores count and barriers gather their blocks; pipeline bodies run twice.
+ *
+ * @param plan a plan from mscclpp_plan_load_file() or mscclpp_plan_load_string().
+ * @return MSCCLPP_OK, or MSCCLPP_ERR_INVALID_PLAN when the plan deadlocks (the message names
+ *         the rank, thread block, op and the peer, semaphore or barrier it waits for) or leaves
+ *         state behind for the next launch (a channel counter ahead of its waits, a semaphore
+ *         off its initial value, a barrier with blocks gathered); MSCCLPP_ERR_INVALID_ARG
+ *         for a NULL plan. The data each op moves is checked by `python3 -m mscclpp verify`.
+ *         Cost: linear in the plan's ops times its longest chain of cross-block waits.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_plan_verify(const mscclpp_plan_t *plan);
+/**
+ * Chunk counts of `rank`'s buffers (gpus[rank].input_chunks, output_chunks, scratch_chunks):
+ * input and output sizes of a call must be in the ratio of the first two. Any output pointer
+ * may be NULL. Returns MSCCLPP_ERR_INVALID_ARG for a NULL plan or a rank outside the plan.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_plan_chunks(const mscclpp_plan_t *plan, int rank,
+                                                 uint32_t *input_chunks, uint32_t *output_chunks,
+                                                 uint32_t *scratch_chunks);
 MSCCLPP_API const char *mscclpp_plan_name(const mscclpp_plan_t *plan);
 MSCCLPP_API const char *mscclpp_plan_collective(const mscclpp_plan_t *plan);
 MSCCLPP_API int mscclpp_plan_world_size(const mscclpp_plan_t *plan);

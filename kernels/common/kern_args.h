@@ -85,6 +85,7 @@ enum {
     KERN_OP_SEM_ACQUIRE,
     KERN_OP_GSTORE,
     KERN_OP_GSTOREPKT,
+    KERN_OP_GLRE, /* ours: switch load-reduce into a local buffer, no multicast store */
     KERN_OP__COUNT
 };
 

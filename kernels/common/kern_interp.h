@@ -285,12 +285,13 @@ KERN_DTYPE_LIST(KERN_GEN_OPFN)
 
 /*
  * Packet reductions (repkt, respkt, recpkt, recspkt), 8 payload bytes (two units) at a time:
- * src[0] is plain, src[1..ns) packet images; destination k is a packet image when bit k of
- * pktmask is set, else plain. Returns nonzero if a packet wait failed.
+ * src[0] is plain, src[1..ns) packet images; destination k is a packet image when
+ * dd[k].flags has KERN_DESC_PACKET, else plain (flags, not a bit mask: a reduce may have more
+ * than 32 destinations). Returns nonzero if a packet wait failed.
  */
 #define KERN_GEN_PRED(DT, ST, AT, UT, LOAD, STORE)                                             \
     KERN_BIG_FN int kern_pred_##DT(kern_ctx_t *c, uint32_t op, char *const *src, int ns,       \
-                                   char *const *dst, int nd, uint32_t pktmask, uint64_t n)     \
+                                   char *const *dst, int nd, const kern_desc_t *dd, uint64_t n)\
     {                                                                                          \
         uint64_t ng = (n + 7) / 8, g;                                                          \
         for (g = (uint64_t)c->tid; g < ng; g += (uint64_t)c->nth) {                            \
@@ -316,7 +317,7 @@ KERN_DTYPE_LIST(KERN_GEN_OPFN)
             }                                                                                  \
             for (j = 0; j < 8 / sizeof(ST); j++) v.e[j] = STORE(acc[j]);                       \
             for (k = 0; k < nd; k++) {                                                         \
-                if ((pktmask >> k) & 1u) {                                                     \
+                if (dd[k].flags & KERN_DESC_PACKET) {                                          \
                     uint64_t *u = (uint64_t *)dst[k] + 2 * g;                                  \
                     for (j = 0; j < nw; j++) kern_st_pkt(u + j, kern_unit(c, v.w[j]));         \
                 } else {                                                                       \
@@ -329,12 +330,12 @@ KERN_DTYPE_LIST(KERN_GEN_OPFN)
 KERN_DTYPE_LIST(KERN_GEN_PRED)
 
 KERN_FN void kern_preduce(kern_ctx_t *c, uint32_t dt, uint32_t op, char *const *src, int ns,
-                          char *const *dst, int nd, uint32_t pktmask, uint64_t n)
+                          char *const *dst, int nd, const kern_desc_t *dd, uint64_t n)
 {
     if (n == 0) return;
     switch (dt) {
 #define KERN_CASE_PRED(DT, ST, AT, UT, LOAD, STORE)                                            \
-    case KERN_DT_##DT: (void)kern_pred_##DT(c, op, src, ns, dst, nd, pktmask, n); break;
+    case KERN_DT_##DT: (void)kern_pred_##DT(c, op, src, ns, dst, nd, dd, n); break;
         KERN_DTYPE_LIST(KERN_CASE_PRED)
 #undef KERN_CASE_PRED
     default: break;
@@ -572,19 +573,26 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         kern_reduce(c, c->a->dtype, op->redop, s, (int)ns, d, (int)nd, n);
         break;
     }
+    case KERN_OP_GLRE: {
+        /* unfused switch reduce: every member's copy of src[0] into the local dst[0], with no
+         * multicast store (on the host and without NVLS the members are mapped pointers) */
+        char *s[KERN_MAX_PTRS], *d[1];
+        uint32_t m, ns = c->sw[src[0].idx].n_members;
+        if (n == 0) break;
+        for (m = 0; m < ns; m++) s[m] = kern_member_ptr(c, &src[0], m, x);
+        d[0] = kern_ptr(c, &dst[0], x);
+        kern_reduce(c, c->a->dtype, op->redop, s, (int)ns, d, 1, n);
+        break;
+    }
     case KERN_OP_REPKT:
     case KERN_OP_RESPKT:
     case KERN_OP_RECPKT:
     case KERN_OP_RECSPKT: {
         char *s[KERN_MAX_PTRS], *d[KERN_MAX_PTRS];
-        uint32_t mask = 0;
         if (n == 0) break;
         for (k = 0; k < op->n_src; k++) s[k] = kern_ptr(c, &src[k], x);
-        for (k = 0; k < op->n_dst; k++) {
-            d[k] = kern_ptr(c, &dst[k], x);
-            if (dst[k].flags & KERN_DESC_PACKET) mask |= 1u << k;
-        }
-        kern_preduce(c, c->a->dtype, op->redop, s, op->n_src, d, op->n_dst, mask, n);
+        for (k = 0; k < op->n_dst; k++) d[k] = kern_ptr(c, &dst[k], x);
+        kern_preduce(c, c->a->dtype, op->redop, s, op->n_src, d, op->n_dst, dst, n);
         break;
     }
     default: break; /* pipeline bodies are run by kern_run_block */

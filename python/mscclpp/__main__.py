@@ -49,6 +49,8 @@ def _compile(args):
         return orig_exit(self, *exc)
 
     program_mod.CollectiveProgram.__exit__ = tracking_exit
+    old_target = program_mod.default_target
+    program_mod.default_target = args.target
     old_argv = sys.argv
     sys.argv = [path] + list(args.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
@@ -60,6 +62,7 @@ def _compile(args):
         sys.argv = old_argv
         sys.path.pop(0)
         program_mod.CollectiveProgram.__exit__ = orig_exit
+        program_mod.default_target = old_target
     prog = last.get("program")
     if prog is not None:
         plan = prog.to_dict(rank=args.rank)
@@ -93,8 +96,13 @@ def _verify(args):
 
     status = 0
     for path in args.plans:
-        res = verify_plan(path, race_check=None if args.races == "auto" else args.races == "on",
-                          pipeline_iterations=args.pipeline_iterations)
+        # --strict needs the race check (that is where relaxed ordering shows)
+        races = None if args.races == "auto" else args.races == "on"
+        if args.strict and args.races == "auto":
+            races = True
+        res = verify_plan(path, race_check=races,
+                          pipeline_iterations=args.pipeline_iterations,
+                          strict_relaxed=args.strict)
         print(f"{path}: {res}")
         if not res:
             status = 1
@@ -135,11 +143,18 @@ def main(argv=None):
     p.add_argument("--rank", type=int, help="write only this rank's part (rank_subset)")
     p.add_argument("--indent", type=int, default=None)
     p.add_argument("--verify", action="store_true", help="also simulate the plan")
+    p.add_argument("--target", choices=["native", "mscclpp"], default="native",
+                   help="executor whose limits the plan must fit: this library's (native, "
+                   "default) or MSCCL++'s (64 ops per block, 10 descriptors per op, no unfused "
+                   "switch reduce)")
     p.epilog = "arguments for the program follow '--' (unknown options are passed on too)"
     p = sub.add_parser("verify", help="simulate plans and check their collective")
     p.add_argument("plans", nargs="+")
     p.add_argument("--races", choices=["auto", "on", "off"], default="auto")
     p.add_argument("--pipeline-iterations", type=int, default=2)
+    p.add_argument("--strict", action="store_true",
+                   help="refuse data ordered only by relaxed signals (rlxsignal), which do not "
+                   "order memory in the GPU memory model (default: a warning)")
     p = sub.add_parser("show", help="summarize a plan; --svg FILE draws it as a timeline "
                        "(ranks x thread blocks, operations as boxes, signal->wait arrows)")
     p.add_argument("plan")

@@ -11,7 +11,7 @@ export MSCCLPP_PLAN_DIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-echo "1..13"
+echo "1..14"
 n=0
 fails=0
 
@@ -141,5 +141,22 @@ for boot in mpi tcp; do
         fail "$name" "MPI time and ratio columns missing"
     else pass "$name"; fi
 done
+
+# 14: a plan whose collective the tool cannot check ("test", as MSCCL++'s DSL writes): refused
+# when checked, timed unchecked with -c 0 (the buffer shape follows its chunk counts)
+name="--plan with collective \"test\": refused checked, runs with -c 0"
+sed 's/"collective":"allgather"/"collective":"test"/' \
+    "$top_src/tests/fuzz/plan-corpus/allgather_2.json" >"$tmp/test_plan.json"
+run "$bench" --np 2 --plan "$tmp/test_plan.json" -b 1K -e 4K -n 3 -w 1
+if [ "$rc" -ne 1 ] || ! grep -q "collective 'test' is not one the tool can check" "$tmp/err"; then
+    fail "$name" "checked run: exit status $rc, expected 1 and the reason"
+else
+    run "$bench" --np 2 --plan "$tmp/test_plan.json" -b 1K -e 4K -n 3 -w 1 -c 0
+    if [ "$rc" -ne 0 ]; then fail "$name" "unchecked run: exit status $rc"
+    elif ! awk '/^ *[0-9]/ { rows++; if (!($6 ~ /^[0-9.]+$/)) bad++ }
+                END { exit !(rows == 3 && bad == 0) }' "$tmp/out"; then
+        fail "$name" "expected 3 timed rows"
+    else pass "$name"; fi
+fi
 
 [ "$fails" -eq 0 ]

@@ -315,15 +315,16 @@ START_TEST(t_plan)
 }
 END_TEST
 
-/* A plan whose rank 0 waits for a signal nobody sends: a timeout naming rank, block and op. */
+/* A plan whose rank 0 waits for LL packets nobody sends: a timeout naming rank, block and op.
+ * (A wait on a signal nobody sends is refused at load now: unbalanced signal/wait counts.) */
 static const char *deadlock_plan =
     "{\"name\":\"deadlock\",\"collective\":\"allreduce\",\"protocol\":\"Simple\","
     "\"inplace\":false,\"gpus\":["
-    "{\"id\":0,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
+    "{\"id\":0,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":1,"
     "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[1]}],\"remote_buffers\":[],"
     "\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[0]}],"
-    "\"ops\":[{\"name\":\"nop\"},{\"name\":\"wait\",\"channel_type\":\"memory\","
-    "\"channel_ids\":[0]}]}]},"
+    "\"ops\":[{\"name\":\"nop\"},{\"name\":\"upkt\",\"src_buff\":[{\"type\":\"s\","
+    "\"index\":0,\"size\":1}],\"dst_buff\":[{\"type\":\"o\",\"index\":0,\"size\":1}]}]}]},"
     "{\"id\":1,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
     "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[0]}],\"remote_buffers\":[],"
     "\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[0]}],"

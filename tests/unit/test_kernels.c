@@ -905,13 +905,15 @@ END_TEST
 
 START_TEST(test_deadlock_timeout)
 {
-    /* rank 0 waits for a signal rank 1 never sends */
+    /* both ranks wait for a signal the other sends only after its wait (balanced counts, so it
+     * loads; the order deadlocks) */
     struct mscclpp_plan *p = load_plan(
         HDR_SIMPLE, 2,
         "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
         "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[$P]}],\"remote_buffers\":[],"
         "\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":"
         "[0]}],\"ops\":[{\"name\":\"nop\"},{\"name\":\"wait\",\"channel_ids\":[0],"
+        "\"channel_type\":\"memory\"},{\"name\":\"signal\",\"channel_ids\":[0],"
         "\"channel_type\":\"memory\"}]}]}");
     ck_assert_ptr_nonnull(p);
     kh_world_t *w;
@@ -943,7 +945,8 @@ START_TEST(test_timeout_kinds)
         uint32_t what;
         int32_t channel;
     } cases[] = {
-        {"{\"name\":\"sem_acquire\",\"semaphore_ids\":[1]}", KERN_WAIT_SEMAPHORE, 1},
+        {"{\"name\":\"sem_acquire\",\"semaphore_ids\":[1]},"
+         "{\"name\":\"sem_release\",\"semaphore_ids\":[1]}", KERN_WAIT_SEMAPHORE, 1},
         {"{\"name\":\"barrier\",\"barrier_id\":5,\"num_threadblocks\":2}", KERN_WAIT_BARRIER, 5},
         {"{\"name\":\"upkt\",\"src_buff\":[" L_("s", 0, 1) "],\"dst_buff\":[" L_("o", 0, 1)
          "]}", KERN_WAIT_PACKET, -1},
@@ -1222,7 +1225,8 @@ START_TEST(test_split_error_index)
         ",\"threadblocks\":[{\"id\":0," TB_PEER ",\"ops\":["
         "{\"name\":\"put\",\"src_buff\":[" L_("i", 1, 1) "," L_("i", 3, 1) "],\"dst_buff\":["
         R_(1, 1, 1) "," R_(1, 3, 1) "],\"channel_type\":\"memory\"},"
-        "{\"name\":\"wait\",\"channel_ids\":[0],\"channel_type\":\"memory\"}]}]}");
+        "{\"name\":\"wait\",\"channel_ids\":[0],\"channel_type\":\"memory\"},"
+        "{\"name\":\"signal\",\"channel_ids\":[0],\"channel_type\":\"memory\"}]}]}");
     ck_assert_ptr_nonnull(p);
     kh_world_t *w;
     ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);

@@ -8,6 +8,7 @@
  * JSON in this file is written with single quotes for readability; jq() turns them into '"'.
  */
 #include <check.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -408,7 +409,7 @@ static const char *all_ops_gpu =
     "        'src_buff': [{'switch_channel_id': 0, 'index': 0, 'size': 4}],"
     "        'dst_buff': [{'switch_channel_id': 0, 'index': 0, 'size': 4}]},"
     /* 23 */ "{'name': 'rlxsignal', 'channel_type': 'port', 'channel_ids': [0]},"
-    /* 24 */ "{'name': 'rlxwait', 'channel_type': 'port', 'channel_ids': [0]},"
+    /* 24 */ "{'name': 'rlxwait', 'channel_type': 'port', 'channel_ids': [0, 0, 0]},"
     /* 25 */ "{'name': 'pipeline', 'iter_context': {'unit_size': 4096, 'num_chunks': 2}, 'ops': ["
     /* 26 */ "  {'name': 'copy', 'src_buff': [{'type': 'i', 'index': 0, 'size': 2}],"
     "         'dst_buff': [{'type': 'o', 'index': 2, 'size': 2}]},"
@@ -419,13 +420,17 @@ static const char *all_ops_gpu =
         "'o', 'index': 1, 'size': 1}],"
     "        'dst_buff': [{'switch_channel_id': 0, 'index': 1, 'size': 1}]},"
     /* 31 */ "{'name': 'gstorepkt', 'src_buff': [{'type': 's', 'index': 0, 'size': 1}],"
-    "        'dst_buff': [{'switch_channel_id': 0, 'index': 0, 'size': 1}]}"
+    "        'dst_buff': [{'switch_channel_id': 0, 'index': 0, 'size': 1}]},"
+    /* 32 */ "{'name': 'glre', 'src_buff': [{'switch_channel_id': 0, 'index': 1, 'size': 1}],"
+    "        'dst_buff': [{'type': 's', 'index': 3, 'size': 1}]}"
     "  ]},"
     "  {'id': 1, 'channels': [], 'ops': [{'name': 'barrier', 'barrier_id': 3, "
         "'num_threadblocks': 2},"
     "   {'name': 'copy', 'src_buff': [{'type': 'i', 'index': 0, 'size': 2}],"
     "    'dst_buff': [{'type': 'o', 'index': 0, 'size': 2}], 'tbg_info': {'tb_id': 0, "
-        "'tbg_size': 2}}]}"
+        "'tbg_size': 2}},"
+    /* semaphore 1 is acquired by block 0: balanced per launch */
+    "   {'name': 'sem_release', 'semaphore_ids': [1]}]}"
     " ]}";
 
 static char *all_ops_plan(void)
@@ -466,6 +471,7 @@ START_TEST(test_all_ops)
         PLAN_OP_RRE,      PLAN_OP_RRES,     PLAN_OP_GLRES,       PLAN_OP_RLXSIGNAL,
         PLAN_OP_RLXWAIT,  PLAN_OP_PIPELINE, PLAN_OP_COPY,        PLAN_OP_NOP,
         PLAN_OP_SEM_RELEASE, PLAN_OP_SEM_ACQUIRE, PLAN_OP_GSTORE, PLAN_OP_GSTOREPKT,
+        PLAN_OP_GLRE,
     };
     const int nwant = (int)(sizeof want / sizeof want[0]);
     /* Every op kind appears. */
@@ -538,7 +544,11 @@ START_TEST(test_all_ops)
         ck_assert_uint_eq(o[29].sem_ids[0], 1);
         ck_assert_uint_eq(o[30].dst[0].kind, PLAN_DESC_SWITCH);
         ck_assert_uint_eq(o[31].channel_type, PLAN_CH_SWITCH); /* defaulted */
-        ck_assert_int_eq(g->blocks[1].n_ops, 2);
+        ck_assert_uint_eq(o[32].channel_type, PLAN_CH_SWITCH); /* defaulted */
+        ck_assert_uint_eq(o[32].src[0].kind, PLAN_DESC_SWITCH);
+        ck_assert_uint_eq(o[32].dst[0].kind, PLAN_DESC_LOCAL);
+        ck_assert_uint_eq(o[32].dst[0].index, 3);
+        ck_assert_int_eq(g->blocks[1].n_ops, 3);
         ck_assert_uint_eq(g->blocks[1].ops[1].tbg_id, 0);
     }
     mscclpp_plan_destroy(p);
@@ -563,7 +573,7 @@ static const char *skeleton(const char *top, const char *gpu_extra, const char *
                  " 'remote_buffer_ids': [0]}], 'ops': [%s]}]}",
                  r, 1 - r, 1 - r, gpu_extra, r == 0 ? ops0 : "{'name': 'nop'}");
     snprintf(text, sizeof text,
-             "{'name': 'sk', 'collective': 'allreduce', 'protocol': 'Simple', 'inplace': true"
+             "{'name': 'sk', 'collective': 'custom', 'protocol': 'Simple', 'inplace': true"
              "%s, 'gpus': [%s, %s]}",
              top, g[0], g[1]);
     return jq(text);
@@ -581,7 +591,7 @@ START_TEST(test_pipeline_flatten)
         "  {'name': 'put', 'channel_type': 'memory', 'src_buff': [{'type': 'i', 'index': 0, "
             "'size': 4}],"
         "   'dst_buff': [{'buffer_id': 0, 'index': 0, 'size': 4}]}]},"
-        "{'name': 'signal', 'channel_type': 'memory', 'channel_ids': [0]},"
+        "{'name': 'barrier', 'barrier_id': 0, 'num_threadblocks': 1},"
         "{'name': 'pipeline', 'iter_context': {'unit_size': 1, 'num_chunks': 0}, 'ops': []}"));
     const plan_block_t *blk = &p->gpus[0].blocks[0];
     ck_assert_int_eq(blk->n_ops, 7);
@@ -595,25 +605,45 @@ START_TEST(test_pipeline_flatten)
     ck_assert_uint_eq(blk->ops[3].type, PLAN_OP_NOP);
     ck_assert_uint_eq(blk->ops[4].type, PLAN_OP_PUT);
     ck_assert_uint_eq(blk->ops[4].n_inner, 0);
-    ck_assert_uint_eq(blk->ops[5].type, PLAN_OP_SIGNAL);
+    ck_assert_uint_eq(blk->ops[5].type, PLAN_OP_BARRIER);
     ck_assert_uint_eq(blk->ops[6].type, PLAN_OP_PIPELINE);
     ck_assert_uint_eq(blk->ops[6].n_inner, 0);
     mscclpp_plan_destroy(p);
 }
 END_TEST
 
-/* 64 ops including a pipeline body is the limit, and loads. */
+/* A block of n ops (the last 4 in a pipeline body) on one rank: no JSON literal is this big. */
+static char *big_block_plan(int n)
+{
+    size_t cap = (size_t)n * 24 + 4096, len = 0;
+    char *t = malloc(cap);
+    ck_assert_ptr_nonnull(t);
+    len += (size_t)snprintf(t, cap,
+                            "{\"name\": \"big\", \"collective\": \"custom\", \"protocol\": "
+                            "\"Simple\", \"inplace\": false, \"gpus\": [{\"id\": 0, "
+                            "\"input_chunks\": 1, \"output_chunks\": 1, \"scratch_chunks\": 0, "
+                            "\"channels\": [], \"remote_buffers\": [], \"threadblocks\": [{"
+                            "\"id\": 0, \"channels\": [], \"ops\": [");
+    for (int i = 0; i < n - 5; i++) len += (size_t)snprintf(t + len, cap - len, "{\"name\": \"nop\"},");
+    len += (size_t)snprintf(t + len, cap - len,
+                            "{\"name\": \"pipeline\", \"iter_context\": {\"unit_size\": 64, "
+                            "\"num_chunks\": 1}, \"ops\": [{\"name\": \"nop\"}, {\"name\": "
+                            "\"nop\"}, {\"name\": \"nop\"}, {\"name\": \"nop\"}]}]}]}]}");
+    ck_assert_uint_lt(len, cap);
+    return t;
+}
+
 START_TEST(test_op_limit_exact)
 {
-    char ops[8192] = "";
-    size_t n = 0;
-    for (int i = 0; i < 59; i++) n += (size_t)snprintf(ops + n, sizeof ops - n, "{'name': 'nop'},");
-    snprintf(ops + n, sizeof ops - n,
-             "{'name': 'pipeline', 'iter_context': {'unit_size': 64, 'num_chunks': 1}, 'ops': ["
-             "{'name': 'nop'}, {'name': 'nop'}, {'name': 'nop'}, {'name': 'nop'}]}");
-    mscclpp_plan_t *p = load_ok(skeleton("", "", ops));
+    char *t = big_block_plan(PLAN_MAX_OPS_PER_BLOCK);
+    mscclpp_plan_t *p = load_ok(t);
     ck_assert_int_eq(p->gpus[0].blocks[0].n_ops, PLAN_MAX_OPS_PER_BLOCK);
     mscclpp_plan_destroy(p);
+    free(t);
+    t = big_block_plan(PLAN_MAX_OPS_PER_BLOCK + 1);
+    load_bad(t, "gpus[0].threadblocks[0].ops: 65536 ops (pipeline bodies included) exceed the "
+                "limit of 65535 per thread block");
+    free(t);
 }
 END_TEST
 
@@ -679,8 +709,8 @@ START_TEST(test_unpaired_and_unknown_keys)
         " 'channels': [{'channel_type': 'memory', 'connected_to': [1, 1]},"
         "              {'channel_type': 'memory', 'connected_to': [1]}],"
         " 'remote_buffers': [], 'threadblocks': [{'id': 0, 'note': 1,"
-        " 'channels': [{'channel_type': 'memory', 'channel_ids': [2], 'buff': ['i']}],"
-        " 'ops': [{'name': 'signal', 'channel_type': 'memory', 'channel_ids': [0], 'whatever': "
+        " 'channels': [{'channel_type': 'memory', 'channel_ids': [2, 0], 'buff': ['i']}],"
+        " 'ops': [{'name': 'signal', 'channel_type': 'memory', 'channel_ids': [1], 'whatever': "
             "3}]}]},"
         "{'id': 1, 'input_chunks': 1, 'output_chunks': 1, 'scratch_chunks': 0,"
         " 'channels': [{'channel_type': 'memory', 'connected_to': [0]}],"
@@ -691,6 +721,7 @@ START_TEST(test_unpaired_and_unknown_keys)
     ck_assert_int_eq(p->gpus[0].n_chan[PLAN_CH_MEMORY], 3); /* two entries concatenated */
     ck_assert_int_eq(p->gpus[1].n_chan[PLAN_CH_MEMORY], 1);
     ck_assert_uint_eq(p->gpus[0].blocks[0].chan[PLAN_CH_MEMORY][0], 2);
+    ck_assert_uint_eq(p->gpus[0].blocks[0].chan[PLAN_CH_MEMORY][1], 0);
     mscclpp_plan_destroy(p);
 }
 END_TEST
@@ -756,6 +787,95 @@ START_TEST(test_more_rules)
 END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
+/* mscclpp_plan_verify: what loading cannot see (the order of waits and signals) */
+
+/* 2 ranks, one block each, one memory channel between them; rank r runs ops[r]. */
+static const char *pair_plan(const char *ops0, const char *ops1, const char *gpu_extra)
+{
+    static char text[8192];
+    char g[2][3072];
+    const char *ops[2] = {ops0, ops1};
+    for (int r = 0; r < 2; r++)
+        snprintf(g[r], sizeof g[r],
+                 "{'id': %d, 'input_chunks': 1, 'output_chunks': 1, 'scratch_chunks': 0,"
+                 " 'channels': [{'channel_type': 'memory', 'connected_to': [%d]}],"
+                 " 'remote_buffers': []%s, 'threadblocks': [{'id': 0, 'channels': "
+                 "[{'channel_type': 'memory', 'channel_ids': [0]}], 'ops': [%s]}]}",
+                 r, 1 - r, gpu_extra, ops[r]);
+    snprintf(text, sizeof text,
+             "{'name': 'pair', 'collective': 'test', 'protocol': 'Simple', 'inplace': false,"
+             " 'gpus': [%s, %s]}", g[0], g[1]);
+    return jq(text);
+}
+
+#define SIG "{'name': 'signal', 'channel_type': 'memory', 'channel_ids': [0]}"
+#define WAIT "{'name': 'wait', 'channel_type': 'memory', 'channel_ids': [0]}"
+
+static void verify_bad(const char *json, const char *expect)
+{
+    mscclpp_plan_t *p = load_ok(json);
+    mscclpp_result_t r = mscclpp_plan_verify(p);
+    ck_assert_msg(r == MSCCLPP_ERR_INVALID_PLAN, "verify: expected INVALID_PLAN, got %s",
+                  mscclpp_result_string(r));
+    ck_assert_msg(strstr(mscclpp_last_error(), expect), "message \"%s\" lacks \"%s\"",
+                  mscclpp_last_error(), expect);
+    mscclpp_plan_destroy(p);
+}
+
+START_TEST(test_verify)
+{
+    /* signal then wait on both sides: fine */
+    mscclpp_plan_t *p = load_ok(pair_plan(SIG "," WAIT, SIG "," WAIT, ""));
+    ck_assert_int_eq(mscclpp_plan_verify(p), MSCCLPP_OK);
+    mscclpp_plan_destroy(p);
+    ck_assert_int_eq(mscclpp_plan_verify(NULL), MSCCLPP_ERR_INVALID_ARG);
+    /* both wait first: balanced counts (it loads), but a deadlock */
+    verify_bad(pair_plan(WAIT "," SIG, WAIT "," SIG, ""),
+               "plan 'pair' deadlocks: gpus[0].threadblocks[0].ops[0] (wait) waits for rank 1 "
+               "on memory channel 0 (signal 1 never comes)");
+    /* inside a pipeline body the same, whatever the iteration count */
+    /* inside a pipeline body (counts known only with the sizes: loading lets it through) */
+#define PIPE_SIG "{'name': 'pipeline', 'iter_context': {'unit_size': 64, 'num_chunks': 1}, " \
+                 "'ops': [" SIG "]}"
+    verify_bad(pair_plan(PIPE_SIG, WAIT "," WAIT "," WAIT, ""),
+               "gpus[1].threadblocks[0].ops[2] (wait) waits for rank 0 on memory channel 0 "
+               "(signal 3 never comes)");
+    verify_bad(pair_plan(PIPE_SIG, WAIT, ""),
+               "rank 1 receives 2 signals from rank 0 on memory channel 0 per launch but waits "
+               "1 times");
+    /* a semaphore acquired before its release, in the same block */
+    verify_bad(pair_plan("{'name': 'sem_acquire', 'semaphore_ids': [0]},"
+                         "{'name': 'sem_release', 'semaphore_ids': [0]}", "{'name': 'nop'}",
+                         ", 'semaphores': [{'init_value': 0}]"),
+               "gpus[0].threadblocks[0].ops[0] (sem_acquire) acquires semaphore 0");
+    /* the release in another block makes it fine */
+    p = load_ok(jq("{'name': 's', 'collective': 'test', 'protocol': 'Simple', 'inplace': false,"
+                   " 'gpus': [{'id': 0, 'input_chunks': 1, 'output_chunks': 1, "
+                   "'scratch_chunks': 0, 'channels': [], 'remote_buffers': [], 'semaphores': "
+                   "[{'init_value': 0}], 'threadblocks': ["
+                   "{'id': 0, 'channels': [], 'ops': [{'name': 'sem_acquire', "
+                   "'semaphore_ids': [0]}, {'name': 'barrier', 'barrier_id': 2, "
+                   "'num_threadblocks': 2}]},"
+                   "{'id': 1, 'channels': [], 'ops': [{'name': 'sem_release', "
+                   "'semaphore_ids': [0]}, {'name': 'barrier', 'barrier_id': 2, "
+                   "'num_threadblocks': 2}]}]}]}"));
+    ck_assert_int_eq(mscclpp_plan_verify(p), MSCCLPP_OK);
+    mscclpp_plan_destroy(p);
+    /* a barrier counting 2 blocks that only one reaches */
+    verify_bad(jq("{'name': 'b', 'collective': 'test', 'protocol': 'Simple', 'inplace': false,"
+                  " 'gpus': [{'id': 0, 'input_chunks': 1, 'output_chunks': 1, "
+                  "'scratch_chunks': 0, 'channels': [], 'remote_buffers': [], 'threadblocks': ["
+                  "{'id': 0, 'channels': [], 'ops': [{'name': 'barrier', 'barrier_id': 2, "
+                  "'num_threadblocks': 2}, {'name': 'barrier', 'barrier_id': 2, "
+                  "'num_threadblocks': 2}]},"
+                  "{'id': 1, 'channels': [], 'ops': [{'name': 'barrier', 'barrier_id': 2, "
+                  "'num_threadblocks': 2}]}]}]}"),
+               "gpus[0].threadblocks[0].ops[1] (barrier) waits in barrier 2 for 2 blocks; only "
+               "1 arrive");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
 /* Files, strings, arguments, names */
 
 START_TEST(test_load_string_and_file_agree)
@@ -781,8 +901,17 @@ START_TEST(test_load_string_and_file_agree)
         ck_assert_int_eq(a->gpus[r].n_blocks, b->gpus[r].n_blocks);
         for (int k = 0; k < a->gpus[r].n_blocks; k++) {
             ck_assert_int_eq(a->gpus[r].blocks[k].n_ops, b->gpus[r].blocks[k].n_ops);
-            ck_assert_mem_eq(a->gpus[r].blocks[k].ops, b->gpus[r].blocks[k].ops,
-                             sizeof(plan_op_t) * (size_t)a->gpus[r].blocks[k].n_ops);
+            for (int i = 0; i < a->gpus[r].blocks[k].n_ops; i++) {
+                const plan_op_t *x = &a->gpus[r].blocks[k].ops[i];
+                const plan_op_t *y = &b->gpus[r].blocks[k].ops[i];
+                ck_assert_mem_eq(x, y, offsetof(plan_op_t, src));
+                ck_assert_int_eq(x->n_src, y->n_src);
+                ck_assert_int_eq(x->n_dst, y->n_dst);
+                if (x->n_src)
+                    ck_assert_mem_eq(x->src, y->src, sizeof(plan_desc_t) * x->n_src);
+                if (x->n_dst)
+                    ck_assert_mem_eq(x->dst, y->dst, sizeof(plan_desc_t) * x->n_dst);
+            }
         }
     }
     mscclpp_plan_destroy(a);
@@ -876,6 +1005,7 @@ static Suite *plan_suite(void)
     tcase_add_test(tc, test_all_ops);
     tcase_add_test(tc, test_pipeline_flatten);
     tcase_add_test(tc, test_op_limit_exact);
+    tcase_add_test(tc, test_verify);
     tcase_add_test(tc, test_defaults_and_versions);
     tcase_add_test(tc, test_zero_chunks);
     tcase_add_test(tc, test_unpaired_and_unknown_keys);

@@ -32,11 +32,14 @@ static struct mscclpp_plan *mk(const char *name, const char *coll, int nranks, i
                      (unsigned long long)max);
     for (int r = 0; r < nranks; r++)
         n += snprintf(text + n, sizeof text - (size_t)n,
-                      "%s{\"id\": %d, \"input_chunks\": 1, \"output_chunks\": 1, "
+                      "%s{\"id\": %d, \"input_chunks\": %d, \"output_chunks\": %d, "
                       "\"scratch_chunks\": 0, \"channels\": [], \"remote_buffers\": [], "
                       "\"threadblocks\": [{\"id\": 0, \"channels\": [], \"ops\": [{\"name\": "
                       "\"nop\"}]}]}",
-                      r ? ", " : "", r);
+                      r ? ", " : "", r,
+                      /* chunk counts as the collective relates them (checked at load) */
+                      !strcmp(coll, "reducescatter") ? nranks : 1,
+                      !strcmp(coll, "allgather") ? nranks : 1);
     snprintf(text + n, sizeof text - (size_t)n, "]}");
     struct mscclpp_plan *p = NULL;
     mscclpp_result_t res = plan_load_json(text, strlen(text), name, &p);
@@ -309,7 +312,7 @@ START_TEST(test_op_names)
         "nop", "barrier", "put", "ppkt", "rppkt", "pws", "pwsf", "get", "copy", "cpkt",
         "upkt", "signal", "wait", "flush", "re", "repkt", "recpkt", "res", "respkt", "recspkt",
         "rre", "rres", "glres", "rlxsignal", "rlxwait", "pipeline", "sem_release",
-        "sem_acquire", "gstore", "gstorepkt"};
+        "sem_acquire", "gstore", "gstorepkt", "glre"};
     for (int t = 0; t < PLAN_OP__COUNT; t++) ck_assert_str_eq(plan_op_name(t), names[t]);
     ck_assert_ptr_null(plan_op_name(PLAN_OP__COUNT));
     ck_assert_ptr_null(plan_op_name((plan_op_type_t)-1));

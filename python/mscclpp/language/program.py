@@ -14,6 +14,17 @@ MAX_RBUFS_PER_BLOCK = 16
 MAX_OPS_PER_BLOCK = 64
 MAX_BARRIERS = 16
 
+# Executor limits per target. "mscclpp": MSCCL++'s executor (fixed per-block tables, spec 5.6),
+# for plans meant to run there. "native" (default): this library's executor, which streams ops
+# and descriptors from a blob (executor/plan.h: PLAN_MAX_OPS_PER_BLOCK, PLAN_MAX_DESCS) and runs
+# unfused switch reduces (glre).
+TARGETS = {
+    "mscclpp": {"name": "mscclpp", "ops_per_block": MAX_OPS_PER_BLOCK, "descs_per_op": 10},
+    "native": {"name": "native", "ops_per_block": 65535, "descs_per_op": 72},
+}
+# Target of programs that do not name one (python3 -m mscclpp compile --target sets it).
+default_target = "native"
+
 _current_program = None
 
 
@@ -67,7 +78,10 @@ class CollectiveProgram:
       (``"rank_subset"`` at the top level of the plan), for very large worlds where each rank
       compiles its own part. Entries of other ranks are stubs that keep what setup needs
       (their channels to and remote buffers on the subset's ranks).
-      ``check_limits``: raise when a block exceeds the executor limits (plan-format §5.6; default).
+      ``check_limits``: raise when a block exceeds the limits of the target executor (default).
+      ``target``: "native" (this library, the default) or "mscclpp" (MSCCL++'s executor: 64 ops
+      per block, 10 descriptors per op, no unfused switch reduce); None takes
+      ``program.default_target``.
     """
 
     def __init__(self, name, collective, num_ranks, instances=1, protocol="Simple",
@@ -75,7 +89,7 @@ class CollectiveProgram:
                  replication_policy=ReplicationPolicy.interleaved, reuse_resources=False,
                  num_threads_per_block=1024, use_double_scratch_buffer=False,
                  buffer_alignment=16, min_message_size=0, max_message_size=2**64 - 1,
-                 rank_subset=None, check_limits=True):
+                 rank_subset=None, check_limits=True, target=None):
         from .collectives import Collective
 
         if not isinstance(collective, Collective):
@@ -113,6 +127,11 @@ class CollectiveProgram:
         self.min_message_size = min_message_size
         self.max_message_size = max_message_size
         self.check_limits = check_limits
+        target = default_target if target is None else target
+        if target not in TARGETS:
+            raise DSLError(f"target must be one of {', '.join(sorted(TARGETS))}, got {target!r}")
+        self.target = target
+        self.limits = TARGETS[target]
         self.rank_subset = None if rank_subset is None else sorted(set(rank_subset))
         if self.rank_subset is not None:
             for r in self.rank_subset:
@@ -327,7 +346,7 @@ class CollectiveProgram:
             if op.body is not None:
                 stack.extend(reversed(op.body))
             if self.check_limits:
-                passes.check_op_limits(op, where)
+                passes.check_op_limits(op, where, self.limits)
                 if op.name == "barrier" and op.barrier_id >= MAX_BARRIERS:
                     raise DSLError(f"{where}: barrier id {op.barrier_id} exceeds the "
                                    f"{MAX_BARRIERS} device barriers")
@@ -344,8 +363,9 @@ class CollectiveProgram:
                         if q not in t:
                             t[q] = len(t)
         if self.check_limits:
-            if count > MAX_OPS_PER_BLOCK:
-                raise DSLError(f"{where} has {count} operations (limit {MAX_OPS_PER_BLOCK}, "
+            if count > self.limits["ops_per_block"]:
+                raise DSLError(f"{where} has {count} operations (limit "
+                               f"{self.limits['ops_per_block']} of target {self.target}, "
                                f"pipeline bodies included); spread the work over more blocks")
             for ctype, t in chan_tables.items():
                 if len(t) > MAX_CHANNELS_PER_BLOCK:

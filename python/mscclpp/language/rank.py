@@ -232,8 +232,10 @@ class Rank:
                 raise DSLError(f"{what}: packet operands are read from scratch, not "
                                f"{c.buffer.name}")
         _check_sizes(what, src_chunk, dst_chunk, *other_chunks)
-        if len(other_chunks) + 1 > 10:
-            raise DSLError(f"{what}: at most 9 other chunks per reduce")
+        limit = get_program().limits["descs_per_op"]
+        if len(other_chunks) + 1 > limit:
+            raise DSLError(f"{what}: at most {limit - 1} other chunks per reduce (target "
+                           f"{get_program().target})")
         _check_iter_context(iter_context)
         prog = get_program()
         src = [src_chunk.local_desc()] + [c.local_desc() for c in other_chunks]

@@ -274,16 +274,21 @@ def replicate_op(op, n, i, interleaved):
     return new
 
 
-def check_op_limits(op, where):
+def check_op_limits(op, where, limits=None):
+    """Raise when ``op`` exceeds the per-op limits of the target executor (program.TARGETS)."""
+    descs = MAX_DESCS if limits is None else limits["descs_per_op"]
+    target = "mscclpp" if limits is None else limits["name"]
     if op.ctype in ("memory", "port") and op.name in _SIGNAL_WAIT | {"flush"}:
         if len(op.chans) > MAX_CHANNELS_PER_OP:
             raise DSLError(f"{where}: {op.name} uses {len(op.chans)} channels (limit "
                            f"{MAX_CHANNELS_PER_OP})")
-    if len(op.src) > MAX_DESCS or len(op.dst) > MAX_DESCS:
-        raise DSLError(f"{where}: {op.name} has more than {MAX_DESCS} buffer descriptors")
+    if len(op.src) > descs or len(op.dst) > descs:
+        raise DSLError(f"{where}: {op.name} has more than {descs} buffer descriptors (limit of "
+                       f"target {target})")
     if len(op.sems) > MAX_SEMS_PER_OP:
         raise DSLError(f"{where}: {op.name} uses more than {MAX_SEMS_PER_OP} semaphores")
-    if op.name == "glre":
+    if op.name == "glre" and target == "mscclpp":
         raise DSLError(f"{where}: SwitchChannel.reduce was not fused with a broadcast of the "
-                       "same chunk; an unfused switch reduce cannot be executed (broadcast the "
-                       "reduced chunk right after reducing it, in the same thread block)")
+                       "same chunk; MSCCL++ cannot execute an unfused switch reduce (glre; "
+                       "broadcast the reduced chunk right after reducing it, in the same thread "
+                       "block, or compile for this library's executor)")

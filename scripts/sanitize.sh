@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The C test suites under AddressSanitizer + UndefinedBehaviorSanitizer (issue 8), in a build
+# directory of their own (build-asan; the GPU modules are left out: sanitizers are for the
+# host code). Every suite runs under `timeout` so that nothing can hang CI. Ends with one line
+# "sanitize: N passed, N failed, N skipped" (test cases, as the suites' TAP counts them).
+#
+# Usage: scripts/sanitize.sh [SUITE...]   (default: every suite in $suites below)
+# Env:   SANITIZE_TIMEOUT (per suite, seconds, default 300), SANITIZE_BUILD (default build-asan),
+#        SANITIZE_FLAGS (default -fsanitize=address,undefined).
+# A sanitizer report fails the suite it happens in (halt_on_error / exit code); the report is
+# kept in $SANITIZE_BUILD/test-logs/<suite>.log and its first lines are printed.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+bld=$top/${SANITIZE_BUILD:-build-asan}
+limit=${SANITIZE_TIMEOUT:-300}
+flags=${SANITIZE_FLAGS:--fsanitize=address,undefined}
+logdir=$bld/test-logs
+
+suites=(tests/unit/test_plan tests/unit/test_registry tests/unit/test_kernels
+        tests/unit/test_plan_exec tests/unit/test_hal_api tests/unit/test_hal_host
+        tests/unit/test_hal_modules tests/unit/test_bootstrap tests/unit/test_channels
+        tests/unit/test_executor tests/bench/test_bench_data)
+# Suites not run here, each with its reason (remove an entry once its reason is gone):
+declare -A skip=(
+    # test_conformance: every plan x dtype x op x size; about 3x slower under ASan than the
+    # plain run, too long for the CI budget. The plain `make check` still runs it.
+    [tests/conformance/test_conformance]="too long under ASan for the CI budget"
+    # MPI suites run under mpiexec (tests/mpi/run-mpi-tests.sh), not as plain programs
+    [tests/mpi/test_mpi_bootstrap]="needs mpiexec"
+    [tests/mpi/test_mpi_channels]="needs mpiexec"
+    # no GPU here: the GPU suite skips itself in the plain run; nothing for host sanitizers
+    [tests/gpu/test_gpu_hal]="GPU backend code, not built with the sanitizers"
+    # TEMPORARY, remove when the fork-after-threads fix lands (issue 8 item 4): these suites fork
+    # ranks after mscclpp_get_unique_id started the bootstrap root thread; a child forked while
+    # that thread holds ASan's allocator lock blocks in malloc forever (seen here 2026-11-22:
+    # test_channels ranks stuck in SizeClassAllocator64::GetFromAllocator -> FutexWait, killed
+    # by the harness after 120 s; test_executor likewise). It depends on timing: both ran clean
+    # in an earlier run. test_bootstrap forks too but has not hung here; the per-suite timeout
+    # bounds it if it does.
+    [tests/unit/test_channels]="fork after the bootstrap root thread: ASan allocator lock (issue 8 item 4)"
+    [tests/unit/test_executor]="fork after the bootstrap root thread: ASan allocator lock (issue 8 item 4)"
+)
+[ $# -gt 0 ] && suites=("$@")
+
+mkdir -p "$bld"
+cd "$bld"
+[ -x "$top/configure" ] || (cd "$top" && autoreconf -fi >/dev/null)
+san="$flags -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+if [ ! -f config.status ]; then
+    "$top/configure" -q --without-cuda --without-rocm CFLAGS="-O1 -g $san" \
+        LDFLAGS="$san" >"$bld/configure.log" 2>&1 ||
+        { tail -n 20 "$bld/configure.log"; echo "sanitize: 0 passed, 1 failed, 0 skipped"; exit 1; }
+fi
+# Build the library and the suites' programs only (check_PROGRAMS), not run them.
+if ! make -j"$(nproc)" >"$bld/build.log" 2>&1 ||
+        ! make -j"$(nproc)" check TESTS= >>"$bld/build.log" 2>&1; then
+    tail -n 30 "$bld/build.log"
+    echo "sanitize: 0 passed, 1 failed, 0 skipped"
+    exit 1
+fi
+mkdir -p "$logdir"
+
+# What `make check` exports (Makefile.am AM_TESTS_ENVIRONMENT), plus the sanitizers' options.
+export MSCCLPP_TIMEOUT=${MSCCLPP_TIMEOUT:-20} MSCCLPP_PLAN_DIR=$top/plans \
+    MSCCLPP_HAL_MODULE_DIR=$bld/.libs MSCCLPP_TOP_SRCDIR=$top MSCCLPP_TOP_BUILDDIR=$bld \
+    CK_DEFAULT_TIMEOUT=120 CK_VERBOSITY=normal CK_TAP_LOG_FILE_NAME=-
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:halt_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+pass=0 fail=0 skipped=0
+for s in "${!skip[@]}"; do
+    echo "SKIP: $s (${skip[$s]})"
+    skipped=$((skipped + 1))
+done
+for s in "${suites[@]}"; do
+    [ -n "${skip[$s]:-}" ] && continue
+    name=$(basename "$s")
+    log=$logdir/$name.log
+    if [ ! -x "$bld/$s" ]; then
+        echo "SKIP: $s (not built here)"
+        skipped=$((skipped + 1))
+        continue
+    fi
+    t0=$(date +%s)
+    timeout -k 10 "$limit" "$bld/$s" >"$log" 2>&1
+    rc=$?
+    t=$(($(date +%s) - t0))
+    p=$(grep -cE '^ok ' "$log" || true)
+    sk=$(grep -cE '^ok .*# SKIP' "$log" || true)
+    f=$(grep -cE '^not ok ' "$log" || true)
+    p=$((p - sk))
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        echo "FAIL: $s timed out after ${limit} s ($p passed before)"
+        f=$((f + 1))
+    elif [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+        # a sanitizer report or a crash outside any test case
+        echo "FAIL: $s exited with $rc"
+        f=1
+    fi
+    if grep -qE 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' "$log"; then
+        echo "  sanitizer report in $log:"
+        grep -m1 -A12 -E 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' "$log" |
+            sed 's/^/    /'
+    fi
+    [ "$f" -gt 0 ] && grep -E '^not ok ' "$log" | head -n 10 | sed 's/^/  /'
+    echo "$s: $p passed, $f failed, $sk skipped (${t} s)"
+    pass=$((pass + p)) fail=$((fail + f)) skipped=$((skipped + sk))
+done
+echo "sanitize: $pass passed, $fail failed, $skipped skipped"
+[ "$fail" -eq 0 ]

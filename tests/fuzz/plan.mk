@@ -1,0 +1,10 @@
+# tests/fuzz/: the plan-loader fuzz target (issue 8). fuzz_plan.sh builds tests/fuzz/fuzz_plan.c
+# with the loader sources (libFuzzer + ASan/UBSan when clang has them, else a seeded mutation
+# runner) and runs it for FUZZ_PLAN_SECONDS (20) over tests/fuzz/plan-corpus.
+TESTS += tests/fuzz/fuzz_plan.sh
+EXTRA_DIST += tests/fuzz/fuzz_plan.sh tests/fuzz/fuzz_plan.c tests/fuzz/plan-corpus/README.md \
+	tests/fuzz/plan-corpus/allgather_2.json tests/fuzz/plan-corpus/allreduce_pkt_2.json \
+	tests/fuzz/plan-corpus/broadcast_2.json tests/fuzz/plan-corpus/pipeline_sem_barrier_2.json \
+	tests/fuzz/plan-corpus/switch_glre_2.json
+# The sanitizer run (scripts/run-tests.sh calls it) and what is checked where.
+EXTRA_DIST += scripts/sanitize.sh docs/plan-checks.md
