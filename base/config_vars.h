@@ -40,9 +40,9 @@ CONFIG_VAR(MSCCLPP_HOST_SPIN, COUNT, "",
 CONFIG_VAR(MSCCLPP_CUDA_SHAREABLE, SHAREABLE, "auto",
            "CUDA backend: how shareable memory is made: auto (cuMem POSIX fds where the device "
            "supports them, else legacy cudaIpc), cumem, or legacy")
-CONFIG_VAR(MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT, "2",
+CONFIG_VAR(MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT, SECONDS, "2",
            "Seconds a connection to a bootstrap listener may take to send its hello or handshake "
            "before it is dropped")
-CONFIG_VAR(MSCCLPP_BOOTSTRAP_MAX_PENDING, "64",
+CONFIG_VAR(MSCCLPP_BOOTSTRAP_MAX_PENDING, COUNT, "64",
            "Connections a bootstrap listener holds before their hello or handshake is complete; "
            "beyond that the oldest is dropped")
