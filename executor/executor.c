@@ -59,6 +59,7 @@ typedef struct exec_context {
 
     void *scratch;
     uint64_t scratch_bytes;
+    uint64_t scratch_half; /* double-scratch plans: upper half's offset, the same on all ranks */
     void *state;
     size_t state_bytes;
     uint64_t *inbound;  /* n_mem 64-byte slots, shareable */
@@ -279,6 +280,23 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
          * explanation */
         if (g->scratch_chunks && scratch_bytes == 0)
             scratch_bytes = (per_chunk + 64) * g->scratch_chunks * 4;
+    }
+    if (plan->double_scratch) {
+        /* every rank must put the upper half at the same offset for every call (lower.c):
+         * agree on half of the smallest scratch any rank has */
+        uint64_t *all = calloc((size_t)n, sizeof *all);
+        if (!all) {
+            res = ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+            goto fail;
+        }
+        all[comm->rank] = scratch_bytes;
+        res = mscclpp_bootstrap_allgather(comm->boot, all, sizeof *all);
+        uint64_t least = scratch_bytes;
+        for (int r = 0; r < n; r++)
+            if (all[r] < least) least = all[r];
+        free(all);
+        if (res != MSCCLPP_OK) goto fail;
+        c->scratch_half = least / 2 / 64 * 64;
     }
     if (scratch_bytes) {
         CHECK_GOTO(hal->mem_alloc_shareable(scratch_bytes, &c->scratch), res, fail);
@@ -530,6 +548,7 @@ static mscclpp_result_t lowered_get(mscclpp_executor_t *ex, exec_context_t *c, s
     res.output = (char *)c->recv_base + c->peer_off[1][c->vrank];
     res.scratch = c->scratch;
     res.scratch_bytes = c->scratch_bytes;
+    res.scratch_half = c->scratch_half;
     res.state = c->state;
     res.n_mem_chans = g->n_chan[PLAN_CH_MEMORY];
     res.mem_chans = c->chans;

@@ -909,7 +909,21 @@ mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in
                        "resources give %llu",
                        plan->name, rank, (unsigned long long)need,
                        (unsigned long long)(res->scratch ? res->scratch_bytes : 0));
-    uint64_t half = plan->double_scratch ? scratch_half(plan, L.in, L.out, L.es, L.pkt) : 0;
+    /* The halves alternate by call, so they must stay where they are when the message size
+     * changes: a rank one call ahead writes into the other half of its peer's scratch, and a
+     * half that moved with the size would overlap packets the peer has not read yet. */
+    uint64_t half = 0;
+    if (plan->double_scratch) {
+        half = scratch_half(plan, L.in, L.out, L.es, L.pkt);
+        if (res->scratch_half) {
+            if (half > res->scratch_half)
+                return ERR_ARG("plan '%s' rank %d needs %llu bytes per scratch half for these "
+                               "sizes, the context's halves are %llu bytes",
+                               plan->name, rank, (unsigned long long)half,
+                               (unsigned long long)res->scratch_half);
+            half = res->scratch_half;
+        }
+    }
     L.scr_local = plan->double_scratch ? half : res->scratch_bytes;
 
     L.scr_owner = calloc((size_t)plan->nranks, sizeof(uint64_t));

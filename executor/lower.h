@@ -59,6 +59,9 @@ typedef struct {
     void *output;
     void *scratch;          /**< exec_scratch_bytes() or more, zeroed at creation */
     uint64_t scratch_bytes; /**< its size */
+    /** Double-scratch plans: offset of the upper half, agreed by every rank when the context
+     *  was made and fixed for its life (0: derive it from each call's sizes) */
+    uint64_t scratch_half;
     void *state;            /**< exec_state_bytes(), initialised by exec_state_init() */
     int n_mem_chans;        /**< plan->gpus[rank].n_chan[PLAN_CH_MEMORY] */
     const exec_memchan_t *mem_chans;

@@ -5,6 +5,7 @@
  * plan's range, memory the backend cannot share).
  */
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,52 @@ START_TEST(t_collectives)
 }
 END_TEST
 
+/*
+ * Back-to-back allreduces on the same buffers whose size changes from call to call, with no
+ * barrier between them. Packet plans alternate scratch halves by call; the halves must not
+ * move with the message size, or a fast rank writes the next call's packets over ones its peer
+ * has not read yet (seen as "timed out waiting for LL packets with flag 22 (last seen 23)").
+ */
+static int size_cycle_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    const size_t sizes[] = {32, 32, 1024, 1024, 70016, 70016, 8, 4096, 200, 70016};
+    const size_t ns = sizeof sizes / sizeof sizes[0];
+    uint8_t *a = NULL, *b = NULL;
+    MP_CHECK(rank, mscclpp_malloc(1 << 17, (void **)&a));
+    MP_CHECK(rank, mscclpp_malloc(1 << 17, (void **)&b));
+    for (int it = 0; it < 300; it++) {
+        size_t count = sizes[(size_t)it % ns];
+        for (size_t i = 0; i < count; i++) a[i] = (uint8_t)(rank + i + (size_t)it);
+        MP_CHECK(rank, mscclpp_allreduce(ex, a, b, count, MSCCLPP_UINT8, MSCCLPP_SUM, NULL));
+        for (size_t i = 0; i < count; i++) {
+            uint8_t want = 0;
+            for (int r = 0; r < n; r++) want = (uint8_t)(want + r + i + (size_t)it);
+            if (b[i] != want)
+                return MP_FAIL(rank, "iteration %d (%zu bytes): b[%zu] = %u, want %u", it, count,
+                               i, b[i], want);
+        }
+    }
+    mscclpp_executor_destroy(ex);
+    mscclpp_free(a);
+    mscclpp_free(b);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_size_cycle)
+{
+    set_plan_dir();
+    setenv("MSCCLPP_TIMEOUT", "5", 1);
+    ck_assert_int_eq(mp_run(_i, size_cycle_body, NULL, 120, NULL), 0);
+    unsetenv("MSCCLPP_TIMEOUT");
+}
+END_TEST
+
 START_TEST(t_bad_arguments)
 {
     mscclpp_executor_t *ex = NULL;
@@ -194,6 +241,7 @@ int main(void)
     tcase_add_test(tc, t_bad_arguments);
     tcase_add_loop_test(tc, t_collectives, 2, 5); /* 2, 3 and 4 ranks */
     tcase_add_loop_test(tc, t_collectives, 8, 9);
+    tcase_add_loop_test(tc, t_size_cycle, 2, 4); /* 2 and 3 ranks */
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
