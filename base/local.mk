@@ -14,7 +14,7 @@ TESTS += tests/unit/test_config
 # Uses internal (hidden) symbols: links the convenience library.
 tests_unit_test_config_SOURCES = tests/unit/test_config.c
 tests_unit_test_config_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_config_LDADD = libmscclpp_internal.la $(CHECK_LIBS)
+tests_unit_test_config_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
 EXTRA_tests_unit_test_config_DEPENDENCIES = tools/mscclpp-info
 endif
 
@@ -23,5 +23,5 @@ check_PROGRAMS += tests/unit/test_wait
 TESTS += tests/unit/test_wait
 tests_unit_test_wait_SOURCES = tests/unit/test_wait.c
 tests_unit_test_wait_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_wait_LDADD = libmscclpp_internal.la $(CHECK_LIBS)
+tests_unit_test_wait_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
 endif

@@ -125,5 +125,5 @@ check_PROGRAMS += tests/unit/test_plan_exec
 TESTS += tests/unit/test_plan_exec
 tests_unit_test_plan_exec_SOURCES = tests/unit/test_plan_exec.c tests/unit/kern_harness.c
 tests_unit_test_plan_exec_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_plan_exec_LDADD = libmscclpp_internal.la $(CHECK_LIBS)
+tests_unit_test_plan_exec_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
 endif

@@ -6,5 +6,5 @@ EXTRA_DIST += tests/fuzz/fuzz_boot_corpus.py tests/fuzz/fuzz_boot_libfuzzer.sh \
 check_PROGRAMS += tests/fuzz/fuzz_boot
 TESTS += tests/fuzz/fuzz_boot
 tests_fuzz_fuzz_boot_SOURCES = tests/fuzz/fuzz_boot.c tests/fuzz/fuzz_boot_main.c
-tests_fuzz_fuzz_boot_LDADD = libmscclpp_internal.la $(JANSSON_LIBS) -ldl
+tests_fuzz_fuzz_boot_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(JANSSON_LIBS) -ldl
 TESTS += tests/fuzz/fuzz_boot_libfuzzer.sh
