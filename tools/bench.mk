@@ -11,6 +11,9 @@ endif
 # Smoke tests (TAP scripts): fork mode, every dtype x op, a reference plan, usage errors, mpiexec.
 TESTS += tests/bench/test_bench.sh
 EXTRA_DIST += tests/bench/test_bench.sh
+# A collective that fails on the bench's stream fails the bench (issue 8).
+TESTS += tests/bench/test_bench_fail.sh
+EXTRA_DIST += tests/bench/test_bench_fail.sh
 
 # Unit test of the tool's data helpers (encodings, patterns, checker); prints TAP itself.
 check_PROGRAMS += tests/bench/test_bench_data
