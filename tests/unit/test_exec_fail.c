@@ -112,8 +112,18 @@ static int names(int rank, const char *what, const char *msg, const char *const 
  */
 typedef struct {
     volatile int ready;
+    volatile int broken;    /* partial failure: rank 0 timed out and checked its next call */
+    volatile int peer_done; /* partial failure: rank 1 has seen its own timeout */
     mscclpp_unique_id_t id;
 } id_box_t;
+
+/* Wait (bounded) until *flag is set by another rank. */
+static int wait_flag(int rank, volatile int *flag, const char *what)
+{
+    for (int i = 0; i < 30000 && !__atomic_load_n(flag, __ATOMIC_ACQUIRE); i++) usleep(1000);
+    if (!*flag) return MP_FAIL(rank, "gave up waiting: %s", what);
+    return 0;
+}
 
 static id_box_t *id_box_new(void)
 {
@@ -130,10 +140,8 @@ static int recreate(rank_t *r, id_box_t *box)
     if (rank == 0) {
         MP_CHECK(rank, mscclpp_get_unique_id(&box->id));
         __atomic_store_n(&box->ready, 1, __ATOMIC_RELEASE);
-    } else {
-        for (int i = 0; i < 30000 && !__atomic_load_n(&box->ready, __ATOMIC_ACQUIRE); i++)
-            usleep(1000);
-        if (!box->ready) return MP_FAIL(rank, "rank 0 published no new id");
+    } else if (wait_flag(rank, &box->ready, "rank 0 publishes a new id")) {
+        return 1;
     }
     if (rank_open(r, rank, n, &box->id)) return 1;
     MP_CHECK(rank, simple_allreduce(r, r->stream, 1));
@@ -152,8 +160,8 @@ static int stream_timeout_body(int rank, int n, const mscclpp_unique_id_t *id, v
     /* both ranks: contexts built and a correct result on the stream */
     MP_CHECK(rank, simple_allreduce(&r, r.stream, 1));
     if (rank == 1) {
-        /* never calls the second collective: rank 0 waits for it in vain */
-        sleep(TIMEOUT_S + 2);
+        /* never calls the second collective: rank 0 waits for it in vain (then sends the id
+         * of the new communicator) */
         return recreate(&r, id2);
     }
     double t0 = now_s();
@@ -231,9 +239,10 @@ static int partial_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
             return MP_FAIL(rank, "misleading message: %s", mscclpp_last_error());
         const char *w[] = {"broken by an earlier error", "from rank 1"};
         if (names(rank, "broken call", mscclpp_last_error(), w, 2)) return 1;
-        sleep(TIMEOUT_S + 1); /* rank 1 times out meanwhile */
+        __atomic_store_n(&id2->broken, 1, __ATOMIC_RELEASE);
+        if (wait_flag(rank, &id2->peer_done, "rank 1 times out")) return 1;
     } else {
-        sleep(TIMEOUT_S + 1);
+        if (wait_flag(rank, &id2->broken, "rank 0 times out")) return 1;
         /* rank 0 is broken and does not answer: this times out naming it */
         t0 = now_s();
         res = simple_allreduce(&r, NULL, 0);
@@ -244,6 +253,7 @@ static int partial_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
         const char *w[] = {"from rank 0"};
         if (names(rank, "peer's timeout", mscclpp_last_error(), w, 1)) return 1;
         printf("# partial failure: rank 1 got in %.2f s: %s\n", dt, mscclpp_last_error());
+        __atomic_store_n(&id2->peer_done, 1, __ATOMIC_RELEASE);
     }
     return recreate(&r, id2);
 }
