@@ -19,8 +19,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/config.h"
-#include "core/debug.h"
+#include "base/config.h"
+#include "base/debug.h"
 #include "hal/host/host.h"
 #include "hal/host/host_wait.h"
 #include "kernels/common/kern_entry.h"

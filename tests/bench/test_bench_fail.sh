@@ -21,7 +21,7 @@ del ops[[o["name"] for o in ops].index("signal")]
 plan["name"] = "broken_signal_2"
 json.dump(plan, open(sys.argv[2], "w"))
 PY
-MSCCLPP_TIMEOUT=2 timeout -k 5 120 "$bench" --np 2 --plan "$tmp/broken.json" -b 1M -e 1M -n 3 \
+MSCCLPP_TIMEOUT=5 timeout -k 5 120 "$bench" --np 2 --plan "$tmp/broken.json" -b 1M -e 1M -n 3 \
     -w 1 >"$tmp/out" 2>"$tmp/err" </dev/null
 rc=$?
 if [ "$rc" -ne 1 ]; then why="exit status $rc, expected 1"

@@ -12,7 +12,9 @@
  * - A rank killed (SIGKILL) during context setup, a collective without a stream, and one on a
  *   stream: every survivor returns an error naming the dead rank within MSCCLPP_TIMEOUT + 1 s.
  *
- * MSCCLPP_TIMEOUT is set to TIMEOUT_S for the whole program.
+ * MSCCLPP_TIMEOUT is SETUP_TIMEOUT_S while ranks start and build contexts (a loaded CI machine
+ * may start a rank seconds after another), and TIMEOUT_S for the phase under test, whose calls
+ * use another size so that they are lowered (and take their wait bound) under it.
  */
 #include <check.h>
 #include <signal.h>
@@ -27,8 +29,11 @@
 #include "tests/unit/mp_harness.h"
 
 #define TIMEOUT_S 2
+#define SETUP_TIMEOUT_S 30
 /* allreduce_simple plans (signal/wait on memory channels) take messages above 256 KiB */
-#define SIMPLE_BYTES ((size_t)512 << 10)
+#define BUF_BYTES ((size_t)1 << 20)
+#define WARM_BYTES BUF_BYTES          /* calls before the phase under test */
+#define FAIL_BYTES ((size_t)512 << 10) /* calls of the phase under test */
 
 static char plan_dir[512];
 
@@ -47,7 +52,22 @@ typedef struct {
     mscclpp_plan_t *simple;
     float *a, *b;
     mscclpp_stream_t stream;
+    size_t bytes; /* of the next simple_allreduce */
 } rank_t;
+
+static void set_timeout(int seconds)
+{
+    char t[16];
+    snprintf(t, sizeof t, "%d", seconds);
+    setenv("MSCCLPP_TIMEOUT", t, 1);
+}
+
+/* Enter the phase under test: the short timeout, and calls of a size not lowered yet. */
+static void failure_phase(rank_t *r)
+{
+    set_timeout(TIMEOUT_S);
+    r->bytes = FAIL_BYTES;
+}
 
 static int rank_open(rank_t *r, int rank, int n, const mscclpp_unique_id_t *id)
 {
@@ -59,8 +79,9 @@ static int rank_open(rank_t *r, int rank, int n, const mscclpp_unique_id_t *id)
     char path[600];
     snprintf(path, sizeof path, "%s/allreduce_simple_%d.json", plan_dir, n);
     MP_CHECK(rank, mscclpp_plan_load_file(path, &r->simple));
-    MP_CHECK(rank, mscclpp_malloc(SIMPLE_BYTES, (void **)&r->a));
-    MP_CHECK(rank, mscclpp_malloc(SIMPLE_BYTES, (void **)&r->b));
+    MP_CHECK(rank, mscclpp_malloc(BUF_BYTES, (void **)&r->a));
+    MP_CHECK(rank, mscclpp_malloc(BUF_BYTES, (void **)&r->b));
+    r->bytes = WARM_BYTES;
     MP_CHECK(rank, mscclpp_stream_create(&r->stream));
     return 0;
 }
@@ -76,14 +97,14 @@ static void rank_close(rank_t *r)
     memset(r, 0, sizeof *r);
 }
 
-/* One allreduce of SIMPLE_BYTES through the simple plan; checks the sum when it succeeds. */
+/* One allreduce of r->bytes through the simple plan; checks the sum when it succeeds. */
 static mscclpp_result_t simple_allreduce(rank_t *r, mscclpp_stream_t stream, int check)
 {
-    size_t count = SIMPLE_BYTES / sizeof(float);
+    size_t count = r->bytes / sizeof(float);
     for (size_t i = 0; i < count; i++) r->a[i] = (float)(r->rank + 1 + (int)(i % 7));
-    memset(r->b, 0, SIMPLE_BYTES);
-    mscclpp_result_t res = mscclpp_execute(r->ex, r->simple, r->a, r->b, SIMPLE_BYTES,
-                                           SIMPLE_BYTES, MSCCLPP_FLOAT32, MSCCLPP_SUM, stream);
+    memset(r->b, 0, r->bytes);
+    mscclpp_result_t res = mscclpp_execute(r->ex, r->simple, r->a, r->b, r->bytes, r->bytes,
+                                           MSCCLPP_FLOAT32, MSCCLPP_SUM, stream);
     if (res == MSCCLPP_OK && stream) res = mscclpp_stream_synchronize(stream);
     if (res != MSCCLPP_OK || !check) return res;
     for (size_t i = 0; i < count; i++) {
@@ -137,6 +158,7 @@ static int recreate(rank_t *r, id_box_t *box)
 {
     int rank = r->rank, n = r->n;
     rank_close(r);
+    set_timeout(SETUP_TIMEOUT_S);
     if (rank == 0) {
         MP_CHECK(rank, mscclpp_get_unique_id(&box->id));
         __atomic_store_n(&box->ready, 1, __ATOMIC_RELEASE);
@@ -164,8 +186,9 @@ static int stream_timeout_body(int rank, int n, const mscclpp_unique_id_t *id, v
          * of the new communicator) */
         return recreate(&r, id2);
     }
+    failure_phase(&r);
     double t0 = now_s();
-    mscclpp_result_t res = mscclpp_execute(r.ex, r.simple, r.a, r.b, SIMPLE_BYTES, SIMPLE_BYTES,
+    mscclpp_result_t res = mscclpp_execute(r.ex, r.simple, r.a, r.b, r.bytes, r.bytes,
                                            MSCCLPP_FLOAT32, MSCCLPP_SUM, r.stream);
     if (res != MSCCLPP_OK) return MP_FAIL(rank, "the launch itself failed: %s",
                                           mscclpp_last_error());
@@ -224,6 +247,7 @@ static int partial_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
     mscclpp_result_t res;
     if (rank == 0) {
         /* rank 1 does not call: this one times out, synchronously */
+        failure_phase(&r);
         t0 = now_s();
         res = simple_allreduce(&r, NULL, 0);
         if (res != MSCCLPP_ERR_TIMEOUT || now_s() - t0 > TIMEOUT_S + 1.0)
@@ -243,6 +267,7 @@ static int partial_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
         if (wait_flag(rank, &id2->peer_done, "rank 1 times out")) return 1;
     } else {
         if (wait_flag(rank, &id2->broken, "rank 0 times out")) return 1;
+        failure_phase(&r);
         /* rank 0 is broken and does not answer: this times out naming it */
         t0 = now_s();
         res = simple_allreduce(&r, NULL, 0);
@@ -292,6 +317,7 @@ static int kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     mscclpp_bootstrap_t *boot = NULL;
     MP_CHECK(rank, mscclpp_comm_bootstrap(r.comm, &boot));
     MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+    failure_phase(&r);
     if (rank == VICTIM) raise(SIGKILL);
     double t0 = now_s();
     mscclpp_result_t res = simple_allreduce(&r, s, 0);
@@ -342,9 +368,7 @@ int main(void)
     const char *top = getenv("MSCCLPP_TOP_SRCDIR");
     snprintf(plan_dir, sizeof plan_dir, "%s/plans", top ? top : ".");
     setenv("MSCCLPP_PLAN_DIR", plan_dir, 1);
-    char t[16];
-    snprintf(t, sizeof t, "%d", TIMEOUT_S);
-    setenv("MSCCLPP_TIMEOUT", t, 1);
+    set_timeout(SETUP_TIMEOUT_S);
     setenv("MSCCLPP_HAL", "host", 1);
 
     Suite *s = suite_create("exec_fail");
