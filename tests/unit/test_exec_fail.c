@@ -320,10 +320,31 @@ static int kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     failure_phase(&r);
     if (rank == VICTIM) raise(SIGKILL);
     double t0 = now_s();
-    mscclpp_result_t res = simple_allreduce(&r, s, 0);
+    mscclpp_result_t res;
+    if (phase == PHASE_STREAM && rank == n - 1) {
+        /* this survivor polls without synchronizing: the error shows up while queued work
+         * is still "in flight" from the caller's point of view */
+        res = mscclpp_execute(r.ex, r.simple, r.a, r.b, r.bytes, r.bytes, MSCCLPP_FLOAT32,
+                              MSCCLPP_SUM, s);
+        if (res != MSCCLPP_OK) return MP_FAIL(rank, "launch: %s", mscclpp_last_error());
+        mscclpp_result_t async = MSCCLPP_OK;
+        while (async == MSCCLPP_OK && now_s() - t0 < TIMEOUT_S + 1.0) {
+            MP_CHECK(rank, mscclpp_executor_get_async_error(r.ex, &async));
+            if (async == MSCCLPP_OK) usleep(5000);
+        }
+        res = async;
+        if (res != MSCCLPP_OK) printf("# async query after %.2f s: %s\n", now_s() - t0,
+                                      mscclpp_last_error());
+    } else {
+        res = simple_allreduce(&r, s, 0);
+    }
     double dt = now_s() - t0;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
+    /* the sync after the query still reports it */
+    if (res != MSCCLPP_OK && phase == PHASE_STREAM && rank == n - 1 &&
+        mscclpp_stream_synchronize(s) == MSCCLPP_OK)
+        return MP_FAIL(rank, "stream sync after the failure returned OK");
     if (res == MSCCLPP_OK)
         return MP_FAIL(rank, "%s: a collective with a dead rank returned OK", phase_name[phase]);
     if (dt > TIMEOUT_S + 1.0)

@@ -75,7 +75,8 @@ static int run_calls(int rank, int n, mscclpp_executor_t *ex, mscclpp_stream_t s
             MP_CHECK(rank, mscclpp_stream_synchronize(s));
             float v = (float)((*done + k - 1) % 1000);
             float want = v * (float)n + (float)(n * (n - 1) / 2);
-            if (b[0] != want) return MP_FAIL(rank, "stream batch at %ld: %g want %g", *done, b[0], want);
+            if (b[0] != want)
+                return MP_FAIL(rank, "stream batch at %ld: %g want %g", *done, b[0], want);
         }
         *done += k;
         calls -= k;
