@@ -90,6 +90,8 @@ struct mscclpp_executor {
     const hal_ops_t *hal;
     exec_registry_t registry;
     exec_context_t *contexts;
+    exec_context_t *dead; /* setups that failed after talking: peers may still map their
+                           * memory, so it is released only with the executor */
     uint32_t context_seq;
     void *tmp;        /* staging input for in-place calls served by out-of-place plans */
     size_t tmp_bytes;
@@ -498,6 +500,13 @@ free_peer_bufs:
     *out = c;
     return MSCCLPP_OK;
 fail:
+    if (ex->setup_talked) {
+        /* a peer that got our message may be importing our buffers right now: withdrawing
+         * them would make it fail on us ("withdrawn already") instead of on the real cause */
+        c->next = ex->dead;
+        ex->dead = c;
+        return res;
+    }
     context_free(ex, c);
     return res;
 }
@@ -926,6 +935,11 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
     /* first, so that no stream sync asks a half-destroyed executor */
     hal_api_source_remove(exec->source);
     contexts_free_all(exec);
+    while (exec->dead) {
+        exec_context_t *c = exec->dead;
+        exec->dead = c->next;
+        context_free(exec, c);
+    }
     if (exec->tmp) exec->hal->mem_free(exec->tmp);
     free(exec->offs);
     exec_registry_fini(&exec->registry);
