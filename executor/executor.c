@@ -10,7 +10,18 @@
  *
  * Rank rotation: a context may run the plan with virtual rank v = (rank - rotation) mod n, so a
  * broadcast plan written for root 0 serves any root.
+ *
+ * Failures: a collective that failed on one rank leaves the others in an unknown place (some
+ * finished, some wait, setup messages half exchanged), and rebuilding a context needs every
+ * rank. So the first failure of a collective step (context setup, the per-call offset exchange,
+ * a launch, or an error the interpreter recorded) breaks the executor for good, as ncclCommAbort
+ * does: every later call returns that error, naming it, at once. Errors of launches on a user
+ * stream reach the host through each context's error mailbox (kern_args.h) with no device
+ * sync: every call checks the mailboxes first, mscclpp_stream_synchronize asks the executor
+ * after its sync (the executor is an error source of the streams it launched on, hal_api.h),
+ * and mscclpp_executor_get_async_error polls them.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +83,7 @@ typedef struct exec_context {
     void **mappings; /* peer mappings to release */
     int n_mappings;
     exec_lowcache_t *lowered;
+    kern_error_t *mailbox; /* host-mapped copy of the interpreter's first error (kern_args.h) */
 } exec_context_t;
 
 struct mscclpp_executor {
@@ -79,10 +91,19 @@ struct mscclpp_executor {
     const hal_ops_t *hal;
     exec_registry_t registry;
     exec_context_t *contexts;
+    exec_context_t *dead; /* setups that failed after talking: peers may still map their
+                           * memory, so it is released only with the executor */
     uint32_t context_seq;
     void *tmp;        /* staging input for in-place calls served by out-of-place plans */
     size_t tmp_bytes;
     uint64_t *offs;   /* allgather scratch for per-call offsets, 2 per rank */
+    uint64_t source;  /* id as an error source of streams (hal_api.h) */
+    bool setup_talked; /* the context setup in progress has sent or received a message */
+    /* The executor is broken once a collective failed (see the file header). A stream sync may
+     * poll the mailboxes from another thread: the lock guards the context list and these. */
+    pthread_mutex_t lock;
+    mscclpp_result_t broken;
+    char broken_msg[768];
 };
 
 #define SLOT_U64 8 /* counters are 64 bytes apart */
@@ -210,6 +231,7 @@ static void context_free(mscclpp_executor_t *ex, exec_context_t *c)
     if (c->state) hal->mem_free(c->state);
     if (c->inbound) hal->mem_free(c->inbound);
     if (c->expected) hal->mem_free(c->expected);
+    if (c->mailbox) hal->host_free(c->mailbox);
     free(c->chans);
     free(c->rbufs);
     free(c->switches);
@@ -318,6 +340,9 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
         free(image);
         if (res != MSCCLPP_OK) goto fail;
     }
+    /* host-mapped and zeroed (host_alloc clears): read without a device sync */
+    CHECK_GOTO(hal->host_alloc(sizeof *c->mailbox, (void **)&c->mailbox), res, fail);
+    memset(c->mailbox, 0, sizeof *c->mailbox);
 
     /* memory channel counters */
     int n_mem = g->n_chan[PLAN_CH_MEMORY];
@@ -362,6 +387,9 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
         res = ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
         goto free_peer_bufs;
     }
+    ex->setup_talked = true; /* from here on, peers may hold half of this setup */
+    mscclpp_result_t send_err = MSCCLPP_OK;
+    char send_msg[512] = "";
     for (int v = 0; v < n && res == MSCCLPP_OK; v++) {
         if (v == me || !pair_talks(plan, me, v)) continue;
         wire_writer_t w = {msg, 64 + 4 * (REGMEM_WIRE_MAX + 8) + (size_t)(n_mem + 1) * 8, 0, false};
@@ -397,8 +425,18 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
         }
         uint64_t len = w.len;
         int peer = vr_to_pr(c, v, n);
-        CHECK_GOTO(mscclpp_bootstrap_send(comm->boot, &len, sizeof len, peer, tag), res, free_msg);
-        CHECK_GOTO(mscclpp_bootstrap_send(comm->boot, msg, w.len, peer, tag), res, free_msg);
+        /* a peer that cannot be reached must not keep the others from their messages: they
+         * would wait for us and blame us, not the peer that is gone */
+        mscclpp_result_t sr = mscclpp_bootstrap_send(comm->boot, &len, sizeof len, peer, tag);
+        if (sr == MSCCLPP_OK) sr = mscclpp_bootstrap_send(comm->boot, msg, w.len, peer, tag);
+        if (sr != MSCCLPP_OK && send_err == MSCCLPP_OK) {
+            send_err = sr;
+            snprintf(send_msg, sizeof send_msg, "%s", mscclpp_last_error());
+        }
+    }
+    if (send_err != MSCCLPP_OK) {
+        res = core_error_quiet(send_err, "%s", send_msg); /* logged when it happened */
+        goto free_msg;
     }
     for (int v = 0; v < n && res == MSCCLPP_OK; v++) {
         if (v == me || !pair_talks(plan, me, v)) continue;
@@ -480,6 +518,13 @@ free_peer_bufs:
     *out = c;
     return MSCCLPP_OK;
 fail:
+    if (ex->setup_talked) {
+        /* a peer that got our message may be importing our buffers right now: withdrawing
+         * them would make it fail on us ("withdrawn already") instead of on the real cause */
+        c->next = ex->dead;
+        ex->dead = c;
+        return res;
+    }
     context_free(ex, c);
     return res;
 }
@@ -497,25 +542,20 @@ static mscclpp_result_t context_get(mscclpp_executor_t *ex, const struct mscclpp
     size_t in_alloc, out_alloc;
     alloc_of(ex->hal, send, &send_base, &in_alloc);
     alloc_of(ex->hal, recv, &recv_base, &out_alloc);
-    exec_context_t **pp;
-    for (pp = &ex->contexts; *pp; pp = &(*pp)->next) {
-        exec_context_t *c = *pp;
+    /* a failed context breaks the executor (exec_check), so every context here is sound */
+    for (exec_context_t *c = ex->contexts; c; c = c->next)
         if (c->plan == plan && c->send_base == send_base && c->recv_base == recv_base &&
             c->rotation == rotation) {
-            if (!c->broken) {
-                *out = c;
-                return MSCCLPP_OK;
-            }
-            *pp = c->next; /* rebuild after a failed launch */
-            context_free(ex, c);
-            break;
+            *out = c;
+            return MSCCLPP_OK;
         }
-    }
     exec_context_t *c = NULL;
     CHECK(context_create(ex, plan, send_base, in_alloc, recv_base, out_alloc, rotation, dtype,
                          &c));
+    pthread_mutex_lock(&ex->lock);
     c->next = ex->contexts;
     ex->contexts = c;
+    pthread_mutex_unlock(&ex->lock);
     *out = c;
     return MSCCLPP_OK;
 }
@@ -651,12 +691,77 @@ static mscclpp_result_t resolve_call(mscclpp_executor_t *ex, exec_context_t *c, 
     return MSCCLPP_OK;
 }
 
+/* ---- failures ---------------------------------------------------------------------------- */
+
+/* Break the executor with `r`, whose message the calling thread holds. Lock held. */
+static void poison_locked(mscclpp_executor_t *ex, mscclpp_result_t r)
+{
+    if (ex->broken != MSCCLPP_OK || r == MSCCLPP_OK) return;
+    ex->broken = r;
+    snprintf(ex->broken_msg, sizeof ex->broken_msg, "%s", mscclpp_last_error());
+}
+
+static mscclpp_result_t poison(mscclpp_executor_t *ex, mscclpp_result_t r)
+{
+    pthread_mutex_lock(&ex->lock);
+    poison_locked(ex, r);
+    pthread_mutex_unlock(&ex->lock);
+    return r;
+}
+
+/*
+ * Fold an error some launch left in a mailbox into ex->broken (decoded like a synchronous
+ * failure: plan, rank, block, op, peer). True when this call found it. Lock held.
+ */
+static bool poll_mailboxes_locked(mscclpp_executor_t *ex)
+{
+    if (ex->broken != MSCCLPP_OK) return false;
+    for (exec_context_t *c = ex->contexts; c; c = c->next) {
+        if (!c->mailbox || __atomic_load_n(&c->mailbox->code, __ATOMIC_ACQUIRE) == 0) continue;
+        kern_state_t st;
+        memset(&st, 0, sizeof st);
+        st.err = *(volatile kern_error_t *)c->mailbox; /* complete once code is seen */
+        mscclpp_result_t r = exec_state_error(&st, c->plan);
+        poison_locked(ex, r != MSCCLPP_OK ? r
+                                          : ERR(MSCCLPP_ERR_INTERNAL,
+                                                "executor: undecodable error record"));
+        return true;
+    }
+    return false;
+}
+
+/*
+ * MSCCLPP_OK, or the error that broke the executor: the original message the first time it is
+ * found in a mailbox, then "executor broken by an earlier error: ..." on every call.
+ */
+static mscclpp_result_t exec_check(mscclpp_executor_t *ex)
+{
+    pthread_mutex_lock(&ex->lock);
+    bool fresh = poll_mailboxes_locked(ex);
+    mscclpp_result_t r = ex->broken;
+    char msg[sizeof ex->broken_msg];
+    if (r != MSCCLPP_OK && !fresh) memcpy(msg, ex->broken_msg, sizeof msg);
+    pthread_mutex_unlock(&ex->lock);
+    if (r == MSCCLPP_OK || fresh) return r;
+    /* not logged again: the first report was */
+    return core_error_quiet(r, "executor broken by an earlier error: %s; destroy it (and the "
+                            "communicator) and create new ones", msg);
+}
+
+/* Stream sync callback (hal_api_check_fn): may run in any thread. */
+static mscclpp_result_t exec_stream_check(void *arg) { return exec_check(arg); }
+
 static mscclpp_result_t check_state(mscclpp_executor_t *ex, exec_context_t *c)
 {
     kern_state_t st;
     CHECK(ex->hal->memcpy_sync(&st, c->state, sizeof st));
     mscclpp_result_t r = exec_state_error(&st, c->plan);
-    if (r != MSCCLPP_OK) c->broken = true;
+    if (r != MSCCLPP_OK) {
+        c->broken = true;
+        pthread_mutex_lock(&ex->lock);
+        poison_locked(ex, r);
+        pthread_mutex_unlock(&ex->lock);
+    }
     return r;
 }
 
@@ -685,29 +790,50 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
     if (stream && stream->ops != ex->hal)
         return ERR_ARG("execute: stream of backend %s, executor runs on %s", stream->ops->name,
                        ex->hal->name);
+    /* checked before any rank talks: a context for unusable buffers would be built for nothing */
+    {
+        void *base;
+        size_t in_alloc, out_alloc;
+        alloc_of(ex->hal, send, &base, &in_alloc);
+        alloc_of(ex->hal, recv, &base, &out_alloc);
+        if (!in_alloc || !out_alloc)
+            return ERR_ARG("execute: buffers must be memory of the %s backend (mscclpp_malloc); "
+                           "%s is not", ex->hal->name, !in_alloc ? "send" : "recv");
+    }
+    CHECK(exec_check(ex));
 
     exec_context_t *c = NULL;
-    CHECK(context_get(ex, plan, send, recv, rotation, dtype, &c));
+    ex->setup_talked = false;
+    mscclpp_result_t r = context_get(ex, plan, send, recv, rotation, dtype, &c);
+    if (r != MSCCLPP_OK) {
+        /* a setup that failed before any message (an unsupported plan, local memory) left
+         * the peers where they were; one that talked did not */
+        if (ex->setup_talked ||
+            (r != MSCCLPP_ERR_UNSUPPORTED && r != MSCCLPP_ERR_INVALID_ARG &&
+             r != MSCCLPP_ERR_NO_MEMORY))
+            poison(ex, r);
+        return r;
+    }
     uint64_t in_off = (uint64_t)((const char *)send - (const char *)c->send_base);
     uint64_t out_off = (uint64_t)((const char *)recv - (const char *)c->recv_base);
-    if (!c->in_alloc || !c->out_alloc)
-        return ERR_ARG("execute: buffers must be memory of the %s backend (mscclpp_malloc); "
-                       "%s is not", ex->hal->name, !c->in_alloc ? "send" : "recv");
     if (send_bytes > c->in_alloc - in_off || recv_bytes > c->out_alloc - out_off)
         return ERR_ARG("execute: %zu/%zu bytes do not fit the buffers (%zu/%zu bytes to the end "
                        "of their allocations)", send_bytes, recv_bytes,
                        (size_t)(c->in_alloc - in_off), (size_t)(c->out_alloc - out_off));
-    CHECK(resolve_call(ex, c, in_off, out_off));
+    r = resolve_call(ex, c, in_off, out_off);
+    if (r != MSCCLPP_OK) return poison(ex, r); /* the offset exchange is collective */
     exec_lowcache_t *l = NULL;
     CHECK(lowered_get(ex, c, send_bytes, recv_bytes, dtype, op, packet, &l));
     l->low->args.input = send;
     l->low->args.output = recv;
+    l->low->args.mailbox = c->mailbox;
     hal_stream_t hs = hal_api_stream(stream);
-    mscclpp_result_t r = ex->hal->launch(&l->low->args, sizeof l->low->args, l->low->nblocks,
-                                         l->low->nthreads, hs);
+    /* before the launch: a sync that races with it must already ask us */
+    CHECK(hal_api_stream_note(stream, ex->source));
+    r = ex->hal->launch(&l->low->args, sizeof l->low->args, l->low->nblocks, l->low->nthreads, hs);
     if (r != MSCCLPP_OK) {
         c->broken = true;
-        return r;
+        return poison(ex, r);
     }
     if (!hs) return check_state(ex, c);
     return MSCCLPP_OK;
@@ -757,6 +883,13 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
     if (!ex) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
     ex->comm = comm;
     ex->hal = comm->hal;
+    pthread_mutex_init(&ex->lock, NULL);
+    mscclpp_result_t res = hal_api_source_add(exec_stream_check, ex, &ex->source);
+    if (res != MSCCLPP_OK) {
+        pthread_mutex_destroy(&ex->lock);
+        free(ex);
+        return res;
+    }
     exec_registry_init(&ex->registry);
     int loaded = 0, skipped = 0;
     const char *dir = default_plan_dir();
@@ -781,14 +914,36 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
     return MSCCLPP_OK;
 }
 
+/* Unlink every context (under the lock, against a concurrent stream check) and free them. */
+static void contexts_free_all(mscclpp_executor_t *ex)
+{
+    pthread_mutex_lock(&ex->lock);
+    exec_context_t *list = ex->contexts;
+    ex->contexts = NULL;
+    pthread_mutex_unlock(&ex->lock);
+    while (list) {
+        exec_context_t *c = list;
+        list = c->next;
+        context_free(ex, c);
+    }
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_get_async_error(mscclpp_executor_t *exec,
+                                                              mscclpp_result_t *result)
+{
+    CHECK_ARG(exec != NULL);
+    CHECK_ARG(result != NULL);
+    /* the error's message is left for mscclpp_last_error(); the query itself succeeded */
+    *result = exec_check(exec);
+    return MSCCLPP_OK;
+}
+
 MSCCLPP_API mscclpp_result_t mscclpp_executor_reset(mscclpp_executor_t *exec)
 {
     CHECK_ARG(exec != NULL);
-    while (exec->contexts) {
-        exec_context_t *c = exec->contexts;
-        exec->contexts = c->next;
-        context_free(exec, c);
-    }
+    /* the barrier below cannot bring back ranks that are gone or elsewhere */
+    CHECK(exec_check(exec));
+    contexts_free_all(exec);
     /* peers may still read from our scratch until they are done with theirs */
     return mscclpp_bootstrap_barrier(exec->comm->boot);
 }
@@ -796,14 +951,18 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_reset(mscclpp_executor_t *exec)
 MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
 {
     if (!exec) return MSCCLPP_OK;
-    while (exec->contexts) {
-        exec_context_t *c = exec->contexts;
-        exec->contexts = c->next;
+    /* first, so that no stream sync asks a half-destroyed executor */
+    hal_api_source_remove(exec->source);
+    contexts_free_all(exec);
+    while (exec->dead) {
+        exec_context_t *c = exec->dead;
+        exec->dead = c->next;
         context_free(exec, c);
     }
     if (exec->tmp) exec->hal->mem_free(exec->tmp);
     free(exec->offs);
     exec_registry_fini(&exec->registry);
+    pthread_mutex_destroy(&exec->lock);
     free(exec);
     return MSCCLPP_OK;
 }
@@ -864,14 +1023,23 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     if (ex->tmp_bytes < in_bytes) {
         if (ex->tmp) {
             /* contexts keyed on the old staging buffer go with it */
+            pthread_mutex_lock(&ex->lock);
+            exec_context_t *gone = NULL;
             for (exec_context_t **pp = &ex->contexts; *pp;) {
                 exec_context_t *c = *pp;
                 if (c->send_base == ex->tmp) {
                     *pp = c->next;
-                    context_free(ex, c);
+                    c->next = gone;
+                    gone = c;
                 } else {
                     pp = &c->next;
                 }
+            }
+            pthread_mutex_unlock(&ex->lock);
+            while (gone) {
+                exec_context_t *c = gone;
+                gone = c->next;
+                context_free(ex, c);
             }
             ex->hal->mem_free(ex->tmp);
             ex->tmp = NULL;

@@ -1,4 +1,5 @@
 /* Public backend, memory and stream calls (include/mscclpp/mscclpp.h) over the selected HAL. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +47,127 @@ MSCCLPP_API mscclpp_result_t mscclpp_memset(void *dst, int value, size_t bytes)
     return ops->memset_sync(dst, value, bytes);
 }
 
+/* ---- error sources ------------------------------------------------------------------------ */
+
+typedef struct {
+    uint64_t id;
+    hal_api_check_fn check;
+    void *arg;
+} source_t;
+
+static pthread_mutex_t sources_lock = PTHREAD_MUTEX_INITIALIZER;
+static source_t *sources;
+static int n_sources, cap_sources;
+static uint64_t next_source_id = 1;
+
+mscclpp_result_t hal_api_source_add(hal_api_check_fn check, void *arg, uint64_t *id)
+{
+    CHECK_ARG(check != NULL);
+    CHECK_ARG(id != NULL);
+    mscclpp_result_t res = MSCCLPP_OK;
+    pthread_mutex_lock(&sources_lock);
+    if (n_sources == cap_sources) {
+        int cap = cap_sources ? 2 * cap_sources : 8;
+        source_t *s = realloc(sources, (size_t)cap * sizeof *s);
+        if (!s) {
+            res = ERR(MSCCLPP_ERR_NO_MEMORY, "out of memory for an error source");
+            goto unlock;
+        }
+        sources = s;
+        cap_sources = cap;
+    }
+    *id = next_source_id++;
+    sources[n_sources++] = (source_t){*id, check, arg};
+unlock:
+    pthread_mutex_unlock(&sources_lock);
+    return res;
+}
+
+void hal_api_source_remove(uint64_t id)
+{
+    pthread_mutex_lock(&sources_lock);
+    for (int i = 0; i < n_sources; i++)
+        if (sources[i].id == id) {
+            sources[i] = sources[--n_sources];
+            break;
+        }
+    if (n_sources == 0) {
+        free(sources);
+        sources = NULL;
+        cap_sources = 0;
+    }
+    pthread_mutex_unlock(&sources_lock);
+}
+
+/* Run the check of source `id` if it still exists. */
+static mscclpp_result_t source_check(uint64_t id)
+{
+    mscclpp_result_t res = MSCCLPP_OK;
+    pthread_mutex_lock(&sources_lock);
+    for (int i = 0; i < n_sources; i++)
+        if (sources[i].id == id) {
+            res = sources[i].check(sources[i].arg);
+            break;
+        }
+    pthread_mutex_unlock(&sources_lock);
+    return res;
+}
+
+mscclpp_result_t hal_api_stream_note(mscclpp_stream_t stream, uint64_t id)
+{
+    if (!stream) return MSCCLPP_OK;
+    mscclpp_result_t res = MSCCLPP_OK;
+    pthread_mutex_lock(&stream->lock);
+    for (int i = 0; i < stream->n_watch; i++)
+        if (stream->watch[i] == id) goto unlock; /* the usual case: one executor per stream */
+    if (stream->n_watch == stream->cap_watch) {
+        int cap = stream->cap_watch ? 2 * stream->cap_watch : 4;
+        uint64_t *w = realloc(stream->watch, (size_t)cap * sizeof *w);
+        if (!w) {
+            res = ERR(MSCCLPP_ERR_NO_MEMORY, "stream: out of memory to watch a launch");
+            goto unlock;
+        }
+        stream->watch = w;
+        stream->cap_watch = cap;
+    }
+    stream->watch[stream->n_watch++] = id;
+unlock:
+    pthread_mutex_unlock(&stream->lock);
+    return res;
+}
+
+/*
+ * After a sync: ask every source that launched on the stream since the last one whether that
+ * work failed. `res` is the sync's own result; the first error wins, and its message is the
+ * one left for mscclpp_last_error() (later checks still run, so that each source learns of its
+ * failure, but may overwrite the message).
+ */
+static mscclpp_result_t stream_check_sources(mscclpp_stream_t stream, mscclpp_result_t res)
+{
+    char first[1024] = "";
+    if (res != MSCCLPP_OK) snprintf(first, sizeof first, "%s", mscclpp_last_error());
+    pthread_mutex_lock(&stream->lock);
+    int n = stream->n_watch;
+    uint64_t ids[16];
+    uint64_t *list = n <= 16 ? ids : malloc((size_t)n * sizeof *list);
+    if (list) memcpy(list, stream->watch, (size_t)n * sizeof *list);
+    else n = 0; /* cannot copy: keep them for the next sync */
+    if (list) stream->n_watch = 0;
+    pthread_mutex_unlock(&stream->lock);
+    for (int i = 0; i < n; i++) {
+        mscclpp_result_t r = source_check(list[i]);
+        if (r != MSCCLPP_OK && res == MSCCLPP_OK) {
+            res = r;
+            snprintf(first, sizeof first, "%s", mscclpp_last_error());
+        }
+    }
+    if (list != ids) free(list);
+    if (res != MSCCLPP_OK) return core_error_quiet(res, "%s", first);
+    return MSCCLPP_OK;
+}
+
+/* ---- streams ------------------------------------------------------------------------------ */
+
 MSCCLPP_API mscclpp_result_t mscclpp_stream_create(mscclpp_stream_t *stream)
 {
     CHECK_ARG(stream != NULL);
@@ -56,6 +178,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_create(mscclpp_stream_t *stream)
     mscclpp_result_t res;
     CHECK_GOTO(ops->stream_create(&s->hal), res, free_stream);
     s->ops = ops;
+    pthread_mutex_init(&s->lock, NULL);
     *stream = s;
     return MSCCLPP_OK;
 free_stream:
@@ -66,7 +189,7 @@ free_stream:
 MSCCLPP_API mscclpp_result_t mscclpp_stream_synchronize(mscclpp_stream_t stream)
 {
     CHECK_ARG(stream != NULL);
-    return stream->ops->stream_sync(stream->hal);
+    return stream_check_sources(stream, stream->ops->stream_sync(stream->hal));
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_stream_wrap(void *native, mscclpp_stream_t *stream)
@@ -83,6 +206,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_wrap(void *native, mscclpp_stream_t 
     s->ops = ops;
     s->hal = (hal_stream_t)native;
     s->borrowed = 1;
+    pthread_mutex_init(&s->lock, NULL);
     *stream = s;
     return MSCCLPP_OK;
 }
@@ -90,11 +214,14 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_wrap(void *native, mscclpp_stream_t 
 MSCCLPP_API mscclpp_result_t mscclpp_stream_destroy(mscclpp_stream_t stream)
 {
     CHECK_ARG(stream != NULL);
-    if (stream->borrowed) {
-        free(stream);
-        return MSCCLPP_OK;
+    /* destroy syncs first: what the work recorded must not be lost with the stream */
+    mscclpp_result_t res = stream_check_sources(stream, stream->ops->stream_sync(stream->hal));
+    if (!stream->borrowed) { /* a wrapped native stream belongs to the caller */
+        mscclpp_result_t r = stream->ops->stream_destroy(stream->hal);
+        if (res == MSCCLPP_OK) res = r;
     }
-    mscclpp_result_t res = stream->ops->stream_destroy(stream->hal);
+    pthread_mutex_destroy(&stream->lock);
+    free(stream->watch);
     free(stream);
     return res;
 }

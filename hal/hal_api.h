@@ -2,13 +2,24 @@
 #ifndef MSCCLPP_HAL_API_H
 #define MSCCLPP_HAL_API_H
 
+#include <pthread.h>
+#include <stdint.h>
+
 #include "hal/hal.h"
 
-/** A public stream: the HAL stream of the backend that created it. */
+/**
+ * A public stream: the HAL stream of the backend that created it, and the error sources
+ * (executors) that launched work on it since its last synchronize, so that synchronize can ask
+ * them whether that work failed (a device kernel reports its errors in memory, not through the
+ * stream).
+ */
 struct mscclpp_stream {
     const hal_ops_t *ops;
     hal_stream_t hal;
     int borrowed; /* mscclpp_stream_wrap: the native stream belongs to the caller */
+    pthread_mutex_t lock; /* guards the watch list */
+    uint64_t *watch;      /* source ids, each once */
+    int n_watch, cap_watch;
 };
 
 /** The HAL stream behind a public stream (NULL for a NULL stream: synchronous). */
@@ -16,5 +27,25 @@ static inline hal_stream_t hal_api_stream(mscclpp_stream_t stream)
 {
     return stream ? stream->hal : NULL;
 }
+
+/**
+ * An error source's check: return MSCCLPP_OK, or the error its work on streams recorded
+ * (with the message set for mscclpp_last_error()). Must not block on the device.
+ */
+typedef mscclpp_result_t (*hal_api_check_fn)(void *arg);
+
+/**
+ * Register an error source (the HAL never sees what it is: an executor registers itself).
+ * Sets *id (never 0). The check runs under a process-wide lock, so once
+ * hal_api_source_remove(id) returned it never runs again and `arg` may be freed.
+ */
+mscclpp_result_t hal_api_source_add(hal_api_check_fn check, void *arg, uint64_t *id);
+void hal_api_source_remove(uint64_t id);
+
+/**
+ * Note that source `id` is about to launch work on `stream` (nothing for a NULL stream):
+ * mscclpp_stream_synchronize and mscclpp_stream_destroy then run its check after the sync.
+ */
+mscclpp_result_t hal_api_stream_note(mscclpp_stream_t stream, uint64_t id);
 
 #endif /* MSCCLPP_HAL_API_H */

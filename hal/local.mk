@@ -17,3 +17,12 @@ tests_unit_test_hal_api_SOURCES = tests/unit/test_hal_api.c
 tests_unit_test_hal_api_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_hal_api_LDADD = libmscclpp.la $(CHECK_LIBS)
 endif
+
+# The host stream's bounded queue (issue 8); internal symbols: the convenience library.
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_host_queue
+TESTS += tests/unit/test_host_queue
+tests_unit_test_host_queue_SOURCES = tests/unit/test_host_queue.c
+tests_unit_test_host_queue_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_host_queue_LDADD = libmscclpp_internal.la $(CHECK_LIBS)
+endif

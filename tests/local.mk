@@ -30,3 +30,20 @@ endif
 
 # The bootstrap parser fuzz target (tests/fuzz/fuzz_boot*).
 include tests/fuzz/boot.mk
+# Executor failures (timeouts on streams, partial failure, killed ranks): issue 8.
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_exec_fail
+TESTS += tests/unit/test_exec_fail
+tests_unit_test_exec_fail_SOURCES = tests/unit/test_exec_fail.c tests/unit/mp_harness.c
+tests_unit_test_exec_fail_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_exec_fail_LDADD = libmscclpp.la $(CHECK_LIBS)
+endif
+
+# Soak: many small collectives, RSS and fds flat (issue 8).
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_soak
+TESTS += tests/unit/test_soak
+tests_unit_test_soak_SOURCES = tests/unit/test_soak.c tests/unit/mp_harness.c
+tests_unit_test_soak_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_soak_LDADD = libmscclpp.la $(CHECK_LIBS)
+endif

@@ -18,6 +18,9 @@ EXTRA_DIST += tests/bench/test_bench_kill.sh
 # nccl-tests flags, plan names in --json, the summary of failed calls, --plot (TAP).
 TESTS += tests/bench/test_bench_cli.sh
 EXTRA_DIST += tests/bench/test_bench_cli.sh
+# A collective that fails on the bench's stream fails the bench (issue 8).
+TESTS += tests/bench/test_bench_fail.sh
+EXTRA_DIST += tests/bench/test_bench_fail.sh
 
 # Unit test of the tool's data helpers (encodings, patterns, checker); prints TAP itself.
 check_PROGRAMS += tests/bench/test_bench_data

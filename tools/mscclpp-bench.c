@@ -957,7 +957,14 @@ fail_host:
 fail_bufs:
     /* Work a failed call left queued (the executor's staging copies) must not outlive the
        buffers it reads. */
-    if (b.stream) mscclpp_stream_synchronize(b.stream);
+    if (b.stream) {
+        /* an error the stream still holds is a failed call like any other */
+        mscclpp_result_t src = mscclpp_stream_synchronize(b.stream);
+        if (src != MSCCLPP_OK && status == 0) {
+            report(&b, "stream", src);
+            status = 1;
+        }
+    }
     if (b.recvbuf) mscclpp_free(b.recvbuf);
     if (b.sendbuf) mscclpp_free(b.sendbuf);
     if (b.stream) mscclpp_stream_destroy(b.stream);

@@ -75,6 +75,10 @@ host_block_fn_t host_set_block_fn(host_block_fn_t fn);
 int host_stream_pool_threads(hal_stream_t s);
 /** Threads ever created for block pools in this process (tests check reuse). */
 uint64_t host_pool_threads_created(void);
+/** Tasks a stream holds at most (queued + running); a full queue makes the enqueuer wait. */
+#define HOST_STREAM_DEPTH 1024
+/** Most tasks `s` ever held at once, and tasks it keeps allocated now (tests check bounds). */
+void host_stream_depth_stats(hal_stream_t s, uint64_t *max_depth, uint64_t *allocated);
 
 /* Create a thread with every signal blocked (signals belong to the application's threads). */
 int host_thread_create(pthread_t *th, void *(*fn)(void *), void *arg);

@@ -4,6 +4,10 @@
  * wait on each other: the worker runs block 0 and a persistent pool of the stream's threads
  * runs the others, so a launch in steady state creates no thread. A NULL stream runs work
  * synchronously in the caller's thread (blocks other than 0 on a shared pool).
+ *
+ * A stream holds at most HOST_STREAM_DEPTH tasks, like a GPU driver's launch queue: an
+ * enqueuer that finds it full waits for the worker, bounded by MSCCLPP_TIMEOUT without
+ * progress. Finished tasks are recycled, and a drained stream keeps only a few of them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -13,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "base/config.h"
 #include "base/debug.h"
 #include "hal/host/host.h"
 #include "hal/host/host_wait.h"
@@ -28,6 +34,7 @@
  */
 #define HOST_HANDOFF_SPIN 64u
 #define TASK_ARGS_MIN 256 /* args buffers of recycled tasks start this big */
+#define TASK_KEEP 32      /* recycled tasks a drained stream keeps (the rest is given back) */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Threads */
@@ -296,6 +303,10 @@ struct hal_stream {
     _Atomic uint64_t submitted, completed;
     bool worker_sleeping, stop, started; /* under lock */
     int sync_waiters;                    /* under lock */
+    int space_waiters;                   /* under lock: enqueuers waiting for a free slot */
+    pthread_cond_t space_cv;             /* they wait here */
+    uint64_t n_free;                     /* tasks on free_tasks (under lock) */
+    uint64_t allocated, max_depth;       /* tasks in existence, most ever held (under lock) */
     pthread_t worker;
     mscclpp_result_t err; /* first error of a task since the last sync */
     char errmsg[512];
@@ -347,8 +358,10 @@ static void *stream_main(void *arg)
         }
         t->next = s->free_tasks;
         s->free_tasks = t;
+        s->n_free++;
         atomic_fetch_add(&s->completed, 1);
         if (s->sync_waiters) pthread_cond_broadcast(&s->done_cv);
+        if (s->space_waiters) pthread_cond_signal(&s->space_cv);
         pthread_mutex_unlock(&s->lock);
     }
 }
@@ -361,6 +374,7 @@ mscclpp_result_t host_stream_create(hal_stream_t *s)
     pthread_mutex_init(&st->lock, NULL);
     pthread_cond_init(&st->work_cv, NULL);
     pthread_cond_init(&st->done_cv, NULL);
+    pthread_cond_init(&st->space_cv, NULL);
     *s = st;
     return MSCCLPP_OK;
 }
@@ -369,14 +383,21 @@ mscclpp_result_t host_stream_create(hal_stream_t *s)
 static host_task_t *task_get(hal_stream_t s, size_t args_bytes)
 {
     host_task_t *t = s->free_tasks;
-    if (t) s->free_tasks = t->next;
-    else if (!(t = calloc(1, sizeof *t))) return NULL;
+    if (t) {
+        s->free_tasks = t->next;
+        s->n_free--;
+    } else if ((t = calloc(1, sizeof *t))) {
+        s->allocated++;
+    } else {
+        return NULL;
+    }
     if (args_bytes > t->args_cap) {
         size_t cap = args_bytes < TASK_ARGS_MIN ? TASK_ARGS_MIN : args_bytes;
         void *a = realloc(t->args, cap);
         if (!a) {
             t->next = s->free_tasks;
             s->free_tasks = t;
+            s->n_free++;
             return NULL;
         }
         t->args = a;
@@ -386,12 +407,49 @@ static host_task_t *task_get(hal_stream_t s, size_t args_bytes)
     return t;
 }
 
+/*
+ * Wait until the stream holds fewer than HOST_STREAM_DEPTH tasks. Lock held. A worker that
+ * finishes no task for MSCCLPP_TIMEOUT (a launch whose waits are all bounded cannot take
+ * longer per wait, but a long copy could) ends the wait with MSCCLPP_ERR_TIMEOUT.
+ */
+static mscclpp_result_t wait_for_space(hal_stream_t s, const char *who)
+{
+    uint64_t timeout = config_timeout_ns();
+    uint64_t seen = atomic_load(&s->completed), since = host_now_ns();
+    while (atomic_load(&s->submitted) - atomic_load(&s->completed) >= HOST_STREAM_DEPTH) {
+        uint64_t now = host_now_ns(), done = atomic_load(&s->completed);
+        if (done != seen) {
+            seen = done;
+            since = now;
+        } else if (now - since >= timeout) {
+            return ERR(MSCCLPP_ERR_TIMEOUT,
+                       "%s: the stream's queue is full (%d tasks) and none finished in %.1f s",
+                       who, HOST_STREAM_DEPTH, (double)timeout / 1e9);
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t rel = timeout - (now - since);
+        if (rel > 100000000u) rel = 100000000u; /* re-check progress at least every 100 ms */
+        ts.tv_sec += (time_t)(rel / 1000000000u);
+        ts.tv_nsec += (long)(rel % 1000000000u);
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        s->space_waiters++;
+        pthread_cond_timedwait(&s->space_cv, &s->lock, &ts);
+        s->space_waiters--;
+    }
+    return MSCCLPP_OK;
+}
+
 /* Queue a task described by `tmpl` (args copied). */
 static mscclpp_result_t submit(hal_stream_t s, const host_task_t *tmpl, const void *args,
                                size_t args_bytes, const char *who)
 {
     mscclpp_result_t res = MSCCLPP_OK;
     pthread_mutex_lock(&s->lock);
+    CHECK_GOTO(wait_for_space(s, who), res, unlock);
     if (!s->started) {
         int err = host_thread_create(&s->worker, stream_main, s);
         if (err) {
@@ -417,7 +475,8 @@ static mscclpp_result_t submit(hal_stream_t s, const host_task_t *tmpl, const vo
     if (s->tail) s->tail->next = t;
     else s->head = t;
     s->tail = t;
-    atomic_fetch_add(&s->submitted, 1);
+    uint64_t depth = atomic_fetch_add(&s->submitted, 1) + 1 - atomic_load(&s->completed);
+    if (depth > s->max_depth) s->max_depth = depth;
     if (s->worker_sleeping) pthread_cond_signal(&s->work_cv);
 unlock:
     pthread_mutex_unlock(&s->lock);
@@ -436,6 +495,15 @@ mscclpp_result_t host_stream_sync(hal_stream_t s)
     s->sync_waiters++;
     while (atomic_load(&s->completed) < target) pthread_cond_wait(&s->done_cv, &s->lock);
     s->sync_waiters--;
+    /* drained (unless another thread queues meanwhile): give back what a burst allocated */
+    while (s->n_free > TASK_KEEP) {
+        host_task_t *t = s->free_tasks;
+        s->free_tasks = t->next;
+        s->n_free--;
+        s->allocated--;
+        free(t->args);
+        free(t);
+    }
     mscclpp_result_t res = s->err;
     char msg[sizeof s->errmsg];
     memcpy(msg, s->errmsg, sizeof msg);
@@ -463,6 +531,7 @@ mscclpp_result_t host_stream_destroy(hal_stream_t s)
         free(t->args);
         free(t);
     }
+    pthread_cond_destroy(&s->space_cv);
     pthread_cond_destroy(&s->done_cv);
     pthread_cond_destroy(&s->work_cv);
     pthread_mutex_destroy(&s->lock);
@@ -475,6 +544,14 @@ mscclpp_result_t host_stream_capturing(hal_stream_t s, bool *capturing)
     CHECK_ARG(capturing != NULL);
     *capturing = false; /* the host backend has no graphs */
     return MSCCLPP_OK;
+}
+
+void host_stream_depth_stats(hal_stream_t s, uint64_t *max_depth, uint64_t *allocated)
+{
+    pthread_mutex_lock(&s->lock);
+    if (max_depth) *max_depth = s->max_depth;
+    if (allocated) *allocated = s->allocated;
+    pthread_mutex_unlock(&s->lock);
 }
 
 int host_stream_pool_threads(hal_stream_t s)

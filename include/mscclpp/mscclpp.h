@@ -187,7 +187,13 @@ MSCCLPP_API mscclpp_result_t mscclpp_memset(void *dst, int value, size_t bytes);
 /** An ordered work queue: a CUDA/HIP stream, or a worker queue on the host backend. */
 typedef struct mscclpp_stream *mscclpp_stream_t;
 MSCCLPP_API mscclpp_result_t mscclpp_stream_create(mscclpp_stream_t *stream);
+/**
+ * Wait for the work queued on `stream`. Returns the first error of that work: the stream's
+ * own, or the error a collective queued on it recorded (a wait that timed out, naming plan,
+ * rank, block, op and peer); the executor that queued it is then broken (mscclpp_execute).
+ */
 MSCCLPP_API mscclpp_result_t mscclpp_stream_synchronize(mscclpp_stream_t stream);
+/** Synchronize (returning what mscclpp_stream_synchronize would), then free the stream. */
 MSCCLPP_API mscclpp_result_t mscclpp_stream_destroy(mscclpp_stream_t stream);
 /**
  * Wrap a stream the caller already has (a cudaStream_t or hipStream_t of the backend in use;
@@ -344,15 +350,38 @@ typedef struct mscclpp_executor mscclpp_executor_t;
 /** An executor over `comm`: caches contexts (connections, scratch) per plan and buffers. */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
                                                      mscclpp_executor_t **exec);
-/** Drop every cached context (collective across ranks). */
+/**
+ * Drop every cached context (collective across ranks). A broken executor (see mscclpp_execute)
+ * is not reset: this returns its error.
+ */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_reset(mscclpp_executor_t *exec);
+/** Free the executor. Synchronize the streams it queued work on first. */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec);
+/**
+ * Poll, without blocking or synchronizing any stream, for an error recorded by a collective
+ * this executor queued (like ncclCommGetAsyncError). Sets *result to MSCCLPP_OK, or to the
+ * error that broke the executor, whose message mscclpp_last_error() then returns; the call
+ * itself returns MSCCLPP_OK unless an argument is invalid.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_executor_get_async_error(mscclpp_executor_t *exec,
+                                                              mscclpp_result_t *result);
 
 /**
  * Run `plan` on this rank (collective: every rank of the plan calls it with the same plan and
  * sizes). `op` replaces the plan's reduce_op unless MSCCLPP_REDOP_PLAN. Work is queued on
  * `stream`; synchronize the stream to wait for it. A NULL stream uses the executor's own and
  * waits.
+ *
+ * Failures: every wait is bounded by MSCCLPP_TIMEOUT. Once a collective failed (a timeout, a
+ * peer that died or sent garbage, setup that broke midway), whether the call returned the
+ * error or mscclpp_stream_synchronize did, the executor is broken for good, since the ranks no
+ * longer agree on where they are: every later call on it (execute, the collectives below,
+ * reset) returns that error at once, with the message "executor broken by an earlier error:
+ * <original>; destroy it (and the communicator) and create new ones". Recover as with
+ * ncclCommAbort: destroy the executor and the communicator on every rank, bootstrap a new
+ * communicator (a new unique id) and create a new executor. Errors in the arguments (bad
+ * sizes, buffers not from mscclpp_malloc) are reported before any rank talks and break
+ * nothing.
  */
 MSCCLPP_API mscclpp_result_t mscclpp_execute(mscclpp_executor_t *exec, const mscclpp_plan_t *plan,
                                              const void *send, void *recv, size_t send_bytes,

@@ -38,6 +38,14 @@
  * every wait (signal, packet, barrier, semaphore) polls the record and gives up once set, and
  * gives up itself with MSCCLPP_ERR_TIMEOUT after args.timeout_ns. After a failed launch the
  * context's state (semaphores, barriers, channel counters) is undefined: rebuild it.
+ *
+ * Error mailbox: the state lives in device memory, which the host can only read after a
+ * device sync. So that a launch on a stream cannot fail unseen, the CAS winner also copies its
+ * record into args.mailbox (when not NULL): a kern_error_t in host-pinned, device-mapped memory
+ * (ordinary memory on the host backend), written with plain stores, every field before `code`,
+ * separated by a system fence. The host polls `code` with an acquire load at any time, without
+ * a device sync; once non-zero, the other fields are complete. The state's `code` is never
+ * cleared, so a context's mailbox has one writer, once: no atomics on host memory are needed.
  */
 #ifndef MSCCLPP_KERN_ARGS_H
 #define MSCCLPP_KERN_ARGS_H
@@ -218,6 +226,7 @@ typedef struct {
 typedef struct {
     const kern_plan_t *plan; /* device address of the lowered plan blob */
     kern_state_t *state;     /* device address of the context state */
+    kern_error_t *mailbox;   /* host-mapped copy of the first error, or NULL (see Errors) */
     const void *input;
     void *output;
     void *scratch;

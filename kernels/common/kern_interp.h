@@ -60,6 +60,24 @@ KERN_FN void kern_fail(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan,
     e->expected = expected;
     e->seen = seen;
     kern_fence_sys();
+    if (c->a->mailbox) {
+        /* the host reads this without a device sync: every field, a fence, then the code */
+        volatile kern_error_t *m = c->a->mailbox;
+        m->rank = e->rank;
+        m->block = e->block;
+        m->op = e->op;
+        m->op_type = e->op_type;
+        m->channel = chan;
+        m->peer = peer;
+        m->iter = e->iter;
+        m->flag = e->flag;
+        m->what = what;
+        m->expected = expected;
+        m->seen = seen;
+        kern_fence_sys();
+        m->code = code;
+        kern_fence_sys();
+    }
 }
 
 typedef struct {

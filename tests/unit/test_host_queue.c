@@ -1,0 +1,132 @@
+/*
+ * The host backend's stream queue is bounded (issue 8 item 6): a burst of queued launches
+ * holds at most HOST_STREAM_DEPTH tasks (the enqueuer waits), memory stays bounded and is
+ * given back once the stream drains, every launch still runs, in order; a queue that stays
+ * full because the worker is stuck fails the enqueuer with MSCCLPP_ERR_TIMEOUT.
+ */
+#include <check.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hal/host/host.h"
+
+#define BURST 300000L
+#define ARGS_BYTES 200 /* about a kern_args_t */
+
+static _Atomic long ran, misordered;
+static _Atomic int hold_ms; /* the next block sleeps this long once */
+
+/* Each launch carries its sequence number: count it and check the order. */
+static void count_block(const void *args, int block, int nblocks)
+{
+    (void)block, (void)nblocks;
+    long seq;
+    memcpy(&seq, args, sizeof seq);
+    int ms = atomic_exchange(&hold_ms, 0);
+    if (ms) usleep((useconds_t)ms * 1000);
+    if (atomic_fetch_add(&ran, 1) != seq) atomic_fetch_add(&misordered, 1);
+}
+
+static long rss_kb(void)
+{
+    long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return -1;
+    if (fscanf(f, "%ld %ld", &size, &resident) != 2) resident = -1;
+    fclose(f);
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+START_TEST(t_burst_bounded)
+{
+    const hal_ops_t *H = hal_host_ops();
+    ck_assert_int_eq(H->init(), MSCCLPP_OK);
+    host_block_fn_t old = host_set_block_fn(count_block);
+    hal_stream_t s;
+    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    char args[ARGS_BYTES];
+    memset(args, 0, sizeof args);
+    atomic_store(&ran, 0);
+    atomic_store(&misordered, 0);
+    long rss0 = rss_kb();
+    /* the first launch stalls the worker for 1.5 s (under MSCCLPP_TIMEOUT), so the queue fills
+     * at once: unbounded, it holds whatever the enqueuer manages meanwhile */
+    setenv("MSCCLPP_TIMEOUT", "10", 1);
+    atomic_store(&hold_ms, 1500);
+    long peak = rss0;
+    for (long i = 0; i < BURST; i++) {
+        memcpy(args, &i, sizeof i);
+        ck_assert_int_eq(H->launch(args, sizeof args, 1, 1, s), MSCCLPP_OK);
+        if (i % 4096 == 0) {
+            long r = rss_kb();
+            if (r > peak) peak = r;
+        }
+    }
+    long r = rss_kb();
+    if (r > peak) peak = r;
+    ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK);
+    uint64_t max_depth = 0, allocated = 0;
+    host_stream_depth_stats(s, &max_depth, &allocated);
+    printf("# %ld queued launches: max depth %llu (cap %d), RSS %ld -> peak %ld KiB, %llu "
+           "tasks kept after sync\n", BURST, (unsigned long long)max_depth, HOST_STREAM_DEPTH,
+           rss0, peak, (unsigned long long)allocated);
+    ck_assert_int_eq(atomic_load(&ran), BURST);
+    ck_assert_int_eq(atomic_load(&misordered), 0);
+    ck_assert_uint_le(max_depth, HOST_STREAM_DEPTH);
+    ck_assert_uint_ge(max_depth, HOST_STREAM_DEPTH / 2); /* the burst did fill it */
+    ck_assert_uint_le(allocated, 64);
+    /* unbounded, the stalled worker lets tens of MB pile up; bounded, ~1024 tasks of ~400 B */
+    ck_assert_int_lt(peak - rss0, 4 * 1024);
+    ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
+    host_set_block_fn(old);
+}
+END_TEST
+
+START_TEST(t_full_queue_times_out)
+{
+    const hal_ops_t *H = hal_host_ops();
+    ck_assert_int_eq(H->init(), MSCCLPP_OK);
+    host_block_fn_t old = host_set_block_fn(count_block);
+    hal_stream_t s;
+    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    char args[ARGS_BYTES];
+    memset(args, 0, sizeof args);
+    atomic_store(&ran, 0);
+    atomic_store(&misordered, 0);
+    /* a worker stuck for 2.5 s, longer than MSCCLPP_TIMEOUT, fails the enqueuer */
+    setenv("MSCCLPP_TIMEOUT", "1", 1);
+    atomic_store(&hold_ms, 2500);
+    mscclpp_result_t res = MSCCLPP_OK;
+    long i;
+    for (i = 0; i <= HOST_STREAM_DEPTH && res == MSCCLPP_OK; i++) {
+        memcpy(args, &i, sizeof i);
+        res = H->launch(args, sizeof args, 1, 1, s);
+    }
+    ck_assert_int_eq(res, MSCCLPP_ERR_TIMEOUT);
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "queue is full"));
+    ck_assert_int_eq(i, HOST_STREAM_DEPTH + 1);
+    ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK);
+    ck_assert_int_eq(atomic_load(&ran), HOST_STREAM_DEPTH);
+    ck_assert_int_eq(atomic_load(&misordered), 0);
+    ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
+    host_set_block_fn(old);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *su = suite_create("host_queue");
+    TCase *tc = tcase_create("host");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, t_burst_bounded);
+    tcase_add_test(tc, t_full_queue_times_out);
+    suite_add_tcase(su, tc);
+    SRunner *sr = srunner_create(su);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
