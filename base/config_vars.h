@@ -17,6 +17,9 @@ CONFIG_VAR(MSCCLPP_MASTER_PORT, "", "Bootstrap root port when no unique id is pa
 CONFIG_VAR(MSCCLPP_BOOTSTRAP_SECRET, "", "Extra secret mixed into address-based bootstrap sessions")
 CONFIG_VAR(MSCCLPP_PLAN_DIR, "",
            "Directory of default plans (default: the installed plans, else the source tree's plans/)")
+CONFIG_VAR(MSCCLPP_TUNING_FILE, "",
+           "Tuning table (mscclpp-bench --tune) the executor applies; none: no table (default: "
+           "~/.cache/mscclpp/tuning/<backend>-<device>-<nranks>.json when it exists)")
 CONFIG_VAR(MSCCLPP_CACHE_DIR, "", "Python DSL: where mscclpp.compile and --install write plans (default ~/.cache/mscclpp)")
 CONFIG_VAR(MSCCLPP_HOST_SPIN, "64",
            "Host backend: polls before a wait starts yielding the CPU (raise it when ranks x blocks <= cores)")
