@@ -273,6 +273,15 @@ static int parse_args(int argc, char **argv, opts_t *o)
         usage(stderr, prog);
         return EXIT_USAGE;
     }
+    if (o->tune.path) {
+        /* recorded in the table, so a reader knows how it was made */
+        static char cmd[1024];
+        size_t len = 0;
+        for (int i = 0; i < argc && len < sizeof cmd; i++)
+            len += (size_t)snprintf(cmd + len, sizeof cmd - len, "%s%s", i ? " " : "",
+                                    i ? argv[i] : prog);
+        o->tune.command = cmd;
+    }
     if (o->tune.path && o->plan_path) {
         fprintf(stderr, "%s: --tune sweeps the registered plans (add some with --plan-dir); "
                         "--plan is not for it\n", prog);
