@@ -344,7 +344,11 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_register_plan(mscclpp_executor_t *
 /** Load every *.json plan of a directory into the registry (default: the installed plans). */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_load_plan_dir(mscclpp_executor_t *exec,
                                                             const char *dir, int *nloaded);
-/** Find the registered plan for a call; MSCCLPP_ERR_UNSUPPORTED if none matches. */
+/**
+ * Find the registered plan for a call by the registry's rule (first match; the tuning table is
+ * not consulted: mscclpp_executor_choose_plan is what collective calls run);
+ * MSCCLPP_ERR_UNSUPPORTED if none matches.
+ */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_select_plan(mscclpp_executor_t *exec,
                                                           const char *collective, int inplace,
                                                           uint64_t message_bytes, const char *tags,

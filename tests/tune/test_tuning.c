@@ -224,6 +224,41 @@ START_TEST(pick_from_table)
 }
 END_TEST
 
+/* The launch shape is checked before anything runs: a plan's block count is fixed. */
+START_TEST(launch_shape_checked)
+{
+    mscclpp_unique_id_t id;
+    mscclpp_comm_t *comm = NULL;
+    mscclpp_executor_t *ex = NULL;
+    setenv("MSCCLPP_TUNING_FILE", "none", 1);
+    ck_assert_int_eq(mscclpp_get_unique_id(&id), MSCCLPP_OK);
+    ck_assert_msg(mscclpp_comm_init_rank(&id, 0, 1, &comm) == MSCCLPP_OK, "%s",
+                  mscclpp_last_error());
+    ck_assert_msg(mscclpp_executor_create(comm, &ex) == MSCCLPP_OK, "%s", mscclpp_last_error());
+    ck_assert_ptr_null(mscclpp_executor_tuning_file(ex));
+    struct mscclpp_plan *b = mk("plan_b", 4, 0, 4096);
+    ck_assert_int_eq(mscclpp_plan_num_blocks(b), 4);
+    char buf[64];
+    mscclpp_result_t r = mscclpp_execute_launch(ex, b, buf, buf + 32, 8, 8, MSCCLPP_FLOAT32,
+                                                MSCCLPP_SUM, MSCCLPP_PACKET_LL16, 2, 0, NULL);
+    ck_assert_int_eq(r, MSCCLPP_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "plan 'plan_b' runs 4 thread blocks"));
+    r = mscclpp_execute_launch(ex, b, buf, buf + 32, 8, 8, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                               MSCCLPP_PACKET_LL16, 4, 2048, NULL);
+    ck_assert_int_eq(r, MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "nthreads_per_block 2048"));
+    /* the right shape passes the launch checks and reaches the plan's own (2 ranks, not 1) */
+    r = mscclpp_execute_launch(ex, b, buf, buf + 32, 8, 8, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                               MSCCLPP_PACKET_LL16, 4, 64, NULL);
+    ck_assert_int_eq(r, MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "written for 2 ranks"));
+    plan_free(b);
+    ck_assert_int_eq(mscclpp_executor_destroy(ex), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_comm_destroy(comm), MSCCLPP_OK);
+    unsetenv("MSCCLPP_TUNING_FILE");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tuning");
@@ -234,6 +269,7 @@ int main(void)
     tcase_add_test(tc, missing_file);
     tcase_add_test(tc, default_path);
     tcase_add_test(tc, pick_from_table);
+    tcase_add_test(tc, launch_shape_checked);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
