@@ -32,6 +32,9 @@ CONFIG_VAR(MSCCLPP_BOOTSTRAP_SECRET, STR, "",
 CONFIG_VAR(MSCCLPP_PLAN_DIR, STR, "",
            "Directory of default plans (default: the installed plans, else the source tree's "
            "plans/)")
+CONFIG_VAR(MSCCLPP_TUNING_FILE, STR, "",
+           "Tuning table (mscclpp-bench --tune) the executor applies; none: no table (default: "
+           "~/.cache/mscclpp/tuning/<backend>-<device>-<nranks>.json when it exists)")
 CONFIG_VAR(MSCCLPP_CACHE_DIR, STR, "",
            "Python DSL: where mscclpp.compile and --install write plans (default ~/.cache/mscclpp)")
 CONFIG_VAR(MSCCLPP_HOST_SPIN, COUNT, "",

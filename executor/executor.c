@@ -36,6 +36,7 @@
 #include "executor/lower.h"
 #include "executor/plan.h"
 #include "executor/registry.h"
+#include "executor/tuning.h"
 #include "hal/hal_api.h"
 
 #define EXEC_WIRE_MAGIC 0x43584550u /* "PEXC": context setup message */
@@ -104,6 +105,9 @@ struct mscclpp_executor {
     pthread_mutex_t lock;
     mscclpp_result_t broken;
     char broken_msg[768];
+    exec_tuning_t *tuning; /* loaded tuning table, or NULL (executor/tuning.h) */
+    int launch_nthreads;   /* threads per block for the call in progress; 0: the plan's. The
+                              executor runs one call at a time, so a field carries it. */
 };
 
 #define SLOT_U64 8 /* counters are 64 bytes apart */
@@ -830,7 +834,8 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
     hal_stream_t hs = hal_api_stream(stream);
     /* before the launch: a sync that races with it must already ask us */
     CHECK(hal_api_stream_note(stream, ex->source));
-    r = ex->hal->launch(&l->low->args, sizeof l->low->args, l->low->nblocks, l->low->nthreads, hs);
+    int nthreads = ex->launch_nthreads ? ex->launch_nthreads : l->low->nthreads;
+    r = ex->hal->launch(&l->low->args, sizeof l->low->args, l->low->nblocks, nthreads, hs);
     if (r != MSCCLPP_OK) {
         c->broken = true;
         return poison(ex, r);
@@ -910,6 +915,12 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
     } else {
         INFO(SUBSYS_EXEC, "loaded %d default plans from %s (%d skipped)", loaded, dir, skipped);
     }
+    mscclpp_result_t tr = exec_tuning_attach(ex);
+    if (tr != MSCCLPP_OK) {
+        exec_registry_fini(&ex->registry);
+        free(ex);
+        return tr;
+    }
     *exec = ex;
     return MSCCLPP_OK;
 }
@@ -961,6 +972,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
     }
     if (exec->tmp) exec->hal->mem_free(exec->tmp);
     free(exec->offs);
+    exec_tuning_free(exec->tuning);
     exec_registry_fini(&exec->registry);
     pthread_mutex_destroy(&exec->lock);
     free(exec);
@@ -996,6 +1008,14 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_select_plan(mscclpp_executor_t *ex
                                 exec->comm->nlocal, inplace != 0, message_bytes, tags, plan);
 }
 
+/* What executor/tuning.c needs of an executor (the tuning table and the per-call launch). */
+void exec_tuning_view(mscclpp_executor_t *ex, exec_tuning_view_t *v)
+{
+    *v = (exec_tuning_view_t){.hal = ex->hal, .registry = &ex->registry,
+                              .nranks = ex->comm->nranks, .nlocal = ex->comm->nlocal,
+                              .tuning = &ex->tuning, .launch_nthreads = &ex->launch_nthreads};
+}
+
 /* ---- collectives with registered plans --------------------------------------------------- */
 
 /*
@@ -1010,16 +1030,18 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
 {
     uint64_t msg = exec_message_size(collective, in_bytes, out_bytes);
     const struct mscclpp_plan *plan = NULL;
-    mscclpp_result_t r = exec_registry_select(&ex->registry, collective, ex->comm->nranks,
-                                              ex->comm->nlocal, inplace, msg, NULL, &plan);
-    if (r == MSCCLPP_OK)
-        return execute_rotated(ex, plan, send, recv, in_bytes, out_bytes, dtype, op,
-                               MSCCLPP_PACKET_LL16, stream, rotation);
+    int nth = 0;
+    mscclpp_result_t r = exec_choose_plan(ex, collective, inplace, msg, &plan, &nth);
+    if (r == MSCCLPP_OK) {
+        ex->launch_nthreads = nth;
+        r = execute_rotated(ex, plan, send, recv, in_bytes, out_bytes, dtype, op,
+                            MSCCLPP_PACKET_LL16, stream, rotation);
+        ex->launch_nthreads = 0;
+        return r;
+    }
     if (!inplace) goto none;
     /* in-place call, out-of-place plan: copy the input aside */
-    CHECK_GOTO(exec_registry_select(&ex->registry, collective, ex->comm->nranks,
-                                    ex->comm->nlocal, false, msg, NULL, &plan),
-               r, none);
+    CHECK_GOTO(exec_choose_plan(ex, collective, false, msg, &plan, &nth), r, none);
     if (ex->tmp_bytes < in_bytes) {
         if (ex->tmp) {
             /* contexts keyed on the old staging buffer go with it */
@@ -1053,8 +1075,10 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
         CHECK(ex->hal->memcpy_async(ex->tmp, stage_src, in_bytes, hal_api_stream(stream)));
     else
         CHECK(ex->hal->memcpy_sync(ex->tmp, stage_src, in_bytes));
+    ex->launch_nthreads = nth;
     r = execute_rotated(ex, plan, ex->tmp, recv, in_bytes, out_bytes, dtype, op,
                         MSCCLPP_PACKET_LL16, stream, rotation);
+    ex->launch_nthreads = 0;
     /* a failed call must not leave the staging copy queued behind the caller's back */
     if (r != MSCCLPP_OK && stream) (void)ex->hal->stream_sync(hal_api_stream(stream));
     return r;

@@ -1,7 +1,8 @@
 # tools/bench.mk: mscclpp-bench (nccl-tests conventions) and its smoke tests.
 bin_PROGRAMS += tools/mscclpp-bench
 tools_mscclpp_bench_SOURCES = tools/mscclpp-bench.c tools/bench_data.c tools/bench_data.h \
-	tools/bench_plot.c tools/bench_plot.h
+	tools/bench_plot.c tools/bench_plot.h \
+	tools/mscclpp-tune.c tools/bench_tune.h
 tools_mscclpp_bench_CFLAGS = $(AM_CFLAGS)
 tools_mscclpp_bench_LDADD = libmscclpp.la -lm
 if HAVE_MPI

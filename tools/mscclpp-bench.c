@@ -23,6 +23,7 @@
 #endif
 #include "tools/bench_data.h"
 #include "tools/bench_plot.h"
+#include "tools/bench_tune.h"
 
 #define EXIT_USAGE 2
 #define DEFAULT_TIME_LIMIT 900.0
@@ -41,6 +42,7 @@ typedef struct {
     int average;           /* -a: 0 rank 0's time, 1 mean, 2 min, 3 max over ranks */
     int blocking;          /* -z 1: wait for each call before the next */
     int cycles;            /* -N: run the whole sweep this many times */
+    tune_opts_t tune; /* --tune: tune.path set */
 } opts_t;
 
 /* One column group of a row (out-of-place or in-place). */
@@ -76,6 +78,7 @@ typedef struct {
     int bw_count, failed_calls;
     long long wrong_total;
     bench_plot_t *plot; /* rank 0 with --plot */
+    int nblocks, nthreads; /* launch shape for b->plan (0: the plan's) */
 } bench_t;
 
 static void usage(FILE *f, const char *prog)
@@ -111,6 +114,12 @@ static void usage(FILE *f, const char *prog)
             "  -N, --run_cycles N    run the whole sweep N times (default 1)\n"
             "  -g 1, -t 1, -G 0      accepted for nccl-tests command lines (one rank per process,\n"
             "                        no CUDA graphs); other values are refused\n"
+            "      --tune FILE       sweep plans x blocks x threads per size, write the tuning\n"
+            "                        table (FILE 'default': the executor's default path);\n"
+            "                        COLLECTIVE optional (default: all five); docs/tuning.md\n"
+            "      --tune-blocks L   thread-block counts to try, e.g. 1,4 (default: every plan's)\n"
+            "      --tune-threads L  threads per block to try, e.g. 0,512,1024 (0: the plan's;\n"
+            "                        default 0 on host, 0,256,512,1024 on GPUs)\n"
             "  -h, --help            this text\n"
             "Sizes are nccl-tests sizes: allgather output, reducescatter input, buffer otherwise.\n"
             "Exit status: 0 all good, 1 a check or call failed, 2 bad usage.\n",
@@ -149,7 +158,7 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 }
 
 enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, OPT_BOOT,
-       OPT_PLOT };
+       OPT_PLOT, OPT_TUNE, OPT_TUNE_BLOCKS, OPT_TUNE_THREADS };
 
 /*
  * nccl-tests options that have no meaning here (-g GPUs per thread, -t threads per process,
@@ -189,6 +198,9 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"blocking", required_argument, NULL, 'z'}, {"run_cycles", required_argument, NULL, 'N'},
         {"ngpus", required_argument, NULL, 'g'},    {"nthreads", required_argument, NULL, 't'},
         {"cudagraph", required_argument, NULL, 'G'},
+        {"tune", required_argument, NULL, OPT_TUNE},
+        {"tune-blocks", required_argument, NULL, OPT_TUNE_BLOCKS},
+        {"tune-threads", required_argument, NULL, OPT_TUNE_THREADS},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
     };
     const char *prog = "mscclpp-bench"; /* argv[0] may be libtool's lt- wrapper target */
@@ -266,6 +278,15 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'g': case 't': case 'G':
             if (nccl_tests_flag(c, optarg, prog)) return EXIT_USAGE;
             break;
+        case OPT_TUNE: o->tune.path = optarg; break;
+        case OPT_TUNE_BLOCKS:
+            if (tune_parse_list(optarg, 1, 1 << 16, o->tune.blocks, &o->tune.nblocks))
+                bad = "--tune-blocks (comma-separated counts >= 1)";
+            break;
+        case OPT_TUNE_THREADS:
+            if (tune_parse_list(optarg, 0, 1024, o->tune.threads, &o->tune.nthreads))
+                bad = "--tune-threads (comma-separated counts in 0..1024)";
+            break;
         case 'h': usage(stdout, prog); return -1;
         case ':':
             fprintf(stderr, "%s: option %s needs a value\n", prog, argv[optind - 1]);
@@ -297,9 +318,23 @@ static int parse_args(int argc, char **argv, opts_t *o)
             usage(stderr, prog);
             return EXIT_USAGE;
         }
-    } else if (!o->plan_path) {
+    } else if (!o->plan_path && !o->tune.path) {
         fprintf(stderr, "%s: missing COLLECTIVE or --plan\n", prog);
         usage(stderr, prog);
+        return EXIT_USAGE;
+    }
+    if (o->tune.path) {
+        /* recorded in the table, so a reader knows how it was made */
+        static char cmd[1024];
+        size_t len = 0;
+        for (int i = 0; i < argc && len < sizeof cmd; i++)
+            len += (size_t)snprintf(cmd + len, sizeof cmd - len, "%s%s", i ? " " : "",
+                                    i ? argv[i] : prog);
+        o->tune.command = cmd;
+    }
+    if (o->tune.path && o->plan_path) {
+        fprintf(stderr, "%s: --tune sweeps the registered plans (add some with --plan-dir); "
+                        "--plan is not for it\n", prog);
         return EXIT_USAGE;
     }
     if (o->min_bytes > o->max_bytes) {
@@ -373,6 +408,21 @@ static int time_over_ranks(bench_t *b, double *v)
     return 0;
 }
 
+static int mean_over_ranks(bench_t *b, double *v)
+{
+    double *all = b->xchg;
+    all[b->rank] = *v;
+    mscclpp_result_t rc = mscclpp_bootstrap_allgather(b->boot, all, sizeof(double));
+    if (rc != MSCCLPP_OK) {
+        report(b, "exchanging times", rc);
+        return -1;
+    }
+    double sum = 0;
+    for (int r = 0; r < b->nranks; r++) sum += all[r];
+    *v = sum / b->nranks;
+    return 0;
+}
+
 static int sum_over_ranks(bench_t *b, long long *v)
 {
     int64_t *all = b->xchg;
@@ -394,9 +444,10 @@ static mscclpp_result_t bench_call(bench_t *b, const void *send, void *recv,
 {
     size_t esize = mscclpp_dtype_size(dt);
     if (b->plan)
-        return mscclpp_execute(b->exec, b->plan, send, recv, s->send_count * esize,
-                               s->recv_count * esize, dt,
-                               bench_coll_reduces(b->coll) ? op : MSCCLPP_REDOP_PLAN, b->stream);
+        return mscclpp_execute_launch(b->exec, b->plan, send, recv, s->send_count * esize,
+                                      s->recv_count * esize, dt,
+                                      bench_coll_reduces(b->coll) ? op : MSCCLPP_REDOP_PLAN,
+                                      MSCCLPP_PACKET_LL16, b->nblocks, b->nthreads, b->stream);
     switch (b->coll) {
     case BENCH_ALLREDUCE:
         return mscclpp_allreduce(b->exec, send, recv, s->block, dt, op, b->stream);
@@ -510,7 +561,8 @@ static int run_column(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, ms
         col->err = rc;
         return 0;
     }
-    if (time_over_ranks(b, &t)) return -1;
+    /* the tuner averages over ranks (every rank then picks the same plan) */
+    if (b->o->tune.path ? mean_over_ranks(b, &t) : time_over_ranks(b, &t)) return -1;
     col->time_us = t;
     return 0;
 }
@@ -588,6 +640,8 @@ static void print_header(const bench_t *b)
         printf("# plan %s (%s, %s)\n", o->plan_path,
                mscclpp_plan_name(b->plan) ? mscclpp_plan_name(b->plan) : "unnamed",
                b->run_ip ? "in-place: in-place column only" : "out-of-place column only");
+    if (!b->plan && mscclpp_executor_tuning_file(b->exec))
+        printf("# tuning table %s\n", mscclpp_executor_tuning_file(b->exec));
     printf("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
            o->min_bytes, o->max_bytes, o->step_factor ? (size_t)o->step_factor : o->step_bytes,
            o->step_factor ? "factor" : "bytes", o->warmup, o->iters, o->check);
@@ -750,6 +804,20 @@ static void emit_row(bench_t *b, size_t bytes, size_t count, mscclpp_dtype_t dt,
         json_string(f, oop->ran ? oop->plan : ip->plan);
         fprintf(f, ",\"plan_file\":");
         json_string(f, b->o->plan_path);
+        /* the plan a collective call runs (the tuning table's or the registry's choice) */
+        fprintf(f, ",\"selected_plan\":{");
+        for (int k = 0; k < 2 && !b->plan; k++) {
+            const mscclpp_plan_t *sel = NULL;
+            fprintf(f, "%s\"%s\":", k ? "," : "", k ? "in_place" : "out_of_place");
+            if (cols[k]->ran &&
+                mscclpp_executor_choose_plan(b->exec, bench_coll_name(b->coll), k, bytes, &sel,
+                                             NULL) == MSCCLPP_OK)
+                json_string(f, mscclpp_plan_name(sel));
+            else
+                fputs("null", f);
+        }
+        fprintf(f, "},\"tuning_file\":");
+        json_string(f, mscclpp_executor_tuning_file(b->exec));
         fprintf(f, ",\"nranks\":%d,\"backend\":", b->nranks);
         json_string(f, mscclpp_backend_name());
         fprintf(f, ",\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,"
@@ -832,6 +900,63 @@ static int run_sweep(bench_t *b)
                 bytes = next;
             }
     return 0;
+}
+
+/* --- tuning (tools/mscclpp-tune.c runs the sweep; this times one candidate) ---------------- */
+
+static int tune_time(void *ctx, bench_coll_t coll, const mscclpp_plan_t *plan, int nblocks,
+                     int nthreads, size_t bytes, int inplace, double *mean_us, char *why,
+                     size_t why_cap)
+{
+    bench_t *b = ctx;
+    size_t esize = mscclpp_dtype_size(b->o->tune.dtype);
+    bench_shape_t s;
+    if (!bench_shape(coll, bytes, esize, b->nranks, &s)) return 1;
+    b->coll = coll;
+    b->plan = (mscclpp_plan_t *)plan; /* borrowed from the registry; not destroyed here */
+    b->nblocks = nblocks;
+    b->nthreads = nthreads;
+    column_t col;
+    int r = run_column(b, &s, b->o->tune.dtype, b->o->tune.op, inplace, &col);
+    b->plan = NULL;
+    if (r) return -1;
+    if (col.err != MSCCLPP_OK) {
+        snprintf(why, why_cap, "%s on rank %d", mscclpp_result_string(col.err), col.err_rank);
+        return 1;
+    }
+    if (col.wrong > 0) {
+        snprintf(why, why_cap, "%lld wrong elements", col.wrong);
+        return 1;
+    }
+    *mean_us = col.time_us;
+    return 0;
+}
+
+static int bench_tune_rank(bench_t *b)
+{
+    tune_opts_t t = b->o->tune;
+    int nlocal = 1;
+    if (mscclpp_comm_local_size(b->comm, &nlocal) != MSCCLPP_OK) return 1;
+    if (b->o->coll >= 0) {
+        t.colls[0] = b->o->coll, t.ncolls = 1;
+    } else {
+        for (int c = 0; c < BENCH_COLL_COUNT; c++) t.colls[c] = c;
+        t.ncolls = BENCH_COLL_COUNT;
+    }
+    t.min_bytes = b->o->min_bytes, t.max_bytes = b->o->max_bytes;
+    t.step_factor = b->o->step_factor, t.step_bytes = b->o->step_bytes;
+    t.dtype = (mscclpp_dtype_t)b->o->dtypes[0];
+    t.op = (mscclpp_redop_t)b->o->ops[0];
+    if (!t.nthreads) {
+        /* the host backend runs a block on one thread: other counts only cost sweep time */
+        static const int gpu[] = {0, 256, 512, 1024};
+        int host = !strcmp(mscclpp_backend_name(), "host");
+        t.nthreads = host ? 1 : 4;
+        for (int i = 0; i < t.nthreads; i++) t.threads[i] = host ? 0 : gpu[i];
+    }
+    tune_env_t env = {.ctx = b, .time_plan = tune_time, .exec = b->exec, .rank = b->rank,
+                      .nranks = b->nranks, .nlocal = nlocal};
+    return bench_tune(&env, &t);
 }
 
 /* Everything a rank does once it has a communicator. Returns the rank's exit status. */
@@ -925,6 +1050,10 @@ static int bench_rank(const opts_t *o, mscclpp_comm_t *comm, const char *launche
             goto fail_host;
         }
     }
+    if (o->tune.path) {
+        status = bench_tune_rank(&b);
+        goto done;
+    }
     if (b.rank == 0) print_header(&b);
     int swept = 0;
     for (int cycle = 0; cycle < o->cycles && swept == 0; cycle++) swept = run_sweep(&b);
@@ -947,6 +1076,7 @@ static int bench_rank(const opts_t *o, mscclpp_comm_t *comm, const char *launche
             status = 1;
         }
     }
+done:
     if (b.json) fclose(b.json);
 fail_host:
     bench_plot_free(b.plot);

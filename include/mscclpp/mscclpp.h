@@ -403,11 +403,86 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_register_plan(mscclpp_executor_t *
 /** Load every *.json plan of a directory into the registry (default: the installed plans). */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_load_plan_dir(mscclpp_executor_t *exec,
                                                             const char *dir, int *nloaded);
-/** Find the registered plan for a call; MSCCLPP_ERR_UNSUPPORTED if none matches. */
+/**
+ * Find the registered plan for a call by the registry's rule (first match; the tuning table is
+ * not consulted: mscclpp_executor_choose_plan is what collective calls run);
+ * MSCCLPP_ERR_UNSUPPORTED if none matches.
+ */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_select_plan(mscclpp_executor_t *exec,
                                                           const char *collective, int inplace,
                                                           uint64_t message_bytes, const char *tags,
                                                           const mscclpp_plan_t **plan);
+
+/* ---------------------------------------------------------------------------------------------
+ * Launch shape and auto-tuning (docs/tuning.md)
+ * ------------------------------------------------------------------------------------------- */
+
+/**
+ * Thread blocks per rank of `plan`: the largest count any rank of the plan runs (0 for NULL).
+ * The count is part of the plan (each block runs its own list of operations), so changing it
+ * means choosing another plan: the DSL writes variants (e.g. `instances`), and the tuner picks
+ * among the registered ones.
+ */
+MSCCLPP_API int mscclpp_plan_num_blocks(const mscclpp_plan_t *plan);
+
+/**
+ * As mscclpp_execute_ex, with the launch shape of the seeds' `execute(..., nblocks,
+ * nthreads_per_block)`:
+ *   - `nblocks`: 0 for the plan's own; otherwise it must equal mscclpp_plan_num_blocks(plan),
+ *     else MSCCLPP_ERR_UNSUPPORTED (pick a variant with mscclpp_executor_list_plans instead).
+ *   - `nthreads_per_block`: 0 for the plan's num_threads_per_block (1024 when the plan has
+ *     none); otherwise the threads each block is launched with, 1 to 1024. The interpreter
+ *     strides every copy and reduction over the block's threads, so any count is correct; it
+ *     changes speed only. On the host backend one host thread runs a whole block, so the value
+ *     is checked and has no effect there.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_execute_launch(mscclpp_executor_t *exec,
+                                                    const mscclpp_plan_t *plan, const void *send,
+                                                    void *recv, size_t send_bytes,
+                                                    size_t recv_bytes, mscclpp_dtype_t dtype,
+                                                    mscclpp_redop_t op, mscclpp_packet_t packet,
+                                                    int nblocks, int nthreads_per_block,
+                                                    mscclpp_stream_t stream);
+
+/**
+ * Every registered plan that would serve the call (the registry's rule without "first match
+ * wins") and, when `nblocks` > 0, runs that many thread blocks. Up to `cap` plans are stored in
+ * `plans` in registration order; `*nplans` gets how many matched (may exceed `cap`).
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_executor_list_plans(mscclpp_executor_t *exec,
+                                                         const char *collective, int inplace,
+                                                         uint64_t message_bytes, int nblocks,
+                                                         const mscclpp_plan_t **plans, int cap,
+                                                         int *nplans);
+
+/**
+ * The plan (and threads per block, 0: the plan's) that a collective call such as
+ * mscclpp_allreduce runs for this message size: the tuning table's entry when one is loaded
+ * and its plan is registered and accepts the call, else mscclpp_executor_select_plan's choice.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_executor_choose_plan(mscclpp_executor_t *exec,
+                                                          const char *collective, int inplace,
+                                                          uint64_t message_bytes,
+                                                          const mscclpp_plan_t **plan,
+                                                          int *nthreads_per_block);
+
+/**
+ * Path of the tuning table the executor applies, or NULL. mscclpp_executor_create loads
+ * MSCCLPP_TUNING_FILE (failing with a message naming the file and the reason when the table is
+ * malformed or written for another backend, device, rank count or format version; "none"
+ * disables tuning), else ~/.cache/mscclpp/tuning/<backend>-<device>-<nranks>.json when it
+ * exists (a warning, and no table, when it cannot be used).
+ */
+MSCCLPP_API const char *mscclpp_executor_tuning_file(mscclpp_executor_t *exec);
+
+/**
+ * What a tuning table for this executor is keyed by: the device name (into `device`, may be
+ * NULL) and the default table path (into `path`, may be NULL). The backend is
+ * mscclpp_backend_name(); ranks and ranks per node are the communicator's.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_executor_tuning_target(mscclpp_executor_t *exec,
+                                                            char *device, size_t device_cap,
+                                                            char *path, size_t path_cap);
 
 /* Collectives with default plans (counts in elements, NCCL conventions). */
 MSCCLPP_API mscclpp_result_t mscclpp_allreduce(mscclpp_executor_t *exec, const void *send,
