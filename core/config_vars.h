@@ -23,3 +23,10 @@ CONFIG_VAR(MSCCLPP_HOST_SPIN, "64",
 CONFIG_VAR(MSCCLPP_CUDA_SHAREABLE, "auto",
            "CUDA backend: how shareable memory is made: auto (cuMem POSIX fds where the device "
            "supports them, else legacy cudaIpc), cumem, or legacy")
+CONFIG_VAR(MSCCLPP_TRANSPORTS, "",
+           "Comma list of transports peers may use: ipc, ib, ucx (default: all that work; per "
+           "pair, ipc within a node, else ib when a device exists, else ucx)")
+CONFIG_VAR(MSCCLPP_NODE_ID, "",
+           "Force this rank's node identity (any string; ranks with equal values are one node). "
+           "Default: host name + boot id + network namespace")
+CONFIG_VAR(MSCCLPP_PROXY_FIFO, "512", "Port channels: triggers the proxy FIFO of a context holds")

@@ -3,6 +3,7 @@
  * the mapping of peers' regions. Also the counter slabs semaphores live in.
  */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,6 +12,7 @@
 #include "core/core.h"
 #include "core/debug.h"
 #include "core/wire.h"
+#include "transports/transport.h"
 
 /* ---- import cache: each peer allocation is mapped once per process ------------------------ */
 
@@ -91,6 +93,15 @@ MSCCLPP_API mscclpp_result_t mscclpp_register_memory(mscclpp_comm_t *comm, void 
     CHECK_ARG((transports & ~(unsigned)(MSCCLPP_TRANSPORT_IPC | MSCCLPP_TRANSPORT_UCX |
                                         MSCCLPP_TRANSPORT_IB)) == 0);
     *mem = NULL;
+    /* a network transport that is not built, or cannot work here, is an error now rather than
+     * a silent no-op (its keys are made when a port channel connects: transports/) */
+    for (unsigned bit = MSCCLPP_TRANSPORT_UCX; bit <= MSCCLPP_TRANSPORT_IB; bit <<= 1)
+        if ((transports & bit) && tp_by_bit(bit)->probe() != MSCCLPP_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", mscclpp_last_error());
+            return ERR(MSCCLPP_ERR_UNSUPPORTED, "register: the %s transport cannot be used: %s",
+                       tp_by_bit(bit)->name, why);
+        }
     void *base = NULL;
     size_t alloc = 0;
     if (comm->hal->mem_range(ptr, &base, &alloc) != MSCCLPP_OK)

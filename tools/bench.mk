@@ -1,6 +1,7 @@
 # tools/bench.mk: mscclpp-bench (nccl-tests conventions) and its smoke tests.
 bin_PROGRAMS += tools/mscclpp-bench
-tools_mscclpp_bench_SOURCES = tools/mscclpp-bench.c tools/bench_data.c tools/bench_data.h
+tools_mscclpp_bench_SOURCES = tools/mscclpp-bench.c tools/bench_data.c tools/bench_data.h \
+	tools/netns.c tools/netns.h
 tools_mscclpp_bench_CFLAGS = $(AM_CFLAGS)
 tools_mscclpp_bench_LDADD = libmscclpp.la -lm
 if HAVE_MPI

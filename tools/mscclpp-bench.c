@@ -22,6 +22,7 @@
 #include "mscclpp/mscclpp_mpi.h"
 #endif
 #include "tools/bench_data.h"
+#include "tools/netns.h"
 
 #define EXIT_USAGE 2
 #define DEFAULT_TIME_LIMIT 900.0
@@ -34,6 +35,7 @@ typedef struct {
     int dtypes[MSCCLPP_DTYPE_COUNT], ndtypes;
     int ops[MSCCLPP_REDOP_COUNT], nops;
     int iters, warmup, check, root, np, mpi;
+    int nodes; /* --nodes K: the --np ranks as K nodes (tools/netns.h) */
     int tcp_boot; /* under mpiexec: TCP bootstrap from a broadcast unique id, not MPI's */
     double time_limit;
 } opts_t;
@@ -96,6 +98,8 @@ static void usage(FILE *f, const char *prog)
             "      --bootstrap mpi|tcp  under mpiexec: bootstrap over MPI (default) or over TCP\n"
             "                        from a unique id that rank 0 broadcasts\n"
             "      --time-limit SEC  with --np: kill the ranks after SEC seconds (default %.0f)\n"
+            "      --nodes K         with --np: run the ranks as K nodes, each a network and UTS\n"
+            "                        namespace of its own (root), else a forced node id per rank\n"
             "  -h, --help            this text\n"
             "Sizes are nccl-tests sizes: allgather output, reducescatter input, buffer otherwise.\n"
             "Exit status: 0 all good, 1 a check or call failed, 2 bad usage.\n",
@@ -133,7 +137,8 @@ static int parse_int(const char *s, int lo, int hi, int *out)
     return 0;
 }
 
-enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, OPT_BOOT };
+enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, OPT_BOOT,
+       OPT_NODES };
 
 /* Returns 0, EXIT_USAGE after printing why, or -1 for --help (printed). */
 static int parse_args(int argc, char **argv, opts_t *o)
@@ -149,6 +154,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"json", required_argument, NULL, OPT_JSON}, {"mpi", no_argument, NULL, OPT_MPI},
         {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
         {"bootstrap", required_argument, NULL, OPT_BOOT},
+        {"nodes", required_argument, NULL, OPT_NODES},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
     };
     const char *prog = "mscclpp-bench"; /* argv[0] may be libtool's lt- wrapper target */
@@ -200,6 +206,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'c': if (parse_int(optarg, 0, 1, &o->check)) bad = "-c (0 or 1)"; break;
         case 'r': if (parse_int(optarg, 0, 1 << 20, &o->root)) bad = "-r"; break;
         case OPT_NP: if (parse_int(optarg, 1, 1024, &o->np)) bad = "--np"; break;
+        case OPT_NODES: if (parse_int(optarg, 1, NETNS_MAX_NODES, &o->nodes)) bad = "--nodes"; break;
         case OPT_PLAN: o->plan_path = optarg; break;
         case OPT_PLAN_DIR: o->plan_dir = optarg; break;
         case OPT_JSON: o->json_path = optarg; break;
@@ -249,6 +256,10 @@ static int parse_args(int argc, char **argv, opts_t *o)
     } else if (!o->plan_path) {
         fprintf(stderr, "%s: missing COLLECTIVE or --plan\n", prog);
         usage(stderr, prog);
+        return EXIT_USAGE;
+    }
+    if (o->nodes > 1 && (!o->np || o->np % o->nodes)) {
+        fprintf(stderr, "%s: --nodes %d needs --np N with N a multiple of it\n", prog, o->nodes);
         return EXIT_USAGE;
     }
     if (o->min_bytes > o->max_bytes) {
@@ -824,6 +835,7 @@ static void fork_child(const opts_t *o, const mscclpp_unique_id_t *id, int rank)
 {
     mscclpp_comm_t *comm = NULL;
     int status = 1;
+    if (netns_launch_enter(rank) != 0) _exit(1);
     mscclpp_result_t rc = mscclpp_comm_init_rank(id, rank, o->np, &comm);
     if (rc != MSCCLPP_OK) {
         fprintf(stderr, "mscclpp-bench: rank %d: mscclpp_comm_init_rank: %s: %s\n", rank,
@@ -839,10 +851,12 @@ static void fork_child(const opts_t *o, const mscclpp_unique_id_t *id, int rank)
 static int run_forked(const opts_t *o)
 {
     mscclpp_unique_id_t id;
+    netns_launch_setup(o->nodes, o->np);
     mscclpp_result_t rc = mscclpp_get_unique_id(&id);
     if (rc != MSCCLPP_OK) {
         fprintf(stderr, "mscclpp-bench: mscclpp_get_unique_id: %s: %s\n",
                 mscclpp_result_string(rc), mscclpp_last_error());
+        netns_launch_cleanup();
         return 1;
     }
     pid_t *pids = calloc((size_t)o->np, sizeof(pid_t));
@@ -851,6 +865,7 @@ static int run_forked(const opts_t *o)
         fprintf(stderr, "mscclpp-bench: out of memory\n");
         free(pids);
         free(done);
+        netns_launch_cleanup();
         return 1;
     }
     int status = 0, left = 0;
@@ -899,6 +914,7 @@ static int run_forked(const opts_t *o)
     }
     free(pids);
     free(done);
+    netns_launch_cleanup();
     return status;
 }
 
