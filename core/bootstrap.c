@@ -4,8 +4,8 @@
 #include <stdlib.h>
 
 #include "core/bootstrap.h"
-#include "core/config.h"
-#include "core/debug.h"
+#include "base/config.h"
+#include "base/debug.h"
 
 mscclpp_result_t boot_new(int rank, int nranks, const boot_ops_t *ops, void *impl,
                           mscclpp_bootstrap_t **boot)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "mscclpp/mscclpp_mpi.h"
 
 /* Error helpers on the public API (this library cannot see the core's internals). */
@@ -33,13 +34,6 @@ typedef struct {
     int tag_ub;
     int broken; /* an operation timed out with a request still in flight */
 } mpi_boot_t;
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static mscclpp_result_t mpi_error(int rank, int rc, const char *call)
 {
@@ -76,7 +70,7 @@ static mscclpp_result_t wait_req(mpi_boot_t *m, MPI_Request *req, MPI_Status *st
         pthread_mutex_unlock(&m->lock);
         if (rc != MPI_SUCCESS) return mpi_error(m->rank, rc, call);
         if (flag) return MSCCLPP_OK;
-        if (now_ns() >= deadline) return MSCCLPP_ERR_TIMEOUT;
+        if (base_now_ns() >= deadline) return MSCCLPP_ERR_TIMEOUT;
         backoff(&iter);
     }
 }
@@ -106,7 +100,7 @@ static mscclpp_result_t mpi_send(void *ctx, const void *data, size_t bytes, int 
     mpi_boot_t *m = ctx;
     CHECK(check_usable(m));
     CHECK(check_msg(m, bytes, tag));
-    uint64_t deadline = now_ns() + timeout_ns;
+    uint64_t deadline = base_now_ns() + timeout_ns;
     MPI_Request req;
     pthread_mutex_lock(&m->lock);
     int rc = MPI_Isend(data, (int)bytes, MPI_BYTE, peer, tag, m->comm, &req);
@@ -132,7 +126,7 @@ static mscclpp_result_t mpi_recv(void *ctx, void *data, size_t bytes, int peer, 
     mpi_boot_t *m = ctx;
     CHECK(check_usable(m));
     CHECK(check_msg(m, bytes, tag));
-    uint64_t deadline = now_ns() + timeout_ns;
+    uint64_t deadline = base_now_ns() + timeout_ns;
     /* Probe first so that a size mismatch is reported instead of truncating. */
     MPI_Message msg;
     MPI_Status status;
@@ -144,7 +138,7 @@ static mscclpp_result_t mpi_recv(void *ctx, void *data, size_t bytes, int peer, 
         pthread_mutex_unlock(&m->lock);
         if (rc != MPI_SUCCESS) return mpi_error(m->rank, rc, "MPI_Improbe");
         if (flag) break;
-        if (now_ns() >= deadline)
+        if (base_now_ns() >= deadline)
             return ERR(MSCCLPP_ERR_TIMEOUT,
                        "rank %d: timed out after %.1f s waiting to receive tag %d from rank %d "
                        "(MPI)",
@@ -183,7 +177,7 @@ static mscclpp_result_t mpi_recv(void *ctx, void *data, size_t bytes, int peer, 
 static mscclpp_result_t wait_collective(mpi_boot_t *m, MPI_Request *req, uint64_t timeout_ns,
                                         const char *call)
 {
-    mscclpp_result_t res = wait_req(m, req, NULL, now_ns() + timeout_ns, call);
+    mscclpp_result_t res = wait_req(m, req, NULL, base_now_ns() + timeout_ns, call);
     if (res == MSCCLPP_ERR_TIMEOUT) {
         m->broken = 1;
         res = ERR(MSCCLPP_ERR_TIMEOUT,
@@ -272,7 +266,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create_mpi(MPI_Comm comm, mscclpp
     }
     m->rank = rank;
     m->nranks = size;
-    res = wait_req(m, &req, NULL, now_ns() + mscclpp_timeout_ns(), "MPI_Comm_idup");
+    res = wait_req(m, &req, NULL, base_now_ns() + mscclpp_timeout_ns(), "MPI_Comm_idup");
     if (res == MSCCLPP_ERR_TIMEOUT) {
         res = ERR(MSCCLPP_ERR_TIMEOUT,
                   "rank %d: MPI_Comm_idup did not complete within %.1f s (a rank did not call "

@@ -29,8 +29,8 @@
 #include <unistd.h>
 
 #include "core/bootstrap.h"
-#include "core/config.h"
-#include "core/debug.h"
+#include "base/config.h"
+#include "base/debug.h"
 #include "core/socket.h"
 
 #define SECRET_BYTES 32

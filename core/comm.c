@@ -4,9 +4,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "core/core.h"
-#include "core/debug.h"
+#include "base/debug.h"
 #include "transports/transport.h"
 
 /*
@@ -129,7 +129,7 @@ bool comm_same_node(const mscclpp_comm_t *comm, int peer)
     return peer >= 0 && peer < comm->nranks && comm->node_id[peer] == comm->node_id[comm->rank];
 }
 
-void comm_release_resources(mscclpp_comm_t *comm); /* core/regmem.c */
+void comm_release_resources(mscclpp_comm_t *comm); /* core/comm_mem.c */
 
 MSCCLPP_API mscclpp_result_t mscclpp_comm_destroy(mscclpp_comm_t *comm)
 {

@@ -88,7 +88,8 @@ void comm_unmap_peer(mscclpp_comm_t *comm, void *mapping);
 mscclpp_result_t comm_import(mscclpp_comm_t *comm, int owner, const hal_mem_handle_t *handle,
                              void **base, void **mapping);
 
-/** Spin-then-yield wait until *counter >= target, bounded by MSCCLPP_TIMEOUT. */
+/** Wait until *counter >= target (core/wait_counter.c, the base/wait.h policy), bounded by
+ * MSCCLPP_TIMEOUT. */
 mscclpp_result_t core_wait_counter(const uint64_t *counter, uint64_t target, bool relaxed,
                                    const char *what);
 

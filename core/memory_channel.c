@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "core/debug.h"
+#include "base/debug.h"
 
 struct mscclpp_memory_channel {
     mscclpp_semaphore_t *sem;

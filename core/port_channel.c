@@ -12,10 +12,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "core/core.h"
-#include "core/debug.h"
-#include "core/wire.h"
+#include "base/debug.h"
+#include "base/wire.h"
 #include "transports/transport.h"
 
 #define PC_WIRE_MAGIC 0x4e484350u /* "PCHN" */

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/config.h"
-#include "core/debug.h"
+#include "base/config.h"
+#include "base/debug.h"
 #include "core/proxy.h"
 
 struct proxy {

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "core/core.h"
-#include "core/debug.h"
+#include "base/debug.h"
 
 MSCCLPP_API mscclpp_result_t mscclpp_semaphore_create(mscclpp_comm_t *comm, int peer, int tag,
                                                       mscclpp_semaphore_t **sem)

@@ -13,15 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/config.h"
-#include "core/debug.h"
+#include "base/clock.h"
+#include "base/config.h"
+#include "base/debug.h"
 #include "core/socket.h"
 
 uint64_t sock_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return base_now_ns();
 }
 
 uint64_t sock_deadline(void) { return sock_now_ns() + config_timeout_ns(); }

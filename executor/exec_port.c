@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config.h"
-#include "core/debug.h"
+#include "base/config.h"
+#include "base/debug.h"
 #include "core/proxy.h"
-#include "core/wire.h"
+#include "base/wire.h"
 #include "executor/exec_port.h"
 #include "transports/transport.h"
 

@@ -17,10 +17,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "core/core.h"
-#include "core/debug.h"
-#include "core/wire.h"
+#include "base/debug.h"
+#include "base/wire.h"
+#include "base/wait.h"
 #include "executor/exec_port.h"
 #include "executor/lower.h"
 #include "executor/plan.h"
@@ -513,19 +514,13 @@ static mscclpp_result_t context_get(mscclpp_executor_t *ex, const struct mscclpp
 /* ---- execution --------------------------------------------------------------------------- */
 
 /*
- * How long host-backend waits poll before yielding, unless MSCCLPP_HOST_SPIN says: when every
- * block of every local rank has a core, polling long is far cheaper than sleeping (a sleep
- * costs tens of microseconds); when they share cores, a waiter must give its core away quickly
- * to the thread it waits for.
+ * How long the interpreter's waits spin before yielding: the one wait policy's choice
+ * (base/wait.h) for the threads that poll on this node, one per block of every local rank.
  */
 static uint32_t host_spin_for(const mscclpp_executor_t *ex, const exec_context_t *c)
 {
-    if (config_is_set(CFG_MSCCLPP_HOST_SPIN) || ex->hal != hal_host_ops()) return 0;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    long threads = (long)ex->comm->nlocal * (c->plan->gpus[c->vrank].n_blocks > 0
-                                                 ? c->plan->gpus[c->vrank].n_blocks
-                                                 : 1);
-    return cpus > 0 && threads <= cpus ? 2000u : 64u;
+    int blocks = c->plan->gpus[c->vrank].n_blocks;
+    return base_wait_spin((unsigned)ex->comm->nlocal * (unsigned)(blocks > 0 ? blocks : 1));
 }
 
 static mscclpp_result_t lowered_get(mscclpp_executor_t *ex, exec_context_t *c, size_t in_bytes,

@@ -25,8 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config.h"
-#include "core/debug.h"
+#include "base/config.h"
+#include "base/debug.h"
 
 _Static_assert((int)KERN_OP__COUNT == (int)PLAN_OP__COUNT, "kernel and plan op tables differ");
 _Static_assert((int)KERN_OP_GSTOREPKT == (int)PLAN_OP_GSTOREPKT &&

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "core/debug.h"
+#include "base/debug.h"
 #include "executor/plan.h"
 
 #define PLAN_MAX_FILE_BYTES ((size_t)1 << 30) /* sanity bound on a plan file */

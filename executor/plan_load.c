@@ -26,7 +26,7 @@
 
 #include <jansson.h>
 
-#include "core/debug.h"
+#include "base/debug.h"
 #include "executor/plan.h"
 
 #define PLAN_MAX_RANKS (1 << 20)        /* sanity bound: arrays are allocated per rank */

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/debug.h"
+#include "base/debug.h"
 #include "executor/registry.h"
 
 void exec_registry_init(exec_registry_t *reg)

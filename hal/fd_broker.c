@@ -18,8 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/config.h"
-#include "core/debug.h"
+#include "base/clock.h"
+#include "base/config.h"
+#include "base/debug.h"
 
 /* Wire protocol, one SOCK_SEQPACKET message each way:
  * request magic 4, version 4, key 8, secret 16; reply magic 4, status 4 (+ the fd). */
@@ -68,18 +69,11 @@ static void fdb_name(uint32_t pid, uint64_t nonce, struct sockaddr_un *addr, soc
     *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
-static uint64_t fdb_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Poll `fd` (and `wake`, when >= 0) until the deadline: 1 ready, 0 expired or woken, -1 error. */
 static int fdb_wait(int fd, short events, int wake, uint64_t deadline)
 {
     for (;;) {
-        uint64_t now = fdb_now_ns();
+        uint64_t now = base_now_ns();
         if (now >= deadline) return 0;
         uint64_t ms = (deadline - now + 999999) / 1000000;
         struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = wake, .events = POLLIN}};
@@ -137,7 +131,7 @@ static void fdb_answer(int conn, int wake)
         /* The request must come within MSCCLPP_TIMEOUT; a stop request cuts the wait short. */
         uint8_t req[FDB_REQ_BYTES + 1];
         ssize_t n = -1;
-        if (fdb_wait(conn, POLLIN, wake, fdb_now_ns() + config_timeout_ns()) <= 0) {
+        if (fdb_wait(conn, POLLIN, wake, base_now_ns() + config_timeout_ns()) <= 0) {
             WARN(SUBSYS_MEM, "fd broker: no request from pid %d in time (or stopping)",
                  (int)cred.pid);
             return;
@@ -369,7 +363,7 @@ static mscclpp_result_t fdb_connect(const hal_fdb_ticket_t *t, uint64_t deadline
         int e = errno;
         if (e == EINTR) continue;
         if (e == EAGAIN) {
-            if (fdb_now_ns() >= deadline) {
+            if (base_now_ns() >= deadline) {
                 close(sock);
                 return ERR(MSCCLPP_ERR_TIMEOUT,
                            "fd broker: pid %u accepted no connection within MSCCLPP_TIMEOUT "
@@ -497,7 +491,7 @@ mscclpp_result_t hal_fdb_fetch(const hal_fdb_ticket_t *ticket, int *fd)
     CHECK_ARG(ticket != NULL);
     CHECK_ARG(fd != NULL);
     CHECK_ARG(ticket->pid > 0);
-    uint64_t deadline = fdb_now_ns() + config_timeout_ns(); /* bounds the whole exchange */
+    uint64_t deadline = base_now_ns() + config_timeout_ns(); /* bounds the whole exchange */
     int sock = -1;
     CHECK(fdb_connect(ticket, deadline, &sock));
     mscclpp_result_t res = fdb_request(sock, ticket, deadline, fd);

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "config.h"
-#include "core/config.h"
-#include "core/debug.h"
+#include "base/config.h"
+#include "base/debug.h"
 #include "hal/hal.h"
 
 #ifndef MSCCLPP_HAL_MODULES
@@ -34,7 +34,7 @@ typedef struct {
     int devices;
     const hal_ops_t *ops;
     const char *(*module_error)(void); /* a module's own last-error message (it has its own
-                                        * copy of core/status.c, hidden from the library) */
+                                        * copy of base/status.c, hidden from the library) */
 } hal_backend_t;
 
 /* vsnprintf: the messages are truncated on purpose when paths are long. */

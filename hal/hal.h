@@ -34,7 +34,7 @@ typedef struct {
     bool graphs;          /* stream capture */
 } hal_device_props_t;
 
-/** Opaque handle of shareable memory, as it travels between processes (see core/wire). */
+/** Opaque handle of shareable memory, as it travels between processes (see base/wire.h). */
 #define HAL_MEM_HANDLE_BYTES 112
 typedef struct {
     uint32_t kind;  /* HAL_HANDLE_* */

@@ -1,7 +1,7 @@
 /* Public backend, memory and stream calls (include/mscclpp/mscclpp.h) over the selected HAL. */
 #include <stdlib.h>
 
-#include "core/debug.h"
+#include "base/debug.h"
 #include "hal/hal.h"
 #include "hal/hal_api.h"
 

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "core/debug.h"
+#include "base/debug.h"
 #include "hal/hal.h"
 
 mscclpp_result_t hal_unsupported_op(const char *backend, const char *op)

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "core/config.h"
+#include "base/config.h"
 #include "transports/transport.h"
 #include "hal/hal.h"
 #include "mscclpp/mscclpp.h"

@@ -4,9 +4,9 @@
 #include <string.h>
 
 #include "config.h"
-#include "core/config.h"
+#include "base/config.h"
 #include "core/core.h"
-#include "core/debug.h"
+#include "base/debug.h"
 #include "transports/transport.h"
 
 mscclpp_result_t tp_unsupported_op(const char *transport, const char *op)

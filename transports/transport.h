@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/wire.h"
+#include "base/wire.h"
 #include "mscclpp/mscclpp.h"
 
 #ifdef __cplusplus

@@ -11,7 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
 
-#include "core/debug.h"
+#include "base/debug.h"
 #include "hal/hal.h"
 
 /* Driver entry points, each fetched with the ABI version its typedef names. */

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "hal/cuda/cuda_internal.h"
 #include "hal/fd_broker.h"
 
@@ -309,7 +309,7 @@ __attribute__((visibility("default"))) const hal_ops_t *mscclpp_hal_module(void)
 
 /**
  * The calling thread's last error message inside this module: the module carries its own
- * copy of core/status.c (the library's is hidden), so the loader may copy this into the
+ * copy of base/status.c (the library's is hidden), so the loader may copy this into the
  * library's last error after a failed call.
  */
 __attribute__((visibility("default"))) const char *mscclpp_hal_module_last_error(void)

@@ -4,10 +4,8 @@
  * plan kernel that waits for a peer that never comes must not hang the caller.
  */
 #define _GNU_SOURCE
-#include <sched.h>
-#include <time.h>
-
-#include "core/config.h"
+#include "base/config.h"
+#include "base/wait.h"
 #include "hal/cuda/cuda_internal.h"
 #include "kernels/common/kern_entry.h"
 
@@ -17,34 +15,22 @@ mscclpp_result_t kern_cuda_launch(const void *args, size_t args_bytes, int nbloc
                                   void *stream);
 #endif
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Poll `query` until it stops answering "not ready": spin briefly, then yield, then sleep. */
+/* Poll `query` until it stops answering "not ready", with the one wait policy (base/wait.h). */
 #define BOUNDED_WAIT(query, what, who, obj)                                                   \
     do {                                                                                      \
-        uint64_t limit_ = config_timeout_ns(), start_ = now_ns();                             \
-        for (unsigned polls_ = 0;; polls_++) {                                                \
+        uint64_t limit_ = config_timeout_ns();                                                \
+        base_wait_t w_;                                                                       \
+        base_wait_init(&w_, limit_, base_wait_spin(0));                                       \
+        for (;;) {                                                                            \
             cudaError_t err_ = (query);                                                       \
             if (err_ == cudaSuccess) return MSCCLPP_OK;                                       \
             if (err_ != cudaErrorNotReady) return cuda_rt_error(err_, what, __FILE__, __LINE__); \
-            if (now_ns() - start_ > limit_)                                                   \
+            if (!base_wait_pause(&w_))                                                        \
                 return ERR(MSCCLPP_ERR_TIMEOUT,                                               \
                            "cuda %s: %s %p still busy after %llu ms (a kernel waiting for a "  \
                            "peer?)",                                                          \
                            who, what, (void *)(obj),                                          \
                            (unsigned long long)(limit_ / 1000000u));                          \
-            if (polls_ < 256) continue;                                                       \
-            if (polls_ < 1024) {                                                              \
-                sched_yield();                                                                \
-                continue;                                                                     \
-            }                                                                                 \
-            struct timespec nap_ = {0, polls_ < 4096 ? 20000 : 200000};                       \
-            nanosleep(&nap_, NULL);                                                           \
         }                                                                                     \
     } while (0)
 

@@ -5,7 +5,7 @@
 #include <hip/hip_runtime_api.h>
 #include <stdbool.h>
 
-#include "core/debug.h"
+#include "base/debug.h"
 #include "hal/hal.h"
 
 /** Report a HIP error with its name and string; returns the mapped result. */

@@ -9,7 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/config.h"
+#include "base/config.h"
+#include "base/wait.h"
 #include "hal/hip/hip_internal.h"
 #include "kernels/common/kern_entry.h"
 
@@ -132,34 +133,22 @@ static mscclpp_result_t hip_device_props(int dev, hal_device_props_t *props)
 
 /* ----- streams and events ------------------------------------------------------------------- */
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Poll until not "not ready": spin briefly, then yield, then sleep; bounded by the timeout. */
+/* Poll until not "not ready" with the one wait policy (base/wait.h); bounded by the timeout. */
 static mscclpp_result_t bounded_wait(hipStream_t s, hipEvent_t e, const char *who)
 {
-    uint64_t limit = config_timeout_ns(), start = now_ns();
-    for (unsigned polls = 0;; polls++) {
+    uint64_t limit = config_timeout_ns();
+    base_wait_t w;
+    base_wait_init(&w, limit, base_wait_spin(0));
+    for (;;) {
         hipError_t err = e ? hipEventQuery(e) : hipStreamQuery(s);
         if (err == hipSuccess) return MSCCLPP_OK;
         if (err != hipErrorNotReady)
             return hip_rt_error(err, e ? "hipEventQuery" : "hipStreamQuery", __FILE__, __LINE__);
-        if (now_ns() - start > limit)
+        if (!base_wait_pause(&w))
             return ERR(MSCCLPP_ERR_TIMEOUT,
                        "hip %s: %s %p still busy after %llu ms (a kernel waiting for a peer?)",
                        who, e ? "event" : "stream", e ? (void *)e : (void *)s,
                        (unsigned long long)(limit / 1000000u));
-        if (polls < 256) continue;
-        if (polls < 1024) {
-            sched_yield();
-            continue;
-        }
-        struct timespec nap = {0, polls < 4096 ? 20000 : 200000};
-        nanosleep(&nap, NULL);
     }
 }
 

@@ -1,14 +1,14 @@
 # hal/hip: the HIP backend module, dlopen()ed by hal/hal.c as libmscclpp-hal-hip.so. Built at
 # the top of the build tree so it lands in $(top_builddir)/.libs with the other modules (the
 # tests' MSCCLPP_HAL_MODULE_DIR). Plain C against hip_runtime_api.h (HIP_CPPFLAGS carries
-# -D__HIP_PLATFORM_AMD__), with its own copy of core/status.c, log.c, config.c and
+# -D__HIP_PLATFORM_AMD__), with its own copy of base/status.c, log.c, config.c and
 # hal/hal_stub.c (the library's are hidden).
 noinst_HEADERS += hal/hip/hip_internal.h
 if HAVE_ROCM
 pkglib_LTLIBRARIES += libmscclpp-hal-hip.la
 hal_hip_kern = kernels/libkern_hip.la
 libmscclpp_hal_hip_la_SOURCES = hal/hip/hip_module.c hal/hip/hip_mem.c hal/hal_stub.c \
-	core/status.c core/log.c core/config.c
+	base/status.c base/log.c base/config.c base/wait.c
 libmscclpp_hal_hip_la_CPPFLAGS = -I$(top_srcdir) -I$(top_srcdir)/include -I$(top_builddir) \
 	$(HIP_CPPFLAGS) -DMSCCLPP_HAVE_KERN_HIP
 libmscclpp_hal_hip_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden

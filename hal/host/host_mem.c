@@ -13,7 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "core/debug.h"
+#include "base/debug.h"
 #include "hal/host/host.h"
 
 typedef enum {

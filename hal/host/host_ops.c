@@ -5,7 +5,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "core/debug.h"
+#include "base/debug.h"
 #include "hal/host/host.h"
 
 HAL_DEFINE_STUBS("host")

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/debug.h"
+#include "base/debug.h"
 #include "hal/host/host.h"
 
 /* Handle data, explicit little-endian (version 1 named a socket of host_share's own broker):

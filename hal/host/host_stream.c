@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/debug.h"
+#include "base/debug.h"
 #include "hal/host/host.h"
 #include "hal/host/host_wait.h"
 #include "kernels/common/kern_entry.h"

@@ -30,6 +30,8 @@
 #include <string.h>
 #include <sched.h>
 #include <time.h>
+
+#include "base/wait.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define KERN_PAUSE() _mm_pause()
@@ -95,31 +97,15 @@ KERN_FN void kern_st_pkt(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATO
 
 KERN_FN uint64_t kern_clock_ns(uint32_t clock_khz)
 {
-    struct timespec ts;
     (void)clock_khz;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return base_now_ns();
 }
 
-/*
- * Host back-off: `spin` polls with a pause, then yield (other ranks' blocks may need this
- * core), then short sleeps so that many waiting threads on few cores do not starve the
- * ones doing work.
- */
-KERN_FN void kern_backoff(uint32_t n, uint32_t spin)
-{
-    if (n < spin) {
-        KERN_PAUSE();
-    } else if (n < spin + 64) {
-        sched_yield();
-    } else {
-        uint32_t k = n - spin - 64;
-        struct timespec ts = {0, k < 16 ? 2000 : (k < 256 ? 20000 : 100000)};
-        nanosleep(&ts, 0);
-    }
-}
+/* Host back-off: the library's one wait policy (base/wait.h), with the spin the executor chose
+ * for this launch (kern_args_t.host_spin, from base_wait_spin). */
+KERN_FN void kern_backoff(uint32_t n, uint32_t spin) { base_wait_step(n, spin); }
 /* polls between two looks at the clock and the error flag */
-#define KERN_CHECK_EVERY(spin, n) ((n) >= (spin) || ((n) & 255) == 0)
+#define KERN_CHECK_EVERY(spin, n) base_wait_check_due((n), (spin))
 
 KERN_FN void kern_memcpy(void *d, const void *s, uint64_t n) { memmove(d, s, (size_t)n); }
 

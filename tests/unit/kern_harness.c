@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/debug.h"
+#include "base/debug.h"
 #include "kernels/common/kern_dtype.h"
 #include "kernels/common/kern_entry.h"
 

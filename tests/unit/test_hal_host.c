@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/debug.h"
+#include "base/debug.h"
 #include "hal/hal.h"
 #include "hal/host/host.h"
 #include "hal/host/host_wait.h"

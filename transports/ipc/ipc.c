@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "core/debug.h"
+#include "base/debug.h"
 #include "transports/transport.h"
 
 TP_DEFINE_STUBS("ipc")

@@ -23,9 +23,9 @@
 #include <time.h>
 
 #include "config.h"
-#include "core/config.h"
+#include "base/config.h"
 #include "core/core.h"
-#include "core/debug.h"
+#include "base/debug.h"
 #include "transports/transport.h"
 
 TP_DEFINE_STUBS("ucx")

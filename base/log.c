@@ -8,8 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/config.h"
-#include "core/debug.h"
+#include "base/config.h"
+#include "base/debug.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static log_level_t level = LOG_WARN;

@@ -1,6 +1,6 @@
 /*
  * Every MSCCLPP_* environment variable, declared once: X(name, default, doc).
- * mscclpp-info prints this table; code reads values through core/config.h.
+ * mscclpp-info prints this table; code reads values through base/config.h.
  */
 CONFIG_VAR(MSCCLPP_DEBUG, "WARN", "Log level: NONE, WARN, INFO or TRACE")
 CONFIG_VAR(MSCCLPP_DEBUG_SUBSYS, "ALL",

@@ -1,4 +1,4 @@
-/* The table of MSCCLPP_* variables (core/config_vars.h) and typed readers. */
+/* The table of MSCCLPP_* variables (base/config_vars.h) and typed readers. */
 #ifndef MSCCLPP_CORE_CONFIG_H
 #define MSCCLPP_CORE_CONFIG_H
 
@@ -10,7 +10,7 @@ extern "C" {
 
 typedef enum {
 #define CONFIG_VAR(name, def, doc) CFG_##name,
-#include "core/config_vars.h"
+#include "base/config_vars.h"
 #undef CONFIG_VAR
     CFG__COUNT
 } config_id_t;

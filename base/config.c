@@ -3,12 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config.h"
-#include "core/debug.h"
+#include "base/config.h"
+#include "base/debug.h"
 
 static const config_entry_t table[CFG__COUNT] = {
 #define CONFIG_VAR(name, def, doc) {#name, def, doc},
-#include "core/config_vars.h"
+#include "base/config_vars.h"
 #undef CONFIG_VAR
 };
 

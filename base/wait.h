@@ -1,0 +1,122 @@
+/*
+ * The one wait policy of the library, for every host-side wait on memory another thread or
+ * process will change (host backend streams and pools, the host-compiled interpreter, core
+ * semaphores, GPU modules polling their runtime): spin with a cpu pause, then sched_yield, then
+ * nanosleeps that double from BASE_WAIT_SLEEP_MIN_NS to BASE_WAIT_SLEEP_MAX_NS.
+ *
+ * Only the spin length varies, and base_wait_spin() alone chooses it: when every thread that
+ * polls on this node has a core of its own, a waiter spins long (a sleep costs tens of
+ * microseconds, far more than the peer needs to answer); when they share cores, it spins
+ * briefly, because the thread it waits for may need that very core. MSCCLPP_HOST_SPIN overrides.
+ *
+ *     base_wait_t w;
+ *     base_wait_init(&w, config_timeout_ns(), base_wait_spin(0));
+ *     while (atomic_load_explicit(flag, memory_order_acquire) < want)
+ *         if (!base_wait_pause(&w)) return ERR(MSCCLPP_ERR_TIMEOUT, "... waited on ...");
+ */
+#ifndef MSCCLPP_BASE_WAIT_H
+#define MSCCLPP_BASE_WAIT_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "base/clock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BASE_WAIT_YIELDS 64u             /* sched_yield calls after the spin phase */
+#define BASE_WAIT_SLEEP_MIN_NS 1000u     /* first nanosleep */
+#define BASE_WAIT_SLEEP_MAX_NS 50000u    /* longest nanosleep: bounds the wake-up latency */
+#define BASE_WAIT_SPIN_SHARED 64u        /* polls when pollers outnumber cores */
+#define BASE_WAIT_SPIN_OWN_CORE 20000u   /* polls when every poller has a core (~0.1-1 ms) */
+#define BASE_WAIT_SPIN_MAX 100000000u    /* cap of MSCCLPP_HOST_SPIN */
+
+/**
+ * Polls before a wait starts yielding. `pollers`: threads of this node that poll at the same
+ * time (ranks on the node x blocks per rank, plus one per rank for its stream); 0 when the
+ * caller cannot tell, which counts the ranks the launcher announces (MPI_LOCALNRANKS,
+ * OMPI_COMM_WORLD_LOCAL_SIZE) or else assumes cores are shared. MSCCLPP_HOST_SPIN, when set,
+ * wins. Defined in base/wait.c.
+ */
+uint32_t base_wait_spin(unsigned pollers);
+
+/** CPUs this process may run on (its affinity mask), at least 1. */
+unsigned base_cpu_count(void);
+
+/** One polite busy-wait step (pause on x86, yield on arm). */
+static inline void base_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield" ::: "memory");
+#else
+    __asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/**
+ * Back off after poll number `n` (0, 1, ...) of a wait that spins `spin` polls. Stateless, so
+ * a loop that only counts its polls (the interpreter) follows the same policy as base_wait_t.
+ */
+static inline void base_wait_step(uint32_t n, uint32_t spin)
+{
+    if (n < spin) {
+        base_cpu_relax();
+    } else if (n - spin < BASE_WAIT_YIELDS) {
+        sched_yield();
+    } else {
+        uint32_t k = n - spin - BASE_WAIT_YIELDS;
+        uint32_t ns = k < 6 ? BASE_WAIT_SLEEP_MIN_NS << k : BASE_WAIT_SLEEP_MAX_NS;
+        if (ns > BASE_WAIT_SLEEP_MAX_NS) ns = BASE_WAIT_SLEEP_MAX_NS;
+        struct timespec ts = {0, (long)ns};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/** True when a wait at poll `n` must look at the clock (every 128 polls while spinning). */
+static inline bool base_wait_check_due(uint32_t n, uint32_t spin)
+{
+    return n >= spin || (n & 127u) == 127u;
+}
+
+/** State of one wait; base_wait_init for every new wait. */
+typedef struct {
+    uint32_t polls;       /* pauses so far (saturates) */
+    uint32_t spin;        /* polls spent spinning */
+    uint64_t deadline_ns; /* base_now_ns(); 0: no deadline */
+} base_wait_t;
+
+/** Start a wait that may last `timeout_ns` (0: unbounded), spinning `spin` polls first. */
+static inline void base_wait_init(base_wait_t *w, uint64_t timeout_ns, uint32_t spin)
+{
+    w->polls = 0;
+    w->spin = spin;
+    w->deadline_ns = timeout_ns ? base_now_ns() + timeout_ns : 0;
+}
+
+/** True once the wait has passed its spin and yield phases (a caller may block instead). */
+static inline bool base_wait_idle(const base_wait_t *w)
+{
+    return (uint64_t)w->polls >= (uint64_t)w->spin + BASE_WAIT_YIELDS;
+}
+
+/** Back off one step. False when the deadline has passed, true otherwise. */
+static inline bool base_wait_pause(base_wait_t *w)
+{
+    uint32_t n = w->polls;
+    base_wait_step(n, w->spin);
+    if (w->polls != UINT32_MAX) w->polls++; /* saturate instead of wrapping back to spinning */
+    if (!base_wait_check_due(n, w->spin)) return true;
+    return w->deadline_ns == 0 || base_now_ns() < w->deadline_ns;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSCCLPP_BASE_WAIT_H */

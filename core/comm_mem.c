@@ -1,0 +1,192 @@
+/*
+ * The communicator's memory bookkeeping: the cache of peer allocations mapped into this process
+ * (each mapped once, refcounted), the slabs of shareable memory semaphore counters live in, the
+ * exchange of one address with a peer, and their release when the communicator goes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/debug.h"
+#include "core/core.h"
+
+/* ---- import cache: each peer allocation is mapped once per process ------------------------ */
+
+struct comm_import {
+    struct comm_import *next;
+    int owner;
+    hal_mem_handle_t handle;
+    void *base;
+    int refs;
+};
+
+static bool same_handle(const hal_mem_handle_t *a, const hal_mem_handle_t *b)
+{
+    return a->kind == b->kind && a->len == b->len && a->alloc_size == b->alloc_size &&
+           memcmp(a->data, b->data, a->len) == 0;
+}
+
+mscclpp_result_t comm_import(mscclpp_comm_t *comm, int owner, const hal_mem_handle_t *handle,
+                             void **base, void **mapping)
+{
+    mscclpp_result_t res = MSCCLPP_OK;
+    pthread_mutex_lock(&comm->lock);
+    struct comm_import *e;
+    for (e = comm->imports; e; e = e->next)
+        if (e->owner == owner && same_handle(&e->handle, handle)) break;
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        if (!e) {
+            res = ERR(MSCCLPP_ERR_NO_MEMORY, "import: out of memory");
+            goto out;
+        }
+        res = comm->hal->mem_import(handle, &e->base);
+        if (res != MSCCLPP_OK) {
+            free(e);
+            goto out;
+        }
+        e->owner = owner;
+        e->handle = *handle;
+        e->next = comm->imports;
+        comm->imports = e;
+        TRACE(SUBSYS_MEM, "rank %d: mapped %llu bytes of rank %d at %p", comm->rank,
+              (unsigned long long)handle->alloc_size, owner, e->base);
+    }
+    e->refs++;
+    *base = e->base;
+    *mapping = e;
+out:
+    pthread_mutex_unlock(&comm->lock);
+    return res;
+}
+
+void comm_unmap_peer(mscclpp_comm_t *comm, void *mapping)
+{
+    if (!mapping) return;
+    pthread_mutex_lock(&comm->lock);
+    for (struct comm_import **pp = &comm->imports; *pp; pp = &(*pp)->next) {
+        if (*pp != mapping) continue;
+        struct comm_import *e = *pp;
+        if (--e->refs == 0) {
+            *pp = e->next;
+            comm->hal->mem_unimport(e->base);
+            free(e);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&comm->lock);
+}
+
+/* ---- counter slabs ----------------------------------------------------------------------- */
+
+#define SLAB_SLOTS 512
+#define SLAB_SLOT_BYTES 64
+
+struct sem_slab {
+    struct sem_slab *next;
+    uint8_t *base;
+    int used;
+    uint8_t busy[SLAB_SLOTS];
+};
+
+struct slab_slot {
+    struct sem_slab *slab;
+    int index;
+};
+
+mscclpp_result_t comm_counter_alloc(mscclpp_comm_t *comm, uint64_t **counter, void **owner)
+{
+    mscclpp_result_t res = MSCCLPP_OK;
+    struct slab_slot *slot = malloc(sizeof *slot);
+    if (!slot) return ERR(MSCCLPP_ERR_NO_MEMORY, "semaphore: out of memory");
+    pthread_mutex_lock(&comm->lock);
+    struct sem_slab *s;
+    for (s = comm->slabs; s && s->used == SLAB_SLOTS; s = s->next) {}
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s) {
+            res = ERR(MSCCLPP_ERR_NO_MEMORY, "semaphore: out of memory");
+            goto fail;
+        }
+        void *p = NULL;
+        res = comm->hal->mem_alloc_shareable(SLAB_SLOTS * SLAB_SLOT_BYTES, &p);
+        if (res != MSCCLPP_OK) {
+            free(s);
+            goto fail;
+        }
+        s->base = p;
+        res = comm->hal->memset_sync(p, 0, SLAB_SLOTS * SLAB_SLOT_BYTES);
+        if (res != MSCCLPP_OK) {
+            comm->hal->mem_free(p);
+            free(s);
+            goto fail;
+        }
+        s->next = comm->slabs;
+        comm->slabs = s;
+    }
+    int i = 0;
+    while (s->busy[i]) i++;
+    s->busy[i] = 1;
+    s->used++;
+    pthread_mutex_unlock(&comm->lock);
+    slot->slab = s;
+    slot->index = i;
+    *counter = (uint64_t *)(s->base + (size_t)i * SLAB_SLOT_BYTES);
+    /* a reused slot must start at zero again */
+    CHECK(comm->hal->memset_sync(*counter, 0, sizeof(uint64_t)));
+    *owner = slot;
+    return MSCCLPP_OK;
+fail:
+    pthread_mutex_unlock(&comm->lock);
+    free(slot);
+    return res;
+}
+
+void comm_counter_free(mscclpp_comm_t *comm, void *owner)
+{
+    struct slab_slot *slot = owner;
+    if (!slot) return;
+    pthread_mutex_lock(&comm->lock);
+    slot->slab->busy[slot->index] = 0;
+    slot->slab->used--;
+    pthread_mutex_unlock(&comm->lock);
+    free(slot);
+}
+
+mscclpp_result_t comm_exchange_address(mscclpp_comm_t *comm, int peer, int tag, void *mine,
+                                       size_t bytes, void **theirs, void **mapping)
+{
+    mscclpp_regmem_t *local = NULL, *remote = NULL;
+    mscclpp_result_t res;
+    CHECK(mscclpp_register_memory(comm, mine, bytes, MSCCLPP_TRANSPORT_IPC, &local));
+    CHECK_GOTO(mscclpp_regmem_send(comm, local, peer, tag), res, out);
+    CHECK_GOTO(mscclpp_regmem_recv(comm, peer, tag, &remote), res, out);
+    if (!remote->ptr) {
+        res = ERR(MSCCLPP_ERR_UNSUPPORTED,
+                  "rank %d cannot map memory of rank %d (another node needs a network transport)",
+                  comm->rank, peer);
+        goto out;
+    }
+    *theirs = remote->ptr;
+    *mapping = remote->import_base;
+    remote->import_base = NULL; /* the caller now owns the mapping */
+out:
+    mscclpp_regmem_destroy(remote);
+    mscclpp_regmem_destroy(local);
+    return res;
+}
+
+void comm_release_resources(mscclpp_comm_t *comm)
+{
+    while (comm->imports) {
+        struct comm_import *e = comm->imports;
+        comm->imports = e->next;
+        comm->hal->mem_unimport(e->base);
+        free(e);
+    }
+    while (comm->slabs) {
+        struct sem_slab *s = comm->slabs;
+        comm->slabs = s->next;
+        comm->hal->mem_free(s->base);
+        free(s);
+    }
+}
