@@ -49,3 +49,10 @@ CONFIG_VAR(MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT, SECONDS, "2",
 CONFIG_VAR(MSCCLPP_BOOTSTRAP_MAX_PENDING, COUNT, "64",
            "Connections a bootstrap listener holds before their hello or handshake is complete; "
            "beyond that the oldest is dropped")
+CONFIG_VAR(MSCCLPP_TRANSPORTS, STR, "",
+           "Comma list of transports peers may use: ipc, ib, ucx (default: all that work; per "
+           "pair, ipc within a node, else ib when a device exists, else ucx)")
+CONFIG_VAR(MSCCLPP_NODE_ID, STR, "",
+           "Force this rank's node identity (any string; ranks with equal values are one node). "
+           "Default: host name + boot id + network namespace")
+CONFIG_VAR(MSCCLPP_PROXY_FIFO, COUNT, "512", "Port channels: triggers the proxy FIFO of a context holds")

@@ -7,17 +7,30 @@
 #include "base/config.h"
 #include "core/core.h"
 #include "base/debug.h"
+#include "transports/transport.h"
 
-/* FNV-1a over the host name and the kernel's boot id: equal only for ranks of one OS image. */
+/*
+ * FNV-1a over the host name, the kernel's boot id and the network namespace: equal only for
+ * ranks of one OS image and network stack, so network namespaces on one machine are separate
+ * nodes (how CI tests multi-node). MSCCLPP_NODE_ID replaces all three.
+ */
 static uint64_t node_hash(void)
 {
-    char text[512] = {0};
-    gethostname(text, 255);
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f) {
+    char text[768] = {0};
+    const char *forced = config_get(CFG_MSCCLPP_NODE_ID);
+    if (*forced) {
+        snprintf(text, sizeof text, "forced:%s", forced);
+    } else {
+        gethostname(text, 255);
+        FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+        if (f) {
+            size_t n = strlen(text);
+            if (!fgets(text + n, (int)(sizeof text - n), f)) text[n] = '\0';
+            fclose(f);
+        }
         size_t n = strlen(text);
-        if (!fgets(text + n, (int)(sizeof text - n), f)) text[n] = '\0';
-        fclose(f);
+        ssize_t k = readlink("/proc/self/ns/net", text + n, sizeof text - n - 1);
+        if (k > 0) text[n + (size_t)k] = '\0';
     }
     uint64_t h = 1469598103934665603ull;
     for (const char *p = text; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
@@ -121,6 +134,7 @@ void comm_release_resources(mscclpp_comm_t *comm); /* core/comm_mem.c */
 MSCCLPP_API mscclpp_result_t mscclpp_comm_destroy(mscclpp_comm_t *comm)
 {
     if (!comm) return MSCCLPP_OK;
+    tp_comm_release(comm);
     comm_release_resources(comm);
     if (comm->own_boot) mscclpp_bootstrap_destroy(comm->boot);
     free(comm->node_id);

@@ -17,6 +17,7 @@ extern "C" {
 #endif
 
 struct comm_import; /* cache of peer allocations mapped into this process */
+struct tp_comm;     /* transport contexts (transports/transport.h) */
 
 struct mscclpp_comm {
     mscclpp_bootstrap_t *boot;
@@ -29,6 +30,7 @@ struct mscclpp_comm {
     pthread_mutex_t lock;
     struct comm_import *imports;
     struct sem_slab *slabs; /* counter memory for semaphores */
+    struct tp_comm *tp;     /* transport contexts, made on first use */
 };
 
 /** True when `peer` shares this rank's node (and so its shared memory). */

@@ -2,12 +2,14 @@
  * Registered memory: a region inside a shareable allocation, its versioned wire encoding, and
  * the mapping of peers' regions (through the import cache of core/comm_mem.c).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/debug.h"
 #include "base/wire.h"
 #include "core/core.h"
+#include "transports/transport.h"
 
 /* ---- registration ------------------------------------------------------------------------ */
 
@@ -21,6 +23,15 @@ MSCCLPP_API mscclpp_result_t mscclpp_register_memory(mscclpp_comm_t *comm, void 
     CHECK_ARG((transports & ~(unsigned)(MSCCLPP_TRANSPORT_IPC | MSCCLPP_TRANSPORT_UCX |
                                         MSCCLPP_TRANSPORT_IB)) == 0);
     *mem = NULL;
+    /* a network transport that is not built, or cannot work here, is an error now rather than
+     * a silent no-op (its keys are made when a port channel connects: transports/) */
+    for (unsigned bit = MSCCLPP_TRANSPORT_UCX; bit <= MSCCLPP_TRANSPORT_IB; bit <<= 1)
+        if ((transports & bit) && tp_by_bit(bit)->probe() != MSCCLPP_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", mscclpp_last_error());
+            return ERR(MSCCLPP_ERR_UNSUPPORTED, "register: the %s transport cannot be used: %s",
+                       tp_by_bit(bit)->name, why);
+        }
     void *base = NULL;
     size_t alloc = 0;
     if (comm->hal->mem_range(ptr, &base, &alloc) != MSCCLPP_OK)

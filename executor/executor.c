@@ -33,6 +33,7 @@
 #include "base/debug.h"
 #include "base/wire.h"
 #include "base/wait.h"
+#include "executor/exec_port.h"
 #include "executor/lower.h"
 #include "executor/plan.h"
 #include "executor/registry.h"
@@ -85,6 +86,7 @@ typedef struct exec_context {
     int n_mappings;
     exec_lowcache_t *lowered;
     kern_error_t *mailbox; /* host-mapped copy of the interpreter's first error (kern_args.h) */
+    exec_port_t *port; /* port channels and their proxy (executor/exec_port.c), or NULL */
 } exec_context_t;
 
 struct mscclpp_executor {
@@ -140,13 +142,15 @@ static int chan_count(const plan_gpu_t *g, int type, int to)
     return k;
 }
 
-/* Bit mask of buffer types virtual rank `peer` needs from virtual rank `me`. */
+/* Bit mask of buffer types virtual rank `peer` maps from virtual rank `me` (port-only remote
+ * buffers are exchanged by exec_port.c instead) */
 static unsigned needs_from(const struct mscclpp_plan *plan, int peer, int me)
 {
     const plan_gpu_t *g = &plan->gpus[peer];
     unsigned mask = 0;
     for (int q = 0; q < g->n_rbufs; q++)
-        if (g->rbufs[q].owner == me) mask |= 1u << g->rbufs[q].buf;
+        if (g->rbufs[q].owner == me && (g->rbufs[q].access & (1u << PLAN_CH_MEMORY)))
+            mask |= 1u << g->rbufs[q].buf;
     for (int s = 0; s < g->n_chan[PLAN_CH_SWITCH]; s++) {
         const plan_switch_t *sw = &g->switches[s];
         for (int m = 0; m < sw->n_ranks; m++)
@@ -161,6 +165,11 @@ static bool plan_addresses_io(const struct mscclpp_plan *plan)
     for (int r = 0; r < plan->nranks; r++)
         for (int v = 0; v < plan->nranks; v++)
             if (v != r && (needs_from(plan, r, v) & 3u)) return true;
+    for (int r = 0; r < plan->nranks; r++) /* port channels write peers' input/output too */
+        for (int q = 0; q < plan->gpus[r].n_rbufs; q++)
+            if (plan->gpus[r].rbufs[q].buf != PLAN_BUF_SCRATCH &&
+                plan->gpus[r].rbufs[q].owner != r)
+                return true;
     return false;
 }
 
@@ -230,6 +239,7 @@ static void context_free(mscclpp_executor_t *ex, exec_context_t *c)
     if (!c) return;
     const hal_ops_t *hal = ex->hal;
     lowcache_flush(ex, c);
+    exec_port_destroy(c->port);
     for (int i = 0; i < c->n_mappings; i++) comm_unmap_peer(ex->comm, c->mappings[i]);
     if (c->scratch) hal->mem_free(c->scratch);
     if (c->state) hal->mem_free(c->state);
@@ -269,13 +279,6 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     const plan_gpu_t *g = &plan->gpus[me];
     uint32_t seq = ex->context_seq++;
     const int tag = EXEC_TAG_BASE + (int)(seq % EXEC_TAG_SPAN);
-
-    if (g->n_chan[PLAN_CH_PORT] > 0) {
-        res = ERR(MSCCLPP_ERR_UNSUPPORTED,
-                  "plan '%s' uses %d port channel(s) on rank %d: port channels are not "
-                  "implemented yet", plan->name, g->n_chan[PLAN_CH_PORT], me);
-        goto fail;
-    }
 
     bool in_share = in_alloc > 0, out_share = out_alloc > 0;
 
@@ -510,6 +513,12 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
             m0 += g->switches[s].n_ranks;
         }
     }
+    if (exec_port_needed(plan)) {
+        void *lptr[3] = {c->send_base, c->recv_base, c->scratch};
+        uint64_t lbytes[3] = {c->in_alloc, c->out_alloc, c->scratch_bytes};
+        CHECK_GOTO(exec_port_create(comm, plan, me, rotation, lptr, lbytes, tag, &c->port), res,
+                   free_msg);
+    }
     /* nobody may leave (and stop serving its memory) before everyone has mapped it */
     CHECK_GOTO(mscclpp_bootstrap_barrier(comm->boot), res, free_msg);
     INFO(SUBSYS_EXEC, "rank %d: context %u for plan '%s' (virtual rank %d): %d memory channels, "
@@ -601,6 +610,7 @@ static mscclpp_result_t lowered_get(mscclpp_executor_t *ex, exec_context_t *c, s
     res.n_switch = g->n_chan[PLAN_CH_SWITCH];
     res.switches = c->switches;
     res.host_spin = host_spin_for(ex, c);
+    CHECK(exec_port_fill(c->port, c->peer_off, &res));
     exec_lowcache_t *l = calloc(1, sizeof *l);
     if (!l) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
     mscclpp_result_t r = exec_lower(c->plan, c->vrank, in_bytes, out_bytes, dtype, op, packet,
@@ -762,6 +772,13 @@ static mscclpp_result_t check_state(mscclpp_executor_t *ex, exec_context_t *c)
     mscclpp_result_t r = exec_state_error(&st, c->plan);
     if (r != MSCCLPP_OK) {
         c->broken = true;
+        /* a failed proxy explains the launch's failure better (it names the transport call) */
+        mscclpp_result_t pr = exec_port_error(c->port);
+        if (pr != MSCCLPP_OK) {
+            char why[768];
+            snprintf(why, sizeof why, "%s", mscclpp_last_error());
+            r = ERR(pr, "%s", why);
+        }
         pthread_mutex_lock(&ex->lock);
         poison_locked(ex, r);
         pthread_mutex_unlock(&ex->lock);
@@ -898,6 +915,16 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
     exec_registry_init(&ex->registry);
     int loaded = 0, skipped = 0;
     const char *dir = default_plan_dir();
+    /* several nodes of equal size: the multi-node plans for that layout come first */
+    if (comm->nlocal > 0 && comm->nlocal < comm->nranks && comm->nranks % comm->nlocal == 0) {
+        char mn_dir[4096];
+        int n_mn = 0;
+        snprintf(mn_dir, sizeof mn_dir, "%s/multinode/%dx%d", dir, comm->nranks / comm->nlocal,
+                 comm->nlocal);
+        if (exec_registry_load_dir(&ex->registry, mn_dir, &n_mn, &skipped) != MSCCLPP_OK)
+            core_clear_error();
+        INFO(SUBSYS_EXEC, "loaded %d multi-node plans from %s", n_mn, mn_dir);
+    }
     /* plans tuned for this backend first: the first registered plan that matches wins */
     char backend_dir[4096];
     snprintf(backend_dir, sizeof backend_dir, "%s/%s", dir, ex->hal->name);

@@ -516,6 +516,34 @@ typedef struct {
 #define OPFMT "plan '%s' gpus[%d].threadblocks[%d].ops[%d] (%s)"
 #define OPARGS(L, op) (L)->plan->name, (L)->rank, (L)->b, (L)->i, exec_op_name((op)->type)
 
+static mscclpp_result_t lower_desc_range(lower_t *L, const plan_desc_t *d, int buf,
+                                         kern_desc_t *kd, uint64_t *len);
+
+/* A remote descriptor of a port op: the proxy writes the owner's buffer; we keep its id. */
+static mscclpp_result_t lower_port_desc(lower_t *L, const plan_block_t *blk, const plan_op_t *op,
+                                        const plan_desc_t *d, const char *side, int j,
+                                        kern_desc_t *kd, uint64_t *len, uint64_t *bound)
+{
+    const plan_gpu_t *g = L->g;
+    if (d->ref >= blk->n_rbuf[PLAN_CH_PORT])
+        return ERR(MSCCLPP_ERR_INVALID_PLAN,
+                   OPFMT ": %s[%d].buffer_id %u has no port remote buffer in its block",
+                   OPARGS(L, op), side, j, d->ref);
+    int q = blk->rbuf[PLAN_CH_PORT][d->ref];
+    if (q >= g->n_rbufs || q >= KERN_PORT_MAX_RBUFS)
+        return ERR(MSCCLPP_ERR_INVALID_PLAN, OPFMT ": %s[%d] remote buffer %d out of range",
+                   OPARGS(L, op), side, j, q);
+    if (!L->res->fifo || !L->res->pbufs)
+        return ERR_ARG(OPFMT ": port channel resources (proxy FIFO) are missing", OPARGS(L, op));
+    const plan_rbuf_t *rb = &g->rbufs[q];
+    kd->loc = KERN_LOC_PORT;
+    kd->idx = (uint32_t)q;
+    *bound = rb->buf == PLAN_BUF_INPUT    ? L->in
+             : rb->buf == PLAN_BUF_OUTPUT ? L->out
+                                          : L->scr_owner[rb->owner];
+    return lower_desc_range(L, d, rb->buf, kd, len);
+}
+
 /* Resolve one descriptor: location, byte offset, length, and the size of the buffer it hits. */
 static mscclpp_result_t lower_desc(lower_t *L, const plan_block_t *blk, const plan_op_t *op,
                                    const plan_desc_t *d, const char *side, int j,
@@ -535,11 +563,8 @@ static mscclpp_result_t lower_desc(lower_t *L, const plan_block_t *blk, const pl
         *bound = buf == PLAN_BUF_INPUT ? L->in : buf == PLAN_BUF_OUTPUT ? L->out : L->scr_local;
         break;
     case PLAN_DESC_REMOTE: {
-        if (op->channel_type == PLAN_CH_PORT)
-            return ERR(MSCCLPP_ERR_UNSUPPORTED,
-                       OPFMT ": %s[%d] reaches a peer buffer through a port channel; port "
-                       "channels are not supported yet",
-                       OPARGS(L, op), side, j);
+        if (op->channel_type == PLAN_CH_PORT) return lower_port_desc(L, blk, op, d, side, j, kd,
+                                                                     len, bound);
         if (op->channel_type != PLAN_CH_MEMORY || d->ref >= blk->n_rbuf[PLAN_CH_MEMORY])
             return ERR(MSCCLPP_ERR_INVALID_PLAN,
                        OPFMT ": %s[%d].buffer_id %u has no memory remote buffer in its block",
@@ -593,6 +618,13 @@ static mscclpp_result_t lower_desc(lower_t *L, const plan_block_t *blk, const pl
         return ERR(MSCCLPP_ERR_INVALID_PLAN, OPFMT ": %s[%d] has descriptor kind %d",
                    OPARGS(L, op), side, j, d->kind);
     }
+    return lower_desc_range(L, d, buf, kd, len);
+}
+
+/* Byte offset and length of descriptor d on a buffer of type `buf`. */
+static mscclpp_result_t lower_desc_range(lower_t *L, const plan_desc_t *d, int buf,
+                                         kern_desc_t *kd, uint64_t *len)
+{
     uint64_t off, end;
     if (buf != PLAN_BUF_SCRATCH) {
         const side_t *sd = buf == PLAN_BUF_INPUT ? &L->si : &L->so;
@@ -633,9 +665,25 @@ static mscclpp_result_t lower_channels(lower_t *L, const plan_block_t *blk, cons
     const plan_gpu_t *g = L->g;
     const exec_resources_t *res = L->res;
     if (op->n_channels == 0) return MSCCLPP_OK;
-    if (op->channel_type == PLAN_CH_PORT)
-        return ERR(MSCCLPP_ERR_UNSUPPORTED,
-                   OPFMT ": port channels are not supported yet", OPARGS(L, op));
+    if (op->channel_type == PLAN_CH_PORT) {
+        for (int k = 0; k < op->n_channels; k++) {
+            int id = op->channel_ids[k];
+            if (id >= blk->n_chan[PLAN_CH_PORT])
+                return ERR(MSCCLPP_ERR_INVALID_PLAN,
+                           OPFMT ": channel_ids[%d] = %d, the block has %d port channels",
+                           OPARGS(L, op), k, id, blk->n_chan[PLAN_CH_PORT]);
+            int gc = blk->chan[PLAN_CH_PORT][id];
+            if (gc >= g->n_chan[PLAN_CH_PORT] || gc >= KERN_PORT_MAX_CHANS)
+                return ERR(MSCCLPP_ERR_INVALID_PLAN, OPFMT ": port channel %d out of range",
+                           OPARGS(L, op), gc);
+            if (!res->ports || gc >= res->n_ports || !res->ports[gc].inbound ||
+                !res->ports[gc].expected || !res->fifo)
+                return ERR_ARG(OPFMT ": port channel %d (to rank %d) has no proxy resources",
+                               OPARGS(L, op), gc, g->peers[PLAN_CH_PORT][gc]);
+            ids[k] = (uint32_t)gc;
+        }
+        return MSCCLPP_OK;
+    }
     if (op->channel_type != PLAN_CH_MEMORY)
         return ERR(MSCCLPP_ERR_INVALID_PLAN, OPFMT ": channel_ids need channel_type memory",
                    OPARGS(L, op));
@@ -671,9 +719,25 @@ static mscclpp_result_t lower_op(lower_t *L, const plan_block_t *blk, const plan
     if (op->type >= PLAN_OP__COUNT)
         return ERR(MSCCLPP_ERR_INVALID_PLAN, "plan '%s' gpus[%d].threadblocks[%d].ops[%d]: op "
                    "type %d", L->plan->name, L->rank, L->b, L->i, op->type);
-    if (op->channel_type == PLAN_CH_PORT)
-        return ERR(MSCCLPP_ERR_UNSUPPORTED,
-                   OPFMT ": port channels are not supported yet", OPARGS(L, op));
+    if (op->channel_type == PLAN_CH_PORT) {
+        switch (op->type) {
+        case PLAN_OP_PUT:
+        case PLAN_OP_PWS:
+        case PLAN_OP_PWSF:
+            CHECK(lower_channels(L, blk, op, ids));
+            ko->n_ids = op->n_channels;
+            /* fall through */
+        case PLAN_OP_SIGNAL:
+        case PLAN_OP_WAIT:
+        case PLAN_OP_RLXSIGNAL:
+        case PLAN_OP_RLXWAIT:
+        case PLAN_OP_FLUSH: ko->port = 1; break;
+        default:
+            return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                       OPFMT ": this op is not implemented on port channels (put, pws, pwsf, "
+                       "signal, wait and flush are)", OPARGS(L, op));
+        }
+    }
 
     /* ids */
     switch (op->type) {
@@ -840,6 +904,10 @@ static void op_piece(const plan_op_t *po, int pair, int64_t chunk, plan_op_t *v,
         v->n_dst = 1;
         v->src[0] = po->src[pair < po->n_src ? pair : po->n_src - 1];
         v->dst[0] = po->dst[pair];
+        if (po->channel_type == PLAN_CH_PORT && pair < po->n_channels) {
+            v->channel_ids[0] = po->channel_ids[pair]; /* one channel per destination */
+            v->n_channels = 1;
+        }
     }
     if (chunk >= 0) {
         for (int k = 0; k < v->n_src; k++) {
@@ -965,6 +1033,11 @@ mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in
     off = round_up(off + (uint64_t)n_switch * sizeof(kern_switch_t), 64);
     uint64_t o_members = off;
     off = round_up(off + n_members * sizeof(void *), 64);
+    int n_ports = g->n_chan[PLAN_CH_PORT];
+    uint64_t o_ports = off;
+    off = round_up(off + (uint64_t)n_ports * sizeof(kern_chan_t), 64);
+    uint64_t o_pbufs = off;
+    off = round_up(off + (uint64_t)g->n_rbufs * sizeof(uint64_t), 64);
     if (off > UINT32_MAX) {
         ret = ERR_ARG("plan '%s' rank %d: lowered plan too large (%llu bytes)", plan->name, rank,
                       (unsigned long long)off);
@@ -1011,6 +1084,24 @@ mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in
     kp->off_rbufs = (uint32_t)o_rbufs;
     kp->off_switch = (uint32_t)o_switch;
     kp->off_members = (uint32_t)o_members;
+    kp->n_ports = (uint32_t)n_ports;
+    kp->off_ports = (uint32_t)o_ports;
+    kp->off_pbufs = (uint32_t)o_pbufs;
+    kp->fifo = (kern_fifo_t *)res->fifo;
+    kp->fifo_head = res->fifo_head;
+    for (int t = 0; t < 3; t++) kp->lbase[t] = (uint64_t)(uintptr_t)res->lbase[t];
+    {
+        kern_chan_t *kpc = (kern_chan_t *)(blob + o_ports);
+        uint64_t *kpb = (uint64_t *)(blob + o_pbufs);
+        for (int c = 0; c < n_ports; c++) {
+            kpc[c].peer = g->peers[PLAN_CH_PORT][c];
+            if (res->ports && c < res->n_ports) {
+                kpc[c].inbound = res->ports[c].inbound;
+                kpc[c].expected = res->ports[c].expected;
+            }
+        }
+        for (int q = 0; q < g->n_rbufs; q++) kpb[q] = res->pbufs ? res->pbufs[q] : 0;
+    }
 
     /* resources */
     for (int c = 0; c < n_chans; c++) {
@@ -1199,6 +1290,22 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
                    "(value %lld)",
                    name, e->rank, e->block, pop, opn, where, e->channel,
                    (long long)(int64_t)e->seen);
+    case KERN_WAIT_PORT:
+        return ERR(code,
+                   "plan '%s': rank %d block %d op %d (%s)%s timed out waiting for a signal from "
+                   "rank %d on port channel %d (expected %llu, got %llu)",
+                   name, e->rank, e->block, pop, opn, where, e->peer, e->channel,
+                   (unsigned long long)e->expected, (unsigned long long)e->seen);
+    case KERN_WAIT_PROXY:
+        if (code == MSCCLPP_ERR_TIMEOUT)
+            return ERR(code,
+                       "plan '%s': rank %d block %d op %d (%s)%s timed out waiting for the proxy "
+                       "on port channel %d to rank %d (FIFO position %llu, proxy at %llu)",
+                       name, e->rank, e->block, pop, opn, where, e->channel, e->peer,
+                       (unsigned long long)e->expected, (unsigned long long)e->seen);
+        return ERR(code,
+                   "plan '%s': rank %d block %d op %d (%s)%s: the proxy failed (port channel %d "
+                   "to rank %d)", name, e->rank, e->block, pop, opn, where, e->channel, e->peer);
     case KERN_WAIT_PLAN:
         return ERR(code,
                    "plan '%s': rank %d block %d: the launch does not match its lowered plan or "

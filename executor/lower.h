@@ -72,6 +72,13 @@ typedef struct {
     uint64_t timeout_ns; /**< bound of every device wait; 0: MSCCLPP_TIMEOUT */
     uint32_t host_spin;  /**< host backend polls before yielding; 0: MSCCLPP_HOST_SPIN */
     uint32_t clock_khz;  /**< HIP wall clock rate; 0: 100 MHz */
+    /* port channels (executor/exec_port.c); all zero for plans without them */
+    int n_ports;                     /**< plan->gpus[rank].n_chan[PLAN_CH_PORT] */
+    const exec_memchan_t *ports;     /**< inbound + expected per port channel (outbound unused) */
+    const uint64_t *pbufs;           /**< n_rbufs: in-allocation offset of each remote buffer */
+    void *fifo;                      /**< kern_fifo_t of the context's proxy (host-mapped) */
+    uint64_t *fifo_head;             /**< device counter of claimed FIFO slots */
+    void *lbase[3];                  /**< registered input/output/scratch allocation bases */
 } exec_resources_t;
 
 /** Result of exec_lower(): one allocation, released with exec_lowered_free(). */
@@ -117,7 +124,8 @@ mscclpp_result_t exec_state_init(const struct mscclpp_plan *plan, int rank, void
 /**
  * Lower `plan` for `rank`. `op` replaces the plan's reduce_op unless MSCCLPP_REDOP_PLAN.
  * Errors: INVALID_ARG (sizes, dtype, missing resources), INVALID_PLAN (a descriptor that would
- * reach outside a buffer for these sizes), UNSUPPORTED (port channels), NO_MEMORY.
+ * reach outside a buffer for these sizes), UNSUPPORTED (port ops other than put, pws, pwsf,
+ * signal, wait, flush), NO_MEMORY.
  */
 mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in_bytes,
                             size_t out_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,

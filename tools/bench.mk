@@ -2,7 +2,8 @@
 bin_PROGRAMS += tools/mscclpp-bench
 tools_mscclpp_bench_SOURCES = tools/mscclpp-bench.c tools/bench_data.c tools/bench_data.h \
 	tools/bench_plot.c tools/bench_plot.h \
-	tools/mscclpp-tune.c tools/bench_tune.h
+	tools/mscclpp-tune.c tools/bench_tune.h \
+	tools/netns.c tools/netns.h
 tools_mscclpp_bench_CFLAGS = $(AM_CFLAGS)
 tools_mscclpp_bench_LDADD = libmscclpp.la -lm
 if HAVE_MPI

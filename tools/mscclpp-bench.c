@@ -24,6 +24,7 @@
 #include "tools/bench_data.h"
 #include "tools/bench_plot.h"
 #include "tools/bench_tune.h"
+#include "tools/netns.h"
 
 #define EXIT_USAGE 2
 #define DEFAULT_TIME_LIMIT 900.0
@@ -36,6 +37,7 @@ typedef struct {
     int dtypes[MSCCLPP_DTYPE_COUNT], ndtypes;
     int ops[MSCCLPP_REDOP_COUNT], nops;
     int iters, warmup, check, root, np, mpi;
+    int nodes; /* --nodes K: the --np ranks as K nodes (tools/netns.h) */
     int tcp_boot; /* under mpiexec: TCP bootstrap from a broadcast unique id, not MPI's */
     double time_limit;
     const char *plot_path; /* --plot FILE.svg */
@@ -120,6 +122,8 @@ static void usage(FILE *f, const char *prog)
             "      --tune-blocks L   thread-block counts to try, e.g. 1,4 (default: every plan's)\n"
             "      --tune-threads L  threads per block to try, e.g. 0,512,1024 (0: the plan's;\n"
             "                        default 0 on host, 0,256,512,1024 on GPUs)\n"
+            "      --nodes K         with --np: run the ranks as K nodes, each a network and UTS\n"
+            "                        namespace of its own (root), else a forced node id per rank\n"
             "  -h, --help            this text\n"
             "Sizes are nccl-tests sizes: allgather output, reducescatter input, buffer otherwise.\n"
             "Exit status: 0 all good, 1 a check or call failed, 2 bad usage.\n",
@@ -158,7 +162,7 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 }
 
 enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, OPT_BOOT,
-       OPT_PLOT, OPT_TUNE, OPT_TUNE_BLOCKS, OPT_TUNE_THREADS };
+       OPT_PLOT, OPT_TUNE, OPT_TUNE_BLOCKS, OPT_TUNE_THREADS, OPT_NODES };
 
 /*
  * nccl-tests options that have no meaning here (-g GPUs per thread, -t threads per process,
@@ -201,6 +205,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"tune", required_argument, NULL, OPT_TUNE},
         {"tune-blocks", required_argument, NULL, OPT_TUNE_BLOCKS},
         {"tune-threads", required_argument, NULL, OPT_TUNE_THREADS},
+        {"nodes", required_argument, NULL, OPT_NODES},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
     };
     const char *prog = "mscclpp-bench"; /* argv[0] may be libtool's lt- wrapper target */
@@ -253,6 +258,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'c': if (parse_int(optarg, 0, 1, &o->check)) bad = "-c (0 or 1)"; break;
         case 'r': if (parse_int(optarg, 0, 1 << 20, &o->root)) bad = "-r"; break;
         case OPT_NP: if (parse_int(optarg, 1, 1024, &o->np)) bad = "--np"; break;
+        case OPT_NODES: if (parse_int(optarg, 1, NETNS_MAX_NODES, &o->nodes)) bad = "--nodes"; break;
         case OPT_PLAN: o->plan_path = optarg; break;
         case OPT_PLAN_DIR: o->plan_dir = optarg; break;
         case OPT_JSON: o->json_path = optarg; break;
@@ -335,6 +341,10 @@ static int parse_args(int argc, char **argv, opts_t *o)
     if (o->tune.path && o->plan_path) {
         fprintf(stderr, "%s: --tune sweeps the registered plans (add some with --plan-dir); "
                         "--plan is not for it\n", prog);
+        return EXIT_USAGE;
+    }
+    if (o->nodes > 1 && (!o->np || o->np % o->nodes)) {
+        fprintf(stderr, "%s: --nodes %d needs --np N with N a multiple of it\n", prog, o->nodes);
         return EXIT_USAGE;
     }
     if (o->min_bytes > o->max_bytes) {
@@ -1118,6 +1128,7 @@ static void fork_child(const opts_t *o, int id_pipe[2], int rank)
     mscclpp_unique_id_t id;
     mscclpp_comm_t *comm = NULL;
     int status = 1;
+    if (netns_launch_enter(rank) != 0) _exit(1);
     mscclpp_result_t rc = MSCCLPP_OK;
     if (rank == 0) {
         close(id_pipe[0]);
@@ -1168,6 +1179,7 @@ static void fork_child(const opts_t *o, int id_pipe[2], int rank)
 
 static int run_forked(const opts_t *o)
 {
+    netns_launch_setup(o->nodes, o->np);
     pid_t *pids = calloc((size_t)o->np, sizeof(pid_t));
     int *done = calloc((size_t)o->np, sizeof(int));
     int id_pipe[2];
@@ -1175,12 +1187,14 @@ static int run_forked(const opts_t *o)
         fprintf(stderr, "mscclpp-bench: out of memory\n");
         free(pids);
         free(done);
+        netns_launch_cleanup();
         return 1;
     }
     if (pipe(id_pipe) != 0) {
         fprintf(stderr, "mscclpp-bench: pipe: %s\n", strerror(errno));
         free(pids);
         free(done);
+        netns_launch_cleanup();
         return 1;
     }
     int status = 0, left = 0;
@@ -1256,6 +1270,7 @@ static int run_forked(const opts_t *o)
     }
     free(pids);
     free(done);
+    netns_launch_cleanup();
     return status;
 }
 

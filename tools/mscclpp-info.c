@@ -9,6 +9,7 @@
 #include "config.h"
 #include "base/config.h"
 #include "base/wait.h"
+#include "transports/transport.h"
 #include "hal/hal.h"
 #include "mscclpp/mscclpp.h"
 
@@ -55,18 +56,15 @@ static void print_backends(void)
 
 static void print_transports(void)
 {
-    printf("Transports: ipc (shared memory on the host backend, GPU IPC on cuda/hip)\n");
-    printf("Network libraries found at build time (their transports are not implemented yet):");
-    int any = 0;
-#ifdef MSCCLPP_HAVE_UCX
-    printf(" ucx");
-    any = 1;
-#endif
-#ifdef MSCCLPP_HAVE_VERBS
-    printf(" ibverbs");
-    any = 1;
-#endif
-    printf("%s\nBootstraps: tcp", any ? "" : " none");
+    /* per pair of ranks: ipc within a node, else ib when usable, else ucx (transport.h) */
+    printf("Transports (chosen per pair of ranks: ipc within a node, else ib, else ucx):\n");
+    for (int i = 0; i < TP__COUNT; i++) {
+        char why[256];
+        mscclpp_result_t r = tp_status(i, why, sizeof why);
+        printf("  %-4s %-8s %s\n", tp_get(i)->name, r == MSCCLPP_OK ? "usable" : "unusable",
+               *why ? why : (r == MSCCLPP_OK ? "" : mscclpp_result_string(r)));
+    }
+    printf("Bootstraps: tcp");
 #ifdef MSCCLPP_HAVE_MPI
     printf(", mpi");
 #endif

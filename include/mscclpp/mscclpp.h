@@ -164,7 +164,8 @@ MSCCLPP_API mscclpp_result_t mscclpp_comm_init_rank(const mscclpp_unique_id_t *i
 
 MSCCLPP_API mscclpp_result_t mscclpp_comm_rank(const mscclpp_comm_t *comm, int *rank);
 MSCCLPP_API mscclpp_result_t mscclpp_comm_size(const mscclpp_comm_t *comm, int *nranks);
-/** Ranks that share this rank's node (same host name and boot id). */
+/** Ranks that share this rank's node (same host name, boot id and network namespace, or the
+ * same MSCCLPP_NODE_ID). */
 MSCCLPP_API mscclpp_result_t mscclpp_comm_local_size(const mscclpp_comm_t *comm, int *nlocal);
 MSCCLPP_API mscclpp_result_t mscclpp_comm_bootstrap(mscclpp_comm_t *comm,
                                                     mscclpp_bootstrap_t **boot);
@@ -268,6 +269,38 @@ MSCCLPP_API mscclpp_result_t mscclpp_memory_channel_relaxed_wait(mscclpp_memory_
 /** Make earlier puts visible to the peer (a fence for memory channels). */
 MSCCLPP_API mscclpp_result_t mscclpp_memory_channel_flush(mscclpp_memory_channel_t *chan);
 MSCCLPP_API mscclpp_result_t mscclpp_memory_channel_destroy(mscclpp_memory_channel_t *chan);
+
+typedef struct mscclpp_port_channel mscclpp_port_channel_t;
+
+/**
+ * A port channel with `peer` (collective between the two ranks, matched by `tag`), driven from
+ * the host: data moves through a transport (ipc within a node, ib or ucx across nodes; see
+ * mscclpp-info), not by loads and stores. This rank exposes [`recv`, +`recv_bytes`) for the
+ * peer's puts and puts from [`send`, +`send_bytes`); both must be memory from mscclpp_malloc
+ * (either may be NULL with 0 bytes). Plans use port channels through the executor instead.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_port_channel_create(mscclpp_comm_t *comm, int peer, int tag,
+                                                         void *recv, size_t recv_bytes,
+                                                         void *send, size_t send_bytes,
+                                                         mscclpp_port_channel_t **chan);
+/** Start copying send[src_offset, +bytes) to the peer's recv[dst_offset, ...). */
+MSCCLPP_API mscclpp_result_t mscclpp_port_channel_put(mscclpp_port_channel_t *chan,
+                                                      size_t dst_offset, size_t src_offset,
+                                                      size_t bytes);
+/** Signal the peer after every put before it has landed. */
+MSCCLPP_API mscclpp_result_t mscclpp_port_channel_signal(mscclpp_port_channel_t *chan);
+/**
+ * Wait until every put and signal issued so far completed at the peer (bounded). Over
+ * transports that emulate one-sided operations (UCX over tcp) the peer must be inside a call of
+ * its channel (wait, flush) meanwhile; flush before the last signal/wait exchange, not after.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_port_channel_flush(mscclpp_port_channel_t *chan);
+/** Wait for one signal from the peer; bounded by MSCCLPP_TIMEOUT. */
+MSCCLPP_API mscclpp_result_t mscclpp_port_channel_wait(mscclpp_port_channel_t *chan);
+/** Name of the transport the channel uses ("ipc", "ucx", "ib"); NULL for NULL. */
+MSCCLPP_API const char *mscclpp_port_channel_transport(const mscclpp_port_channel_t *chan);
+/** Close at once, without flushing (flush first while the peer still waits on the channel). */
+MSCCLPP_API mscclpp_result_t mscclpp_port_channel_destroy(mscclpp_port_channel_t *chan);
 
 /* ---------------------------------------------------------------------------------------------
  * Execution plans and the executor

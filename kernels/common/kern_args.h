@@ -120,6 +120,8 @@ enum {
     KERN_LOC_SCR = 2,    /* args.scratch */
     KERN_LOC_REMOTE = 3, /* plan rbufs[idx]: a peer's buffer, mapped */
     KERN_LOC_SWITCH = 4, /* plan switches[idx]: the bound buffer of every member */
+    KERN_LOC_PORT = 5,   /* plan rbufs[idx] reached through a port channel: the proxy writes
+                          * it; the interpreter only computes the offset (pbufs[idx] + off) */
 };
 /* kern_desc_t.flags */
 #define KERN_DESC_SCRATCH 0x1 /* the buffer is a scratch buffer: add the double-scratch half */
@@ -143,7 +145,8 @@ typedef struct {
     uint8_t barrier_id;
     uint16_t barrier_nblocks;
     uint16_t n_inner; /* pipeline: the next n_inner ops are its body */
-    uint16_t pad;
+    uint8_t port;     /* 1: the op's channels are port channels (ids index the port table) */
+    uint8_t pad;
     uint32_t desc;    /* first descriptor in the plan's descriptor array */
     uint32_t ids;     /* first id in the plan's id array: memory channel or semaphore ids */
     uint32_t n_iter;  /* pipeline iterations */
@@ -172,6 +175,38 @@ typedef struct {
     void *mc; /* CUDA multicast address (NVLS), or NULL: use the member pointers */
 } kern_switch_t;
 
+/*
+ * Port channels (spec §2.3/§2.4, MSCCL++'s proxy design). The interpreter pushes 16-byte
+ * triggers into a FIFO in host-mapped memory; a host thread of the executor (the proxy,
+ * executor/exec_port.c) drains them into transport calls in order, then advances `tail`.
+ *   fst: bits 0..31 bytes, 32..63 source offset in the registered allocation of `src loc`
+ *   snd: bits 0..31 destination offset in the peer's allocation, 32..41 port channel,
+ *        42..51 remote buffer, 52..53 source location (KERN_LOC_IN/OUT/SCR), 54..56 type bits,
+ *        63 valid (written last, with release order; the proxy clears the slot)
+ * A slot is free again once tail has passed it; a flush waits until tail passed its trigger.
+ * The proxy records its first error in `err` (a negative mscclpp_result_t): every port wait
+ * polls it and gives up, so the launch fails instead of hanging.
+ */
+#define KERN_TRIG_DATA 1u
+#define KERN_TRIG_SIGNAL 2u
+#define KERN_TRIG_FLUSH 4u
+#define KERN_TRIG_VALID (1ull << 63)
+#define KERN_PORT_MAX_CHANS 1024
+#define KERN_PORT_MAX_RBUFS 1024
+
+typedef struct {
+    uint64_t fst, snd;
+} kern_trigger_t;
+
+typedef struct {
+    uint64_t tail;      /* triggers the proxy has finished (proxy writes, release) */
+    uint64_t pad0[7];
+    uint64_t err;       /* proxy's first error as (uint64_t)(int64_t)code, 0 if none */
+    uint64_t size;      /* slots, a power of two */
+    uint64_t pad1[6];
+    /* kern_trigger_t slots[size] follow */
+} kern_fifo_t;
+
 /** The lowered per-rank plan (header of the blob; arrays follow at the given offsets). */
 typedef struct {
     uint32_t magic; /* KERN_PLAN_MAGIC */
@@ -181,6 +216,12 @@ typedef struct {
     /* byte offsets from the blob start */
     uint32_t off_blocks, off_ops, off_descs, off_ids, off_chans, off_rbufs, off_switch,
         off_members;
+    /* port channels: n_ports kern_chan_t at off_ports (inbound, expected, peer; remote unused),
+     * n_rbufs uint64_t at off_pbufs (in-allocation offset of each remote buffer for this call) */
+    uint32_t n_ports, off_ports, off_pbufs, pad0;
+    kern_fifo_t *fifo;    /* host-mapped FIFO of the context's proxy, NULL without ports */
+    uint64_t *fifo_head;  /* device counter of claimed slots */
+    uint64_t lbase[3];    /* device addresses of the registered input/output/scratch allocations */
 } kern_plan_t;
 
 /** First error of a launch (all fields valid once code != 0 and the launch has finished). */
@@ -202,6 +243,8 @@ enum {
     KERN_WAIT_BARRIER,   /* barrier syncer */
     KERN_WAIT_SEMAPHORE, /* sem_acquire */
     KERN_WAIT_PLAN,      /* malformed plan or launch (block index, magic) */
+    KERN_WAIT_PROXY,     /* port channel: FIFO room, a flush, or the proxy reported an error */
+    KERN_WAIT_PORT,      /* wait on a port channel (a signal through the proxy) */
 };
 
 typedef struct {

@@ -471,6 +471,111 @@ KERN_FN void kern_sem_acquire(kern_ctx_t *c, uint32_t id)
     }
 }
 
+/* ---- port channels: triggers into the proxy FIFO ----------------------------------------- */
+
+KERN_FN const kern_plan_t *kern_plan_of(const kern_ctx_t *c) { return c->a->plan; }
+
+KERN_FN kern_trigger_t *kern_fifo_slots(kern_fifo_t *f) { return (kern_trigger_t *)(f + 1); }
+
+/* The proxy's error, 0 if none (system scope: the proxy is a host thread). */
+KERN_FN int32_t kern_proxy_err(const kern_fifo_t *f)
+{
+    return (int32_t)(int64_t)kern_ld_acq_u64(&f->err);
+}
+
+/*
+ * Wait until the proxy's tail passes `pos` (room for a push when pos is a slot to claim minus
+ * the FIFO size, a finished flush when pos is the flush's own slot). Gives up on the proxy's
+ * error (recorded as this launch's error) or the timeout.
+ */
+KERN_FN int kern_port_until(kern_ctx_t *c, uint64_t pos, int32_t chan, int32_t peer)
+{
+    kern_fifo_t *f = kern_plan_of(c)->fifo;
+    kern_spin_t s = {0, 0};
+    uint64_t t = kern_ld_acq_u64(&f->tail);
+    while (t <= pos) {
+        int32_t e = kern_proxy_err(f);
+        if (e != 0) {
+            kern_fail(c, e, KERN_WAIT_PROXY, chan, peer, pos + 1, t);
+            return 1;
+        }
+        if (kern_spin_poll(c, &s, KERN_WAIT_PROXY, chan, peer, pos + 1, t)) return 1;
+        t = kern_ld_acq_u64(&f->tail);
+    }
+    return 0;
+}
+
+/* Push one trigger; returns its FIFO position, or ~0 when the launch gave up. */
+KERN_FN uint64_t kern_port_push(kern_ctx_t *c, uint64_t fst, uint64_t snd, int32_t chan,
+                                int32_t peer)
+{
+    const kern_plan_t *p = kern_plan_of(c);
+    kern_fifo_t *f = p->fifo;
+    uint64_t size = f->size;
+    uint64_t pos = kern_add_rlx_dev_u64(p->fifo_head, 1);
+    kern_trigger_t *slot;
+    if (pos >= size && kern_port_until(c, pos - size, chan, peer)) return ~0ull;
+    slot = &kern_fifo_slots(f)[pos & (size - 1)];
+    /* the data the proxy will read, and fst, are visible before the valid bit */
+    kern_fence_sys();
+    kern_st_rlx_u64(&slot->fst, fst);
+    kern_fence_sys();
+    kern_st_rlx_u64(&slot->snd, snd | KERN_TRIG_VALID);
+    return pos;
+}
+
+/* One port data op entry: put `n` bytes of local src (at x) to the peer's dst (at x). */
+KERN_FN void kern_port_put(kern_ctx_t *c, uint32_t type, uint32_t chan, const kern_desc_t *src,
+                           const kern_desc_t *dst, uint64_t x, uint64_t n)
+{
+    const kern_plan_t *p = kern_plan_of(c);
+    const kern_chan_t *ch = (const kern_chan_t *)((const char *)p + p->off_ports) + chan;
+    const uint64_t *pb = (const uint64_t *)((const char *)p + p->off_pbufs);
+    uint32_t bits = KERN_TRIG_DATA;
+    uint64_t so = (uint64_t)(kern_ptr(c, src, x) - (char *)p->lbase[src->loc]);
+    uint64_t o = dst->off + x, pos;
+    if (dst->flags & KERN_DESC_PACKET) o *= 2;
+    if (dst->flags & KERN_DESC_SCRATCH) o += c->half;
+    o += pb[dst->idx];
+    if (type == KERN_OP_PWS || type == KERN_OP_PWSF) bits |= KERN_TRIG_SIGNAL;
+    if (type == KERN_OP_PWSF) bits |= KERN_TRIG_FLUSH;
+    pos = kern_port_push(c, (n & 0xffffffffull) | (so << 32),
+                         (o & 0xffffffffull) | ((uint64_t)chan << 32) |
+                             ((uint64_t)dst->idx << 42) | ((uint64_t)src->loc << 52) |
+                             ((uint64_t)bits << 54),
+                         (int32_t)chan, ch->peer);
+    if (pos != ~0ull && (bits & KERN_TRIG_FLUSH)) kern_port_until(c, pos, (int32_t)chan, ch->peer);
+}
+
+/* signal / flush on port channel `chan` */
+KERN_FN void kern_port_ctl(kern_ctx_t *c, uint32_t bits, uint32_t chan)
+{
+    const kern_plan_t *p = kern_plan_of(c);
+    const kern_chan_t *ch = (const kern_chan_t *)((const char *)p + p->off_ports) + chan;
+    uint64_t pos = kern_port_push(c, 0, ((uint64_t)chan << 32) | ((uint64_t)bits << 54),
+                                  (int32_t)chan, ch->peer);
+    if (pos != ~0ull && (bits & KERN_TRIG_FLUSH)) kern_port_until(c, pos, (int32_t)chan, ch->peer);
+}
+
+/* wait on port channel `chan`: its inbound counter is set by the peer's proxy */
+KERN_FN void kern_port_wait(kern_ctx_t *c, uint32_t chan)
+{
+    const kern_plan_t *p = kern_plan_of(c);
+    const kern_chan_t *ch = (const kern_chan_t *)((const char *)p + p->off_ports) + chan;
+    uint64_t exp = kern_add_rlx_dev_u64(ch->expected, 1) + 1;
+    uint64_t v = kern_ld_acq_u64(ch->inbound);
+    kern_spin_t s = {0, 0};
+    while (v < exp) {
+        int32_t e = kern_proxy_err(p->fifo);
+        if (e != 0) {
+            kern_fail(c, e, KERN_WAIT_PROXY, (int32_t)chan, ch->peer, exp, v);
+            return;
+        }
+        if (kern_spin_poll(c, &s, KERN_WAIT_PORT, (int32_t)chan, ch->peer, exp, v)) return;
+        v = kern_ld_acq_u64(ch->inbound);
+    }
+}
+
 /* ---- one op ------------------------------------------------------------------------------- */
 
 KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t unit,
@@ -500,6 +605,33 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         return;
     }
     if (kern_failed(c)) return;
+
+    if (op->port) {
+        /* port channels (spec §2.3, §2.4): thread i serves channel / destination i */
+        switch (op->type) {
+        case KERN_OP_SIGNAL:
+        case KERN_OP_RLXSIGNAL:
+            for (i = tid; i < op->n_ids; i += nth) kern_port_ctl(c, KERN_TRIG_SIGNAL, ids[i]);
+            break;
+        case KERN_OP_FLUSH:
+            for (i = tid; i < op->n_ids; i += nth) kern_port_ctl(c, KERN_TRIG_FLUSH, ids[i]);
+            break;
+        case KERN_OP_WAIT:
+        case KERN_OP_RLXWAIT:
+            for (i = tid; i < op->n_ids; i += nth) kern_port_wait(c, ids[i]);
+            break;
+        case KERN_OP_PUT:
+        case KERN_OP_PWS:
+        case KERN_OP_PWSF:
+            if (op->n_src == 0) break;
+            for (k = tid; k < op->n_dst && k < op->n_ids; k += nth)
+                kern_port_put(c, op->type, ids[k], &src[k < op->n_src ? k : op->n_src - 1],
+                              &dst[k], x, n);
+            break;
+        default: break; /* the lowering refuses other port ops */
+        }
+        return;
+    }
 
     switch (op->type) {
     case KERN_OP_SIGNAL:

@@ -12,13 +12,15 @@ from mscclpp import default_plans
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLANS = os.path.join(ROOT, "plans")
 FILES = sorted(glob.glob(os.path.join(PLANS, "*.json")) + glob.glob(os.path.join(PLANS, "*", "*.json")))
+# multi-node plans (plans/multinode/<nodes>x<ranks per node>/), checked by the simulator below
+MULTINODE = sorted(glob.glob(os.path.join(PLANS, "multinode", "*", "*.json")))
 FAMILIES = ["allreduce_pkt", "allreduce_simple", "allgather", "reducescatter", "alltoall",
             "broadcast"]
 
 
 def test_regenerating_default_plans_gives_the_committed_files():
     generated = dict(default_plans.generate(PLANS))
-    committed = {os.path.relpath(f, PLANS) for f in FILES}
+    committed = {os.path.relpath(f, PLANS) for f in FILES + MULTINODE}
     assert set(generated) == committed, "plans/*.json and plans/*.py disagree on the file set"
     stale = []
     for name, text in generated.items():
@@ -34,6 +36,14 @@ def test_every_family_and_rank_count_is_present():
     for fam in FAMILIES:
         for n in range(2, 9):
             assert f"{fam}_{n}.json" in names
+
+
+@pytest.mark.parametrize("path", MULTINODE, ids=lambda p: os.path.relpath(p, PLANS))
+def test_multinode_plan_is_correct(path):
+    res = mscclpp.verify_plan(path, strict_relaxed=True)
+    assert res, str(res)
+    assert res.checked_semantics
+    assert not res.warnings, res.warnings
 
 
 @pytest.mark.parametrize("path", FILES, ids=os.path.basename)
@@ -94,7 +104,7 @@ def test_plans_readme_lists_every_family():
 def test_plans_local_mk_installs_every_plan():
     with open(os.path.join(PLANS, "local.mk")) as f:
         text = f.read()
-    for path in FILES:
+    for path in FILES + MULTINODE:
         assert "plans/" + os.path.relpath(path, PLANS) in text
     for prog in glob.glob(os.path.join(PLANS, "*.py")):
         assert "plans/" + os.path.basename(prog) in text

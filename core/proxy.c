@@ -1,0 +1,133 @@
+/* The proxy thread of port channels (core/proxy.h). */
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/config.h"
+#include "base/debug.h"
+#include "core/proxy.h"
+
+struct proxy {
+    const hal_ops_t *hal;
+    kern_fifo_t *fifo;    /* host-mapped */
+    uint64_t *head;       /* device memory */
+    uint64_t size;
+    proxy_handler_fn handler;
+    proxy_progress_fn progress;
+    void *arg;
+    pthread_t thread;
+    int stop;             /* atomic */
+    mscclpp_result_t err; /* first error (thread writes once, before publishing fifo->err) */
+    char msg[768];
+    char name[64];
+};
+
+static void proxy_fail(proxy_t *p, mscclpp_result_t r)
+{
+    if (p->err != MSCCLPP_OK) return;
+    snprintf(p->msg, sizeof p->msg, "%s", mscclpp_last_error());
+    p->err = r;
+    __atomic_store_n(&p->fifo->err, (uint64_t)(int64_t)r, __ATOMIC_RELEASE);
+}
+
+/* Idle back-off: poll hard for a while (latency of the next trigger), then give the core away
+ * (ranks, blocks and proxies share few cores on the host backend). */
+static void proxy_idle(unsigned n)
+{
+    if (n < 256) return;
+    if (n < 512) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, n < 4096 ? 5000 : 50000};
+    nanosleep(&ts, NULL);
+}
+
+static void *proxy_main(void *arg)
+{
+    proxy_t *p = arg;
+    kern_fifo_t *f = p->fifo;
+    kern_trigger_t *slots = (kern_trigger_t *)(f + 1);
+    uint64_t tail = __atomic_load_n(&f->tail, __ATOMIC_RELAXED);
+    unsigned idle = 0;
+    while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
+        kern_trigger_t *s = &slots[tail & (p->size - 1)];
+        uint64_t snd = __atomic_load_n(&s->snd, __ATOMIC_ACQUIRE);
+        if (!(snd & KERN_TRIG_VALID)) {
+            if (p->err == MSCCLPP_OK) {
+                mscclpp_result_t r = p->progress(p->arg);
+                if (r != MSCCLPP_OK) proxy_fail(p, r);
+            }
+            proxy_idle(idle++);
+            continue;
+        }
+        idle = 0;
+        uint64_t fst = __atomic_load_n(&s->fst, __ATOMIC_RELAXED);
+        if (p->err == MSCCLPP_OK) {
+            mscclpp_result_t r = p->handler(p->arg, fst, snd & ~KERN_TRIG_VALID);
+            if (r != MSCCLPP_OK) proxy_fail(p, r);
+        }
+        __atomic_store_n(&s->fst, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->snd, 0, __ATOMIC_RELAXED);
+        tail++;
+        __atomic_store_n(&f->tail, tail, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, proxy_handler_fn handler,
+                              proxy_progress_fn progress, void *arg, const char *name,
+                              proxy_t **out)
+{
+    uint64_t size = 16;
+    while (size < slots && size < (1u << 20)) size <<= 1;
+    proxy_t *p = calloc(1, sizeof *p);
+    if (!p) return ERR(MSCCLPP_ERR_NO_MEMORY, "proxy: out of memory");
+    mscclpp_result_t res;
+    size_t bytes = sizeof(kern_fifo_t) + size * sizeof(kern_trigger_t);
+    p->hal = hal;
+    p->size = size;
+    p->handler = handler;
+    p->progress = progress;
+    p->arg = arg;
+    snprintf(p->name, sizeof p->name, "%s", name);
+    CHECK_GOTO(hal->host_alloc(bytes, (void **)&p->fifo), res, fail);
+    memset(p->fifo, 0, bytes);
+    p->fifo->size = size;
+    CHECK_GOTO(hal->mem_alloc(sizeof(uint64_t), (void **)&p->head), res, fail);
+    CHECK_GOTO(hal->memset_sync(p->head, 0, sizeof(uint64_t)), res, fail);
+    int e = pthread_create(&p->thread, NULL, proxy_main, p);
+    if (e != 0) {
+        res = ERR(MSCCLPP_ERR_SYSTEM, "proxy of %s: pthread_create: %s", name, strerror(e));
+        goto fail;
+    }
+    *out = p;
+    return MSCCLPP_OK;
+fail:
+    if (p->head) hal->mem_free(p->head);
+    if (p->fifo) hal->host_free(p->fifo);
+    free(p);
+    return res;
+}
+
+kern_fifo_t *proxy_fifo(proxy_t *p) { return p->fifo; }
+uint64_t *proxy_head(proxy_t *p) { return p->head; }
+
+mscclpp_result_t proxy_error(proxy_t *p)
+{
+    if (!p || __atomic_load_n(&p->fifo->err, __ATOMIC_ACQUIRE) == 0) return MSCCLPP_OK;
+    return core_error_quiet(p->err, "proxy of %s: %s", p->name, p->msg);
+}
+
+void proxy_destroy(proxy_t *p)
+{
+    if (!p) return;
+    __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(p->thread, NULL);
+    p->hal->mem_free(p->head);
+    p->hal->host_free(p->fifo);
+    free(p);
+}

@@ -1,0 +1,41 @@
+/*
+ * The proxy: a host thread that drains a FIFO of 16-byte triggers (kernels/common/kern_args.h,
+ * kern_fifo_t) pushed by the plan interpreter, in order, into a handler (transport calls), and
+ * drives transport progress while the FIFO is empty. The FIFO lives in host-mapped memory
+ * (hal host_alloc) so a GPU kernel can push into it; its head counter in device memory.
+ *
+ * Errors: the first failing trigger (or progress call) is recorded, with its message, and
+ * published in the FIFO's `err` word, which every port wait of the interpreter polls; later
+ * triggers are consumed without being executed, so no pusher blocks on a full FIFO.
+ */
+#ifndef MSCCLPP_CORE_PROXY_H
+#define MSCCLPP_CORE_PROXY_H
+
+#include <stdint.h>
+
+#include "hal/hal.h"
+#include "kernels/common/kern_args.h"
+#include "mscclpp/mscclpp.h"
+
+typedef struct proxy proxy_t;
+
+/** Executes one trigger; returns an error (with mscclpp_last_error() set) to stop the proxy. */
+typedef mscclpp_result_t (*proxy_handler_fn)(void *arg, uint64_t fst, uint64_t snd);
+/** Drives progress when the FIFO is idle; an error is recorded like a trigger's. */
+typedef mscclpp_result_t (*proxy_progress_fn)(void *arg);
+
+/**
+ * Allocate a FIFO of `slots` triggers (rounded up to a power of two) and its head counter on
+ * `hal`, and start the thread. `name` appears in error messages ("rank 3").
+ */
+mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, proxy_handler_fn handler,
+                              proxy_progress_fn progress, void *arg, const char *name,
+                              proxy_t **out);
+kern_fifo_t *proxy_fifo(proxy_t *p);
+uint64_t *proxy_head(proxy_t *p);
+/** MSCCLPP_OK, or the proxy's first error re-recorded for the calling thread. */
+mscclpp_result_t proxy_error(proxy_t *p);
+/** Stop the thread (after it consumed what was pushed) and free the FIFO. Safe on NULL. */
+void proxy_destroy(proxy_t *p);
+
+#endif

@@ -1,0 +1,448 @@
+/*
+ * Port channels of an executor context (spec §5.1-5.4 for the port half).
+ *
+ * Setup, per peer this rank has a port relation with (port channels either way, or a remote
+ * buffer one of us reaches through a port channel), in ascending virtual rank:
+ *   1. pick the transport (ipc within a node, else ib/ucx) and connect;
+ *   2. send one message: the transport bit, the key of my counter region and the slot of each
+ *      of my port channels to the peer (in channel order), then the keys of my buffers the peer
+ *      writes through port channels; receive the peer's;
+ *   3. my j-th port channel to the peer signals the slot of the peer's j-th channel to me
+ *      (the pairing rule of spec §5.2).
+ * Then a proxy (core/proxy.h) drains the interpreter's triggers into put / signal / flush.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/config.h"
+#include "base/debug.h"
+#include "core/proxy.h"
+#include "base/wire.h"
+#include "executor/exec_port.h"
+#include "transports/transport.h"
+
+#define PORT_WIRE_MAGIC 0x54524f50u /* "PORT" */
+#define PORT_WIRE_VERSION 1u
+#define PORT_SLOT_U64 8 /* counters 64 bytes apart */
+#define PORT_NO_SLOT UINT64_MAX
+
+typedef struct {
+    bool used;
+    int rank;  /* physical */
+    int tpi;   /* TP_* */
+    const tp_ops_t *ops;
+    tp_ctx_t *ctx;
+    tp_ep_t *ep;
+    tp_rmem_t *counters;
+    tp_rmem_t *buf[3];
+} port_peer_t;
+
+struct exec_port {
+    mscclpp_comm_t *comm;
+    const hal_ops_t *hal;
+    const struct mscclpp_plan *plan;
+    int vrank, rotation, n;
+    int n_ports;
+    int *chan_v;           /* per port channel: virtual peer */
+    uint64_t *remote_slot; /* per port channel: slot in the peer's counter region */
+    uint64_t *out_total;   /* per port channel: signals sent */
+    port_peer_t *peers;    /* per virtual rank */
+    uint64_t *counters;    /* n_ports + 1 slots */
+    size_t counters_bytes;
+    bool counters_host;    /* from host_alloc (else shareable memory) */
+    uint64_t *expected;    /* device memory, n_ports + 1 */
+    tp_mem_t *cmem[TP__COUNT];
+    void *lptr[3];
+    uint64_t lbytes[3];
+    tp_mem_t *lmem[3][TP__COUNT];
+    exec_memchan_t *chans;
+    uint64_t *pbufs;
+    proxy_t *proxy;
+};
+
+static int chan_count(const plan_gpu_t *g, int to)
+{
+    int k = 0;
+    for (int i = 0; i < g->n_chan[PLAN_CH_PORT]; i++)
+        if (g->peers[PLAN_CH_PORT][i] == to) k++;
+    return k;
+}
+
+/* Buffer types (bits) rank `peer` writes on rank `me` through port channels. */
+static unsigned port_needs(const struct mscclpp_plan *plan, int peer, int me)
+{
+    const plan_gpu_t *g = &plan->gpus[peer];
+    unsigned mask = 0;
+    for (int q = 0; q < g->n_rbufs; q++)
+        if (g->rbufs[q].owner == me && (g->rbufs[q].access & (1u << PLAN_CH_PORT)))
+            mask |= 1u << g->rbufs[q].buf;
+    return mask;
+}
+
+bool exec_port_needed(const struct mscclpp_plan *plan)
+{
+    for (int r = 0; r < plan->nranks; r++) {
+        if (plan->gpus[r].n_chan[PLAN_CH_PORT] > 0) return true;
+        for (int q = 0; q < plan->gpus[r].n_rbufs; q++)
+            if (plan->gpus[r].rbufs[q].access & (1u << PLAN_CH_PORT)) return true;
+    }
+    return false;
+}
+
+static bool related(const struct mscclpp_plan *plan, int me, int v)
+{
+    return chan_count(&plan->gpus[me], v) || chan_count(&plan->gpus[v], me) ||
+           port_needs(plan, v, me) || port_needs(plan, me, v);
+}
+
+static int tp_index(const tp_ops_t *ops)
+{
+    for (int i = 0; i < TP__COUNT; i++)
+        if (tp_get(i) == ops) return i;
+    return 0;
+}
+
+/* ---- the proxy's side ----------------------------------------------------------------------- */
+
+static mscclpp_result_t port_handle(void *arg, uint64_t fst, uint64_t snd)
+{
+    exec_port_t *p = arg;
+    uint64_t bytes = fst & 0xffffffffull, so = fst >> 32, doff = snd & 0xffffffffull;
+    uint32_t chan = (uint32_t)(snd >> 32) & 1023u, q = (uint32_t)(snd >> 42) & 1023u;
+    uint32_t loc = (uint32_t)(snd >> 52) & 3u, bits = (uint32_t)(snd >> 54) & 7u;
+    if ((int)chan >= p->n_ports)
+        return ERR(MSCCLPP_ERR_INTERNAL, "proxy of rank %d: trigger for port channel %u, the "
+                   "plan has %d", p->comm->rank, chan, p->n_ports);
+    port_peer_t *peer = &p->peers[p->chan_v[chan]];
+    TRACE(SUBSYS_NET, "rank %d proxy: chan %u bits %u: %llu bytes src %u+%llu -> rbuf %u+%llu",
+          p->comm->rank, chan, bits, (unsigned long long)bytes, loc, (unsigned long long)so, q,
+          (unsigned long long)doff);
+    if (bits & KERN_TRIG_DATA) {
+        const struct mscclpp_plan *plan = p->plan;
+        const plan_gpu_t *g = &plan->gpus[p->vrank];
+        if ((int)q >= g->n_rbufs || loc > 2)
+            return ERR(MSCCLPP_ERR_INTERNAL, "proxy of rank %d: trigger names remote buffer %u "
+                       "and source %u", p->comm->rank, q, loc);
+        const plan_rbuf_t *rb = &g->rbufs[q];
+        if (rb->owner != p->chan_v[chan])
+            return ERR(MSCCLPP_ERR_INVALID_PLAN, "plan '%s' rank %d: a put on port channel %u "
+                       "(to rank %d) writes a buffer of rank %d", plan->name, p->comm->rank, chan,
+                       peer->rank, (rb->owner + p->rotation) % p->n);
+        tp_rmem_t *dst = peer->buf[rb->buf];
+        tp_mem_t *src = p->lmem[loc][peer->tpi];
+        if (!dst || !src)
+            return ERR(MSCCLPP_ERR_INTERNAL, "proxy of rank %d: buffer %u of rank %d or local "
+                       "source %u is not registered", p->comm->rank, rb->buf, peer->rank, loc);
+        if (bytes) CHECK(peer->ops->put(peer->ep, dst, doff, src, so, bytes));
+    }
+    if (bits & KERN_TRIG_SIGNAL) {
+        if (p->remote_slot[chan] == PORT_NO_SLOT)
+            return ERR(MSCCLPP_ERR_INVALID_PLAN, "plan '%s': rank %d signals port channel %u to "
+                       "rank %d, which has no matching port channel back (spec §5.2)",
+                       p->plan->name, p->comm->rank, chan, peer->rank);
+        p->out_total[chan]++;
+        CHECK(peer->ops->signal(peer->ep, peer->counters,
+                                p->remote_slot[chan] * PORT_SLOT_U64 * sizeof(uint64_t),
+                                p->out_total[chan]));
+    }
+    if (bits & KERN_TRIG_FLUSH) CHECK(peer->ops->flush(peer->ep, config_timeout_ns()));
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t port_progress(void *arg)
+{
+    exec_port_t *p = arg;
+    for (int i = 0; i < TP__COUNT; i++) {
+        tp_ctx_t *ctx = NULL;
+        for (int v = 0; v < p->n && !ctx; v++)
+            if (p->peers[v].used && p->peers[v].tpi == i) ctx = p->peers[v].ctx;
+        if (ctx) CHECK(tp_get(i)->progress(ctx));
+    }
+    /* a peer that died while we only wait for it: its connection says so */
+    for (int v = 0; v < p->n; v++)
+        if (p->peers[v].used) CHECK(p->peers[v].ops->ep_status(p->peers[v].ep));
+    return MSCCLPP_OK;
+}
+
+/* ---- setup ---------------------------------------------------------------------------------- */
+
+static size_t msg_cap(int nslots) { return 64 + 4 * (size_t)TP_RKEY_MAX + 8 * (size_t)nslots; }
+
+mscclpp_result_t exec_port_create(mscclpp_comm_t *comm, const struct mscclpp_plan *plan, int vrank,
+                                  int rotation, void *const lptr[3], const uint64_t lbytes[3],
+                                  int tag, exec_port_t **out)
+{
+    mscclpp_result_t res = MSCCLPP_OK;
+    const int n = comm->nranks, me = vrank;
+    const plan_gpu_t *g = &plan->gpus[me];
+    exec_port_t *p = calloc(1, sizeof *p);
+    if (!p) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+    p->comm = comm;
+    p->hal = comm->hal;
+    p->plan = plan;
+    p->vrank = vrank;
+    p->rotation = rotation;
+    p->n = n;
+    p->n_ports = g->n_chan[PLAN_CH_PORT];
+    const int np = p->n_ports;
+    p->chan_v = calloc((size_t)np + 1, sizeof *p->chan_v);
+    p->remote_slot = calloc((size_t)np + 1, sizeof *p->remote_slot);
+    p->out_total = calloc((size_t)np + 1, sizeof *p->out_total);
+    p->peers = calloc((size_t)n, sizeof *p->peers);
+    p->chans = calloc((size_t)np + 1, sizeof *p->chans);
+    p->pbufs = calloc((size_t)g->n_rbufs + 1, sizeof *p->pbufs);
+    uint8_t *msg = malloc(msg_cap(np + 1));
+    if (!p->chan_v || !p->remote_slot || !p->out_total || !p->peers || !p->chans || !p->pbufs ||
+        !msg) {
+        res = ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < np; i++) {
+        p->chan_v[i] = g->peers[PLAN_CH_PORT][i];
+        p->remote_slot[i] = PORT_NO_SLOT;
+    }
+    for (int t = 0; t < 3; t++) {
+        p->lptr[t] = lptr[t];
+        p->lbytes[t] = lbytes[t];
+        if (lbytes[t] > UINT32_MAX) {
+            res = ERR(MSCCLPP_ERR_UNSUPPORTED, "plan '%s' rank %d: port channels address "
+                      "allocations of at most 4 GiB (triggers carry 32-bit offsets); this one "
+                      "has %llu bytes", plan->name, comm->rank, (unsigned long long)lbytes[t]);
+            goto fail;
+        }
+    }
+
+    /* 1. transports and connections */
+    bool any_net = false;
+    for (int v = 0; v < n; v++) {
+        if (v == me || !related(plan, me, v)) continue;
+        port_peer_t *pp = &p->peers[v];
+        pp->rank = (v + rotation) % n;
+        CHECK_GOTO(tp_select(comm, pp->rank, &pp->ops), res, fail);
+        pp->tpi = tp_index(pp->ops);
+        if (pp->tpi != TP_IPC) any_net = true;
+        CHECK_GOTO(tp_ctx_get(comm, pp->ops, &pp->ctx), res, fail);
+        CHECK_GOTO(pp->ops->connect(pp->ctx, pp->rank, tag, &pp->ep), res, fail);
+        pp->used = true;
+        INFO(SUBSYS_NET, "rank %d: port channels to rank %d over %s", comm->rank, pp->rank,
+             pp->ops->name);
+    }
+
+    /* 2. counters: device-visible memory the transports can write */
+    p->counters_bytes = (size_t)(np + 1) * PORT_SLOT_U64 * sizeof(uint64_t);
+    p->counters_host = any_net && p->hal != hal_host_ops();
+    if (p->counters_host)
+        CHECK_GOTO(p->hal->host_alloc(p->counters_bytes, (void **)&p->counters), res, fail);
+    else
+        CHECK_GOTO(p->hal->mem_alloc_shareable(p->counters_bytes, (void **)&p->counters), res,
+                   fail);
+    CHECK_GOTO(p->hal->memset_sync(p->counters, 0, p->counters_bytes), res, fail);
+    CHECK_GOTO(p->hal->mem_alloc((size_t)(np + 1) * sizeof(uint64_t), (void **)&p->expected), res,
+               fail);
+    CHECK_GOTO(p->hal->memset_sync(p->expected, 0, (size_t)(np + 1) * sizeof(uint64_t)), res,
+               fail);
+    for (int i = 0; i < np; i++) {
+        p->chans[i].inbound = p->counters + (size_t)i * PORT_SLOT_U64;
+        p->chans[i].expected = p->expected + i;
+    }
+    /* 3. registrations, once per transport in use */
+    for (int v = 0; v < n; v++) {
+        port_peer_t *pp = &p->peers[v];
+        if (!pp->used) continue;
+        if (!p->cmem[pp->tpi]) {
+            if (pp->tpi == TP_IPC && p->counters_host) {
+                res = ERR(MSCCLPP_ERR_UNSUPPORTED, "plan '%s' rank %d: port channels within a "
+                          "node and across nodes in one plan need shareable host-mapped "
+                          "counters, which the %s backend does not have", plan->name,
+                          comm->rank, p->hal->name);
+                goto fail;
+            }
+            CHECK_GOTO(pp->ops->mem_reg(pp->ctx, p->counters, p->counters_bytes,
+                                        &p->cmem[pp->tpi]),
+                       res, fail);
+        }
+        for (int t = 0; t < 3; t++)
+            if (lptr[t] && lbytes[t] && !p->lmem[t][pp->tpi])
+                CHECK_GOTO(pp->ops->mem_reg(pp->ctx, lptr[t], lbytes[t], &p->lmem[t][pp->tpi]),
+                           res, fail);
+    }
+
+    /* 4. exchange: send to every related peer, then receive from each */
+    for (int v = 0; v < n; v++) {
+        port_peer_t *pp = &p->peers[v];
+        if (!pp->used) continue;
+        wire_writer_t w = {msg, msg_cap(np + 1), 0, false};
+        wire_put_u32(&w, PORT_WIRE_MAGIC);
+        wire_put_u32(&w, PORT_WIRE_VERSION);
+        wire_put_u32(&w, pp->ops->bit);
+        int k = chan_count(g, v);
+        wire_put_u32(&w, (uint32_t)k);
+        if (k > 0) {
+            CHECK_GOTO(tp_mem_pack(pp->ops, pp->ctx, p->cmem[pp->tpi], p->counters,
+                                   p->counters_bytes, &w),
+                       res, fail);
+            for (int i = 0; i < np; i++)
+                if (p->chan_v[i] == v) wire_put_u64(&w, (uint64_t)i);
+        }
+        unsigned need = port_needs(plan, v, me);
+        wire_put_u32(&w, need);
+        for (int t = 0; t < 3; t++) {
+            if (!(need & (1u << t))) continue;
+            if (!p->lmem[t][pp->tpi]) {
+                res = ERR_ARG("plan '%s': rank %d writes buffer type %d of rank %d through a port "
+                              "channel; it must be memory the backend can register", plan->name,
+                              pp->rank, t, comm->rank);
+                goto fail;
+            }
+            CHECK_GOTO(tp_mem_pack(pp->ops, pp->ctx, p->lmem[t][pp->tpi], lptr[t], lbytes[t], &w),
+                       res, fail);
+        }
+        if (w.overflow) {
+            res = ERR(MSCCLPP_ERR_INTERNAL, "executor: port setup message overflow");
+            goto fail;
+        }
+        uint64_t len = w.len;
+        CHECK_GOTO(mscclpp_bootstrap_send(comm->boot, &len, sizeof len, pp->rank, tag), res, fail);
+        CHECK_GOTO(mscclpp_bootstrap_send(comm->boot, msg, w.len, pp->rank, tag), res, fail);
+    }
+    for (int v = 0; v < n; v++) {
+        port_peer_t *pp = &p->peers[v];
+        if (!pp->used) continue;
+        uint64_t len = 0;
+        CHECK_GOTO(mscclpp_bootstrap_recv(comm->boot, &len, sizeof len, pp->rank, tag), res, fail);
+        int their_np = plan->gpus[v].n_chan[PLAN_CH_PORT];
+        if (len > msg_cap(their_np + 1)) {
+            res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d sent a %llu-byte port setup message",
+                      pp->rank, (unsigned long long)len);
+            goto fail;
+        }
+        uint8_t *in = malloc(len ? len : 1);
+        if (!in) {
+            res = ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+            goto fail;
+        }
+        res = mscclpp_bootstrap_recv(comm->boot, in, (size_t)len, pp->rank, tag);
+        wire_reader_t r = {in, (size_t)len, 0, false};
+        uint32_t magic = wire_get_u32(&r), ver = wire_get_u32(&r), bit = wire_get_u32(&r);
+        uint32_t k = wire_get_u32(&r);
+        if (res == MSCCLPP_OK && (r.bad || magic != PORT_WIRE_MAGIC || ver != PORT_WIRE_VERSION))
+            res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d sent a port setup message of another "
+                      "format or version", pp->rank);
+        if (res == MSCCLPP_OK && bit != pp->ops->bit)
+            res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d chose transport bit 0x%x for our "
+                      "port channels, rank %d chose %s (MSCCLPP_TRANSPORTS differs?)", pp->rank,
+                      bit, comm->rank, pp->ops->name);
+        if (res == MSCCLPP_OK && k != (uint32_t)chan_count(&plan->gpus[v], me))
+            res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d announces %u port channels to rank "
+                      "%d, the plan says %d (different plans?)", pp->rank, k, comm->rank,
+                      chan_count(&plan->gpus[v], me));
+        if (res == MSCCLPP_OK && k > 0) {
+            res = tp_rmem_unpack(pp->ops, pp->ep, &r, &pp->counters, NULL);
+            /* my j-th channel to v signals the slot of its j-th channel to me */
+            uint32_t j = 0;
+            for (int i = 0; i < np && res == MSCCLPP_OK; i++) {
+                if (p->chan_v[i] != v) continue;
+                if (j < k) {
+                    uint64_t slot = wire_get_u64(&r);
+                    if (slot >= (uint64_t)their_np)
+                        res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d sent counter slot %llu",
+                                  pp->rank, (unsigned long long)slot);
+                    p->remote_slot[i] = slot;
+                }
+                j++;
+            }
+            for (; j < k; j++) (void)wire_get_u64(&r); /* its extra channels: never signalled */
+        }
+        uint32_t need = res == MSCCLPP_OK ? wire_get_u32(&r) : 0;
+        if (res == MSCCLPP_OK && need != port_needs(plan, me, v))
+            res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d offers buffers 0x%x for port "
+                      "channels, rank %d needs 0x%x (different plans?)", pp->rank, need,
+                      comm->rank, port_needs(plan, me, v));
+        for (int t = 0; t < 3 && res == MSCCLPP_OK; t++)
+            if (need & (1u << t)) res = tp_rmem_unpack(pp->ops, pp->ep, &r, &pp->buf[t], NULL);
+        if (res == MSCCLPP_OK && (r.bad || r.pos != r.len))
+            res = ERR(MSCCLPP_ERR_REMOTE, "executor: malformed port setup message from rank %d",
+                      pp->rank);
+        free(in);
+        if (res != MSCCLPP_OK) goto fail;
+    }
+
+    /* 5. the proxy */
+    if (np > 0 || g->n_rbufs > 0) {
+        char name[32];
+        snprintf(name, sizeof name, "rank %d", comm->rank);
+        int64_t slots = config_get_int(CFG_MSCCLPP_PROXY_FIFO);
+        CHECK_GOTO(proxy_create(p->hal, slots < 16 ? 16u : slots > (1 << 20) ? (1u << 20)
+                                                                              : (uint32_t)slots,
+                                port_handle, port_progress, p, name, &p->proxy),
+                   res, fail);
+    }
+    free(msg);
+    *out = p;
+    return MSCCLPP_OK;
+fail:
+    free(msg);
+    exec_port_destroy(p);
+    return res;
+}
+
+mscclpp_result_t exec_port_fill(exec_port_t *p, uint64_t *const peer_off[2], exec_resources_t *res)
+{
+    if (!p) return MSCCLPP_OK;
+    const plan_gpu_t *g = &p->plan->gpus[p->vrank];
+    for (int q = 0; q < g->n_rbufs; q++) {
+        const plan_rbuf_t *rb = &g->rbufs[q];
+        p->pbufs[q] = rb->buf == PLAN_BUF_SCRATCH ? 0 : peer_off[rb->buf][rb->owner];
+    }
+    res->n_ports = p->n_ports;
+    res->ports = p->chans;
+    res->pbufs = p->pbufs;
+    res->fifo = p->proxy ? proxy_fifo(p->proxy) : NULL;
+    res->fifo_head = p->proxy ? proxy_head(p->proxy) : NULL;
+    for (int t = 0; t < 3; t++) res->lbase[t] = p->lptr[t];
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t exec_port_error(exec_port_t *p)
+{
+    return p ? proxy_error(p->proxy) : MSCCLPP_OK;
+}
+
+void exec_port_destroy(exec_port_t *p)
+{
+    if (!p) return;
+    proxy_destroy(p->proxy);
+    if (p->peers)
+        for (int v = 0; v < p->n; v++) {
+            port_peer_t *pp = &p->peers[v];
+            if (!pp->ops) continue;
+            for (int t = 0; t < 3; t++) pp->ops->rmem_release(pp->buf[t]);
+            if (pp->counters) pp->ops->rmem_release(pp->counters);
+            /* no flush: the peer may have stopped driving its transport already (a flush
+             * would then wait for the timeout); every launch completed, and a launch sees its
+             * data only after the signals that follow it */
+            if (pp->ep) pp->ops->close(pp->ep);
+        }
+    for (int i = 0; i < TP__COUNT; i++) {
+        tp_ctx_t *ctx = NULL;
+        for (int v = 0; p->peers && v < p->n && !ctx; v++)
+            if (p->peers[v].ops && p->peers[v].tpi == i) ctx = p->peers[v].ctx;
+        if (!ctx) continue;
+        if (p->cmem[i]) tp_get(i)->mem_dereg(ctx, p->cmem[i]);
+        for (int t = 0; t < 3; t++)
+            if (p->lmem[t][i]) tp_get(i)->mem_dereg(ctx, p->lmem[t][i]);
+    }
+    if (p->counters) {
+        if (p->counters_host) p->hal->host_free(p->counters);
+        else p->hal->mem_free(p->counters);
+    }
+    if (p->expected) p->hal->mem_free(p->expected);
+    free(p->chan_v);
+    free(p->remote_slot);
+    free(p->out_total);
+    free(p->peers);
+    free(p->chans);
+    free(p->pbufs);
+    free(p);
+}

@@ -1,0 +1,323 @@
+/*
+ * Transports and port channels on the host backend, ranks as forked processes. "Nodes" are
+ * made with MSCCLPP_NODE_ID (rank r on node r / L), which is what node detection falls back to
+ * where network namespaces cannot be made; tests/multinode/run-netns.sh runs the same plans
+ * with one network namespace per node. Every element moved is checked.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "mscclpp/mscclpp.h"
+#include "tests/unit/mp_harness.h"
+#include "transports/transport.h"
+
+/* ---- tables and registration ------------------------------------------------------------- */
+
+START_TEST(t_tables)
+{
+    for (int i = 0; i < TP__COUNT; i++) {
+        const char *bad = NULL;
+        ck_assert_msg(tp_ops_check(tp_get(i), &bad) == MSCCLPP_OK, "%s: %s", tp_get(i)->name,
+                      bad ? bad : "?");
+    }
+    ck_assert_ptr_eq(tp_by_bit(MSCCLPP_TRANSPORT_UCX), tp_get(TP_UCX));
+    /* a table with a NULL slot is refused, naming the slot */
+    tp_ops_t broken = *tp_get(TP_IB);
+    broken.flush = NULL;
+    const char *bad = NULL;
+    ck_assert_int_eq(tp_ops_check(&broken, &bad), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_str_eq(bad, "flush");
+    /* ib here: no device (or not built); its data path answers UNSUPPORTED, never crashes */
+    char why[256];
+    ck_assert_int_ne(tp_status(TP_IB, why, sizeof why), MSCCLPP_OK);
+    ck_assert_msg(strstr(why, "no RDMA device") || strstr(why, "not built") ||
+                      strstr(why, "not implemented"), "ib: %s", why);
+    tp_ctx_t *ctx = NULL;
+    ck_assert_int_eq(tp_get(TP_IB)->init(NULL, &ctx), MSCCLPP_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(ctx);
+    ck_assert_msg(strstr(mscclpp_last_error(), "no RDMA device") ||
+                      strstr(mscclpp_last_error(), "init"), "%s", mscclpp_last_error());
+    /* MSCCLPP_TRANSPORTS excludes by name */
+    setenv("MSCCLPP_TRANSPORTS", "ipc", 1);
+    ck_assert_int_ne(tp_status(TP_UCX, why, sizeof why), MSCCLPP_OK);
+    ck_assert_ptr_nonnull(strstr(why, "MSCCLPP_TRANSPORTS"));
+    unsetenv("MSCCLPP_TRANSPORTS");
+}
+END_TEST
+
+static int register_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    void *buf = NULL;
+    MP_CHECK(rank, mscclpp_malloc(4096, &buf));
+    mscclpp_regmem_t *m = NULL;
+    /* ib cannot work here: registering for it is an error now (it used to return OK) */
+    mscclpp_result_t r = mscclpp_register_memory(comm, buf, 4096, MSCCLPP_TRANSPORT_IB, &m);
+    if (r != MSCCLPP_ERR_UNSUPPORTED || m != NULL)
+        return MP_FAIL(rank, "register for ib: %s", mscclpp_result_string(r));
+    if (!strstr(mscclpp_last_error(), "ib"))
+        return MP_FAIL(rank, "message does not name the transport: %s", mscclpp_last_error());
+    if (tp_built(TP_UCX)) {
+        MP_CHECK(rank, mscclpp_register_memory(comm, buf, 4096, MSCCLPP_TRANSPORT_UCX, &m));
+        mscclpp_regmem_destroy(m);
+    }
+    /* only ib allowed between two nodes: no transport, and the message says why */
+    setenv("MSCCLPP_TRANSPORTS", "ib", 1);
+    const tp_ops_t *ops = NULL;
+    r = tp_select(comm, 1 - rank, &ops);
+    unsetenv("MSCCLPP_TRANSPORTS");
+    if (r != MSCCLPP_ERR_UNSUPPORTED || !strstr(mscclpp_last_error(), "ib: "))
+        return MP_FAIL(rank, "select with ib only: %s: %s", mscclpp_result_string(r),
+                       mscclpp_last_error());
+    /* default: ucx between nodes (ib has no device here) */
+    if (tp_built(TP_UCX)) {
+        MP_CHECK(rank, tp_select(comm, 1 - rank, &ops));
+        if (ops != tp_get(TP_UCX)) return MP_FAIL(rank, "selected %s between nodes", ops->name);
+    }
+    /* node detection: two forced node ids are two nodes */
+    int nlocal = 0;
+    MP_CHECK(rank, mscclpp_comm_local_size(comm, &nlocal));
+    if (nlocal != 1) return MP_FAIL(rank, "%d ranks on my node, expected 1", nlocal);
+    mscclpp_free(buf);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+static int forced_node_wrap(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    char node[32];
+    snprintf(node, sizeof node, "test-node-%d", rank);
+    setenv("MSCCLPP_NODE_ID", node, 1);
+    return register_body(rank, n, id, arg);
+}
+
+START_TEST(t_register)
+{
+    ck_assert_int_eq(mp_run(2, forced_node_wrap, NULL, 60, NULL), 0);
+}
+END_TEST
+
+/* ---- the port channel C API -------------------------------------------------------------- */
+
+#define PC_BYTES (256 * 1024 + 12)
+
+static int port_api_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    const char *tls = arg; /* NULL: one node (ipc); else UCX_TLS, two nodes */
+    char node[32];
+    snprintf(node, sizeof node, "pc-node-%d", tls ? rank : 0);
+    setenv("MSCCLPP_NODE_ID", node, 1);
+    if (tls) setenv("UCX_TLS", tls, 1);
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    uint8_t *send = NULL, *recv = NULL;
+    MP_CHECK(rank, mscclpp_malloc(PC_BYTES, (void **)&send));
+    MP_CHECK(rank, mscclpp_malloc(PC_BYTES, (void **)&recv));
+    for (size_t i = 0; i < PC_BYTES; i++) send[i] = (uint8_t)(rank * 101 + i * 7);
+    memset(recv, 0, PC_BYTES);
+    int peer = 1 - rank;
+    mscclpp_port_channel_t *ch = NULL;
+    MP_CHECK(rank, mscclpp_port_channel_create(comm, peer, 5, recv, PC_BYTES, send, PC_BYTES, &ch));
+    const char *want = tls ? "ucx" : "ipc";
+    if (strcmp(mscclpp_port_channel_transport(ch), want) != 0)
+        return MP_FAIL(rank, "transport %s, want %s", mscclpp_port_channel_transport(ch), want);
+    for (int round = 0; round < 3; round++) {
+        /* halves in two puts with offsets, then one signal */
+        size_t h = PC_BYTES / 2;
+        MP_CHECK(rank, mscclpp_port_channel_put(ch, 0, 0, h));
+        MP_CHECK(rank, mscclpp_port_channel_put(ch, h, h, PC_BYTES - h));
+        MP_CHECK(rank, mscclpp_port_channel_signal(ch));
+        MP_CHECK(rank, mscclpp_port_channel_wait(ch));
+        for (size_t i = 0; i < PC_BYTES; i++)
+            if (recv[i] != (uint8_t)(peer * 101 + i * 7 + round))
+                return MP_FAIL(rank, "round %d byte %zu: %u", round, i, recv[i]);
+        MP_CHECK(rank, mscclpp_port_channel_flush(ch));
+        for (size_t i = 0; i < PC_BYTES; i++) send[i]++;
+        /* the peer has checked this round before either side overwrites its buffer */
+        MP_CHECK(rank, mscclpp_port_channel_signal(ch));
+        MP_CHECK(rank, mscclpp_port_channel_wait(ch));
+    }
+    /* a put outside the peer's buffer is refused before it leaves */
+    if (mscclpp_port_channel_put(ch, PC_BYTES - 4, 0, 8) != MSCCLPP_ERR_INVALID_ARG)
+        return MP_FAIL(rank, "an out-of-range put was accepted");
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
+    MP_CHECK(rank, mscclpp_port_channel_destroy(ch));
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_port_api_ipc) { ck_assert_int_eq(mp_run(2, port_api_body, NULL, 120, NULL), 0); }
+END_TEST
+START_TEST(t_port_api_tcp)
+{
+    ck_assert_int_eq(mp_run(2, port_api_body, (void *)"tcp", 120, NULL), 0);
+}
+END_TEST
+
+/* ---- plans with port channels -------------------------------------------------------------- */
+
+typedef struct {
+    int per_node;     /* ranks per node (MSCCLPP_NODE_ID = r / per_node) */
+    const char *tls;  /* UCX_TLS, or NULL */
+    const char *transports; /* MSCCLPP_TRANSPORTS, or NULL */
+    const char *kind; /* "allgather" or "allreduce" */
+    int kill_rank;    /* >= 0: this rank exits after the first call; the others must fail */
+    const char *layout; /* plans/multinode/<layout>/ ("2x1"); NULL: from the nodes */
+} plan_case_t;
+
+static float value(int rank, size_t i) { return (float)((rank + 1) * 1000 + (int)(i % 997)); }
+
+static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    const plan_case_t *pc = arg;
+    char node[32];
+    snprintf(node, sizeof node, "test-node-%d", rank / pc->per_node);
+    setenv("MSCCLPP_NODE_ID", node, 1);
+    if (pc->tls) setenv("UCX_TLS", pc->tls, 1);
+    if (pc->transports) setenv("MSCCLPP_TRANSPORTS", pc->transports, 1);
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    int nlocal = 0;
+    MP_CHECK(rank, mscclpp_comm_local_size(comm, &nlocal));
+    if (nlocal != pc->per_node)
+        return MP_FAIL(rank, "%d ranks on my node, expected %d", nlocal, pc->per_node);
+    char path[4096];
+    char layout[16];
+    snprintf(layout, sizeof layout, "%dx%d", n / pc->per_node, pc->per_node);
+    snprintf(path, sizeof path, "%s/plans/multinode/%s/%s.json", getenv("MSCCLPP_TOP_SRCDIR"),
+             pc->layout ? pc->layout : layout, pc->kind);
+    mscclpp_plan_t *plan = NULL;
+    MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    bool ag = !strcmp(pc->kind, "allgather");
+    const size_t counts[] = {1024, 7 * 1024 + 3 * n, 256 * 1024, 16};
+    /* one pair of buffers for every call: one context, lowered again per size */
+    float *in = NULL, *out = NULL;
+    MP_CHECK(rank, mscclpp_malloc(256 * 1024 * 4, (void **)&in));
+    MP_CHECK(rank, mscclpp_malloc(256 * 1024 * 4 * (size_t)n, (void **)&out));
+    for (int call = 0; call < 4; call++) {
+        size_t count = counts[call] / (size_t)n * (size_t)n; /* allreduce: whole chunks per rank */
+        if (count == 0) count = (size_t)n;
+        size_t in_count = count, out_count = ag ? count * (size_t)n : count;
+        for (size_t i = 0; i < in_count; i++) in[i] = value(rank, i);
+        memset(out, 0xff, out_count * 4);
+        if (pc->kill_rank >= 0 && call == 1) {
+            if (rank == pc->kill_rank) _exit(0); /* a dead rank: no cleanup, no goodbye */
+            mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, in_count * 4, out_count * 4,
+                                                 MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL);
+            char want[32];
+            snprintf(want, sizeof want, "rank %d", pc->kill_rank);
+            if (r == MSCCLPP_OK) return MP_FAIL(rank, "execute succeeded with rank %d dead",
+                                                pc->kill_rank);
+            if (!strstr(mscclpp_last_error(), want))
+                return MP_FAIL(rank, "the error does not name %s: %s", want, mscclpp_last_error());
+            fprintf(stderr, "rank %d: expected failure: %s\n", rank, mscclpp_last_error());
+            mscclpp_executor_destroy(ex); /* the proxy thread must stop */
+            return 0;
+        }
+        MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, in_count * 4, out_count * 4,
+                                       MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+        for (size_t i = 0; i < out_count; i++) {
+            float want;
+            if (ag) {
+                want = value((int)(i / count), i % count);
+            } else {
+                want = 0;
+                for (int r = 0; r < n; r++) want += value(r, i);
+            }
+            if (out[i] != want)
+                return MP_FAIL(rank, "%s call %d (%zu elements): out[%zu] = %g, want %g",
+                               pc->kind, call, count, i, out[i], want);
+        }
+    }
+    mscclpp_free(in);
+    mscclpp_free(out);
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(((struct mscclpp_comm *)comm)->boot));
+    mscclpp_executor_destroy(ex);
+    mscclpp_plan_destroy(plan);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+static void run_case(int n, plan_case_t pc)
+{
+    ck_assert_int_eq(mp_run(n, plan_body, &pc, 240, NULL), 0);
+}
+
+/* 2 nodes x 1: port channels only, over UCX's tcp transport (forced) */
+START_TEST(t_allgather_2x1_tcp) { run_case(2, (plan_case_t){1, "tcp", NULL, "allgather", -1}); }
+END_TEST
+START_TEST(t_allreduce_2x1_tcp) { run_case(2, (plan_case_t){1, "tcp", NULL, "allreduce", -1}); }
+END_TEST
+/* the same plans with UCX free to pick shared memory (posix/sysv) */
+START_TEST(t_allgather_2x1_shm)
+{
+    run_case(2, (plan_case_t){1, "posix,sysv,self", NULL, "allgather", -1});
+}
+END_TEST
+/* 2 nodes x 2: memory channels inside each node, port channels across (CI's target case) */
+START_TEST(t_allgather_2x2_tcp) { run_case(4, (plan_case_t){2, "tcp", NULL, "allgather", -1}); }
+END_TEST
+START_TEST(t_allreduce_2x2_tcp) { run_case(4, (plan_case_t){2, "tcp", NULL, "allreduce", -1}); }
+END_TEST
+/* port channels between ranks of one node: the ipc transport (a copy by the proxy) */
+START_TEST(t_allgather_port_ipc)
+{
+    run_case(2, (plan_case_t){2, NULL, NULL, "allgather", -1, "2x1"});
+}
+END_TEST
+/* a killed rank: every other rank fails within MSCCLPP_TIMEOUT, naming it */
+START_TEST(t_kill)
+{
+    setenv("MSCCLPP_TIMEOUT", "10", 1);
+    run_case(2, (plan_case_t){1, "tcp", NULL, "allgather", 1});
+}
+END_TEST
+
+/* MN_ONLY=<test name> runs one test (debugging) */
+#define ADD(tc, t)                                                                             \
+    do {                                                                                       \
+        if (!getenv("MN_ONLY") || !strcmp(getenv("MN_ONLY"), #t)) tcase_add_test(tc, t);       \
+    } while (0)
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("multinode");
+    TCase *tc = tcase_create("transports");
+    tcase_set_timeout(tc, 300);
+    ADD(tc, t_tables);
+    ADD(tc, t_register);
+    ADD(tc, t_port_api_ipc);
+    if (tp_built(TP_UCX)) ADD(tc, t_port_api_tcp);
+    suite_add_tcase(s, tc);
+    TCase *pc = tcase_create("port_channels");
+    tcase_set_timeout(pc, 300);
+    if (tp_built(TP_UCX)) {
+        ADD(pc, t_allgather_2x1_tcp);
+        ADD(pc, t_allreduce_2x1_tcp);
+        ADD(pc, t_allgather_2x1_shm);
+        ADD(pc, t_allgather_2x2_tcp);
+        ADD(pc, t_allreduce_2x2_tcp);
+        ADD(pc, t_kill);
+    }
+    ADD(pc, t_allgather_port_ipc);
+    suite_add_tcase(s, pc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

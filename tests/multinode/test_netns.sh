@@ -1,0 +1,83 @@
+#!/bin/sh
+# Several nodes on one machine (TAP): mscclpp-bench --np 4 --nodes 2 runs 2 nodes x 2 ranks,
+# each node a network + UTS namespace of its own (tools/netns.c), memory channels inside a
+# node and port channels over UCX/TCP across the veth links, every element checked (-c 1).
+# Where namespaces cannot be made (not root, no `ip`) the launcher falls back to a forced node
+# id per rank: the collectives are still checked, the namespace checks are skipped with the
+# reason. Everything is skipped when the ucx transport is not usable.
+top_build=${MSCCLPP_TOP_BUILDDIR:-.}
+top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+bench=$top_build/tools/mscclpp-bench
+info=$top_build/tools/mscclpp-info
+limit=${BENCH_TEST_TIMEOUT:-300}
+: "${MSCCLPP_PLAN_DIR:=$top_src/plans}"
+export MSCCLPP_PLAN_DIR
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/netns-test.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+echo "1..7"
+n=0
+pass() { n=$((n + 1)); echo "ok $n - $1"; }
+skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+fail() {
+    n=$((n + 1))
+    sed 's/^/# /' "$tmp/out" "$tmp/err" 2>/dev/null | tail -n 40
+    echo "not ok $n - $1: $2"
+}
+run() {
+    timeout -k 5 "$limit" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+    rc=$?
+}
+
+why=""      # no namespaces: why
+skip_all="" # no run at all: why
+[ "$(id -u)" = 0 ] || why="network namespaces need root"
+[ -z "$why" ] && ! command -v ip >/dev/null 2>&1 && why="the ip command (iproute2) is missing"
+if [ -z "$why" ] && ! ip netns add mscclpp-probe-$$ 2>/dev/null; then
+    why="ip netns add failed (no namespace support?)"
+else
+    ip netns del mscclpp-probe-$$ 2>/dev/null
+fi
+"$info" --backends 2>/dev/null | grep -q '^  ucx  usable' ||
+    skip_all="the ucx transport is not usable in this build"
+
+# case NAME ARGS...: bench across 2 namespace nodes; every row checked, the launcher used
+# namespaces (not the fallback), and the plan's port channels went over ucx
+case_run() {
+    name=$1
+    shift
+    if [ -n "$skip_all" ]; then
+        skip "$name" "$skip_all"
+        return
+    fi
+    run env MSCCLPP_DEBUG=INFO MSCCLPP_DEBUG_SUBSYS=NET "$bench" --np 4 --nodes 2 -n 3 -w 1 "$@"
+    if [ "$rc" != 0 ]; then
+        fail "$name" "exit status $rc"
+    elif [ -z "$why" ] && ! grep -q "network namespaces" "$tmp/err"; then
+        fail "$name" "the launcher did not make namespaces"
+    elif [ -n "$why" ] && ! grep -q "forced node id" "$tmp/err"; then
+        fail "$name" "the launcher did not fall back to forced node ids"
+    elif ! grep -q "port channels to rank .* over ucx" "$tmp/err"; then
+        fail "$name" "no port channel went over ucx"
+    elif ! grep -q '^# Out of bounds values : 0 OK' "$tmp/out"; then
+        fail "$name" "wrong values"
+    else
+        pass "$name${why:+ (forced node ids: $why)}"
+    fi
+}
+
+case_run "allgather 2 nodes x 2 ranks, default multi-node plan" allgather -b 8 -e 1M -f 32
+case_run "allreduce 2 nodes x 2 ranks, default multi-node plan" allreduce -b 8 -e 1M -f 32
+case_run "allreduce 2 nodes x 2 ranks, every dtype" allreduce -b 4K -e 4K -d all
+case_run "reducescatter 2 nodes x 2 ranks" reducescatter -b 64 -e 256K -f 64
+case_run "alltoall 2 nodes x 2 ranks" alltoall -b 64 -e 256K -f 64
+case_run "broadcast 2 nodes x 2 ranks" broadcast -b 64 -e 256K -f 64
+# no namespace may be left behind
+if [ -n "$why" ]; then
+    skip "namespaces removed" "$why"
+elif ip netns list 2>/dev/null | grep -q "^mscclpp-[0-9]*-n"; then
+    echo "# left: $(ip netns list | grep '^mscclpp-')"
+    fail "namespaces removed" "namespaces left behind"
+else
+    pass "namespaces removed"
+fi

@@ -1,0 +1,203 @@
+/* Network + UTS namespaces as nodes for forked launchers (tools/netns.h). */
+#define _GNU_SOURCE
+#include "tools/netns.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Run `ip ARGS...` quietly; 0 when it exits 0. */
+static int ip_cmd(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    char *argv[32];
+    int argc = 0;
+    argv[argc++] = "ip";
+    for (char *save = NULL, *t = strtok_r(line, " ", &save); t && argc < 31;
+         t = strtok_r(NULL, " ", &save))
+        argv[argc++] = t;
+    argv[argc] = NULL;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execvp("ip", argv);
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+int netns_create(int nodes, netns_t *ns, char *why, size_t cap)
+{
+    memset(ns, 0, sizeof *ns);
+    if (nodes < 1 || nodes > NETNS_MAX_NODES) {
+        snprintf(why, cap, "%d nodes (1..%d)", nodes, NETNS_MAX_NODES);
+        return -1;
+    }
+    if (geteuid() != 0) {
+        snprintf(why, cap, "network namespaces need root (euid %d)", (int)geteuid());
+        return -1;
+    }
+    if (ip_cmd("-V") != 0) {
+        snprintf(why, cap, "the `ip` command (iproute2) is not installed");
+        return -1;
+    }
+    int pid = (int)getpid();
+    ns->nodes = nodes;
+    ns->subnet = 20 + pid % 200;
+    snprintf(ns->bridge, sizeof ns->bridge, "mbr%d", pid % 100000);
+    if (ip_cmd("link add %s type bridge", ns->bridge) != 0) {
+        snprintf(why, cap, "ip link add %s type bridge failed", ns->bridge);
+        return -1;
+    }
+    ns->made_bridge = 1;
+    if (ip_cmd("addr add 10.77.%d.254/24 dev %s", ns->subnet, ns->bridge) != 0 ||
+        ip_cmd("link set %s up", ns->bridge) != 0) {
+        snprintf(why, cap, "cannot configure bridge %s", ns->bridge);
+        goto fail;
+    }
+    for (int k = 0; k < nodes; k++) {
+        char peer[16];
+        snprintf(ns->ns[k], sizeof ns->ns[k], "mscclpp-%d-n%d", pid, k);
+        snprintf(ns->veth[k], sizeof ns->veth[k], "mv%dn%d", pid % 10000, k);
+        snprintf(peer, sizeof peer, "mp%dn%d", pid % 10000, k);
+        if (ip_cmd("netns add %s", ns->ns[k]) != 0) {
+            snprintf(why, cap, "ip netns add %s failed", ns->ns[k]);
+            goto fail;
+        }
+        ns->made[k] = 1;
+        if (ip_cmd("link add %s type veth peer name %s", ns->veth[k], peer) != 0 ||
+            ip_cmd("link set %s netns %s", ns->veth[k], ns->ns[k]) != 0 ||
+            ip_cmd("link set %s master %s", peer, ns->bridge) != 0 ||
+            ip_cmd("link set %s up", peer) != 0 ||
+            ip_cmd("netns exec %s ip addr add 10.77.%d.%d/24 dev %s", ns->ns[k], ns->subnet, k + 1,
+                   ns->veth[k]) != 0 ||
+            ip_cmd("netns exec %s ip link set %s up", ns->ns[k], ns->veth[k]) != 0 ||
+            ip_cmd("netns exec %s ip link set lo up", ns->ns[k]) != 0) {
+            snprintf(why, cap, "cannot wire namespace %s (veth %s)", ns->ns[k], ns->veth[k]);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    netns_destroy(ns);
+    return -1;
+}
+
+int netns_enter(const netns_t *ns, int k, char *why, size_t cap)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/var/run/netns/%s", ns->ns[k]);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+        snprintf(why, cap, "cannot enter %s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    close(fd);
+    /* as `ip netns exec` does: a private mount namespace with this network namespace's sysfs,
+     * where UCX looks for network devices */
+    if (unshare(CLONE_NEWNS) != 0 || mount("", "/", NULL, MS_SLAVE | MS_REC, NULL) != 0) {
+        snprintf(why, cap, "cannot make a mount namespace: %s", strerror(errno));
+        return -1;
+    }
+    umount2("/sys", MNT_DETACH);
+    if (mount(ns->ns[k], "/sys", "sysfs", 0, NULL) != 0) {
+        snprintf(why, cap, "cannot mount sysfs for %s: %s", ns->ns[k], strerror(errno));
+        return -1;
+    }
+    char host[64];
+    snprintf(host, sizeof host, "mscclpp-node%d", k);
+    if (unshare(CLONE_NEWUTS) != 0 || sethostname(host, strlen(host)) != 0) {
+        snprintf(why, cap, "cannot set host name %s in a new UTS namespace: %s", host,
+                 strerror(errno));
+        return -1;
+    }
+    /* this node's traffic goes over its veth: the bootstrap listens there, and UCX uses it
+     * (over tcp, unless the caller chose UCX_TLS: namespaces share /dev/shm) */
+    setenv("MSCCLPP_SOCKET_IFNAME", ns->veth[k], 1);
+    setenv("UCX_NET_DEVICES", ns->veth[k], 1);
+    if (!getenv("UCX_TLS")) setenv("UCX_TLS", "tcp,self", 1);
+    return 0;
+}
+
+void netns_destroy(netns_t *ns)
+{
+    for (int k = 0; k < ns->nodes; k++)
+        if (ns->made[k]) {
+            ip_cmd("netns del %s", ns->ns[k]); /* takes its veth pair with it */
+            ns->made[k] = 0;
+        }
+    if (ns->made_bridge) ip_cmd("link del %s", ns->bridge);
+    ns->made_bridge = 0;
+}
+
+/* ---- launcher helpers ---------------------------------------------------------------------- */
+
+static netns_t launch_ns;
+static int launch_nodes, launch_np, launch_mode; /* 0 none, 1 namespaces, 2 forced node ids */
+
+int netns_launch_setup(int nodes, int np)
+{
+    launch_nodes = nodes;
+    launch_np = np;
+    launch_mode = 0;
+    if (nodes <= 1) return 0;
+    char why[256];
+    if (netns_create(nodes, &launch_ns, why, sizeof why) == 0) {
+        char ifname[16];
+        snprintf(ifname, sizeof ifname, "%s", launch_ns.bridge);
+        setenv("MSCCLPP_SOCKET_IFNAME", ifname, 1); /* the root listens on the bridge */
+        launch_mode = 1;
+        fprintf(stderr, "mscclpp: %d ranks as %d nodes: network namespaces %s..%s on bridge %s "
+                        "(10.77.%d.0/24)\n", np, nodes, launch_ns.ns[0], launch_ns.ns[nodes - 1],
+                launch_ns.bridge, launch_ns.subnet);
+        return 0;
+    }
+    fprintf(stderr, "mscclpp: cannot make network namespaces (%s); falling back to a forced "
+                    "node id per rank (MSCCLPP_NODE_ID): ranks of different nodes still share "
+                    "this host's network stack and shared memory\n", why);
+    launch_mode = 2;
+    return 0;
+}
+
+int netns_launch_enter(int rank)
+{
+    if (launch_nodes <= 1 || launch_mode == 0) return 0;
+    int node = rank / (launch_np / launch_nodes);
+    if (launch_mode == 2) {
+        char id[32];
+        snprintf(id, sizeof id, "forced-node-%d", node);
+        setenv("MSCCLPP_NODE_ID", id, 1);
+        return 0;
+    }
+    char why[256];
+    if (netns_enter(&launch_ns, node, why, sizeof why) != 0) {
+        fprintf(stderr, "mscclpp: rank %d: %s\n", rank, why);
+        return -1;
+    }
+    return 0;
+}
+
+void netns_launch_cleanup(void)
+{
+    if (launch_mode == 1) netns_destroy(&launch_ns);
+    launch_mode = 0;
+}

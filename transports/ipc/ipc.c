@@ -1,0 +1,235 @@
+/*
+ * The ipc transport: peers of one node. Memory is shared through the HAL (memfd on the host
+ * backend, cuMem/IPC handles on GPUs); a put is a copy by the calling thread (the proxy) into
+ * the peer's memory mapped here, a signal a store of the new total into the peer's counter.
+ * Everything completes before the call returns, so flush has nothing to wait for.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "base/debug.h"
+#include "transports/transport.h"
+
+TP_DEFINE_STUBS("ipc")
+
+struct tp_ctx {
+    mscclpp_comm_t *comm;
+};
+
+struct tp_ep {
+    tp_ctx_t *ctx;
+    int peer;
+};
+
+struct tp_mem {
+    char *ptr;
+    size_t bytes;
+    void *base;   /* allocation holding ptr */
+    size_t alloc;
+    hal_mem_handle_t handle;
+};
+
+struct tp_rmem {
+    tp_ctx_t *ctx;
+    char *ptr;       /* the peer's memory, mapped here */
+    uint64_t bytes;
+    void *mapping;   /* import cache entry */
+};
+
+static mscclpp_result_t ipc_probe(void) { return MSCCLPP_OK; }
+
+/* Same node only, and always preferred there. */
+static int ipc_can_connect(const tp_peer_t *l, const tp_peer_t *r)
+{
+    return l->node_id == r->node_id ? 100 : -1;
+}
+
+static mscclpp_result_t ipc_init(mscclpp_comm_t *comm, tp_ctx_t **ctx)
+{
+    tp_ctx_t *c = calloc(1, sizeof *c);
+    if (!c) return ERR(MSCCLPP_ERR_NO_MEMORY, "ipc transport: out of memory");
+    c->comm = comm;
+    *ctx = c;
+    return MSCCLPP_OK;
+}
+
+static void ipc_fini(tp_ctx_t *ctx) { free(ctx); }
+
+static mscclpp_result_t ipc_mem_reg(tp_ctx_t *ctx, void *ptr, size_t bytes, tp_mem_t **mem)
+{
+    const hal_ops_t *hal = ctx->comm->hal;
+    tp_mem_t *m = calloc(1, sizeof *m);
+    if (!m) return ERR(MSCCLPP_ERR_NO_MEMORY, "ipc transport: out of memory");
+    if (hal->mem_range(ptr, &m->base, &m->alloc) != MSCCLPP_OK) {
+        free(m);
+        return ERR_ARG("ipc transport: %p is not memory of the %s backend", ptr, hal->name);
+    }
+    if ((size_t)((char *)ptr - (char *)m->base) + bytes > m->alloc) {
+        free(m);
+        return ERR_ARG("ipc transport: [%p, +%zu) runs past its allocation", ptr, bytes);
+    }
+    mscclpp_result_t r = hal->mem_export(m->base, &m->handle);
+    if (r != MSCCLPP_OK) {
+        free(m);
+        return r;
+    }
+    m->ptr = ptr;
+    m->bytes = bytes;
+    *mem = m;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t ipc_mem_pack(tp_ctx_t *ctx, tp_mem_t *mem, wire_writer_t *w)
+{
+    wire_put_u32(w, (uint32_t)ctx->comm->rank);
+    wire_put_u64(w, (uint64_t)(mem->ptr - (char *)mem->base));
+    wire_put_u32(w, mem->handle.kind);
+    wire_put_u32(w, mem->handle.len);
+    wire_put_u64(w, mem->handle.alloc_size);
+    wire_put_bytes(w, mem->handle.data, mem->handle.len);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t ipc_mem_dereg(tp_ctx_t *ctx, tp_mem_t *mem)
+{
+    (void)ctx;
+    free(mem);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t ipc_rmem_unpack(tp_ep_t *ep, uint64_t base, uint64_t bytes,
+                                        wire_reader_t *r, tp_rmem_t **rmem)
+{
+    (void)base;
+    mscclpp_comm_t *comm = ep->ctx->comm;
+    hal_mem_handle_t h = {0};
+    uint32_t owner = wire_get_u32(r);
+    uint64_t off = wire_get_u64(r);
+    h.kind = wire_get_u32(r);
+    h.len = wire_get_u32(r);
+    h.alloc_size = wire_get_u64(r);
+    if (h.len > HAL_MEM_HANDLE_BYTES) r->bad = true;
+    else wire_get_bytes(r, h.data, h.len);
+    if (r->bad) return ERR(MSCCLPP_ERR_REMOTE, "ipc transport: malformed key from rank %d", ep->peer);
+    if ((int)owner != ep->peer)
+        return ERR(MSCCLPP_ERR_REMOTE, "ipc transport: key of rank %u arrived from rank %d", owner,
+                   ep->peer);
+    if (off > h.alloc_size || bytes > h.alloc_size - off)
+        return ERR(MSCCLPP_ERR_REMOTE, "ipc transport: region [%llu,+%llu) outside a %llu-byte "
+                   "allocation of rank %d", (unsigned long long)off, (unsigned long long)bytes,
+                   (unsigned long long)h.alloc_size, ep->peer);
+    tp_rmem_t *m = calloc(1, sizeof *m);
+    if (!m) return ERR(MSCCLPP_ERR_NO_MEMORY, "ipc transport: out of memory");
+    void *mapped = NULL;
+    mscclpp_result_t res = comm_import(comm, ep->peer, &h, &mapped, &m->mapping);
+    if (res != MSCCLPP_OK) {
+        free(m);
+        return res;
+    }
+    m->ctx = ep->ctx;
+    m->ptr = (char *)mapped + off;
+    m->bytes = bytes;
+    *rmem = m;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t ipc_rmem_release(tp_rmem_t *rmem)
+{
+    if (!rmem) return MSCCLPP_OK;
+    comm_unmap_peer(rmem->ctx->comm, rmem->mapping);
+    free(rmem);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t ipc_connect(tp_ctx_t *ctx, int peer, int tag, tp_ep_t **ep)
+{
+    (void)tag;
+    if (!comm_same_node(ctx->comm, peer))
+        return ERR(MSCCLPP_ERR_UNSUPPORTED, "ipc transport: rank %d is on another node than "
+                   "rank %d", peer, ctx->comm->rank);
+    tp_ep_t *e = calloc(1, sizeof *e);
+    if (!e) return ERR(MSCCLPP_ERR_NO_MEMORY, "ipc transport: out of memory");
+    e->ctx = ctx;
+    e->peer = peer;
+    *ep = e;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t ipc_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, tp_mem_t *src,
+                                uint64_t src_off, uint64_t bytes)
+{
+    if (dst_off > dst->bytes || bytes > dst->bytes - dst_off || src_off > src->bytes ||
+        bytes > src->bytes - src_off)
+        return ERR_ARG("ipc put to rank %d: %llu bytes at %llu -> %llu leave the registered "
+                       "regions (%zu -> %llu bytes)", ep->peer, (unsigned long long)bytes,
+                       (unsigned long long)src_off, (unsigned long long)dst_off, src->bytes,
+                       (unsigned long long)dst->bytes);
+    if (bytes == 0) return MSCCLPP_OK;
+    return ep->ctx->comm->hal->memcpy_sync(dst->ptr + dst_off, src->ptr + src_off, bytes);
+}
+
+static mscclpp_result_t ipc_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, uint64_t total)
+{
+    if (dst_off > dst->bytes || dst->bytes - dst_off < sizeof(uint64_t) || dst_off % 8)
+        return ERR_ARG("ipc signal to rank %d: counter offset %llu outside its %llu-byte region",
+                       ep->peer, (unsigned long long)dst_off, (unsigned long long)dst->bytes);
+    uint64_t *p = (uint64_t *)(dst->ptr + dst_off);
+    const hal_ops_t *hal = ep->ctx->comm->hal;
+    if (hal == hal_host_ops()) {
+        /* release: the puts before it (plain copies by this thread) are visible first */
+        __atomic_store_n(p, total, __ATOMIC_RELEASE);
+        return MSCCLPP_OK;
+    }
+    /* device memory: a synchronous copy after the synchronous copies of the puts */
+    return hal->memcpy_sync(p, &total, sizeof total);
+}
+
+static mscclpp_result_t ipc_flush(tp_ep_t *ep, uint64_t timeout_ns)
+{
+    (void)ep, (void)timeout_ns;
+    return MSCCLPP_OK; /* every put and signal completed before it returned */
+}
+
+static mscclpp_result_t ipc_progress(tp_ctx_t *ctx)
+{
+    (void)ctx;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t ipc_ep_status(tp_ep_t *ep)
+{
+    (void)ep;
+    return MSCCLPP_OK; /* a dead peer shows as a timeout of the wait on it */
+}
+
+static mscclpp_result_t ipc_close(tp_ep_t *ep)
+{
+    free(ep);
+    return MSCCLPP_OK;
+}
+
+static const tp_ops_t ipc_ops = {
+    .size = sizeof(tp_ops_t),
+    .abi_version = TP_ABI_VERSION,
+    .name = "ipc",
+    .bit = MSCCLPP_TRANSPORT_IPC,
+    .probe = ipc_probe,
+    .can_connect = ipc_can_connect,
+    .init = ipc_init,
+    .fini = ipc_fini,
+    .mem_reg = ipc_mem_reg,
+    .mem_pack = ipc_mem_pack,
+    .mem_dereg = ipc_mem_dereg,
+    .rmem_unpack = ipc_rmem_unpack,
+    .rmem_release = ipc_rmem_release,
+    .connect = ipc_connect,
+    .put = ipc_put,
+    .signal = ipc_signal,
+    .flush = ipc_flush,
+    .progress = ipc_progress,
+    .ep_status = ipc_ep_status,
+    .close = ipc_close,
+};
+
+const tp_ops_t *tp_ipc_ops(void) { return &ipc_ops; }

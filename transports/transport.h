@@ -1,0 +1,186 @@
+/*
+ * Transports: how bytes and signals reach a peer rank. One ops table per implementation
+ * (ipc, ucx, ib), in the style of hal_ops_t: no slot is ever NULL (an operation a transport
+ * cannot do points at a shared stub that returns MSCCLPP_ERR_UNSUPPORTED), and the table
+ * starts with its own size.
+ *
+ * Objects, per communicator and transport:
+ *   tp_ctx_t   the transport's state for one communicator (UCX: context + worker)
+ *   tp_ep_t    a connection to one peer (UCX: ucp_ep), made by a collective pair call
+ *   tp_mem_t   local memory registered with the transport (UCX: ucp_mem_h)
+ *   tp_rmem_t  a peer's registration, unpacked (UCX: ucp_rkey_h + remote address)
+ *
+ * What travels between ranks is the packed remote key: tp_mem_pack() writes a versioned,
+ * size-prefixed encoding (magic, version, total length, transport, base address, size, then
+ * the transport's own bytes); tp_rmem_unpack() checks every field before it trusts one.
+ *
+ * Signals are "remote counter add" with one writer per counter: the caller keeps the running
+ * total of a channel and passes the new total; the transport makes it visible at the peer after
+ * every put issued before it on the same connection (see each transport for how).
+ *
+ * Selection (NCCL's way): per pair of ranks, the usable transport with the highest priority
+ * whose can_connect() accepts the pair: ipc for the same node, ib when a device exists, else
+ * ucx. MSCCLPP_TRANSPORTS (comma list of ipc, ib, ucx) restricts the candidates.
+ */
+#ifndef MSCCLPP_TRANSPORTS_TRANSPORT_H
+#define MSCCLPP_TRANSPORTS_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/wire.h"
+#include "mscclpp/mscclpp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TP_ABI_VERSION 1
+#define TP_RKEY_MAGIC 0x4b525054u /* "TPRK" */
+#define TP_RKEY_VERSION 1u
+#define TP_RKEY_MAX 1024 /* bytes of one packed remote key, at most */
+
+typedef struct tp_ctx tp_ctx_t;
+typedef struct tp_ep tp_ep_t;
+typedef struct tp_mem tp_mem_t;
+typedef struct tp_rmem tp_rmem_t;
+
+/** What can_connect() knows about each side of a pair. */
+typedef struct {
+    int rank;
+    uint64_t node_id;
+} tp_peer_t;
+
+typedef struct tp_ops {
+    size_t size;       /* sizeof(tp_ops_t) of the builder */
+    int abi_version;   /* TP_ABI_VERSION */
+    const char *name;  /* "ipc", "ucx", "ib" */
+    unsigned bit;      /* MSCCLPP_TRANSPORT_* */
+
+    /* Usable in this process? OK, or an error whose message says why not (quiet). */
+    mscclpp_result_t (*probe)(void);
+    /* Priority (higher wins) for this pair, or -1 when the transport cannot link it. */
+    int (*can_connect)(const tp_peer_t *local, const tp_peer_t *remote);
+
+    mscclpp_result_t (*init)(mscclpp_comm_t *comm, tp_ctx_t **ctx);
+    void (*fini)(tp_ctx_t *ctx);
+
+    /* memory: register, pack the transport part of the remote key, release */
+    mscclpp_result_t (*mem_reg)(tp_ctx_t *ctx, void *ptr, size_t bytes, tp_mem_t **mem);
+    mscclpp_result_t (*mem_pack)(tp_ctx_t *ctx, tp_mem_t *mem, wire_writer_t *w);
+    mscclpp_result_t (*mem_dereg)(tp_ctx_t *ctx, tp_mem_t *mem);
+    /* a peer's key (the transport part; `base` and `bytes` come from the common header) */
+    mscclpp_result_t (*rmem_unpack)(tp_ep_t *ep, uint64_t base, uint64_t bytes, wire_reader_t *r,
+                                    tp_rmem_t **rmem);
+    mscclpp_result_t (*rmem_release)(tp_rmem_t *rmem);
+
+    /* Connect to `peer` (both call it with the same tag; addresses travel on the bootstrap). */
+    mscclpp_result_t (*connect)(tp_ctx_t *ctx, int peer, int tag, tp_ep_t **ep);
+    /* Copy bytes from local src+src_off to remote dst+dst_off (non-blocking where it can). */
+    mscclpp_result_t (*put)(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, tp_mem_t *src,
+                            uint64_t src_off, uint64_t bytes);
+    /* Set the remote 8-byte counter at dst+dst_off to `total` after every earlier put. */
+    mscclpp_result_t (*signal)(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, uint64_t total);
+    /* Wait (bounded) until every operation issued on ep completed at the peer. */
+    mscclpp_result_t (*flush)(tp_ep_t *ep, uint64_t timeout_ns);
+    /* Drive communication (target side of emulated one-sided operations, completions). */
+    mscclpp_result_t (*progress)(tp_ctx_t *ctx);
+    /* OK while the connection works; REMOTE naming the peer once it failed (peer gone) */
+    mscclpp_result_t (*ep_status)(tp_ep_t *ep);
+    /* Release the connection at once (callers flush first while the peer still progresses) */
+    mscclpp_result_t (*close)(tp_ep_t *ep);
+} tp_ops_t;
+
+/* Every result-returning slot with its parameters: X(slot, params) (for stubs and checks). */
+#define TP_OPS_SLOTS(X)                                                                         \
+    X(probe, (void))                                                                            \
+    X(init, (mscclpp_comm_t * comm, tp_ctx_t * *ctx))                                           \
+    X(mem_reg, (tp_ctx_t * ctx, void *ptr, size_t bytes, tp_mem_t **mem))                       \
+    X(mem_pack, (tp_ctx_t * ctx, tp_mem_t * mem, wire_writer_t * w))                            \
+    X(mem_dereg, (tp_ctx_t * ctx, tp_mem_t * mem))                                              \
+    X(rmem_unpack, (tp_ep_t * ep, uint64_t base, uint64_t bytes, wire_reader_t * r,            \
+                    tp_rmem_t * *rmem))                                                         \
+    X(rmem_release, (tp_rmem_t * rmem))                                                         \
+    X(connect, (tp_ctx_t * ctx, int peer, int tag, tp_ep_t **ep))                               \
+    X(put, (tp_ep_t * ep, tp_rmem_t * dst, uint64_t dst_off, tp_mem_t * src, uint64_t src_off, \
+            uint64_t bytes))                                                                    \
+    X(signal, (tp_ep_t * ep, tp_rmem_t * dst, uint64_t dst_off, uint64_t total))               \
+    X(flush, (tp_ep_t * ep, uint64_t timeout_ns))                                               \
+    X(progress, (tp_ctx_t * ctx))                                                               \
+    X(ep_status, (tp_ep_t * ep))                                                                \
+    X(close, (tp_ep_t * ep))
+
+/** "<op>: not supported by the <transport> transport" as MSCCLPP_ERR_UNSUPPORTED (quiet). */
+mscclpp_result_t tp_unsupported_op(const char *transport, const char *op);
+
+#define TP_STUB_DEFINE_(slot, params)                                                           \
+    static __attribute__((unused)) mscclpp_result_t tp_stub_##slot params                       \
+    {                                                                                           \
+        return tp_unsupported_op(tp_stub_name_, #slot);                                         \
+    }
+/** Typed stubs tp_stub_<slot> for a transport's table (plus can_connect/fini stubs). */
+#define TP_DEFINE_STUBS(name)                                                                   \
+    static __attribute__((unused)) const char tp_stub_name_[] = name;                           \
+    TP_OPS_SLOTS(TP_STUB_DEFINE_)                                                               \
+    static __attribute__((unused)) int tp_stub_can_connect(const tp_peer_t *l,                  \
+                                                           const tp_peer_t *r)                  \
+    {                                                                                           \
+        (void)l, (void)r;                                                                       \
+        return -1;                                                                              \
+    }                                                                                           \
+    static __attribute__((unused)) void tp_stub_fini(tp_ctx_t *ctx) { (void)ctx; }
+
+/** Check a table: size, ABI, name, bit, and no NULL slot (INVALID_ARG naming the slot). */
+mscclpp_result_t tp_ops_check(const tp_ops_t *ops, const char **bad);
+
+/* ---- the transports of this build ---------------------------------------------------------- */
+
+enum { TP_IPC = 0, TP_IB = 1, TP_UCX = 2, TP__COUNT };
+
+/** Table of transport `id` (always non-NULL: a transport not built is a table of stubs whose
+ *  probe says "not built"). */
+const tp_ops_t *tp_get(int id);
+/** Transport with bit `bit` (MSCCLPP_TRANSPORT_*), or NULL. */
+const tp_ops_t *tp_by_bit(unsigned bit);
+/** True when the transport was compiled into this build. */
+bool tp_built(int id);
+
+/**
+ * For mscclpp-info: whether transport `id` is usable here; `why` gets the reason either way
+ * ("built; 0 devices", "not built: configure found no libucx"). Honours MSCCLPP_TRANSPORTS.
+ */
+mscclpp_result_t tp_status(int id, char *why, size_t cap);
+
+/**
+ * The transport for the pair (comm's rank, peer): the highest-priority usable transport whose
+ * can_connect() accepts it, among those MSCCLPP_TRANSPORTS allows. UNSUPPORTED names the pair
+ * and what each candidate said.
+ */
+mscclpp_result_t tp_select(mscclpp_comm_t *comm, int peer, const tp_ops_t **ops);
+
+/** The communicator's context of a transport, created on first use (thread-safe). */
+mscclpp_result_t tp_ctx_get(mscclpp_comm_t *comm, const tp_ops_t *ops, tp_ctx_t **ctx);
+/** Release every transport context of a communicator (called by mscclpp_comm_destroy). */
+void tp_comm_release(mscclpp_comm_t *comm);
+
+/* ---- remote keys ---------------------------------------------------------------------------- */
+
+/** Pack the remote key of `mem` ([ptr, ptr+bytes) as registered) into `w`. */
+mscclpp_result_t tp_mem_pack(const tp_ops_t *ops, tp_ctx_t *ctx, tp_mem_t *mem, const void *ptr,
+                             uint64_t bytes, wire_writer_t *w);
+/** Unpack a remote key from `r` for connection `ep` of transport `ops`. */
+mscclpp_result_t tp_rmem_unpack(const tp_ops_t *ops, tp_ep_t *ep, wire_reader_t *r,
+                                tp_rmem_t **rmem, uint64_t *bytes);
+
+/* ---- transport tables (defined in each folder; stubs when not built) --------------------- */
+
+const tp_ops_t *tp_ipc_ops(void);
+const tp_ops_t *tp_ucx_ops(void);
+const tp_ops_t *tp_ib_ops(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSCCLPP_TRANSPORTS_TRANSPORT_H */
