@@ -8,7 +8,7 @@ check_PROGRAMS += tests/tune/test_tuning
 TESTS += tests/tune/test_tuning
 tests_tune_test_tuning_SOURCES = tests/tune/test_tuning.c
 tests_tune_test_tuning_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_tune_test_tuning_LDADD = libmscclpp_internal.la $(CHECK_LIBS)
+tests_tune_test_tuning_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
 endif
 
 # End to end: mscclpp-bench --tune writes a table, the executor applies it, bad ones are refused.

@@ -24,5 +24,5 @@ check_PROGRAMS += tests/unit/test_host_queue
 TESTS += tests/unit/test_host_queue
 tests_unit_test_host_queue_SOURCES = tests/unit/test_host_queue.c
 tests_unit_test_host_queue_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_host_queue_LDADD = libmscclpp_internal.la $(CHECK_LIBS)
+tests_unit_test_host_queue_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
 endif

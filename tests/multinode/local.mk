@@ -4,7 +4,7 @@ check_PROGRAMS += tests/multinode/test_multinode
 TESTS += tests/multinode/test_multinode
 tests_multinode_test_multinode_SOURCES = tests/multinode/test_multinode.c tests/unit/mp_harness.c
 tests_multinode_test_multinode_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_multinode_test_multinode_LDADD = libmscclpp_internal.la $(JANSSON_LIBS) $(CHECK_LIBS) -ldl
+tests_multinode_test_multinode_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(JANSSON_LIBS) $(CHECK_LIBS) -ldl
 endif
 # 2 nodes x 2 ranks as network namespaces through mscclpp-bench --nodes (skips without root/ip)
 TESTS += tests/multinode/test_netns.sh
