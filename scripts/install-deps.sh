@@ -24,3 +24,9 @@ if ! python3 -c 'import pytest' 2>/dev/null; then
         $SUDO apt-get install -y -q --no-install-recommends python3-pytest
 fi
 python3 -c 'import pytest' || { echo "install-deps: pytest is not importable by python3" >&2; exit 1; }
+# NumPy: the Python runtime tests and examples exchange tensors with the host backend through
+# DLPack (NumPy >= 1.22); without it they skip.
+if ! python3 -c 'import numpy' 2>/dev/null; then
+    python3 -m pip install -q numpy 2>/dev/null ||
+        $SUDO apt-get install -y -q --no-install-recommends python3-numpy
+fi

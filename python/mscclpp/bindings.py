@@ -284,6 +284,20 @@ _DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
 _DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
                              ("deleter", _DELETER)]
 
+class _DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+    pass
+
+
+_DELETER_V = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensorVersioned))
+_DLManagedTensorVersioned._fields_ = [("version", _DLPackVersion),
+                                      ("manager_ctx", ctypes.c_void_p),
+                                      ("deleter", _DELETER_V), ("flags", ctypes.c_uint64),
+                                      ("dl_tensor", _DLTensor)]
+
 # DLPack type codes: 0 int, 1 uint, 2 float, 4 bfloat
 _DL_TYPES = {
     "float16": (2, 16), "float32": (2, 32), "float64": (2, 64), "bfloat16": (4, 16),
@@ -301,6 +315,11 @@ def _dl_deleter(ptr):
     _live.pop(ctypes.addressof(ptr.contents), None)
 
 
+@_DELETER_V
+def _dl_deleter_v(ptr):
+    _live.pop(ctypes.addressof(ptr.contents), None)
+
+
 class _DLPackExport:
     """What ``RawGpuBuffer.to_dlpack`` returns: an object with ``__dlpack__`` (NumPy's and
     torch's ``from_dlpack`` take it) that makes one DLPack capsule."""
@@ -311,27 +330,37 @@ class _DLPackExport:
     def __dlpack_device__(self):
         return (_DL_DEVICE.get(backend_name(), 1), 0)
 
-    def __dlpack__(self, stream=None, **kwargs):
+    def __dlpack__(self, stream=None, max_version=None, **kwargs):
+        # DLPack 1.x ("dltensor_versioned") when the consumer takes it: the legacy form has no
+        # read-only flag, so NumPy 2 makes arrays from it read-only.
+        versioned = max_version is not None and max_version[0] >= 1
         code, bits = self._dtype
         n = len(self._shape)
         shape = (ctypes.c_int64 * n)(*self._shape)
         strides = (ctypes.c_int64 * n)(*self._strides) if self._strides else None
-        m = _DLManagedTensor()
-        m.dl_tensor.data = self._buf.data()
-        m.dl_tensor.device = _DLDevice(*self.__dlpack_device__())
-        m.dl_tensor.ndim = n
-        m.dl_tensor.dtype = _DLDataType(code, bits, 1)
-        m.dl_tensor.shape = shape
-        m.dl_tensor.strides = strides
-        m.dl_tensor.byte_offset = 0
-        m.deleter = _dl_deleter
+        m = _DLManagedTensorVersioned() if versioned else _DLManagedTensor()
+        t = m.dl_tensor
+        t.data = self._buf.data()
+        t.device = _DLDevice(*self.__dlpack_device__())
+        t.ndim = n
+        t.dtype = _DLDataType(code, bits, 1)
+        t.shape = shape
+        t.strides = strides
+        t.byte_offset = 0
+        if versioned:
+            m.version = _DLPackVersion(1, 0)
+            m.flags = 0   # writable, not a copy
+            m.deleter = _dl_deleter_v
+        else:
+            m.deleter = _dl_deleter
         _live[ctypes.addressof(m)] = (m, shape, strides, self._buf)
         new = ctypes.pythonapi.PyCapsule_New
         new.restype = ctypes.py_object
         new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
         # No capsule destructor: a consumer always takes it (and calls the deleter); one that
         # is never consumed keeps its buffer alive, which is the safe side.
-        return new(ctypes.addressof(m), b"dltensor", None)
+        return new(ctypes.addressof(m), b"dltensor_versioned" if versioned else b"dltensor",
+                   None)
 
 
 class RawGpuBuffer:

@@ -5,7 +5,8 @@ A small, dependency-free path from the DSL to execution: ``run_plan(plan, nranks
 on a machine without GPUs), runs the plan once and sends its output buffer back.
 
 The library is found through ``$MSCCLPP_LIBRARY`` (a path to libmscclpp.so), then a build tree
-beside this package (``build/.libs``), then the system's library path.
+beside this package (``build/.libs``), then the system's library path (ldconfig), then
+pkg-config's libdir for ``mscclpp``, then the standard prefixes (/usr/local/lib, /usr/lib...).
 """
 
 import ctypes
@@ -35,7 +36,26 @@ def library_path():
     tree = os.path.normpath(os.path.join(here, "..", "..", "build", ".libs", "libmscclpp.so"))
     if os.path.exists(tree):
         return tree
-    return ctypes.util.find_library("mscclpp")
+    found = ctypes.util.find_library("mscclpp")   # ldconfig's cache, then the linker's paths
+    if found:
+        return found
+    dirs = []
+    try:   # an install with a pkg-config file (e.g. under a prefix in PKG_CONFIG_PATH)
+        import subprocess
+
+        out = subprocess.run(["pkg-config", "--variable=libdir", "mscclpp"],
+                             capture_output=True, text=True, timeout=10)
+        if out.returncode == 0 and out.stdout.strip():
+            dirs.append(out.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    dirs += ["/usr/local/lib", "/usr/local/lib64", "/usr/lib", "/usr/lib64",
+             "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/opt/mscclpp/lib"]
+    for d in dirs:
+        p = os.path.join(d, "libmscclpp.so")
+        if os.path.exists(p):
+            return p
+    return None
 
 
 def load():

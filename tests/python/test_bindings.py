@@ -203,18 +203,18 @@ def test_compiled_plans_in_the_cache_are_found_by_the_library(tmp_path):
     from mscclpp.language.utils import AlgoSpec
 
     def algo(spec):
-        # a sendrecv plan: no default plan serves sendrecv, so only the cache can supply it
+        # a sendrecv plan for 2 ranks: no default plan serves sendrecv, so only the cache can
         n = spec.world_size
         with CollectiveProgram(spec.name, spec.collective, n) as prog:
             for r in range(n):
-                nxt, prv = (r + 1) % n, (r - 1) % n
-                to_next, from_prev = MemoryChannel(nxt, r), MemoryChannel(prv, r)
-                to_next.signal(tb=0, relaxed=True)
-                from_prev.wait(tb=0, relaxed=True, data_sync=SyncType.after)
-                to_next.put(Rank(nxt).get_output_buffer()[0:1],
-                            Rank(r).get_input_buffer()[0:1], tb=0)
-                to_next.signal(tb=0, data_sync=SyncType.before)
-                from_prev.wait(tb=0, data_sync=SyncType.after)
+                peer = 1 - r
+                ch = MemoryChannel(peer, r)
+                ch.signal(tb=0, relaxed=True)
+                ch.wait(tb=0, relaxed=True, data_sync=SyncType.after)
+                ch.put(Rank(peer).get_output_buffer()[0:1], Rank(r).get_input_buffer()[0:1],
+                       tb=0)
+                ch.signal(tb=0, data_sync=SyncType.before)
+                ch.wait(tb=0, data_sync=SyncType.after)
         return prog
 
     spec = AlgoSpec(name="cached_sendrecv", collective=SendRecv(2, 1, False), nranks_per_node=2,
