@@ -750,14 +750,17 @@ static int cache_plan_dir(char *out, size_t n)
 
 /* Load the cache's plans after the default ones (the first registered match wins, so a plan
  * that the installed defaults already serve keeps its tested default; the cache adds the
- * rest). A plan there that does not parse is skipped with a warning by the registry. */
+ * rest). As for the default directory, a folder named after the backend comes first. A plan
+ * there that does not parse is skipped with a warning by the registry. */
 static void load_cache_plans(mscclpp_executor_t *ex)
 {
-    char dir[4096], sub[4200];
+    char dir[4096], dirs[4][4400];
     if (!cache_plan_dir(dir, sizeof dir)) return;
-    snprintf(sub, sizeof sub, "%s/default", dir);
-    const char *dirs[2] = {sub, dir};
-    for (int i = 0; i < 2; i++) {
+    snprintf(dirs[0], sizeof dirs[0], "%s/default/%s", dir, ex->hal->name);
+    snprintf(dirs[1], sizeof dirs[1], "%s/default", dir);
+    snprintf(dirs[2], sizeof dirs[2], "%s/%s", dir, ex->hal->name);
+    snprintf(dirs[3], sizeof dirs[3], "%s", dir);
+    for (int i = 0; i < 4; i++) {
         struct stat st;
         if (stat(dirs[i], &st) != 0 || !S_ISDIR(st.st_mode)) continue;
         int n = 0, skipped = 0;
