@@ -895,6 +895,48 @@ static const char *default_plan_dir(void)
     return MSCCLPP_PLAN_DIR;
 }
 
+/* The Python DSL's plan cache (mscclpp.compile writes there, `python3 -m mscclpp --install`
+ * into its default/ folder), so compiled plans are found without setting variables:
+ * MSCCLPP_CACHE_DIR, else $HOME/.cache/mscclpp. Returns 0 when there is none to read; also
+ * when MSCCLPP_PLAN_DIR is set, so that variable keeps naming exactly the plans a run uses. */
+static int cache_plan_dir(char *out, size_t n)
+{
+    if (*config_get(CFG_MSCCLPP_PLAN_DIR)) return 0;
+    const char *c = config_get(CFG_MSCCLPP_CACHE_DIR);
+    const char *home = getenv("HOME");
+    int len;
+    if (*c)
+        len = snprintf(out, n, "%s", c);
+    else if (home && *home)
+        len = snprintf(out, n, "%s/.cache/mscclpp", home);
+    else
+        return 0;
+    struct stat st;
+    return len > 0 && (size_t)len < n && stat(out, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Load the cache's plans after the default ones (the first registered match wins, so a plan
+ * that the installed defaults already serve keeps its tested default; the cache adds the
+ * rest). As for the default directory, a folder named after the backend comes first. A plan
+ * there that does not parse is skipped with a warning by the registry. */
+static void load_cache_plans(mscclpp_executor_t *ex)
+{
+    char dir[4096], dirs[4][4400];
+    if (!cache_plan_dir(dir, sizeof dir)) return;
+    snprintf(dirs[0], sizeof dirs[0], "%s/default/%s", dir, ex->hal->name);
+    snprintf(dirs[1], sizeof dirs[1], "%s/default", dir);
+    snprintf(dirs[2], sizeof dirs[2], "%s/%s", dir, ex->hal->name);
+    snprintf(dirs[3], sizeof dirs[3], "%s", dir);
+    for (int i = 0; i < 4; i++) {
+        struct stat st;
+        if (stat(dirs[i], &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        int n = 0, skipped = 0;
+        if (exec_registry_load_dir(&ex->registry, dirs[i], &n, &skipped) != MSCCLPP_OK)
+            core_clear_error();
+        INFO(SUBSYS_EXEC, "loaded %d cached plans from %s (%d skipped)", n, dirs[i], skipped);
+    }
+}
+
 MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
                                                      mscclpp_executor_t **exec)
 {
@@ -942,6 +984,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
     } else {
         INFO(SUBSYS_EXEC, "loaded %d default plans from %s (%d skipped)", loaded, dir, skipped);
     }
+    load_cache_plans(ex);
     mscclpp_result_t tr = exec_tuning_attach(ex);
     if (tr != MSCCLPP_OK) {
         exec_registry_fini(&ex->registry);

@@ -82,3 +82,9 @@ if [ "$profile" = cuda ] || [ "$profile" = all ]; then
         echo "install-deps (all): no CUDA toolkit (nvcc): the CUDA backend will not be built"
     fi
 fi
+# NumPy: the Python runtime tests and examples exchange tensors with the host backend through
+# DLPack (NumPy >= 1.22); without it they skip.
+if ! python3 -c 'import numpy' 2>/dev/null; then
+    python3 -m pip install -q numpy 2>/dev/null ||
+        $SUDO apt-get install -y -q --no-install-recommends python3-numpy
+fi

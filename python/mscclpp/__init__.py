@@ -13,6 +13,7 @@ from .simulator import simulate, verify_plan, CheckResult
 _BINDING_NAMES = frozenset([
     "Executor", "ExecutionPlan", "Communicator", "CommGroup", "RawGpuBuffer",
     "AlgorithmCollectionBuilder", "Algorithm", "DataType", "ReduceOp", "is_nvls_supported",
+    "PacketType", "MscclppError",
 ])
 
 

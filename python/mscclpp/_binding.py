@@ -1,7 +1,8 @@
-"""Lazy access to the compiled library's Python bindings (not part of this package).
+"""Lazy access to the runtime bindings (:mod:`mscclpp.bindings`, ctypes over libmscclpp).
 
-The DSL, the compiler and the simulator are pure Python; only running plans needs the
-bindings, which a separate build provides as ``mscclpp._mscclpp``."""
+The DSL, the compiler and the simulator are pure Python; only running plans needs the library,
+which is loaded on first use (see :func:`mscclpp.runtime.library_path` for where it is found).
+"""
 
 _module = None
 
@@ -9,12 +10,7 @@ _module = None
 def load():
     global _module
     if _module is None:
-        try:
-            from . import _mscclpp  # noqa: F401  (provided by the native build)
-        except ImportError as e:
-            raise ImportError(
-                "the mscclpp native bindings are not available: the DSL, mscclpp.compile and "
-                "the plan checker work without them, but running plans needs libmscclpp's "
-                "Python bindings (mscclpp._mscclpp)") from e
-        _module = _mscclpp
+        from . import bindings
+
+        _module = bindings
     return _module

@@ -5,7 +5,8 @@ A small, dependency-free path from the DSL to execution: ``run_plan(plan, nranks
 on a machine without GPUs), runs the plan once and sends its output buffer back.
 
 The library is found through ``$MSCCLPP_LIBRARY`` (a path to libmscclpp.so), then a build tree
-beside this package (``build/.libs``), then the system's library path.
+beside this package (``build/.libs``), then the system's library path (ldconfig), then
+pkg-config's libdir for ``mscclpp``, then the standard prefixes (/usr/local/lib, /usr/lib...).
 """
 
 import ctypes
@@ -17,6 +18,7 @@ import struct
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2, "int32": 3, "uint32": 4, "int8": 5,
           "uint8": 6, "float64": 7, "fp8_e4m3": 8, "fp8_e5m2": 9}
 REDOPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "plan": -1}
+UNIQUE_ID_BYTES = 128  # MSCCLPP_UNIQUE_ID_BYTES
 
 _lib = None
 
@@ -34,7 +36,26 @@ def library_path():
     tree = os.path.normpath(os.path.join(here, "..", "..", "build", ".libs", "libmscclpp.so"))
     if os.path.exists(tree):
         return tree
-    return ctypes.util.find_library("mscclpp")
+    found = ctypes.util.find_library("mscclpp")   # ldconfig's cache, then the linker's paths
+    if found:
+        return found
+    dirs = []
+    try:   # an install with a pkg-config file (e.g. under a prefix in PKG_CONFIG_PATH)
+        import subprocess
+
+        out = subprocess.run(["pkg-config", "--variable=libdir", "mscclpp"],
+                             capture_output=True, text=True, timeout=10)
+        if out.returncode == 0 and out.stdout.strip():
+            dirs.append(out.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    dirs += ["/usr/local/lib", "/usr/local/lib64", "/usr/lib", "/usr/lib64",
+             "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/opt/mscclpp/lib"]
+    for d in dirs:
+        p = os.path.join(d, "libmscclpp.so")
+        if os.path.exists(p):
+            return p
+    return None
 
 
 def load():
@@ -52,14 +73,35 @@ def load():
     sig = {
         "mscclpp_get_unique_id": [c_void],
         "mscclpp_comm_init_rank": [c_void, c_int, c_int, pp],
+        "mscclpp_comm_create": [c_void, pp],
         "mscclpp_comm_destroy": [c_void],
+        "mscclpp_comm_rank": [c_void, ctypes.POINTER(c_int)],
+        "mscclpp_comm_size": [c_void, ctypes.POINTER(c_int)],
+        "mscclpp_comm_local_size": [c_void, ctypes.POINTER(c_int)],
+        "mscclpp_comm_bootstrap": [c_void, pp],
+        "mscclpp_bootstrap_create_from_address": [ctypes.c_char_p, c_int, c_int, pp],
+        "mscclpp_bootstrap_barrier": [c_void],
+        "mscclpp_bootstrap_destroy": [c_void],
         "mscclpp_executor_create": [c_void, pp],
         "mscclpp_executor_destroy": [c_void],
+        "mscclpp_executor_register_plan": [c_void, c_void, c_int, ctypes.c_char_p],
+        "mscclpp_executor_select_plan": [c_void, ctypes.c_char_p, c_int, ctypes.c_uint64,
+                                         ctypes.c_char_p, pp],
         "mscclpp_plan_load_string": [ctypes.c_char_p, c_size, pp],
+        "mscclpp_plan_load_file": [ctypes.c_char_p, pp],
         "mscclpp_plan_destroy": [c_void],
         "mscclpp_malloc": [c_size, pp],
         "mscclpp_free": [c_void],
+        "mscclpp_memcpy": [c_void, c_void, c_size],
+        "mscclpp_stream_synchronize": [c_void],
         "mscclpp_execute": [c_void, c_void, c_void, c_void, c_size, c_size, c_int, c_int, c_void],
+        "mscclpp_execute_ex": [c_void, c_void, c_void, c_void, c_size, c_size, c_int, c_int,
+                               c_int, c_void],
+        "mscclpp_allreduce": [c_void, c_void, c_void, c_size, c_int, c_int, c_void],
+        "mscclpp_allgather": [c_void, c_void, c_void, c_size, c_int, c_void],
+        "mscclpp_reducescatter": [c_void, c_void, c_void, c_size, c_int, c_int, c_void],
+        "mscclpp_alltoall": [c_void, c_void, c_void, c_size, c_int, c_void],
+        "mscclpp_broadcast": [c_void, c_void, c_void, c_size, c_int, c_int, c_void],
     }
     for name, args in sig.items():
         fn = getattr(lib, name)
@@ -67,6 +109,19 @@ def load():
         fn.restype = c_int
     lib.mscclpp_last_error.restype = ctypes.c_char_p
     lib.mscclpp_last_error.argtypes = []
+    lib.mscclpp_backend_name.restype = ctypes.c_char_p
+    lib.mscclpp_backend_name.argtypes = []
+    lib.mscclpp_dtype_size.restype = c_size
+    lib.mscclpp_dtype_size.argtypes = [c_int]
+    for name in ("mscclpp_plan_name", "mscclpp_plan_collective"):
+        getattr(lib, name).restype = ctypes.c_char_p
+        getattr(lib, name).argtypes = [c_void]
+    for name in ("mscclpp_plan_world_size", "mscclpp_plan_is_inplace"):
+        getattr(lib, name).restype = c_int
+        getattr(lib, name).argtypes = [c_void]
+    for name in ("mscclpp_plan_min_message_size", "mscclpp_plan_max_message_size"):
+        getattr(lib, name).restype = ctypes.c_uint64
+        getattr(lib, name).argtypes = [c_void]
     _lib = lib
     return lib
 
@@ -112,6 +167,37 @@ def _rank_main(lib, uid, rank, nranks, plan_text, in_bytes, out_bytes, layout, i
     return out
 
 
+def _child_unique_id(lib, rank, nranks, id_pipes):
+    """In a forked rank: rank 0 creates the id and writes it to every other rank's pipe;
+    the others read theirs (a closed pipe means rank 0 failed before sending)."""
+    uid = ctypes.create_string_buffer(UNIQUE_ID_BYTES)
+    if rank == 0:
+        for r, (a, _) in enumerate(id_pipes):
+            os.close(a)
+        rc = lib.mscclpp_get_unique_id(uid)
+        for r in range(1, nranks):
+            os.write(id_pipes[r][1], uid.raw if rc == 0 else b"")
+            os.close(id_pipes[r][1])
+        os.close(id_pipes[0][1])
+        _check(lib, rc, "unique id")
+        return uid
+    for r, (a, b) in enumerate(id_pipes):
+        os.close(b)
+        if r != rank:
+            os.close(a)
+    data = b""
+    with os.fdopen(id_pipes[rank][0], "rb") as f:
+        while len(data) < UNIQUE_ID_BYTES:
+            part = f.read(UNIQUE_ID_BYTES - len(data))
+            if not part:
+                break
+            data += part
+    if len(data) != UNIQUE_ID_BYTES:
+        raise MscclppError(f"rank {rank}: no unique id from rank 0 (it failed before sending)")
+    ctypes.memmove(uid, data, UNIQUE_ID_BYTES)
+    return uid
+
+
 def run_plan(plan, nranks, inputs, in_bytes, out_bytes, dtype="float32", op="plan"):
     """Run `plan` (dict, JSON text or path) once on `nranks` forked ranks.
 
@@ -137,8 +223,11 @@ def run_plan(plan, nranks, inputs, in_bytes, out_bytes, dtype="float32", op="pla
     else:
         layout = "inplace"
     lib = load()
-    uid = ctypes.create_string_buffer(128)
-    _check(lib, lib.mscclpp_get_unique_id(uid), "unique id")
+    # Fork first, then create the unique id in rank 0: mscclpp_get_unique_id starts the
+    # bootstrap root thread, and a child forked after that inherits whatever locks that thread
+    # held at the fork (the allocator's, for one), which can hang the child. Rank 0 sends the
+    # id to the other ranks through one pipe each.
+    id_pipes = [os.pipe() for _ in range(nranks)]
     children = []
     for r in range(nranks):
         rd, wr = os.pipe()
@@ -147,6 +236,7 @@ def run_plan(plan, nranks, inputs, in_bytes, out_bytes, dtype="float32", op="pla
             os.close(rd)
             code = 0
             try:
+                uid = _child_unique_id(lib, r, nranks, id_pipes)
                 out = _rank_main(lib, uid, r, nranks, text, in_bytes, out_bytes, layout, inputs,
                                  dtype, op)
                 payload = b"K" + out
@@ -158,6 +248,9 @@ def run_plan(plan, nranks, inputs, in_bytes, out_bytes, dtype="float32", op="pla
             os._exit(code)
         os.close(wr)
         children.append((pid, rd))
+    for a, b in id_pipes:
+        os.close(a)
+        os.close(b)
     outputs, errors = [], []
     for r, (pid, rd) in enumerate(children):
         with os.fdopen(rd, "rb") as f:

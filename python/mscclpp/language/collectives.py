@@ -1,6 +1,7 @@
 """Collectives: what a program computes, and the chunk counts of its buffers (plan-format §7.1)."""
 
-from .internal.types import DSLError
+from .internal.types import BufferType, DSLError  # noqa: F401 (BufferType: MSCCL++ exports it)
+from .rank import BaseBuffer  # noqa: F401 (MSCCL++ exports it here)
 
 
 class Collective:

@@ -2,7 +2,7 @@
 
 from .internal.types import DSLError
 from .internal.ops import Op
-from .program import get_program
+from .program import get_program, set_program  # noqa: F401
 
 
 class LoopIterationContext:

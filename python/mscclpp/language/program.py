@@ -36,6 +36,16 @@ def get_program():
     return _current_program
 
 
+def set_program(program):
+    """Make ``program`` the active program (or none with None), as MSCCL++'s set_program:
+    for building a program outside a ``with`` block."""
+    global _current_program
+    if program is not None and not isinstance(program, CollectiveProgram):
+        raise DSLError(f"set_program expects a CollectiveProgram or None, "
+                       f"got {type(program).__name__}")
+    _current_program = program
+
+
 class _Gpu:
     """Per-rank state of a program being recorded."""
 
@@ -510,3 +520,15 @@ def _op_dict(op, g, chan_tables, rb_tables):
     if op.tbg is not None:
         d["tbg_info"] = {"tb_id": op.tbg[0], "tbg_size": op.tbg[1]}
     return d
+
+
+# The names ``from mscclpp.language.program import *`` gives in MSCCL++ (its program module
+# imports them); imported last because those modules import this one.
+from .collectives import (  # noqa: E402,F401
+    AllGather, AllReduce, AllToAll, Collective, ReduceScatter, SendRecv, TestCollective,
+)
+from .rank import BaseBuffer, Chunk, Semaphore  # noqa: E402,F401
+from .channel import MemoryChannel, PortChannel, SwitchChannel  # noqa: E402,F401
+from .thread_block_group import ThreadBlockGroup  # noqa: E402,F401
+from .utils import AlgoSpec  # noqa: E402,F401
+from .internal.types import ReduceOperationType, SyncType  # noqa: E402,F401

@@ -1,8 +1,9 @@
 """Ranks, buffers, chunks and intra-rank semaphores."""
 
-from .internal.types import BufferType, DSLError, ReduceOperationType, SyncType
+from .internal.types import BufferType, ChannelType, DSLError, ReduceOperationType, SyncType
 from .internal.ops import Op
 from .program import get_program
+from .thread_block_group import ThreadBlockGroup  # noqa: F401 (MSCCL++ exports it here)
 
 
 def _tb_list(tb, tb_group, what):

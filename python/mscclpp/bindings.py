@@ -1,0 +1,568 @@
+"""MSCCL++'s Python runtime names over libmscclpp's public C API (ctypes, no compiler needed).
+
+``mscclpp.CommGroup``, ``Communicator``, ``Executor``, ``ExecutionPlan``, ``DataType``,
+``ReduceOp``, ``RawGpuBuffer``, ``is_nvls_supported``, ``AlgorithmCollectionBuilder`` and
+``Algorithm`` come from here (``mscclpp/__init__.py`` loads this module on first use of one of
+those names). Buffers are integer addresses (``tensor.data_ptr()``); tensors come in and go out
+through DLPack. See docs/python.md.
+"""
+
+import ctypes
+import enum
+import os
+
+from . import runtime
+from .runtime import MscclppError, UNIQUE_ID_BYTES
+
+__all__ = ["CommGroup", "Communicator", "Executor", "ExecutionPlan", "DataType", "ReduceOp",
+           "PacketType", "RawGpuBuffer", "is_nvls_supported", "AlgorithmCollectionBuilder",
+           "Algorithm", "MscclppError", "execute_plan"]
+
+
+def _lib():
+    return runtime.load()
+
+
+def _check(rc, what):
+    if rc != 0:
+        lib = _lib()
+        raise MscclppError(f"{what}: {lib.mscclpp_last_error().decode(errors='replace')} "
+                           f"(error {rc})")
+
+
+class DataType(enum.IntEnum):
+    """Element types (values of the C enum mscclpp_dtype_t)."""
+    float32 = 0
+    float16 = 1
+    bfloat16 = 2
+    int32 = 3
+    uint32 = 4
+    int8 = 5
+    uint8 = 6
+    float64 = 7
+    float8_e4m3 = 8
+    float8_e5m2 = 9
+
+
+class ReduceOp(enum.IntEnum):
+    """Reductions. NOP keeps the plan's own reduce_op (MSCCLPP_REDOP_PLAN)."""
+    SUM = 0
+    PROD = 1
+    MIN = 2
+    MAX = 3
+    NOP = -1
+
+
+class PacketType(enum.IntEnum):
+    LL16 = 0
+    LL8 = 1
+
+
+def is_nvls_supported():
+    """NVLink SHARP multicast. The library runs switch channels as peer-memory reductions, so no
+    code here needs NVLS; this reports False everywhere until the CUDA backend exposes a probe."""
+    return False
+
+
+def backend_name():
+    return _lib().mscclpp_backend_name().decode()
+
+
+class Communicator:
+    """A communicator handle (mscclpp_comm_t). Made by :class:`CommGroup`."""
+
+    def __init__(self, handle, owner=None):
+        self._handle = handle
+        self._owner = owner
+        self._executor = None
+
+    @property
+    def handle(self):
+        return self._handle
+
+    def _int(self, fn):
+        v = ctypes.c_int()
+        _check(fn(self._handle, ctypes.byref(v)), fn.__name__)
+        return v.value
+
+    def rank(self):
+        return self._int(_lib().mscclpp_comm_rank)
+
+    def size(self):
+        return self._int(_lib().mscclpp_comm_size)
+
+    def local_size(self):
+        return self._int(_lib().mscclpp_comm_local_size)
+
+    def bootstrap_barrier(self):
+        lib = _lib()
+        boot = ctypes.c_void_p()
+        _check(lib.mscclpp_comm_bootstrap(self._handle, ctypes.byref(boot)), "comm bootstrap")
+        _check(lib.mscclpp_bootstrap_barrier(boot), f"barrier (rank {self.rank()})")
+
+    def default_executor(self):
+        """One executor per communicator, shared by the default algorithms."""
+        if self._executor is None:
+            self._executor = Executor(self)
+        return self._executor
+
+
+def _unique_id():
+    uid = ctypes.create_string_buffer(UNIQUE_ID_BYTES)
+    _check(_lib().mscclpp_get_unique_id(uid), "unique id")
+    return uid.raw
+
+
+class CommGroup:
+    """The ranks of one job, as MSCCL++'s ``CommGroup``.
+
+    Give one of: ``interfaceIpPortTrio`` ("interface:ip:port" or "ip:port", with ``rank`` and
+    ``size``; rank 0 listens there); ``mpi_comm`` (an mpi4py communicator); ``torch_group``
+    (a ``torch.distributed`` process group, or True for the default one); ``store`` (a
+    ``torch.distributed`` Store, or any object with ``set(key, bytes)`` and ``get(key)``, with
+    ``rank`` and ``size``). With MPI, torch or a store, rank 0 creates a unique id and the
+    others receive it through that channel.
+    """
+
+    def __init__(self, mpi_comm=None, torch_group=None, interfaceIpPortTrio="", rank=None,
+                 size=None, store=None, store_key="mscclpp_unique_id"):
+        lib = _lib()
+        comm = ctypes.c_void_p()
+        self._boot = None
+        if interfaceIpPortTrio:
+            if rank is None or size is None:
+                raise ValueError("CommGroup: interfaceIpPortTrio needs rank and size")
+            boot = ctypes.c_void_p()
+            _check(lib.mscclpp_bootstrap_create_from_address(
+                interfaceIpPortTrio.encode(), rank, size, ctypes.byref(boot)),
+                f"bootstrap at {interfaceIpPortTrio} (rank {rank} of {size})")
+            rc = lib.mscclpp_comm_create(boot, ctypes.byref(comm))
+            if rc != 0:
+                lib.mscclpp_bootstrap_destroy(boot)
+                _check(rc, f"communicator (rank {rank} of {size})")
+            self._boot = boot
+        else:
+            if mpi_comm is not None:
+                rank, size = mpi_comm.Get_rank(), mpi_comm.Get_size()
+                uid = mpi_comm.bcast(_unique_id() if rank == 0 else None, root=0)
+            elif torch_group is not None:
+                uid, rank, size = self._uid_from_torch(torch_group)
+            elif store is not None:
+                if rank is None or size is None:
+                    raise ValueError("CommGroup: a store needs rank and size")
+                if rank == 0:
+                    uid = _unique_id()
+                    store.set(store_key, uid)
+                else:
+                    uid = bytes(store.get(store_key))
+            else:
+                raise ValueError("CommGroup needs interfaceIpPortTrio, mpi_comm, torch_group "
+                                 "or store")
+            if len(uid) != UNIQUE_ID_BYTES:
+                raise MscclppError(f"CommGroup: rank {rank} got a unique id of {len(uid)} "
+                                   f"bytes, not {UNIQUE_ID_BYTES}")
+            buf = ctypes.create_string_buffer(uid, UNIQUE_ID_BYTES)
+            _check(lib.mscclpp_comm_init_rank(buf, rank, size, ctypes.byref(comm)),
+                   f"communicator (rank {rank} of {size})")
+        self.communicator = Communicator(comm, self)
+        self.my_rank = self.communicator.rank()
+        self.nranks = self.communicator.size()
+        self.nranks_per_node = self.communicator.local_size()
+
+    @staticmethod
+    def _uid_from_torch(group):
+        import torch.distributed as dist
+
+        pg = None if group is True else group
+        rank, size = dist.get_rank(pg), dist.get_world_size(pg)
+        obj = [_unique_id() if rank == 0 else None]
+        dist.broadcast_object_list(obj, src=dist.get_global_rank(pg, 0) if pg else 0, group=pg)
+        return obj[0], rank, size
+
+    def barrier(self):
+        self.communicator.bootstrap_barrier()
+
+    def close(self):
+        """Destroy the communicator (collective: every rank calls it)."""
+        lib = _lib()
+        if self.communicator is not None and self.communicator._handle:
+            ex = self.communicator._executor
+            if ex is not None:
+                ex.close()
+            lib.mscclpp_comm_destroy(self.communicator._handle)
+            self.communicator._handle = None
+        if self._boot:
+            lib.mscclpp_bootstrap_destroy(self._boot)
+            self._boot = None
+
+
+class ExecutionPlan:
+    """A plan loaded from a JSON file (``ExecutionPlan(path, rank)``) or text (``json=``)."""
+
+    def __init__(self, plan_path=None, rank=0, json=None):
+        lib = _lib()
+        h = ctypes.c_void_p()
+        if json is not None:
+            data = json.encode() if isinstance(json, str) else json
+            _check(lib.mscclpp_plan_load_string(data, len(data), ctypes.byref(h)), "plan")
+        else:
+            _check(lib.mscclpp_plan_load_file(os.fspath(plan_path).encode(), ctypes.byref(h)),
+                   f"plan {plan_path}")
+        self._handle = h
+        self.rank = rank
+        self.name = lib.mscclpp_plan_name(h).decode()
+        self.collective = lib.mscclpp_plan_collective(h).decode()
+        self.world_size = lib.mscclpp_plan_world_size(h)
+        self.in_place = bool(lib.mscclpp_plan_is_inplace(h))
+        self.min_message_size = lib.mscclpp_plan_min_message_size(h)
+        self.max_message_size = lib.mscclpp_plan_max_message_size(h)
+
+    def __del__(self):
+        h = getattr(self, "_handle", None)
+        if h and runtime._lib is not None:
+            runtime._lib.mscclpp_plan_destroy(h)
+            self._handle = None
+
+
+class Executor:
+    """Runs plans on a communicator (``Executor(comm.communicator)``)."""
+
+    def __init__(self, communicator):
+        comm = communicator.communicator if isinstance(communicator, CommGroup) else communicator
+        h = ctypes.c_void_p()
+        _check(_lib().mscclpp_executor_create(comm.handle, ctypes.byref(h)), "executor")
+        self._handle = h
+        self.communicator = comm
+        self._plans = []   # registered plans stay alive as long as the executor
+
+    @property
+    def handle(self):
+        return self._handle
+
+    def execute(self, rank, send_buff, recv_buff, send_buff_size, recv_buff_size, data_type,
+                plan, stream=0, packet_type=PacketType.LL16, op=ReduceOp.NOP):
+        """Run ``plan`` once (MSCCL++'s Executor.execute). ``stream`` 0 waits for the result."""
+        _check(_lib().mscclpp_execute_ex(self._handle, plan._handle, send_buff, recv_buff,
+                                         send_buff_size, recv_buff_size, int(data_type),
+                                         int(op), int(packet_type), stream or None),
+               f"execute {plan.name} (rank {rank})")
+
+    def register_plan(self, plan, ranks_per_node=0, tags=None):
+        """Add a plan to the executor's registry, ahead of the default plans."""
+        _check(_lib().mscclpp_executor_register_plan(self._handle, plan._handle, ranks_per_node,
+                                                     tags.encode() if tags else None),
+               f"register plan {plan.name}")
+        self._plans.append(plan)
+
+    def close(self):
+        if self._handle:
+            _lib().mscclpp_executor_destroy(self._handle)
+            self._handle = None
+
+
+# ---- DLPack ----------------------------------------------------------------------------------
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                             ("deleter", _DELETER)]
+
+class _DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+    pass
+
+
+_DELETER_V = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensorVersioned))
+_DLManagedTensorVersioned._fields_ = [("version", _DLPackVersion),
+                                      ("manager_ctx", ctypes.c_void_p),
+                                      ("deleter", _DELETER_V), ("flags", ctypes.c_uint64),
+                                      ("dl_tensor", _DLTensor)]
+
+# DLPack type codes: 0 int, 1 uint, 2 float, 4 bfloat
+_DL_TYPES = {
+    "float16": (2, 16), "float32": (2, 32), "float64": (2, 64), "bfloat16": (4, 16),
+    "int8": (0, 8), "int32": (0, 32), "int64": (0, 64), "uint8": (1, 8), "uint32": (1, 32),
+    # fp8 types travel as bytes (as MSCCL++ does for fp8_e4m3b15)
+    "float8_e4m3fn": (1, 8), "float8_e5m2": (1, 8), "float8_e4m3fnuz": (1, 8),
+    "float8_e5m2fnuz": (1, 8), "float8_e4m3": (1, 8),
+}
+_DL_DEVICE = {"host": 1, "cuda": 2, "hip": 10}   # kDLCPU, kDLCUDA, kDLROCM
+_live = {}   # address of a DLManagedTensor -> what keeps its memory alive until the deleter
+
+
+@_DELETER
+def _dl_deleter(ptr):
+    _live.pop(ctypes.addressof(ptr.contents), None)
+
+
+@_DELETER_V
+def _dl_deleter_v(ptr):
+    _live.pop(ctypes.addressof(ptr.contents), None)
+
+
+class _DLPackExport:
+    """What ``RawGpuBuffer.to_dlpack`` returns: an object with ``__dlpack__`` (NumPy's and
+    torch's ``from_dlpack`` take it) that makes one DLPack capsule."""
+
+    def __init__(self, buf, dtype, shape, strides):
+        self._buf, self._dtype, self._shape, self._strides = buf, dtype, shape, strides
+
+    def __dlpack_device__(self):
+        return (_DL_DEVICE.get(backend_name(), 1), 0)
+
+    def __dlpack__(self, stream=None, max_version=None, **kwargs):
+        # DLPack 1.x ("dltensor_versioned") when the consumer takes it: the legacy form has no
+        # read-only flag, so NumPy 2 makes arrays from it read-only.
+        versioned = max_version is not None and max_version[0] >= 1
+        code, bits = self._dtype
+        n = len(self._shape)
+        shape = (ctypes.c_int64 * n)(*self._shape)
+        strides = (ctypes.c_int64 * n)(*self._strides) if self._strides else None
+        m = _DLManagedTensorVersioned() if versioned else _DLManagedTensor()
+        t = m.dl_tensor
+        t.data = self._buf.data()
+        t.device = _DLDevice(*self.__dlpack_device__())
+        t.ndim = n
+        t.dtype = _DLDataType(code, bits, 1)
+        t.shape = shape
+        t.strides = strides
+        t.byte_offset = 0
+        if versioned:
+            m.version = _DLPackVersion(1, 0)
+            m.flags = 0   # writable, not a copy
+            m.deleter = _dl_deleter_v
+        else:
+            m.deleter = _dl_deleter
+        _live[ctypes.addressof(m)] = (m, shape, strides, self._buf)
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype = ctypes.py_object
+        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        # No capsule destructor: a consumer always takes it (and calls the deleter); one that
+        # is never consumed keeps its buffer alive, which is the safe side.
+        return new(ctypes.addressof(m), b"dltensor_versioned" if versioned else b"dltensor",
+                   None)
+
+
+class RawGpuBuffer:
+    """``nbytes`` of device memory from the library's allocator (host memory on the host
+    backend), freed when the object and every tensor made from it are gone."""
+
+    def __init__(self, nbytes):
+        if nbytes <= 0:
+            raise ValueError(f"RawGpuBuffer: size must be positive, got {nbytes}")
+        p = ctypes.c_void_p()
+        _check(_lib().mscclpp_malloc(nbytes, ctypes.byref(p)), f"RawGpuBuffer({nbytes})")
+        self._ptr = p.value
+        self._nbytes = nbytes
+
+    def data(self):
+        return self._ptr
+
+    def data_ptr(self):
+        return self._ptr
+
+    def bytes(self):
+        return self._nbytes
+
+    def nelems(self):
+        return self._nbytes
+
+    def device_id(self):
+        return 0
+
+    def to_dlpack(self, data_type="torch.float32", shape=None, strides=None):
+        """A DLPack export of this buffer as ``data_type`` ("torch.float16", "float32",
+        a numpy/torch dtype or a :class:`DataType`), 1-D over the whole buffer unless
+        ``shape`` is given."""
+        name = _dtype_name(data_type)
+        if name not in _DL_TYPES:
+            raise ValueError(f"to_dlpack: unsupported data type {data_type!r}")
+        code, bits = _DL_TYPES[name]
+        esize = bits // 8
+        if not shape:
+            shape = [self._nbytes // esize]
+        need = esize
+        for d in shape:
+            need *= d
+        if need > self._nbytes:
+            raise ValueError(f"to_dlpack: shape {list(shape)} of {name} needs {need} bytes, the "
+                             f"buffer has {self._nbytes}")
+        return _DLPackExport(self, (code, bits), list(shape), list(strides or []))
+
+    def numpy(self, dtype="float32", shape=None):
+        """The buffer as a NumPy array (host backend only)."""
+        import numpy as np
+
+        return np.from_dlpack(self.to_dlpack(dtype, shape))
+
+    def __del__(self):
+        p = getattr(self, "_ptr", None)
+        if p and runtime._lib is not None:
+            runtime._lib.mscclpp_free(ctypes.c_void_p(p))
+            self._ptr = None
+
+
+def _dtype_name(data_type):
+    if isinstance(data_type, DataType):
+        return {DataType.float8_e4m3: "float8_e4m3"}.get(data_type, data_type.name)
+    s = str(data_type)
+    for prefix in ("torch.", "numpy.", "<class 'numpy."):
+        if s.startswith(prefix):
+            s = s[len(prefix):]
+    return s.rstrip("'>")
+
+
+# ---- algorithms ------------------------------------------------------------------------------
+
+_COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast")
+# MSCCL++'s default allreduce algorithm names (CUDA kernels there). Here each one is served by
+# the library's allreduce, which selects a plan by message size; kept so code written for
+# MSCCL++ that picks its algorithm by name runs unchanged.
+_MSCCLPP_ALLREDUCE_NAMES = ("default_allreduce_packet", "default_allreduce_nvls_packet",
+                            "default_allreduce_nvls_warp_pipeline",
+                            "default_allreduce_rsag_zero_copy",
+                            "default_allreduce_nvls_zero_copy", "default_allreduce_allpair_packet",
+                            "default_allreduce_fullmesh")
+
+
+def _launch_args(nblocks, nthreads_per_block):
+    if nblocks < 0 or nthreads_per_block < 0:
+        raise ValueError(f"nblocks and nthreads_per_block must be >= 0 (0 = the plan's), got "
+                         f"{nblocks}, {nthreads_per_block}")
+
+
+class Algorithm:
+    """A collective algorithm with MSCCL++'s ``execute`` signature. Either a default algorithm
+    (the library's own collective, which picks a registered plan by message size) or a DSL
+    plan (from :func:`mscclpp.compile`, run through an :class:`Executor`)."""
+
+    def __init__(self, name, collective, plan=None, compiled=None, tags=None,
+                 message_size_range=(0, 2**64 - 1)):
+        self.name = name
+        self.collective = collective
+        self.tags = dict(tags or {})
+        self.message_size_range = message_size_range
+        self._plan = plan
+        self._compiled = compiled
+
+    def is_dsl_algorithm(self):
+        return self._plan is not None or self._compiled is not None
+
+    def is_native_algorithm(self):
+        return False
+
+    def execute(self, comm, input_buffer, output_buffer, input_size, output_size, dtype,
+                op=ReduceOp.NOP, stream=0, executor=None, nblocks=0, nthreads_per_block=0,
+                symmetric_memory=False, extras=None, accum_dtype=None):
+        """Run once; returns 0 (errors raise MscclppError naming the library's message).
+
+        ``nblocks`` / ``nthreads_per_block`` (0 = the plan's) are checked and accepted; the C
+        API has no per-call launch shape yet, so they take effect when it does.
+        ``symmetric_memory`` is a hint: the executor caches its buffer setup per address
+        either way. ``extras`` / ``accum_dtype`` are accepted for MSCCL++ compatibility."""
+        _launch_args(nblocks, nthreads_per_block)
+        comm = comm.communicator if isinstance(comm, CommGroup) else comm
+        ex = executor or comm.default_executor()
+        if self.is_dsl_algorithm():
+            plan = self._plan or _compiled_plan(self._compiled)
+            ex.execute(comm.rank(), input_buffer, output_buffer, input_size, output_size, dtype,
+                       plan, stream, op=op)
+            return 0
+        _run_default(ex, comm, self.collective, input_buffer, output_buffer, input_size,
+                     output_size, DataType(int(dtype)), op, stream, extras)
+        return 0
+
+    def __repr__(self):
+        return f"Algorithm(name={self.name!r}, collective={self.collective!r})"
+
+
+def _run_default(ex, comm, collective, inp, out, in_size, out_size, dtype, op, stream, extras):
+    lib = _lib()
+    esz = lib.mscclpp_dtype_size(int(dtype))
+    red = ReduceOp.SUM if op == ReduceOp.NOP else op
+    s = stream or None
+    what = f"{collective} (rank {comm.rank()}, {in_size} bytes)"
+    if collective == "allreduce":
+        rc = lib.mscclpp_allreduce(ex.handle, inp, out, in_size // esz, int(dtype), int(red), s)
+    elif collective == "allgather":
+        rc = lib.mscclpp_allgather(ex.handle, inp, out, in_size // esz, int(dtype), s)
+    elif collective == "reducescatter":
+        rc = lib.mscclpp_reducescatter(ex.handle, inp, out, out_size // esz, int(dtype),
+                                       int(red), s)
+    elif collective == "alltoall":
+        rc = lib.mscclpp_alltoall(ex.handle, inp, out, in_size // esz // comm.size(),
+                                  int(dtype), s)
+    elif collective == "broadcast":
+        root = int((extras or {}).get("root", 0))
+        rc = lib.mscclpp_broadcast(ex.handle, inp, out, in_size // esz, int(dtype), root, s)
+    else:
+        raise MscclppError(f"no default algorithm for {collective}")
+    _check(rc, what)
+
+
+_compiled_plans = {}
+
+
+def _compiled_plan(compiled):
+    key = (compiled.id, compiled.plan_path)
+    if key not in _compiled_plans:
+        _compiled_plans[key] = ExecutionPlan(json=compiled.plan_json, rank=compiled.rank)
+    return _compiled_plans[key]
+
+
+def execute_plan(compiled, comm, input_buffer, output_buffer, input_size, output_size, dtype,
+                 op=ReduceOp.NOP, stream=0, executor=None, nblocks=0, nthreads_per_block=0,
+                 symmetric_memory=False, extras=None, accum_dtype=None):
+    """``CompiledAlgorithm.execute``: as :meth:`Algorithm.execute` for a compiled DSL plan."""
+    algo = Algorithm(compiled.name, compiled.collective, compiled=compiled)
+    return algo.execute(comm, input_buffer, output_buffer, input_size, output_size, dtype, op,
+                        stream, executor, nblocks, nthreads_per_block, symmetric_memory, extras,
+                        accum_dtype)
+
+
+class AlgorithmCollectionBuilder:
+    """Builds the list of algorithms (MSCCL++'s ``mscclpp.ext.AlgorithmCollectionBuilder``)."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+            cls._instance._extra = []
+        return cls._instance
+
+    def add_algorithm(self, algorithm):
+        self._extra.append(algorithm)
+
+    def build_default_algorithms(self, scratch_buffer=0, scratch_buffer_size=0, rank=0):
+        """The default algorithms: ``default_<collective>`` for every collective the library
+        serves (each selects a registered plan by size), MSCCL++'s allreduce names, and any
+        added with :meth:`add_algorithm`. The scratch buffer is accepted for MSCCL++
+        compatibility; the executor allocates its own scratch per plan."""
+        algos = [Algorithm(f"default_{c}", c, tags={"default": 1}) for c in _COLLECTIVES]
+        algos += [Algorithm(n, "allreduce", tags={"default": 1})
+                  for n in _MSCCLPP_ALLREDUCE_NAMES]
+        return algos + list(self._extra)
+
+    def build(self):
+        return self.build_default_algorithms()
