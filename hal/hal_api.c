@@ -150,7 +150,7 @@ static mscclpp_result_t stream_check_sources(mscclpp_stream_t stream, mscclpp_re
     int n = stream->n_watch;
     uint64_t ids[16];
     uint64_t *list = n <= 16 ? ids : malloc((size_t)n * sizeof *list);
-    if (list) memcpy(list, stream->watch, (size_t)n * sizeof *list);
+    if (list && n) memcpy(list, stream->watch, (size_t)n * sizeof *list);
     else n = 0; /* cannot copy: keep them for the next sync */
     if (list) stream->n_watch = 0;
     pthread_mutex_unlock(&stream->lock);

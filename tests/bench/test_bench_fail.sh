@@ -1,14 +1,16 @@
 #!/bin/sh
 # mscclpp-bench must report a collective that failed on its stream (issue 8): a plan whose
-# rank 1 lost a signal makes rank 0's wait time out inside a launch on the bench's stream; the
-# bench must print the library's error (plan, rank, op, peer) and exit 1, never "0 OK".
+# ranks both wait before they signal makes rank 0's wait time out inside a launch on the bench's
+# stream; the bench must print the library's error (plan, rank, op, peer) and exit 1, never
+# "0 OK". (A plan with a signal deleted is refused at load now, so the deadlock keeps the
+# signal/wait counts balanced and only reorders them.)
 top_build=${MSCCLPP_TOP_BUILDDIR:-.}
 top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 bench=$top_build/tools/mscclpp-bench
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-fail.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 echo "1..1"
-name="a plan with a deleted signal fails the bench with the timeout"
+name="a plan that deadlocks fails the bench with the timeout"
 if ! command -v python3 >/dev/null 2>&1; then
     echo "ok 1 - $name # SKIP python3 is needed to edit the plan"
     exit 0
@@ -16,8 +18,12 @@ fi
 python3 - "$top_src/plans/allreduce_simple_2.json" "$tmp/broken.json" <<'PY' || exit 1
 import json, sys
 plan = json.load(open(sys.argv[1]))
-ops = plan["gpus"][1]["threadblocks"][0]["ops"]
-del ops[[o["name"] for o in ops].index("signal")]
+for rank in (0, 1):
+    ops = plan["gpus"][rank]["threadblocks"][0]["ops"]
+    names = [o["name"] for o in ops]
+    s = names.index("signal")
+    w = names.index("wait", s)
+    ops.insert(w, ops.pop(s))  # the signal now follows the wait: both ranks wait first
 plan["name"] = "broken_signal_2"
 json.dump(plan, open(sys.argv[2], "w"))
 PY

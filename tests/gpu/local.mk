@@ -20,7 +20,7 @@ endif
 
 # Fake backend modules test_hal_modules loads in place of the CUDA module (built at make check).
 if HAVE_CHECK
-check_LTLIBRARIES = tests/unit/libfakehal.la tests/unit/libfakehal_old.la
+check_LTLIBRARIES += tests/unit/libfakehal.la tests/unit/libfakehal_old.la
 tests_unit_libfakehal_la_SOURCES = tests/unit/fake_hal_module.c base/module.c hal/hal_stub.c
 tests_unit_libfakehal_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 tests_unit_libfakehal_la_LDFLAGS = -module -avoid-version -rpath /nowhere -no-undefined \

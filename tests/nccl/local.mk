@@ -10,7 +10,7 @@ tests_nccl_nccl_api_test_shim_CPPFLAGS = $(NCCL_CPPFLAGS) -I$(top_srcdir)/includ
 tests_nccl_nccl_api_test_shim_LDADD = libmscclpp_nccl.la libmscclpp.la -lm
 
 # The fallback library the test points MSCCLPP_NCCL_LIB_PATH at.
-check_LTLIBRARIES = tests/nccl/libfakenccl.la
+check_LTLIBRARIES += tests/nccl/libfakenccl.la
 tests_nccl_libfakenccl_la_SOURCES = tests/nccl/fake_nccl.c
 tests_nccl_libfakenccl_la_CPPFLAGS = $(NCCL_CPPFLAGS)
 tests_nccl_libfakenccl_la_LDFLAGS = -module -avoid-version -rpath /nowhere

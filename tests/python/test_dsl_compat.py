@@ -50,7 +50,7 @@ EXCLUDED = {
 # Our extra names (beyond MSCCL++'s): our own additions, allowed.
 OURS_EXTRA_OK = {"DSLError", "Op", "Channel", "Broadcast", "CustomCollective", "check", "Loop",
                  "PLAN_FORMAT", "MAX_BARRIERS", "MAX_CHANNELS_PER_BLOCK", "MAX_OPS_PER_BLOCK",
-                 "MAX_RBUFS_PER_BLOCK", "passes", "fields"}
+                 "MAX_RBUFS_PER_BLOCK", "passes", "fields", "TARGETS", "default_target"}
 
 
 def star(module):
