@@ -741,6 +741,15 @@ static bool poll_mailboxes_locked(mscclpp_executor_t *ex)
                                                 "executor: undecodable error record"));
         return true;
     }
+    /* a proxy can fail after its launch ended (a trailing put with no flush): the launch saw
+     * nothing, so the proxy's own record is the only place the error lives */
+    for (exec_context_t *c = ex->contexts; c; c = c->next) {
+        mscclpp_result_t pr = exec_port_error(c->port);
+        if (pr != MSCCLPP_OK) {
+            poison_locked(ex, pr);
+            return true;
+        }
+    }
     return false;
 }
 
