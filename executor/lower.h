@@ -1,7 +1,8 @@
 /*
  * Lowering: a loaded plan (executor/plan.h) + this call's sizes, dtype, op, packet type and the
  * context's resolved resources -> the launch arguments of the interpreter (kern_args_t) and the
- * per-rank device plan blob they point at (kernels/common/kern_args.h).
+ * per-rank device plan blob they point at (kernels/common/kern_args.h). The chunk and scratch
+ * geometry it uses is executor/layout.h's, the device state it points at executor/state.h's.
  *
  * How the executor uses it, per context (plan, rank, buffers):
  *   1. exec_state_bytes() bytes of device memory for the state; exec_state_init() fills a host
@@ -31,7 +32,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "executor/layout.h"
 #include "executor/plan.h"
+#include "executor/state.h"
 #include "kernels/common/kern_args.h"
 #include "mscclpp/mscclpp.h"
 
@@ -91,37 +94,6 @@ typedef struct {
 } exec_lowered_t;
 
 /**
- * Chunk size in bytes for these message sizes (plan-format §3.1, our tail rule). Granule W = the
- * element size, at least 4 bytes when the plan uses packets. A buffer of S bytes and C chunks is
- * G rank blocks of S/G bytes, each split into C/G chunks: G = nranks for the output of
- * allgather, the input of reducescatter and both sides of alltoall, else 1. CS = S/C when C
- * divides S into multiples of W (then chunk c = [c*CS, (c+1)*CS), the reference's layout), else
- * ceil((S/G)/(C/G)) rounded up to lcm(buffer_alignment, W); chunk c of input or output =
- * block c/(C/G) at (c/(C/G))*(S/G), sub-chunk c%(C/G) at + (c%(C/G))*CS, clipped to the block
- * (may be empty); scratch chunk c at c*CS. Input side if input_chunks > 0, else output. Errors
- * (INVALID_ARG): sizes not multiples of the element size; rounded chunks on a side with G > 1
- * whose C is not a multiple of G or whose S/G is not a multiple of W; input and output chunk
- * sizes that differ, or that need rounding while the two sides' blocks differ (chunks per block,
- * bytes per block).
- */
-mscclpp_result_t exec_chunk_bytes(const struct mscclpp_plan *plan, int rank, size_t in_bytes,
-                                  size_t out_bytes, mscclpp_dtype_t dtype, uint64_t *chunk);
-
-/**
- * Scratch bytes `rank` needs for these sizes: scratch_chunks * chunk, x2 when the plan uses
- * packets (protocol LL or any packet op), x2 with use_double_scratch_buffer, rounded up to 64.
- */
-mscclpp_result_t exec_scratch_bytes(const struct mscclpp_plan *plan, int rank, size_t in_bytes,
-                                    size_t out_bytes, mscclpp_dtype_t dtype, uint64_t *bytes);
-
-/** Bytes of device state for `rank` of `plan` (kern_state_t + its semaphores). */
-size_t exec_state_bytes(const struct mscclpp_plan *plan, int rank);
-
-/** Fill a host image of the state (`bytes` >= exec_state_bytes()) to copy to the device. */
-mscclpp_result_t exec_state_init(const struct mscclpp_plan *plan, int rank, void *image,
-                                 size_t bytes);
-
-/**
  * Lower `plan` for `rank`. `op` replaces the plan's reduce_op unless MSCCLPP_REDOP_PLAN.
  * Errors: INVALID_ARG (sizes, dtype, missing resources), INVALID_PLAN (a descriptor that would
  * reach outside a buffer for these sizes), UNSUPPORTED (port ops other than put, pws, pwsf,
@@ -133,13 +105,6 @@ mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in
                             exec_lowered_t **lowered);
 
 void exec_lowered_free(exec_lowered_t *lowered);
-
-/**
- * Report the error a launch recorded in its state (`state` = host copy of at least
- * sizeof(kern_state_t) bytes): MSCCLPP_OK if none, else the code, with a message naming rank,
- * block, op (index and name), channel and peer (recorded for mscclpp_last_error()).
- */
-mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *plan);
 
 /** Name of an op type ("rres"), "?" if out of range. */
 const char *exec_op_name(int type);

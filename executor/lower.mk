@@ -1,3 +1,4 @@
-# executor/lower.c: a loaded plan + call sizes + resolved resources -> interpreter launch args
-libmscclpp_la_SOURCES += executor/lower.c
-noinst_HEADERS += executor/lower.h
+# executor/layout.c: chunk and scratch geometry of a call, and how plan ops split into kern ops
+# executor/lower.c: a loaded plan + call layout + resolved resources -> interpreter program
+libmscclpp_la_SOURCES += executor/layout.c executor/lower.c
+noinst_HEADERS += executor/layout.h executor/lower.h

@@ -1,0 +1,702 @@
+/*
+ * Contexts (executor/executor.h): what a plan needs for one pair of buffers, built collectively
+ * on first use and kept for the executor's life.
+ *
+ *   exec_context_get     look one up, or build it: context_scratch (sized by layout.c, halves
+ *                        agreed by all ranks), context_state (device state and error mailbox),
+ *                        context_channels (counters and tables), context_exchange (one setup
+ *                        message to and from every peer the plan pairs us with: counters and
+ *                        buffers to map), then port channels and a barrier
+ *   exec_context_bind    this call's buffers: remote buffer and switch member pointers
+ *   exec_context_lowered the lowered plan of this call shape (lower.c), cached, on the device
+ *
+ * Rank rotation: a context may run the plan with virtual rank v = (rank - rotation) mod n, so a
+ * broadcast plan written for root 0 serves any root.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/debug.h"
+#include "base/wait.h"
+#include "base/wire.h"
+#include "executor/executor.h"
+#include "executor/layout.h"
+#include "hal/hal_api.h"
+
+#define EXEC_WIRE_MAGIC 0x43584550u /* "PEXC": context setup message */
+#define EXEC_WIRE_VERSION 1u
+/* Bootstrap tags of context setup: base + sequence, inside the 0..32767 every MPI allows */
+#define EXEC_TAG_BASE 0x6000
+#define EXEC_TAG_SPAN 0x2000
+
+#define SLOT_U64 8 /* counters are 64 bytes apart */
+
+static int vr_to_pr(const exec_context_t *c, int v, int n) { return (v + c->rotation) % n; }
+
+void exec_alloc_of(const hal_ops_t *hal, const void *p, void **base, size_t *size)
+{
+    *base = (void *)p;
+    *size = 0;
+    if (p && hal->mem_range(p, base, size) != MSCCLPP_OK) {
+        core_clear_error();
+        *base = (void *)p;
+        *size = 0;
+    }
+}
+
+/* ---- what the plan says a pair of ranks shares --------------------------------------------- */
+
+/* Number of type-T channels gpu `from` lists to `to`. */
+static int chan_count(const plan_gpu_t *g, int type, int to)
+{
+    int k = 0;
+    for (int i = 0; i < g->n_chan[type]; i++)
+        if (g->peers[type][i] == to) k++;
+    return k;
+}
+
+/* Bit mask of buffer types virtual rank `peer` maps from virtual rank `me` (port-only remote
+ * buffers are exchanged by exec_port.c instead) */
+static unsigned needs_from(const struct mscclpp_plan *plan, int peer, int me)
+{
+    const plan_gpu_t *g = &plan->gpus[peer];
+    unsigned mask = 0;
+    for (int q = 0; q < g->n_rbufs; q++)
+        if (g->rbufs[q].owner == me && (g->rbufs[q].access & (1u << PLAN_CH_MEMORY)))
+            mask |= 1u << g->rbufs[q].buf;
+    for (int s = 0; s < g->n_chan[PLAN_CH_SWITCH]; s++) {
+        const plan_switch_t *sw = &g->switches[s];
+        for (int m = 0; m < sw->n_ranks; m++)
+            if (sw->ranks[m] == me) mask |= 1u << sw->buf;
+    }
+    return mask;
+}
+
+/* True when some rank of the plan addresses another rank's input or output buffer. */
+static bool plan_addresses_io(const struct mscclpp_plan *plan)
+{
+    for (int r = 0; r < plan->nranks; r++)
+        for (int v = 0; v < plan->nranks; v++)
+            if (v != r && (needs_from(plan, r, v) & 3u)) return true;
+    for (int r = 0; r < plan->nranks; r++) /* port channels write peers' input/output too */
+        for (int q = 0; q < plan->gpus[r].n_rbufs; q++)
+            if (plan->gpus[r].rbufs[q].buf != PLAN_BUF_SCRATCH &&
+                plan->gpus[r].rbufs[q].owner != r)
+                return true;
+    return false;
+}
+
+static bool pair_talks(const struct mscclpp_plan *plan, int a, int b)
+{
+    return needs_from(plan, a, b) || needs_from(plan, b, a) ||
+           chan_count(&plan->gpus[a], PLAN_CH_MEMORY, b) ||
+           chan_count(&plan->gpus[b], PLAN_CH_MEMORY, a);
+}
+
+/* What this rank registers for a buffer type: whole allocations for input and output (the
+ * call's offsets inside them travel per call), the scratch itself. */
+static void *buffer_of(const exec_context_t *c, int type)
+{
+    switch (type) {
+    case PLAN_BUF_INPUT: return c->send_base;
+    case PLAN_BUF_OUTPUT: return c->recv_base;
+    default: return c->scratch;
+    }
+}
+
+static size_t buffer_bytes(const exec_context_t *c, int type)
+{
+    switch (type) {
+    case PLAN_BUF_INPUT: return c->in_alloc;
+    case PLAN_BUF_OUTPUT: return c->out_alloc;
+    default: return c->scratch_bytes;
+    }
+}
+
+static const char *buf_name(int type)
+{
+    return type == PLAN_BUF_INPUT ? "input" : type == PLAN_BUF_OUTPUT ? "output" : "scratch";
+}
+
+/* ---- teardown ------------------------------------------------------------------------------ */
+
+static void lowcache_flush(mscclpp_executor_t *ex, exec_context_t *c)
+{
+    while (c->lowered) {
+        exec_lowcache_t *l = c->lowered;
+        c->lowered = l->next;
+        if (l->dev_blob) ex->hal->mem_free(l->dev_blob);
+        exec_lowered_free(l->low);
+        free(l);
+    }
+}
+
+static void context_free(mscclpp_executor_t *ex, exec_context_t *c)
+{
+    if (!c) return;
+    const hal_ops_t *hal = ex->hal;
+    lowcache_flush(ex, c);
+    exec_port_destroy(c->port);
+    for (int i = 0; i < c->n_mappings; i++) comm_unmap_peer(ex->comm, c->mappings[i]);
+    if (c->scratch) hal->mem_free(c->scratch);
+    if (c->state) hal->mem_free(c->state);
+    if (c->inbound) hal->mem_free(c->inbound);
+    if (c->expected) hal->mem_free(c->expected);
+    if (c->mailbox) hal->host_free(c->mailbox);
+    free(c->chans);
+    free(c->rbufs);
+    free(c->switches);
+    free(c->members);
+    free(c->mappings);
+    for (int t = 0; t < 3; t++) free(c->peer_ptr[t]);
+    for (int t = 0; t < 2; t++) free(c->peer_off[t]);
+    free(c);
+}
+
+static void free_list(mscclpp_executor_t *ex, exec_context_t *list)
+{
+    while (list) {
+        exec_context_t *c = list;
+        list = c->next;
+        context_free(ex, c);
+    }
+}
+
+void exec_contexts_free_input(mscclpp_executor_t *ex, const void *send_base)
+{
+    pthread_mutex_lock(&ex->lock); /* against a concurrent stream check */
+    exec_context_t *gone = NULL;
+    for (exec_context_t **pp = &ex->contexts; *pp;) {
+        exec_context_t *c = *pp;
+        if (c->send_base == send_base) {
+            *pp = c->next;
+            c->next = gone;
+            gone = c;
+        } else {
+            pp = &c->next;
+        }
+    }
+    pthread_mutex_unlock(&ex->lock);
+    free_list(ex, gone);
+}
+
+void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too)
+{
+    pthread_mutex_lock(&ex->lock);
+    exec_context_t *list = ex->contexts;
+    ex->contexts = NULL;
+    pthread_mutex_unlock(&ex->lock);
+    free_list(ex, list);
+    if (!dead_too) return;
+    free_list(ex, ex->dead);
+    ex->dead = NULL;
+}
+
+/* ---- creation: local resources ------------------------------------------------------------- */
+
+static mscclpp_result_t oom(void) { return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory"); }
+
+/*
+ * Scratch for the largest call these allocations allow. Double-scratch plans: every rank must
+ * put the upper half at the same offset for every call (lower.c), so the ranks agree on half of
+ * the smallest scratch any rank has.
+ */
+static mscclpp_result_t context_scratch(mscclpp_executor_t *ex, exec_context_t *c,
+                                        mscclpp_dtype_t dtype)
+{
+    mscclpp_comm_t *comm = ex->comm;
+    const int n = comm->nranks;
+    uint64_t bytes = exec_scratch_for_allocs(c->plan, c->vrank, c->in_alloc, c->out_alloc, dtype);
+    if (c->plan->double_scratch) {
+        uint64_t *all = calloc((size_t)n, sizeof *all);
+        if (!all) return oom();
+        all[comm->rank] = bytes;
+        mscclpp_result_t res = mscclpp_bootstrap_allgather(comm->boot, all, sizeof *all);
+        uint64_t least = bytes;
+        for (int r = 0; r < n; r++)
+            if (all[r] < least) least = all[r];
+        free(all);
+        CHECK(res);
+        c->scratch_half = least / 2 / 64 * 64;
+    }
+    if (!bytes) return MSCCLPP_OK;
+    CHECK(ex->hal->mem_alloc_shareable(bytes, &c->scratch));
+    CHECK(ex->hal->memset_sync(c->scratch, 0, bytes));
+    c->scratch_bytes = bytes;
+    return MSCCLPP_OK;
+}
+
+/* Device state (state.c's image) and the host-mapped error mailbox. */
+static mscclpp_result_t context_state(mscclpp_executor_t *ex, exec_context_t *c)
+{
+    const hal_ops_t *hal = ex->hal;
+    c->state_bytes = exec_state_bytes(c->plan, c->vrank);
+    void *image = calloc(1, c->state_bytes);
+    if (!image) return oom();
+    mscclpp_result_t res = exec_state_init(c->plan, c->vrank, image, c->state_bytes);
+    if (res == MSCCLPP_OK) res = hal->mem_alloc(c->state_bytes, &c->state);
+    if (res == MSCCLPP_OK) res = hal->memcpy_sync(c->state, image, c->state_bytes);
+    free(image);
+    CHECK(res);
+    /* host-mapped and zeroed: read without a device sync */
+    CHECK(hal->host_alloc(sizeof *c->mailbox, (void **)&c->mailbox));
+    memset(c->mailbox, 0, sizeof *c->mailbox);
+    return MSCCLPP_OK;
+}
+
+/* Memory channel counters (mine; the peers' come with their setup messages), the resource
+ * tables the lowering reads, and the per-peer buffer tables. */
+static mscclpp_result_t context_channels(mscclpp_executor_t *ex, exec_context_t *c)
+{
+    const hal_ops_t *hal = ex->hal;
+    const plan_gpu_t *g = &c->plan->gpus[c->vrank];
+    const int n = ex->comm->nranks;
+    int n_mem = g->n_chan[PLAN_CH_MEMORY];
+    size_t inbound_bytes = (size_t)(n_mem + 1) * SLOT_U64 * sizeof(uint64_t);
+    CHECK(hal->mem_alloc_shareable(inbound_bytes, (void **)&c->inbound));
+    CHECK(hal->memset_sync(c->inbound, 0, inbound_bytes));
+    c->dummy = c->inbound + (size_t)n_mem * SLOT_U64;
+    CHECK(hal->mem_alloc((size_t)(n_mem + 1) * sizeof(uint64_t), (void **)&c->expected));
+    CHECK(hal->memset_sync(c->expected, 0, (size_t)(n_mem + 1) * sizeof(uint64_t)));
+    int n_sw = g->n_chan[PLAN_CH_SWITCH], n_members = 0;
+    for (int s = 0; s < n_sw; s++) n_members += g->switches[s].n_ranks;
+    c->chans = calloc((size_t)n_mem + 1, sizeof *c->chans);
+    c->rbufs = calloc((size_t)g->n_rbufs + 1, sizeof *c->rbufs);
+    c->switches = calloc((size_t)n_sw + 1, sizeof *c->switches);
+    c->members = calloc((size_t)n_members + 1, sizeof *c->members);
+    c->mappings = calloc((size_t)(n * 4) + 1, sizeof *c->mappings);
+    if (!c->chans || !c->rbufs || !c->switches || !c->members || !c->mappings) return oom();
+    for (int i = 0; i < n_mem; i++) {
+        c->chans[i].inbound = c->inbound + (size_t)i * SLOT_U64;
+        c->chans[i].outbound = c->dummy; /* until the peer pairs it */
+        c->chans[i].expected = c->expected + i;
+    }
+    /* switch channel tables; their pointers, like the remote buffers', are set per call */
+    for (int s = 0, m0 = 0; s < n_sw; s++) {
+        c->switches[s].n_members = g->switches[s].n_ranks;
+        c->switches[s].members = &c->members[m0];
+        c->switches[s].mc = NULL;
+        m0 += g->switches[s].n_ranks;
+    }
+    for (int t = 0; t < 3; t++) {
+        c->peer_ptr[t] = calloc((size_t)n, sizeof(void *));
+        if (t < 2) c->peer_off[t] = calloc((size_t)n, sizeof(uint64_t));
+        if (!c->peer_ptr[t] || (t < 2 && !c->peer_off[t])) return oom();
+        c->peer_ptr[t][c->vrank] = buffer_of(c, t);
+    }
+    return MSCCLPP_OK;
+}
+
+/* ---- creation: the setup exchange ---------------------------------------------------------- */
+
+static mscclpp_result_t put_regmem(mscclpp_executor_t *ex, wire_writer_t *w, void *ptr,
+                                   size_t bytes)
+{
+    mscclpp_regmem_t *m = NULL;
+    CHECK(mscclpp_register_memory(ex->comm, ptr, bytes, MSCCLPP_TRANSPORT_IPC, &m));
+    uint8_t buf[REGMEM_WIRE_MAX];
+    size_t len = 0;
+    mscclpp_result_t res = mscclpp_regmem_serialize(m, buf, sizeof buf, &len);
+    mscclpp_regmem_destroy(m);
+    CHECK(res);
+    wire_put_u32(w, (uint32_t)len);
+    wire_put_bytes(w, buf, len);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t get_regmem(mscclpp_executor_t *ex, exec_context_t *c, wire_reader_t *r,
+                                   int peer, void **ptr)
+{
+    uint32_t len = wire_get_u32(r);
+    uint8_t buf[REGMEM_WIRE_MAX];
+    if (r->bad || len > sizeof buf)
+        return ERR(MSCCLPP_ERR_REMOTE, "executor: malformed setup message from rank %d", peer);
+    wire_get_bytes(r, buf, len);
+    mscclpp_regmem_t *m = NULL;
+    CHECK(mscclpp_regmem_deserialize(ex->comm, buf, len, &m));
+    if (!m->ptr) {
+        mscclpp_regmem_destroy(m);
+        return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                   "executor: rank %d is on another node; plans across nodes need a network "
+                   "transport, not built yet", peer);
+    }
+    *ptr = m->ptr;
+    c->mappings[c->n_mappings++] = m->import_base;
+    m->import_base = NULL;
+    mscclpp_regmem_destroy(m);
+    return MSCCLPP_OK;
+}
+
+/* Largest setup message a rank with n_mem memory channels sends. */
+static size_t setup_max(int n_mem) { return 64 + 4 * (REGMEM_WIRE_MAX + 8) + (size_t)(n_mem + 1) * 8; }
+
+/*
+ * My setup message to virtual rank v: my counters for my channels to v (with their slots, in
+ * ordinal order), then the buffers v maps from me.
+ */
+static mscclpp_result_t setup_message(mscclpp_executor_t *ex, exec_context_t *c, int v,
+                                      wire_writer_t *w)
+{
+    const struct mscclpp_plan *plan = c->plan;
+    const int me = c->vrank;
+    const plan_gpu_t *g = &plan->gpus[me];
+    int n_mem = g->n_chan[PLAN_CH_MEMORY];
+    wire_put_u32(w, EXEC_WIRE_MAGIC);
+    wire_put_u32(w, EXEC_WIRE_VERSION);
+    int k = chan_count(g, PLAN_CH_MEMORY, v);
+    wire_put_u32(w, (uint32_t)k);
+    if (k > 0) {
+        CHECK(put_regmem(ex, w, c->inbound, (size_t)(n_mem + 1) * SLOT_U64 * sizeof(uint64_t)));
+        for (int i = 0; i < n_mem; i++)
+            if (g->peers[PLAN_CH_MEMORY][i] == v) wire_put_u64(w, (uint64_t)i);
+    }
+    unsigned need = needs_from(plan, v, me);
+    wire_put_u32(w, need);
+    for (int t = 0; t < 3; t++) {
+        if (!(need & (1u << t))) continue;
+        void *p = buffer_of(c, t);
+        size_t bytes = buffer_bytes(c, t);
+        if (!p || bytes == 0)
+            return ERR_ARG("plan '%s': rank %d addresses the %s buffer of rank %d, which must "
+                           "then be memory the backend can share (mscclpp_malloc; got %p)",
+                           plan->name, vr_to_pr(c, v, ex->comm->nranks), buf_name(t),
+                           ex->comm->rank, p);
+        CHECK(put_regmem(ex, w, p, bytes));
+    }
+    if (w->overflow) return ERR(MSCCLPP_ERR_INTERNAL, "executor: setup message overflow");
+    return MSCCLPP_OK;
+}
+
+/* Send my setup message to every peer I share something with. A peer that cannot be reached
+ * must not keep the others from their messages: they would wait for us and blame us, not the
+ * peer that is gone. So every send is tried, and the first failure reported after. */
+static mscclpp_result_t send_setups(mscclpp_executor_t *ex, exec_context_t *c, int tag)
+{
+    const int n = ex->comm->nranks, me = c->vrank;
+    size_t cap = setup_max(c->plan->gpus[me].n_chan[PLAN_CH_MEMORY]);
+    uint8_t *msg = malloc(cap);
+    if (!msg) return oom();
+    mscclpp_result_t send_err = MSCCLPP_OK, res = MSCCLPP_OK;
+    char send_msg[512] = "";
+    for (int v = 0; v < n && res == MSCCLPP_OK; v++) {
+        if (v == me || !pair_talks(c->plan, me, v)) continue;
+        wire_writer_t w = {msg, cap, 0, false};
+        res = setup_message(ex, c, v, &w);
+        if (res != MSCCLPP_OK) break;
+        uint64_t len = w.len;
+        int peer = vr_to_pr(c, v, n);
+        mscclpp_result_t sr = mscclpp_bootstrap_send(ex->comm->boot, &len, sizeof len, peer, tag);
+        if (sr == MSCCLPP_OK) sr = mscclpp_bootstrap_send(ex->comm->boot, msg, w.len, peer, tag);
+        if (sr != MSCCLPP_OK && send_err == MSCCLPP_OK) {
+            send_err = sr;
+            snprintf(send_msg, sizeof send_msg, "%s", mscclpp_last_error());
+        }
+    }
+    free(msg);
+    CHECK(res);
+    if (send_err != MSCCLPP_OK) return core_error_quiet(send_err, "%s", send_msg); /* logged */
+    return MSCCLPP_OK;
+}
+
+/* Pair ordinal j of my channels to v with ordinal j of theirs to me (plan-format §5.2); my
+ * extra channels keep signalling the dummy counter. */
+static mscclpp_result_t read_counters(mscclpp_executor_t *ex, exec_context_t *c,
+                                      wire_reader_t *r, int v, int peer, uint32_t k)
+{
+    const plan_gpu_t *g = &c->plan->gpus[c->vrank];
+    const int n_mem = g->n_chan[PLAN_CH_MEMORY];
+    void *their_inbound = NULL;
+    CHECK(get_regmem(ex, c, r, peer, &their_inbound));
+    int i = -1; /* my channel to v that ordinal s pairs with */
+    for (uint32_t s = 0; s < k; s++) {
+        uint64_t slot = wire_get_u64(r);
+        if (slot >= (uint64_t)c->plan->gpus[v].n_chan[PLAN_CH_MEMORY])
+            return ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d sent counter slot %llu", peer,
+                       (unsigned long long)slot);
+        if (i < n_mem) do i++; while (i < n_mem && g->peers[PLAN_CH_MEMORY][i] != v);
+        if (i < n_mem) c->chans[i].outbound = (uint64_t *)their_inbound + slot * SLOT_U64;
+    }
+    return MSCCLPP_OK;
+}
+
+/* Parse virtual rank v's setup message: its counters for our channels, then our buffers. */
+static mscclpp_result_t parse_setup(mscclpp_executor_t *ex, exec_context_t *c, wire_reader_t *r,
+                                    int v, int peer)
+{
+    const struct mscclpp_plan *plan = c->plan;
+    const int me = c->vrank, rank = ex->comm->rank;
+    if (wire_get_u32(r) != EXEC_WIRE_MAGIC || wire_get_u32(r) != EXEC_WIRE_VERSION)
+        return ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d sent a setup message of another "
+                   "format or version", peer);
+    uint32_t k = wire_get_u32(r);
+    int want = chan_count(&plan->gpus[v], PLAN_CH_MEMORY, me);
+    if (k != (uint32_t)want)
+        return ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d announces %u channels to rank %d, "
+                   "the plan says %d (different plans?)", peer, k, rank, want);
+    if (k > 0) CHECK(read_counters(ex, c, r, v, peer, k));
+    uint32_t need = wire_get_u32(r);
+    if (need != needs_from(plan, me, v))
+        return ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d offers buffers 0x%x, rank %d needs "
+                   "0x%x (different plans?)", peer, need, rank, needs_from(plan, me, v));
+    for (int t = 0; t < 3; t++)
+        if (need & (1u << t)) CHECK(get_regmem(ex, c, r, peer, &c->peer_ptr[t][v]));
+    if (r->bad)
+        return ERR(MSCCLPP_ERR_REMOTE, "executor: truncated setup message from rank %d", peer);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t recv_setup(mscclpp_executor_t *ex, exec_context_t *c, int v, int tag)
+{
+    int peer = vr_to_pr(c, v, ex->comm->nranks);
+    uint64_t len = 0;
+    CHECK(mscclpp_bootstrap_recv(ex->comm->boot, &len, sizeof len, peer, tag));
+    if (len > setup_max(c->plan->gpus[v].n_chan[PLAN_CH_MEMORY]))
+        return ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d sent a %llu-byte setup message", peer,
+                   (unsigned long long)len);
+    uint8_t *in = malloc(len ? len : 1);
+    if (!in) return oom();
+    mscclpp_result_t res = mscclpp_bootstrap_recv(ex->comm->boot, in, (size_t)len, peer, tag);
+    wire_reader_t r = {in, (size_t)len, 0, false};
+    if (res == MSCCLPP_OK) res = parse_setup(ex, c, &r, v, peer);
+    free(in);
+    return res;
+}
+
+/* One setup message to and from every peer this rank talks to (both sides agree from the
+ * plan). From the first message on, peers may hold half of this setup (ex->setup_talked). */
+static mscclpp_result_t context_exchange(mscclpp_executor_t *ex, exec_context_t *c, int tag)
+{
+    ex->setup_talked = true;
+    CHECK(send_setups(ex, c, tag));
+    for (int v = 0; v < ex->comm->nranks; v++)
+        if (v != c->vrank && pair_talks(c->plan, c->vrank, v)) CHECK(recv_setup(ex, c, v, tag));
+    return MSCCLPP_OK;
+}
+
+/* ---- creation ------------------------------------------------------------------------------ */
+
+static mscclpp_result_t context_build(mscclpp_executor_t *ex, exec_context_t *c,
+                                      mscclpp_dtype_t dtype, uint32_t seq)
+{
+    mscclpp_comm_t *comm = ex->comm;
+    const plan_gpu_t *g = &c->plan->gpus[c->vrank];
+    const int tag = EXEC_TAG_BASE + (int)(seq % EXEC_TAG_SPAN);
+    CHECK(context_scratch(ex, c, dtype));
+    CHECK(context_state(ex, c));
+    CHECK(context_channels(ex, c));
+    CHECK(context_exchange(ex, c, tag));
+    if (exec_port_needed(c->plan)) {
+        void *lptr[3] = {c->send_base, c->recv_base, c->scratch};
+        uint64_t lbytes[3] = {c->in_alloc, c->out_alloc, c->scratch_bytes};
+        CHECK(exec_port_create(comm, c->plan, c->vrank, c->rotation, lptr, lbytes, tag,
+                               &c->port));
+    }
+    /* nobody may leave (and stop serving its memory) before everyone has mapped it */
+    CHECK(mscclpp_bootstrap_barrier(comm->boot));
+    INFO(SUBSYS_EXEC, "rank %d: context %u for plan '%s' (virtual rank %d): %d memory channels, "
+         "%d remote buffers, %d switch channels, %llu bytes scratch", comm->rank, seq,
+         c->plan->name, c->vrank, g->n_chan[PLAN_CH_MEMORY], g->n_rbufs,
+         g->n_chan[PLAN_CH_SWITCH], (unsigned long long)c->scratch_bytes);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
+                                       void *send_base, size_t in_alloc, void *recv_base,
+                                       size_t out_alloc, int rotation, mscclpp_dtype_t dtype,
+                                       exec_context_t **out)
+{
+    const int n = ex->comm->nranks;
+    exec_context_t *c = calloc(1, sizeof *c);
+    if (!c) return oom();
+    c->plan = plan;
+    c->send_base = send_base;
+    c->recv_base = recv_base;
+    c->in_alloc = in_alloc;
+    c->out_alloc = out_alloc;
+    c->io_offsets = plan_addresses_io(plan);
+    c->rotation = rotation;
+    c->vrank = (ex->comm->rank - rotation + n) % n;
+    mscclpp_result_t res = context_build(ex, c, dtype, ex->context_seq++);
+    if (res == MSCCLPP_OK) {
+        *out = c;
+        return MSCCLPP_OK;
+    }
+    if (ex->setup_talked) {
+        /* a peer that got our message may be importing our buffers right now: withdrawing
+         * them would make it fail on us ("withdrawn already") instead of on the real cause */
+        c->next = ex->dead;
+        ex->dead = c;
+        return res;
+    }
+    context_free(ex, c);
+    return res;
+}
+
+mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
+                                  const void *send, void *recv, int rotation,
+                                  mscclpp_dtype_t dtype, exec_context_t **out)
+{
+    void *send_base, *recv_base;
+    size_t in_alloc, out_alloc;
+    exec_alloc_of(ex->hal, send, &send_base, &in_alloc);
+    exec_alloc_of(ex->hal, recv, &recv_base, &out_alloc);
+    /* a failed context breaks the executor (exec_check), so every context here is sound */
+    for (exec_context_t *c = ex->contexts; c; c = c->next)
+        if (c->plan == plan && c->send_base == send_base && c->recv_base == recv_base &&
+            c->rotation == rotation) {
+            *out = c;
+            return MSCCLPP_OK;
+        }
+    exec_context_t *c = NULL;
+    CHECK(context_create(ex, plan, send_base, in_alloc, recv_base, out_alloc, rotation, dtype,
+                         &c));
+    pthread_mutex_lock(&ex->lock);
+    c->next = ex->contexts;
+    ex->contexts = c;
+    pthread_mutex_unlock(&ex->lock);
+    *out = c;
+    return MSCCLPP_OK;
+}
+
+/* ---- per call ------------------------------------------------------------------------------ */
+
+/* Every rank's in-allocation offsets of this call (one small allgather); true if one moved. */
+static mscclpp_result_t exchange_offsets(mscclpp_executor_t *ex, exec_context_t *c,
+                                         uint64_t in_off, uint64_t out_off, bool *changed)
+{
+    const int n = ex->comm->nranks;
+    if (!ex->offs) {
+        ex->offs = calloc((size_t)n * 2, sizeof(uint64_t));
+        if (!ex->offs) return oom();
+    }
+    ex->offs[2 * ex->comm->rank] = in_off;
+    ex->offs[2 * ex->comm->rank + 1] = out_off;
+    CHECK(mscclpp_bootstrap_allgather(ex->comm->boot, ex->offs, 2 * sizeof(uint64_t)));
+    for (int p = 0; p < n; p++) {
+        int v = (p - c->rotation + n) % n;
+        for (int t = 0; t < 2; t++)
+            if (c->peer_off[t][v] != ex->offs[2 * p + t]) {
+                c->peer_off[t][v] = ex->offs[2 * p + t];
+                *changed = true;
+            }
+    }
+    return MSCCLPP_OK;
+}
+
+/* Owner's buffer of type `buf` at this call's offset (scratch has none). */
+static void *peer_buffer(const exec_context_t *c, int buf, int owner)
+{
+    char *base = c->peer_ptr[buf][owner];
+    return buf == PLAN_BUF_SCRATCH ? base : base + c->peer_off[buf][owner];
+}
+
+/*
+ * Plans that address a peer's input or output learn every rank's in-allocation offsets per
+ * call (whether a plan does is a property of the whole plan, so all ranks agree); lowered plans
+ * embed the pointers, so they are dropped when an offset moved.
+ */
+mscclpp_result_t exec_context_bind(mscclpp_executor_t *ex, exec_context_t *c, uint64_t in_off,
+                                   uint64_t out_off)
+{
+    const int me = c->vrank;
+    bool changed = !c->resolved;
+    if (c->io_offsets) {
+        CHECK(exchange_offsets(ex, c, in_off, out_off, &changed));
+    } else if (c->peer_off[0][me] != in_off || c->peer_off[1][me] != out_off) {
+        c->peer_off[0][me] = in_off; /* only this rank's own buffers can be bound here */
+        c->peer_off[1][me] = out_off;
+        changed = true;
+    }
+    if (!changed) return MSCCLPP_OK;
+    const plan_gpu_t *g = &c->plan->gpus[me];
+    for (int q = 0; q < g->n_rbufs; q++)
+        c->rbufs[q] = peer_buffer(c, g->rbufs[q].buf, g->rbufs[q].owner);
+    int m0 = 0;
+    for (int s = 0; s < g->n_chan[PLAN_CH_SWITCH]; s++) {
+        const plan_switch_t *sw = &g->switches[s];
+        for (int m = 0; m < sw->n_ranks; m++)
+            c->members[m0 + m] = peer_buffer(c, sw->buf, sw->ranks[m]);
+        m0 += sw->n_ranks;
+    }
+    lowcache_flush(ex, c);
+    c->resolved = true;
+    return MSCCLPP_OK;
+}
+
+/*
+ * How long the interpreter's waits spin before yielding: the one wait policy's choice
+ * (base/wait.h) for the threads that poll on this node, one per block of every local rank.
+ */
+static uint32_t host_spin_for(const mscclpp_executor_t *ex, const exec_context_t *c)
+{
+    int blocks = c->plan->gpus[c->vrank].n_blocks;
+    return base_wait_spin((unsigned)ex->comm->nlocal * (unsigned)(blocks > 0 ? blocks : 1));
+}
+
+/* What the lowering needs of this context (lower.h). */
+static mscclpp_result_t context_resources(mscclpp_executor_t *ex, exec_context_t *c,
+                                          exec_resources_t *res)
+{
+    const plan_gpu_t *g = &c->plan->gpus[c->vrank];
+    memset(res, 0, sizeof *res);
+    res->input = (char *)c->send_base + c->peer_off[0][c->vrank];
+    res->output = (char *)c->recv_base + c->peer_off[1][c->vrank];
+    res->scratch = c->scratch;
+    res->scratch_bytes = c->scratch_bytes;
+    res->scratch_half = c->scratch_half;
+    res->state = c->state;
+    res->n_mem_chans = g->n_chan[PLAN_CH_MEMORY];
+    res->mem_chans = c->chans;
+    res->n_rbufs = g->n_rbufs;
+    res->rbufs = c->rbufs;
+    res->n_switch = g->n_chan[PLAN_CH_SWITCH];
+    res->switches = c->switches;
+    res->host_spin = host_spin_for(ex, c);
+    return exec_port_fill(c->port, c->peer_off, res);
+}
+
+/* Lower for this call shape and copy the blob to the device. */
+static mscclpp_result_t lowcache_add(mscclpp_executor_t *ex, exec_context_t *c, size_t in_bytes,
+                                     size_t out_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
+                                     mscclpp_packet_t packet, exec_lowcache_t **out)
+{
+    exec_resources_t res;
+    CHECK(context_resources(ex, c, &res));
+    exec_lowcache_t *l = calloc(1, sizeof *l);
+    if (!l) return oom();
+    mscclpp_result_t r = exec_lower(c->plan, c->vrank, in_bytes, out_bytes, dtype, op, packet,
+                                    &res, &l->low);
+    if (r == MSCCLPP_OK) r = ex->hal->mem_alloc(l->low->blob_bytes, &l->dev_blob);
+    if (r == MSCCLPP_OK) r = ex->hal->memcpy_sync(l->dev_blob, l->low->blob, l->low->blob_bytes);
+    if (r != MSCCLPP_OK) {
+        if (l->dev_blob) ex->hal->mem_free(l->dev_blob);
+        exec_lowered_free(l->low);
+        free(l);
+        return r;
+    }
+    l->low->args.plan = l->dev_blob;
+    l->in_bytes = in_bytes;
+    l->out_bytes = out_bytes;
+    l->dtype = dtype;
+    l->op = op;
+    l->packet = packet;
+    l->next = c->lowered;
+    c->lowered = l;
+    *out = l;
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t exec_context_lowered(mscclpp_executor_t *ex, exec_context_t *c,
+                                      size_t in_bytes, size_t out_bytes, mscclpp_dtype_t dtype,
+                                      mscclpp_redop_t op, mscclpp_packet_t packet,
+                                      exec_lowcache_t **out)
+{
+    for (exec_lowcache_t *l = c->lowered; l; l = l->next)
+        if (l->in_bytes == in_bytes && l->out_bytes == out_bytes && l->dtype == dtype &&
+            l->op == op && l->packet == packet) {
+            *out = l;
+            return MSCCLPP_OK;
+        }
+    return lowcache_add(ex, c, in_bytes, out_bytes, dtype, op, packet, out);
+}

@@ -1,0 +1,202 @@
+/*
+ * State: the device state of a context (state.h) and whether the executor is broken.
+ *
+ * A collective that failed on one rank leaves the others in an unknown place (some finished,
+ * some wait, setup messages half exchanged), and rebuilding a context needs every rank. So the
+ * first failure of a collective step (context setup, the per-call offset exchange, a launch, or
+ * an error the interpreter recorded) breaks the executor for good, as ncclCommAbort does: every
+ * later call returns that error, naming it, at once. Errors of launches on a user stream reach
+ * the host through each context's error mailbox (kern_args.h) with no device sync: every call
+ * checks the mailboxes first, mscclpp_stream_synchronize asks the executor after its sync (the
+ * executor is an error source of the streams it launched on, hal_api.h), and
+ * mscclpp_executor_get_async_error polls them.
+ */
+#include "executor/state.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/debug.h"
+#include "executor/executor.h"
+#include "executor/layout.h"
+
+/* ---- device state ------------------------------------------------------------------------- */
+
+size_t exec_state_bytes(const struct mscclpp_plan *plan, int rank)
+{
+    if (!plan || rank < 0 || rank >= plan->nranks) return 0;
+    return exec_round_up(sizeof(kern_state_t) + sizeof(int32_t) * (size_t)plan->gpus[rank].n_sems, 64);
+}
+
+mscclpp_result_t exec_state_init(const struct mscclpp_plan *plan, int rank, void *image,
+                                 size_t bytes)
+{
+    CHECK_ARG(plan != NULL && image != NULL);
+    CHECK_ARG(rank >= 0 && rank < plan->nranks);
+    if (bytes < exec_state_bytes(plan, rank))
+        return ERR_ARG("exec_state_init: %zu bytes given, the state of rank %d needs %zu", bytes,
+                       rank, exec_state_bytes(plan, rank));
+    const plan_gpu_t *g = &plan->gpus[rank];
+    memset(image, 0, bytes);
+    kern_state_t *st = image;
+    st->magic = KERN_STATE_MAGIC;
+    st->flag = 1;
+    st->n_sems = (uint32_t)g->n_sems;
+    int32_t *sems = (int32_t *)(st + 1);
+    for (int i = 0; i < g->n_sems; i++) sems[i] = g->sem_init[i];
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *plan)
+{
+    CHECK_ARG(state != NULL);
+    const kern_state_t *st = state;
+    const kern_error_t *e = &st->err;
+    if (e->code == 0) return MSCCLPP_OK;
+    const char *name = plan && plan->name ? plan->name : "?";
+    char where[96] = "";
+    if (e->iter) snprintf(where, sizeof(where), " (pipeline iteration %u)", e->iter);
+    mscclpp_result_t code = (mscclpp_result_t)e->code;
+    const char *opn = exec_op_name(e->op_type);
+    /* the interpreter records its own op index; split plan ops make it differ from the plan's */
+    int pop = exec_plan_op_of(plan, e->rank, e->block, e->op);
+    if (pop < 0) pop = e->op;
+    switch (e->what) {
+    case KERN_WAIT_SIGNAL:
+        return ERR(code,
+                   "plan '%s': rank %d block %d op %d (%s)%s timed out waiting for a signal from "
+                   "rank %d on memory channel %d (expected %llu, got %llu)",
+                   name, e->rank, e->block, pop, opn, where, e->peer, e->channel,
+                   (unsigned long long)e->expected, (unsigned long long)e->seen);
+    case KERN_WAIT_PACKET:
+        return ERR(code,
+                   "plan '%s': rank %d block %d op %d (%s)%s timed out waiting for LL packets "
+                   "with flag %llu (last seen flag %llu)",
+                   name, e->rank, e->block, pop, opn, where, (unsigned long long)e->expected,
+                   (unsigned long long)e->seen);
+    case KERN_WAIT_BARRIER:
+        return ERR(code,
+                   "plan '%s': rank %d block %d op %d (%s)%s timed out in barrier %d: %llu of "
+                   "%llu blocks arrived",
+                   name, e->rank, e->block, pop, opn, where, e->channel,
+                   (unsigned long long)e->seen, (unsigned long long)e->expected);
+    case KERN_WAIT_SEMAPHORE:
+        return ERR(code,
+                   "plan '%s': rank %d block %d op %d (%s)%s timed out acquiring semaphore %d "
+                   "(value %lld)",
+                   name, e->rank, e->block, pop, opn, where, e->channel,
+                   (long long)(int64_t)e->seen);
+    case KERN_WAIT_PORT:
+        return ERR(code,
+                   "plan '%s': rank %d block %d op %d (%s)%s timed out waiting for a signal from "
+                   "rank %d on port channel %d (expected %llu, got %llu)",
+                   name, e->rank, e->block, pop, opn, where, e->peer, e->channel,
+                   (unsigned long long)e->expected, (unsigned long long)e->seen);
+    case KERN_WAIT_PROXY:
+        if (code == MSCCLPP_ERR_TIMEOUT)
+            return ERR(code,
+                       "plan '%s': rank %d block %d op %d (%s)%s timed out waiting for the proxy "
+                       "on port channel %d to rank %d (FIFO position %llu, proxy at %llu)",
+                       name, e->rank, e->block, pop, opn, where, e->channel, e->peer,
+                       (unsigned long long)e->expected, (unsigned long long)e->seen);
+        return ERR(code,
+                   "plan '%s': rank %d block %d op %d (%s)%s: the proxy failed (port channel %d "
+                   "to rank %d)", name, e->rank, e->block, pop, opn, where, e->channel, e->peer);
+    case KERN_WAIT_PLAN:
+        return ERR(code,
+                   "plan '%s': rank %d block %d: the launch does not match its lowered plan or "
+                   "state (launched %llu blocks, plan has %llu; bad magic?)",
+                   name, e->rank, e->block, (unsigned long long)e->expected,
+                   (unsigned long long)e->seen);
+    default:
+        return ERR(code, "plan '%s': rank %d block %d op %d (%s)%s failed", name, e->rank,
+                   e->block, pop, opn, where);
+    }
+}
+
+/* ---- a broken executor --------------------------------------------------------------------- */
+
+/* Break the executor with `r`, whose message the calling thread holds. Lock held. */
+static void poison_locked(mscclpp_executor_t *ex, mscclpp_result_t r)
+{
+    if (ex->broken != MSCCLPP_OK || r == MSCCLPP_OK) return;
+    ex->broken = r;
+    snprintf(ex->broken_msg, sizeof ex->broken_msg, "%s", mscclpp_last_error());
+}
+
+mscclpp_result_t exec_poison(mscclpp_executor_t *ex, mscclpp_result_t r)
+{
+    pthread_mutex_lock(&ex->lock);
+    poison_locked(ex, r);
+    pthread_mutex_unlock(&ex->lock);
+    return r;
+}
+
+/*
+ * Fold an error some launch left in a mailbox into ex->broken (decoded like a synchronous
+ * failure: plan, rank, block, op, peer). True when this call found it. Lock held.
+ */
+static bool poll_mailboxes_locked(mscclpp_executor_t *ex)
+{
+    if (ex->broken != MSCCLPP_OK) return false;
+    for (exec_context_t *c = ex->contexts; c; c = c->next) {
+        if (!c->mailbox || __atomic_load_n(&c->mailbox->code, __ATOMIC_ACQUIRE) == 0) continue;
+        kern_state_t st;
+        memset(&st, 0, sizeof st);
+        st.err = *(volatile kern_error_t *)c->mailbox; /* complete once code is seen */
+        mscclpp_result_t r = exec_state_error(&st, c->plan);
+        poison_locked(ex, r != MSCCLPP_OK ? r
+                                          : ERR(MSCCLPP_ERR_INTERNAL,
+                                                "executor: undecodable error record"));
+        return true;
+    }
+    /* a proxy can fail after its launch ended (a trailing put with no flush): the launch saw
+     * nothing, so the proxy's own record is the only place the error lives */
+    for (exec_context_t *c = ex->contexts; c; c = c->next) {
+        mscclpp_result_t pr = exec_port_error(c->port);
+        if (pr != MSCCLPP_OK) {
+            poison_locked(ex, pr);
+            return true;
+        }
+    }
+    return false;
+}
+
+mscclpp_result_t exec_check(mscclpp_executor_t *ex)
+{
+    pthread_mutex_lock(&ex->lock);
+    bool fresh = poll_mailboxes_locked(ex);
+    mscclpp_result_t r = ex->broken;
+    char msg[sizeof ex->broken_msg];
+    if (r != MSCCLPP_OK && !fresh) memcpy(msg, ex->broken_msg, sizeof msg);
+    pthread_mutex_unlock(&ex->lock);
+    if (r == MSCCLPP_OK || fresh) return r;
+    /* not logged again: the first report was */
+    return core_error_quiet(r, "executor broken by an earlier error: %s; destroy it (and the "
+                            "communicator) and create new ones", msg);
+}
+
+/* May run in any thread: a stream sync calls it. */
+mscclpp_result_t exec_stream_check(void *arg) { return exec_check(arg); }
+
+mscclpp_result_t exec_check_launch(mscclpp_executor_t *ex, exec_context_t *c)
+{
+    kern_state_t st;
+    CHECK(ex->hal->memcpy_sync(&st, c->state, sizeof st));
+    mscclpp_result_t r = exec_state_error(&st, c->plan);
+    if (r != MSCCLPP_OK) {
+        c->broken = true;
+        /* a failed proxy explains the launch's failure better (it names the transport call) */
+        mscclpp_result_t pr = exec_port_error(c->port);
+        if (pr != MSCCLPP_OK) {
+            char why[768];
+            snprintf(why, sizeof why, "%s", mscclpp_last_error());
+            r = ERR(pr, "%s", why);
+        }
+        pthread_mutex_lock(&ex->lock);
+        poison_locked(ex, r);
+        pthread_mutex_unlock(&ex->lock);
+    }
+    return r;
+}
+
