@@ -8,6 +8,7 @@
  * polls on this node has a core of its own, a waiter spins long (a sleep costs tens of
  * microseconds, far more than the peer needs to answer); when they share cores, it spins
  * briefly, because the thread it waits for may need that very core. MSCCLPP_HOST_SPIN overrides.
+ * GPU waits follow the same shape (spin, then sleep) with the spin of base_wait_dev_spin().
  *
  * The sleeps are only short because a waiting thread's timer slack is lowered to
  * BASE_WAIT_TIMER_SLACK_NS the first time it sleeps: with Linux's default slack (50 us) every
@@ -29,6 +30,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/wait_sched.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,6 +51,9 @@ extern "C" {
  * wins. Defined in base/wait.c.
  */
 uint32_t base_wait_spin(unsigned pollers);
+
+/** Polls before a GPU wait starts sleeping (kern_args_t.dev_spin). */
+static inline uint32_t base_wait_dev_spin(void) { return BASE_WAIT_DEV_SPIN; }
 
 /** CPUs this process may run on (its affinity mask), at least 1. */
 unsigned base_cpu_count(void);

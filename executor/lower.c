@@ -24,6 +24,7 @@
 
 #include "base/config.h"
 #include "base/debug.h"
+#include "base/wait.h"
 #include "executor/layout.h"
 
 _Static_assert((int)KERN_OP__COUNT == (int)PLAN_OP__COUNT, "kernel and plan op tables differ");
@@ -52,11 +53,19 @@ const char *exec_op_name(int type)
     return n ? n : "?";
 }
 
+/* Per chunk of my input, output and scratch: the rank + 1 whose packet ops write it (0: none),
+ * so that a packet wait that times out can name the peer it waited for. */
+typedef struct {
+    uint16_t *w[3];
+    uint32_t n[3];
+} writers_t;
+
 typedef struct {
     const struct mscclpp_plan *plan;
     int rank;
     const plan_gpu_t *g;
     const exec_resources_t *res;
+    writers_t writers;
     exec_layout_t lay;  /* chunk geometry of this call */
     uint64_t half;      /* double scratch: offset of the upper half, else 0 */
     uint64_t scr_local; /* bytes of my scratch usable per half */
@@ -196,6 +205,69 @@ static bool desc_is_packet(int type, bool is_dst, int j)
     }
 }
 
+/* ---- who writes the packets a descriptor reads --------------------------------------------- */
+
+static void mark_writer(writers_t *wr, int buf, const plan_desc_t *d, int writer)
+{
+    for (uint64_t c = d->index; c < (uint64_t)d->index + d->size && c < wr->n[buf]; c++)
+        if (!wr->w[buf][c]) wr->w[buf][c] = (uint16_t)(writer + 1);
+}
+
+/* The packet destinations of op (of rank p) that land in my buffers. */
+static void op_writes(const lower_t *L, int p, const plan_block_t *blk, const plan_op_t *op,
+                      writers_t *wr)
+{
+    const plan_gpu_t *g = &L->plan->gpus[p];
+    for (int j = 0; j < op->n_dst; j++) {
+        const plan_desc_t *d = &op->dst[j];
+        if (!desc_is_packet(op->type, true, j)) continue;
+        if (d->kind == PLAN_DESC_LOCAL) {
+            if (p == L->rank) mark_writer(wr, d->buf, d, p);
+        } else if (d->kind == PLAN_DESC_REMOTE) {
+            const plan_rbuf_t *rb = &g->rbufs[blk->rbuf[op->channel_type][d->ref]];
+            if (rb->owner == L->rank) mark_writer(wr, rb->buf, d, p);
+        } else {
+            const plan_switch_t *sw = &g->switches[blk->chan[PLAN_CH_SWITCH][d->ref]];
+            for (int m = 0; m < sw->n_ranks; m++)
+                if (sw->ranks[m] == L->rank) mark_writer(wr, sw->buf, d, p);
+        }
+    }
+}
+
+/* Scan every rank's ops once, peers before this rank (a peer is the better name). */
+static mscclpp_result_t find_writers(lower_t *L)
+{
+    writers_t *wr = &L->writers;
+    if (!L->lay.pkt || L->plan->nranks >= UINT16_MAX) return MSCCLPP_OK;
+    uint32_t n[3] = {L->g->input_chunks, L->g->output_chunks, L->g->scratch_chunks};
+    for (int t = 0; t < 3; t++) {
+        wr->n[t] = n[t];
+        wr->w[t] = calloc(n[t] ? n[t] : 1, sizeof(uint16_t));
+        if (!wr->w[t]) return ERR(MSCCLPP_ERR_NO_MEMORY, "exec_lower: out of memory");
+    }
+    for (int k = 1; k <= L->plan->nranks; k++) {
+        int p = (L->rank + k) % L->plan->nranks;
+        const plan_gpu_t *g = &L->plan->gpus[p];
+        for (int b = 0; b < g->n_blocks; b++)
+            for (int i = 0; i < g->blocks[b].n_ops; i++)
+                op_writes(L, p, &g->blocks[b], &g->blocks[b].ops[i], wr);
+    }
+    return MSCCLPP_OK;
+}
+
+static void free_writers(writers_t *wr)
+{
+    for (int t = 0; t < 3; t++) free(wr->w[t]);
+}
+
+/* Writer (rank + 1, 0: none known) of the packets a local source descriptor reads. */
+static uint16_t writer_of(const lower_t *L, const plan_desc_t *d)
+{
+    const writers_t *wr = &L->writers;
+    if (d->kind != PLAN_DESC_LOCAL || !wr->w[d->buf] || d->index >= wr->n[d->buf]) return 0;
+    return wr->w[d->buf][d->index];
+}
+
 /* All descriptors of op (sources, then destinations); *len: the shortest. */
 static mscclpp_result_t lower_descs(const lower_t *L, const plan_block_t *blk,
                                     const plan_op_t *op, kern_desc_t *kd, uint64_t *bounds,
@@ -209,7 +281,10 @@ static mscclpp_result_t lower_descs(const lower_t *L, const plan_block_t *blk,
         for (int j = 0; j < n; j++, nd++) {
             uint64_t l;
             CHECK(lower_desc(L, blk, op, &list[j], &kd[nd], &l, &bounds[nd]));
-            if (desc_is_packet(op->type, side == 1, j)) kd[nd].flags |= KERN_DESC_PACKET;
+            if (desc_is_packet(op->type, side == 1, j)) {
+                kd[nd].flags |= KERN_DESC_PACKET;
+                if (side == 0) kd[nd].writer = writer_of(L, &list[j]);
+            }
             if (l < *len) *len = l;
         }
     }
@@ -690,12 +765,9 @@ static void lower_args(const lower_t *L, exec_lowered_t *lw, mscclpp_dtype_t dty
     a->redop = (uint8_t)(op == MSCCLPP_REDOP_PLAN ? MSCCLPP_SUM : op);
     a->packet = (uint8_t)packet;
     a->double_scratch = L->plan->double_scratch ? 1 : 0;
-    if (res->host_spin) {
-        a->host_spin = res->host_spin;
-    } else {
-        int64_t spin = config_get_int(CFG_MSCCLPP_HOST_SPIN);
-        a->host_spin = spin < 0 ? 0 : spin > 1000000000 ? 1000000000u : (uint32_t)spin;
-    }
+    /* the one wait policy (base/wait.h) chooses both spins; MSCCLPP_HOST_SPIN is its input */
+    a->host_spin = res->host_spin ? res->host_spin : base_wait_spin(0);
+    a->dev_spin = base_wait_dev_spin();
     a->clock_khz = res->clock_khz;
 }
 
@@ -747,8 +819,10 @@ mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in
     lower_t L = {.plan = plan, .rank = rank, .g = &plan->gpus[rank], .res = res};
     CHECK(exec_layout_get(plan, rank, in_bytes, out_bytes, dtype, &L.lay));
     mscclpp_result_t r = lower_scratch(&L);
+    if (r == MSCCLPP_OK) r = find_writers(&L);
     if (r == MSCCLPP_OK) r = lower_blob(&L, op, lowered);
     if (r == MSCCLPP_OK) lower_args(&L, *lowered, dtype, op, packet);
+    free_writers(&L.writers);
     exec_layout_free(&L.lay);
     return r;
 }

@@ -73,7 +73,7 @@ typedef struct {
     int n_switch; /**< plan->gpus[rank].n_chan[PLAN_CH_SWITCH] */
     const exec_switch_t *switches;
     uint64_t timeout_ns; /**< bound of every device wait; 0: MSCCLPP_TIMEOUT */
-    uint32_t host_spin;  /**< host backend polls before yielding; 0: MSCCLPP_HOST_SPIN */
+    uint32_t host_spin;  /**< host backend polls before yielding; 0: base_wait_spin(0) */
     uint32_t clock_khz;  /**< HIP wall clock rate; 0: 100 MHz */
     /* port channels (executor/exec_port.c); all zero for plans without them */
     int n_ports;                     /**< plan->gpus[rank].n_chan[PLAN_CH_PORT] */

@@ -69,9 +69,15 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
                    name, e->rank, e->block, pop, opn, where, e->peer, e->channel,
                    (unsigned long long)e->expected, (unsigned long long)e->seen);
     case KERN_WAIT_PACKET:
+        if (e->peer >= 0)
+            return ERR(code,
+                       "plan '%s': rank %d block %d op %d (%s)%s timed out waiting for LL "
+                       "packets from rank %d with flag %llu (last seen flag %llu)",
+                       name, e->rank, e->block, pop, opn, where, e->peer,
+                       (unsigned long long)e->expected, (unsigned long long)e->seen);
         return ERR(code,
                    "plan '%s': rank %d block %d op %d (%s)%s timed out waiting for LL packets "
-                   "with flag %llu (last seen flag %llu)",
+                   "with flag %llu (last seen flag %llu; no op of the plan writes them)",
                    name, e->rank, e->block, pop, opn, where, (unsigned long long)e->expected,
                    (unsigned long long)e->seen);
     case KERN_WAIT_BARRIER:

@@ -13,6 +13,17 @@ if HAVE_ROCM
 noinst_LTLIBRARIES += kernels/libkern_hip.la
 kernels_libkern_hip_la_SOURCES = kernels/hip/kern_hip.hip
 endif
+# The .cu/.hip suffix rules (Makefile.am) get no depfiles from automake's dependency tracking,
+# which covers only the C compiler: name every header they include (kern_cuda.cu and
+# kern_hip.hip include the same two), or a change to kern_args.h leaves a GPU kernel built
+# against the old launch arguments.
+KERN_GPU_DEPS = $(top_srcdir)/kernels/common/kern_entry.h \
+	$(top_srcdir)/kernels/common/kern_interp.h $(top_srcdir)/kernels/common/kern_args.h \
+	$(top_srcdir)/kernels/common/kern_port.h $(top_srcdir)/kernels/common/kern_dtype.h \
+	$(top_srcdir)/base/wait.h $(top_srcdir)/base/wait_sched.h $(top_srcdir)/base/clock.h \
+	$(top_srcdir)/include/mscclpp/mscclpp.h
+kernels/cuda/kern_cuda.lo: $(KERN_GPU_DEPS)
+kernels/hip/kern_hip.lo: $(KERN_GPU_DEPS)
 
 # Portability check: kernels/common through nvcc (sm_80, sm_90) and hipcc (gfx90a), TAP.
 EXTRA_DIST += tests/unit/kern_compile.sh

@@ -132,7 +132,8 @@ typedef struct {
     uint64_t off;  /* data offset in bytes from the buffer start (packets: image at 2*off) */
     uint8_t loc;   /* KERN_LOC_* */
     uint8_t flags; /* KERN_DESC_* */
-    uint16_t pad;
+    uint16_t writer; /* packet reads: rank + 1 whose ops write these packets (0: none known),
+                      * named when the wait times out */
     uint32_t idx;  /* REMOTE: rank-level remote buffer id; SWITCH: rank-level switch channel */
 } kern_desc_t;
 
@@ -283,6 +284,8 @@ typedef struct {
     uint8_t double_scratch; /* alternate scratch halves by flag parity */
     uint32_t host_spin;     /* host backend: polls before yielding */
     uint32_t clock_khz;     /* HIP: wall_clock64 rate (0: 100 MHz) */
+    uint32_t dev_spin;      /* GPU: polls before a wait sleeps (base/wait.h, base_wait_dev_spin) */
+    uint32_t pad;
 } kern_args_t;
 
 #ifdef __cplusplus

@@ -239,14 +239,18 @@ KERN_FN uint64_t kern_unit(const kern_ctx_t *c, uint32_t w)
     return ((uint64_t)c->flag << 32) | (uint64_t)w;
 }
 
-/* Spin until packet unit u carries this launch's flag; 0 and its payload, or 1 on failure. */
-KERN_FN int kern_pkt_get(kern_ctx_t *c, const uint64_t *u, uint32_t *w)
+/* Rank whose ops write the packets descriptor d reads (the lowering's guess), -1 if none. */
+#define KERN_WRITER(d) ((int32_t)(d)->writer - 1)
+
+/* Spin until packet unit u carries this launch's flag; 0 and its payload, or 1 on failure.
+ * `peer`: the rank expected to write it (KERN_WRITER), recorded if the wait times out. */
+KERN_FN int kern_pkt_get(kern_ctx_t *c, const uint64_t *u, uint32_t *w, int32_t peer)
 {
     uint64_t v = kern_ld_pkt(u);
     if ((uint32_t)(v >> 32) != c->flag) {
         kern_spin_t s = {0, 0};
         do {
-            if (kern_spin_poll(c, &s, KERN_WAIT_PACKET, -1, -1, c->flag, v >> 32)) return 1;
+            if (kern_spin_poll(c, &s, KERN_WAIT_PACKET, -1, peer, c->flag, v >> 32)) return 1;
             v = kern_ld_pkt(u);
         } while ((uint32_t)(v >> 32) != c->flag);
     }
@@ -264,26 +268,28 @@ KERN_FN void kern_pkt_put(const kern_ctx_t *c, char *img, const char *src, uint6
 }
 
 /* upkt: packet image img -> n bytes of plain dst. */
-KERN_FN void kern_pkt_unpack(kern_ctx_t *c, char *dst, const char *img, uint64_t n)
+KERN_FN void kern_pkt_unpack(kern_ctx_t *c, char *dst, const char *img, uint64_t n,
+                             int32_t peer)
 {
     uint64_t nw = (n + 3) / 4, j;
     const uint64_t *u = (const uint64_t *)img;
     for (j = (uint64_t)c->tid; j < nw; j += (uint64_t)c->nth) {
         uint32_t w;
-        if (kern_pkt_get(c, u + j, &w)) return;
+        if (kern_pkt_get(c, u + j, &w, peer)) return;
         kern_store_word(dst, j, n, w);
     }
 }
 
 /* rppkt / gstorepkt: packets of img, once they arrived, re-sent to every destination image. */
-KERN_FN void kern_pkt_relay(kern_ctx_t *c, const char *img, char *const *dst, int nd, uint64_t n)
+KERN_FN void kern_pkt_relay(kern_ctx_t *c, const char *img, char *const *dst, int nd, uint64_t n,
+                            int32_t peer)
 {
     uint64_t nw = (n + 3) / 4, j;
     const uint64_t *u = (const uint64_t *)img;
     for (j = (uint64_t)c->tid; j < nw; j += (uint64_t)c->nth) {
         uint32_t w;
         int k;
-        if (kern_pkt_get(c, u + j, &w)) return;
+        if (kern_pkt_get(c, u + j, &w, peer)) return;
         for (k = 0; k < nd; k++) kern_st_pkt((uint64_t *)dst[k] + j, kern_unit(c, w));
     }
 }
@@ -309,7 +315,8 @@ KERN_DTYPE_LIST(KERN_GEN_OPFN)
  */
 #define KERN_GEN_PRED(DT, ST, AT, UT, LOAD, STORE)                                             \
     KERN_BIG_FN int kern_pred_##DT(kern_ctx_t *c, uint32_t op, char *const *src, int ns,       \
-                                   char *const *dst, int nd, const kern_desc_t *dd, uint64_t n)\
+                                   const kern_desc_t *sd, char *const *dst, int nd,            \
+                                   const kern_desc_t *dd, uint64_t n)                          \
     {                                                                                          \
         uint64_t ng = (n + 7) / 8, g;                                                          \
         for (g = (uint64_t)c->tid; g < ng; g += (uint64_t)c->nth) {                            \
@@ -329,7 +336,7 @@ KERN_DTYPE_LIST(KERN_GEN_OPFN)
                 const uint64_t *u = (const uint64_t *)src[k] + 2 * g;                          \
                 v.w[1] = 0;                                                                    \
                 for (j = 0; j < nw; j++)                                                       \
-                    if (kern_pkt_get(c, u + j, &v.w[j])) return 1;                             \
+                    if (kern_pkt_get(c, u + j, &v.w[j], KERN_WRITER(&sd[k]))) return 1;        \
                 for (j = 0; j < 8 / sizeof(ST); j++)                                           \
                     acc[j] = kern_op_##DT(op, acc[j], LOAD(v.e[j]));                           \
             }                                                                                  \
@@ -348,12 +355,13 @@ KERN_DTYPE_LIST(KERN_GEN_OPFN)
 KERN_DTYPE_LIST(KERN_GEN_PRED)
 
 KERN_FN void kern_preduce(kern_ctx_t *c, uint32_t dt, uint32_t op, char *const *src, int ns,
-                          char *const *dst, int nd, const kern_desc_t *dd, uint64_t n)
+                          const kern_desc_t *sd, char *const *dst, int nd, const kern_desc_t *dd,
+                          uint64_t n)
 {
     if (n == 0) return;
     switch (dt) {
 #define KERN_CASE_PRED(DT, ST, AT, UT, LOAD, STORE)                                            \
-    case KERN_DT_##DT: (void)kern_pred_##DT(c, op, src, ns, dst, nd, dd, n); break;
+    case KERN_DT_##DT: (void)kern_pred_##DT(c, op, src, ns, sd, dst, nd, dd, n); break;
         KERN_DTYPE_LIST(KERN_CASE_PRED)
 #undef KERN_CASE_PRED
     default: break;
@@ -678,13 +686,14 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         break;
     case KERN_OP_UPKT:
         if (n == 0) break;
-        kern_pkt_unpack(c, kern_ptr(c, &dst[0], x), kern_ptr(c, &src[0], x), n);
+        kern_pkt_unpack(c, kern_ptr(c, &dst[0], x), kern_ptr(c, &src[0], x), n,
+                        KERN_WRITER(&src[0]));
         break;
     case KERN_OP_RPPKT: {
         char *d[KERN_MAX_PTRS];
         if (n == 0) break;
         for (k = 0; k < op->n_dst; k++) d[k] = kern_ptr(c, &dst[k], x);
-        kern_pkt_relay(c, kern_ptr(c, &src[0], x), d, op->n_dst, n);
+        kern_pkt_relay(c, kern_ptr(c, &src[0], x), d, op->n_dst, n, KERN_WRITER(&src[0]));
         break;
     }
     case KERN_OP_GSTOREPKT: {
@@ -692,7 +701,7 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         uint32_t m, nm = c->sw[dst[0].idx].n_members;
         if (n == 0) break;
         for (m = 0; m < nm; m++) d[m] = kern_member_ptr(c, &dst[0], m, x);
-        kern_pkt_relay(c, kern_ptr(c, &src[0], x), d, (int)nm, n);
+        kern_pkt_relay(c, kern_ptr(c, &src[0], x), d, (int)nm, n, KERN_WRITER(&src[0]));
         break;
     }
     case KERN_OP_GSTORE: {
@@ -742,7 +751,7 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         if (n == 0) break;
         for (k = 0; k < op->n_src; k++) s[k] = kern_ptr(c, &src[k], x);
         for (k = 0; k < op->n_dst; k++) d[k] = kern_ptr(c, &dst[k], x);
-        kern_preduce(c, c->a->dtype, op->redop, s, op->n_src, d, op->n_dst, dst, n);
+        kern_preduce(c, c->a->dtype, op->redop, s, op->n_src, src, d, op->n_dst, dst, n);
         break;
     }
     default: break; /* pipeline bodies are run by kern_run_block */
@@ -771,7 +780,11 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
     c.base[2] = (char *)a->scratch;
     c.flag = kern_ld_acq_u32(&c.st->flag);
     c.half = (a->double_scratch && !(c.flag & 1u)) ? a->scratch_half : 0;
+#if defined(KERN_HOST)
     c.spin = a->host_spin;
+#else
+    c.spin = a->dev_spin ? a->dev_spin : BASE_WAIT_DEV_SPIN; /* 0: args not from exec_lower */
+#endif
     c.block = block;
     c.tid = tid;
     c.nth = nth;

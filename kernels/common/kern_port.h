@@ -112,6 +112,8 @@ KERN_FN void kern_memcpy(void *d, const void *s, uint64_t n) { memmove(d, s, (si
 /* ------------------------------------------------------------------------------------------ */
 #else /* CUDA or HIP */
 
+#include "base/wait_sched.h"
+
 #define KERN_FN static __device__ inline
 /* large functions stay out of line: one copy each keeps compile time and code size sane */
 #define KERN_BIG_FN static __device__ __noinline__
@@ -222,13 +224,15 @@ KERN_FN uint64_t kern_clock_ns(uint32_t clock_khz)
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
+/* The policy's shape (base/wait.h): spin `spin` polls (kern_args_t.dev_spin), then sleep
+ * briefly, and longer after BASE_WAIT_DEV_LONG_FACTOR times as many. */
 KERN_FN void kern_backoff(uint32_t n, uint32_t spin)
 {
-    (void)spin;
 #if __CUDA_ARCH__ >= 700
-    if (n > 1024) __nanosleep(n > 65536 ? 1000 : 100);
+    if (n > spin) __nanosleep(n > BASE_WAIT_DEV_LONG_FACTOR * spin ? 1000 : 100);
 #else
     (void)n;
+    (void)spin;
 #endif
 }
 
@@ -314,12 +318,12 @@ KERN_FN uint64_t kern_clock_ns(uint32_t clock_khz)
     uint32_t khz = clock_khz ? clock_khz : 100000u;
     return t * 1000000ull / khz;
 }
+/* The policy's shape, as on CUDA (s_sleep counts units of 64 clocks). */
 KERN_FN void kern_backoff(uint32_t n, uint32_t spin)
 {
-    (void)spin;
-    if (n > 65536)
+    if (n > BASE_WAIT_DEV_LONG_FACTOR * spin)
         __builtin_amdgcn_s_sleep(127);
-    else if (n > 1024)
+    else if (n > spin)
         __builtin_amdgcn_s_sleep(8);
 }
 

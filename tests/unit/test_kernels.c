@@ -937,6 +937,35 @@ START_TEST(test_deadlock_timeout)
 }
 END_TEST
 
+/* An LL read whose packets never come (each rank reads before it writes, so both wait): the
+ * timeout names the peer whose ops write them, as the other waits do (issue 8). */
+START_TEST(test_packet_timeout_peer)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_AG_LL, 2,
+        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":2,\"scratch_chunks\":2," PEER_RES
+        ",\"threadblocks\":[{\"id\":0," TB_PEER ",\"ops\":["
+        "{\"name\":\"upkt\",\"src_buff\":[{\"type\":\"s\",\"index\":$P,\"size\":1}],"
+        "\"dst_buff\":[{\"type\":\"o\",\"index\":$P,\"size\":1}]},"
+        "{\"name\":\"ppkt\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[{\"buffer_id\":2,"
+        "\"index\":$R,\"size\":1}],\"channel_type\":\"memory\"}]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    ck_assert_int_eq(kh_world_buffers(w, 64, 128, MSCCLPP_FLOAT32, KH_SEPARATE), MSCCLPP_OK);
+    mscclpp_result_t r = kh_run(w, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 200 * MS);
+    ck_assert_int_eq(r, MSCCLPP_ERR_TIMEOUT);
+    const char *m = mscclpp_last_error();
+    ck_assert_msg(strstr(m, "rank 0 block 0 op 0 (upkt)") && strstr(m, "LL packets from rank 1"),
+                  "message: %s", m);
+    ck_assert_uint_eq(kh_state(w, 0)->err.what, KERN_WAIT_PACKET);
+    ck_assert_int_eq(kh_state(w, 0)->err.peer, 1);
+    ck_assert_int_eq(kh_state(w, 1)->err.peer, 0);
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
 /* Every kind of wait is bounded and records what it waited for. */
 START_TEST(test_timeout_kinds)
 {
@@ -1456,6 +1485,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_switch_gstorepkt);
     tcase_add_test(tc, test_deadlock_timeout);
     tcase_add_test(tc, test_timeout_kinds);
+    tcase_add_test(tc, test_packet_timeout_peer);
     tcase_add_test(tc, test_lower_errors);
     tcase_add_test(tc, test_empty_rank);
     tcase_add_test(tc, test_uneven_allgather);
