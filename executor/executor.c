@@ -264,7 +264,11 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_reset(mscclpp_executor_t *exec)
 MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
 {
     if (!exec) return MSCCLPP_OK;
-    /* first, so that no stream sync asks a half-destroyed executor */
+    /* Launches still queued on user streams use the contexts freed below: wait for them
+     * (bounded: every interpreter wait is) and report what they recorded, which no later
+     * stream sync could ask a destroyed executor for. */
+    mscclpp_result_t res = hal_api_source_drain(exec->source);
+    /* then, so that no stream sync asks a half-destroyed executor */
     hal_api_source_remove(exec->source);
     exec_contexts_free_all(exec, true);
     if (exec->tmp) exec->hal->mem_free(exec->tmp);
@@ -273,7 +277,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
     exec_registry_fini(&exec->registry);
     pthread_mutex_destroy(&exec->lock);
     free(exec);
-    return MSCCLPP_OK;
+    return res;
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_executor_register_plan(mscclpp_executor_t *exec,

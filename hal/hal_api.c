@@ -1,4 +1,5 @@
 /* Public backend, memory and stream calls (include/mscclpp/mscclpp.h) over the selected HAL. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,95 @@ static mscclpp_result_t source_check(uint64_t id)
     return res;
 }
 
+/* Every live public stream, for hal_api_source_drain (streams_lock; taken before a stream's
+ * own lock and sources_lock, never after). */
+static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mscclpp_stream **streams;
+static int n_streams, cap_streams;
+
+static mscclpp_result_t streams_add(struct mscclpp_stream *s)
+{
+    mscclpp_result_t res = MSCCLPP_OK;
+    pthread_mutex_lock(&streams_lock);
+    if (n_streams == cap_streams) {
+        int cap = cap_streams ? 2 * cap_streams : 8;
+        struct mscclpp_stream **l = realloc(streams, (size_t)cap * sizeof *l);
+        if (!l) {
+            res = ERR(MSCCLPP_ERR_NO_MEMORY, "out of memory for a stream");
+            goto unlock;
+        }
+        streams = l;
+        cap_streams = cap;
+    }
+    streams[n_streams++] = s;
+unlock:
+    pthread_mutex_unlock(&streams_lock);
+    return res;
+}
+
+static void streams_remove(struct mscclpp_stream *s)
+{
+    pthread_mutex_lock(&streams_lock);
+    for (int i = 0; i < n_streams; i++)
+        if (streams[i] == s) {
+            streams[i] = streams[--n_streams];
+            break;
+        }
+    if (n_streams == 0) {
+        free(streams);
+        streams = NULL;
+        cap_streams = 0;
+    }
+    pthread_mutex_unlock(&streams_lock);
+}
+
+/* Remove `id` from the stream's watch list; true if it was there. */
+static bool stream_unwatch(struct mscclpp_stream *s, uint64_t id)
+{
+    bool found = false;
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < s->n_watch; i++)
+        if (s->watch[i] == id) {
+            s->watch[i] = s->watch[--s->n_watch];
+            found = true;
+            break;
+        }
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
+static bool stream_watches(struct mscclpp_stream *s, uint64_t id)
+{
+    bool found = false;
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < s->n_watch && !found; i++) found = s->watch[i] == id;
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
+mscclpp_result_t hal_api_source_drain(uint64_t id)
+{
+    mscclpp_result_t res = MSCCLPP_OK;
+    char first[1024] = "";
+    /* held throughout: a stream cannot be destroyed while we sync it */
+    pthread_mutex_lock(&streams_lock);
+    for (int i = 0; i < n_streams; i++) {
+        struct mscclpp_stream *s = streams[i];
+        if (!stream_watches(s, id)) continue;
+        mscclpp_result_t r = s->ops->stream_sync(s->hal);
+        /* checked whatever the sync said: the source's own record names the failure */
+        mscclpp_result_t c = stream_unwatch(s, id) ? source_check(id) : MSCCLPP_OK;
+        if (c != MSCCLPP_OK) r = c;
+        if (r != MSCCLPP_OK && res == MSCCLPP_OK) {
+            res = r;
+            snprintf(first, sizeof first, "%s", mscclpp_last_error());
+        }
+    }
+    pthread_mutex_unlock(&streams_lock);
+    if (res != MSCCLPP_OK) return core_error_quiet(res, "%s", first);
+    return MSCCLPP_OK;
+}
+
 mscclpp_result_t hal_api_stream_note(mscclpp_stream_t stream, uint64_t id)
 {
     if (!stream) return MSCCLPP_OK;
@@ -179,6 +269,12 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_create(mscclpp_stream_t *stream)
     CHECK_GOTO(ops->stream_create(&s->hal), res, free_stream);
     s->ops = ops;
     pthread_mutex_init(&s->lock, NULL);
+    res = streams_add(s);
+    if (res != MSCCLPP_OK) {
+        (void)ops->stream_destroy(s->hal);
+        pthread_mutex_destroy(&s->lock);
+        goto free_stream;
+    }
     *stream = s;
     return MSCCLPP_OK;
 free_stream:
@@ -207,6 +303,12 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_wrap(void *native, mscclpp_stream_t 
     s->hal = (hal_stream_t)native;
     s->borrowed = 1;
     pthread_mutex_init(&s->lock, NULL);
+    mscclpp_result_t res = streams_add(s);
+    if (res != MSCCLPP_OK) {
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return res;
+    }
     *stream = s;
     return MSCCLPP_OK;
 }
@@ -214,6 +316,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_wrap(void *native, mscclpp_stream_t 
 MSCCLPP_API mscclpp_result_t mscclpp_stream_destroy(mscclpp_stream_t stream)
 {
     CHECK_ARG(stream != NULL);
+    streams_remove(stream); /* first: a drain must not sync a stream being destroyed */
     /* destroy syncs first: what the work recorded must not be lost with the stream */
     mscclpp_result_t res = stream_check_sources(stream, stream->ops->stream_sync(stream->hal));
     if (!stream->borrowed) { /* a wrapped native stream belongs to the caller */

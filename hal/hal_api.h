@@ -43,6 +43,15 @@ mscclpp_result_t hal_api_source_add(hal_api_check_fn check, void *arg, uint64_t 
 void hal_api_source_remove(uint64_t id);
 
 /**
+ * Before a source goes away with work still queued on streams (an executor destroyed before
+ * its streams were synchronised): synchronise every live stream that source `id` launched on,
+ * run its check (the error that work recorded is returned, not lost) and forget it on those
+ * streams, so that no later synchronize asks for it. Each sync is as bounded as the work on
+ * the stream (every wait of the interpreter is bounded by MSCCLPP_TIMEOUT).
+ */
+mscclpp_result_t hal_api_source_drain(uint64_t id);
+
+/**
  * Note that source `id` is about to launch work on `stream` (nothing for a NULL stream):
  * mscclpp_stream_synchronize and mscclpp_stream_destroy then run its check after the sync.
  */

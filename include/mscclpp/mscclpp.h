@@ -388,7 +388,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
  * is not reset: this returns its error.
  */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_reset(mscclpp_executor_t *exec);
-/** Free the executor. Synchronize the streams it queued work on first. */
+/**
+ * Free the executor. Work it queued on streams not synchronized since is waited for first (each
+ * wait of it bounded by MSCCLPP_TIMEOUT), and the error that work recorded is returned.
+ */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec);
 /**
  * Poll, without blocking or synchronizing any stream, for an error recorded by a collective

@@ -6,6 +6,8 @@
  *   broken: every later call returns that error at once (never OK doing nothing), as does
  *   mscclpp_executor_get_async_error; destroying it and the communicator and making new ones
  *   works.
+ * - An executor destroyed with a launch still pending on a stream waits for it and returns
+ *   its error; the stream's later sync is clean.
  * - A partial failure (one rank timed out, its peer did not call): the broken rank's next call
  *   fails at once with "broken by an earlier error" (no misleading setup-tag message), the
  *   peer's own call times out naming the broken rank, and both recover by recreating.
@@ -235,6 +237,54 @@ START_TEST(t_stream_timeout)
 }
 END_TEST
 
+/* ---- destroy with a launch pending on a stream ------------------------------------------- */
+
+/*
+ * Rank 0 queues a collective on its stream that waits for rank 1, which never calls, and
+ * destroys its executor at once. The launch uses the executor's contexts: destroy must wait
+ * for it (before: it freed them under the running launch, a use after free) and return the
+ * timeout it recorded (before: OK, and the error was lost), and a later sync of the stream
+ * must neither ask the destroyed executor nor fail.
+ */
+static int destroy_pending_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    id_box_t *id2 = arg;
+    rank_t r;
+    if (rank_open(&r, rank, n, id)) return 1;
+    MP_CHECK(rank, simple_allreduce(&r, r.stream, 1));
+    if (rank == 1) return recreate(&r, id2);
+    failure_phase(&r);
+    double t0 = now_s();
+    MP_CHECK(rank, mscclpp_execute(r.ex, r.simple, r.a, r.b, r.bytes, r.bytes, MSCCLPP_FLOAT32,
+                                   MSCCLPP_SUM, r.stream));
+    mscclpp_result_t res = mscclpp_executor_destroy(r.ex);
+    double dt = now_s() - t0;
+    r.ex = NULL;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
+    if (res != MSCCLPP_ERR_TIMEOUT)
+        return MP_FAIL(rank, "destroy with a launch pending returned %s after %.2f s (%s)",
+                       mscclpp_result_string(res), dt, msg);
+    if (dt > TIMEOUT_S + 1.0) return MP_FAIL(rank, "destroy took %.2f s", dt);
+    const char *w[] = {"rank 0", "rank 1", "timed out"};
+    if (names(rank, "destroy", msg, w, 3)) return 1;
+    printf("# destroy with a pending launch returned in %.2f s: %s\n", dt, msg);
+    res = mscclpp_stream_synchronize(r.stream);
+    if (res != MSCCLPP_OK)
+        return MP_FAIL(rank, "stream sync after destroy: %s (%s)", mscclpp_result_string(res),
+                       mscclpp_last_error());
+    return recreate(&r, id2);
+}
+
+START_TEST(t_destroy_pending)
+{
+    id_box_t *box = id_box_new();
+    ck_assert_ptr_nonnull(box);
+    ck_assert_int_eq(mp_run(2, destroy_pending_body, box, 60, NULL), 0);
+    munmap(box, sizeof *box);
+}
+END_TEST
+
 /* ---- partial failure --------------------------------------------------------------------- */
 
 static int partial_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
@@ -396,6 +446,7 @@ int main(void)
     TCase *tc = tcase_create("host");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, t_stream_timeout);
+    tcase_add_test(tc, t_destroy_pending);
     tcase_add_test(tc, t_partial_failure);
     tcase_add_loop_test(tc, t_kill_rank, 0, PHASE__COUNT);
     suite_add_tcase(s, tc);
