@@ -1,4 +1,5 @@
 /* The proxy thread of port channels (core/proxy.h). */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -105,6 +106,7 @@ mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, proxy_handle
         res = ERR(MSCCLPP_ERR_SYSTEM, "proxy of %s: pthread_create: %s", name, strerror(e));
         goto fail;
     }
+    pthread_setname_np(p->thread, "mscclpp-proxy"); /* for debuggers and the kill tests */
     *out = p;
     return MSCCLPP_OK;
 fail:

@@ -272,6 +272,7 @@ static mscclpp_result_t fdb_start(void)
     fdb.thread_up = false;
     int rc = pthread_create(&fdb.thread, NULL, fdb_thread, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0) pthread_setname_np(fdb.thread, "mscclpp-fdb");
     if (rc != 0) {
         errno = rc;
         res = ERR_SYS("fd broker: cannot start the serving thread: %m");

@@ -97,10 +97,16 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 [ $mode = tsan ] && export UCX_MEM_MMAP_HOOK_MODE=${UCX_MEM_MMAP_HOOK_MODE:-none}
 # die_after_fork=0: a few tests fork on purpose after the fd broker's thread exists, and the
 # child starts its own broker (test_hal_host's test_export_again_after_fork); TSan refuses any
-# thread started in such a child by default. history_size=7: the largest history, so that the
-# stack of an older write (a large put UCX copied) is restored and its suppression matches. The broker's thread is idle in poll() by the time
+# thread started in such a child by default. The broker's thread is idle in poll() by the time
 # hal_fdb_serve returns (hal/fd_broker.c), so the child inherits no lock held.
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:exitcode=66:second_deadlock_stack=1:die_after_fork=0:history_size=7:suppressions=$top/scripts/tsan.supp}
+# ignore_noninstrumented_modules=1: memory accesses made by libraries built without TSan (UCX)
+# are not recorded. UCX over tcp/posix emulates one-sided puts: the target's worker, progressed
+# by our proxy thread, memcpy's the incoming data and signal counters into our buffers, as an
+# RDMA NIC would write them; the order (data, then counter) is UCX's fence, inside UCX, so TSan
+# reported those writes racing with the interpreter's acquire load of the counter and its reads
+# of the data (8 reports in test_multinode, 2x1 and 2x2 over tcp and posix, some with stacks
+# TSan could not restore, which no suppression can match). Our code stays fully checked.
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:exitcode=66:second_deadlock_stack=1:die_after_fork=0:ignore_noninstrumented_modules=1:suppressions=$top/scripts/tsan.supp}
 pass=0 fail=0 skipped=0
 for s in "${!skip[@]}"; do
     echo "SKIP: $s (${skip[$s]})"
