@@ -180,22 +180,21 @@ END_TEST
 int main(void)
 {
     setenv("MSCCLPP_HAL", "host", 1);
+    if (!tp_built(TP_UCX)) {
+        /* TAP (the test driver counts it as skipped, with the reason) */
+        printf("1..0 # SKIP the kill tests cross nodes over UCX, which this build lacks\n");
+        return 0;
+    }
     Suite *s = suite_create("kill_threads");
     TCase *tc = tcase_create("kill");
     tcase_set_timeout(tc, 180);
-    if (tp_built(TP_UCX)) {
-        tcase_add_test(tc, t_kill_rank_2x1);
-        tcase_add_test(tc, t_kill_rank_2x1_stream);
-        tcase_add_test(tc, t_kill_node_2x2);
-    } else {
-        printf("# skipped: the kill tests cross nodes over UCX, which this build lacks\n");
-    }
+    tcase_add_test(tc, t_kill_rank_2x1);
+    tcase_add_test(tc, t_kill_rank_2x1_stream);
+    tcase_add_test(tc, t_kill_node_2x2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
-    int ran = srunner_ntests_run(sr);
     srunner_free(sr);
-    if (ran == 0) return 77; /* automake: skipped */
     return failed ? 1 : 0;
 }
