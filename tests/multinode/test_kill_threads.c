@@ -81,6 +81,8 @@ static int kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     snprintf(node, sizeof node, "kill-node-%d", rank / kc->per_node);
     setenv("MSCCLPP_NODE_ID", node, 1);
     setenv("UCX_TLS", "tcp", 1);
+    /* loopback only: other interfaces come and go on a machine that runs namespace tests */
+    setenv("UCX_NET_DEVICES", "lo", 1);
     setenv("MSCCLPP_TIMEOUT", "30", 1); /* setup on a loaded machine; the failure gets 5 s */
     mscclpp_comm_t *comm = NULL;
     MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
@@ -115,9 +117,10 @@ static int kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
     if (rank >= kc->first_dead && rank < kc->first_dead + kc->n_dead) raise(SIGKILL);
 
+    /* the short bound, for a size not lowered yet (a lowering keeps the bound it was made with) */
     setenv("MSCCLPP_TIMEOUT", "5", 1);
     double t0 = now_s();
-    mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, COUNT * 4, COUNT * 4 * (size_t)n,
+    mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, COUNT * 2, COUNT * 2 * (size_t)n,
                                          MSCCLPP_FLOAT32, MSCCLPP_SUM, s);
     if (r == MSCCLPP_OK && s) r = mscclpp_stream_synchronize(s);
     double dt = now_s() - t0;
@@ -152,10 +155,15 @@ static int kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
            after.names, msg);
     if (td > TIMEOUT_S + 1.0) return MP_FAIL(rank, "teardown took %.2f s", td);
     if (after.proxy) return MP_FAIL(rank, "a proxy thread survived: %s", after.names);
-    /* this thread and the process-wide ones: nothing of the communicator or the executor */
+    if (strstr(after.names, "async"))
+        return MP_FAIL(rank, "UCX's async thread survived: %s", after.names);
+    /* this thread and the process-wide ones: nothing of the communicator or the executor.
+     * ThreadSanitizer runs threads of its own (named after the program): not counted there. */
+#ifndef __SANITIZE_THREAD__
     if (after.total - after.process != 1)
         return MP_FAIL(rank, "%d threads after teardown besides the process-wide ones: %s",
                        after.total - after.process, after.names);
+#endif
     return 0;
 }
 
