@@ -1,4 +1,5 @@
 /* The proxy thread of port channels (core/proxy.h). */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -6,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/config.h"
 #include "base/debug.h"
 #include "core/proxy.h"
@@ -104,6 +106,7 @@ mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, proxy_handle
         res = ERR(MSCCLPP_ERR_SYSTEM, "proxy of %s: pthread_create: %s", name, strerror(e));
         goto fail;
     }
+    pthread_setname_np(p->thread, "mscclpp-proxy"); /* for debuggers and the kill tests */
     *out = p;
     return MSCCLPP_OK;
 fail:
@@ -120,6 +123,30 @@ mscclpp_result_t proxy_error(proxy_t *p)
 {
     if (!p || __atomic_load_n(&p->fifo->err, __ATOMIC_ACQUIRE) == 0) return MSCCLPP_OK;
     return core_error_quiet(p->err, "proxy of %s: %s", p->name, p->msg);
+}
+
+mscclpp_result_t proxy_drain(proxy_t *p)
+{
+    if (!p) return MSCCLPP_OK;
+    kern_fifo_t *f = p->fifo;
+    kern_trigger_t *slots = (kern_trigger_t *)(f + 1);
+    /* the triggers pushed by now: the valid slots from the tail on (later pushes, from
+     * launches still running elsewhere, do not lengthen this wait) */
+    uint64_t tail = __atomic_load_n(&f->tail, __ATOMIC_ACQUIRE), end = tail;
+    while (end - tail < p->size &&
+           (__atomic_load_n(&slots[end & (p->size - 1)].snd, __ATOMIC_ACQUIRE) & KERN_TRIG_VALID))
+        end++;
+    uint64_t deadline = base_now_ns() + config_timeout_ns();
+    for (unsigned n = 0;; n++) {
+        if (__atomic_load_n(&f->err, __ATOMIC_ACQUIRE) != 0) return proxy_error(p);
+        uint64_t t = __atomic_load_n(&f->tail, __ATOMIC_ACQUIRE);
+        if (t >= end) return proxy_error(p); /* its error, if the last one failed */
+        if (base_now_ns() >= deadline)
+            return ERR(MSCCLPP_ERR_TIMEOUT, "proxy of %s: %llu of %llu triggers still not "
+                       "handled after MSCCLPP_TIMEOUT (a transport call hangs?)", p->name,
+                       (unsigned long long)(end - t), (unsigned long long)(end - tail));
+        proxy_idle(n);
+    }
 }
 
 void proxy_destroy(proxy_t *p)

@@ -35,6 +35,12 @@ kern_fifo_t *proxy_fifo(proxy_t *p);
 uint64_t *proxy_head(proxy_t *p);
 /** MSCCLPP_OK, or the proxy's first error re-recorded for the calling thread. */
 mscclpp_result_t proxy_error(proxy_t *p);
+/**
+ * Wait (bounded by MSCCLPP_TIMEOUT) until the proxy has handled every trigger pushed before
+ * the call, then return proxy_error(): after a launch has finished, a failure of one of its
+ * trailing operations (a put with no flush) is known. Safe on NULL.
+ */
+mscclpp_result_t proxy_drain(proxy_t *p);
 /** Stop the thread (after it consumed what was pushed) and free the FIFO. Safe on NULL. */
 void proxy_destroy(proxy_t *p);
 

@@ -409,6 +409,11 @@ mscclpp_result_t exec_port_error(exec_port_t *p)
     return p ? proxy_error(p->proxy) : MSCCLPP_OK;
 }
 
+mscclpp_result_t exec_port_drain(exec_port_t *p)
+{
+    return p ? proxy_drain(p->proxy) : MSCCLPP_OK;
+}
+
 void exec_port_destroy(exec_port_t *p)
 {
     if (!p) return;

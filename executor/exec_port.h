@@ -38,6 +38,8 @@ mscclpp_result_t exec_port_fill(exec_port_t *p, uint64_t *const peer_off[2],
 
 /** The proxy's first error (re-recorded with its message), or MSCCLPP_OK. */
 mscclpp_result_t exec_port_error(exec_port_t *p);
+/** Wait (bounded) until the proxy handled every trigger pushed so far, then exec_port_error. */
+mscclpp_result_t exec_port_drain(exec_port_t *p);
 
 /** Stop the proxy, close connections, release registrations. Safe on NULL. */
 void exec_port_destroy(exec_port_t *p);

@@ -139,6 +139,23 @@ mscclpp_result_t exec_poison(mscclpp_executor_t *ex, mscclpp_result_t r)
 }
 
 /*
+ * A launch that failed on a port operation says where (plan, rank, op, channel, peer); the
+ * proxy that failed says why (the transport's sentence): the error gets both, with the
+ * proxy's code. `r`: the launch's error, its message held by the calling thread.
+ */
+static mscclpp_result_t with_proxy_reason(exec_context_t *c, mscclpp_result_t r)
+{
+    if (r == MSCCLPP_OK || !c->port) return r;
+    char where[768];
+    snprintf(where, sizeof where, "%s", mscclpp_last_error());
+    mscclpp_result_t pr = exec_port_error(c->port); /* leaves the message alone when OK */
+    if (pr == MSCCLPP_OK) return r;
+    char why[768];
+    snprintf(why, sizeof why, "%s", mscclpp_last_error());
+    return ERR(pr, "%s: %s", where, why);
+}
+
+/*
  * Fold an error some launch left in a mailbox into ex->broken (decoded like a synchronous
  * failure: plan, rank, block, op, peer). True when this call found it. Lock held.
  */
@@ -150,7 +167,7 @@ static bool poll_mailboxes_locked(mscclpp_executor_t *ex)
         kern_state_t st;
         memset(&st, 0, sizeof st);
         st.err = *(volatile kern_error_t *)c->mailbox; /* complete once code is seen */
-        mscclpp_result_t r = exec_state_error(&st, c->plan);
+        mscclpp_result_t r = with_proxy_reason(c, exec_state_error(&st, c->plan));
         poison_locked(ex, r != MSCCLPP_OK ? r
                                           : ERR(MSCCLPP_ERR_INTERNAL,
                                                 "executor: undecodable error record"));
@@ -183,7 +200,16 @@ mscclpp_result_t exec_check(mscclpp_executor_t *ex)
 }
 
 /* May run in any thread: a stream sync calls it. */
-mscclpp_result_t exec_stream_check(void *arg) { return exec_check(arg); }
+mscclpp_result_t exec_stream_check(void *arg)
+{
+    mscclpp_executor_t *ex = arg;
+    /* the stream's launches are done: wait until their proxies handled what they pushed, so
+     * that a trailing put that fails is this sync's error (exec_check reads the records) */
+    pthread_mutex_lock(&ex->lock);
+    for (exec_context_t *c = ex->contexts; c; c = c->next) (void)exec_port_drain(c->port);
+    pthread_mutex_unlock(&ex->lock);
+    return exec_check(ex);
+}
 
 mscclpp_result_t exec_check_launch(mscclpp_executor_t *ex, exec_context_t *c)
 {
@@ -192,13 +218,13 @@ mscclpp_result_t exec_check_launch(mscclpp_executor_t *ex, exec_context_t *c)
     mscclpp_result_t r = exec_state_error(&st, c->plan);
     if (r != MSCCLPP_OK) {
         c->broken = true;
-        /* a failed proxy explains the launch's failure better (it names the transport call) */
-        mscclpp_result_t pr = exec_port_error(c->port);
-        if (pr != MSCCLPP_OK) {
-            char why[768];
-            snprintf(why, sizeof why, "%s", mscclpp_last_error());
-            r = ERR(pr, "%s", why);
-        }
+        r = with_proxy_reason(c, r); /* the transport call that failed, if the proxy did */
+    } else {
+        /* a synchronous call returns once every trigger it pushed was handed to the
+         * transport: a trailing put (no flush) that fails is this call's error */
+        r = exec_port_drain(c->port);
+    }
+    if (r != MSCCLPP_OK) {
         pthread_mutex_lock(&ex->lock);
         poison_locked(ex, r);
         pthread_mutex_unlock(&ex->lock);

@@ -72,7 +72,7 @@ if [ -d tests/python ]; then
 fi
 echo "pytest: $py_pass passed, $py_fail failed, $py_skip skipped"
 
-# ---- Sanitizers (issue 8): the C suites again under ASan+UBSan, in build-asan -------------
+# ---- Sanitizers (issue 8): the C suites again under ASan+UBSan (build-asan), then TSan -----
 # scripts/sanitize.sh prints "sanitize: N passed, N failed, N skipped" last; its counts join the
 # total. MSCCLPP_SKIP_SANITIZE=1 leaves it out (counted as one skipped suite, never silently).
 san_pass=0 san_fail=0 san_skip=0
@@ -91,12 +91,32 @@ else
     if [ $san_rc -ne 0 ] && [ "$san_fail" -eq 0 ]; then san_fail=1; fi
     echo "sanitize: $san_pass passed, $san_fail failed, $san_skip skipped"
 fi
+
+# ThreadSanitizer over the suites that run host streams, the proxy and port channels
+# (scripts/sanitize.sh --tsan, in build-tsan); its counts join the total too.
+# MSCCLPP_SKIP_TSAN=1 leaves it out (counted as one skipped suite).
+tsan_pass=0 tsan_fail=0 tsan_skip=0
+if [ -n "${MSCCLPP_SKIP_TSAN:-}" ] || [ -n "${MSCCLPP_SKIP_SANITIZE:-}" ]; then
+    echo "sanitize-tsan: skipped (MSCCLPP_SKIP_TSAN or MSCCLPP_SKIP_SANITIZE is set)"
+    tsan_skip=1
+else
+    "$top/scripts/sanitize.sh" --tsan >"$logdir/sanitize-tsan.out" 2>&1
+    tsan_rc=$?
+    grep -E '^(FAIL|SKIP):|sanitizer report|^    ' "$logdir/sanitize-tsan.out" | head -n 60
+    line=$(grep -E '^sanitize-tsan: [0-9]+ passed' "$logdir/sanitize-tsan.out" | tail -n 1)
+    if [ -n "$line" ]; then
+        read -r tsan_pass tsan_fail tsan_skip < <(echo "$line" |
+            sed -E 's/sanitize-tsan: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/')
+    fi
+    if [ $tsan_rc -ne 0 ] && [ "$tsan_fail" -eq 0 ]; then tsan_fail=1; fi
+    echo "sanitize-tsan: $tsan_pass passed, $tsan_fail failed, $tsan_skip skipped"
+fi
 # ---------------------------------------------------------------------------------------------
 
 read -r c_pass c_fail c_skip < <(sed -E 's/check: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/' "$logdir/check.summary")
 if [ $check_rc -ne 0 ] && [ "$c_fail" -eq 0 ]; then c_fail=1; fi
-total_pass=$((c_pass + py_pass + san_pass))
-total_fail=$((c_fail + py_fail + san_fail))
-total_skip=$((c_skip + py_skip + san_skip))
+total_pass=$((c_pass + py_pass + san_pass + tsan_pass))
+total_fail=$((c_fail + py_fail + san_fail + tsan_fail))
+total_skip=$((c_skip + py_skip + san_skip + tsan_skip))
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

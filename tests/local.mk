@@ -47,3 +47,12 @@ tests_unit_test_soak_SOURCES = tests/unit/test_soak.c tests/unit/mp_harness.c
 tests_unit_test_soak_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_soak_LDADD = libmscclpp.la $(CHECK_LIBS)
 endif
+
+# A port channel's transport failing after its launch ended (fault injection, issue 8).
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_port_fault
+TESTS += tests/unit/test_port_fault
+tests_unit_test_port_fault_SOURCES = tests/unit/test_port_fault.c tests/unit/mp_harness.c
+tests_unit_test_port_fault_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_port_fault_LDADD = libmscclpp.la $(CHECK_LIBS)
+endif

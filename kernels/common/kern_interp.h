@@ -75,7 +75,13 @@ KERN_FN void kern_fail(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan,
         m->expected = expected;
         m->seen = seen;
         kern_fence_sys();
+#if defined(KERN_HOST)
+        /* host backend: the host's acquire load of `code` pairs with this release store (a
+         * volatile store after a fence is a data race in C11; ThreadSanitizer reported it) */
+        __atomic_store_n(&((kern_error_t *)m)->code, code, __ATOMIC_RELEASE);
+#else
         m->code = code;
+#endif
         kern_fence_sys();
     }
 }
@@ -510,6 +516,13 @@ KERN_FN int kern_port_until(kern_ctx_t *c, uint64_t pos, int32_t chan, int32_t p
         if (kern_spin_poll(c, &s, KERN_WAIT_PROXY, chan, peer, pos + 1, t)) return 1;
         t = kern_ld_acq_u64(&f->tail);
     }
+    /* The proxy passes a trigger it failed on (and drops every later one), and it publishes
+     * its error before its tail: a flush whose put failed must fail, not pass. */
+    int32_t e = kern_proxy_err(f);
+    if (e != 0) {
+        kern_fail(c, e, KERN_WAIT_PROXY, chan, peer, pos + 1, t);
+        return 1;
+    }
     return 0;
 }
 
@@ -528,7 +541,14 @@ KERN_FN uint64_t kern_port_push(kern_ctx_t *c, uint64_t fst, uint64_t snd, int32
     kern_fence_sys();
     kern_st_rlx_u64(&slot->fst, fst);
     kern_fence_sys();
+#if defined(KERN_HOST)
+    /* host backend: a release store (free on x86), which the proxy's acquire load pairs with;
+     * the fence + relaxed store above is as correct in C11, but ThreadSanitizer does not model
+     * fences and reported the proxy's read of the source buffer as a race */
+    __atomic_store_n(&slot->snd, snd | KERN_TRIG_VALID, __ATOMIC_RELEASE);
+#else
     kern_st_rlx_u64(&slot->snd, snd | KERN_TRIG_VALID);
+#endif
     return pos;
 }
 

@@ -78,8 +78,15 @@ START_TEST(t_burst_bounded)
     ck_assert_uint_le(max_depth, HOST_STREAM_DEPTH);
     ck_assert_uint_ge(max_depth, HOST_STREAM_DEPTH / 2); /* the burst did fill it */
     ck_assert_uint_le(allocated, 64);
-    /* unbounded, the stalled worker lets tens of MB pile up; bounded, ~1024 tasks of ~400 B */
-    ck_assert_int_lt(peak - rss0, 4 * 1024);
+    /* unbounded, the stalled worker lets tens of MB pile up; bounded, ~1024 tasks of ~400 B.
+     * ThreadSanitizer (scripts/sanitize.sh --tsan) adds shadow and sync-object memory per byte
+     * touched (about 6 MiB here): the bound is 4x there, still far below the unbounded case. */
+#ifdef __SANITIZE_THREAD__
+    const long rss_cap_kib = 16 * 1024;
+#else
+    const long rss_cap_kib = 4 * 1024;
+#endif
+    ck_assert_int_lt(peak - rss0, rss_cap_kib);
     ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
     host_set_block_fn(old);
 }
