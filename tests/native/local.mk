@@ -31,3 +31,4 @@ if HAVE_CHECK
 TESTS += tests/native/test_native_hook.sh
 endif
 EXTRA_DIST += tests/native/test_native_hook.sh
+EXTRA_DIST += examples/native/allreduce_native.cu examples/native/allreduce_native.hip
