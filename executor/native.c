@@ -394,7 +394,8 @@ static mscclpp_result_t register_one(mscclpp_executor_t *exec, mscclpp_comm_t *c
         native_plan_t *np = NULL;
         CHECK(make_plan(mod, a, exec, comm, modes[i] == MSCCLPP_NATIVE_INPLACE, &np));
         mscclpp_result_t r = first ? MSCCLPP_OK : call_init(np);
-        if (r == MSCCLPP_OK) r = exec_registry_register(v.registry, &np->plan, ranks_per_node, tags);
+        if (r == MSCCLPP_OK)
+            r = exec_registry_register(v.registry, &np->plan, ranks_per_node, tags);
         if (r != MSCCLPP_OK) {
             plan_free_native(np);
             return r;
@@ -601,7 +602,8 @@ static mscclpp_result_t peer_memory(native_plan_t *np, const void *send, void *r
 static bool call_inplace(const char *coll, int rank, const void *send, const void *recv,
                          size_t in_bytes, size_t out_bytes)
 {
-    if (!strcmp(coll, "allgather")) return (const char *)send == (const char *)recv + rank * in_bytes;
+    if (!strcmp(coll, "allgather"))
+        return (const char *)send == (const char *)recv + rank * in_bytes;
     if (!strcmp(coll, "reducescatter"))
         return (const char *)recv == (const char *)send + rank * out_bytes;
     return send == recv;

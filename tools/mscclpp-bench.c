@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "mscclpp/mscclpp.h"
+#include "mscclpp/native.h"
 #ifdef MSCCLPP_HAVE_MPI
 #include "mscclpp/mscclpp_mpi.h"
 #endif
@@ -45,6 +46,8 @@ typedef struct {
     int blocking;          /* -z 1: wait for each call before the next */
     int cycles;            /* -N: run the whole sweep this many times */
     tune_opts_t tune; /* --tune: tune.path set */
+    const char *natives[8]; /* --native MODULE.so: native algorithms to register */
+    int nnatives;
 } opts_t;
 
 /* One column group of a row (out-of-place or in-place). */
@@ -67,6 +70,7 @@ typedef struct {
     mscclpp_executor_t *exec;
     mscclpp_stream_t stream; /* NULL: synchronous calls */
     mscclpp_plan_t *plan;
+    mscclpp_native_t *natives[8]; /* --native modules, loaded */
     bench_coll_t coll;
     int run_oop, run_ip;
     void *sendbuf, *recvbuf;
@@ -103,6 +107,9 @@ static void usage(FILE *f, const char *prog)
             "      --np N            fork N local ranks (otherwise: mpiexec -n N, or 1 rank)\n"
             "      --plan FILE       run this plan (mscclpp_execute) instead of a collective\n"
             "      --plan-dir DIR    load the default plans from DIR\n"
+            "      --native FILE.so  register the native algorithms of a module (include/\n"
+            "                        mscclpp/native.h) after the plans: the tuner times them,\n"
+            "                        a tuning table can choose them (repeatable, 8 at most)\n"
             "      --json FILE       write one JSON record per row to FILE\n"
             "      --mpi             under mpiexec: also time the MPI collective\n"
             "      --bootstrap mpi|tcp  under mpiexec: bootstrap over MPI (default) or over TCP\n"
@@ -162,7 +169,7 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 }
 
 enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, OPT_BOOT,
-       OPT_PLOT, OPT_TUNE, OPT_TUNE_BLOCKS, OPT_TUNE_THREADS, OPT_NODES };
+       OPT_PLOT, OPT_TUNE, OPT_TUNE_BLOCKS, OPT_TUNE_THREADS, OPT_NODES, OPT_NATIVE };
 
 /*
  * nccl-tests options that have no meaning here (-g GPUs per thread, -t threads per process,
@@ -203,6 +210,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"ngpus", required_argument, NULL, 'g'},    {"nthreads", required_argument, NULL, 't'},
         {"cudagraph", required_argument, NULL, 'G'},
         {"tune", required_argument, NULL, OPT_TUNE},
+        {"native", required_argument, NULL, OPT_NATIVE},
         {"tune-blocks", required_argument, NULL, OPT_TUNE_BLOCKS},
         {"tune-threads", required_argument, NULL, OPT_TUNE_THREADS},
         {"nodes", required_argument, NULL, OPT_NODES},
@@ -261,6 +269,12 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case OPT_NODES: if (parse_int(optarg, 1, NETNS_MAX_NODES, &o->nodes)) bad = "--nodes"; break;
         case OPT_PLAN: o->plan_path = optarg; break;
         case OPT_PLAN_DIR: o->plan_dir = optarg; break;
+        case OPT_NATIVE:
+            if (o->nnatives == (int)(sizeof o->natives / sizeof *o->natives))
+                bad = "--native (8 modules at most)";
+            else
+                o->natives[o->nnatives++] = optarg;
+            break;
         case OPT_JSON: o->json_path = optarg; break;
         case OPT_MPI: o->mpi = 1; break;
         case OPT_BOOT:
@@ -1027,6 +1041,14 @@ static int bench_rank(const opts_t *o, mscclpp_comm_t *comm, const char *launche
         report(&b, o->plan_dir, rc);
         goto fail_exec;
     }
+    for (int i = 0; i < o->nnatives; i++) {
+        if ((rc = mscclpp_native_load(o->natives[i], &b.natives[i])) != MSCCLPP_OK ||
+            (rc = mscclpp_executor_register_native(b.exec, comm, b.natives[i], NULL, 0, NULL,
+                                                   NULL)) != MSCCLPP_OK) {
+            report(&b, o->natives[i], rc);
+            goto fail_exec;
+        }
+    }
     if (mscclpp_stream_create(&b.stream) != MSCCLPP_OK) b.stream = NULL; /* synchronous calls */
     /* Every nccl-tests size fits in max_bytes for every collective; round up for alignment. */
     b.buf_bytes = (o->max_bytes + 255) & ~(size_t)255;
@@ -1109,7 +1131,9 @@ fail_bufs:
     if (b.sendbuf) mscclpp_free(b.sendbuf);
     if (b.stream) mscclpp_stream_destroy(b.stream);
 fail_exec:
+    mscclpp_executor_release_natives(b.exec);
     mscclpp_executor_destroy(b.exec);
+    for (int i = 0; i < o->nnatives; i++) mscclpp_native_destroy(b.natives[i]);
 fail_plan:
     if (b.plan) mscclpp_plan_destroy(b.plan);
     return status;

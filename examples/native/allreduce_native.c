@@ -54,8 +54,9 @@ static mscclpp_result_t allreduce(const mscclpp_native_call_t *c)
         return s->report_error(MSCCLPP_ERR_UNSUPPORTED, "dtype %d is not implemented", c->dtype);
     }
     if (strcmp(c->backend, "host") != 0)
-        return s->report_error(MSCCLPP_ERR_UNSUPPORTED, "this C version runs on the host backend "
-                               "only (allreduce_native.cu is the CUDA one), not on %s", c->backend);
+        return s->report_error(MSCCLPP_ERR_UNSUPPORTED, "this C version runs on the host "
+                               "backend only (allreduce_native_cuda.cu is the CUDA one), not on "
+                               "%s", c->backend);
     if (c->input_bytes != c->output_bytes || c->input_bytes % es)
         return s->report_error(MSCCLPP_ERR_INVALID_ARG, "input %zu and output %zu bytes must be "
                                "equal and whole elements", c->input_bytes, c->output_bytes);
@@ -69,13 +70,16 @@ static mscclpp_result_t allreduce(const mscclpp_native_call_t *c)
 
     mscclpp_result_t r = s->barrier(c); /* every input is ready */
     if (r != MSCCLPP_OK) return r;
+    void *out = c->scratch;
+    void *const *in = c->peer_input;
+    size_t len = hi - lo;
     switch (c->dtype) {
-    case MSCCLPP_FLOAT32: reduce_f32(c->scratch, c->peer_input, lo, hi - lo, c->nranks, c->op); break;
-    case MSCCLPP_FLOAT64: reduce_f64(c->scratch, c->peer_input, lo, hi - lo, c->nranks, c->op); break;
-    case MSCCLPP_INT32: reduce_i32(c->scratch, c->peer_input, lo, hi - lo, c->nranks, c->op); break;
-    case MSCCLPP_UINT32: reduce_u32(c->scratch, c->peer_input, lo, hi - lo, c->nranks, c->op); break;
-    case MSCCLPP_INT8: reduce_i8(c->scratch, c->peer_input, lo, hi - lo, c->nranks, c->op); break;
-    default: reduce_u8(c->scratch, c->peer_input, lo, hi - lo, c->nranks, c->op); break;
+    case MSCCLPP_FLOAT32: reduce_f32(out, in, lo, len, c->nranks, c->op); break;
+    case MSCCLPP_FLOAT64: reduce_f64(out, in, lo, len, c->nranks, c->op); break;
+    case MSCCLPP_INT32: reduce_i32(out, in, lo, len, c->nranks, c->op); break;
+    case MSCCLPP_UINT32: reduce_u32(out, in, lo, len, c->nranks, c->op); break;
+    case MSCCLPP_INT8: reduce_i8(out, in, lo, len, c->nranks, c->op); break;
+    default: reduce_u8(out, in, lo, len, c->nranks, c->op); break;
     }
     if ((r = s->barrier(c)) != MSCCLPP_OK) return r; /* every slice reduced, every input read */
     for (size_t p = 0; p < n; p++) {

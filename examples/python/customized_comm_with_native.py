@@ -27,7 +27,7 @@ class CustomizedComm:
         self.comm = comm
         self.t = tensors
         # the C version runs on the host backend, the CUDA one with PyTorch on a GPU
-        src, name = (("allreduce_native.cu", "native_allreduce_cuda") if tensors.torch
+        src, name = (("allreduce_native_cuda.cu", "native_allreduce_cuda") if tensors.torch
                      else ("allreduce_native.c", "native_allreduce_c"))
         module = mscclpp.compile_native(name="mscclpp_native", file=os.path.join(NATIVE, src))
         capsule = getattr(module, f"create_{name}_algorithm")()

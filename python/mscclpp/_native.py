@@ -181,9 +181,9 @@ def compile_native(name, file, backend=None, cache_dir=None, extra_flags=(), for
     backend = _backend_of(src, backend)
     cc = _compiler(backend, src)
     if not cc:
-        raise MscclppError(f"compile_native({name!r}): no compiler for {backend} "
-                           f"({'nvcc' if backend == 'cuda' else 'hipcc' if backend == 'hip' else 'gcc'}"
-                           f" not found)")
+        tool = {"cuda": "nvcc", "hip": "hipcc"}.get(backend, "gcc")
+        raise MscclppError(f"compile_native({name!r}): no compiler for {backend} ({tool} not "
+                           f"found)")
     inc = native_include_dir()
     h = hashlib.sha256()
     for part in (open(src, "rb").read(), open(os.path.join(inc, "mscclpp", "native.h"), "rb")

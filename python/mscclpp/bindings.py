@@ -583,15 +583,29 @@ def _run_default_launch(ex, comm, collective, inp, out, in_size, out_size, dtype
                            f"this default algorithm (its root is chosen per call); pass 0")
     plan = ctypes.c_void_p()
     nth = ctypes.c_int()
-    _check(lib.mscclpp_executor_choose_plan(ex.handle, collective.encode(), int(inplace), msg,
-                                            ctypes.byref(plan), ctypes.byref(nth)),
-           f"{collective} (rank {rank}, {in_size} bytes): no plan for a launch shape")
+    stage = None
+    if lib.mscclpp_executor_choose_plan(ex.handle, collective.encode(), int(inplace), msg,
+                                        ctypes.byref(plan), ctypes.byref(nth)) != 0:
+        if not inplace:
+            _check(-3, f"{collective} (rank {rank}, {in_size} bytes): no plan for a launch shape")
+        # as the library's collective does: an out-of-place plan on a staged copy of the input
+        _check(lib.mscclpp_executor_choose_plan(ex.handle, collective.encode(), 0, msg,
+                                                ctypes.byref(plan), ctypes.byref(nth)),
+               f"{collective} (rank {rank}, {in_size} bytes): no plan for a launch shape")
+        stage = RawGpuBuffer(max(in_size, 1))
+        if stream:
+            _check(lib.mscclpp_stream_synchronize(stream), f"{collective}: stream")
+        _check(lib.mscclpp_memcpy(stage.data(), inp, in_size), f"{collective}: staging copy")
+        inp = stage.data()
     red = ReduceOp.SUM if op == ReduceOp.NOP else op
     _check(lib.mscclpp_execute_launch(ex.handle, plan, inp, out, in_size, out_size, int(dtype),
                                       int(red), int(PacketType.LL16), int(nblocks),
                                       int(nthreads or nth.value), stream or None),
            f"{collective} (rank {rank}, {in_size} bytes, nblocks={nblocks}, "
            f"nthreads_per_block={nthreads})")
+    if stage is not None and stream:
+        # the staging buffer must outlive the queued call
+        _check(lib.mscclpp_stream_synchronize(stream), f"{collective}: stream")
 
 
 class NativeAlgorithm(Algorithm):

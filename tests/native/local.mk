@@ -31,4 +31,9 @@ if HAVE_CHECK
 TESTS += tests/native/test_native_hook.sh
 endif
 EXTRA_DIST += tests/native/test_native_hook.sh
-EXTRA_DIST += examples/native/allreduce_native.cu examples/native/allreduce_native.hip
+EXTRA_DIST += examples/native/allreduce_native_cuda.cu examples/native/allreduce_native_hip.hip
+# mscclpp-bench --native and the tuner with a native candidate (needs the modules above).
+if HAVE_CHECK
+TESTS += tests/native/test_native_tune.sh
+endif
+EXTRA_DIST += tests/native/test_native_tune.sh

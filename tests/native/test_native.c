@@ -206,7 +206,8 @@ static int probe_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         return MP_FAIL(rank, "the last registered algorithm's handle: %s", mscclpp_plan_name(plan));
     const mscclpp_plan_t *ar = NULL;
     MP_CHECK(rank, mscclpp_executor_select_plan(ex, "allreduce", 0, 64, "kind=probe", &ar));
-    if (mscclpp_plan_num_blocks(ar) != 7) return MP_FAIL(rank, "num_blocks %d", mscclpp_plan_num_blocks(ar));
+    if (mscclpp_plan_num_blocks(ar) != 7)
+        return MP_FAIL(rank, "num_blocks %d", mscclpp_plan_num_blocks(ar));
     int32_t *buf = NULL, *out = NULL;
     MP_CHECK(rank, mscclpp_malloc(4096, (void **)&buf));
     MP_CHECK(rank, mscclpp_malloc(4096, (void **)&out));
@@ -315,7 +316,8 @@ static int failing_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
         !strstr(mscclpp_last_error(), "'init_fails'"))
         return MP_FAIL(rank, "init failure: %s", mscclpp_last_error());
     r = mscclpp_executor_register_native(ex, comm, mod, "no_such_algo", 0, NULL, NULL);
-    if (r != MSCCLPP_ERR_INVALID_ARG || !strstr(mscclpp_last_error(), "no algorithm 'no_such_algo'"))
+    if (r != MSCCLPP_ERR_INVALID_ARG ||
+        !strstr(mscclpp_last_error(), "no algorithm 'no_such_algo'"))
         return MP_FAIL(rank, "unknown name: %s", mscclpp_last_error());
 
     char *a = NULL, *b = NULL;

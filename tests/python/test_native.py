@@ -98,11 +98,11 @@ def _gpu_compile(tmp_path, tool, src, name, algo):
 
 
 def test_cuda_module_compiles_and_loads(tmp_path):
-    _gpu_compile(tmp_path, "nvcc", "allreduce_native.cu", "ar_cuda", "native_allreduce_cuda")
+    _gpu_compile(tmp_path, "nvcc", "allreduce_native_cuda.cu", "ar_cuda", "native_allreduce_cuda")
 
 
 def test_hip_module_compiles_and_loads(tmp_path):
-    _gpu_compile(tmp_path, "hipcc", "allreduce_native.hip", "ar_hip", "native_allreduce_hip")
+    _gpu_compile(tmp_path, "hipcc", "allreduce_native_hip.hip", "ar_hip", "native_allreduce_hip")
 
 
 @pytest.mark.parametrize("nranks", [2, 3])

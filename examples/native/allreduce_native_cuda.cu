@@ -2,12 +2,12 @@
  * The CUDA version of allreduce_native.c: the same reduce-scatter + all-gather over every
  * rank's input and scratch, mapped into this process by the library (CUDA IPC), with the
  * kernels on the caller's stream and host barriers between the phases. Built by
- * mscclpp.compile_native("allreduce_native_cuda", "allreduce_native.cu") with nvcc.
+ * mscclpp.compile_native("allreduce_native_cuda", "allreduce_native_cuda.cu") with nvcc.
  *
  * Simple rather than fast: each phase ends with a stream sync and a bootstrap barrier (a
  * device-side flag exchange through peer_scratch would avoid both). float32 only.
  */
-#ifndef NATIVE_ALGO_NAME /* allreduce_native.hip includes this file with HIP's names */
+#ifndef NATIVE_ALGO_NAME /* allreduce_native_hip.hip includes this file with HIP's names */
 #include <cuda_runtime.h>
 #define NATIVE_ALGO_NAME "native_allreduce_cuda"
 #endif

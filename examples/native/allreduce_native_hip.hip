@@ -1,7 +1,7 @@
 /*
- * The HIP version of allreduce_native.cu: the same source, with HIP's names for the few runtime
- * calls it makes. Built by mscclpp.compile_native("allreduce_native_hip", "allreduce_native.hip")
- * with hipcc.
+ * The HIP version of allreduce_native_cuda.cu: the same source, with HIP's names for the few
+ * runtime calls it makes. Built with hipcc by
+ * mscclpp.compile_native("allreduce_native_hip", "allreduce_native_hip.hip").
  */
 #include <hip/hip_runtime.h>
 
@@ -13,4 +13,4 @@
 #define cudaStreamSynchronize hipStreamSynchronize
 #define NATIVE_ALGO_NAME "native_allreduce_hip"
 
-#include "allreduce_native.cu"
+#include "allreduce_native_cuda.cu"
