@@ -3,3 +3,4 @@
 libmscclpp_la_SOURCES += executor/native.c
 noinst_HEADERS += executor/native_exec.h
 mscclppinclude_HEADERS += include/mscclpp/native.h
+libmscclpp_la_SOURCES += executor/plan_traffic.c

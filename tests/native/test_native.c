@@ -206,6 +206,10 @@ static int probe_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         return MP_FAIL(rank, "the last registered algorithm's handle: %s", mscclpp_plan_name(plan));
     const mscclpp_plan_t *ar = NULL;
     MP_CHECK(rank, mscclpp_executor_select_plan(ex, "allreduce", 0, 64, "kind=probe", &ar));
+    uint64_t moved = 1;
+    if (mscclpp_plan_traffic(ar, 64, 64, MSCCLPP_INT32, &moved) != MSCCLPP_ERR_UNSUPPORTED ||
+        moved != 0 || !strstr(mscclpp_last_error(), "native algorithm"))
+        return MP_FAIL(rank, "traffic of a native algorithm: %s", mscclpp_last_error());
     if (mscclpp_plan_num_blocks(ar) != 7)
         return MP_FAIL(rank, "num_blocks %d", mscclpp_plan_num_blocks(ar));
     int32_t *buf = NULL, *out = NULL;
