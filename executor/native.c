@@ -22,6 +22,7 @@
 #define NATIVE_TAG_BASE 0x5400
 #define NATIVE_KINDS 3 /* input, output, scratch */
 #define NATIVE_REC 6   /* per-call record: in base, in size, out base, out size, in off, out off */
+#define NATIVE_MAX_CTXS 16 /* buffer sets kept mapped per algorithm and executor */
 
 /* Mappings for one set of allocations (every rank's input and output allocation). */
 typedef struct native_ctx {
@@ -537,6 +538,9 @@ static mscclpp_result_t ctx_build(native_plan_t *np, const uint64_t *key, native
             CHECK_GOTO(mscclpp_regmem_recv(comm, p, NATIVE_TAG_BASE + k, m), r, fail);
             c->base[p * NATIVE_KINDS + k] = mscclpp_regmem_ptr(*m);
         }
+    /* a rank that maps a peer's memory may still need that peer (the host backend fetches the
+     * memory's descriptor from its process): nobody goes on until every mapping is done */
+    CHECK_GOTO(mscclpp_bootstrap_barrier(comm->boot), r, fail);
     *out = c;
     return MSCCLPP_OK;
 fail:
@@ -585,6 +589,18 @@ static mscclpp_result_t peer_memory(native_plan_t *np, const void *send, void *r
         CHECK(res);
         c->next = np->ctxs;
         np->ctxs = c;
+        /* bounded: every rank sees the same sequence of buffer sets, so every rank drops the
+         * same (oldest) one, and a later call with it sets it up again on all ranks */
+        int k = 0;
+        for (native_ctx_t **pp = &np->ctxs; *pp; pp = &(*pp)->next)
+            if (++k == NATIVE_MAX_CTXS) {
+                while ((*pp)->next) {
+                    native_ctx_t *old = (*pp)->next;
+                    (*pp)->next = old->next;
+                    ctx_free(np, old);
+                }
+                break;
+            }
     }
     void **pin = np->ptrs, **pout = np->ptrs + n, **pscr = np->ptrs + 2 * n;
     for (int r = 0; r < n; r++) {

@@ -165,6 +165,26 @@ static int allreduce_body(int rank, int n, const mscclpp_unique_id_t *id, void *
                 }
             }
 
+    /* more buffer sets than the algorithm keeps mapped (16): the oldest are dropped on every
+     * rank alike and set up again when they come back */
+    enum { NSETS = 20, NF = 300 };
+    float *sets[NSETS];
+    for (int k = 0; k < NSETS; k++) MP_CHECK(rank, mscclpp_malloc(NF * 4, (void **)&sets[k]));
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < NSETS; k++) {
+            for (int i = 0; i < NF; i++) sets[k][i] = (float)(rank + k + i % 3);
+            MP_CHECK(rank, mscclpp_execute_launch(ex, plan, sets[k], sets[k], NF * 4, NF * 4,
+                                                  MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                                                  MSCCLPP_PACKET_LL16, 0, 0, NULL));
+            for (int i = 0; i < NF; i++) {
+                float want = (float)(n * (n - 1) / 2 + n * (k + i % 3));
+                if (sets[k][i] != want)
+                    return MP_FAIL(rank, "buffer set %d (pass %d): element %d is %g, expected %g",
+                                   k, pass, i, sets[k][i], want);
+            }
+        }
+    for (int k = 0; k < NSETS; k++) MP_CHECK(rank, mscclpp_free(sets[k]));
+
     /* an unsupported dtype: the algorithm's own message, with its name and rank in front */
     mscclpp_result_t r = mscclpp_execute_launch(ex, plan, a, b, 64, 64, MSCCLPP_FLOAT16,
                                                 MSCCLPP_SUM, MSCCLPP_PACKET_LL16, 0, 0, NULL);
