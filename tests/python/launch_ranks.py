@@ -50,6 +50,17 @@ def main(rank, world, trio):
     run(nblocks=nb, nthreads_per_block=64)
     assert (y == want).all(), f"rank {rank}: DSL plan with a launch shape"
 
+    # the same plan as an Algorithm (what CompiledAlgorithm.execute runs)
+    algo = mscclpp.Algorithm(plan.name, "allreduce", plan=plan)
+    arun = lambda **kw: algo.execute(comm.communicator, x.ctypes.data, y.ctypes.data,  # noqa
+                                     n * 4, n * 4, mscclpp.DataType.float32,
+                                     op=mscclpp.ReduceOp.SUM, executor=ex, **kw)
+    raises(lambda: arun(nblocks=nb + 2), f"nblocks={nb + 2} needs a plan variant")
+    raises(lambda: arun(nthreads_per_block=1025), "nthreads_per_block 1025 is not in")
+    y[:] = 0
+    arun(nthreads_per_block=8)
+    assert (y == want).all(), f"rank {rank}: DSL algorithm with a launch shape"
+
     # a default algorithm with a launch shape: the plan it selects, through execute_launch
     algos = mscclpp.AlgorithmCollectionBuilder().build_default_algorithms(rank=rank)
     ar = [a for a in algos if a.name == "default_allreduce"][0]
