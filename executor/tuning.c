@@ -354,6 +354,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_execute_launch(mscclpp_executor_t *exec,
 {
     CHECK_ARG(exec != NULL);
     CHECK_ARG(plan != NULL);
+    /* a native algorithm takes any launch shape: it launches its own kernels */
+    if (exec_native_of(plan))
+        return exec_native_execute(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op,
+                                   nblocks, nthreads_per_block, 0, stream);
     if (nthreads_per_block < 0 || nthreads_per_block > 1024)
         return ERR_ARG("plan '%s': nthreads_per_block %d is not in [0, 1024] (0: the plan's)",
                        plan->name, nthreads_per_block);

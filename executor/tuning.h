@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "executor/native_exec.h"
 #include "executor/registry.h"
 #include "hal/hal.h"
 

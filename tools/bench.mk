@@ -30,3 +30,6 @@ TESTS += tests/bench/test_bench_data
 tests_bench_test_bench_data_SOURCES = tests/bench/test_bench_data.c tools/bench_data.c \
 	tools/bench_data.h
 tests_bench_test_bench_data_LDADD = libmscclpp.la -lm
+# The bound column: a copy timed in the same run, the plan's bytes moved (issue 11).
+TESTS += tests/bench/test_bench_bound.sh
+EXTRA_DIST += tests/bench/test_bench_bound.sh

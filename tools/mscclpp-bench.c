@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "mscclpp/mscclpp.h"
+#include "mscclpp/native.h"
 #ifdef MSCCLPP_HAVE_MPI
 #include "mscclpp/mscclpp_mpi.h"
 #endif
@@ -45,6 +46,8 @@ typedef struct {
     int blocking;          /* -z 1: wait for each call before the next */
     int cycles;            /* -N: run the whole sweep this many times */
     tune_opts_t tune; /* --tune: tune.path set */
+    const char *natives[8]; /* --native MODULE.so: native algorithms to register */
+    int nnatives;
 } opts_t;
 
 /* One column group of a row (out-of-place or in-place). */
@@ -56,6 +59,8 @@ typedef struct {
     long long wrong;       /* summed over ranks; -1 when not checked */
     char msg[256];         /* this rank's error message, when it failed here */
     const char *plan;      /* name of the plan that ran; NULL when unknown */
+    uint64_t moved;        /* bytes the plan reads and writes, all ranks (0: unknown) */
+    double bound;          /* algbw bound (GB/s) from moved and the copy bandwidth; 0: none */
 } column_t;
 
 typedef struct {
@@ -67,6 +72,7 @@ typedef struct {
     mscclpp_executor_t *exec;
     mscclpp_stream_t stream; /* NULL: synchronous calls */
     mscclpp_plan_t *plan;
+    mscclpp_native_t *natives[8]; /* --native modules, loaded */
     bench_coll_t coll;
     int run_oop, run_ip;
     void *sendbuf, *recvbuf;
@@ -77,6 +83,8 @@ typedef struct {
     int use_mpi;
     void *mpi_send, *mpi_recv;
     double bw_sum;
+    double copy_gbps; /* all ranks copying at once, read + written bytes (0: not measured) */
+    size_t copy_bytes;
     int bw_count, failed_calls;
     long long wrong_total;
     bench_plot_t *plot; /* rank 0 with --plot */
@@ -103,6 +111,9 @@ static void usage(FILE *f, const char *prog)
             "      --np N            fork N local ranks (otherwise: mpiexec -n N, or 1 rank)\n"
             "      --plan FILE       run this plan (mscclpp_execute) instead of a collective\n"
             "      --plan-dir DIR    load the default plans from DIR\n"
+            "      --native FILE.so  register the native algorithms of a module (include/\n"
+            "                        mscclpp/native.h) after the plans: the tuner times them,\n"
+            "                        a tuning table can choose them (repeatable, 8 at most)\n"
             "      --json FILE       write one JSON record per row to FILE\n"
             "      --mpi             under mpiexec: also time the MPI collective\n"
             "      --bootstrap mpi|tcp  under mpiexec: bootstrap over MPI (default) or over TCP\n"
@@ -162,7 +173,7 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 }
 
 enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, OPT_BOOT,
-       OPT_PLOT, OPT_TUNE, OPT_TUNE_BLOCKS, OPT_TUNE_THREADS, OPT_NODES };
+       OPT_PLOT, OPT_TUNE, OPT_TUNE_BLOCKS, OPT_TUNE_THREADS, OPT_NODES, OPT_NATIVE };
 
 /*
  * nccl-tests options that have no meaning here (-g GPUs per thread, -t threads per process,
@@ -203,6 +214,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"ngpus", required_argument, NULL, 'g'},    {"nthreads", required_argument, NULL, 't'},
         {"cudagraph", required_argument, NULL, 'G'},
         {"tune", required_argument, NULL, OPT_TUNE},
+        {"native", required_argument, NULL, OPT_NATIVE},
         {"tune-blocks", required_argument, NULL, OPT_TUNE_BLOCKS},
         {"tune-threads", required_argument, NULL, OPT_TUNE_THREADS},
         {"nodes", required_argument, NULL, OPT_NODES},
@@ -261,6 +273,12 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case OPT_NODES: if (parse_int(optarg, 1, NETNS_MAX_NODES, &o->nodes)) bad = "--nodes"; break;
         case OPT_PLAN: o->plan_path = optarg; break;
         case OPT_PLAN_DIR: o->plan_dir = optarg; break;
+        case OPT_NATIVE:
+            if (o->nnatives == (int)(sizeof o->natives / sizeof *o->natives))
+                bad = "--native (8 modules at most)";
+            else
+                o->natives[o->nnatives++] = optarg;
+            break;
         case OPT_JSON: o->json_path = optarg; break;
         case OPT_MPI: o->mpi = 1; break;
         case OPT_BOOT:
@@ -445,6 +463,70 @@ static int sum_over_ranks(bench_t *b, long long *v)
     *v = 0;
     for (int r = 0; r < b->nranks; r++) *v += all[r];
     return 0;
+}
+
+/* --- the bound column ----------------------------------------------------------------------- */
+
+/*
+ * The memory bandwidth the ranks get together: every rank copies a buffer to another of the same
+ * backend (device to device; memcpy on the host backend) at the same time, and the bytes read
+ * and written per second are summed over the ranks. The ranks of a node share that memory on
+ * the host backend and when several ranks share a GPU, so no plan can beat
+ * bytes it moves / this bandwidth (issue 11; with one GPU per rank the bound is looser).
+ * Returns -1 only when the ranks can no longer talk; a failed copy leaves copy_gbps 0.
+ */
+static int measure_copy(bench_t *b)
+{
+    size_t bytes = b->o->max_bytes;
+    if (bytes < ((size_t)8 << 20)) bytes = (size_t)8 << 20;   /* past the caches */
+    if (bytes > ((size_t)256 << 20)) bytes = (size_t)256 << 20;
+    void *src = NULL, *dst = NULL;
+    double bw = -1e300; /* a failure on any rank makes the mean negative: no bound */
+    mscclpp_result_t rc = mscclpp_malloc(bytes, &src);
+    if (rc == MSCCLPP_OK) rc = mscclpp_malloc(bytes, &dst);
+    if (rc == MSCCLPP_OK) rc = mscclpp_memset(src, 1, bytes);
+    if (rc == MSCCLPP_OK) rc = mscclpp_memcpy(dst, src, bytes); /* first touch of dst */
+    mscclpp_result_t brc = mscclpp_bootstrap_barrier(b->boot);
+    if (brc != MSCCLPP_OK) {
+        report(b, "barrier", brc);
+        return -1;
+    }
+    if (rc == MSCCLPP_OK) {
+        const int iters = 5;
+        double t0 = now_s();
+        for (int i = 0; i < iters && rc == MSCCLPP_OK; i++) rc = mscclpp_memcpy(dst, src, bytes);
+        double t = now_s() - t0;
+        if (rc == MSCCLPP_OK && t > 0) bw = 2.0 * (double)bytes * iters / t;
+    }
+    if (rc != MSCCLPP_OK) report(b, "copy bandwidth (the bound column is left out)", rc);
+    if (dst) mscclpp_free(dst);
+    if (src) mscclpp_free(src);
+    if (mean_over_ranks(b, &bw)) return -1;
+    b->copy_gbps = bw > 0 ? bw * b->nranks / 1e9 : 0;
+    b->copy_bytes = bytes;
+    return 0;
+}
+
+/* Bytes the column's plan moves and the algbw bound they imply (0 when either is unknown). */
+static void column_bound(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, uint64_t msg,
+                         int inplace, size_t size, column_t *c)
+{
+    c->moved = 0;
+    c->bound = 0;
+    if (!c->ran || c->err != MSCCLPP_OK || b->copy_gbps <= 0) return;
+    const mscclpp_plan_t *p = b->plan;
+    const char *coll = bench_coll_name(b->coll);
+    /* the plan the call ran: an in-place call with no in-place plan runs the out-of-place one */
+    if (!p && mscclpp_executor_choose_plan(b->exec, coll, inplace, msg, &p, NULL) != MSCCLPP_OK &&
+        (!inplace || mscclpp_executor_choose_plan(b->exec, coll, 0, msg, &p, NULL) != MSCCLPP_OK))
+        p = NULL;
+    size_t es = mscclpp_dtype_size(dt);
+    uint64_t moved = 0;
+    if (!p || mscclpp_plan_traffic(p, s->send_count * es, s->recv_count * es, dt, &moved) !=
+                  MSCCLPP_OK || moved == 0)
+        return; /* a native algorithm, or no plan: no bound */
+    c->moved = moved;
+    c->bound = (double)size * b->copy_gbps / (double)moved; /* GB/s, as algbw */
 }
 
 /* --- one collective call -------------------------------------------------------------------- */
@@ -655,16 +737,23 @@ static void print_header(const bench_t *b)
     printf("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
            o->min_bytes, o->max_bytes, o->step_factor ? (size_t)o->step_factor : o->step_bytes,
            o->step_factor ? "factor" : "bytes", o->warmup, o->iters, o->check);
+    if (b->copy_gbps > 0)
+        printf("# copy bandwidth %.2f GB/s (bytes read + written, %d ranks copying %zu bytes each "
+               "at once); bound = algbw if the plan's bytes moved ran at that bandwidth\n",
+               b->copy_gbps, b->nranks, b->copy_bytes);
     printf("#\n");
-    printf("# %10s  %12s  %8s  %6s  %6s  %29s  %29s%s\n", "", "", "", "", "", "out-of-place",
-           "in-place", b->use_mpi ? "  MPI (out-of-place)" : "");
+    printf("# %10s  %12s  %8s  %6s  %6s  %29s  %29s%s%s\n", "", "", "", "", "", "out-of-place",
+           "in-place", b->use_mpi ? "  MPI (out-of-place)" : "",
+           b->copy_gbps > 0 ? "        bound: oop      in-place" : "");
     printf("# %10s  %12s  %8s  %6s  %6s  %7s %7s %7s %6s  %7s %7s %7s %6s", "size", "count",
            "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
            "#wrong");
     if (b->use_mpi) printf("  %9s %6s", "time", "ratio");
+    if (b->copy_gbps > 0) printf("  %8s %6s %8s %6s", "bound", "%", "bound", "%");
     printf("\n# %10s  %12s  %8s  %6s  %6s  %7s %7s %7s %6s  %7s %7s %7s %6s", "(B)", "(elements)",
            "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     if (b->use_mpi) printf("  %9s %6s", "(us)", "mpi/us");
+    if (b->copy_gbps > 0) printf("  %8s %6s %8s %6s", "(GB/s)", "", "(GB/s)", "");
     printf("\n");
     fflush(stdout);
 }
@@ -732,6 +821,13 @@ static void json_column(const bench_t *b, const column_t *c, size_t bytes)
         fputs("null", f);
     else
         fprintf(f, "%lld", c->wrong);
+    /* the bound column: bytes the plan moves, the algbw they allow at the copy bandwidth, and
+       the share of it reached (null when unknown: a native algorithm, no copy measured) */
+    if (c->bound > 0)
+        fprintf(f, ",\"bytes_moved\":%" PRIu64 ",\"bound_algbw\":%.4f,\"bound_pct\":%.2f",
+                c->moved, c->bound, algbw / c->bound * 100);
+    else
+        fputs(",\"bytes_moved\":null,\"bound_algbw\":null,\"bound_pct\":null", f);
     fputs(",\"error\":null}", f);
 }
 
@@ -794,6 +890,13 @@ static void emit_row(bench_t *b, size_t bytes, size_t count, mscclpp_dtype_t dt,
         else
             printf("  %9.2f %6.2f", mpi_us, mpi_us / ref->time_us);
     }
+    for (int k = 0; k < 2 && b->copy_gbps > 0; k++) {
+        const column_t *c = cols[k];
+        if (c->bound > 0)
+            printf("  %8.2f %6.1f", c->bound, (double)bytes / 1e3 / c->time_us / c->bound * 100);
+        else
+            printf("  %8s %6s", "-", "-");
+    }
     printf("\n");
     for (int k = 0; k < 2; k++) {
         const column_t *c = cols[k];
@@ -828,7 +931,12 @@ static void emit_row(bench_t *b, size_t bytes, size_t count, mscclpp_dtype_t dt,
         }
         fprintf(f, "},\"tuning_file\":");
         json_string(f, mscclpp_executor_tuning_file(b->exec));
-        fprintf(f, ",\"nranks\":%d,\"backend\":", b->nranks);
+        fprintf(f, ",\"nranks\":%d,\"copy_gbps\":", b->nranks);
+        if (b->copy_gbps > 0)
+            fprintf(f, "%.4f", b->copy_gbps);
+        else
+            fputs("null", f);
+        fprintf(f, ",\"backend\":");
         json_string(f, mscclpp_backend_name());
         fprintf(f, ",\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,"
                    "\"out_of_place\":",
@@ -888,6 +996,8 @@ static int run_row(bench_t *b, size_t bytes, mscclpp_dtype_t dt, mscclpp_redop_t
     if (b->run_ip && run_column(b, &s, dt, op, 1, &ip)) return -1;
     if (oop.ran) oop.plan = column_plan(b, msg, 0);
     if (ip.ran) ip.plan = column_plan(b, msg, 1);
+    column_bound(b, &s, dt, msg, 0, size, &oop);
+    column_bound(b, &s, dt, msg, 1, size, &ip);
     double mpi_us = -1;
 #ifdef MSCCLPP_HAVE_MPI
     if (b->use_mpi) mpi_us = time_mpi(b, &s, dt, op);
@@ -1027,6 +1137,14 @@ static int bench_rank(const opts_t *o, mscclpp_comm_t *comm, const char *launche
         report(&b, o->plan_dir, rc);
         goto fail_exec;
     }
+    for (int i = 0; i < o->nnatives; i++) {
+        if ((rc = mscclpp_native_load(o->natives[i], &b.natives[i])) != MSCCLPP_OK ||
+            (rc = mscclpp_executor_register_native(b.exec, comm, b.natives[i], NULL, 0, NULL,
+                                                   NULL)) != MSCCLPP_OK) {
+            report(&b, o->natives[i], rc);
+            goto fail_exec;
+        }
+    }
     if (mscclpp_stream_create(&b.stream) != MSCCLPP_OK) b.stream = NULL; /* synchronous calls */
     /* Every nccl-tests size fits in max_bytes for every collective; round up for alignment. */
     b.buf_bytes = (o->max_bytes + 255) & ~(size_t)255;
@@ -1064,6 +1182,7 @@ static int bench_rank(const opts_t *o, mscclpp_comm_t *comm, const char *launche
         status = bench_tune_rank(&b);
         goto done;
     }
+    if (measure_copy(&b)) goto done;
     if (b.rank == 0) print_header(&b);
     int swept = 0;
     for (int cycle = 0; cycle < o->cycles && swept == 0; cycle++) swept = run_sweep(&b);
@@ -1109,7 +1228,9 @@ fail_bufs:
     if (b.sendbuf) mscclpp_free(b.sendbuf);
     if (b.stream) mscclpp_stream_destroy(b.stream);
 fail_exec:
+    mscclpp_executor_release_natives(b.exec);
     mscclpp_executor_destroy(b.exec);
+    for (int i = 0; i < o->nnatives; i++) mscclpp_native_destroy(b.natives[i]);
 fail_plan:
     if (b.plan) mscclpp_plan_destroy(b.plan);
     return status;

@@ -462,6 +462,17 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_select_plan(mscclpp_executor_t *ex
 MSCCLPP_API int mscclpp_plan_num_blocks(const mscclpp_plan_t *plan);
 
 /**
+ * Bytes that one call of `plan` with these sizes reads and writes, all ranks together: every
+ * operation's sources and destinations once (packet operations: twice on their packet side),
+ * signals and waits nothing. mscclpp-bench divides it by a copy bandwidth it measures to print
+ * the bound of its "bound" column. MSCCLPP_ERR_UNSUPPORTED for a native algorithm (what it
+ * moves is its own); size errors as mscclpp_execute reports them.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_plan_traffic(const mscclpp_plan_t *plan, size_t send_bytes,
+                                                  size_t recv_bytes, mscclpp_dtype_t dtype,
+                                                  uint64_t *bytes);
+
+/**
  * As mscclpp_execute_ex, with the launch shape of the seeds' `execute(..., nblocks,
  * nthreads_per_block)`:
  *   - `nblocks`: 0 for the plan's own; otherwise it must equal mscclpp_plan_num_blocks(plan),

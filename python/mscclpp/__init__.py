@@ -9,11 +9,12 @@ from .language.utils import AlgoSpec
 from .language.internal.types import ReduceOperationType, BufferType, SyncType
 from ._compiler import compile, CompiledAlgorithm, Constraint, default_cache_dir
 from .simulator import simulate, verify_plan, CheckResult
+from ._native import compile_native, NativeModule
 
 _BINDING_NAMES = frozenset([
     "Executor", "ExecutionPlan", "Communicator", "CommGroup", "RawGpuBuffer",
     "AlgorithmCollectionBuilder", "Algorithm", "DataType", "ReduceOp", "is_nvls_supported",
-    "PacketType", "MscclppError",
+    "PacketType", "MscclppError", "NativeAlgorithm",
 ])
 
 
@@ -26,5 +27,5 @@ def __getattr__(name):
 
 
 __all__ = ["__version__", "AlgoSpec", "compile", "CompiledAlgorithm", "Constraint",
-           "default_cache_dir", "simulate", "verify_plan", "CheckResult", "language",
+           "default_cache_dir", "compile_native", "NativeModule", "simulate", "verify_plan", "CheckResult", "language",
            "ReduceOperationType", "BufferType", "SyncType"]

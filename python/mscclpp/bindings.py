@@ -16,7 +16,7 @@ from .runtime import MscclppError, UNIQUE_ID_BYTES
 
 __all__ = ["CommGroup", "Communicator", "Executor", "ExecutionPlan", "DataType", "ReduceOp",
            "PacketType", "RawGpuBuffer", "is_nvls_supported", "AlgorithmCollectionBuilder",
-           "Algorithm", "MscclppError", "execute_plan"]
+           "Algorithm", "NativeAlgorithm", "MscclppError", "execute_plan"]
 
 
 def _lib():
@@ -234,18 +234,45 @@ class Executor:
         self._handle = h
         self.communicator = comm
         self._plans = []   # registered plans stay alive as long as the executor
+        self._natives = {}  # (module handle, algorithm name) -> plan handle of the registration
+        self._modules = []  # native modules outlive the executor's registrations
 
     @property
     def handle(self):
         return self._handle
 
     def execute(self, rank, send_buff, recv_buff, send_buff_size, recv_buff_size, data_type,
-                plan, stream=0, packet_type=PacketType.LL16, op=ReduceOp.NOP):
-        """Run ``plan`` once (MSCCL++'s Executor.execute). ``stream`` 0 waits for the result."""
-        _check(_lib().mscclpp_execute_ex(self._handle, plan._handle, send_buff, recv_buff,
-                                         send_buff_size, recv_buff_size, int(data_type),
-                                         int(op), int(packet_type), stream or None),
-               f"execute {plan.name} (rank {rank})")
+                plan, stream=0, packet_type=PacketType.LL16, op=ReduceOp.NOP, nblocks=0,
+                nthreads_per_block=0):
+        """Run ``plan`` once (MSCCL++'s Executor.execute). ``stream`` 0 waits for the result.
+        ``nblocks`` / ``nthreads_per_block`` (0: the plan's) go to ``mscclpp_execute_launch``,
+        which checks them: a plan's block count is part of the plan (another count raises the
+        library's error), threads per block are 1 to 1024."""
+        _launch_args(nblocks, nthreads_per_block)
+        handle = plan._handle if isinstance(plan, ExecutionPlan) else plan
+        name = getattr(plan, "name", "plan")
+        _check(_lib().mscclpp_execute_launch(self._handle, handle, send_buff, recv_buff,
+                                             send_buff_size, recv_buff_size, int(data_type),
+                                             int(op), int(packet_type), int(nblocks),
+                                             int(nthreads_per_block), stream or None),
+               f"execute {name} (rank {rank})")
+
+    def register_native(self, module, name=None, ranks_per_node=0, tags=None):
+        """Register algorithm ``name`` of a native module (:func:`mscclpp.compile_native`;
+        None: all of them) with this executor, as plans are registered: collectives, the
+        tuner and tuning tables see it. Returns the plan handle of the (last) one."""
+        key = (module.handle.value, name)
+        if key in self._natives:
+            return self._natives[key]
+        h = ctypes.c_void_p()
+        comm = self.communicator
+        _check(_lib().mscclpp_executor_register_native(
+            self._handle, comm.handle, module.handle, name.encode() if name else None,
+            ranks_per_node, tags.encode() if tags else None, ctypes.byref(h)),
+            f"register native {name or module.name} (rank {comm.rank()})")
+        self._natives[key] = h
+        self._modules.append(module)
+        return h
 
     def register_plan(self, plan, ranks_per_node=0, tags=None):
         """Add a plan to the executor's registry, ahead of the default plans."""
@@ -256,7 +283,10 @@ class Executor:
 
     def close(self):
         if self._handle:
-            _lib().mscclpp_executor_destroy(self._handle)
+            lib = _lib()
+            # native algorithms' mappings go before the executor (and its communicator)
+            lib.mscclpp_executor_release_natives(self._handle)
+            lib.mscclpp_executor_destroy(self._handle)
             self._handle = None
 
 
@@ -471,22 +501,38 @@ class Algorithm:
     def is_native_algorithm(self):
         return False
 
+    @staticmethod
+    def create_from_native_capsule(capsule):
+        """MSCCL++'s flow for native algorithms: ``module.create_<name>_algorithm()`` of a
+        :func:`mscclpp.compile_native` module returns the algorithm itself here."""
+        if not isinstance(capsule, NativeAlgorithm):
+            raise TypeError("create_from_native_capsule takes what a compile_native module's "
+                            "create_<name>_algorithm() returns")
+        return capsule
+
     def execute(self, comm, input_buffer, output_buffer, input_size, output_size, dtype,
                 op=ReduceOp.NOP, stream=0, executor=None, nblocks=0, nthreads_per_block=0,
                 symmetric_memory=False, extras=None, accum_dtype=None):
         """Run once; returns 0 (errors raise MscclppError naming the library's message).
 
-        ``nblocks`` / ``nthreads_per_block`` (0 = the plan's) are checked and accepted; the C
-        API has no per-call launch shape yet, so they take effect when it does.
-        ``symmetric_memory`` is a hint: the executor caches its buffer setup per address
-        either way. ``extras`` / ``accum_dtype`` are accepted for MSCCL++ compatibility."""
+        ``nblocks`` / ``nthreads_per_block`` (0 = the plan's) go to the library's
+        ``mscclpp_execute_launch``, which checks them against the plan (a DSL plan, or the plan
+        a default algorithm selects for this call). ``symmetric_memory`` is a hint: the
+        executor caches its buffer setup per address either way. ``extras`` /
+        ``accum_dtype`` are accepted for MSCCL++ compatibility."""
         _launch_args(nblocks, nthreads_per_block)
         comm = comm.communicator if isinstance(comm, CommGroup) else comm
         ex = executor or comm.default_executor()
         if self.is_dsl_algorithm():
             plan = self._plan or _compiled_plan(self._compiled)
             ex.execute(comm.rank(), input_buffer, output_buffer, input_size, output_size, dtype,
-                       plan, stream, op=op)
+                       plan, stream, op=op, nblocks=nblocks,
+                       nthreads_per_block=nthreads_per_block)
+            return 0
+        if nblocks or nthreads_per_block:
+            _run_default_launch(ex, comm, self.collective, input_buffer, output_buffer,
+                                input_size, output_size, DataType(int(dtype)), op, stream,
+                                nblocks, nthreads_per_block)
             return 0
         _run_default(ex, comm, self.collective, input_buffer, output_buffer, input_size,
                      output_size, DataType(int(dtype)), op, stream, extras)
@@ -518,6 +564,81 @@ def _run_default(ex, comm, collective, inp, out, in_size, out_size, dtype, op, s
     else:
         raise MscclppError(f"no default algorithm for {collective}")
     _check(rc, what)
+
+
+def _run_default_launch(ex, comm, collective, inp, out, in_size, out_size, dtype, op, stream,
+                        nblocks, nthreads):
+    """A default algorithm with a launch shape: the plan the collective would pick for this
+    call (tuning table, then the registry), run through mscclpp_execute_launch."""
+    lib = _lib()
+    rank = comm.rank()
+    if collective == "allgather":
+        inplace, msg = inp == out + rank * in_size, out_size
+    elif collective == "reducescatter":
+        inplace, msg = out == inp + rank * out_size, in_size
+    elif collective in ("allreduce", "alltoall"):
+        inplace, msg = inp == out, in_size
+    else:
+        raise MscclppError(f"{collective}: nblocks / nthreads_per_block are not supported for "
+                           f"this default algorithm (its root is chosen per call); pass 0")
+    plan = ctypes.c_void_p()
+    nth = ctypes.c_int()
+    stage = None
+    if lib.mscclpp_executor_choose_plan(ex.handle, collective.encode(), int(inplace), msg,
+                                        ctypes.byref(plan), ctypes.byref(nth)) != 0:
+        if not inplace:
+            _check(-3, f"{collective} (rank {rank}, {in_size} bytes): no plan for a launch shape")
+        # as the library's collective does: an out-of-place plan on a staged copy of the input
+        _check(lib.mscclpp_executor_choose_plan(ex.handle, collective.encode(), 0, msg,
+                                                ctypes.byref(plan), ctypes.byref(nth)),
+               f"{collective} (rank {rank}, {in_size} bytes): no plan for a launch shape")
+        stage = RawGpuBuffer(max(in_size, 1))
+        if stream:
+            _check(lib.mscclpp_stream_synchronize(stream), f"{collective}: stream")
+        _check(lib.mscclpp_memcpy(stage.data(), inp, in_size), f"{collective}: staging copy")
+        inp = stage.data()
+    red = ReduceOp.SUM if op == ReduceOp.NOP else op
+    _check(lib.mscclpp_execute_launch(ex.handle, plan, inp, out, in_size, out_size, int(dtype),
+                                      int(red), int(PacketType.LL16), int(nblocks),
+                                      int(nthreads or nth.value), stream or None),
+           f"{collective} (rank {rank}, {in_size} bytes, nblocks={nblocks}, "
+           f"nthreads_per_block={nthreads})")
+    if stage is not None and stream:
+        # the staging buffer must outlive the queued call
+        _check(lib.mscclpp_stream_synchronize(stream), f"{collective}: stream")
+
+
+class NativeAlgorithm(Algorithm):
+    """An algorithm of a native module (:func:`mscclpp.compile_native`): registered with the
+    executor it runs on at its first call there, then run through ``mscclpp_execute_launch``
+    with ``nblocks`` / ``nthreads_per_block`` passed to the algorithm."""
+
+    def __init__(self, module, name, collective):
+        super().__init__(name, collective)
+        self.module = module
+
+    def is_native_algorithm(self):
+        return True
+
+    def is_dsl_algorithm(self):
+        return False
+
+    def execute(self, comm, input_buffer, output_buffer, input_size, output_size, dtype,
+                op=ReduceOp.NOP, stream=0, executor=None, nblocks=0, nthreads_per_block=0,
+                symmetric_memory=False, extras=None, accum_dtype=None):
+        _launch_args(nblocks, nthreads_per_block)
+        comm = comm.communicator if isinstance(comm, CommGroup) else comm
+        ex = executor or comm.default_executor()
+        plan = ex.register_native(self.module, self.name)
+        _check(_lib().mscclpp_execute_launch(ex.handle, plan, input_buffer, output_buffer,
+                                             input_size, output_size, int(dtype), int(op),
+                                             int(PacketType.LL16), int(nblocks),
+                                             int(nthreads_per_block), stream or None),
+               f"native {self.name} (rank {comm.rank()}, {input_size} bytes)")
+        return 0
+
+    def __repr__(self):
+        return f"NativeAlgorithm(name={self.name!r}, collective={self.collective!r})"
 
 
 _compiled_plans = {}

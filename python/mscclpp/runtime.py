@@ -102,6 +102,16 @@ def load():
         "mscclpp_reducescatter": [c_void, c_void, c_void, c_size, c_int, c_int, c_void],
         "mscclpp_alltoall": [c_void, c_void, c_void, c_size, c_int, c_void],
         "mscclpp_broadcast": [c_void, c_void, c_void, c_size, c_int, c_int, c_void],
+        # send, recv, bytes, dtype, op, packet, nblocks, nthreads_per_block, stream
+        "mscclpp_execute_launch": [c_void, c_void, c_void, c_void, c_size, c_size, c_int, c_int,
+                                   c_int, c_int, c_int, c_void],
+        "mscclpp_executor_choose_plan": [c_void, ctypes.c_char_p, c_int, ctypes.c_uint64, pp,
+                                         ctypes.POINTER(c_int)],
+        "mscclpp_native_load": [ctypes.c_char_p, pp],
+        "mscclpp_native_destroy": [c_void],
+        "mscclpp_executor_register_native": [c_void, c_void, c_void, ctypes.c_char_p, c_int,
+                                             ctypes.c_char_p, pp],
+        "mscclpp_executor_release_natives": [c_void],
     }
     for name, args in sig.items():
         fn = getattr(lib, name)
@@ -116,7 +126,11 @@ def load():
     for name in ("mscclpp_plan_name", "mscclpp_plan_collective"):
         getattr(lib, name).restype = ctypes.c_char_p
         getattr(lib, name).argtypes = [c_void]
-    for name in ("mscclpp_plan_world_size", "mscclpp_plan_is_inplace"):
+    for name in ("mscclpp_native_name", "mscclpp_native_collective"):
+        getattr(lib, name).restype = ctypes.c_char_p
+        getattr(lib, name).argtypes = [c_void, c_int]
+    for name in ("mscclpp_plan_world_size", "mscclpp_plan_is_inplace", "mscclpp_native_count",
+                 "mscclpp_plan_num_blocks", "mscclpp_plan_is_native"):
         getattr(lib, name).restype = c_int
         getattr(lib, name).argtypes = [c_void]
     for name in ("mscclpp_plan_min_message_size", "mscclpp_plan_max_message_size"):

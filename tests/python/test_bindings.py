@@ -124,10 +124,14 @@ def _allreduce_default(rank, n, how, arg):
     x = np.from_dlpack(buf.to_dlpack("torch.float32"))
     x[:] = (rank + 1) * np.arange(5000, dtype=np.float32)
     ar.execute(group.communicator, x.ctypes.data, x.ctypes.data, x.nbytes, x.nbytes,
-               mscclpp.DataType.float32, mscclpp.ReduceOp.SUM, nblocks=2, nthreads_per_block=64,
+               mscclpp.DataType.float32, mscclpp.ReduceOp.SUM, nthreads_per_block=64,
                symmetric_memory=True)
     want = (n * (n + 1) // 2) * np.arange(5000, dtype=np.float32)
     assert np.array_equal(x, want), (rank, x[:8], want[:8])
+    # the launch shape reaches the library, which checks it against the plan it selects
+    with pytest.raises(mscclpp.MscclppError, match="nblocks=99 needs a plan variant"):
+        ar.execute(group.communicator, x.ctypes.data, x.ctypes.data, x.nbytes, x.nbytes,
+                   mscclpp.DataType.float32, mscclpp.ReduceOp.SUM, nblocks=99)
     with pytest.raises(ValueError):
         ar.execute(group.communicator, x.ctypes.data, x.ctypes.data, x.nbytes, x.nbytes,
                    mscclpp.DataType.float32, nblocks=-1)

@@ -18,14 +18,14 @@ pytestmark = pytest.mark.skipif(
     reason="libmscclpp.so not built (run ./scripts/build.sh or set MSCCLPP_LIBRARY)")
 
 
-def run_example(name, tmp_path):
+def run_example(name, tmp_path, nranks=2):
     pytest.importorskip("numpy", reason="the examples use NumPy tensors on the host backend")
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"),
                MSCCLPP_CACHE_DIR=str(tmp_path))
-    res = subprocess.run([sys.executable, os.path.join(EXAMPLES, name), "--nranks", "2"],
+    res = subprocess.run([sys.executable, os.path.join(EXAMPLES, name), "--nranks", str(nranks)],
                          capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "all 2 ranks passed" in res.stdout
+    assert f"all {nranks} ranks passed" in res.stdout
     return res.stdout
 
 
@@ -39,5 +39,7 @@ def test_customized_comm_with_dsl(tmp_path):
     assert out.count("DSL allreduce correct") == 2
 
 
-def test_customized_comm_with_native_algorithm():
-    pytest.skip("native algorithms (compile_native, issue 12 item 3) are not in the library yet")
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_customized_comm_with_native_algorithm(tmp_path, nranks):
+    out = run_example("customized_comm_with_native.py", tmp_path, nranks)
+    assert out.count("native allreduce correct") == nranks

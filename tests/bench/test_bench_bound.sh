@@ -1,0 +1,66 @@
+#!/bin/sh
+# The bound column of mscclpp-bench (issue 11), on the host backend (TAP): the bench times a
+# copy in the same run and prints, per size, the algbw bound implied by the plan's bytes moved
+# and the share reached; --json has the same fields. The bytes moved by the Simple allreduce of
+# plans/ must be 2(3N-2) message sizes over all N ranks (the model of tests/gpu/gpu_report.py:
+# per rank, put N-1 chunks, reduce N chunks and send N-1 copies, copy N-1 chunks out).
+top_build=${MSCCLPP_TOP_BUILDDIR:-.}
+top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+bench=$top_build/tools/mscclpp-bench
+MSCCLPP_PLAN_DIR=$top_src/plans MSCCLPP_TUNING_FILE=none MSCCLPP_HAL=host
+export MSCCLPP_PLAN_DIR MSCCLPP_TUNING_FILE MSCCLPP_HAL
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-bound.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+if ! command -v python3 >/dev/null; then
+    echo "1..0 # SKIP python3 is needed to read the --json records"
+    exit 0
+fi
+echo "1..3"
+n=0
+pass() { n=$((n + 1)); echo "ok $n - $1"; }
+fail() {
+    n=$((n + 1))
+    sed 's/^/# /' "$tmp/out" "$tmp/err" 2>/dev/null | tail -n 30
+    echo "not ok $n - $1: $2"
+}
+
+# check NRANKS: the Simple plan at 1 MiB; the JSON fields agree with each other and the model
+check() {
+    timeout -k 5 120 "$bench" --np "$1" --plan "$top_src/plans/allreduce_simple_$1.json" \
+        -b 1M -e 1M -n 3 -w 1 --json "$tmp/b.json" >"$tmp/out" 2>"$tmp/err" </dev/null
+    rc=$?
+    [ "$rc" -eq 0 ] || { why="exit status $rc"; return 1; }
+    grep -q '^# copy bandwidth [0-9.]* GB/s' "$tmp/out" || { why="no copy bandwidth line"; return 1; }
+    # the row: 13 columns of the table, then bound and % of the out-of-place column, then "-"
+    awk '/^ *[0-9]/ { rows++; if (!($14 ~ /^[0-9.]+$/ && $15 ~ /^[0-9.]+$/)) bad++ }
+         END { exit !(rows == 1 && !bad) }' "$tmp/out" || { why="no bound in the row"; return 1; }
+    why=$(python3 - "$tmp/b.json" "$1" <<'PY'
+import json, sys
+rec = [json.loads(l) for l in open(sys.argv[1])][0]
+n, c = int(sys.argv[2]), rec["out_of_place"]
+size, copy = rec["size"], rec["copy_gbps"]
+if c["bytes_moved"] != 2 * (3 * n - 2) * size:
+    print(f"bytes_moved {c['bytes_moved']}, model {2 * (3 * n - 2) * size}")
+elif not copy or abs(c["bound_algbw"] - size * copy / c["bytes_moved"]) > 1e-3 * c["bound_algbw"]:
+    print(f"bound {c['bound_algbw']} is not size * copy / bytes_moved")
+elif abs(c["bound_pct"] - 100 * c["algbw"] / c["bound_algbw"]) > 0.01 * c["bound_pct"] + 0.01:
+    print(f"bound_pct {c['bound_pct']} is not algbw / bound")
+PY
+)
+    [ -z "$why" ]
+}
+
+name="2 ranks: the Simple allreduce moves 8 message sizes; bound and % from the copy"
+if check 2; then pass "$name"; else fail "$name" "$why"; fi
+name="4 ranks: 20 message sizes"
+if check 4; then pass "$name"; else fail "$name" "$why"; fi
+
+name="the default plans get a bound per column too (both placements)"
+timeout -k 5 120 "$bench" --np 2 allreduce -b 64K -e 256K -f 4 -n 2 -w 1 >"$tmp/out" \
+    2>"$tmp/err" </dev/null
+rc=$?
+if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
+elif ! awk '/^ *[0-9]/ { rows++; if (NF != 17 || $14 !~ /^[0-9.]+$/ || $16 !~ /^[0-9.]+$/) bad++ }
+            END { exit !(rows == 2 && !bad) }' "$tmp/out"; then fail "$name" "rows without bounds"
+else pass "$name"; fi

@@ -1,0 +1,425 @@
+/*
+ * Native algorithms (include/mscclpp/native.h) on forked ranks of the host backend: the C
+ * allreduce of examples/native checked element by element at 2 and 4 ranks (dtypes, ops,
+ * sizes, in-place and out-of-place, moving offsets), selection through the registry and the
+ * tuning table, the launch shape and root reaching the algorithm, and every error a user can
+ * meet (a module that is missing, has no symbols, was built for another ABI, fails in init or
+ * in a call, with and without a message).
+ */
+#include <check.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mscclpp/mscclpp.h"
+#include "mscclpp/native.h"
+#include "tests/unit/mp_harness.h"
+
+#ifndef NATIVE_MODULE_DIR
+#error "NATIVE_MODULE_DIR (where the test modules are built) must be defined"
+#endif
+
+static char example_so[1024], probe_so[1024], failing_so[1024], badabi_so[1024], nosyms_so[1024];
+
+static void set_paths(void)
+{
+    snprintf(example_so, sizeof example_so, "%s/libnative_example.so", NATIVE_MODULE_DIR);
+    snprintf(probe_so, sizeof probe_so, "%s/libnative_probe.so", NATIVE_MODULE_DIR);
+    snprintf(failing_so, sizeof failing_so, "%s/libnative_failing.so", NATIVE_MODULE_DIR);
+    snprintf(badabi_so, sizeof badabi_so, "%s/libnative_badabi.so", NATIVE_MODULE_DIR);
+    snprintf(nosyms_so, sizeof nosyms_so, "%s/libnative_nosyms.so", NATIVE_MODULE_DIR);
+    /* the default plans are not needed: only native algorithms run here */
+    setenv("MSCCLPP_PLAN_DIR", "/nonexistent-mscclpp-plans", 1);
+    setenv("MSCCLPP_TUNING_FILE", "none", 1);
+}
+
+/* ---- loading errors (one process, no ranks) ---- */
+
+START_TEST(t_load_errors)
+{
+    set_paths();
+    mscclpp_native_t *m = (mscclpp_native_t *)1;
+    ck_assert_int_eq(mscclpp_native_load("/nonexistent/mod.so", &m), MSCCLPP_ERR_SYSTEM);
+    ck_assert_ptr_null(m);
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "/nonexistent/mod.so"));
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "dlopen"));
+
+    ck_assert_int_eq(mscclpp_native_load(nosyms_so, &m), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(mscclpp_last_error(), "no symbol mscclpp_native_abi_version"));
+
+    ck_assert_int_eq(mscclpp_native_load(badabi_so, &m), MSCCLPP_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(mscclpp_last_error(), "version 99") &&
+                      strstr(mscclpp_last_error(), "version 1"),
+                  "message: %s", mscclpp_last_error());
+
+    ck_assert_int_eq(mscclpp_native_load(example_so, &m), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_native_count(m), 1);
+    ck_assert_str_eq(mscclpp_native_name(m, 0), "native_allreduce_c");
+    ck_assert_str_eq(mscclpp_native_collective(m, 0), "allreduce");
+    ck_assert_ptr_null(mscclpp_native_name(m, 1));
+    ck_assert_int_eq(mscclpp_native_destroy(m), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_native_destroy(NULL), MSCCLPP_OK);
+}
+END_TEST
+
+/* ---- the example allreduce, element by element ---- */
+
+/* input element i of rank r: small integers so that every op is exact in every dtype */
+static int val(int r, size_t i) { return (int)((i * 7 + (size_t)r * 3) % 11) + 1; }
+
+static double expect(int n, size_t i, mscclpp_redop_t op)
+{
+    double acc = val(0, i);
+    for (int r = 1; r < n; r++) {
+        double v = val(r, i);
+        if (op == MSCCLPP_SUM) acc += v;
+        else if (op == MSCCLPP_MIN) acc = v < acc ? v : acc;
+        else if (op == MSCCLPP_MAX) acc = v > acc ? v : acc;
+        else acc *= v;
+    }
+    return acc;
+}
+
+static void put(void *buf, mscclpp_dtype_t dt, size_t i, double v)
+{
+    switch (dt) {
+    case MSCCLPP_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    case MSCCLPP_FLOAT64: ((double *)buf)[i] = v; break;
+    case MSCCLPP_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    default: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    }
+}
+
+static double get(const void *buf, mscclpp_dtype_t dt, size_t i)
+{
+    switch (dt) {
+    case MSCCLPP_FLOAT32: return ((const float *)buf)[i];
+    case MSCCLPP_FLOAT64: return ((const double *)buf)[i];
+    case MSCCLPP_INT32: return ((const int32_t *)buf)[i];
+    default: return ((const uint8_t *)buf)[i];
+    }
+}
+
+static int allreduce_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mscclpp_native_t *mod = NULL;
+    MP_CHECK(rank, mscclpp_native_load(example_so, &mod));
+    const mscclpp_plan_t *plan = NULL;
+    MP_CHECK(rank, mscclpp_executor_register_native(ex, comm, mod, "native_allreduce_c", 0, NULL,
+                                                    &plan));
+    if (!mscclpp_plan_is_native(plan) || strcmp(mscclpp_plan_name(plan), "native_allreduce_c") ||
+        strcmp(mscclpp_plan_collective(plan), "allreduce") || mscclpp_plan_world_size(plan) != n)
+        return MP_FAIL(rank, "the native plan handle does not describe the algorithm");
+
+    /* the registry serves it like a plan, for both in-place modes */
+    const mscclpp_plan_t *sel = NULL;
+    MP_CHECK(rank, mscclpp_executor_select_plan(ex, "allreduce", 0, 4096, NULL, &sel));
+    if (!mscclpp_plan_is_native(sel)) return MP_FAIL(rank, "out-of-place selection");
+    MP_CHECK(rank, mscclpp_executor_select_plan(ex, "allreduce", 1, 4096, NULL, &sel));
+    if (!mscclpp_plan_is_native(sel)) return MP_FAIL(rank, "in-place selection");
+    const mscclpp_plan_t *cands[8];
+    int nc = 0;
+    MP_CHECK(rank, mscclpp_executor_list_plans(ex, "allreduce", 0, 4096, 0, cands, 8, &nc));
+    if (nc != 1 || !mscclpp_plan_is_native(cands[0]))
+        return MP_FAIL(rank, "tuning candidates: %d, not the native algorithm", nc);
+
+    size_t cap = 1 << 20;
+    char *a = NULL, *b = NULL;
+    MP_CHECK(rank, mscclpp_malloc(cap, (void **)&a));
+    MP_CHECK(rank, mscclpp_malloc(cap, (void **)&b));
+    const mscclpp_dtype_t dts[] = {MSCCLPP_FLOAT32, MSCCLPP_INT32, MSCCLPP_FLOAT64, MSCCLPP_UINT8};
+    const mscclpp_redop_t ops[] = {MSCCLPP_SUM, MSCCLPP_MIN, MSCCLPP_MAX, MSCCLPP_PROD};
+    const size_t counts[] = {1, 3, 1000, 65536 + 5};
+    int round = 0;
+    for (size_t d = 0; d < 4; d++)
+        for (size_t o = 0; o < 4; o++)
+            for (size_t k = 0; k < 4; k++, round++) {
+                mscclpp_dtype_t dt = dts[d];
+                mscclpp_redop_t op = ops[o];
+                /* uint8 products overflow; keep them for sums of small values only */
+                if (dt == MSCCLPP_UINT8 && op == MSCCLPP_PROD) continue;
+                size_t es = mscclpp_dtype_size(dt), count = counts[k];
+                size_t off = (size_t)(round % 5) * 8 * es; /* moving offsets in the allocations */
+                bool inplace = round % 2;
+                char *src = a + off, *dst = inplace ? src : b + off + es * 16;
+                if (off + count * es + es * 16 > cap) continue;
+                for (size_t i = 0; i < count; i++) put(src, dt, i, val(rank, i));
+                if (!inplace) memset(dst, 0xee, count * es);
+                MP_CHECK(rank, mscclpp_execute_launch(ex, plan, src, dst, count * es, count * es,
+                                                      dt, op, MSCCLPP_PACKET_LL16, 0, 0, NULL));
+                for (size_t i = 0; i < count; i++) {
+                    double want = expect(n, i, op), got = get(dst, dt, i);
+                    if (op == MSCCLPP_PROD && dt == MSCCLPP_INT32) want = (int32_t)(int64_t)want;
+                    if (got != want)
+                        return MP_FAIL(rank, "%s %s of %zu (%s): element %zu is %g, expected %g",
+                                       mscclpp_dtype_name(dt), mscclpp_redop_name(op), count,
+                                       inplace ? "in-place" : "out-of-place", i, got, want);
+                }
+            }
+
+    /* more buffer sets than the algorithm keeps mapped (16): the oldest are dropped on every
+     * rank alike and set up again when they come back */
+    enum { NSETS = 20, NF = 300 };
+    float *sets[NSETS];
+    for (int k = 0; k < NSETS; k++) MP_CHECK(rank, mscclpp_malloc(NF * 4, (void **)&sets[k]));
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < NSETS; k++) {
+            for (int i = 0; i < NF; i++) sets[k][i] = (float)(rank + k + i % 3);
+            MP_CHECK(rank, mscclpp_execute_launch(ex, plan, sets[k], sets[k], NF * 4, NF * 4,
+                                                  MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                                                  MSCCLPP_PACKET_LL16, 0, 0, NULL));
+            for (int i = 0; i < NF; i++) {
+                float want = (float)(n * (n - 1) / 2 + n * (k + i % 3));
+                if (sets[k][i] != want)
+                    return MP_FAIL(rank, "buffer set %d (pass %d): element %d is %g, expected %g",
+                                   k, pass, i, sets[k][i], want);
+            }
+        }
+    for (int k = 0; k < NSETS; k++) MP_CHECK(rank, mscclpp_free(sets[k]));
+
+    /* an unsupported dtype: the algorithm's own message, with its name and rank in front */
+    mscclpp_result_t r = mscclpp_execute_launch(ex, plan, a, b, 64, 64, MSCCLPP_FLOAT16,
+                                                MSCCLPP_SUM, MSCCLPP_PACKET_LL16, 0, 0, NULL);
+    if (r != MSCCLPP_ERR_UNSUPPORTED || !strstr(mscclpp_last_error(), "native_allreduce_c") ||
+        !strstr(mscclpp_last_error(), "dtype 1 is not implemented"))
+        return MP_FAIL(rank, "float16: %s: %s", mscclpp_result_string(r), mscclpp_last_error());
+
+    MP_CHECK(rank, mscclpp_executor_release_natives(ex));
+    MP_CHECK(rank, mscclpp_free(a));
+    MP_CHECK(rank, mscclpp_free(b));
+    MP_CHECK(rank, mscclpp_executor_destroy(ex));
+    MP_CHECK(rank, mscclpp_native_destroy(mod));
+    MP_CHECK(rank, mscclpp_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(t_allreduce)
+{
+    set_paths();
+    int n = _i;
+    ck_assert_int_eq(mp_run(n, allreduce_body, NULL, 120, NULL), 0);
+}
+END_TEST
+
+/* ---- launch shape, root and op reach the algorithm; the tuning table picks it ---- */
+
+static int probe_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mscclpp_native_t *mod = NULL;
+    MP_CHECK(rank, mscclpp_native_load(probe_so, &mod));
+    const mscclpp_plan_t *plan = NULL;
+    MP_CHECK(rank, mscclpp_executor_register_native(ex, comm, mod, NULL, 0, "kind=probe", &plan));
+    if (strcmp(mscclpp_plan_name(plan), "probe_broadcast"))
+        return MP_FAIL(rank, "the last registered algorithm's handle: %s", mscclpp_plan_name(plan));
+    const mscclpp_plan_t *ar = NULL;
+    MP_CHECK(rank, mscclpp_executor_select_plan(ex, "allreduce", 0, 64, "kind=probe", &ar));
+    uint64_t moved = 1;
+    if (mscclpp_plan_traffic(ar, 64, 64, MSCCLPP_INT32, &moved) != MSCCLPP_ERR_UNSUPPORTED ||
+        moved != 0 || !strstr(mscclpp_last_error(), "native algorithm"))
+        return MP_FAIL(rank, "traffic of a native algorithm: %s", mscclpp_last_error());
+    if (mscclpp_plan_num_blocks(ar) != 7)
+        return MP_FAIL(rank, "num_blocks %d", mscclpp_plan_num_blocks(ar));
+    int32_t *buf = NULL, *out = NULL;
+    MP_CHECK(rank, mscclpp_malloc(4096, (void **)&buf));
+    MP_CHECK(rank, mscclpp_malloc(4096, (void **)&out));
+    struct { int nb, nt; int32_t want[8]; } cases[] = {
+        {0, 0, {7, 96, 0, MSCCLPP_MAX, MSCCLPP_INT32, rank, n, 0}},   /* the algorithm's defaults */
+        {3, 2000, {3, 2000, 0, MSCCLPP_MAX, MSCCLPP_INT32, rank, n, 1}}, /* any shape: its own */
+    };
+    for (int c = 0; c < 2; c++) {
+        MP_CHECK(rank, mscclpp_execute_launch(ex, ar, buf, out, 64, 64, MSCCLPP_INT32,
+                                              MSCCLPP_MAX, MSCCLPP_PACKET_LL16, cases[c].nb,
+                                              cases[c].nt, NULL));
+        for (int i = 0; i < 8; i++)
+            if (out[i] != cases[c].want[i])
+                return MP_FAIL(rank, "case %d: field %d is %d, expected %d", c, i, out[i],
+                               cases[c].want[i]);
+        if (out[8] != 0 || out[9] != 1) return MP_FAIL(rank, "peer memory / ABI fields");
+    }
+    mscclpp_result_t r = mscclpp_execute_launch(ex, ar, buf, out, 64, 64, MSCCLPP_INT32,
+                                                MSCCLPP_SUM, MSCCLPP_PACKET_LL16, -1, 0, NULL);
+    if (r != MSCCLPP_ERR_INVALID_ARG || !strstr(mscclpp_last_error(), "nblocks -1"))
+        return MP_FAIL(rank, "nblocks -1: %s", mscclpp_last_error());
+    /* MSCCLPP_REDOP_PLAN means the default, SUM */
+    MP_CHECK(rank, mscclpp_execute_launch(ex, plan, buf, out, 64, 64, MSCCLPP_FLOAT32,
+                                          MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 0, 0, NULL));
+    if (out[3] != MSCCLPP_SUM || out[4] != MSCCLPP_FLOAT32) return MP_FAIL(rank, "op/dtype");
+
+    /* a tuning table naming the algorithm: the executor's choice for that size */
+    char dev[256], path[512];
+    MP_CHECK(rank, mscclpp_executor_tuning_target(ex, dev, sizeof dev, NULL, 0));
+    snprintf(path, sizeof path, "/tmp/mscclpp-native-tune-%d-%d.json", (int)getppid(), rank);
+    FILE *f = fopen(path, "w");
+    if (!f) return MP_FAIL(rank, "cannot write %s", path);
+    fprintf(f, "{\"format\": \"mscclpp-tuning\", \"version\": 1, \"backend\": \"%s\", "
+               "\"device\": \"%s\", \"nranks\": %d, \"ranks_per_node\": %d, \"entries\": ["
+               "{\"collective\": \"allreduce\", \"inplace\": false, \"min_bytes\": 0, "
+               "\"max_bytes\": 1024, \"plan\": \"probe_allreduce\", \"nblocks\": 7, "
+               "\"nthreads\": 256}]}\n", mscclpp_backend_name(), dev, n, n);
+    fclose(f);
+    setenv("MSCCLPP_TUNING_FILE", path, 1);
+    mscclpp_executor_t *ex2 = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex2));
+    unlink(path);
+    setenv("MSCCLPP_TUNING_FILE", "none", 1);
+    MP_CHECK(rank, mscclpp_executor_register_native(ex2, comm, mod, "probe_allreduce", 0, NULL,
+                                                    NULL));
+    const mscclpp_plan_t *chosen = NULL;
+    int nth = -1;
+    MP_CHECK(rank, mscclpp_executor_choose_plan(ex2, "allreduce", 0, 512, &chosen, &nth));
+    if (!mscclpp_plan_is_native(chosen) || strcmp(mscclpp_plan_name(chosen), "probe_allreduce") ||
+        nth != 256)
+        return MP_FAIL(rank, "tuning table choice: %s, %d threads", mscclpp_plan_name(chosen), nth);
+    /* the collective call runs the table's choice with the table's threads per block (needs
+     * the executor's dispatch to natives: see hook_body) */
+    if (getenv("NATIVE_TEST_HOOK")) {
+        memset(out, 0, 64);
+        MP_CHECK(rank, mscclpp_allreduce(ex2, buf, out, 16, MSCCLPP_INT32, MSCCLPP_MIN, NULL));
+        if (out[0] == 0 && out[1] == 0) { /* the interpreter ran an empty plan: no dispatch */
+            FILE *m = fopen(getenv("NATIVE_TEST_HOOK"), "w");
+            if (m) fclose(m);
+            return 1;
+        }
+        if (out[0] != 7 || out[1] != 256 || out[3] != MSCCLPP_MIN)
+            return MP_FAIL(rank, "mscclpp_allreduce ran the native with %d blocks, %d threads, "
+                           "op %d", out[0], out[1], out[3]);
+    }
+    /* a handle belongs to the executor it was registered with */
+    r = mscclpp_execute_launch(ex, chosen, buf, out, 64, 64, MSCCLPP_INT32, MSCCLPP_SUM,
+                               MSCCLPP_PACKET_LL16, 0, 0, NULL);
+    if (r != MSCCLPP_ERR_INVALID_ARG || !strstr(mscclpp_last_error(), "another executor"))
+        return MP_FAIL(rank, "foreign handle: %s", mscclpp_last_error());
+
+    MP_CHECK(rank, mscclpp_executor_destroy(ex2));
+    MP_CHECK(rank, mscclpp_executor_destroy(ex));
+    MP_CHECK(rank, mscclpp_native_destroy(mod));
+    MP_CHECK(rank, mscclpp_free(buf));
+    MP_CHECK(rank, mscclpp_free(out));
+    MP_CHECK(rank, mscclpp_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(t_probe)
+{
+    set_paths();
+    ck_assert_int_eq(mp_run(2, probe_body, NULL, 60, NULL), 0);
+}
+END_TEST
+
+/* ---- errors of an algorithm reach mscclpp_last_error() ---- */
+
+static int failing_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mscclpp_native_t *mod = NULL;
+    MP_CHECK(rank, mscclpp_native_load(failing_so, &mod));
+    const mscclpp_plan_t *p_msg = NULL, *p_silent = NULL;
+    MP_CHECK(rank, mscclpp_executor_register_native(ex, comm, mod, "fail_msg", 0, NULL, &p_msg));
+    MP_CHECK(rank, mscclpp_executor_register_native(ex, comm, mod, "fail_silent", 0, NULL,
+                                                    &p_silent));
+    mscclpp_result_t r = mscclpp_executor_register_native(ex, comm, mod, "init_fails", 0, NULL,
+                                                          NULL);
+    if (r != MSCCLPP_ERR_SYSTEM || !strstr(mscclpp_last_error(), "init could not open") ||
+        !strstr(mscclpp_last_error(), "'init_fails'"))
+        return MP_FAIL(rank, "init failure: %s", mscclpp_last_error());
+    r = mscclpp_executor_register_native(ex, comm, mod, "no_such_algo", 0, NULL, NULL);
+    if (r != MSCCLPP_ERR_INVALID_ARG ||
+        !strstr(mscclpp_last_error(), "no algorithm 'no_such_algo'"))
+        return MP_FAIL(rank, "unknown name: %s", mscclpp_last_error());
+
+    char *a = NULL, *b = NULL;
+    MP_CHECK(rank, mscclpp_malloc(4096, (void **)&a));
+    MP_CHECK(rank, mscclpp_malloc(4096, (void **)&b));
+    /* in-place is not served by these */
+    r = mscclpp_execute_launch(ex, p_msg, a, a, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                               MSCCLPP_PACKET_LL16, 0, 0, NULL);
+    if (r != MSCCLPP_ERR_UNSUPPORTED || !strstr(mscclpp_last_error(), "in-place"))
+        return MP_FAIL(rank, "in-place call: %s", mscclpp_last_error());
+    r = mscclpp_execute_launch(ex, p_msg, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                               MSCCLPP_PACKET_LL16, 0, 0, NULL);
+    char want[128];
+    snprintf(want, sizeof want, "deliberate failure on rank %d, call 0", rank);
+    if (r != MSCCLPP_ERR_REMOTE || !strstr(mscclpp_last_error(), want) ||
+        !strstr(mscclpp_last_error(), "native algorithm 'fail_msg' (allreduce, rank"))
+        return MP_FAIL(rank, "failing call: %s: %s", mscclpp_result_string(r),
+                       mscclpp_last_error());
+    r = mscclpp_execute_launch(ex, p_msg, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                               MSCCLPP_PACKET_LL16, 0, 0, NULL);
+    if (r != MSCCLPP_ERR_REMOTE || !strstr(mscclpp_last_error(), "broken by an earlier error") ||
+        !strstr(mscclpp_last_error(), want))
+        return MP_FAIL(rank, "call after the failure: %s", mscclpp_last_error());
+    r = mscclpp_execute_launch(ex, p_silent, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                               MSCCLPP_PACKET_LL16, 0, 0, NULL);
+    if (r != MSCCLPP_ERR_INTERNAL || !strstr(mscclpp_last_error(), "'fail_silent'") ||
+        !strstr(mscclpp_last_error(), "no message"))
+        return MP_FAIL(rank, "silent failure: %s: %s", mscclpp_result_string(r),
+                       mscclpp_last_error());
+    MP_CHECK(rank, mscclpp_executor_destroy(ex));
+    MP_CHECK(rank, mscclpp_native_destroy(mod));
+    MP_CHECK(rank, mscclpp_free(a));
+    MP_CHECK(rank, mscclpp_free(b));
+    MP_CHECK(rank, mscclpp_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(t_failing)
+{
+    set_paths();
+    ck_assert_int_eq(mp_run(2, failing_body, NULL, 60, NULL), 0);
+}
+END_TEST
+
+/* `test_native hook`: only the collective path (tests/native/test_native_hook.sh) */
+static int run_hook(void)
+{
+    set_paths();
+    char marker[256];
+    snprintf(marker, sizeof marker, "/tmp/mscclpp-native-hook-%d", (int)getpid());
+    unlink(marker);
+    setenv("NATIVE_TEST_HOOK", marker, 1);
+    int nf = mp_run(2, probe_body, NULL, 60, NULL);
+    if (nf == 0) return 0;
+    if (access(marker, F_OK) == 0) {
+        unlink(marker);
+        printf("SKIP: mscclpp_allreduce ran a native algorithm's plan as an empty plan: the "
+               "executor does not dispatch to exec_native_execute yet (executor.c hook)\n");
+        return 77;
+    }
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "hook")) return run_hook();
+    Suite *s = suite_create("native");
+    TCase *tc = tcase_create("native");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, t_load_errors);
+    tcase_add_loop_test(tc, t_allreduce, 2, 3);
+    tcase_add_loop_test(tc, t_allreduce, 4, 5);
+    tcase_add_test(tc, t_probe);
+    tcase_add_test(tc, t_failing);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
