@@ -130,7 +130,9 @@ static double wrap(mscclpp_dtype_t dt, double v)
 
 /* ---- one plan on one rank ---------------------------------------------------------------- */
 
-typedef enum { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_ALLTOALL, C_BROADCAST } coll_t;
+typedef enum {
+    C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_ALLTOALL, C_BROADCAST, C_SENDRECV
+} coll_t;
 
 static int coll_of(const char *name, coll_t *c)
 {
@@ -139,6 +141,7 @@ static int coll_of(const char *name, coll_t *c)
     else if (!strcmp(name, "reducescatter")) *c = C_REDUCESCATTER;
     else if (!strcmp(name, "alltoall")) *c = C_ALLTOALL;
     else if (!strcmp(name, "broadcast")) *c = C_BROADCAST;
+    else if (!strcmp(name, "sendrecv")) *c = C_SENDRECV; /* rank r's output: rank r-1's input */
     else return -1;
     return 0;
 }
@@ -272,6 +275,9 @@ static int run_plan_rank(int rank, int nranks, const mscclpp_unique_id_t *id, vo
                     case C_ALLTOALL:
                         want = input_value(dt, MSCCLPP_SUM, (int)(i / unit),
                                            (size_t)rank * unit + i % unit);
+                        break;
+                    case C_SENDRECV:
+                        want = input_value(dt, MSCCLPP_SUM, (rank + nranks - 1) % nranks, i);
                         break;
                     default:
                         want = input_value(dt, MSCCLPP_SUM, 0, i);
@@ -603,6 +609,27 @@ static void add_multinode(const char *filter)
             }
         }
         closedir(d);
+    }
+    /* MSCCL++-style programs' plans (tests/multinode/programs/<program>_<K>x<L>.json): every
+     * element checked at one size and two dtypes (every size, dtype and op when full) */
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/tests/multinode/programs", top);
+    int first = n_plans;
+    add_dir(dir, "multinode-programs/", filter);
+    for (int i = first; i < n_plans; i++) {
+        const char *us = strrchr(plans[i].name, '_');
+        int k = 0, l = 0;
+        if (!us || sscanf(us, "_%dx%d.json", &k, &l) != 2 || k < 2) {
+            snprintf(plans[i].skip_reason, sizeof plans[i].skip_reason,
+                     "the name does not end in _<nodes>x<ranks per node>.json");
+            continue;
+        }
+        plans[i].nodes = k;
+        plans[i].quick = !full;
+#ifndef MSCCLPP_HAVE_UCX
+        snprintf(plans[i].skip_reason, sizeof plans[i].skip_reason,
+                 "built without UCX: no transport between nodes");
+#endif
     }
 }
 

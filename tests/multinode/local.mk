@@ -9,3 +9,17 @@ endif
 # 2 nodes x 2 ranks as network namespaces through mscclpp-bench --nodes (skips without root/ip)
 TESTS += tests/multinode/test_netns.sh
 EXTRA_DIST += tests/multinode/test_netns.sh
+# MSCCL++-style multi-node programs and their plans (run by test_conformance_multinode.sh)
+EXTRA_DIST += tests/multinode/programs/build.py tests/multinode/programs/allgather_ring.py \
+	tests/multinode/programs/allgather_pkt.py tests/multinode/programs/reducescatter.py \
+	tests/multinode/programs/send_recv.py \
+	tests/multinode/programs/allgather_ring_2x1.json \
+	tests/multinode/programs/allgather_ring_2x2.json \
+	tests/multinode/programs/allgather_ring_4x2.json \
+	tests/multinode/programs/allgather_pkt_2x1.json \
+	tests/multinode/programs/allgather_pkt_2x2.json \
+	tests/multinode/programs/allgather_pkt_4x2.json \
+	tests/multinode/programs/reducescatter_2x1.json \
+	tests/multinode/programs/reducescatter_2x2.json \
+	tests/multinode/programs/reducescatter_4x2.json tests/multinode/programs/send_recv_2x1.json \
+	tests/multinode/programs/send_recv_2x2.json tests/multinode/programs/send_recv_4x2.json
