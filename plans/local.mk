@@ -122,4 +122,11 @@ dist_planmnflat4x2_DATA = \
 	plans/multinode/flat/4x2/alltoall.json \
 	plans/multinode/flat/4x2/broadcast.json \
 	plans/multinode/flat/4x2/reducescatter.json
+planmn8x8dir = $(plandir)/multinode/8x8
+dist_planmn8x8_DATA = \
+	plans/multinode/8x8/allgather.json \
+	plans/multinode/8x8/allreduce.json \
+	plans/multinode/8x8/alltoall.json \
+	plans/multinode/8x8/broadcast.json \
+	plans/multinode/8x8/reducescatter.json
 EXTRA_DIST += plans/multinode.py

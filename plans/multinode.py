@@ -37,6 +37,9 @@ from mscclpp.language import (
 )
 
 LAYOUTS = [(2, 1), (2, 2), (2, 3), (2, 4), (4, 2)]  # (nodes, ranks per node)
+# 8 nodes of 8 (the shape of a cluster of 8-GPU machines): hierarchical plans only; the flat
+# all-pairs ones would be 64 ranks x 63 peers
+SCALE_LAYOUTS = [(8, 8)]
 COLLECTIVES = ["allgather", "allreduce", "alltoall", "broadcast", "reducescatter"]
 
 
@@ -422,7 +425,7 @@ def hierarchical(coll, nodes, per_node):
 
 
 def default_plans():
-    for k, l in LAYOUTS:
+    for k, l in LAYOUTS + SCALE_LAYOUTS:
         for coll in COLLECTIVES:
             yield f"multinode/{k}x{l}/{coll}.json", hierarchical(coll, k, l)
     for k, l in LAYOUTS:

@@ -21,7 +21,9 @@
  * per rank, so port channels cross "nodes" over UCX/TCP. Across namespaces a run costs far more
  * than on one node, so by default the default (hierarchical) plans run a bounded tier: the three
  * sizes, every dtype with sum and every reduce op with float32; MSCCLPP_CONFORMANCE_FULL=1 runs
- * every dtype x op x size of every multi-node plan, the flat ones included.
+ * every dtype x op x size of every multi-node plan, the flat ones included. Plans of more than
+ * 16 ranks (8 nodes x 8) run only with MSCCLPP_CONFORMANCE_SCALE=1: 64 processes on a small
+ * machine take minutes per plan.
  *
  * Environment: MSCCLPP_TOP_SRCDIR (set by make check), CONFORMANCE_FILTER (substring of plan
  * file names to run), CONFORMANCE_QUICK=1 (one size, float32 and int32 only),
@@ -581,6 +583,7 @@ static void probe_backend(char *name, size_t size)
 static void add_multinode(const char *filter)
 {
     bool full = getenv("MSCCLPP_CONFORMANCE_FULL") && atoi(getenv("MSCCLPP_CONFORMANCE_FULL"));
+    bool scale = getenv("MSCCLPP_CONFORMANCE_SCALE") && atoi(getenv("MSCCLPP_CONFORMANCE_SCALE"));
     for (int flat = 0; flat < (full ? 2 : 1); flat++) {
         char base[600];
         snprintf(base, sizeof base, "%s/plans/multinode%s", top, flat ? "/flat" : "");
@@ -602,6 +605,10 @@ static void add_multinode(const char *filter)
             for (int i = first; i < n_plans; i++) {
                 plans[i].nodes = k;
                 plans[i].bounded = !full;
+                if (k * l > 16 && !scale)
+                    snprintf(plans[i].skip_reason, sizeof plans[i].skip_reason,
+                             "%d ranks: the scale tier (MSCCLPP_CONFORMANCE_SCALE=1; "
+                             "tests/multinode/test_scale.sh)", k * l);
 #ifndef MSCCLPP_HAVE_UCX
                 snprintf(plans[i].skip_reason, sizeof plans[i].skip_reason,
                          "built without UCX: no transport between nodes");

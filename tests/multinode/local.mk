@@ -9,6 +9,9 @@ endif
 # 2 nodes x 2 ranks as network namespaces through mscclpp-bench --nodes (skips without root/ip)
 TESTS += tests/multinode/test_netns.sh
 EXTRA_DIST += tests/multinode/test_netns.sh
+# 64 ranks as 8 namespace nodes (opt-in: MSCCLPP_TEST_SCALE=1; skipped otherwise)
+TESTS += tests/multinode/test_scale.sh
+EXTRA_DIST += tests/multinode/test_scale.sh
 # MSCCL++-style multi-node programs and their plans (run by test_conformance_multinode.sh)
 EXTRA_DIST += tests/multinode/programs/build.py tests/multinode/programs/allgather_ring.py \
 	tests/multinode/programs/allgather_pkt.py tests/multinode/programs/reducescatter.py \

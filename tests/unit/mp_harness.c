@@ -102,7 +102,7 @@ int mp_run(int nranks, mp_rank_fn fn, void *arg, int timeout_s, unsigned *failed
                 left--;
                 if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                     failures++;
-                    if (failed_ranks) *failed_ranks |= 1u << r;
+                    if (failed_ranks && r < 32) *failed_ranks |= 1u << r; /* a 32-bit mask */
                     if (WIFSIGNALED(status))
                         fprintf(stderr, "# rank %d died of signal %d\n", r, WTERMSIG(status));
                 }
@@ -117,7 +117,7 @@ int mp_run(int nranks, mp_rank_fn fn, void *arg, int timeout_s, unsigned *failed
                     kill(pids[r], SIGKILL);
                     waitpid(pids[r], NULL, 0);
                     failures++;
-                    if (failed_ranks) *failed_ranks |= 1u << r;
+                    if (failed_ranks && r < 32) *failed_ranks |= 1u << r; /* a 32-bit mask */
                 }
             break;
         }
