@@ -49,8 +49,9 @@ dist_plancuda_DATA = \
 	plans/cuda/reducescatter_3.json plans/cuda/reducescatter_4.json \
 	plans/cuda/reducescatter_5.json plans/cuda/reducescatter_6.json \
 	plans/cuda/reducescatter_7.json plans/cuda/reducescatter_8.json
-# Multi-node plans (plans/multinode/<nodes>x<ranks per node>/), registered first when the
-# communicator spans that many nodes of that many ranks (executor.c).
+# Multi-node plans (plans/multinode/<nodes>x<ranks per node>/, hierarchical), registered first
+# when the communicator spans that many nodes of that many ranks (executor.c); the flat
+# all-pairs variants (plans/multinode/flat/<K>x<L>/) are installed for comparison (--plan).
 planmn2x1dir = $(plandir)/multinode/2x1
 dist_planmn2x1_DATA = \
 	plans/multinode/2x1/allgather.json \
@@ -86,4 +87,46 @@ dist_planmn4x2_DATA = \
 	plans/multinode/4x2/alltoall.json \
 	plans/multinode/4x2/broadcast.json \
 	plans/multinode/4x2/reducescatter.json
+planmnflat2x1dir = $(plandir)/multinode/flat/2x1
+dist_planmnflat2x1_DATA = \
+	plans/multinode/flat/2x1/allgather.json \
+	plans/multinode/flat/2x1/allreduce.json \
+	plans/multinode/flat/2x1/alltoall.json \
+	plans/multinode/flat/2x1/broadcast.json \
+	plans/multinode/flat/2x1/reducescatter.json
+planmnflat2x2dir = $(plandir)/multinode/flat/2x2
+dist_planmnflat2x2_DATA = \
+	plans/multinode/flat/2x2/allgather.json \
+	plans/multinode/flat/2x2/allreduce.json \
+	plans/multinode/flat/2x2/alltoall.json \
+	plans/multinode/flat/2x2/broadcast.json \
+	plans/multinode/flat/2x2/reducescatter.json
+planmnflat2x3dir = $(plandir)/multinode/flat/2x3
+dist_planmnflat2x3_DATA = \
+	plans/multinode/flat/2x3/allgather.json \
+	plans/multinode/flat/2x3/allreduce.json \
+	plans/multinode/flat/2x3/alltoall.json \
+	plans/multinode/flat/2x3/broadcast.json \
+	plans/multinode/flat/2x3/reducescatter.json
+planmnflat2x4dir = $(plandir)/multinode/flat/2x4
+dist_planmnflat2x4_DATA = \
+	plans/multinode/flat/2x4/allgather.json \
+	plans/multinode/flat/2x4/allreduce.json \
+	plans/multinode/flat/2x4/alltoall.json \
+	plans/multinode/flat/2x4/broadcast.json \
+	plans/multinode/flat/2x4/reducescatter.json
+planmnflat4x2dir = $(plandir)/multinode/flat/4x2
+dist_planmnflat4x2_DATA = \
+	plans/multinode/flat/4x2/allgather.json \
+	plans/multinode/flat/4x2/allreduce.json \
+	plans/multinode/flat/4x2/alltoall.json \
+	plans/multinode/flat/4x2/broadcast.json \
+	plans/multinode/flat/4x2/reducescatter.json
+planmn8x8dir = $(plandir)/multinode/8x8
+dist_planmn8x8_DATA = \
+	plans/multinode/8x8/allgather.json \
+	plans/multinode/8x8/allreduce.json \
+	plans/multinode/8x8/alltoall.json \
+	plans/multinode/8x8/broadcast.json \
+	plans/multinode/8x8/reducescatter.json
 EXTRA_DIST += plans/multinode.py

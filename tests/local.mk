@@ -10,12 +10,15 @@ endif
 
 # Conformance: every plan x dtype x op x size, ranks as processes (see the file header).
 EXTRA_DIST += tests/conformance/conf_ref.h tests/conformance/exclude-host.txt \
-	tests/conformance/exclude-cuda.txt tests/conformance/exclude-hip.txt
+	tests/conformance/exclude-cuda.txt tests/conformance/exclude-hip.txt \
+	tests/conformance/test_conformance_multinode.sh
 if HAVE_CHECK
 check_PROGRAMS += tests/conformance/test_conformance
 TESTS += tests/conformance/test_conformance
+# the multi-node plans across network namespaces (bounded tier; MSCCLPP_CONFORMANCE_FULL=1)
+TESTS += tests/conformance/test_conformance_multinode.sh
 tests_conformance_test_conformance_SOURCES = tests/conformance/test_conformance.c \
-	tests/unit/mp_harness.c
+	tests/unit/mp_harness.c tools/netns.c tools/netns.h
 tests_conformance_test_conformance_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_conformance_test_conformance_LDADD = libmscclpp.la $(CHECK_LIBS) -lm
 endif

@@ -15,8 +15,19 @@
  * pointer), and the parent process does no device work at all before it forks the ranks (a
  * CUDA context does not survive fork(): the backend's name is asked in a throwaway child).
  *
+ * Multi-node plans (plans/multinode/<K>x<L>/, and the flat ones of plans/multinode/flat/) run
+ * when CONFORMANCE_SET=multinode (tests/conformance/test_conformance_multinode.sh), each as K
+ * nodes: every node a network namespace of its own (tools/netns.c, root), else a forced node id
+ * per rank, so port channels cross "nodes" over UCX/TCP. Across namespaces a run costs far more
+ * than on one node, so by default the default (hierarchical) plans run a bounded tier: the three
+ * sizes, every dtype with sum and every reduce op with float32; MSCCLPP_CONFORMANCE_FULL=1 runs
+ * every dtype x op x size of every multi-node plan, the flat ones included. Plans of more than
+ * 16 ranks (8 nodes x 8) run only with MSCCLPP_CONFORMANCE_SCALE=1: 64 processes on a small
+ * machine take minutes per plan.
+ *
  * Environment: MSCCLPP_TOP_SRCDIR (set by make check), CONFORMANCE_FILTER (substring of plan
- * file names to run), CONFORMANCE_QUICK=1 (one size, float32 and int32 only).
+ * file names to run), CONFORMANCE_QUICK=1 (one size, float32 and int32 only),
+ * CONFORMANCE_SET=multinode, MSCCLPP_CONFORMANCE_FULL=1 (above).
  */
 #include <check.h>
 #include <dirent.h>
@@ -29,9 +40,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "mscclpp/mscclpp.h"
 #include "tests/conformance/conf_ref.h"
 #include "tests/unit/mp_harness.h"
+#include "tools/netns.h"
 
 #define MAX_PLANS 256
 
@@ -51,6 +64,8 @@ typedef struct {
     int n_partial;
     partial_skip_t partial[MAX_PARTIAL];
     bool quick; /* tuned for another backend: one size, two dtypes (it runs anywhere) */
+    int nodes;  /* a multi-node plan for this many nodes (0: one node) */
+    bool bounded; /* multi-node CI tier: every dtype with sum, every op with float32 */
 } plan_entry_t;
 
 static plan_entry_t plans[MAX_PLANS];
@@ -117,7 +132,9 @@ static double wrap(mscclpp_dtype_t dt, double v)
 
 /* ---- one plan on one rank ---------------------------------------------------------------- */
 
-typedef enum { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_ALLTOALL, C_BROADCAST } coll_t;
+typedef enum {
+    C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_ALLTOALL, C_BROADCAST, C_SENDRECV
+} coll_t;
 
 static int coll_of(const char *name, coll_t *c)
 {
@@ -126,6 +143,7 @@ static int coll_of(const char *name, coll_t *c)
     else if (!strcmp(name, "reducescatter")) *c = C_REDUCESCATTER;
     else if (!strcmp(name, "alltoall")) *c = C_ALLTOALL;
     else if (!strcmp(name, "broadcast")) *c = C_BROADCAST;
+    else if (!strcmp(name, "sendrecv")) *c = C_SENDRECV; /* rank r's output: rank r-1's input */
     else return -1;
     return 0;
 }
@@ -171,6 +189,9 @@ static int run_plan_rank(int rank, int nranks, const mscclpp_unique_id_t *id, vo
         size_t es = es_of(dt);
         for (int opi = 0; opi < (reduces ? MSCCLPP_REDOP_COUNT : 1); opi++) {
             mscclpp_redop_t op = reduces ? (mscclpp_redop_t)opi : MSCCLPP_REDOP_PLAN;
+            if (arg->entry->bounded && !quick && reduces && op != MSCCLPP_SUM &&
+                dt != MSCCLPP_FLOAT32)
+                continue;
             for (int u = 0; u < n_units; u++) {
                 size_t unit = units[u];
                 /* keep the message inside the plan's range: scale small units up */
@@ -257,6 +278,9 @@ static int run_plan_rank(int rank, int nranks, const mscclpp_unique_id_t *id, vo
                         want = input_value(dt, MSCCLPP_SUM, (int)(i / unit),
                                            (size_t)rank * unit + i % unit);
                         break;
+                    case C_SENDRECV:
+                        want = input_value(dt, MSCCLPP_SUM, (rank + nranks - 1) % nranks, i);
+                        break;
                     default:
                         want = input_value(dt, MSCCLPP_SUM, 0, i);
                         break;
@@ -310,7 +334,17 @@ START_TEST(t_plan)
     mscclpp_plan_destroy(plan);
     run_arg_t arg = {e};
     unsigned failed = 0;
+    if (e->nodes > 1) {
+        /* K nodes: namespaces made here, each rank moves into its node before the bootstrap
+         * (or, where namespaces cannot be made, a forced node id per rank; the launcher says) */
+        netns_launch_setup(e->nodes, n);
+        mp_child_setup = netns_launch_enter;
+    }
     int f = mp_run(n, run_plan_rank, &arg, 600, &failed);
+    if (e->nodes > 1) {
+        mp_child_setup = NULL;
+        netns_launch_cleanup();
+    }
     ck_assert_msg(f == 0, "%s: %d of %d ranks failed (mask 0x%x)", e->name, f, n, failed);
 }
 END_TEST
@@ -543,12 +577,81 @@ static void probe_backend(char *name, size_t size)
     close(fd[0]);
 }
 
+/* The multi-node plans: plans/multinode/<K>x<L>/ (the defaults; bounded tier unless full), and
+ * in the full tier the flat variants of plans/multinode/flat/<K>x<L>/ (not defaults; the
+ * simulator checks them in CI, tests/python/test_default_plans.py). */
+static void add_multinode(const char *filter)
+{
+    bool full = getenv("MSCCLPP_CONFORMANCE_FULL") && atoi(getenv("MSCCLPP_CONFORMANCE_FULL"));
+    bool scale = getenv("MSCCLPP_CONFORMANCE_SCALE") && atoi(getenv("MSCCLPP_CONFORMANCE_SCALE"));
+    for (int flat = 0; flat < (full ? 2 : 1); flat++) {
+        char base[600];
+        snprintf(base, sizeof base, "%s/plans/multinode%s", top, flat ? "/flat" : "");
+        DIR *d = opendir(base);
+        if (!d) {
+            fprintf(stderr, "# conformance: cannot open %s\n", base);
+            continue;
+        }
+        struct dirent *de;
+        while ((de = readdir(d))) {
+            int k, l;
+            char tail;
+            if (sscanf(de->d_name, "%dx%d%c", &k, &l, &tail) != 2 || k < 2 || l < 1) continue;
+            char dir[1024], prefix[300];
+            snprintf(dir, sizeof dir, "%s/%s", base, de->d_name);
+            snprintf(prefix, sizeof prefix, "multinode/%s%s/", flat ? "flat/" : "", de->d_name);
+            int first = n_plans;
+            add_dir(dir, prefix, filter);
+            for (int i = first; i < n_plans; i++) {
+                plans[i].nodes = k;
+                plans[i].bounded = !full;
+                if (k * l > 16 && !scale)
+                    snprintf(plans[i].skip_reason, sizeof plans[i].skip_reason,
+                             "%d ranks: the scale tier (MSCCLPP_CONFORMANCE_SCALE=1; "
+                             "tests/multinode/test_scale.sh)", k * l);
+#ifndef MSCCLPP_HAVE_UCX
+                snprintf(plans[i].skip_reason, sizeof plans[i].skip_reason,
+                         "built without UCX: no transport between nodes");
+#endif
+            }
+        }
+        closedir(d);
+    }
+    /* MSCCL++-style programs' plans (tests/multinode/programs/<program>_<K>x<L>.json): every
+     * element checked at one size and two dtypes (every size, dtype and op when full) */
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/tests/multinode/programs", top);
+    int first = n_plans;
+    add_dir(dir, "multinode-programs/", filter);
+    for (int i = first; i < n_plans; i++) {
+        const char *us = strrchr(plans[i].name, '_');
+        int k = 0, l = 0;
+        if (!us || sscanf(us, "_%dx%d.json", &k, &l) != 2 || k < 2) {
+            snprintf(plans[i].skip_reason, sizeof plans[i].skip_reason,
+                     "the name does not end in _<nodes>x<ranks per node>.json");
+            continue;
+        }
+        plans[i].nodes = k;
+        plans[i].quick = !full;
+#ifndef MSCCLPP_HAVE_UCX
+        snprintf(plans[i].skip_reason, sizeof plans[i].skip_reason,
+                 "built without UCX: no transport between nodes");
+#endif
+    }
+}
+
 int main(void)
 {
     top = getenv("MSCCLPP_TOP_SRCDIR");
     if (!top) top = ".";
     const char *filter = getenv("CONFORMANCE_FILTER");
+    const char *set = getenv("CONFORMANCE_SET");
+    bool multinode = set && !strcmp(set, "multinode");
     char dir[600];
+    if (multinode) {
+        add_multinode(filter);
+        goto discovered;
+    }
     snprintf(dir, sizeof dir, "%s/plans", top);
     add_dir(dir, "", filter);
     snprintf(dir, sizeof dir, "%s/plans/host", top); /* backend-tuned variants: valid anywhere */
@@ -557,6 +660,7 @@ int main(void)
     add_dir(dir, "cuda/", filter);
     snprintf(dir, sizeof dir, "%s/tests/plans-reference", top);
     add_dir(dir, "", filter);
+discovered:
     qsort(plans, (size_t)n_plans, sizeof plans[0], cmp_entry);
     char backend[64];
     probe_backend(backend, sizeof backend);
@@ -567,15 +671,16 @@ int main(void)
     size_t blen = strlen(backend);
     for (int i = 0; i < n_plans; i++) {
         const char *slash = strchr(plans[i].name, '/');
+        if (plans[i].nodes) continue; /* multi-node plans: their tier is set above */
         if (slash && !((size_t)(slash - plans[i].name) == blen &&
                        !strncmp(plans[i].name, backend, blen)))
             plans[i].quick = true;
     }
 
     Suite *s = suite_create("conformance");
-    TCase *tc = tcase_create(backend);
+    TCase *tc = tcase_create(multinode ? "multinode" : backend);
     tcase_set_timeout(tc, 900);
-    if (!filter) {
+    if (!filter && !multinode) {
         tcase_add_test(tc, t_deadlock_times_out);
         tcase_add_test(tc, t_one_rank_collectives);
     }

@@ -31,3 +31,20 @@ tests_multinode_test_ib_device_SOURCES = tests/multinode/test_ib_device.c tests/
 tests_multinode_test_ib_device_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_multinode_test_ib_device_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(JANSSON_LIBS) $(CHECK_LIBS) -ldl
 endif
+# 64 ranks as 8 namespace nodes (opt-in: MSCCLPP_TEST_SCALE=1; skipped otherwise)
+TESTS += tests/multinode/test_scale.sh
+EXTRA_DIST += tests/multinode/test_scale.sh
+# MSCCL++-style multi-node programs and their plans (run by test_conformance_multinode.sh)
+EXTRA_DIST += tests/multinode/programs/build.py tests/multinode/programs/allgather_ring.py \
+	tests/multinode/programs/allgather_pkt.py tests/multinode/programs/reducescatter.py \
+	tests/multinode/programs/send_recv.py \
+	tests/multinode/programs/allgather_ring_2x1.json \
+	tests/multinode/programs/allgather_ring_2x2.json \
+	tests/multinode/programs/allgather_ring_4x2.json \
+	tests/multinode/programs/allgather_pkt_2x1.json \
+	tests/multinode/programs/allgather_pkt_2x2.json \
+	tests/multinode/programs/allgather_pkt_4x2.json \
+	tests/multinode/programs/reducescatter_2x1.json \
+	tests/multinode/programs/reducescatter_2x2.json \
+	tests/multinode/programs/reducescatter_4x2.json tests/multinode/programs/send_recv_2x1.json \
+	tests/multinode/programs/send_recv_2x2.json tests/multinode/programs/send_recv_4x2.json

@@ -108,13 +108,23 @@ END_TEST
 
 #define PC_BYTES (256 * 1024 + 12)
 
+/* UCX over tcp between forced-id "nodes" in this network namespace: loopback only. Other
+ * launchers on the machine (namespace tests, benches) add and remove bridge interfaces here at
+ * any time; a UCX address naming one of them fails with "Destination is unreachable" once that
+ * bridge is gone. */
+static void use_tls(const char *tls)
+{
+    setenv("UCX_TLS", tls, 1);
+    if (strstr(tls, "tcp") && !getenv("UCX_NET_DEVICES")) setenv("UCX_NET_DEVICES", "lo", 1);
+}
+
 static int port_api_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     const char *tls = arg; /* NULL: one node (ipc); else UCX_TLS, two nodes */
     char node[32];
     snprintf(node, sizeof node, "pc-node-%d", tls ? rank : 0);
     setenv("MSCCLPP_NODE_ID", node, 1);
-    if (tls) setenv("UCX_TLS", tls, 1);
+    if (tls) use_tls(tls);
     mscclpp_comm_t *comm = NULL;
     MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
     uint8_t *send = NULL, *recv = NULL;
@@ -180,7 +190,7 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     char node[32];
     snprintf(node, sizeof node, "test-node-%d", rank / pc->per_node);
     setenv("MSCCLPP_NODE_ID", node, 1);
-    if (pc->tls) setenv("UCX_TLS", pc->tls, 1);
+    if (pc->tls) use_tls(pc->tls);
     if (pc->transports) setenv("MSCCLPP_TRANSPORTS", pc->transports, 1);
     mscclpp_comm_t *comm = NULL;
     MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));

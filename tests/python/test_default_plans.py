@@ -12,8 +12,8 @@ from mscclpp import default_plans
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLANS = os.path.join(ROOT, "plans")
 FILES = sorted(glob.glob(os.path.join(PLANS, "*.json")) + glob.glob(os.path.join(PLANS, "*", "*.json")))
-# multi-node plans (plans/multinode/<nodes>x<ranks per node>/), checked by the simulator below
-MULTINODE = sorted(glob.glob(os.path.join(PLANS, "multinode", "*", "*.json")))
+# multi-node plans (plans/multinode/[flat/]<nodes>x<ranks per node>/), checked by the simulator below
+MULTINODE = sorted(glob.glob(os.path.join(PLANS, "multinode", "**", "*.json"), recursive=True))
 FAMILIES = ["allreduce_pkt", "allreduce_simple", "allgather", "reducescatter", "alltoall",
             "broadcast"]
 

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+int (*mp_child_setup)(int rank);
+
 int mp_fail(int rank, const char *file, int line, const char *fmt, ...)
 {
     char msg[1024];
@@ -73,7 +75,9 @@ int mp_run(int nranks, mp_rank_fn fn, void *arg, int timeout_s, unsigned *failed
         pid_t pid = fork();
         if (pid == 0) {
             mscclpp_unique_id_t id;
-            int rc = child_id(r, nranks, id_pipe, &id);
+            int rc = mp_child_setup ? mp_child_setup(r) : 0;
+            if (rc != 0) fprintf(stderr, "# rank %d: the child setup failed\n", r);
+            if (rc == 0) rc = child_id(r, nranks, id_pipe, &id);
             if (rc == 0) rc = fn(r, nranks, &id, arg);
             fflush(stdout);
             fflush(stderr);
@@ -98,7 +102,7 @@ int mp_run(int nranks, mp_rank_fn fn, void *arg, int timeout_s, unsigned *failed
                 left--;
                 if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                     failures++;
-                    if (failed_ranks) *failed_ranks |= 1u << r;
+                    if (failed_ranks && r < 32) *failed_ranks |= 1u << r; /* a 32-bit mask */
                     if (WIFSIGNALED(status))
                         fprintf(stderr, "# rank %d died of signal %d\n", r, WTERMSIG(status));
                 }
@@ -113,7 +117,7 @@ int mp_run(int nranks, mp_rank_fn fn, void *arg, int timeout_s, unsigned *failed
                     kill(pids[r], SIGKILL);
                     waitpid(pids[r], NULL, 0);
                     failures++;
-                    if (failed_ranks) *failed_ranks |= 1u << r;
+                    if (failed_ranks && r < 32) *failed_ranks |= 1u << r; /* a 32-bit mask */
                 }
             break;
         }

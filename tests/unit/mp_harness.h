@@ -16,6 +16,13 @@ typedef int (*mp_rank_fn)(int rank, int nranks, const mscclpp_unique_id_t *id, v
  */
 int mp_run(int nranks, mp_rank_fn fn, void *arg, int timeout_s, unsigned *failed_ranks);
 
+/**
+ * If set, every child of mp_run calls it first, before rank 0 makes the unique id (so a rank
+ * can move into its node's network namespace, where its bootstrap must listen); a nonzero
+ * return fails the rank.
+ */
+extern int (*mp_child_setup)(int rank);
+
 /** Print a failure message from inside a rank and return 1 (for `return MP_FAIL(...)`). */
 int mp_fail(int rank, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
