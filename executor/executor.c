@@ -66,6 +66,11 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
                                         mscclpp_redop_t op, mscclpp_packet_t packet,
                                         mscclpp_stream_t stream, int rotation)
 {
+    CHECK_ARG(ex != NULL);
+    /* a native algorithm (executor/native.c) checks and runs its own calls */
+    if (exec_native_of(plan))
+        return exec_native_execute(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op, 0,
+                                   ex->launch_nthreads, rotation, stream);
     CHECK(check_call(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet, stream));
     CHECK(exec_check(ex));
 
@@ -270,6 +275,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
     mscclpp_result_t res = hal_api_source_drain(exec->source);
     /* then, so that no stream sync asks a half-destroyed executor */
     hal_api_source_remove(exec->source);
+    exec_native_release(exec); /* before the communicator may go */
     exec_contexts_free_all(exec, true);
     if (exec->tmp) exec->hal->mem_free(exec->tmp);
     free(exec->offs);
