@@ -29,6 +29,7 @@ run() {
     rc=$?
 }
 
+want_plan="" # the plan the executor must pick (case_run), if any
 why=""      # no namespaces: why
 skip_all="" # no run at all: why
 [ "$(id -u)" = 0 ] || why="network namespaces need root"
@@ -50,7 +51,9 @@ case_run() {
         skip "$name" "$skip_all"
         return
     fi
-    run env MSCCLPP_DEBUG=INFO MSCCLPP_DEBUG_SUBSYS=NET "$bench" --np 4 --nodes 2 -n 3 -w 1 "$@"
+    rm -f "$tmp/json"
+    run env MSCCLPP_DEBUG=INFO MSCCLPP_DEBUG_SUBSYS=NET "$bench" --np 4 --nodes 2 -n 3 -w 1 \
+        --json "$tmp/json" "$@"
     # the namespaces this launcher made (mscclpp-<pid>-nK), checked for leftovers at the end
     grep -o 'network namespaces mscclpp-[0-9]*-n' "$tmp/err" | sed 's/.* //' >>"$tmp/made"
     if [ "$rc" != 0 ]; then
@@ -63,13 +66,20 @@ case_run() {
         fail "$name" "no port channel went over ucx"
     elif ! grep -q '^# Out of bounds values : 0 OK' "$tmp/out"; then
         fail "$name" "wrong values"
+    elif [ -n "$want_plan" ] && ! grep -q "\"plan\":\"$want_plan\"" "$tmp/json"; then
+        fail "$name" "the executor did not pick $want_plan: $(grep -o '"plan":"[^"]*"' \
+            "$tmp/json" | sort -u | tr '\n' ' ')"
     else
         pass "$name${why:+ (forced node ids: $why)}"
     fi
 }
 
+# the executor picks the hierarchical 2x2 plans (plans/multinode/2x2/) by itself
+want_plan=multinode_allgather_2x2
 case_run "allgather 2 nodes x 2 ranks, default multi-node plan" allgather -b 8 -e 1M -f 32
+want_plan=multinode_allreduce_2x2
 case_run "allreduce 2 nodes x 2 ranks, default multi-node plan" allreduce -b 8 -e 1M -f 32
+want_plan=
 case_run "allreduce 2 nodes x 2 ranks, every dtype" allreduce -b 4K -e 4K -d all
 case_run "reducescatter 2 nodes x 2 ranks" reducescatter -b 64 -e 256K -f 64
 case_run "alltoall 2 nodes x 2 ranks" alltoall -b 64 -e 256K -f 64
