@@ -1,13 +1,13 @@
 /* The proxy thread of port channels (core/proxy.h). */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/config.h"
 #include "base/debug.h"
+#include "base/wait.h"
 #include "core/proxy.h"
 
 struct proxy {
@@ -33,26 +33,17 @@ static void proxy_fail(proxy_t *p, mscclpp_result_t r)
     __atomic_store_n(&p->fifo->err, (uint64_t)(int64_t)r, __ATOMIC_RELEASE);
 }
 
-/* Idle back-off: poll hard for a while (latency of the next trigger), then give the core away
- * (ranks, blocks and proxies share few cores on the host backend). */
-static void proxy_idle(unsigned n)
-{
-    if (n < 256) return;
-    if (n < 512) {
-        sched_yield();
-        return;
-    }
-    struct timespec ts = {0, n < 4096 ? 5000 : 50000};
-    nanosleep(&ts, NULL);
-}
-
 static void *proxy_main(void *arg)
 {
     proxy_t *p = arg;
     kern_fifo_t *f = p->fifo;
     kern_trigger_t *slots = (kern_trigger_t *)(f + 1);
     uint64_t tail = __atomic_load_n(&f->tail, __ATOMIC_RELAXED);
-    unsigned idle = 0;
+    /* Idle: the one wait policy (base/wait.h), spinning as long as it says for this node. Its
+     * sleeps lower this thread's timer slack, without which every idle sleep of the
+     * proxy lasted 50 us or more past its end, and a trigger or an inbound signal waited that
+     * long for the proxy (the 8-byte multi-node collectives paid it several times per call). */
+    uint32_t idle = 0, spin = base_wait_spin(0);
     while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
         kern_trigger_t *s = &slots[tail & (p->size - 1)];
         uint64_t snd = __atomic_load_n(&s->snd, __ATOMIC_ACQUIRE);
@@ -61,7 +52,8 @@ static void *proxy_main(void *arg)
                 mscclpp_result_t r = p->progress(p->arg);
                 if (r != MSCCLPP_OK) proxy_fail(p, r);
             }
-            proxy_idle(idle++);
+            base_wait_step(idle, spin);
+            if (idle != UINT32_MAX) idle++; /* saturate: never back to spinning while idle */
             continue;
         }
         idle = 0;
@@ -104,6 +96,7 @@ mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, proxy_handle
         res = ERR(MSCCLPP_ERR_SYSTEM, "proxy of %s: pthread_create: %s", name, strerror(e));
         goto fail;
     }
+    (void)pthread_setname_np(p->thread, PROXY_THREAD_NAME); /* for perf, top, and the tests */
     *out = p;
     return MSCCLPP_OK;
 fail:

@@ -4,6 +4,9 @@
  * drives transport progress while the FIFO is empty. The FIFO lives in host-mapped memory
  * (hal host_alloc) so a GPU kernel can push into it; its head counter in device memory.
  *
+ * While the FIFO is empty the thread drives progress and backs off by the one wait policy of
+ * the library (base/wait.h: spin, yield, then short sleeps with a fine timer slack).
+ *
  * Errors: the first failing trigger (or progress call) is recorded, with its message, and
  * published in the FIFO's `err` word, which every port wait of the interpreter polls; later
  * triggers are consumed without being executed, so no pusher blocks on a full FIFO.
@@ -18,6 +21,9 @@
 #include "mscclpp/mscclpp.h"
 
 typedef struct proxy proxy_t;
+
+/** Name of every proxy thread (pthread_setname_np; 15 characters at most). */
+#define PROXY_THREAD_NAME "mscclpp-proxy"
 
 /** Executes one trigger; returns an error (with mscclpp_last_error() set) to stop the proxy. */
 typedef mscclpp_result_t (*proxy_handler_fn)(void *arg, uint64_t fst, uint64_t snd);

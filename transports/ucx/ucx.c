@@ -26,6 +26,7 @@
 #include "base/config.h"
 #include "core/core.h"
 #include "base/debug.h"
+#include "base/wait.h"
 #include "transports/transport.h"
 
 TP_DEFINE_STUBS("ucx")
@@ -70,12 +71,6 @@ struct tp_rmem {
     uint64_t base, bytes;
 };
 
-static uint64_t ucx_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 
 /*
@@ -347,18 +342,21 @@ static mscclpp_result_t ucx_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, t
     return MSCCLPP_OK;
 }
 
-/* Wait (lock held on entry and exit) until `req` is done; releases it. */
+/* Wait (lock held on entry and exit) until `req` is done, driving progress and backing off by
+ * the one wait policy (base/wait.h: a flush of a large put lasts milliseconds, and a busy loop
+ * of that length starves the peer's ranks on a shared node); releases `req`. */
 static mscclpp_result_t ucx_wait_req(tp_ep_t *ep, void *req, uint64_t timeout_ns,
                                      const char *what)
 {
     tp_ctx_t *c = ep->ctx;
-    uint64_t t0 = ucx_now_ns();
+    base_wait_t w;
+    base_wait_init(&w, timeout_ns, base_wait_spin(0));
     ucs_status_t st;
-    unsigned n = 0;
     while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
-        ucp_worker_progress(c->worker);
+        /* a transfer that moves stays in the spin phase; only an idle one backs off */
+        if (ucp_worker_progress(c->worker)) w.polls = 0;
         if (ep->failed != UCS_OK) break;
-        if ((++n & 255) == 0 && ucx_now_ns() - t0 > timeout_ns) {
+        if (!base_wait_pause(&w)) {
             ucp_request_cancel(c->worker, req);
             ucp_request_free(req);
             return ERR(MSCCLPP_ERR_TIMEOUT, "ucx transport: %s to rank %d did not complete in "
