@@ -1,14 +1,19 @@
 /* The proxy thread of port channels (core/proxy.h). */
 #define _GNU_SOURCE /* pthread_setname_np */
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
 
 #include "base/config.h"
 #include "base/debug.h"
 #include "base/wait.h"
 #include "core/proxy.h"
+
+#define PROXY_MAX_FDS 4 /* event descriptors of the transports a proxy sleeps on */
 
 struct proxy {
     const hal_ops_t *hal;
@@ -17,6 +22,7 @@ struct proxy {
     uint64_t size;
     proxy_handler_fn handler;
     proxy_progress_fn progress;
+    proxy_arm_fn arm;
     void *arg;
     pthread_t thread;
     int stop;             /* atomic */
@@ -40,10 +46,13 @@ static void *proxy_main(void *arg)
     kern_trigger_t *slots = (kern_trigger_t *)(f + 1);
     uint64_t tail = __atomic_load_n(&f->tail, __ATOMIC_RELAXED);
     /* Idle: the one wait policy (base/wait.h), spinning as long as it says for this node. Its
-     * sleeps lower this thread's timer slack, without which every idle sleep of the
+     * sleeps use a fine timer slack, without which every idle sleep of the
      * proxy lasted 50 us or more past its end, and a trigger or an inbound signal waited that
      * long for the proxy (the 8-byte multi-node collectives paid it several times per call). */
     uint32_t idle = 0, spin = base_wait_spin(0);
+    struct pollfd fds[PROXY_MAX_FDS];
+    /* the policy's fine timer slack, for the sleeps in ppoll too */
+    (void)prctl(PR_SET_TIMERSLACK, BASE_WAIT_TIMER_SLACK_NS, 0, 0, 0);
     while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
         kern_trigger_t *s = &slots[tail & (p->size - 1)];
         uint64_t snd = __atomic_load_n(&s->snd, __ATOMIC_ACQUIRE);
@@ -52,7 +61,22 @@ static void *proxy_main(void *arg)
                 mscclpp_result_t r = p->progress(p->arg);
                 if (r != MSCCLPP_OK) proxy_fail(p, r);
             }
-            base_wait_step(idle, spin);
+            uint32_t sleep_ns = base_wait_sleep_ns(idle, spin);
+            int n = 0;
+            if (sleep_ns && p->arm && p->err == MSCCLPP_OK) {
+                mscclpp_result_t r = p->arm(p->arg, fds, PROXY_MAX_FDS, &n);
+                if (r != MSCCLPP_OK) {
+                    proxy_fail(p, r);
+                    n = 0;
+                }
+            }
+            if (n < 0) continue; /* work came in while arming: progress it now */
+            if (n > 0) {
+                struct timespec ts = {0, (long)sleep_ns};
+                (void)ppoll(fds, (nfds_t)n, &ts, NULL); /* EINTR or timeout: poll the FIFO */
+            } else {
+                base_wait_step(idle, spin);
+            }
             if (idle != UINT32_MAX) idle++; /* saturate: never back to spinning while idle */
             continue;
         }
@@ -71,8 +95,8 @@ static void *proxy_main(void *arg)
 }
 
 mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, proxy_handler_fn handler,
-                              proxy_progress_fn progress, void *arg, const char *name,
-                              proxy_t **out)
+                              proxy_progress_fn progress, proxy_arm_fn arm, void *arg,
+                              const char *name, proxy_t **out)
 {
     uint64_t size = 16;
     while (size < slots && size < (1u << 20)) size <<= 1;
@@ -84,6 +108,7 @@ mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, proxy_handle
     p->size = size;
     p->handler = handler;
     p->progress = progress;
+    p->arm = arm;
     p->arg = arg;
     snprintf(p->name, sizeof p->name, "%s", name);
     CHECK_GOTO(hal->host_alloc(bytes, (void **)&p->fifo), res, fail);

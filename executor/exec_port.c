@@ -165,6 +165,37 @@ static mscclpp_result_t port_progress(void *arg)
     return MSCCLPP_OK;
 }
 
+/* The event fds of the transports in use, armed, for the idle proxy to sleep on. */
+static mscclpp_result_t port_arm(void *arg, struct pollfd *fds, int cap, int *n)
+{
+    exec_port_t *p = arg;
+    *n = 0;
+    for (int i = 0; i < TP__COUNT; i++) {
+        tp_ctx_t *ctx = NULL;
+        for (int v = 0; v < p->n && !ctx; v++)
+            if (p->peers[v].used && p->peers[v].tpi == i) ctx = p->peers[v].ctx;
+        if (!ctx) continue;
+        int fd = -1;
+        mscclpp_result_t r = tp_get(i)->arm(ctx, &fd);
+        if (r == MSCCLPP_ERR_UNSUPPORTED) { /* no fd (ipc, ib): its inbound data needs none */
+            core_clear_error();
+            continue;
+        }
+        CHECK(r);
+        if (fd < 0) {
+            *n = -1; /* work came in while arming */
+            return MSCCLPP_OK;
+        }
+        if (*n < cap) {
+            fds[*n].fd = fd;
+            fds[*n].events = POLLIN;
+            fds[*n].revents = 0;
+            (*n)++;
+        }
+    }
+    return MSCCLPP_OK;
+}
+
 /* ---- setup ---------------------------------------------------------------------------------- */
 
 static size_t msg_cap(int nslots) { return 64 + 4 * (size_t)TP_RKEY_MAX + 8 * (size_t)nslots; }
@@ -375,7 +406,7 @@ mscclpp_result_t exec_port_create(mscclpp_comm_t *comm, const struct mscclpp_pla
         int64_t slots = config_get_int(CFG_MSCCLPP_PROXY_FIFO);
         CHECK_GOTO(proxy_create(p->hal, slots < 16 ? 16u : slots > (1 << 20) ? (1u << 20)
                                                                               : (uint32_t)slots,
-                                port_handle, port_progress, p, name, &p->proxy),
+                                port_handle, port_progress, port_arm, p, name, &p->proxy),
                    res, fail);
     }
     free(msg);

@@ -90,6 +90,10 @@ typedef struct tp_ops {
     mscclpp_result_t (*ep_status)(tp_ep_t *ep);
     /* Release the connection at once (callers flush first while the peer still progresses) */
     mscclpp_result_t (*close)(tp_ep_t *ep);
+    /* Before the caller sleeps (an idle proxy): arm the context's event descriptor. OK with
+     * *fd >= 0: poll it for POLLIN, readable once progress has work (an inbound put); *fd = -1:
+     * work arrived meanwhile, progress instead of sleeping. UNSUPPORTED: no descriptor. */
+    mscclpp_result_t (*arm)(tp_ctx_t *ctx, int *fd);
 } tp_ops_t;
 
 /* Every result-returning slot with its parameters: X(slot, params) (for stubs and checks). */
@@ -109,7 +113,8 @@ typedef struct tp_ops {
     X(flush, (tp_ep_t * ep, uint64_t timeout_ns))                                               \
     X(progress, (tp_ctx_t * ctx))                                                               \
     X(ep_status, (tp_ep_t * ep))                                                                \
-    X(close, (tp_ep_t * ep))
+    X(close, (tp_ep_t * ep))                                                                   \
+    X(arm, (tp_ctx_t * ctx, int *fd))
 
 /** "<op>: not supported by the <transport> transport" as MSCCLPP_ERR_UNSUPPORTED (quiet). */
 mscclpp_result_t tp_unsupported_op(const char *transport, const char *op);

@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/debug.h"
 #include "base/wait.h"
 #include "core/core.h"
 #include "core/proxy.h"
@@ -323,8 +324,9 @@ START_TEST(t_proxy_idle_wait)
 {
     idle_probe_t q = {0};
     proxy_t *p = NULL;
-    ck_assert_int_eq(proxy_create(hal_host_ops(), 16, idle_handle, idle_progress, &q, "test", &p),
-                     MSCCLPP_OK);
+    ck_assert_int_eq(
+        proxy_create(hal_host_ops(), 16, idle_handle, idle_progress, NULL, &q, "test", &p),
+        MSCCLPP_OK);
     /* long enough to pass the spin and yield phases even on a loaded machine */
     for (int i = 0; i < 200 && __atomic_load_n(&q.progress, __ATOMIC_ACQUIRE) < 2000; i++)
         usleep(10000);
@@ -365,6 +367,60 @@ START_TEST(t_proxy_idle_wait)
 }
 END_TEST
 
+/* The idle proxy arms before it sleeps (on the descriptors its arm callback gives, a pipe
+ * here), and an error of the arm callback is the proxy's error, with its message. */
+typedef struct {
+    int fd;
+    int armed; /* atomic */
+    int fail;  /* atomic: 1 -> the next arm fails */
+} arm_probe_t;
+
+static mscclpp_result_t arm_progress(void *arg)
+{
+    (void)arg;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t arm_fds(void *arg, struct pollfd *fds, int cap, int *n)
+{
+    arm_probe_t *a = arg;
+    __atomic_add_fetch(&a->armed, 1, __ATOMIC_RELEASE);
+    if (__atomic_load_n(&a->fail, __ATOMIC_ACQUIRE))
+        return ERR(MSCCLPP_ERR_REMOTE, "arm probe: transport event fd broke");
+    ck_assert_int_ge(cap, 1);
+    fds[0].fd = a->fd;
+    fds[0].events = POLLIN;
+    fds[0].revents = 0;
+    *n = 1;
+    return MSCCLPP_OK;
+}
+
+START_TEST(t_proxy_arm)
+{
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    arm_probe_t a = {pfd[0], 0, 0};
+    proxy_t *p = NULL;
+    ck_assert_int_eq(
+        proxy_create(hal_host_ops(), 16, idle_handle, arm_progress, arm_fds, &a, "arm", &p),
+        MSCCLPP_OK);
+    for (int i = 0; i < 500 && __atomic_load_n(&a.armed, __ATOMIC_ACQUIRE) < 10; i++)
+        usleep(10000);
+    ck_assert_int_ge(__atomic_load_n(&a.armed, __ATOMIC_ACQUIRE), 10); /* it sleeps armed */
+    ck_assert_int_eq(proxy_error(p), MSCCLPP_OK);
+    __atomic_store_n(&a.fail, 1, __ATOMIC_RELEASE);
+    mscclpp_result_t r = MSCCLPP_OK;
+    for (int i = 0; i < 500 && (r = proxy_error(p)) == MSCCLPP_OK; i++) usleep(10000);
+    ck_assert_int_eq(r, MSCCLPP_ERR_REMOTE);
+    ck_assert_msg(strstr(mscclpp_last_error(), "event fd broke") &&
+                      strstr(mscclpp_last_error(), "proxy of arm"),
+                  "%s", mscclpp_last_error());
+    proxy_destroy(p);
+    close(pfd[0]);
+    close(pfd[1]);
+}
+END_TEST
+
 /* a killed rank: every other rank fails within MSCCLPP_TIMEOUT, naming it */
 START_TEST(t_kill)
 {
@@ -387,6 +443,7 @@ static Suite *suite(void)
     ADD(tc, t_tables);
     ADD(tc, t_register);
     ADD(tc, t_proxy_idle_wait);
+    ADD(tc, t_proxy_arm);
     ADD(tc, t_port_api_ipc);
     if (tp_built(TP_UCX)) ADD(tc, t_port_api_tcp);
     suite_add_tcase(s, tc);

@@ -492,6 +492,7 @@ static const tp_ops_t ib_ops = {
     .progress = ib_progress,
     .ep_status = ib_ep_status,
     .close = ib_close,
+    .arm = tp_stub_arm,
 #else
     .init = tp_stub_init,
     .fini = tp_stub_fini,
@@ -507,6 +508,7 @@ static const tp_ops_t ib_ops = {
     .progress = tp_stub_progress,
     .ep_status = tp_stub_ep_status,
     .close = tp_stub_close,
+    .arm = tp_stub_arm,
 #endif
 };
 

@@ -230,6 +230,7 @@ static const tp_ops_t ipc_ops = {
     .progress = ipc_progress,
     .ep_status = ipc_ep_status,
     .close = ipc_close,
+    .arm = tp_stub_arm,
 };
 
 const tp_ops_t *tp_ipc_ops(void) { return &ipc_ops; }

@@ -16,6 +16,8 @@
  *                   completed (UCX reads the source buffer until then).
  *   flush           ucp_ep_flush_nbx, driven by ucp_worker_progress, bounded by the timeout
  *   progress        ucp_worker_progress: over tcp the target side of a put needs it
+ *   arm             ucp_worker_arm on the worker's event fd (UCP_FEATURE_WAKEUP), for the
+ *                   proxy to sleep until a peer's put arrives
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +44,7 @@ struct tp_ctx {
     pthread_mutex_t lock;
     ucp_context_h context;
     ucp_worker_h worker;
+    int efd; /* the worker's event fd; -1 when UCX gave none */
     struct tp_ep *eps; /* open endpoints (progress reports the failed ones) */
 };
 
@@ -84,7 +87,9 @@ static ucs_status_t ucx_context_create(ucp_context_h *ctx)
 {
     ucp_params_t p = {0};
     p.field_mask = UCP_PARAM_FIELD_FEATURES;
-    p.features = UCP_FEATURE_RMA;
+    /* WAKEUP: an idle proxy sleeps on the worker's event fd (ucx_arm), so an inbound put wakes
+     * it at once instead of at the end of its back-off sleep */
+    p.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
     ucp_config_t *cfg = NULL;
     ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
     if (st != UCS_OK) return st;
@@ -150,6 +155,7 @@ static mscclpp_result_t ucx_init(mscclpp_comm_t *comm, tp_ctx_t **out)
         free(c);
         return ucx_status("ucp_worker_create", comm->rank, st);
     }
+    if (ucp_worker_get_efd(c->worker, &c->efd) != UCS_OK) c->efd = -1; /* sleeps stay timed */
     *out = c;
     return MSCCLPP_OK;
 }
@@ -427,6 +433,20 @@ static mscclpp_result_t ucx_progress(tp_ctx_t *c)
     return MSCCLPP_OK;
 }
 
+/* Drain, then arm the worker's event fd; UCS_ERR_BUSY: events came in while draining. */
+static mscclpp_result_t ucx_arm(tp_ctx_t *c, int *fd)
+{
+    *fd = -1;
+    if (c->efd < 0) return core_error_quiet(MSCCLPP_ERR_UNSUPPORTED, "ucx: no event fd");
+    pthread_mutex_lock(&c->lock);
+    while (ucp_worker_progress(c->worker)) {}
+    ucs_status_t st = ucp_worker_arm(c->worker);
+    pthread_mutex_unlock(&c->lock);
+    if (st == UCS_OK) *fd = c->efd;
+    else if (st != UCS_ERR_BUSY) return ucx_status("ucp_worker_arm", c->comm->rank, st);
+    return MSCCLPP_OK;
+}
+
 /* a peer that died while we only wait for it shows up here, not in a call of ours */
 static mscclpp_result_t ucx_ep_status(tp_ep_t *ep)
 {
@@ -489,6 +509,7 @@ static const tp_ops_t ucx_ops = {
     .progress = ucx_progress,
     .ep_status = ucx_ep_status,
     .close = ucx_close,
+    .arm = ucx_arm,
 };
 
 #else /* not built */
@@ -520,6 +541,7 @@ static const tp_ops_t ucx_ops = {
     .progress = tp_stub_progress,
     .ep_status = tp_stub_ep_status,
     .close = tp_stub_close,
+    .arm = tp_stub_arm,
 };
 
 #endif
