@@ -133,8 +133,11 @@ MSCCLPP_API mscclpp_result_t mscclpp_port_channel_wait(mscclpp_port_channel_t *c
 {
     CHECK_ARG(chan != NULL);
     uint64_t want = chan->expected + 1, limit = config_timeout_ns();
-    base_wait_t w; /* the one wait policy (base/wait.h), driving progress between polls */
-    base_wait_init(&w, limit, base_wait_spin(0));
+    /* the one wait policy (base/wait.h), driving progress between polls; the callers, one
+     * per local rank, are the node's pollers */
+    unsigned pollers = chan->comm->nlocal > 0 ? (unsigned)chan->comm->nlocal : 1u;
+    base_wait_t w;
+    base_wait_init(&w, limit, base_wait_spin(pollers));
     while (__atomic_load_n(chan->inbound, __ATOMIC_ACQUIRE) < want) {
         CHECK(chan->ops->progress(chan->ctx));
         CHECK(chan->ops->ep_status(chan->ep));

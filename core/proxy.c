@@ -24,6 +24,7 @@ struct proxy {
     proxy_progress_fn progress;
     proxy_arm_fn arm;
     void *arg;
+    uint32_t spin; /* polls before the idle thread yields (base_wait_spin) */
     pthread_t thread;
     int stop;             /* atomic */
     mscclpp_result_t err; /* first error (thread writes once, before publishing fifo->err) */
@@ -45,11 +46,13 @@ static void *proxy_main(void *arg)
     kern_fifo_t *f = p->fifo;
     kern_trigger_t *slots = (kern_trigger_t *)(f + 1);
     uint64_t tail = __atomic_load_n(&f->tail, __ATOMIC_RELAXED);
-    /* Idle: the one wait policy (base/wait.h), spinning as long as it says for this node. Its
-     * sleeps use a fine timer slack, without which every idle sleep of the
+    /* Idle: the one wait policy (base/wait.h), spinning as long as the creator's count of
+     * pollers says (a long spin where every poller has a core, a short one where they share:
+     * spinning 2000 polls beside the interpreter on 2 shared cores made 8-byte calls ~5x
+     * slower). Its sleeps use a fine timer slack, without which every idle sleep of the
      * proxy lasted 50 us or more past its end, and a trigger or an inbound signal waited that
      * long for the proxy (the 8-byte multi-node collectives paid it several times per call). */
-    uint32_t idle = 0, spin = base_wait_spin(0);
+    uint32_t idle = 0, spin = p->spin;
     struct pollfd fds[PROXY_MAX_FDS];
     /* the policy's fine timer slack, for the sleeps in ppoll too */
     (void)prctl(PR_SET_TIMERSLACK, BASE_WAIT_TIMER_SLACK_NS, 0, 0, 0);
@@ -94,9 +97,9 @@ static void *proxy_main(void *arg)
     return NULL;
 }
 
-mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, proxy_handler_fn handler,
-                              proxy_progress_fn progress, proxy_arm_fn arm, void *arg,
-                              const char *name, proxy_t **out)
+mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, uint32_t spin,
+                              proxy_handler_fn handler, proxy_progress_fn progress,
+                              proxy_arm_fn arm, void *arg, const char *name, proxy_t **out)
 {
     uint64_t size = 16;
     while (size < slots && size < (1u << 20)) size <<= 1;
@@ -109,6 +112,7 @@ mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, proxy_handle
     p->handler = handler;
     p->progress = progress;
     p->arm = arm;
+    p->spin = spin;
     p->arg = arg;
     snprintf(p->name, sizeof p->name, "%s", name);
     CHECK_GOTO(hal->host_alloc(bytes, (void **)&p->fifo), res, fail);

@@ -42,11 +42,13 @@ typedef mscclpp_result_t (*proxy_arm_fn)(void *arg, struct pollfd *fds, int cap,
 
 /**
  * Allocate a FIFO of `slots` triggers (rounded up to a power of two) and its head counter on
- * `hal`, and start the thread (`arm` may be NULL). `name` appears in error messages ("rank 3").
+ * `hal`, and start the thread (`arm` may be NULL). `spin`: polls before the idle proxy yields,
+ * from base_wait_spin() with every thread of the node that polls beside it. `name` appears in
+ * error messages ("rank 3").
  */
-mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, proxy_handler_fn handler,
-                              proxy_progress_fn progress, proxy_arm_fn arm, void *arg,
-                              const char *name, proxy_t **out);
+mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, uint32_t spin,
+                              proxy_handler_fn handler, proxy_progress_fn progress,
+                              proxy_arm_fn arm, void *arg, const char *name, proxy_t **out);
 kern_fifo_t *proxy_fifo(proxy_t *p);
 uint64_t *proxy_head(proxy_t *p);
 /** MSCCLPP_OK, or the proxy's first error re-recorded for the calling thread. */

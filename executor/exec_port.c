@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/config.h"
+#include "base/wait.h"
 #include "base/debug.h"
 #include "core/proxy.h"
 #include "base/wire.h"
@@ -404,9 +405,16 @@ mscclpp_result_t exec_port_create(mscclpp_comm_t *comm, const struct mscclpp_pla
         char name[32];
         snprintf(name, sizeof name, "rank %d", comm->rank);
         int64_t slots = config_get_int(CFG_MSCCLPP_PROXY_FIFO);
+        /* threads of this node polling beside the proxy: per local rank, its proxy, its stream
+         * worker, and (host backend) one per thread block. Namespace "nodes" on one machine
+         * share its cores although each counts one local rank: the count keeps the spin short
+         * there, where a proxy spinning long starves its own rank's interpreter. */
+        unsigned per_rank = 2u + (p->hal == hal_host_ops() ? (unsigned)g->n_blocks : 0u);
+        unsigned nlocal = comm->nlocal > 0 ? (unsigned)comm->nlocal : 1u;
+        uint32_t spin = base_wait_spin(nlocal * per_rank);
         CHECK_GOTO(proxy_create(p->hal, slots < 16 ? 16u : slots > (1 << 20) ? (1u << 20)
                                                                               : (uint32_t)slots,
-                                port_handle, port_progress, port_arm, p, name, &p->proxy),
+                                spin, port_handle, port_progress, port_arm, p, name, &p->proxy),
                    res, fail);
     }
     free(msg);

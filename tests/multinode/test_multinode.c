@@ -325,7 +325,7 @@ START_TEST(t_proxy_idle_wait)
     idle_probe_t q = {0};
     proxy_t *p = NULL;
     ck_assert_int_eq(
-        proxy_create(hal_host_ops(), 16, idle_handle, idle_progress, NULL, &q, "test", &p),
+        proxy_create(hal_host_ops(), 16, 64, idle_handle, idle_progress, NULL, &q, "test", &p),
         MSCCLPP_OK);
     /* long enough to pass the spin and yield phases even on a loaded machine */
     for (int i = 0; i < 200 && __atomic_load_n(&q.progress, __ATOMIC_ACQUIRE) < 2000; i++)
@@ -402,7 +402,7 @@ START_TEST(t_proxy_arm)
     arm_probe_t a = {pfd[0], 0, 0};
     proxy_t *p = NULL;
     ck_assert_int_eq(
-        proxy_create(hal_host_ops(), 16, idle_handle, arm_progress, arm_fds, &a, "arm", &p),
+        proxy_create(hal_host_ops(), 16, 64, idle_handle, arm_progress, arm_fds, &a, "arm", &p),
         MSCCLPP_OK);
     for (int i = 0; i < 500 && __atomic_load_n(&a.armed, __ATOMIC_ACQUIRE) < 10; i++)
         usleep(10000);

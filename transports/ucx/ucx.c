@@ -44,7 +44,8 @@ struct tp_ctx {
     pthread_mutex_t lock;
     ucp_context_h context;
     ucp_worker_h worker;
-    int efd; /* the worker's event fd; -1 when UCX gave none */
+    int efd;       /* the worker's event fd; -1 when UCX gave none */
+    uint32_t spin; /* polls of a flush before it yields (base_wait_spin) */
     struct tp_ep *eps; /* open endpoints (progress reports the failed ones) */
 };
 
@@ -156,6 +157,8 @@ static mscclpp_result_t ucx_init(mscclpp_comm_t *comm, tp_ctx_t **out)
         return ucx_status("ucp_worker_create", comm->rank, st);
     }
     if (ucp_worker_get_efd(c->worker, &c->efd) != UCS_OK) c->efd = -1; /* sleeps stay timed */
+    /* a flush runs in a proxy while, per local rank, its interpreter and stream poll too */
+    c->spin = base_wait_spin(3u * (unsigned)(comm->nlocal > 0 ? comm->nlocal : 1));
     *out = c;
     return MSCCLPP_OK;
 }
@@ -356,7 +359,7 @@ static mscclpp_result_t ucx_wait_req(tp_ep_t *ep, void *req, uint64_t timeout_ns
 {
     tp_ctx_t *c = ep->ctx;
     base_wait_t w;
-    base_wait_init(&w, timeout_ns, base_wait_spin(0));
+    base_wait_init(&w, timeout_ns, c->spin);
     ucs_status_t st;
     while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
         /* a transfer that moves stays in the spin phase; only an idle one backs off */
