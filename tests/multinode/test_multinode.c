@@ -18,6 +18,7 @@
 #include "core/proxy.h"
 #include "mscclpp/mscclpp.h"
 #include "tests/unit/mp_harness.h"
+#include "transports/tp_check.h"
 #include "transports/transport.h"
 
 /* ---- tables and registration ------------------------------------------------------------- */
@@ -278,6 +279,26 @@ START_TEST(t_allgather_port_ipc)
     run_case(2, (plan_case_t){2, NULL, NULL, "allgather", -1, "2x1"});
 }
 END_TEST
+/* The shared put/signal argument checks of every transport (transports/tp_check.h). */
+START_TEST(t_range_checks)
+{
+    ck_assert_int_eq(tp_check_put("ucx", 1, 0, 64, 0, 64, 64), MSCCLPP_OK);
+    ck_assert_int_eq(tp_check_put("ucx", 1, 64, 64, 0, 64, 0), MSCCLPP_OK); /* empty at the end */
+    ck_assert_int_eq(tp_check_put("ucx", 1, 8, 64, 0, 64, 57), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(tp_check_put("ucx", 1, 0, 64, 8, 64, 57), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(tp_check_put("ucx", 1, 65, 64, 0, 64, 0), MSCCLPP_ERR_INVALID_ARG);
+    /* offset + bytes wrapping around 2^64 is refused, not taken as small */
+    ck_assert_int_eq(tp_check_put("ib", 3, 8, 64, 0, 64, UINT64_MAX - 4), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mscclpp_last_error(), "ib put to rank 3"), "%s", mscclpp_last_error());
+    ck_assert_int_eq(tp_check_signal("ipc", 2, 56, 64), MSCCLPP_OK);
+    ck_assert_int_eq(tp_check_signal("ipc", 2, 60, 64), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(tp_check_signal("ipc", 2, 12, 64), MSCCLPP_ERR_INVALID_ARG); /* unaligned */
+    ck_assert_int_eq(tp_check_signal("ipc", 2, UINT64_MAX, 64), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mscclpp_last_error(), "ipc signal to rank 2"), "%s",
+                  mscclpp_last_error());
+}
+END_TEST
+
 /* ---- the proxy's idle wait ---------------------------------------------------------------- */
 
 typedef struct {
@@ -442,6 +463,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     ADD(tc, t_tables);
     ADD(tc, t_register);
+    ADD(tc, t_range_checks);
     ADD(tc, t_proxy_idle_wait);
     ADD(tc, t_proxy_arm);
     ADD(tc, t_port_api_ipc);

@@ -29,6 +29,7 @@
 #include "core/core.h"
 #include "base/debug.h"
 #include "base/wait.h"
+#include "transports/tp_check.h"
 #include "transports/transport.h"
 
 TP_DEFINE_STUBS("ucx")
@@ -333,12 +334,7 @@ static mscclpp_result_t ucx_failed(tp_ep_t *ep, const char *what)
 static mscclpp_result_t ucx_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, tp_mem_t *src,
                                 uint64_t src_off, uint64_t bytes)
 {
-    if (dst_off > dst->bytes || bytes > dst->bytes - dst_off || src_off > src->bytes ||
-        bytes > src->bytes - src_off)
-        return ERR_ARG("ucx put to rank %d: %llu bytes at %llu -> %llu leave the registered "
-                       "regions (%zu -> %llu bytes)", ep->peer, (unsigned long long)bytes,
-                       (unsigned long long)src_off, (unsigned long long)dst_off, src->bytes,
-                       (unsigned long long)dst->bytes);
+    CHECK(tp_check_put("ucx", ep->peer, dst_off, dst->bytes, src_off, src->bytes, bytes));
     if (ep->failed != UCS_OK) return ucx_failed(ep, "put");
     if (bytes == 0) return MSCCLPP_OK;
     ucp_request_param_t p = {0};
@@ -380,9 +376,7 @@ static mscclpp_result_t ucx_wait_req(tp_ep_t *ep, void *req, uint64_t timeout_ns
 
 static mscclpp_result_t ucx_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, uint64_t total)
 {
-    if (dst_off > dst->bytes || dst->bytes - dst_off < sizeof(uint64_t))
-        return ERR_ARG("ucx signal to rank %d: counter offset %llu outside its %llu-byte region",
-                       ep->peer, (unsigned long long)dst_off, (unsigned long long)dst->bytes);
+    CHECK(tp_check_signal("ucx", ep->peer, dst_off, dst->bytes));
     if (ep->failed != UCS_OK) return ucx_failed(ep, "signal");
     tp_ctx_t *c = ep->ctx;
     mscclpp_result_t res = MSCCLPP_OK;
@@ -530,21 +524,7 @@ static const tp_ops_t ucx_ops = {
     .bit = MSCCLPP_TRANSPORT_UCX,
     .probe = ucx_not_built,
     .can_connect = tp_stub_can_connect,
-    .init = tp_stub_init,
-    .fini = tp_stub_fini,
-    .mem_reg = tp_stub_mem_reg,
-    .mem_pack = tp_stub_mem_pack,
-    .mem_dereg = tp_stub_mem_dereg,
-    .rmem_unpack = tp_stub_rmem_unpack,
-    .rmem_release = tp_stub_rmem_release,
-    .connect = tp_stub_connect,
-    .put = tp_stub_put,
-    .signal = tp_stub_signal,
-    .flush = tp_stub_flush,
-    .progress = tp_stub_progress,
-    .ep_status = tp_stub_ep_status,
-    .close = tp_stub_close,
-    .arm = tp_stub_arm,
+    TP_STUB_SLOTS
 };
 
 #endif
