@@ -1,5 +1,6 @@
 /* The proxy thread of port channels (core/proxy.h). */
 #define _GNU_SOURCE /* pthread_setname_np */
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -76,7 +77,13 @@ static void *proxy_main(void *arg)
             if (n < 0) continue; /* work came in while arming: progress it now */
             if (n > 0) {
                 struct timespec ts = {0, (long)sleep_ns};
-                (void)ppoll(fds, (nfds_t)n, &ts, NULL); /* EINTR or timeout: poll the FIFO */
+                int k = ppoll(fds, (nfds_t)n, &ts, NULL); /* EINTR or timeout: poll the FIFO */
+                int bad = k < 0 && errno != EINTR ? errno : 0;
+                for (int i = 0; i < n && k > 0 && !bad; i++)
+                    if (fds[i].revents & POLLNVAL) bad = EBADF;
+                if (bad) /* a broken descriptor would turn every sleep into a busy loop */
+                    proxy_fail(p, ERR(MSCCLPP_ERR_SYSTEM, "proxy of %s: waiting on a transport's "
+                                      "event fd: %s", p->name, strerror(bad)));
             } else {
                 base_wait_step(idle, spin);
             }
