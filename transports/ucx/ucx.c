@@ -97,6 +97,10 @@ static ucs_status_t ucx_context_create(ucp_context_h *ctx)
     if (st != UCS_OK) return st;
     if (!getenv("UCX_RCACHE_ENABLE")) (void)ucp_config_modify(cfg, "RCACHE_ENABLE", "no");
     st = ucp_init(&p, cfg, ctx);
+    if (st != UCS_OK) { /* a UCX without wakeup support: the proxy's sleeps stay timed */
+        p.features = UCP_FEATURE_RMA;
+        st = ucp_init(&p, cfg, ctx);
+    }
     ucp_config_release(cfg);
     return st;
 }
