@@ -70,6 +70,16 @@ static inline void base_cpu_relax(void)
 #endif
 }
 
+/** Length of the sleep at poll `n` of a wait that spins `spin` polls (0 before the sleeps):
+ *  for a waiter that sleeps in a call of its own (a poll on a transport's event fd). */
+static inline uint32_t base_wait_sleep_ns(uint32_t n, uint32_t spin)
+{
+    if (n < spin || n - spin < BASE_WAIT_YIELDS) return 0;
+    uint32_t k = n - spin - BASE_WAIT_YIELDS;
+    uint32_t ns = k < 6 ? BASE_WAIT_SLEEP_MIN_NS << k : BASE_WAIT_SLEEP_MAX_NS;
+    return ns > BASE_WAIT_SLEEP_MAX_NS ? BASE_WAIT_SLEEP_MAX_NS : ns;
+}
+
 /**
  * Back off after poll number `n` (0, 1, ...) of a wait that spins `spin` polls. Stateless, so
  * a loop that only counts its polls (the interpreter) follows the same policy as base_wait_t.
@@ -86,10 +96,7 @@ static inline void base_wait_step(uint32_t n, uint32_t spin)
             prctl(PR_SET_TIMERSLACK, BASE_WAIT_TIMER_SLACK_NS, 0, 0, 0);
             fine_timer = true;
         }
-        uint32_t k = n - spin - BASE_WAIT_YIELDS;
-        uint32_t ns = k < 6 ? BASE_WAIT_SLEEP_MIN_NS << k : BASE_WAIT_SLEEP_MAX_NS;
-        if (ns > BASE_WAIT_SLEEP_MAX_NS) ns = BASE_WAIT_SLEEP_MAX_NS;
-        struct timespec ts = {0, (long)ns};
+        struct timespec ts = {0, (long)base_wait_sleep_ns(n, spin)};
         nanosleep(&ts, NULL);
     }
 }

@@ -6,15 +6,14 @@
  * transport's progress (the target side of emulated one-sided operations needs it) until the
  * counter reaches the next expected value, bounded by MSCCLPP_TIMEOUT.
  */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/config.h"
 #include "core/core.h"
 #include "base/debug.h"
+#include "base/wait.h"
 #include "base/wire.h"
 #include "transports/transport.h"
 
@@ -130,29 +129,24 @@ MSCCLPP_API mscclpp_result_t mscclpp_port_channel_flush(mscclpp_port_channel_t *
     return chan->ops->flush(chan->ep, config_timeout_ns());
 }
 
-static uint64_t pc_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 MSCCLPP_API mscclpp_result_t mscclpp_port_channel_wait(mscclpp_port_channel_t *chan)
 {
     CHECK_ARG(chan != NULL);
-    uint64_t want = chan->expected + 1, t0 = pc_now_ns(), limit = config_timeout_ns();
-    for (unsigned n = 0;; n++) {
-        if (__atomic_load_n(chan->inbound, __ATOMIC_ACQUIRE) >= want) break;
+    uint64_t want = chan->expected + 1, limit = config_timeout_ns();
+    /* the one wait policy (base/wait.h), driving progress between polls; the callers, one
+     * per local rank, are the node's pollers */
+    unsigned pollers = chan->comm->nlocal > 0 ? (unsigned)chan->comm->nlocal : 1u;
+    base_wait_t w;
+    base_wait_init(&w, limit, base_wait_spin(pollers));
+    while (__atomic_load_n(chan->inbound, __ATOMIC_ACQUIRE) < want) {
         CHECK(chan->ops->progress(chan->ctx));
         CHECK(chan->ops->ep_status(chan->ep));
-        if ((n & 63) == 63) {
-            if (pc_now_ns() - t0 > limit)
-                return ERR(MSCCLPP_ERR_TIMEOUT, "rank %d waiting for signal #%llu from rank %d "
-                           "on a port channel (%s): timed out after %.1f s", chan->comm->rank,
-                           (unsigned long long)want, chan->peer, chan->ops->name,
-                           (double)limit / 1e9);
-            sched_yield();
-        }
+        if (__atomic_load_n(chan->inbound, __ATOMIC_ACQUIRE) >= want) break;
+        if (!base_wait_pause(&w))
+            return ERR(MSCCLPP_ERR_TIMEOUT, "rank %d waiting for signal #%llu from rank %d on a "
+                       "port channel (%s): timed out after %.1f s", chan->comm->rank,
+                       (unsigned long long)want, chan->peer, chan->ops->name,
+                       (double)limit / 1e9);
     }
     chan->expected = want;
     return MSCCLPP_OK;

@@ -1,16 +1,21 @@
 /* The proxy thread of port channels (core/proxy.h). */
 #define _GNU_SOURCE /* pthread_setname_np */
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "base/clock.h"
 #include "base/config.h"
 #include "base/debug.h"
+#include "base/wait.h"
 #include "core/proxy.h"
+
+#define PROXY_MAX_FDS 4 /* event descriptors of the transports a proxy sleeps on */
 
 struct proxy {
     const hal_ops_t *hal;
@@ -19,7 +24,9 @@ struct proxy {
     uint64_t size;
     proxy_handler_fn handler;
     proxy_progress_fn progress;
+    proxy_arm_fn arm;
     void *arg;
+    uint32_t spin; /* polls before the idle thread yields (base_wait_spin) */
     pthread_t thread;
     int stop;             /* atomic */
     mscclpp_result_t err; /* first error (thread writes once, before publishing fifo->err) */
@@ -35,26 +42,22 @@ static void proxy_fail(proxy_t *p, mscclpp_result_t r)
     __atomic_store_n(&p->fifo->err, (uint64_t)(int64_t)r, __ATOMIC_RELEASE);
 }
 
-/* Idle back-off: poll hard for a while (latency of the next trigger), then give the core away
- * (ranks, blocks and proxies share few cores on the host backend). */
-static void proxy_idle(unsigned n)
-{
-    if (n < 256) return;
-    if (n < 512) {
-        sched_yield();
-        return;
-    }
-    struct timespec ts = {0, n < 4096 ? 5000 : 50000};
-    nanosleep(&ts, NULL);
-}
-
 static void *proxy_main(void *arg)
 {
     proxy_t *p = arg;
     kern_fifo_t *f = p->fifo;
     kern_trigger_t *slots = (kern_trigger_t *)(f + 1);
     uint64_t tail = __atomic_load_n(&f->tail, __ATOMIC_RELAXED);
-    unsigned idle = 0;
+    /* Idle: the one wait policy (base/wait.h), spinning as long as the creator's count of
+     * pollers says (a long spin where every poller has a core, a short one where they share:
+     * spinning 2000 polls beside the interpreter on 2 shared cores made 8-byte calls ~5x
+     * slower). Its sleeps use a fine timer slack, without which every idle sleep of the
+     * proxy lasted 50 us or more past its end, and a trigger or an inbound signal waited that
+     * long for the proxy (the 8-byte multi-node collectives paid it several times per call). */
+    uint32_t idle = 0, spin = p->spin;
+    struct pollfd fds[PROXY_MAX_FDS];
+    /* the policy's fine timer slack, for the sleeps in ppoll too */
+    (void)prctl(PR_SET_TIMERSLACK, BASE_WAIT_TIMER_SLACK_NS, 0, 0, 0);
     while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
         kern_trigger_t *s = &slots[tail & (p->size - 1)];
         uint64_t snd = __atomic_load_n(&s->snd, __ATOMIC_ACQUIRE);
@@ -63,7 +66,29 @@ static void *proxy_main(void *arg)
                 mscclpp_result_t r = p->progress(p->arg);
                 if (r != MSCCLPP_OK) proxy_fail(p, r);
             }
-            proxy_idle(idle++);
+            uint32_t sleep_ns = base_wait_sleep_ns(idle, spin);
+            int n = 0;
+            if (sleep_ns && p->arm && p->err == MSCCLPP_OK) {
+                mscclpp_result_t r = p->arm(p->arg, fds, PROXY_MAX_FDS, &n);
+                if (r != MSCCLPP_OK) {
+                    proxy_fail(p, r);
+                    n = 0;
+                }
+            }
+            if (n < 0) continue; /* work came in while arming: progress it now */
+            if (n > 0) {
+                struct timespec ts = {0, (long)sleep_ns};
+                int k = ppoll(fds, (nfds_t)n, &ts, NULL); /* EINTR or timeout: poll the FIFO */
+                int bad = k < 0 && errno != EINTR ? errno : 0;
+                for (int i = 0; i < n && k > 0 && !bad; i++)
+                    if (fds[i].revents & POLLNVAL) bad = EBADF;
+                if (bad) /* a broken descriptor would turn every sleep into a busy loop */
+                    proxy_fail(p, ERR(MSCCLPP_ERR_SYSTEM, "proxy of %s: waiting on a transport's "
+                                      "event fd: %s", p->name, strerror(bad)));
+            } else {
+                base_wait_step(idle, spin);
+            }
+            if (idle != UINT32_MAX) idle++; /* saturate: never back to spinning while idle */
             continue;
         }
         idle = 0;
@@ -80,9 +105,9 @@ static void *proxy_main(void *arg)
     return NULL;
 }
 
-mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, proxy_handler_fn handler,
-                              proxy_progress_fn progress, void *arg, const char *name,
-                              proxy_t **out)
+mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, uint32_t spin,
+                              proxy_handler_fn handler, proxy_progress_fn progress,
+                              proxy_arm_fn arm, void *arg, const char *name, proxy_t **out)
 {
     uint64_t size = 16;
     while (size < slots && size < (1u << 20)) size <<= 1;
@@ -94,6 +119,8 @@ mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, proxy_handle
     p->size = size;
     p->handler = handler;
     p->progress = progress;
+    p->arm = arm;
+    p->spin = spin;
     p->arg = arg;
     snprintf(p->name, sizeof p->name, "%s", name);
     CHECK_GOTO(hal->host_alloc(bytes, (void **)&p->fifo), res, fail);
@@ -106,7 +133,7 @@ mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, proxy_handle
         res = ERR(MSCCLPP_ERR_SYSTEM, "proxy of %s: pthread_create: %s", name, strerror(e));
         goto fail;
     }
-    pthread_setname_np(p->thread, "mscclpp-proxy"); /* for debuggers and the kill tests */
+    (void)pthread_setname_np(p->thread, PROXY_THREAD_NAME); /* for perf, top, and the tests */
     *out = p;
     return MSCCLPP_OK;
 fail:

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/config.h"
+#include "base/wait.h"
 #include "base/debug.h"
 #include "core/proxy.h"
 #include "base/wire.h"
@@ -162,6 +163,37 @@ static mscclpp_result_t port_progress(void *arg)
     /* a peer that died while we only wait for it: its connection says so */
     for (int v = 0; v < p->n; v++)
         if (p->peers[v].used) CHECK(p->peers[v].ops->ep_status(p->peers[v].ep));
+    return MSCCLPP_OK;
+}
+
+/* The event fds of the transports in use, armed, for the idle proxy to sleep on. */
+static mscclpp_result_t port_arm(void *arg, struct pollfd *fds, int cap, int *n)
+{
+    exec_port_t *p = arg;
+    *n = 0;
+    for (int i = 0; i < TP__COUNT; i++) {
+        tp_ctx_t *ctx = NULL;
+        for (int v = 0; v < p->n && !ctx; v++)
+            if (p->peers[v].used && p->peers[v].tpi == i) ctx = p->peers[v].ctx;
+        if (!ctx) continue;
+        int fd = -1;
+        mscclpp_result_t r = tp_get(i)->arm(ctx, &fd);
+        if (r == MSCCLPP_ERR_UNSUPPORTED) { /* no fd (ipc, ib): its inbound data needs none */
+            core_clear_error();
+            continue;
+        }
+        CHECK(r);
+        if (fd < 0) {
+            *n = -1; /* work came in while arming */
+            return MSCCLPP_OK;
+        }
+        if (*n < cap) {
+            fds[*n].fd = fd;
+            fds[*n].events = POLLIN;
+            fds[*n].revents = 0;
+            (*n)++;
+        }
+    }
     return MSCCLPP_OK;
 }
 
@@ -373,9 +405,16 @@ mscclpp_result_t exec_port_create(mscclpp_comm_t *comm, const struct mscclpp_pla
         char name[32];
         snprintf(name, sizeof name, "rank %d", comm->rank);
         int64_t slots = config_get_int(CFG_MSCCLPP_PROXY_FIFO);
+        /* threads of this node polling beside the proxy: per local rank, its proxy, its stream
+         * worker, and (host backend) one per thread block. Namespace "nodes" on one machine
+         * share its cores although each counts one local rank: the count keeps the spin short
+         * there, where a proxy spinning long starves its own rank's interpreter. */
+        unsigned per_rank = 2u + (p->hal == hal_host_ops() ? (unsigned)g->n_blocks : 0u);
+        unsigned nlocal = comm->nlocal > 0 ? (unsigned)comm->nlocal : 1u;
+        uint32_t spin = base_wait_spin(nlocal * per_rank);
         CHECK_GOTO(proxy_create(p->hal, slots < 16 ? 16u : slots > (1 << 20) ? (1u << 20)
                                                                               : (uint32_t)slots,
-                                port_handle, port_progress, p, name, &p->proxy),
+                                spin, port_handle, port_progress, port_arm, p, name, &p->proxy),
                    res, fail);
     }
     free(msg);

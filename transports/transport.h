@@ -90,11 +90,18 @@ typedef struct tp_ops {
     mscclpp_result_t (*ep_status)(tp_ep_t *ep);
     /* Release the connection at once (callers flush first while the peer still progresses) */
     mscclpp_result_t (*close)(tp_ep_t *ep);
+    /* Before the caller sleeps (an idle proxy): arm the context's event descriptor. OK with
+     * *fd >= 0: poll it for POLLIN, readable once progress has work (an inbound put); *fd = -1:
+     * work arrived meanwhile, progress instead of sleeping. UNSUPPORTED: no descriptor. */
+    mscclpp_result_t (*arm)(tp_ctx_t *ctx, int *fd);
 } tp_ops_t;
 
 /* Every result-returning slot with its parameters: X(slot, params) (for stubs and checks). */
 #define TP_OPS_SLOTS(X)                                                                         \
     X(probe, (void))                                                                            \
+    TP_OPS_CTX_SLOTS(X)
+/* The same without probe: the slots that need a context. */
+#define TP_OPS_CTX_SLOTS(X)                                                                     \
     X(init, (mscclpp_comm_t * comm, tp_ctx_t * *ctx))                                           \
     X(mem_reg, (tp_ctx_t * ctx, void *ptr, size_t bytes, tp_mem_t **mem))                       \
     X(mem_pack, (tp_ctx_t * ctx, tp_mem_t * mem, wire_writer_t * w))                            \
@@ -109,7 +116,8 @@ typedef struct tp_ops {
     X(flush, (tp_ep_t * ep, uint64_t timeout_ns))                                               \
     X(progress, (tp_ctx_t * ctx))                                                               \
     X(ep_status, (tp_ep_t * ep))                                                                \
-    X(close, (tp_ep_t * ep))
+    X(close, (tp_ep_t * ep))                                                                   \
+    X(arm, (tp_ctx_t * ctx, int *fd))
 
 /** "<op>: not supported by the <transport> transport" as MSCCLPP_ERR_UNSUPPORTED (quiet). */
 mscclpp_result_t tp_unsupported_op(const char *transport, const char *op);
@@ -130,6 +138,11 @@ mscclpp_result_t tp_unsupported_op(const char *transport, const char *op);
         return -1;                                                                              \
     }                                                                                           \
     static __attribute__((unused)) void tp_stub_fini(tp_ctx_t *ctx) { (void)ctx; }
+
+#define TP_STUB_INIT_(slot, params) .slot = tp_stub_##slot,
+/** Initializers of every slot but probe and can_connect, pointing at the stubs: the table of a
+ *  transport that is not built is {size, abi, name, bit, probe, can_connect, TP_STUB_SLOTS}. */
+#define TP_STUB_SLOTS .fini = tp_stub_fini, TP_OPS_CTX_SLOTS(TP_STUB_INIT_)
 
 /** Check a table: size, ABI, name, bit, and no NULL slot (INVALID_ARG naming the slot). */
 mscclpp_result_t tp_ops_check(const tp_ops_t *ops, const char **bad);

@@ -9,12 +9,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/debug.h"
+#include "base/wait.h"
 #include "core/core.h"
+#include "core/proxy.h"
 #include "mscclpp/mscclpp.h"
 #include "tests/unit/mp_harness.h"
+#include "transports/tp_check.h"
 #include "transports/transport.h"
+
+/*
+ * UCX over tcp between forced-id "nodes" of one host: loopback only, unless the caller chose.
+ * Other jobs on a shared machine add and remove veth/bridge interfaces; a worker address that
+ * listed one gone by the time a peer connected made ucp_ep_create fail ("Destination is
+ * unreachable") now and then.
+ */
+static void use_tls(const char *tls)
+{
+    setenv("UCX_TLS", tls, 1);
+    if (strstr(tls, "tcp")) setenv("UCX_NET_DEVICES", "lo", 0);
+}
 
 /* ---- tables and registration ------------------------------------------------------------- */
 
@@ -284,6 +301,179 @@ START_TEST(t_allgather_port_ipc)
     run_case(2, (plan_case_t){2, NULL, NULL, "allgather", -1, "2x1"});
 }
 END_TEST
+/* The shared put/signal argument checks of every transport (transports/tp_check.h). */
+START_TEST(t_range_checks)
+{
+    ck_assert_int_eq(tp_check_put("ucx", 1, 0, 64, 0, 64, 64), MSCCLPP_OK);
+    ck_assert_int_eq(tp_check_put("ucx", 1, 64, 64, 0, 64, 0), MSCCLPP_OK); /* empty at the end */
+    ck_assert_int_eq(tp_check_put("ucx", 1, 8, 64, 0, 64, 57), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(tp_check_put("ucx", 1, 0, 64, 8, 64, 57), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(tp_check_put("ucx", 1, 65, 64, 0, 64, 0), MSCCLPP_ERR_INVALID_ARG);
+    /* offset + bytes wrapping around 2^64 is refused, not taken as small */
+    ck_assert_int_eq(tp_check_put("ib", 3, 8, 64, 0, 64, UINT64_MAX - 4), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mscclpp_last_error(), "ib put to rank 3"), "%s", mscclpp_last_error());
+    ck_assert_int_eq(tp_check_signal("ipc", 2, 56, 64), MSCCLPP_OK);
+    ck_assert_int_eq(tp_check_signal("ipc", 2, 60, 64), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(tp_check_signal("ipc", 2, 12, 64), MSCCLPP_ERR_INVALID_ARG); /* unaligned */
+    ck_assert_int_eq(tp_check_signal("ipc", 2, UINT64_MAX, 64), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mscclpp_last_error(), "ipc signal to rank 2"), "%s",
+                  mscclpp_last_error());
+}
+END_TEST
+
+/* ---- the proxy's idle wait ---------------------------------------------------------------- */
+
+typedef struct {
+    long tid;      /* the proxy thread, as its progress callback sees it */
+    int progress;  /* calls of the progress callback (atomic) */
+    int handled;   /* triggers executed (atomic) */
+    uint64_t last; /* fst of the last trigger */
+} idle_probe_t;
+
+static mscclpp_result_t idle_handle(void *arg, uint64_t fst, uint64_t snd)
+{
+    idle_probe_t *q = arg;
+    (void)snd;
+    q->last = fst;
+    __atomic_add_fetch(&q->handled, 1, __ATOMIC_RELEASE);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t idle_progress(void *arg)
+{
+    idle_probe_t *q = arg;
+    __atomic_store_n(&q->tid, (long)syscall(SYS_gettid), __ATOMIC_RELAXED);
+    __atomic_add_fetch(&q->progress, 1, __ATOMIC_RELEASE);
+    return MSCCLPP_OK;
+}
+
+static long read_long(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1) v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+/*
+ * An idle proxy backs off by the one wait policy (base/wait.h): it keeps driving progress, it
+ * sleeps with the fine timer slack (the proxy's own back-off kept Linux's 50 us slack, so each
+ * of its sleeps overshot by 50 us or more), and a trigger pushed while it sleeps is executed.
+ */
+START_TEST(t_proxy_idle_wait)
+{
+    idle_probe_t q = {0};
+    proxy_t *p = NULL;
+    ck_assert_int_eq(
+        proxy_create(hal_host_ops(), 16, 64, idle_handle, idle_progress, NULL, &q, "test", &p),
+        MSCCLPP_OK);
+    /* long enough to pass the spin and yield phases even on a loaded machine */
+    for (int i = 0; i < 200 && __atomic_load_n(&q.progress, __ATOMIC_ACQUIRE) < 2000; i++)
+        usleep(10000);
+    ck_assert_int_ge(__atomic_load_n(&q.progress, __ATOMIC_ACQUIRE), 200);
+    long tid = __atomic_load_n(&q.tid, __ATOMIC_RELAXED);
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%ld/timerslack_ns", tid);
+    long slack = read_long(path);
+    if (slack < 0) {
+        proxy_destroy(p);
+        printf("t_proxy_idle_wait: %s is not readable here; timer slack not checked\n", path);
+    } else {
+        ck_assert_msg(slack == (long)BASE_WAIT_TIMER_SLACK_NS,
+                      "idle proxy thread %ld sleeps with a timer slack of %ld ns, not %lu", tid,
+                      slack, (unsigned long)BASE_WAIT_TIMER_SLACK_NS);
+        snprintf(path, sizeof path, "/proc/self/task/%ld/comm", tid);
+        FILE *f = fopen(path, "r");
+        char comm[32] = "";
+        ck_assert_ptr_nonnull(f);
+        ck_assert_ptr_nonnull(fgets(comm, sizeof comm, f));
+        fclose(f);
+        ck_assert_str_eq(comm, PROXY_THREAD_NAME "\n");
+    }
+    if (slack >= 0) {
+        /* a trigger pushed into the sleeping proxy (as kern_port_push does) is executed */
+        kern_fifo_t *f = proxy_fifo(p);
+        kern_trigger_t *slot = (kern_trigger_t *)(f + 1);
+        __atomic_store_n(&slot->fst, 0x1234, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->snd, KERN_TRIG_VALID | KERN_TRIG_SIGNAL, __ATOMIC_RELEASE);
+        for (int i = 0; i < 1000 && __atomic_load_n(&f->tail, __ATOMIC_ACQUIRE) < 1; i++)
+            usleep(1000);
+        ck_assert_uint_eq(__atomic_load_n(&f->tail, __ATOMIC_ACQUIRE), 1);
+        ck_assert_int_eq(__atomic_load_n(&q.handled, __ATOMIC_ACQUIRE), 1);
+        ck_assert_uint_eq(q.last, 0x1234);
+        ck_assert_int_eq(proxy_error(p), MSCCLPP_OK);
+        proxy_destroy(p);
+    }
+}
+END_TEST
+
+/* The idle proxy arms before it sleeps (on the descriptors its arm callback gives, a pipe
+ * here), and an error of the arm callback is the proxy's error, with its message. */
+typedef struct {
+    int fd;
+    int armed; /* atomic */
+    int fail;  /* atomic: 1 -> the next arm fails */
+} arm_probe_t;
+
+static mscclpp_result_t arm_progress(void *arg)
+{
+    (void)arg;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t arm_fds(void *arg, struct pollfd *fds, int cap, int *n)
+{
+    arm_probe_t *a = arg;
+    __atomic_add_fetch(&a->armed, 1, __ATOMIC_RELEASE);
+    if (__atomic_load_n(&a->fail, __ATOMIC_ACQUIRE))
+        return ERR(MSCCLPP_ERR_REMOTE, "arm probe: transport event fd broke");
+    ck_assert_int_ge(cap, 1);
+    fds[0].fd = a->fd;
+    fds[0].events = POLLIN;
+    fds[0].revents = 0;
+    *n = 1;
+    return MSCCLPP_OK;
+}
+
+START_TEST(t_proxy_arm)
+{
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    arm_probe_t a = {pfd[0], 0, 0};
+    proxy_t *p = NULL;
+    ck_assert_int_eq(
+        proxy_create(hal_host_ops(), 16, 64, idle_handle, arm_progress, arm_fds, &a, "arm", &p),
+        MSCCLPP_OK);
+    for (int i = 0; i < 500 && __atomic_load_n(&a.armed, __ATOMIC_ACQUIRE) < 10; i++)
+        usleep(10000);
+    ck_assert_int_ge(__atomic_load_n(&a.armed, __ATOMIC_ACQUIRE), 10); /* it sleeps armed */
+    ck_assert_int_eq(proxy_error(p), MSCCLPP_OK);
+    __atomic_store_n(&a.fail, 1, __ATOMIC_RELEASE);
+    mscclpp_result_t r = MSCCLPP_OK;
+    for (int i = 0; i < 500 && (r = proxy_error(p)) == MSCCLPP_OK; i++) usleep(10000);
+    ck_assert_int_eq(r, MSCCLPP_ERR_REMOTE);
+    ck_assert_msg(strstr(mscclpp_last_error(), "event fd broke") &&
+                      strstr(mscclpp_last_error(), "proxy of arm"),
+                  "%s", mscclpp_last_error());
+    proxy_destroy(p);
+    close(pfd[0]);
+    close(pfd[1]);
+    /* a descriptor that is not open (a number far above any this test opens): the proxy says
+     * so instead of busy-looping on it */
+    arm_probe_t b = {1 << 20, 0, 0};
+    ck_assert_int_eq(
+        proxy_create(hal_host_ops(), 16, 64, idle_handle, arm_progress, arm_fds, &b, "nval", &p),
+        MSCCLPP_OK);
+    for (int i = 0; i < 500 && (r = proxy_error(p)) == MSCCLPP_OK; i++) usleep(10000);
+    ck_assert_int_eq(r, MSCCLPP_ERR_SYSTEM);
+    ck_assert_msg(strstr(mscclpp_last_error(), "event fd"), "%s", mscclpp_last_error());
+    proxy_destroy(p);
+}
+END_TEST
+
 /* a killed rank: every other rank fails within MSCCLPP_TIMEOUT, naming it */
 START_TEST(t_kill)
 {
@@ -305,6 +495,9 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     ADD(tc, t_tables);
     ADD(tc, t_register);
+    ADD(tc, t_range_checks);
+    ADD(tc, t_proxy_idle_wait);
+    ADD(tc, t_proxy_arm);
     ADD(tc, t_port_api_ipc);
     if (tp_built(TP_UCX)) ADD(tc, t_port_api_tcp);
     suite_add_tcase(s, tc);

@@ -14,12 +14,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "config.h"
 #include "base/config.h"
 #include "core/core.h"
 #include "base/debug.h"
+#include "base/wait.h"
+#include "transports/tp_check.h"
 #include "transports/transport.h"
 
 TP_DEFINE_STUBS("ib")
@@ -70,6 +71,7 @@ struct tp_ctx {
     struct ibv_port_attr port_attr;
     union ibv_gid gid;
     int gid_index;
+    uint32_t spin; /* polls of a wait before it yields (base_wait_spin, as ucx) */
 };
 
 struct tp_ep {
@@ -111,6 +113,7 @@ static mscclpp_result_t ib_init(mscclpp_comm_t *comm, tp_ctx_t **out)
     }
     pthread_mutex_init(&c->lock, NULL);
     c->comm = comm;
+    c->spin = base_wait_spin(3u * (unsigned)(comm->nlocal > 0 ? comm->nlocal : 1));
     /* one device per rank of a node, round robin (as MSCCL++ picks IB[rank % nranksPerNode]) */
     struct ibv_device *d = list[comm->local_rank % n];
     c->dev = ibv_open_device(d);
@@ -308,12 +311,13 @@ fail:
     return res;
 }
 
-/* Reap completions (lock held); a failed one marks the connection failed. */
-static void ib_poll(tp_ep_t *ep)
+/* Reap completions (lock held); a failed one marks the connection failed. Returns how many. */
+static int ib_poll(tp_ep_t *ep)
 {
     struct ibv_wc wc[32];
-    int n;
-    while ((n = ibv_poll_cq(ep->cq, 32, wc)) > 0)
+    int n, total = 0;
+    while ((n = ibv_poll_cq(ep->cq, 32, wc)) > 0) {
+        total += n;
         for (int i = 0; i < n; i++) {
             ep->done++;
             if (wc[i].status != IBV_WC_SUCCESS && !ep->failed) {
@@ -321,6 +325,8 @@ static void ib_poll(tp_ep_t *ep)
                 snprintf(ep->why, sizeof ep->why, "%s", ibv_wc_status_str(wc[i].status));
             }
         }
+    }
+    return total;
 }
 
 static mscclpp_result_t ib_failed(tp_ep_t *ep, const char *what)
@@ -329,22 +335,33 @@ static mscclpp_result_t ib_failed(tp_ep_t *ep, const char *what)
                "rank %d alive?", what, ep->peer, ep->why, ep->peer);
 }
 
+/*
+ * Reap completions (lock held) until at most `outstanding` work requests are in flight: the
+ * one wait of this transport (room in the send queue, a free signal slot, a flush), backing
+ * off by the library's wait policy while the CQ is empty and bounded by `timeout_ns`.
+ */
+static mscclpp_result_t ib_drain(tp_ep_t *ep, uint64_t outstanding, uint64_t timeout_ns,
+                                 const char *what)
+{
+    base_wait_t w;
+    base_wait_init(&w, timeout_ns, ep->ctx->spin);
+    while (ep->posted - ep->done > outstanding) {
+        if (ib_poll(ep) > 0) w.polls = 0; /* completions flow: stay in the spin phase */
+        if (ep->failed) return ib_failed(ep, what);
+        if (ep->posted - ep->done <= outstanding) break;
+        if (!base_wait_pause(&w))
+            return ERR(MSCCLPP_ERR_TIMEOUT, "ib transport: %s to rank %d: %llu work requests "
+                       "still pending after %.1f s", what, ep->peer,
+                       (unsigned long long)(ep->posted - ep->done), (double)timeout_ns / 1e9);
+    }
+    return ep->failed ? ib_failed(ep, what) : MSCCLPP_OK;
+}
+
 /* Post one signaled RDMA write (lock held); waits for room in the send queue, bounded. */
 static mscclpp_result_t ib_write(tp_ep_t *ep, uint64_t laddr, uint32_t lkey, uint64_t raddr,
                                  uint32_t rkey, uint64_t bytes, const char *what)
 {
-    uint64_t t0 = 0;
-    while (ep->posted - ep->done >= IB_CQ_DEPTH - 1) {
-        ib_poll(ep);
-        if (ep->failed) return ib_failed(ep, what);
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-        if (!t0) t0 = now;
-        else if (now - t0 > config_timeout_ns())
-            return ERR(MSCCLPP_ERR_TIMEOUT, "ib transport: %s to rank %d: send queue full for "
-                       "%.1f s", what, ep->peer, (double)config_timeout_ns() / 1e9);
-    }
+    CHECK(ib_drain(ep, IB_CQ_DEPTH - 2, config_timeout_ns(), what));
     struct ibv_sge sge = {.addr = laddr, .length = (uint32_t)bytes, .lkey = lkey};
     struct ibv_send_wr wr = {0}, *bad = NULL;
     wr.sg_list = &sge;
@@ -363,11 +380,10 @@ static mscclpp_result_t ib_write(tp_ep_t *ep, uint64_t laddr, uint32_t lkey, uin
 static mscclpp_result_t ib_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, tp_mem_t *src,
                                uint64_t src_off, uint64_t bytes)
 {
-    if (dst_off > dst->bytes || bytes > dst->bytes - dst_off || src_off > src->bytes ||
-        bytes > src->bytes - src_off || bytes > UINT32_MAX)
-        return ERR_ARG("ib put to rank %d: %llu bytes at %llu -> %llu leave the registered "
-                       "regions", ep->peer, (unsigned long long)bytes,
-                       (unsigned long long)src_off, (unsigned long long)dst_off);
+    CHECK(tp_check_put("ib", ep->peer, dst_off, dst->bytes, src_off, src->bytes, bytes));
+    if (bytes > UINT32_MAX) /* one work request carries at most 4 GiB */
+        return ERR_ARG("ib put to rank %d: %llu bytes in one put (at most 4 GiB)", ep->peer,
+                       (unsigned long long)bytes);
     if (bytes == 0) return MSCCLPP_OK;
     pthread_mutex_lock(&ep->ctx->lock);
     mscclpp_result_t r = ep->failed ? ib_failed(ep, "put")
@@ -381,15 +397,13 @@ static mscclpp_result_t ib_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, tp
 /* RC queue pairs execute RDMA writes in order, so the counter lands after the data. */
 static mscclpp_result_t ib_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, uint64_t total)
 {
-    if (dst_off > dst->bytes || dst->bytes - dst_off < sizeof(uint64_t))
-        return ERR_ARG("ib signal to rank %d: counter offset %llu outside its region", ep->peer,
-                       (unsigned long long)dst_off);
+    CHECK(tp_check_signal("ib", ep->peer, dst_off, dst->bytes));
     pthread_mutex_lock(&ep->ctx->lock);
     mscclpp_result_t r = MSCCLPP_OK;
     /* a slot is reused only after the write that read it completed */
     unsigned i = ep->sig_next++ % IB_SIG_SLOTS;
-    while (!ep->failed && ep->posted - ep->done > IB_CQ_DEPTH - IB_SIG_SLOTS) ib_poll(ep);
-    if (ep->failed) r = ib_failed(ep, "signal");
+    /* bounded: this wait had no deadline, so a peer that stopped acknowledging hung it */
+    r = ib_drain(ep, IB_CQ_DEPTH - IB_SIG_SLOTS, config_timeout_ns(), "signal");
     if (r == MSCCLPP_OK) {
         ep->sig[i] = total;
         r = ib_write(ep, (uint64_t)(uintptr_t)&ep->sig[i], ep->sig_mr->lkey, dst->addr + dst_off,
@@ -401,24 +415,8 @@ static mscclpp_result_t ib_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off,
 
 static mscclpp_result_t ib_flush(tp_ep_t *ep, uint64_t timeout_ns)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t t0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    mscclpp_result_t r = MSCCLPP_OK;
     pthread_mutex_lock(&ep->ctx->lock);
-    for (unsigned n = 0; ep->done < ep->posted && !ep->failed; n++) {
-        ib_poll(ep);
-        if ((n & 1023) == 1023) {
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            if ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - t0 > timeout_ns) {
-                r = ERR(MSCCLPP_ERR_TIMEOUT, "ib transport: flush to rank %d: %llu work "
-                        "requests still pending", ep->peer,
-                        (unsigned long long)(ep->posted - ep->done));
-                break;
-            }
-        }
-    }
-    if (r == MSCCLPP_OK && ep->failed) r = ib_failed(ep, "flush");
+    mscclpp_result_t r = ib_drain(ep, 0, timeout_ns, "flush");
     pthread_mutex_unlock(&ep->ctx->lock);
     return r;
 }
@@ -492,21 +490,9 @@ static const tp_ops_t ib_ops = {
     .progress = ib_progress,
     .ep_status = ib_ep_status,
     .close = ib_close,
+    .arm = tp_stub_arm,
 #else
-    .init = tp_stub_init,
-    .fini = tp_stub_fini,
-    .mem_reg = tp_stub_mem_reg,
-    .mem_pack = tp_stub_mem_pack,
-    .mem_dereg = tp_stub_mem_dereg,
-    .rmem_unpack = tp_stub_rmem_unpack,
-    .rmem_release = tp_stub_rmem_release,
-    .connect = tp_stub_connect,
-    .put = tp_stub_put,
-    .signal = tp_stub_signal,
-    .flush = tp_stub_flush,
-    .progress = tp_stub_progress,
-    .ep_status = tp_stub_ep_status,
-    .close = tp_stub_close,
+    TP_STUB_SLOTS
 #endif
 };
 

@@ -9,6 +9,7 @@
 
 #include "core/core.h"
 #include "base/debug.h"
+#include "transports/tp_check.h"
 #include "transports/transport.h"
 
 TP_DEFINE_STUBS("ipc")
@@ -159,21 +160,14 @@ static mscclpp_result_t ipc_connect(tp_ctx_t *ctx, int peer, int tag, tp_ep_t **
 static mscclpp_result_t ipc_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, tp_mem_t *src,
                                 uint64_t src_off, uint64_t bytes)
 {
-    if (dst_off > dst->bytes || bytes > dst->bytes - dst_off || src_off > src->bytes ||
-        bytes > src->bytes - src_off)
-        return ERR_ARG("ipc put to rank %d: %llu bytes at %llu -> %llu leave the registered "
-                       "regions (%zu -> %llu bytes)", ep->peer, (unsigned long long)bytes,
-                       (unsigned long long)src_off, (unsigned long long)dst_off, src->bytes,
-                       (unsigned long long)dst->bytes);
+    CHECK(tp_check_put("ipc", ep->peer, dst_off, dst->bytes, src_off, src->bytes, bytes));
     if (bytes == 0) return MSCCLPP_OK;
     return ep->ctx->comm->hal->memcpy_sync(dst->ptr + dst_off, src->ptr + src_off, bytes);
 }
 
 static mscclpp_result_t ipc_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, uint64_t total)
 {
-    if (dst_off > dst->bytes || dst->bytes - dst_off < sizeof(uint64_t) || dst_off % 8)
-        return ERR_ARG("ipc signal to rank %d: counter offset %llu outside its %llu-byte region",
-                       ep->peer, (unsigned long long)dst_off, (unsigned long long)dst->bytes);
+    CHECK(tp_check_signal("ipc", ep->peer, dst_off, dst->bytes));
     uint64_t *p = (uint64_t *)(dst->ptr + dst_off);
     const hal_ops_t *hal = ep->ctx->comm->hal;
     if (hal == hal_host_ops()) {
@@ -230,6 +224,7 @@ static const tp_ops_t ipc_ops = {
     .progress = ipc_progress,
     .ep_status = ipc_ep_status,
     .close = ipc_close,
+    .arm = tp_stub_arm,
 };
 
 const tp_ops_t *tp_ipc_ops(void) { return &ipc_ops; }

@@ -16,6 +16,8 @@
  *                   completed (UCX reads the source buffer until then).
  *   flush           ucp_ep_flush_nbx, driven by ucp_worker_progress, bounded by the timeout
  *   progress        ucp_worker_progress: over tcp the target side of a put needs it
+ *   arm             ucp_worker_arm on the worker's event fd (UCP_FEATURE_WAKEUP), for the
+ *                   proxy to sleep until a peer's put arrives
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,8 @@
 #include "base/config.h"
 #include "core/core.h"
 #include "base/debug.h"
+#include "base/wait.h"
+#include "transports/tp_check.h"
 #include "transports/transport.h"
 
 TP_DEFINE_STUBS("ucx")
@@ -41,6 +45,8 @@ struct tp_ctx {
     pthread_mutex_t lock;
     ucp_context_h context;
     ucp_worker_h worker;
+    int efd;       /* the worker's event fd; -1 when UCX gave none */
+    uint32_t spin; /* polls of a flush before it yields (base_wait_spin) */
     struct tp_ep *eps; /* open endpoints (progress reports the failed ones) */
 };
 
@@ -70,12 +76,6 @@ struct tp_rmem {
     uint64_t base, bytes;
 };
 
-static uint64_t ucx_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 
 /*
@@ -89,12 +89,18 @@ static ucs_status_t ucx_context_create(ucp_context_h *ctx)
 {
     ucp_params_t p = {0};
     p.field_mask = UCP_PARAM_FIELD_FEATURES;
-    p.features = UCP_FEATURE_RMA;
+    /* WAKEUP: an idle proxy sleeps on the worker's event fd (ucx_arm), so an inbound put wakes
+     * it at once instead of at the end of its back-off sleep */
+    p.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
     ucp_config_t *cfg = NULL;
     ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
     if (st != UCS_OK) return st;
     if (!getenv("UCX_RCACHE_ENABLE")) (void)ucp_config_modify(cfg, "RCACHE_ENABLE", "no");
     st = ucp_init(&p, cfg, ctx);
+    if (st != UCS_OK) { /* a UCX without wakeup support: the proxy's sleeps stay timed */
+        p.features = UCP_FEATURE_RMA;
+        st = ucp_init(&p, cfg, ctx);
+    }
     ucp_config_release(cfg);
     return st;
 }
@@ -155,6 +161,9 @@ static mscclpp_result_t ucx_init(mscclpp_comm_t *comm, tp_ctx_t **out)
         free(c);
         return ucx_status("ucp_worker_create", comm->rank, st);
     }
+    if (ucp_worker_get_efd(c->worker, &c->efd) != UCS_OK) c->efd = -1; /* sleeps stay timed */
+    /* a flush runs in a proxy while, per local rank, its interpreter and stream poll too */
+    c->spin = base_wait_spin(3u * (unsigned)(comm->nlocal > 0 ? comm->nlocal : 1));
     *out = c;
     return MSCCLPP_OK;
 }
@@ -329,12 +338,7 @@ static mscclpp_result_t ucx_failed(tp_ep_t *ep, const char *what)
 static mscclpp_result_t ucx_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, tp_mem_t *src,
                                 uint64_t src_off, uint64_t bytes)
 {
-    if (dst_off > dst->bytes || bytes > dst->bytes - dst_off || src_off > src->bytes ||
-        bytes > src->bytes - src_off)
-        return ERR_ARG("ucx put to rank %d: %llu bytes at %llu -> %llu leave the registered "
-                       "regions (%zu -> %llu bytes)", ep->peer, (unsigned long long)bytes,
-                       (unsigned long long)src_off, (unsigned long long)dst_off, src->bytes,
-                       (unsigned long long)dst->bytes);
+    CHECK(tp_check_put("ucx", ep->peer, dst_off, dst->bytes, src_off, src->bytes, bytes));
     if (ep->failed != UCS_OK) return ucx_failed(ep, "put");
     if (bytes == 0) return MSCCLPP_OK;
     ucp_request_param_t p = {0};
@@ -347,18 +351,21 @@ static mscclpp_result_t ucx_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, t
     return MSCCLPP_OK;
 }
 
-/* Wait (lock held on entry and exit) until `req` is done; releases it. */
+/* Wait (lock held on entry and exit) until `req` is done, driving progress and backing off by
+ * the one wait policy (base/wait.h: a flush of a large put lasts milliseconds, and a busy loop
+ * of that length starves the peer's ranks on a shared node); releases `req`. */
 static mscclpp_result_t ucx_wait_req(tp_ep_t *ep, void *req, uint64_t timeout_ns,
                                      const char *what)
 {
     tp_ctx_t *c = ep->ctx;
-    uint64_t t0 = ucx_now_ns();
+    base_wait_t w;
+    base_wait_init(&w, timeout_ns, c->spin);
     ucs_status_t st;
-    unsigned n = 0;
     while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
-        ucp_worker_progress(c->worker);
+        /* a transfer that moves stays in the spin phase; only an idle one backs off */
+        if (ucp_worker_progress(c->worker)) w.polls = 0;
         if (ep->failed != UCS_OK) break;
-        if ((++n & 255) == 0 && ucx_now_ns() - t0 > timeout_ns) {
+        if (!base_wait_pause(&w)) {
             ucp_request_cancel(c->worker, req);
             ucp_request_free(req);
             return ERR(MSCCLPP_ERR_TIMEOUT, "ucx transport: %s to rank %d did not complete in "
@@ -373,9 +380,7 @@ static mscclpp_result_t ucx_wait_req(tp_ep_t *ep, void *req, uint64_t timeout_ns
 
 static mscclpp_result_t ucx_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, uint64_t total)
 {
-    if (dst_off > dst->bytes || dst->bytes - dst_off < sizeof(uint64_t))
-        return ERR_ARG("ucx signal to rank %d: counter offset %llu outside its %llu-byte region",
-                       ep->peer, (unsigned long long)dst_off, (unsigned long long)dst->bytes);
+    CHECK(tp_check_signal("ucx", ep->peer, dst_off, dst->bytes));
     if (ep->failed != UCS_OK) return ucx_failed(ep, "signal");
     tp_ctx_t *c = ep->ctx;
     mscclpp_result_t res = MSCCLPP_OK;
@@ -426,6 +431,20 @@ static mscclpp_result_t ucx_progress(tp_ctx_t *c)
     pthread_mutex_lock(&c->lock);
     while (ucp_worker_progress(c->worker)) {}
     pthread_mutex_unlock(&c->lock);
+    return MSCCLPP_OK;
+}
+
+/* Drain, then arm the worker's event fd; UCS_ERR_BUSY: events came in while draining. */
+static mscclpp_result_t ucx_arm(tp_ctx_t *c, int *fd)
+{
+    *fd = -1;
+    if (c->efd < 0) return core_error_quiet(MSCCLPP_ERR_UNSUPPORTED, "ucx: no event fd");
+    pthread_mutex_lock(&c->lock);
+    while (ucp_worker_progress(c->worker)) {}
+    ucs_status_t st = ucp_worker_arm(c->worker);
+    pthread_mutex_unlock(&c->lock);
+    if (st == UCS_OK) *fd = c->efd;
+    else if (st != UCS_ERR_BUSY) return ucx_status("ucp_worker_arm", c->comm->rank, st);
     return MSCCLPP_OK;
 }
 
@@ -491,6 +510,7 @@ static const tp_ops_t ucx_ops = {
     .progress = ucx_progress,
     .ep_status = ucx_ep_status,
     .close = ucx_close,
+    .arm = ucx_arm,
 };
 
 #else /* not built */
@@ -508,20 +528,7 @@ static const tp_ops_t ucx_ops = {
     .bit = MSCCLPP_TRANSPORT_UCX,
     .probe = ucx_not_built,
     .can_connect = tp_stub_can_connect,
-    .init = tp_stub_init,
-    .fini = tp_stub_fini,
-    .mem_reg = tp_stub_mem_reg,
-    .mem_pack = tp_stub_mem_pack,
-    .mem_dereg = tp_stub_mem_dereg,
-    .rmem_unpack = tp_stub_rmem_unpack,
-    .rmem_release = tp_stub_rmem_release,
-    .connect = tp_stub_connect,
-    .put = tp_stub_put,
-    .signal = tp_stub_signal,
-    .flush = tp_stub_flush,
-    .progress = tp_stub_progress,
-    .ep_status = tp_stub_ep_status,
-    .close = tp_stub_close,
+    TP_STUB_SLOTS
 };
 
 #endif
