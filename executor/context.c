@@ -626,12 +626,16 @@ mscclpp_result_t exec_context_bind(mscclpp_executor_t *ex, exec_context_t *c, ui
 
 /*
  * How long the interpreter's waits spin before yielding: the one wait policy's choice
- * (base/wait.h) for the threads that poll on this node, one per block of every local rank.
+ * (base/wait.h) for the threads that poll on this node. Per local rank: one per block, and the
+ * proxy when the plan has port channels (it polls its FIFO). The stream's worker sleeps on a
+ * condition variable, so it does not count. Namespace "nodes" sharing one machine each see only
+ * their own ranks: there MSCCLPP_HOST_SPIN sets the spin by hand (docs/multinode.md).
  */
 static uint32_t host_spin_for(const mscclpp_executor_t *ex, const exec_context_t *c)
 {
     int blocks = c->plan->gpus[c->vrank].n_blocks;
-    return base_wait_spin((unsigned)ex->comm->nlocal * (unsigned)(blocks > 0 ? blocks : 1));
+    unsigned per_rank = (unsigned)(blocks > 0 ? blocks : 1) + (c->port ? 1u : 0u);
+    return base_wait_spin((unsigned)ex->comm->nlocal * per_rank);
 }
 
 /* What the lowering needs of this context (lower.h). */
