@@ -180,6 +180,8 @@ typedef struct {
     const char *kind; /* "allgather" or "allreduce" */
     int kill_rank;    /* >= 0: this rank exits after the first call; the others must fail */
     const char *layout; /* plans/multinode/<layout>/ ("2x1"); NULL: from the nodes */
+    const char *file;   /* else: this plan, relative to the source tree */
+    bool inplace;       /* in-place allgather: my input is my block of the output */
 } plan_case_t;
 
 static float value(int rank, size_t i) { return (float)((rank + 1) * 1000 + (int)(i % 997)); }
@@ -201,8 +203,11 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     char path[4096];
     char layout[16];
     snprintf(layout, sizeof layout, "%dx%d", n / pc->per_node, pc->per_node);
-    snprintf(path, sizeof path, "%s/plans/multinode/%s/%s.json", getenv("MSCCLPP_TOP_SRCDIR"),
-             pc->layout ? pc->layout : layout, pc->kind);
+    if (pc->file)
+        snprintf(path, sizeof path, "%s/%s", getenv("MSCCLPP_TOP_SRCDIR"), pc->file);
+    else
+        snprintf(path, sizeof path, "%s/plans/multinode/%s/%s.json",
+                 getenv("MSCCLPP_TOP_SRCDIR"), pc->layout ? pc->layout : layout, pc->kind);
     mscclpp_plan_t *plan = NULL;
     MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
     mscclpp_executor_t *ex = NULL;
@@ -213,12 +218,14 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     float *in = NULL, *out = NULL;
     MP_CHECK(rank, mscclpp_malloc(256 * 1024 * 4, (void **)&in));
     MP_CHECK(rank, mscclpp_malloc(256 * 1024 * 4 * (size_t)n, (void **)&out));
+    float *in0 = in; /* in-place calls point `in` into `out` */
     for (int call = 0; call < 4; call++) {
         size_t count = counts[call] / (size_t)n * (size_t)n; /* allreduce: whole chunks per rank */
         if (count == 0) count = (size_t)n;
         size_t in_count = count, out_count = ag ? count * (size_t)n : count;
-        for (size_t i = 0; i < in_count; i++) in[i] = value(rank, i);
         memset(out, 0xff, out_count * 4);
+        if (pc->inplace) in = out + (size_t)rank * count;
+        for (size_t i = 0; i < in_count; i++) in[i] = value(rank, i);
         if (pc->kill_rank >= 0 && call == 1) {
             if (rank == pc->kill_rank) _exit(0); /* a dead rank: no cleanup, no goodbye */
             mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, in_count * 4, out_count * 4,
@@ -248,7 +255,7 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
                                pc->kind, call, count, i, out[i], want);
         }
     }
-    mscclpp_free(in);
+    mscclpp_free(in0);
     mscclpp_free(out);
     MP_CHECK(rank, mscclpp_bootstrap_barrier(((struct mscclpp_comm *)comm)->boot));
     mscclpp_executor_destroy(ex);
@@ -284,6 +291,33 @@ START_TEST(t_allgather_port_ipc)
     run_case(2, (plan_case_t){2, NULL, NULL, "allgather", -1, "2x1"});
 }
 END_TEST
+/* LL packets over port channels (port rppkt, MSCCL++'s multi-node packet allgather): the
+ * packets formatted in scratch go to the next node by one proxy put and are polled there */
+#define PKT_PLAN(l) "tests/multinode/programs/allgather_pkt_" l ".json"
+START_TEST(t_allgather_pkt_2x1_tcp)
+{
+    run_case(2, (plan_case_t){1, "tcp", NULL, "allgather", -1, NULL, PKT_PLAN("2x1"), true});
+}
+END_TEST
+START_TEST(t_allgather_pkt_2x2_tcp)
+{
+    run_case(4, (plan_case_t){2, "tcp", NULL, "allgather", -1, NULL, PKT_PLAN("2x2"), true});
+}
+END_TEST
+/* port ppkt: relays packets this rank formatted (cpkt) in its scratch; the plan is
+ * allgather_pkt_2x1 with rppkt renamed ppkt */
+START_TEST(t_allgather_ppkt_2x1_tcp)
+{
+    run_case(2, (plan_case_t){1, "tcp", NULL, "allgather", -1, NULL,
+                              "tests/multinode/allgather_ppkt_port_2x1.json", true});
+}
+END_TEST
+/* the same packets between ranks of one node: the ipc transport's proxy copy */
+START_TEST(t_allgather_pkt_port_ipc)
+{
+    run_case(2, (plan_case_t){2, NULL, NULL, "allgather", -1, NULL, PKT_PLAN("2x1"), true});
+}
+END_TEST
 /* a killed rank: every other rank fails within MSCCLPP_TIMEOUT, naming it */
 START_TEST(t_kill)
 {
@@ -317,8 +351,12 @@ static Suite *suite(void)
         ADD(pc, t_allgather_2x2_tcp);
         ADD(pc, t_allreduce_2x2_tcp);
         ADD(pc, t_kill);
+        ADD(pc, t_allgather_pkt_2x1_tcp);
+        ADD(pc, t_allgather_pkt_2x2_tcp);
+        ADD(pc, t_allgather_ppkt_2x1_tcp);
     }
     ADD(pc, t_allgather_port_ipc);
+    ADD(pc, t_allgather_pkt_port_ipc);
     suite_add_tcase(s, pc);
     return s;
 }
