@@ -182,6 +182,9 @@ typedef struct {
     const char *layout; /* plans/multinode/<layout>/ ("2x1"); NULL: from the nodes */
     const char *file;   /* else: this plan, relative to the source tree */
     bool inplace;       /* in-place allgather: my input is my block of the output */
+    int linger_ms;      /* the last rank keeps its executor (and proxy) this long after the
+                         * others destroyed theirs */
+    const char *log_dir; /* rank r's stderr goes to <log_dir>/rank<r>.log */
 } plan_case_t;
 
 static float value(int rank, size_t i) { return (float)((rank + 1) * 1000 + (int)(i % 997)); }
@@ -190,6 +193,12 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     const plan_case_t *pc = arg;
     char node[32];
+    if (pc->log_dir) {
+        char log[4200];
+        snprintf(log, sizeof log, "%s/rank%d.log", pc->log_dir, rank);
+        if (!freopen(log, "w", stderr)) return MP_FAIL(rank, "cannot open %s", log);
+        setvbuf(stderr, NULL, _IONBF, 0);
+    }
     snprintf(node, sizeof node, "test-node-%d", rank / pc->per_node);
     setenv("MSCCLPP_NODE_ID", node, 1);
     if (pc->tls) use_tls(pc->tls);
@@ -258,6 +267,8 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     mscclpp_free(in0);
     mscclpp_free(out);
     MP_CHECK(rank, mscclpp_bootstrap_barrier(((struct mscclpp_comm *)comm)->boot));
+    /* the others close their endpoints while this rank's proxy still polls them */
+    if (pc->linger_ms > 0 && rank == n - 1) usleep((useconds_t)pc->linger_ms * 1000);
     mscclpp_executor_destroy(ex);
     mscclpp_plan_destroy(plan);
     mscclpp_comm_destroy(comm);
@@ -318,6 +329,31 @@ START_TEST(t_allgather_pkt_port_ipc)
     run_case(2, (plan_case_t){2, NULL, NULL, "allgather", -1, NULL, PKT_PLAN("2x1"), true});
 }
 END_TEST
+/* A good run's shutdown is quiet: peers closing their endpoints first (the last rank's proxy
+ * still polling them for a while) print no WARN, on any rank. */
+START_TEST(t_shutdown_quiet)
+{
+    char dir[] = "/tmp/mscclpp-quiet-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    run_case(2, (plan_case_t){1, "tcp", NULL, "allgather", -1, NULL, NULL, false, 1500, dir});
+    for (int r = 0; r < 2; r++) {
+        char path[128], line[1024];
+        snprintf(path, sizeof path, "%s/rank%d.log", dir, r);
+        FILE *f = fopen(path, "r");
+        ck_assert_msg(f != NULL, "no log of rank %d", r);
+        int warns = 0;
+        while (fgets(line, sizeof line, f))
+            if (strstr(line, "WARN")) {
+                fprintf(stderr, "rank %d: %s", r, line);
+                warns++;
+            }
+        fclose(f);
+        unlink(path);
+        ck_assert_msg(warns == 0, "rank %d printed %d WARN lines at a normal shutdown", r, warns);
+    }
+    rmdir(dir);
+}
+END_TEST
 /* a killed rank: every other rank fails within MSCCLPP_TIMEOUT, naming it */
 START_TEST(t_kill)
 {
@@ -354,6 +390,7 @@ static Suite *suite(void)
         ADD(pc, t_allgather_pkt_2x1_tcp);
         ADD(pc, t_allgather_pkt_2x2_tcp);
         ADD(pc, t_allgather_ppkt_2x1_tcp);
+        ADD(pc, t_shutdown_quiet);
     }
     ADD(pc, t_allgather_port_ipc);
     ADD(pc, t_allgather_pkt_port_ipc);
