@@ -188,12 +188,13 @@ static mscclpp_result_t lower_desc(const lower_t *L, const plan_block_t *blk, co
     return MSCCLPP_OK;
 }
 
-/* Is descriptor j of this side in packet form for op `type`? */
-static bool desc_is_packet(int type, bool is_dst, int j)
+/* Is descriptor j of this side in packet form for op `type` on channels `chtype`? */
+static bool desc_is_packet(int type, int chtype, bool is_dst, int j)
 {
     switch (type) {
-    case PLAN_OP_CPKT:
-    case PLAN_OP_PPKT: return is_dst;
+    case PLAN_OP_CPKT: return is_dst;
+    /* a port ppkt relays an image that is already packets (spec §2.5); memory ppkt formats */
+    case PLAN_OP_PPKT: return is_dst || chtype == PLAN_CH_PORT;
     case PLAN_OP_UPKT: return !is_dst;
     case PLAN_OP_RPPKT:
     case PLAN_OP_GSTOREPKT: return true;
@@ -220,7 +221,7 @@ static void op_writes(const lower_t *L, int p, const plan_block_t *blk, const pl
     const plan_gpu_t *g = &L->plan->gpus[p];
     for (int j = 0; j < op->n_dst; j++) {
         const plan_desc_t *d = &op->dst[j];
-        if (!desc_is_packet(op->type, true, j)) continue;
+        if (!desc_is_packet(op->type, op->channel_type, true, j)) continue;
         if (d->kind == PLAN_DESC_LOCAL) {
             if (p == L->rank) mark_writer(wr, d->buf, d, p);
         } else if (d->kind == PLAN_DESC_REMOTE) {
@@ -281,7 +282,7 @@ static mscclpp_result_t lower_descs(const lower_t *L, const plan_block_t *blk,
         for (int j = 0; j < n; j++, nd++) {
             uint64_t l;
             CHECK(lower_desc(L, blk, op, &list[j], &kd[nd], &l, &bounds[nd]));
-            if (desc_is_packet(op->type, side == 1, j)) {
+            if (desc_is_packet(op->type, op->channel_type, side == 1, j)) {
                 kd[nd].flags |= KERN_DESC_PACKET;
                 if (side == 0) kd[nd].writer = writer_of(L, &list[j]);
             }
@@ -321,7 +322,8 @@ static mscclpp_result_t lower_channels(const lower_t *L, const plan_block_t *blk
     return MSCCLPP_OK;
 }
 
-/* Port channels carry put/pws/pwsf (one channel per destination) and the sync ops. */
+/* Port channels carry put/pws/pwsf and the packet relays ppkt/rppkt (one channel per
+ * destination), and the sync ops. */
 static mscclpp_result_t lower_port_op(const lower_t *L, const plan_block_t *blk,
                                       const plan_op_t *op, kern_op_t *ko, uint32_t *ids)
 {
@@ -329,6 +331,8 @@ static mscclpp_result_t lower_port_op(const lower_t *L, const plan_block_t *blk,
     case PLAN_OP_PUT:
     case PLAN_OP_PWS:
     case PLAN_OP_PWSF:
+    case PLAN_OP_PPKT:
+    case PLAN_OP_RPPKT:
         CHECK(lower_channels(L, blk, op, ids));
         ko->n_ids = op->n_channels;
         /* fall through */
@@ -340,7 +344,7 @@ static mscclpp_result_t lower_port_op(const lower_t *L, const plan_block_t *blk,
     default:
         return ERR(MSCCLPP_ERR_UNSUPPORTED,
                    OPFMT ": this op is not implemented on port channels (put, pws, pwsf, "
-                   "signal, wait and flush are)", OPARGS(L, op));
+                   "ppkt, rppkt, signal, wait and flush are)", OPARGS(L, op));
     }
 }
 

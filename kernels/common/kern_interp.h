@@ -575,6 +575,28 @@ KERN_FN void kern_port_put(kern_ctx_t *c, uint32_t type, uint32_t chan, const ke
     if (pos != ~0ull && (bits & KERN_TRIG_FLUSH)) kern_port_until(c, pos, (int32_t)chan, ch->peer);
 }
 
+/*
+ * Port ppkt / rppkt (spec §2.5): the source is already a packet image (rppkt: packets that
+ * arrived in my scratch; ppkt: packets this rank formatted, e.g. by cpkt). The thread that
+ * triggers the put first waits until every unit of the image carries this launch's flag, so the
+ * proxy never ships a half-arrived image, then one proxy put moves the image's bytes verbatim
+ * into the peer's scratch, where the reader polls the flags as for memory-channel packets. The
+ * waiting thread scans the whole image itself rather than sharing it with a block sync: a sync
+ * inside an op would pair with the wrong barrier on threads that saw a failure and left early.
+ */
+KERN_FN void kern_port_pkt(kern_ctx_t *c, uint32_t chan, const kern_desc_t *src,
+                           const kern_desc_t *dst, uint64_t x, uint64_t n)
+{
+    uint64_t nw = (n + 3) / 4, j;
+    const uint64_t *u = (const uint64_t *)kern_ptr(c, src, x);
+    for (j = 0; j < nw; j++) {
+        uint32_t w;
+        if (kern_pkt_get(c, u + j, &w, KERN_WRITER(src))) return;
+    }
+    /* 8 image bytes per 4 payload bytes: kern_port_put doubles the packet offsets itself */
+    kern_port_put(c, KERN_OP_PUT, chan, src, dst, x, 8 * nw);
+}
+
 /* signal / flush on port channel `chan` */
 KERN_FN void kern_port_ctl(kern_ctx_t *c, uint32_t bits, uint32_t chan)
 {
@@ -655,6 +677,12 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
             for (k = tid; k < op->n_dst && k < op->n_ids; k += nth)
                 kern_port_put(c, op->type, ids[k], &src[k < op->n_src ? k : op->n_src - 1],
                               &dst[k], x, n);
+            break;
+        case KERN_OP_PPKT:
+        case KERN_OP_RPPKT:
+            if (op->n_src == 0 || n == 0) break;
+            for (k = tid; k < op->n_dst && k < op->n_ids; k += nth)
+                kern_port_pkt(c, ids[k], &src[k < op->n_src ? k : op->n_src - 1], &dst[k], x, n);
             break;
         default: break; /* the lowering refuses other port ops */
         }

@@ -197,6 +197,11 @@ typedef struct {
     const char *kind; /* "allgather" or "allreduce" */
     int kill_rank;    /* >= 0: this rank exits after the first call; the others must fail */
     const char *layout; /* plans/multinode/<layout>/ ("2x1"); NULL: from the nodes */
+    const char *file;   /* else: this plan, relative to the source tree */
+    bool inplace;       /* in-place allgather: my input is my block of the output */
+    int linger_ms;      /* the last rank keeps its executor (and proxy) this long after the
+                         * others destroyed theirs */
+    const char *log_dir; /* rank r's stderr goes to <log_dir>/rank<r>.log */
 } plan_case_t;
 
 static float value(int rank, size_t i) { return (float)((rank + 1) * 1000 + (int)(i % 997)); }
@@ -205,6 +210,12 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     const plan_case_t *pc = arg;
     char node[32];
+    if (pc->log_dir) {
+        char log[4200];
+        snprintf(log, sizeof log, "%s/rank%d.log", pc->log_dir, rank);
+        if (!freopen(log, "w", stderr)) return MP_FAIL(rank, "cannot open %s", log);
+        setvbuf(stderr, NULL, _IONBF, 0);
+    }
     snprintf(node, sizeof node, "test-node-%d", rank / pc->per_node);
     setenv("MSCCLPP_NODE_ID", node, 1);
     if (pc->tls) use_tls(pc->tls);
@@ -218,8 +229,11 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     char path[4096];
     char layout[16];
     snprintf(layout, sizeof layout, "%dx%d", n / pc->per_node, pc->per_node);
-    snprintf(path, sizeof path, "%s/plans/multinode/%s/%s.json", getenv("MSCCLPP_TOP_SRCDIR"),
-             pc->layout ? pc->layout : layout, pc->kind);
+    if (pc->file)
+        snprintf(path, sizeof path, "%s/%s", getenv("MSCCLPP_TOP_SRCDIR"), pc->file);
+    else
+        snprintf(path, sizeof path, "%s/plans/multinode/%s/%s.json",
+                 getenv("MSCCLPP_TOP_SRCDIR"), pc->layout ? pc->layout : layout, pc->kind);
     mscclpp_plan_t *plan = NULL;
     MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
     mscclpp_executor_t *ex = NULL;
@@ -230,12 +244,14 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     float *in = NULL, *out = NULL;
     MP_CHECK(rank, mscclpp_malloc(256 * 1024 * 4, (void **)&in));
     MP_CHECK(rank, mscclpp_malloc(256 * 1024 * 4 * (size_t)n, (void **)&out));
+    float *in0 = in; /* in-place calls point `in` into `out` */
     for (int call = 0; call < 4; call++) {
         size_t count = counts[call] / (size_t)n * (size_t)n; /* allreduce: whole chunks per rank */
         if (count == 0) count = (size_t)n;
         size_t in_count = count, out_count = ag ? count * (size_t)n : count;
-        for (size_t i = 0; i < in_count; i++) in[i] = value(rank, i);
         memset(out, 0xff, out_count * 4);
+        if (pc->inplace) in = out + (size_t)rank * count;
+        for (size_t i = 0; i < in_count; i++) in[i] = value(rank, i);
         if (pc->kill_rank >= 0 && call == 1) {
             if (rank == pc->kill_rank) _exit(0); /* a dead rank: no cleanup, no goodbye */
             mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, in_count * 4, out_count * 4,
@@ -265,9 +281,11 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
                                pc->kind, call, count, i, out[i], want);
         }
     }
-    mscclpp_free(in);
+    mscclpp_free(in0);
     mscclpp_free(out);
     MP_CHECK(rank, mscclpp_bootstrap_barrier(((struct mscclpp_comm *)comm)->boot));
+    /* the others close their endpoints while this rank's proxy still polls them */
+    if (pc->linger_ms > 0 && rank == n - 1) usleep((useconds_t)pc->linger_ms * 1000);
     mscclpp_executor_destroy(ex);
     mscclpp_plan_destroy(plan);
     mscclpp_comm_destroy(comm);
@@ -474,6 +492,58 @@ START_TEST(t_proxy_arm)
 }
 END_TEST
 
+/* LL packets over port channels (port rppkt, MSCCL++'s multi-node packet allgather): the
+ * packets formatted in scratch go to the next node by one proxy put and are polled there */
+#define PKT_PLAN(l) "tests/multinode/programs/allgather_pkt_" l ".json"
+START_TEST(t_allgather_pkt_2x1_tcp)
+{
+    run_case(2, (plan_case_t){1, "tcp", NULL, "allgather", -1, NULL, PKT_PLAN("2x1"), true});
+}
+END_TEST
+START_TEST(t_allgather_pkt_2x2_tcp)
+{
+    run_case(4, (plan_case_t){2, "tcp", NULL, "allgather", -1, NULL, PKT_PLAN("2x2"), true});
+}
+END_TEST
+/* port ppkt: relays packets this rank formatted (cpkt) in its scratch; the plan is
+ * allgather_pkt_2x1 with rppkt renamed ppkt */
+START_TEST(t_allgather_ppkt_2x1_tcp)
+{
+    run_case(2, (plan_case_t){1, "tcp", NULL, "allgather", -1, NULL,
+                              "tests/multinode/allgather_ppkt_port_2x1.json", true});
+}
+END_TEST
+/* the same packets between ranks of one node: the ipc transport's proxy copy */
+START_TEST(t_allgather_pkt_port_ipc)
+{
+    run_case(2, (plan_case_t){2, NULL, NULL, "allgather", -1, NULL, PKT_PLAN("2x1"), true});
+}
+END_TEST
+/* A good run's shutdown is quiet: peers closing their endpoints first (the last rank's proxy
+ * still polling them for a while) print no WARN, on any rank. */
+START_TEST(t_shutdown_quiet)
+{
+    char dir[] = "/tmp/mscclpp-quiet-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    run_case(2, (plan_case_t){1, "tcp", NULL, "allgather", -1, NULL, NULL, false, 1500, dir});
+    for (int r = 0; r < 2; r++) {
+        char path[128], line[1024];
+        snprintf(path, sizeof path, "%s/rank%d.log", dir, r);
+        FILE *f = fopen(path, "r");
+        ck_assert_msg(f != NULL, "no log of rank %d", r);
+        int warns = 0;
+        while (fgets(line, sizeof line, f))
+            if (strstr(line, "WARN")) {
+                fprintf(stderr, "rank %d: %s", r, line);
+                warns++;
+            }
+        fclose(f);
+        unlink(path);
+        ck_assert_msg(warns == 0, "rank %d printed %d WARN lines at a normal shutdown", r, warns);
+    }
+    rmdir(dir);
+}
+END_TEST
 /* a killed rank: every other rank fails within MSCCLPP_TIMEOUT, naming it */
 START_TEST(t_kill)
 {
@@ -510,8 +580,13 @@ static Suite *suite(void)
         ADD(pc, t_allgather_2x2_tcp);
         ADD(pc, t_allreduce_2x2_tcp);
         ADD(pc, t_kill);
+        ADD(pc, t_allgather_pkt_2x1_tcp);
+        ADD(pc, t_allgather_pkt_2x2_tcp);
+        ADD(pc, t_allgather_ppkt_2x1_tcp);
+        ADD(pc, t_shutdown_quiet);
     }
     ADD(pc, t_allgather_port_ipc);
+    ADD(pc, t_allgather_pkt_port_ipc);
     suite_add_tcase(s, pc);
     return s;
 }

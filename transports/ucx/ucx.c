@@ -61,6 +61,7 @@ struct tp_ep {
     int peer;
     ucp_ep_h ep;
     volatile ucs_status_t failed; /* set by the error handler */
+    bool closing;                 /* in ucx_close: a peer that closed first is no news */
     ucx_sig_t sig[UCX_SIG_SLOTS];
     unsigned sig_next;
 };
@@ -329,10 +330,26 @@ static mscclpp_result_t ucx_connect(tp_ctx_t *c, int peer, int tag, tp_ep_t **ou
     return MSCCLPP_OK;
 }
 
-static mscclpp_result_t ucx_failed(tp_ep_t *ep, const char *what)
+/*
+ * The endpoint's error handler fired. A call that needed the connection (put, signal, flush)
+ * logs it. Two cases stay quiet, because a peer closing its endpoint at a normal shutdown looks
+ * exactly like a dead peer to UCX: our own close, and the passive check the proxy makes while
+ * idle (ep_status); a real failure found that way is still returned, and logged by the launch or
+ * call that meets it (the executor decodes the proxy's error with ERR).
+ */
+static mscclpp_result_t ucx_failed_at(tp_ep_t *ep, const char *what, bool quiet)
 {
+    if (quiet || ep->closing)
+        return core_error_quiet(MSCCLPP_ERR_REMOTE, "ucx transport: %s to rank %d: the "
+                                "connection failed (%s); is rank %d alive?", what, ep->peer,
+                                ucs_status_string(ep->failed), ep->peer);
     return ERR(MSCCLPP_ERR_REMOTE, "ucx transport: %s to rank %d: the connection failed (%s); "
                "is rank %d alive?", what, ep->peer, ucs_status_string(ep->failed), ep->peer);
+}
+
+static mscclpp_result_t ucx_failed(tp_ep_t *ep, const char *what)
+{
+    return ucx_failed_at(ep, what, false);
 }
 
 static mscclpp_result_t ucx_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, tp_mem_t *src,
@@ -451,7 +468,7 @@ static mscclpp_result_t ucx_arm(tp_ctx_t *c, int *fd)
 /* a peer that died while we only wait for it shows up here, not in a call of ours */
 static mscclpp_result_t ucx_ep_status(tp_ep_t *ep)
 {
-    return ep->failed == UCS_OK ? MSCCLPP_OK : ucx_failed(ep, "connection");
+    return ep->failed == UCS_OK ? MSCCLPP_OK : ucx_failed_at(ep, "connection", true);
 }
 
 static mscclpp_result_t ucx_close(tp_ep_t *ep)
@@ -459,6 +476,7 @@ static mscclpp_result_t ucx_close(tp_ep_t *ep)
     if (!ep) return MSCCLPP_OK;
     tp_ctx_t *c = ep->ctx;
     pthread_mutex_lock(&c->lock);
+    ep->closing = true;
     for (int i = 0; i < UCX_SIG_SLOTS; i++)
         if (ep->sig[i].req) {
             if (ep->failed == UCS_OK)
