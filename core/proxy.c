@@ -163,16 +163,16 @@ mscclpp_result_t proxy_drain(proxy_t *p)
     while (end - tail < p->size &&
            (__atomic_load_n(&slots[end & (p->size - 1)].snd, __ATOMIC_ACQUIRE) & KERN_TRIG_VALID))
         end++;
-    uint64_t deadline = base_now_ns() + config_timeout_ns();
-    for (unsigned n = 0;; n++) {
+    base_wait_t w;
+    base_wait_init(&w, config_timeout_ns(), p->spin);
+    for (;;) {
         if (__atomic_load_n(&f->err, __ATOMIC_ACQUIRE) != 0) return proxy_error(p);
         uint64_t t = __atomic_load_n(&f->tail, __ATOMIC_ACQUIRE);
         if (t >= end) return proxy_error(p); /* its error, if the last one failed */
-        if (base_now_ns() >= deadline)
+        if (!base_wait_pause(&w))
             return ERR(MSCCLPP_ERR_TIMEOUT, "proxy of %s: %llu of %llu triggers still not "
                        "handled after MSCCLPP_TIMEOUT (a transport call hangs?)", p->name,
                        (unsigned long long)(end - t), (unsigned long long)(end - tail));
-        proxy_idle(n);
     }
 }
 
