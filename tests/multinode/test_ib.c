@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "base/debug.h"
 #include "core/core.h"
 #include "mscclpp/mscclpp.h"
 #include "tests/unit/mp_harness.h"

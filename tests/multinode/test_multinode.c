@@ -125,16 +125,6 @@ END_TEST
 
 #define PC_BYTES (256 * 1024 + 12)
 
-/* UCX over tcp between forced-id "nodes" in this network namespace: loopback only. Other
- * launchers on the machine (namespace tests, benches) add and remove bridge interfaces here at
- * any time; a UCX address naming one of them fails with "Destination is unreachable" once that
- * bridge is gone. */
-static void use_tls(const char *tls)
-{
-    setenv("UCX_TLS", tls, 1);
-    if (strstr(tls, "tcp") && !getenv("UCX_NET_DEVICES")) setenv("UCX_NET_DEVICES", "lo", 1);
-}
-
 static int port_api_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     const char *tls = arg; /* NULL: one node (ipc); else UCX_TLS, two nodes */
