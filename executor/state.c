@@ -105,6 +105,10 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
                        "on port channel %d to rank %d (FIFO position %llu, proxy at %llu)",
                        name, e->rank, e->block, pop, opn, where, e->channel, e->peer,
                        (unsigned long long)e->expected, (unsigned long long)e->seen);
+        if (e->channel < 0) /* a wait of another kind gave up on this rank's failed proxy */
+            return ERR(code,
+                       "plan '%s': rank %d block %d op %d (%s)%s stopped waiting because this "
+                       "rank's proxy failed", name, e->rank, e->block, pop, opn, where);
         return ERR(code,
                    "plan '%s': rank %d block %d op %d (%s)%s: the proxy failed (port channel %d "
                    "to rank %d)", name, e->rank, e->block, pop, opn, where, e->channel, e->peer);

@@ -93,7 +93,10 @@ typedef struct {
 
 /*
  * Called between two polls of a wait. Returns nonzero when the waiter must give up: another
- * block recorded an error, or this wait passed the timeout (recorded here).
+ * block recorded an error, this rank's proxy failed (a wait on a live peer, say a memory-channel
+ * signal from a node-mate, would otherwise sit out the whole timeout while the culprit is the
+ * dead peer the proxy names; recorded with channel -1), or this wait passed the timeout
+ * (recorded here).
  */
 KERN_FN int kern_spin_poll(kern_ctx_t *c, kern_spin_t *s, uint32_t what, int32_t chan,
                            int32_t peer, uint64_t expected, uint64_t seen)
@@ -101,7 +104,15 @@ KERN_FN int kern_spin_poll(kern_ctx_t *c, kern_spin_t *s, uint32_t what, int32_t
     uint32_t n = s->n++;
     if (KERN_CHECK_EVERY(c->spin, n)) {
         uint64_t now;
+        const kern_fifo_t *f = c->a->plan->fifo;
         if (kern_failed(c)) return 1;
+        if (f && what != KERN_WAIT_PROXY) {
+            int32_t e = (int32_t)(int64_t)kern_ld_acq_u64(&f->err);
+            if (e != 0) {
+                kern_fail(c, e, KERN_WAIT_PROXY, -1, peer, expected, seen);
+                return 1;
+            }
+        }
         now = kern_clock_ns(c->a->clock_khz);
         if (s->t0 == 0) {
             s->t0 = now;

@@ -39,7 +39,10 @@ struct kh_world {
     size_t in_bytes, out_bytes;
     mscclpp_dtype_t dtype;
     kh_layout_t layout;
+    void *fifo; /* a proxy FIFO every rank's launch gets (kh_set_fifo), or NULL */
 };
+
+void kh_set_fifo(kh_world_t *w, void *fifo) { w->fifo = fifo; }
 
 struct mscclpp_plan *kh_plan_load(const char *json)
 {
@@ -304,6 +307,7 @@ mscclpp_result_t kh_run(kh_world_t *w, mscclpp_redop_t op, mscclpp_packet_t pack
             .switches = k->sw,
             .timeout_ns = timeout_ns,
             .host_spin = 200,
+            .fifo = w->fifo,
         };
         ret = exec_lower(w->plan, r, w->in_bytes, w->out_bytes, w->dtype, op, packet, &res,
                          &lw[r]);

@@ -58,6 +58,10 @@ void kh_channel_counts(kh_world_t *w, int rank, int g, uint64_t *inbound, uint64
 mscclpp_result_t kh_run(kh_world_t *w, mscclpp_redop_t op, mscclpp_packet_t packet,
                         uint64_t timeout_ns);
 
+/** Hand every rank's next launches this proxy FIFO (a kern_fifo_t; NULL: none), as a context
+ *  with port channels does; no proxy thread serves it. */
+void kh_set_fifo(kh_world_t *w, void *fifo);
+
 /** Guard bytes around every buffer untouched? Otherwise false and a message. */
 bool kh_guards_ok(kh_world_t *w, char *msg, size_t cap);
 

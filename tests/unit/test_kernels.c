@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/debug.h"
 #include "kernels/common/kern_dtype.h"
@@ -966,6 +967,49 @@ START_TEST(test_packet_timeout_peer)
 }
 END_TEST
 
+/* A wait of any kind gives up once this rank's proxy has failed (issue 8): a memory-channel
+ * wait on a live node-mate used to sit out the whole timeout (and blame that node-mate first)
+ * while the proxy already knew the dead peer. Here both ranks' proxies have failed: the
+ * deadlocked waits end at once, recorded as proxy failures with no channel. */
+START_TEST(test_wait_sees_proxy_error)
+{
+    struct mscclpp_plan *p = load_plan(
+        HDR_SIMPLE, 2,
+        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
+        "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[$P]}],\"remote_buffers\":[],"
+        "\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":"
+        "[0]}],\"ops\":[{\"name\":\"nop\"},{\"name\":\"wait\",\"channel_ids\":[0],"
+        "\"channel_type\":\"memory\"},{\"name\":\"signal\",\"channel_ids\":[0],"
+        "\"channel_type\":\"memory\"}]}]}");
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    ck_assert_int_eq(kh_world_buffers(w, 64, 64, MSCCLPP_FLOAT32, KH_SEPARATE), MSCCLPP_OK);
+    kern_fifo_t *f = calloc(1, sizeof *f + 16 * sizeof(kern_trigger_t));
+    ck_assert_ptr_nonnull(f);
+    f->size = 16;
+    f->err = (uint64_t)(int64_t)MSCCLPP_ERR_REMOTE; /* as proxy_fail publishes it */
+    kh_set_fifo(w, f);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    mscclpp_result_t r = kh_run(w, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 20000 * MS);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    ck_assert_int_eq(r, MSCCLPP_ERR_REMOTE);
+    ck_assert_msg(dt < 5.0, "the waits took %.2f s to see the failed proxy", dt);
+    const char *m = mscclpp_last_error();
+    ck_assert_msg(strstr(m, "rank 0 block 0 op 1 (wait)") &&
+                      strstr(m, "stopped waiting because this rank's proxy failed"),
+                  "message: %s", m);
+    const kern_error_t *e = &kh_state(w, 0)->err;
+    ck_assert_uint_eq(e->what, KERN_WAIT_PROXY);
+    ck_assert_int_eq(e->channel, -1);
+    kh_world_destroy(w);
+    free(f);
+    plan_free(p);
+}
+END_TEST
+
 /* Every kind of wait is bounded and records what it waited for. */
 START_TEST(test_timeout_kinds)
 {
@@ -1486,6 +1530,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_deadlock_timeout);
     tcase_add_test(tc, test_timeout_kinds);
     tcase_add_test(tc, test_packet_timeout_peer);
+    tcase_add_test(tc, test_wait_sees_proxy_error);
     tcase_add_test(tc, test_lower_errors);
     tcase_add_test(tc, test_empty_rank);
     tcase_add_test(tc, test_uneven_allgather);
