@@ -150,6 +150,13 @@ static int kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     double td = now_s() - t1;
     threads_t after;
     threads_read(&after);
+    /* UCX's async thread ends on its own once its last context is cleaned up; under
+     * ThreadSanitizer that once outlived the cleanup call by a moment (1 run in 5). A leak
+     * stays: give it a bounded moment to go. */
+    for (int i = 0; i < 100 && strstr(after.names, "async"); i++) {
+        usleep(20000);
+        threads_read(&after);
+    }
     printf("# rank %d: error in %.2f s, teardown %.2f s; threads: %d while running (%s), %d "
            "after (%s): %s\n", rank, dt, td, during.total, during.names, after.total,
            after.names, msg);
