@@ -349,7 +349,15 @@ static int rank_killed(int rank, int n, const mscclpp_unique_id_t *id, void *arg
             CHILD_CHECK(w == p, "got %d from rank %d", w, p);
         }
     CHILD_OK(mscclpp_bootstrap_barrier(b));
-    if (rank == 2) raise(SIGKILL);
+    /* A barrier can return on one rank while others are still in it; killing rank 2 then made
+     * a survivor's abort notice fail their barrier (flaky). Rank 2 dies only once every other
+     * rank said it is past the barrier. */
+    if (rank != 2) CHILD_OK(mscclpp_bootstrap_send(b, &v, sizeof v, 2, 98));
+    if (rank == 2) {
+        for (int p = 0; p < n; p++)
+            if (p != rank) CHILD_OK(mscclpp_bootstrap_recv(b, &w, sizeof w, p, 98));
+        raise(SIGKILL);
+    }
 
     double t0 = now_s();
     mscclpp_result_t r = mscclpp_bootstrap_recv(b, &w, sizeof w, 2, 99);
