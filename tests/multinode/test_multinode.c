@@ -243,6 +243,11 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         if (pc->inplace) in = out + (size_t)rank * count;
         for (size_t i = 0; i < in_count; i++) in[i] = value(rank, i);
         if (pc->kill_rank >= 0 && call == 1) {
+            /* every rank done with call 0 first: its trailing flush waits on the peer's
+             * acknowledgement, so a peer dying right after its own call 0 failed that flush */
+            mscclpp_bootstrap_t *boot = NULL;
+            MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
+            MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
             if (rank == pc->kill_rank) _exit(0); /* a dead rank: no cleanup, no goodbye */
             mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, in_count * 4, out_count * 4,
                                                  MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL);
