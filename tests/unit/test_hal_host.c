@@ -874,6 +874,14 @@ END_TEST
 /* Many children import at once: the broker serves them one after another. */
 START_TEST(test_many_importers)
 {
+#ifdef __SANITIZE_THREAD__
+    /* Six children forked at once from a process whose fd broker thread runs: under
+     * ThreadSanitizer a child now and then hangs inside TSan's runtime (a lock another thread
+     * held at the fork; TSan does not support fork from threaded programs, hence
+     * die_after_fork=0 in scripts/sanitize.sh). Plain and ASan runs keep the test. */
+    printf("test_many_importers: skipped under ThreadSanitizer (forks from a threaded process)\n");
+    return;
+#endif
     enum { CHILDREN = 6 };
     const size_t n = 64 * 1024;
     uint8_t *buf;
