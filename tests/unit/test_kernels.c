@@ -904,18 +904,21 @@ END_TEST
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
+/* Each of 2 ranks waits for a signal its peer sends only after its own wait (balanced counts,
+ * so it loads; the order deadlocks). */
+#define DEADLOCK_RANK                                                                            \
+    "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"                    \
+    "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[$P]}],\"remote_buffers\":[],"  \
+    "\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":"     \
+    "[0]}],\"ops\":[{\"name\":\"nop\"},{\"name\":\"wait\",\"channel_ids\":[0],"                   \
+    "\"channel_type\":\"memory\"},{\"name\":\"signal\",\"channel_ids\":[0],"                      \
+    "\"channel_type\":\"memory\"}]}]}"
+
 START_TEST(test_deadlock_timeout)
 {
     /* both ranks wait for a signal the other sends only after its wait (balanced counts, so it
      * loads; the order deadlocks) */
-    struct mscclpp_plan *p = load_plan(
-        HDR_SIMPLE, 2,
-        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
-        "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[$P]}],\"remote_buffers\":[],"
-        "\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":"
-        "[0]}],\"ops\":[{\"name\":\"nop\"},{\"name\":\"wait\",\"channel_ids\":[0],"
-        "\"channel_type\":\"memory\"},{\"name\":\"signal\",\"channel_ids\":[0],"
-        "\"channel_type\":\"memory\"}]}]}");
+    struct mscclpp_plan *p = load_plan(HDR_SIMPLE, 2, DEADLOCK_RANK);
     ck_assert_ptr_nonnull(p);
     kh_world_t *w;
     ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
@@ -973,14 +976,7 @@ END_TEST
  * deadlocked waits end at once, recorded as proxy failures with no channel. */
 START_TEST(test_wait_sees_proxy_error)
 {
-    struct mscclpp_plan *p = load_plan(
-        HDR_SIMPLE, 2,
-        "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
-        "\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[$P]}],\"remote_buffers\":[],"
-        "\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":"
-        "[0]}],\"ops\":[{\"name\":\"nop\"},{\"name\":\"wait\",\"channel_ids\":[0],"
-        "\"channel_type\":\"memory\"},{\"name\":\"signal\",\"channel_ids\":[0],"
-        "\"channel_type\":\"memory\"}]}]}");
+    struct mscclpp_plan *p = load_plan(HDR_SIMPLE, 2, DEADLOCK_RANK);
     ck_assert_ptr_nonnull(p);
     kh_world_t *w;
     ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
