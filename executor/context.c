@@ -517,6 +517,7 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     c->io_offsets = plan_addresses_io(plan);
     c->rotation = rotation;
     c->vrank = (ex->comm->rank - rotation + n) % n;
+    c->seq = ex->context_seq;
     mscclpp_result_t res = context_build(ex, c, dtype, ex->context_seq++);
     if (res == MSCCLPP_OK) {
         *out = c;

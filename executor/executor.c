@@ -99,6 +99,8 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
     l->low->args.input = send;
     l->low->args.output = recv;
     l->low->args.mailbox = c->mailbox;
+    /* every rank makes the same calls, so all agree on whether this launch fences */
+    l->low->args.fence = ex->launched && (ex->last_seq != c->seq || ex->last_low != l);
     hal_stream_t hs = hal_api_stream(stream);
     /* before the launch: a sync that races with it must already ask us */
     CHECK(hal_api_stream_note(stream, ex->source));
@@ -108,6 +110,9 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
         c->broken = true;
         return exec_poison(ex, r);
     }
+    ex->launched = true;
+    ex->last_seq = c->seq;
+    ex->last_low = l;
     if (!hs) return exec_check_launch(ex, c);
     return MSCCLPP_OK;
 }

@@ -49,6 +49,7 @@ typedef struct exec_context {
     void *send_base, *recv_base; /* key: the allocations holding the buffers */
     int rotation;
     int vrank;
+    uint32_t seq;               /* the executor's context_seq when it was built: unique */
     size_t in_alloc, out_alloc; /* sizes of those allocations */
     bool broken;                /* a launch failed: state undefined, rebuild before reuse */
     bool io_offsets;            /* some rank addresses a peer's input/output: exchange the
@@ -97,6 +98,11 @@ struct mscclpp_executor {
     exec_tuning_t *tuning; /* loaded tuning table, or NULL (executor/tuning.h) */
     int launch_nthreads;   /* threads per block for the call in progress; 0: the plan's. The
                               executor runs one call at a time, so a field carries it. */
+    /* The previous launch (context seq, lowered shape), for the launch fence (kern_args.h):
+     * a launch of another context or shape first waits for every peer's previous launch. */
+    bool launched;
+    uint32_t last_seq;
+    const exec_lowcache_t *last_low;
 };
 
 /* ---- context.c ---------------------------------------------------------------------------- */

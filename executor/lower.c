@@ -576,11 +576,45 @@ static mscclpp_result_t lower_plan_op(lower_t *L, const plan_block_t *blk, int i
 typedef struct {
     uint32_t nblocks;
     uint64_t n_ops, n_descs, n_ids, n_members;
-    int n_chans, n_switch, n_ports;
+    int n_chans, n_switch, n_ports, n_fence;
     uint64_t o_blocks, o_ops, o_descs, o_ids, o_chans, o_rbufs, o_switch, o_members, o_ports,
-        o_pbufs;
+        o_pbufs, o_fence;
     uint64_t bytes;
 } blob_t;
+
+/* Ordinal-0 channel of type `type` from virtual rank `from` to `to`, or -1. */
+static int first_chan(const plan_gpu_t *g, int type, int to)
+{
+    for (int i = 0; i < g->n_chan[type]; i++)
+        if (g->peers[type][i] == to) return i;
+    return -1;
+}
+
+/*
+ * The launch fence's channels (kern_args.h, "Launch fence"): per peer, my first memory channel
+ * to it when the peer has one to me too (ordinal 0 pairs with ordinal 0, spec §5.2), else my
+ * first port channel on the same condition. The rule is symmetric, so the peer fences with us
+ * through the matching channel. Peers reached through switch channels only are not fenced.
+ * Writes the ids to `out` when not NULL; returns their number.
+ */
+static int fence_ids(const lower_t *L, uint32_t *out)
+{
+    int k = 0;
+    for (int v = 0; v < L->plan->nranks; v++) {
+        if (v == L->rank) continue;
+        const plan_gpu_t *peer = &L->plan->gpus[v];
+        int m = first_chan(L->g, PLAN_CH_MEMORY, v);
+        int p = first_chan(L->g, PLAN_CH_PORT, v);
+        uint32_t id;
+        if (m >= 0 && first_chan(peer, PLAN_CH_MEMORY, L->rank) >= 0) id = (uint32_t)m;
+        else if (p >= 0 && L->res->fifo && first_chan(peer, PLAN_CH_PORT, L->rank) >= 0)
+            id = (uint32_t)p | KERN_FENCE_PORT;
+        else continue;
+        if (out) out[k] = id;
+        k++;
+    }
+    return k;
+}
 
 static void blob_count(const lower_t *L, blob_t *bl)
 {
@@ -603,6 +637,7 @@ static void blob_count(const lower_t *L, blob_t *bl)
     bl->n_switch = g->n_chan[PLAN_CH_SWITCH];
     bl->n_ports = g->n_chan[PLAN_CH_PORT];
     for (int s = 0; s < bl->n_switch; s++) bl->n_members += (uint64_t)g->switches[s].n_ranks;
+    bl->n_fence = fence_ids(L, NULL);
 }
 
 /* Each array 64-byte aligned, in kern_plan_t's order. */
@@ -624,6 +659,7 @@ static void blob_offsets(const plan_gpu_t *g, blob_t *bl)
     PLACE(o_members, bl->n_members, void *);
     PLACE(o_ports, bl->n_ports, kern_chan_t);
     PLACE(o_pbufs, g->n_rbufs, uint64_t);
+    PLACE(o_fence, bl->n_fence, uint32_t);
 #undef PLACE
     bl->bytes = off;
 }
@@ -655,6 +691,8 @@ static void blob_header(const lower_t *L, const blob_t *bl, kern_plan_t *kp)
     kp->off_members = (uint32_t)bl->o_members;
     kp->off_ports = (uint32_t)bl->o_ports;
     kp->off_pbufs = (uint32_t)bl->o_pbufs;
+    kp->n_fence = (uint32_t)bl->n_fence;
+    kp->off_fence = (uint32_t)bl->o_fence;
     kp->fifo = (kern_fifo_t *)res->fifo;
     kp->fifo_head = res->fifo_head;
     for (int t = 0; t < 3; t++) kp->lbase[t] = (uint64_t)(uintptr_t)res->lbase[t];
@@ -682,6 +720,7 @@ static void blob_resources(const lower_t *L, const blob_t *bl, char *blob)
             kpc[c].expected = res->ports[c].expected;
         }
     }
+    fence_ids(L, (uint32_t *)(blob + bl->o_fence));
     void **krb = (void **)(blob + bl->o_rbufs);
     uint64_t *kpb = (uint64_t *)(blob + bl->o_pbufs);
     for (int q = 0; q < g->n_rbufs; q++) {

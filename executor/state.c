@@ -61,57 +61,67 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
     /* the interpreter records its own op index; split plan ops make it differ from the plan's */
     int pop = exec_plan_op_of(plan, e->rank, e->block, e->op);
     if (pop < 0) pop = e->op;
+    /* op -1: the launch fence before the first op (kern_args.h, "Launch fence") */
+    char at[192];
+    if (e->op < 0)
+        snprintf(at, sizeof at, "before op 0, in the launch fence (this call's size, buffers "
+                 "or plan differ from the previous call's),");
+    else
+        snprintf(at, sizeof at, "op %d (%s)%s", pop, opn, where);
     switch (e->what) {
     case KERN_WAIT_SIGNAL:
         return ERR(code,
-                   "plan '%s': rank %d block %d op %d (%s)%s timed out waiting for a signal from "
+                   "plan '%s': rank %d block %d %s timed out waiting for a signal from "
                    "rank %d on memory channel %d (expected %llu, got %llu)",
-                   name, e->rank, e->block, pop, opn, where, e->peer, e->channel,
+                   name, e->rank, e->block, at, e->peer, e->channel,
                    (unsigned long long)e->expected, (unsigned long long)e->seen);
     case KERN_WAIT_PACKET:
         if (e->peer >= 0)
             return ERR(code,
-                       "plan '%s': rank %d block %d op %d (%s)%s timed out waiting for LL "
+                       "plan '%s': rank %d block %d %s timed out waiting for LL "
                        "packets from rank %d with flag %llu (last seen flag %llu)",
-                       name, e->rank, e->block, pop, opn, where, e->peer,
+                       name, e->rank, e->block, at, e->peer,
                        (unsigned long long)e->expected, (unsigned long long)e->seen);
         return ERR(code,
-                   "plan '%s': rank %d block %d op %d (%s)%s timed out waiting for LL packets "
+                   "plan '%s': rank %d block %d %s timed out waiting for LL packets "
                    "with flag %llu (last seen flag %llu; no op of the plan writes them)",
-                   name, e->rank, e->block, pop, opn, where, (unsigned long long)e->expected,
+                   name, e->rank, e->block, at, (unsigned long long)e->expected,
                    (unsigned long long)e->seen);
     case KERN_WAIT_BARRIER:
         return ERR(code,
-                   "plan '%s': rank %d block %d op %d (%s)%s timed out in barrier %d: %llu of "
+                   "plan '%s': rank %d block %d %s timed out in barrier %d: %llu of "
                    "%llu blocks arrived",
-                   name, e->rank, e->block, pop, opn, where, e->channel,
+                   name, e->rank, e->block, at, e->channel,
                    (unsigned long long)e->seen, (unsigned long long)e->expected);
     case KERN_WAIT_SEMAPHORE:
         return ERR(code,
-                   "plan '%s': rank %d block %d op %d (%s)%s timed out acquiring semaphore %d "
+                   "plan '%s': rank %d block %d %s timed out acquiring semaphore %d "
                    "(value %lld)",
-                   name, e->rank, e->block, pop, opn, where, e->channel,
+                   name, e->rank, e->block, at, e->channel,
                    (long long)(int64_t)e->seen);
     case KERN_WAIT_PORT:
         return ERR(code,
-                   "plan '%s': rank %d block %d op %d (%s)%s timed out waiting for a signal from "
+                   "plan '%s': rank %d block %d %s timed out waiting for a signal from "
                    "rank %d on port channel %d (expected %llu, got %llu)",
-                   name, e->rank, e->block, pop, opn, where, e->peer, e->channel,
+                   name, e->rank, e->block, at, e->peer, e->channel,
                    (unsigned long long)e->expected, (unsigned long long)e->seen);
     case KERN_WAIT_PROXY:
         if (code == MSCCLPP_ERR_TIMEOUT)
             return ERR(code,
-                       "plan '%s': rank %d block %d op %d (%s)%s timed out waiting for the proxy "
+                       "plan '%s': rank %d block %d %s timed out waiting for the proxy "
                        "on port channel %d to rank %d (FIFO position %llu, proxy at %llu)",
-                       name, e->rank, e->block, pop, opn, where, e->channel, e->peer,
+                       name, e->rank, e->block, at, e->channel, e->peer,
                        (unsigned long long)e->expected, (unsigned long long)e->seen);
         if (e->channel < 0) /* a wait of another kind gave up on this rank's failed proxy */
             return ERR(code,
-                       "plan '%s': rank %d block %d op %d (%s)%s stopped waiting because this "
-                       "rank's proxy failed", name, e->rank, e->block, pop, opn, where);
+                       "plan '%s': rank %d block %d %s stopped waiting because this "
+                       "rank's proxy failed", name, e->rank, e->block, at);
         return ERR(code,
-                   "plan '%s': rank %d block %d op %d (%s)%s: the proxy failed (port channel %d "
-                   "to rank %d)", name, e->rank, e->block, pop, opn, where, e->channel, e->peer);
+                   "plan '%s': rank %d block %d %s: the proxy failed (port channel %d "
+                   "to rank %d)", name, e->rank, e->block, at, e->channel, e->peer);
+    case KERN_WAIT_FENCE:
+        return ERR(code, "plan '%s': rank %d block %d timed out waiting for block 0 to pass the "
+                   "launch fence", name, e->rank, e->block);
     case KERN_WAIT_PLAN:
         return ERR(code,
                    "plan '%s': rank %d block %d: the launch does not match its lowered plan or "
@@ -119,8 +129,8 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
                    name, e->rank, e->block, (unsigned long long)e->expected,
                    (unsigned long long)e->seen);
     default:
-        return ERR(code, "plan '%s': rank %d block %d op %d (%s)%s failed", name, e->rank,
-                   e->block, pop, opn, where);
+        return ERR(code, "plan '%s': rank %d block %d %s failed", name, e->rank,
+                   e->block, at);
     }
 }
 

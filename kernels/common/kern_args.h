@@ -39,6 +39,14 @@
  * gives up itself with MSCCLPP_ERR_TIMEOUT after args.timeout_ns. After a failed launch the
  * context's state (semaphores, barriers, channel counters) is undefined: rebuild it.
  *
+ * Launch fence: a plan's own signals order one launch after the previous launch of the same
+ * plan and call shape only (MSCCL++ gives every buffer size its own context). When the executor
+ * runs a different context or shape than the previous call, chunk offsets move: a fast rank
+ * could write a peer's scratch where that peer still reads the previous call's data. With
+ * args.fence, block 0 first signals one channel to every peer in plan.fence and waits for each
+ * peer's matching signal, which that peer sends only from its own next launch, so after its
+ * previous one ended; the other blocks wait until block 0 is through (state.fenced).
+ *
  * Error mailbox: the state lives in device memory, which the host can only read after a
  * device sync. So that a launch on a stream cannot fail unseen, the CAS winner also copies its
  * record into args.mailbox (when not NULL): a kern_error_t in host-pinned, device-mapped memory
@@ -194,6 +202,7 @@ typedef struct {
 #define KERN_TRIG_VALID (1ull << 63)
 #define KERN_PORT_MAX_CHANS 1024
 #define KERN_PORT_MAX_RBUFS 1024
+#define KERN_FENCE_PORT 0x80000000u /* kern_plan_t fence ids: a port channel */
 
 typedef struct {
     uint64_t fst, snd;
@@ -219,7 +228,11 @@ typedef struct {
         off_members;
     /* port channels: n_ports kern_chan_t at off_ports (inbound, expected, peer; remote unused),
      * n_rbufs uint64_t at off_pbufs (in-allocation offset of each remote buffer for this call) */
-    uint32_t n_ports, off_ports, off_pbufs, pad0;
+    uint32_t n_ports, off_ports, off_pbufs;
+    /* launch fence (kern_args_t.fence): n_fence channel ids at off_fence, one per peer this rank
+     * and the peer both have a channel to (memory if both have one, else port); KERN_FENCE_PORT
+     * marks a port channel id */
+    uint32_t n_fence, off_fence, pad0;
     kern_fifo_t *fifo;    /* host-mapped FIFO of the context's proxy, NULL without ports */
     uint64_t *fifo_head;  /* device counter of claimed slots */
     uint64_t lbase[3];    /* device addresses of the registered input/output/scratch allocations */
@@ -246,6 +259,7 @@ enum {
     KERN_WAIT_PLAN,      /* malformed plan or launch (block index, magic) */
     KERN_WAIT_PROXY,     /* port channel: FIFO room, a flush, or the proxy reported an error */
     KERN_WAIT_PORT,      /* wait on a port channel (a signal through the proxy) */
+    KERN_WAIT_FENCE,     /* a block waiting for block 0 to finish the launch fence */
 };
 
 typedef struct {
@@ -260,7 +274,8 @@ typedef struct {
     uint32_t n_sems;
     uint32_t pad0;
     uint32_t done;   /* blocks finished in the current launch */
-    uint32_t pad1[11];
+    uint32_t fenced; /* flag of the last launch whose fence block 0 has passed */
+    uint32_t pad1[10];
     kern_error_t err;
     uint32_t pad2[2];
     kern_syncer_t barrier[KERN_MAX_BARRIERS];
@@ -285,7 +300,8 @@ typedef struct {
     uint32_t host_spin;     /* host backend: polls before yielding */
     uint32_t clock_khz;     /* HIP: wall_clock64 rate (0: 100 MHz) */
     uint32_t dev_spin;      /* GPU: polls before a wait sleeps (base/wait.h, base_wait_dev_spin) */
-    uint32_t pad;
+    uint32_t fence;         /* 1: before its first op, wait until every peer of plan.fence has
+                             * finished its previous launch (see Launch fence) */
 } kern_args_t;
 
 #ifdef __cplusplus

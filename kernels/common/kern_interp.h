@@ -89,6 +89,7 @@ KERN_FN void kern_fail(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan,
 typedef struct {
     uint32_t n;
     uint64_t t0;
+    uint64_t slack; /* ns added to the launch's bound (0 in the usual {0, 0} initialiser) */
 } kern_spin_t;
 
 /*
@@ -116,7 +117,7 @@ KERN_FN int kern_spin_poll(kern_ctx_t *c, kern_spin_t *s, uint32_t what, int32_t
         now = kern_clock_ns(c->a->clock_khz);
         if (s->t0 == 0) {
             s->t0 = now;
-        } else if (now - s->t0 > c->a->timeout_ns) {
+        } else if (now - s->t0 > c->a->timeout_ns + s->slack) {
             kern_fail(c, KERN_ERR_TIMEOUT, what, chan, peer, expected, seen);
             return 1;
         }
@@ -637,6 +638,40 @@ KERN_FN void kern_port_wait(kern_ctx_t *c, uint32_t chan)
     }
 }
 
+/* ---- launch fence (kern_args.h, "Launch fence") ------------------------------------------- */
+
+KERN_FN void kern_launch_fence(kern_ctx_t *c)
+{
+    const kern_plan_t *p = kern_plan_of(c);
+    const uint32_t *ids = (const uint32_t *)((const char *)p + p->off_fence);
+    uint32_t i;
+    if (c->block == 0) {
+        for (i = c->tid; i < p->n_fence && !kern_failed(c); i += c->nth) {
+            uint32_t id = ids[i] & ~KERN_FENCE_PORT;
+            if (ids[i] & KERN_FENCE_PORT) kern_port_ctl(c, KERN_TRIG_SIGNAL, id);
+            else kern_add_rel_sys_u64(c->chans[id].remote, 1);
+        }
+        for (i = c->tid; i < p->n_fence && !kern_failed(c); i += c->nth) {
+            uint32_t id = ids[i] & ~KERN_FENCE_PORT;
+            if (ids[i] & KERN_FENCE_PORT) kern_port_wait(c, id);
+            else kern_wait_chan(c, id, 0);
+        }
+        KERN_SYNC();
+        if (c->tid == 0) kern_st_rel_u32(&c->st->fenced, c->flag);
+    } else {
+        if (c->tid == 0) {
+            /* twice block 0's bound: its own wait times out first and names the peer */
+            kern_spin_t s = {0, 0, c->a->timeout_ns};
+            uint32_t v = kern_ld_acq_u32(&c->st->fenced);
+            while (v != c->flag) {
+                if (kern_spin_poll(c, &s, KERN_WAIT_FENCE, -1, -1, c->flag, v)) break;
+                v = kern_ld_acq_u32(&c->st->fenced);
+            }
+        }
+        KERN_SYNC();
+    }
+}
+
 /* ---- one op ------------------------------------------------------------------------------- */
 
 KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t unit,
@@ -860,6 +895,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
         const kern_block_t *b = (const kern_block_t *)(pb + p->off_blocks) + block;
         const kern_op_t *ops = (const kern_op_t *)(pb + p->off_ops) + b->first_op;
         uint32_t i = 0;
+        if (a->fence) kern_launch_fence(&c); /* errors: c.op stays -1 */
         while (i < b->n_ops) {
             const kern_op_t *op = &ops[i];
             if (op->type == KERN_OP_PIPELINE) {

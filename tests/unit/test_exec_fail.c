@@ -202,8 +202,9 @@ static int stream_timeout_body(int rank, int n, const mscclpp_unique_id_t *id, v
         return MP_FAIL(rank, "stream sync after a lost peer returned %s (%s)",
                        mscclpp_result_string(res), msg);
     if (dt > TIMEOUT_S + 1.0) return MP_FAIL(rank, "the timeout took %.2f s", dt);
-    const char *w[] = {"rank 0", "rank 1", "op ", "timed out"};
-    if (names(rank, "stream sync", msg, w, 4)) return 1;
+    /* a call of a new size: the wait that times out is its launch fence (kern_args.h) */
+    const char *w[] = {"rank 0", "rank 1", "op ", "timed out", "launch fence"};
+    if (names(rank, "stream sync", msg, w, 5)) return 1;
     printf("# stream timeout reported in %.2f s: %s\n", dt, msg);
 
     /* broken: every later call fails at once, naming the original error */

@@ -166,16 +166,21 @@ END_TEST
  * barrier between them. Packet plans alternate scratch halves by call; the halves must not
  * move with the message size, or a fast rank writes the next call's packets over ones its peer
  * has not read yet (seen as "timed out waiting for LL packets with flag 22 (last seen 23)").
+ * Simple plans place their scratch chunks by message size: after a small call, a fast rank's
+ * next, larger call wrote a peer's scratch where that peer still copied out the small call's
+ * result (t_size_alternate: 3 ranks, 2048 then 70016 bytes gave wrong bytes); the launch fence
+ * of a call whose shape changed prevents that (kern_args.h).
  */
 static int size_cycle_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
-    (void)arg;
+    static const size_t mixed[] = {32, 32, 1024, 1024, 70016, 70016, 8, 4096, 200, 70016};
+    static const size_t simple[] = {2048, 70016}; /* Simple plans on every backend */
+    const size_t *sizes = arg ? simple : mixed;
+    const size_t ns = arg ? 2 : sizeof mixed / sizeof mixed[0];
     mscclpp_comm_t *comm = NULL;
     MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
     mscclpp_executor_t *ex = NULL;
     MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
-    const size_t sizes[] = {32, 32, 1024, 1024, 70016, 70016, 8, 4096, 200, 70016};
-    const size_t ns = sizeof sizes / sizeof sizes[0];
     uint8_t *a = NULL, *b = NULL;
     MP_CHECK(rank, mscclpp_malloc(1 << 17, (void **)&a));
     MP_CHECK(rank, mscclpp_malloc(1 << 17, (void **)&b));
@@ -203,6 +208,15 @@ START_TEST(t_size_cycle)
     set_plan_dir();
     setenv("MSCCLPP_TIMEOUT", "5", 1);
     ck_assert_int_eq(mp_run(_i, size_cycle_body, NULL, 120, NULL), 0);
+    unsetenv("MSCCLPP_TIMEOUT");
+}
+END_TEST
+
+START_TEST(t_size_alternate)
+{
+    set_plan_dir();
+    setenv("MSCCLPP_TIMEOUT", "5", 1);
+    ck_assert_int_eq(mp_run(3, size_cycle_body, (void *)1, 120, NULL), 0);
     unsetenv("MSCCLPP_TIMEOUT");
 }
 END_TEST
@@ -242,6 +256,7 @@ int main(void)
     tcase_add_loop_test(tc, t_collectives, 2, 5); /* 2, 3 and 4 ranks */
     tcase_add_loop_test(tc, t_collectives, 8, 9);
     tcase_add_loop_test(tc, t_size_cycle, 2, 4); /* 2 and 3 ranks */
+    tcase_add_test(tc, t_size_alternate);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
