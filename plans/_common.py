@@ -11,10 +11,11 @@ except ImportError:  # running from a source tree without installing the package
 RANK_COUNTS = range(2, 9)          # one node, 2..8 ranks
 PACKET_MAX_MESSAGE = 256 * 1024    # LL allreduce up to 256 KiB (inclusive) ...
 SIMPLE_MIN_MESSAGE = PACKET_MAX_MESSAGE + 1  # ... Simple allreduce right above it
-# The host backend (CPU ranks) moves LL packets far slower than plain copies: measured on 2
-# cores, the Simple allreduce beats the LL one from 1-2 KiB (docs/performance.md). Its own
-# variants live in plans/host/, which the executor registers before the generic plans.
-HOST_PACKET_MAX_MESSAGE = 1024
+# The host backend (CPU ranks) moves LL packets far slower than plain copies: measured idle on
+# 2 cores, the Simple allreduce beats the LL one from 128 B at 2 ranks and at every size at 4
+# (docs/performance.md, "Re-measured on the idle machine"). Its own variants live in
+# plans/host/, which the executor registers before the generic plans.
+HOST_PACKET_MAX_MESSAGE = 64
 MAX_MESSAGE = 2**64 - 1
 INSTANCES = 4                      # thread blocks per rank for the Simple plans
 

@@ -19,7 +19,7 @@ EXTRA_DIST += plans/README.md plans/_common.py plans/allgather.py plans/allreduc
 	plans/allreduce_simple.py plans/alltoall.py plans/broadcast.py plans/one_rank.py plans/reducescatter.py
 
 # Backend-specific plans (plans/<backend>/) are registered before the generic ones, so they win
-# where their ranges overlap: the host backend's allreduce switches from LL to Simple at 1 KiB.
+# where their ranges overlap: the host backend's allreduce switches from LL to Simple above 64 B.
 planhostdir = $(plandir)/host
 dist_planhost_DATA = \
 	plans/host/allreduce_pkt_2.json plans/host/allreduce_pkt_3.json \
