@@ -12,6 +12,7 @@
 
 #include "base/debug.h"
 #include "core/core.h"
+#include "executor/executor.h"
 #include "executor/native_exec.h"
 #include "executor/tuning.h"
 #include "hal/hal_api.h"
@@ -74,6 +75,9 @@ static const char *const k_collectives[] = {"allreduce", "allgather", "reducesca
 
 typedef struct {
     native_plan_t *np;
+    /* this call's copy of the services: timeout_ns is MSCCLPP_TIMEOUT as it is now (the
+     * library reads it at every wait, so a value set after the module was loaded holds) */
+    mscclpp_native_services_t svc;
 } native_internal_t;
 
 static mscclpp_result_t svc_barrier(const mscclpp_native_call_t *call)
@@ -110,7 +114,7 @@ static void svc_log_info(const char *fmt, ...)
     INFO(SUBSYS_EXEC, "native: %s", msg);
 }
 
-static mscclpp_native_services_t g_services = {
+static const mscclpp_native_services_t g_services = {
     .size = sizeof(mscclpp_native_services_t),
     .barrier = svc_barrier,
     .allgather = svc_allgather,
@@ -198,7 +202,6 @@ MSCCLPP_API mscclpp_result_t mscclpp_native_load(const char *path, mscclpp_nativ
     m->dl = dl;
     m->desc = desc;
     pthread_mutex_lock(&g_lock);
-    g_services.timeout_ns = mscclpp_timeout_ns();
     m->next = g_mods;
     g_mods = m;
     pthread_mutex_unlock(&g_lock);
@@ -448,10 +451,12 @@ static void call_base(native_plan_t *np, native_internal_t *in, mscclpp_native_c
 {
     mscclpp_comm_t *comm = np->comm;
     in->np = np;
+    in->svc = g_services;
+    in->svc.timeout_ns = mscclpp_timeout_ns();
     *call = (mscclpp_native_call_t){
         .size = sizeof *call,
         .abi_version = MSCCLPP_NATIVE_ABI_VERSION,
-        .services = &g_services,
+        .services = &in->svc,
         .internal = in,
         .comm = comm,
         .executor = np->exec,
@@ -661,6 +666,9 @@ mscclpp_result_t exec_native_execute(mscclpp_executor_t *ex, const struct mscclp
     if (stream && stream->ops != comm->hal)
         return ERR_ARG("native algorithm '%s': stream of backend %s, the executor runs on %s",
                        a->name, stream->ops->name, comm->hal->name);
+    /* an executor that an earlier collective broke (a plan's or a native algorithm's) runs
+     * nothing more: the ranks no longer agree on where they are (mscclpp.h, mscclpp_execute) */
+    CHECK(exec_check(ex));
     /* the in-place and out-of-place entries are one algorithm: share state and the broken flag */
     native_plan_t *owner = np->owner;
     if (owner->broken != MSCCLPP_OK)
@@ -682,6 +690,9 @@ mscclpp_result_t exec_native_execute(mscclpp_executor_t *ex, const struct mscclp
     if (nblocks) call.nblocks = nblocks;
     if (nthreads) call.nthreads_per_block = nthreads;
     call.scratch = owner->scratch;
+    /* a sync of the caller's stream asks this executor too: an error of this call is what
+     * that sync returns as well, not only this call */
+    CHECK(hal_api_stream_note(stream, ex->source));
     mscclpp_result_t r = MSCCLPP_OK;
     if (a->flags & MSCCLPP_NATIVE_PEER_MEMORY) {
         /* the per-call exchange is collective: a failure leaves the peers mid-call */
@@ -693,7 +704,12 @@ mscclpp_result_t exec_native_execute(mscclpp_executor_t *ex, const struct mscclp
     if (host) {
         /* the host backend runs the algorithm here, synchronously: order it after the work
          * the caller queued first */
-        if (hs) CHECK(comm->hal->stream_sync(hs));
+        if (hs) {
+            CHECK(comm->hal->stream_sync(hs));
+            /* what it ran may have failed (a plan's launch that timed out): run nothing on
+             * an executor that work broke */
+            CHECK(exec_check(ex));
+        }
         call.stream = NULL;
     } else {
         call.stream = hs;
@@ -715,5 +731,8 @@ mscclpp_result_t exec_native_execute(mscclpp_executor_t *ex, const struct mscclp
 broken:
     owner->broken = r;
     snprintf(owner->broken_msg, sizeof owner->broken_msg, "%s", mscclpp_last_error());
-    return r;
+    /* a collective failed: the executor is broken for good, as after a plan's failure, so
+     * that mscclpp_stream_synchronize, mscclpp_executor_get_async_error and every later call
+     * report it too (the ranks may be anywhere in the bootstrap or in each other's memory) */
+    return exec_poison(ex, r);
 }

@@ -32,8 +32,9 @@ static inline bool exec_native_of(const struct mscclpp_plan *plan)
 /**
  * Run native algorithm `plan` for one call of `ex` (collective). `nblocks` and `nthreads`
  * (0: the algorithm's defaults) are the call's launch shape, `root` the broadcast root. Errors
- * name the algorithm, collective and rank; an error the algorithm itself returned breaks that
- * registration (its ranks no longer agree on where they are): later calls fail at once.
+ * name the algorithm, collective and rank; an error the algorithm itself returned (or the
+ * per-call exchange) breaks the executor, as a plan's failure does (its ranks no longer agree on
+ * where they are): later calls, a sync of `stream` and the async query report it.
  */
 mscclpp_result_t exec_native_execute(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
                                      const void *send, void *recv, size_t send_bytes,

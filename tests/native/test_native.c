@@ -4,7 +4,8 @@
  * sizes, in-place and out-of-place, moving offsets), selection through the registry and the
  * tuning table, the launch shape and root reaching the algorithm, and every error a user can
  * meet (a module that is missing, has no symbols, was built for another ABI, fails in init or
- * in a call, with and without a message).
+ * in a call, with and without a message), on a user stream too: the call, the stream's sync and
+ * the async query all report an algorithm's error, and a module's waits end in MSCCLPP_TIMEOUT.
  */
 #include <check.h>
 #include <stdbool.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mscclpp/mscclpp.h"
@@ -365,13 +367,24 @@ static int failing_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
     if (r != MSCCLPP_ERR_REMOTE || !strstr(mscclpp_last_error(), "broken by an earlier error") ||
         !strstr(mscclpp_last_error(), want))
         return MP_FAIL(rank, "call after the failure: %s", mscclpp_last_error());
+    /* the failure broke the executor, not only that algorithm: another one runs nothing */
+    r = mscclpp_execute_launch(ex, p_silent, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                               MSCCLPP_PACKET_LL16, 0, 0, NULL);
+    if (r != MSCCLPP_ERR_REMOTE || !strstr(mscclpp_last_error(), "executor broken") ||
+        !strstr(mscclpp_last_error(), want))
+        return MP_FAIL(rank, "another algorithm after the failure: %s: %s",
+                       mscclpp_result_string(r), mscclpp_last_error());
+    mscclpp_executor_destroy(ex); /* its result: the error that broke it */
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    MP_CHECK(rank, mscclpp_executor_register_native(ex, comm, mod, "fail_silent", 0, NULL,
+                                                    &p_silent));
     r = mscclpp_execute_launch(ex, p_silent, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM,
                                MSCCLPP_PACKET_LL16, 0, 0, NULL);
     if (r != MSCCLPP_ERR_INTERNAL || !strstr(mscclpp_last_error(), "'fail_silent'") ||
         !strstr(mscclpp_last_error(), "no message"))
         return MP_FAIL(rank, "silent failure: %s: %s", mscclpp_result_string(r),
                        mscclpp_last_error());
-    MP_CHECK(rank, mscclpp_executor_destroy(ex));
+    mscclpp_executor_destroy(ex);
     MP_CHECK(rank, mscclpp_native_destroy(mod));
     MP_CHECK(rank, mscclpp_free(a));
     MP_CHECK(rank, mscclpp_free(b));
@@ -383,6 +396,142 @@ START_TEST(t_failing)
 {
     set_paths();
     ck_assert_int_eq(mp_run(2, failing_body, NULL, 60, NULL), 0);
+}
+END_TEST
+
+/* ---- the stream route: nothing lost, nothing unbounded (issue 8) ---- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* `r` is `want_r` and the last error holds every word of `words` (NULL-terminated). */
+static int expect_err(int rank, const char *what, mscclpp_result_t r, mscclpp_result_t want_r,
+                      const char *const *words)
+{
+    const char *msg = mscclpp_last_error();
+    if (r != want_r)
+        return MP_FAIL(rank, "%s: %s, want %s: %s", what, mscclpp_result_string(r),
+                       mscclpp_result_string(want_r), msg);
+    for (int i = 0; words[i]; i++)
+        if (!strstr(msg, words[i]))
+            return MP_FAIL(rank, "%s: the message does not say \"%s\": %s", what, words[i], msg);
+    return 0;
+}
+
+#define NATIVE_TIMEOUT_S 2.0
+
+/*
+ * An algorithm's error on a user stream (mscclpp_stream_create) is returned by the call, by
+ * mscclpp_stream_synchronize and by mscclpp_executor_get_async_error, each with the
+ * algorithm's message, and breaks the executor like a plan's failure (mscclpp.h). A module's
+ * own wait and the services' barrier end within MSCCLPP_TIMEOUT (+1 s) as native.h promises,
+ * MSCCLPP_TIMEOUT being what it is at the call (set here after the module was loaded).
+ */
+static int stream_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mscclpp_native_t *mod = NULL;
+    MP_CHECK(rank, mscclpp_native_load(failing_so, &mod));
+    setenv("MSCCLPP_TIMEOUT", "2", 1);
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_bootstrap_t *boot = NULL;
+    MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
+    char *a = NULL, *b = NULL;
+    MP_CHECK(rank, mscclpp_malloc(4096, (void **)&a));
+    MP_CHECK(rank, mscclpp_malloc(4096, (void **)&b));
+    mscclpp_stream_t s = NULL;
+    MP_CHECK(rank, mscclpp_stream_create(&s));
+
+    /* 1. an error with a message */
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    const mscclpp_plan_t *p_msg = NULL, *p_silent = NULL;
+    MP_CHECK(rank, mscclpp_executor_register_native(ex, comm, mod, "fail_msg", 0, NULL, &p_msg));
+    MP_CHECK(rank, mscclpp_executor_register_native(ex, comm, mod, "fail_silent", 0, NULL,
+                                                    &p_silent));
+    char want[128];
+    snprintf(want, sizeof want, "deliberate failure on rank %d, call 0", rank);
+    const char *const msg_words[] = {want, "'fail_msg'", NULL};
+    mscclpp_result_t r = mscclpp_execute(ex, p_msg, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, s);
+    if (expect_err(rank, "the call on a stream", r, MSCCLPP_ERR_REMOTE, msg_words)) return 1;
+    r = mscclpp_stream_synchronize(s);
+    if (expect_err(rank, "mscclpp_stream_synchronize", r, MSCCLPP_ERR_REMOTE, msg_words))
+        return 1;
+    mscclpp_result_t async = MSCCLPP_OK;
+    MP_CHECK(rank, mscclpp_executor_get_async_error(ex, &async));
+    if (expect_err(rank, "mscclpp_executor_get_async_error", async, MSCCLPP_ERR_REMOTE,
+                   msg_words))
+        return 1;
+    const char *const broken_words[] = {"executor broken", want, NULL};
+    r = mscclpp_execute(ex, p_silent, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, s);
+    if (expect_err(rank, "a later call", r, MSCCLPP_ERR_REMOTE, broken_words)) return 1;
+    mscclpp_executor_destroy(ex); /* its result: the error that broke it */
+
+    /* 2. the module's own wait on peer memory, bounded by the timeout_ns it was handed */
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    const mscclpp_plan_t *p_hang = NULL;
+    MP_CHECK(rank, mscclpp_executor_register_native(ex, comm, mod, "hang_flag", 0, NULL,
+                                                    &p_hang));
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+    double t0 = now_s();
+    char peer[64];
+    snprintf(peer, sizeof peer, "for rank %d's flag", (rank + 1) % n);
+    const char *const hang_words[] = {"'hang_flag'", "timeout_ns 2000000000", peer, NULL};
+    r = mscclpp_execute(ex, p_hang, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, s);
+    double dt = now_s() - t0;
+    if (expect_err(rank, "a hung algorithm", r, MSCCLPP_ERR_TIMEOUT, hang_words)) return 1;
+    if (dt > NATIVE_TIMEOUT_S + 1.0 || dt < NATIVE_TIMEOUT_S - 0.5)
+        return MP_FAIL(rank, "a hung algorithm gave up after %.2f s, MSCCLPP_TIMEOUT is %.0f s",
+                       dt, NATIVE_TIMEOUT_S);
+    r = mscclpp_stream_synchronize(s);
+    if (expect_err(rank, "sync after a hung algorithm", r, MSCCLPP_ERR_TIMEOUT, hang_words))
+        return 1;
+    mscclpp_executor_destroy(ex);
+
+    /* 3. the services' barrier that one rank alone enters */
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    const mscclpp_plan_t *p_bar = NULL;
+    MP_CHECK(rank, mscclpp_executor_register_native(ex, comm, mod, "barrier_alone", 0, NULL,
+                                                    &p_bar));
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+    t0 = now_s();
+    r = mscclpp_execute(ex, p_bar, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, s);
+    dt = now_s() - t0;
+    if (rank == 0) {
+        if (r == MSCCLPP_OK || !strstr(mscclpp_last_error(), "'barrier_alone'"))
+            return MP_FAIL(rank, "a barrier no peer enters: %s: %s", mscclpp_result_string(r),
+                           mscclpp_last_error());
+        if (dt > NATIVE_TIMEOUT_S + 1.0)
+            return MP_FAIL(rank, "the barrier gave up after %.2f s, MSCCLPP_TIMEOUT is %.0f s",
+                           dt, NATIVE_TIMEOUT_S);
+        printf("# rank 0: a barrier no peer entered failed in %.2f s: %s\n", dt,
+               mscclpp_last_error());
+    } else {
+        if (r != MSCCLPP_OK) return MP_FAIL(rank, "barrier_alone: %s", mscclpp_last_error());
+        /* stay (silent) until rank 0 gave up: its barrier must end by the timeout, not
+         * because this rank closed its connections */
+        usleep((useconds_t)((NATIVE_TIMEOUT_S + 1.5) * 1e6));
+    }
+    /* the bootstrap is out of step now: tear down without checking */
+    mscclpp_executor_destroy(ex);
+    mscclpp_stream_destroy(s);
+    mscclpp_native_destroy(mod);
+    mscclpp_free(a);
+    mscclpp_free(b);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_stream_errors)
+{
+    set_paths();
+    unsigned failed = 0;
+    ck_assert_msg(mp_run(2, stream_body, NULL, 60, &failed) == 0, "failed ranks 0x%x", failed);
 }
 END_TEST
 
@@ -416,6 +565,7 @@ int main(int argc, char **argv)
     tcase_add_loop_test(tc, t_allreduce, 4, 5);
     tcase_add_test(tc, t_probe);
     tcase_add_test(tc, t_failing);
+    tcase_add_test(tc, t_stream_errors);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
