@@ -620,6 +620,8 @@ mscclpp_result_t exec_context_bind(mscclpp_executor_t *ex, exec_context_t *c, ui
             c->members[m0 + m] = peer_buffer(c, sw->buf, sw->ranks[m]);
         m0 += sw->n_ranks;
     }
+    /* launches still queued on streams read the lowered plans freed below: let them end */
+    if (c->lowered) CHECK(hal_api_source_drain(ex->source));
     lowcache_flush(ex, c);
     c->resolved = true;
     return MSCCLPP_OK;

@@ -50,3 +50,12 @@ EXTRA_DIST += tests/multinode/programs/build.py tests/multinode/programs/allgath
 	tests/multinode/programs/reducescatter_2x2.json \
 	tests/multinode/programs/reducescatter_4x2.json tests/multinode/programs/send_recv_2x1.json \
 	tests/multinode/programs/send_recv_2x2.json tests/multinode/programs/send_recv_4x2.json
+# Memory and port channels together on forced nodes: the launch fence through the proxy, and
+# a failed proxy seen by a memory-channel wait (issue 8)
+if HAVE_CHECK
+check_PROGRAMS += tests/multinode/test_mixed
+TESTS += tests/multinode/test_mixed
+tests_multinode_test_mixed_SOURCES = tests/multinode/test_mixed.c tests/unit/mp_harness.c
+tests_multinode_test_mixed_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_multinode_test_mixed_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(JANSSON_LIBS) $(CHECK_LIBS) -ldl
+endif
