@@ -12,7 +12,9 @@
  *   fails at once with "broken by an earlier error" (no misleading setup-tag message), the
  *   peer's own call times out naming the broken rank, and both recover by recreating.
  * - A rank killed (SIGKILL) during context setup, a collective without a stream, and one on a
- *   stream: every survivor returns an error naming the dead rank within MSCCLPP_TIMEOUT + 1 s.
+ *   stream: every survivor returns an error naming the dead rank within MSCCLPP_TIMEOUT + 1 s;
+ *   between two calls of different sizes it is the launch fence's wait that fails, between two
+ *   of one shape an op of the plan.
  *
  * MSCCLPP_TIMEOUT is SETUP_TIMEOUT_S while ranks start and build contexts (a loaded CI machine
  * may start a rank seconds after another), and TIMEOUT_S for the phase under test, whose calls
@@ -20,6 +22,7 @@
  */
 #include <check.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,9 +348,25 @@ END_TEST
 
 /* ---- a rank killed at each executor phase ------------------------------------------------ */
 
-enum { PHASE_SETUP, PHASE_NO_STREAM, PHASE_STREAM, PHASE__COUNT };
-static const char *const phase_name[] = {"context setup", "collective without stream",
-                                         "collective on a stream"};
+/*
+ * The collective phases call with another size than the call before the kill, so the
+ * survivors' launch fences first (kern_args.h, "Launch fence") and it is the fence's wait that
+ * fails, naming the dead peer. The SAME_* phases make one call of the failing size while every
+ * rank lives (lowered under the short timeout, fenced), so the call after the kill has the
+ * previous call's shape: no fence, and an op of the plan fails.
+ */
+enum {
+    PHASE_SETUP,
+    PHASE_NO_STREAM,
+    PHASE_STREAM,
+    PHASE_SAME_NO_STREAM,
+    PHASE_SAME_STREAM,
+    PHASE__COUNT
+};
+static const char *const phase_name[] = {
+    "context setup", "collective without stream (in the launch fence)",
+    "collective on a stream (in the launch fence)", "collective without stream (no fence)",
+    "collective on a stream (no fence)"};
 #define KILL_RANKS 3
 #define VICTIM 1
 
@@ -362,17 +381,25 @@ static int kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     int phase = ka->phase;
     rank_t r;
     if (rank_open(&r, rank, n, id)) return 1;
-    mscclpp_stream_t s = phase == PHASE_STREAM ? r.stream : NULL;
+    bool on_stream = phase == PHASE_STREAM || phase == PHASE_SAME_STREAM;
+    bool same = phase == PHASE_SAME_NO_STREAM || phase == PHASE_SAME_STREAM;
+    mscclpp_stream_t s = on_stream ? r.stream : NULL;
     if (phase != PHASE_SETUP) MP_CHECK(rank, simple_allreduce(&r, s, 1)); /* contexts built */
-    /* everyone has its executor and (but in the setup case) its contexts */
     mscclpp_bootstrap_t *boot = NULL;
     MP_CHECK(rank, mscclpp_comm_bootstrap(r.comm, &boot));
+    if (same) {
+        /* every rank is here before the short timeout applies to anything */
+        MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+        failure_phase(&r);
+        MP_CHECK(rank, simple_allreduce(&r, s, 1));
+    }
+    /* everyone has its executor and (but in the setup case) its contexts */
     MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
     failure_phase(&r);
     if (rank == VICTIM) raise(SIGKILL);
     double t0 = now_s();
     mscclpp_result_t res;
-    if (phase == PHASE_STREAM && rank == n - 1) {
+    if (on_stream && rank == n - 1) {
         /* this survivor polls without synchronizing: the error shows up while queued work
          * is still "in flight" from the caller's point of view */
         res = mscclpp_execute(r.ex, r.simple, r.a, r.b, r.bytes, r.bytes, MSCCLPP_FLOAT32,
@@ -393,7 +420,7 @@ static int kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
     /* the sync after the query still reports it */
-    if (res != MSCCLPP_OK && phase == PHASE_STREAM && rank == n - 1 &&
+    if (res != MSCCLPP_OK && on_stream && rank == n - 1 &&
         mscclpp_stream_synchronize(s) == MSCCLPP_OK)
         return MP_FAIL(rank, "stream sync after the failure returned OK");
     if (res == MSCCLPP_OK)
@@ -405,6 +432,11 @@ static int kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     if (!strstr(msg, dead))
         return MP_FAIL(rank, "%s: the error does not name the dead %s: %s", phase_name[phase],
                        dead, msg);
+    /* where it failed: the fence's wait when the shape changed, else an op of the plan */
+    bool fenced = strstr(msg, "in the launch fence") != NULL;
+    if (phase != PHASE_SETUP && fenced == same)
+        return MP_FAIL(rank, "%s: the error %s the launch fence: %s", phase_name[phase],
+                       fenced ? "names" : "does not name", msg);
     printf("# kill during %s: rank %d got %s in %.2f s: %s\n", phase_name[phase], rank,
            mscclpp_result_string(res), dt, msg);
     /* and stays broken */
