@@ -535,6 +535,76 @@ START_TEST(t_stream_errors)
 }
 END_TEST
 
+/*
+ * A plan's launch queued on a stream fails (a deadlock: each rank waits before it signals);
+ * a native call queued behind it on the same stream waits for it, then must run nothing on the
+ * executor that launch broke: it returns the plan's error, and the algorithm never ran.
+ */
+#define DEADLOCK_GPU(r, p)                                                                      \
+    "{\"id\": " #r ", \"input_chunks\": 1, \"output_chunks\": 1, \"scratch_chunks\": 0, "    \
+    "\"channels\": [{\"channel_type\": \"memory\", \"connected_to\": [" #p "]}], "            \
+    "\"remote_buffers\": [], \"semaphores\": [], \"threadblocks\": [{\"id\": 0, "              \
+    "\"channels\": [{\"channel_type\": \"memory\", \"channel_ids\": [0]}], \"ops\": ["        \
+    "{\"name\": \"wait\", \"channel_ids\": [0], \"channel_type\": \"memory\"}, "               \
+    "{\"name\": \"signal\", \"channel_ids\": [0], \"channel_type\": \"memory\"}]}]}"
+
+static const char deadlock_plan[] =
+    "{\"format\": \"mscclpp-plan/1\", \"name\": \"deadlock\", \"collective\": \"allreduce\", "
+    "\"protocol\": \"Simple\", \"inplace\": false, \"reuse_resources\": false, "
+    "\"num_threads_per_block\": 256, \"use_double_scratch_buffer\": false, "
+    "\"buffer_alignment\": 16, \"min_message_size\": 0, "
+    "\"max_message_size\": 18446744073709551615, \"gpus\": [" DEADLOCK_GPU(0, 1) ", "
+    DEADLOCK_GPU(1, 0) "]}";
+
+static int plan_then_native_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    setenv("MSCCLPP_TIMEOUT", "2", 1);
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mscclpp_native_t *mod = NULL;
+    MP_CHECK(rank, mscclpp_native_load(probe_so, &mod));
+    const mscclpp_plan_t *probe = NULL;
+    MP_CHECK(rank, mscclpp_executor_register_native(ex, comm, mod, "probe_allreduce", 0, NULL,
+                                                    &probe));
+    mscclpp_plan_t *dead = NULL;
+    MP_CHECK(rank, mscclpp_plan_load_string(deadlock_plan, sizeof deadlock_plan - 1, &dead));
+    int32_t *a = NULL, *b = NULL;
+    MP_CHECK(rank, mscclpp_malloc(4096, (void **)&a));
+    MP_CHECK(rank, mscclpp_malloc(4096, (void **)&b));
+    memset(b, 0, 4096);
+    mscclpp_stream_t s = NULL;
+    MP_CHECK(rank, mscclpp_stream_create(&s));
+    MP_CHECK(rank, mscclpp_execute(ex, dead, a, b, 64, 64, MSCCLPP_INT32, MSCCLPP_SUM, s));
+    mscclpp_result_t r = mscclpp_execute(ex, probe, a, b, 64, 64, MSCCLPP_INT32, MSCCLPP_SUM, s);
+    const char *const words[] = {"plan 'deadlock'", "timed out", NULL};
+    if (expect_err(rank, "a native call behind a failed launch", r, MSCCLPP_ERR_TIMEOUT, words))
+        return 1;
+    for (int i = 0; i < 10; i++)
+        if (b[i] != 0)
+            return MP_FAIL(rank, "the native algorithm ran on a broken executor (out[%d] = %d)", i,
+                           b[i]);
+    mscclpp_stream_destroy(s);
+    mscclpp_executor_destroy(ex);
+    mscclpp_native_destroy(mod);
+    mscclpp_plan_destroy(dead);
+    mscclpp_free(a);
+    mscclpp_free(b);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_plan_then_native)
+{
+    set_paths();
+    unsigned failed = 0;
+    ck_assert_msg(mp_run(2, plan_then_native_body, NULL, 60, &failed) == 0, "failed ranks 0x%x",
+                  failed);
+}
+END_TEST
+
 /* `test_native hook`: only the collective path (tests/native/test_native_hook.sh) */
 static int run_hook(void)
 {
@@ -566,6 +636,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, t_probe);
     tcase_add_test(tc, t_failing);
     tcase_add_test(tc, t_stream_errors);
+    tcase_add_test(tc, t_plan_then_native);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
