@@ -67,6 +67,37 @@ START_TEST(t_load_errors)
 }
 END_TEST
 
+/* ---- what every rank body starts and ends with ---- */
+
+/* Load module `so`, join the communicator, make an executor. */
+static int rank_setup(int rank, int n, const mscclpp_unique_id_t *id, const char *so,
+                      mscclpp_native_t **mod, mscclpp_comm_t **comm, mscclpp_executor_t **ex)
+{
+    MP_CHECK(rank, mscclpp_native_load(so, mod));
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, comm));
+    MP_CHECK(rank, mscclpp_executor_create(*comm, ex));
+    return 0;
+}
+
+/* How a body ends: every destroy must succeed when CLEAN; a broken executor's destroy returns
+ * the error that broke it; a bootstrap left out of step may fail the communicator's too. */
+enum { CLEAN, EXEC_BROKEN, BOOT_OUT_OF_STEP };
+
+/* Destroy in the order the library asks: executor, module, communicator. */
+static int rank_teardown(int rank, mscclpp_executor_t *ex, mscclpp_native_t *mod,
+                         mscclpp_comm_t *comm, int how)
+{
+    mscclpp_result_t r[3] = {mscclpp_executor_destroy(ex), mscclpp_native_destroy(mod),
+                             mscclpp_comm_destroy(comm)};
+    static const char *const what[3] = {"executor", "module", "communicator"};
+    bool check[3] = {how == CLEAN, true, how != BOOT_OUT_OF_STEP};
+    for (int i = 0; i < 3; i++)
+        if (check[i] && r[i] != MSCCLPP_OK)
+            return MP_FAIL(rank, "destroying the %s: %s: %s", what[i], mscclpp_result_string(r[i]),
+                           mscclpp_last_error());
+    return 0;
+}
+
 /* ---- the example allreduce, element by element ---- */
 
 /* input element i of rank r: small integers so that every op is exact in every dtype */
@@ -108,12 +139,10 @@ static double get(const void *buf, mscclpp_dtype_t dt, size_t i)
 static int allreduce_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     (void)arg;
-    mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
     mscclpp_native_t *mod = NULL;
-    MP_CHECK(rank, mscclpp_native_load(example_so, &mod));
+    mscclpp_comm_t *comm = NULL;
+    mscclpp_executor_t *ex = NULL;
+    if (rank_setup(rank, n, id, example_so, &mod, &comm, &ex)) return 1;
     const mscclpp_plan_t *plan = NULL;
     MP_CHECK(rank, mscclpp_executor_register_native(ex, comm, mod, "native_allreduce_c", 0, NULL,
                                                     &plan));
@@ -197,10 +226,7 @@ static int allreduce_body(int rank, int n, const mscclpp_unique_id_t *id, void *
     MP_CHECK(rank, mscclpp_executor_release_natives(ex));
     MP_CHECK(rank, mscclpp_free(a));
     MP_CHECK(rank, mscclpp_free(b));
-    MP_CHECK(rank, mscclpp_executor_destroy(ex));
-    MP_CHECK(rank, mscclpp_native_destroy(mod));
-    MP_CHECK(rank, mscclpp_comm_destroy(comm));
-    return 0;
+    return rank_teardown(rank, ex, mod, comm, CLEAN);
 }
 
 START_TEST(t_allreduce)
@@ -216,12 +242,10 @@ END_TEST
 static int probe_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     (void)arg;
-    mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
     mscclpp_native_t *mod = NULL;
-    MP_CHECK(rank, mscclpp_native_load(probe_so, &mod));
+    mscclpp_comm_t *comm = NULL;
+    mscclpp_executor_t *ex = NULL;
+    if (rank_setup(rank, n, id, probe_so, &mod, &comm, &ex)) return 1;
     const mscclpp_plan_t *plan = NULL;
     MP_CHECK(rank, mscclpp_executor_register_native(ex, comm, mod, NULL, 0, "kind=probe", &plan));
     if (strcmp(mscclpp_plan_name(plan), "probe_broadcast"))
@@ -306,12 +330,9 @@ static int probe_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         return MP_FAIL(rank, "foreign handle: %s", mscclpp_last_error());
 
     MP_CHECK(rank, mscclpp_executor_destroy(ex2));
-    MP_CHECK(rank, mscclpp_executor_destroy(ex));
-    MP_CHECK(rank, mscclpp_native_destroy(mod));
     MP_CHECK(rank, mscclpp_free(buf));
     MP_CHECK(rank, mscclpp_free(out));
-    MP_CHECK(rank, mscclpp_comm_destroy(comm));
-    return 0;
+    return rank_teardown(rank, ex, mod, comm, CLEAN);
 }
 
 START_TEST(t_probe)
@@ -326,12 +347,10 @@ END_TEST
 static int failing_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     (void)arg;
-    mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
     mscclpp_native_t *mod = NULL;
-    MP_CHECK(rank, mscclpp_native_load(failing_so, &mod));
+    mscclpp_comm_t *comm = NULL;
+    mscclpp_executor_t *ex = NULL;
+    if (rank_setup(rank, n, id, failing_so, &mod, &comm, &ex)) return 1;
     const mscclpp_plan_t *p_msg = NULL, *p_silent = NULL;
     MP_CHECK(rank, mscclpp_executor_register_native(ex, comm, mod, "fail_msg", 0, NULL, &p_msg));
     MP_CHECK(rank, mscclpp_executor_register_native(ex, comm, mod, "fail_silent", 0, NULL,
@@ -384,12 +403,9 @@ static int failing_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
         !strstr(mscclpp_last_error(), "no message"))
         return MP_FAIL(rank, "silent failure: %s: %s", mscclpp_result_string(r),
                        mscclpp_last_error());
-    mscclpp_executor_destroy(ex);
-    MP_CHECK(rank, mscclpp_native_destroy(mod));
     MP_CHECK(rank, mscclpp_free(a));
     MP_CHECK(rank, mscclpp_free(b));
-    MP_CHECK(rank, mscclpp_comm_destroy(comm));
-    return 0;
+    return rank_teardown(rank, ex, mod, comm, EXEC_BROKEN); /* fail_silent broke it */
 }
 
 START_TEST(t_failing)
@@ -517,14 +533,10 @@ static int stream_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg
          * because this rank closed its connections */
         usleep((useconds_t)((NATIVE_TIMEOUT_S + 1.5) * 1e6));
     }
-    /* the bootstrap is out of step now: tear down without checking */
-    mscclpp_executor_destroy(ex);
     mscclpp_stream_destroy(s);
-    mscclpp_native_destroy(mod);
     mscclpp_free(a);
     mscclpp_free(b);
-    mscclpp_comm_destroy(comm);
-    return 0;
+    return rank_teardown(rank, ex, mod, comm, BOOT_OUT_OF_STEP);
 }
 
 START_TEST(t_stream_errors)
@@ -560,12 +572,10 @@ static int plan_then_native_body(int rank, int n, const mscclpp_unique_id_t *id,
 {
     (void)arg;
     setenv("MSCCLPP_TIMEOUT", "2", 1);
-    mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
     mscclpp_native_t *mod = NULL;
-    MP_CHECK(rank, mscclpp_native_load(probe_so, &mod));
+    mscclpp_comm_t *comm = NULL;
+    mscclpp_executor_t *ex = NULL;
+    if (rank_setup(rank, n, id, probe_so, &mod, &comm, &ex)) return 1;
     const mscclpp_plan_t *probe = NULL;
     MP_CHECK(rank, mscclpp_executor_register_native(ex, comm, mod, "probe_allreduce", 0, NULL,
                                                     &probe));
@@ -587,13 +597,10 @@ static int plan_then_native_body(int rank, int n, const mscclpp_unique_id_t *id,
             return MP_FAIL(rank, "the native algorithm ran on a broken executor (out[%d] = %d)", i,
                            b[i]);
     mscclpp_stream_destroy(s);
-    mscclpp_executor_destroy(ex);
-    mscclpp_native_destroy(mod);
     mscclpp_plan_destroy(dead);
     mscclpp_free(a);
     mscclpp_free(b);
-    mscclpp_comm_destroy(comm);
-    return 0;
+    return rank_teardown(rank, ex, mod, comm, EXEC_BROKEN);
 }
 
 START_TEST(t_plan_then_native)
