@@ -10,6 +10,8 @@
  *   every byte of every call checked. The same on one node (memory channels, no UCX): calls
  *   queued on a stream at moving offsets of their allocations (a caching allocator's pattern)
  *   once freed the lowered plans the earlier launches still read.
+ * - A peer killed between two calls of different sizes (port channels only): the survivor's
+ *   fence through its proxy fails naming it, within MSCCLPP_TIMEOUT + 1 s.
  * - A port transfer that fails in a rank's proxy (MSCCLPP_TEST_TRANSPORT_FAULT=put:N) while
  *   another block of that rank waits on a memory channel: that wait gives up on the failed
  *   proxy and the rank reports the transport's sentence; every other rank's wait (which the
@@ -17,6 +19,7 @@
  *   all within MSCCLPP_TIMEOUT + 1 s; with and without a stream.
  */
 #include <check.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -190,6 +193,82 @@ END_TEST
 START_TEST(t_fence_mixed)
 {
     run_fence(4, (fence_case_t){2, "plans/multinode/2x2/allgather.json"});
+}
+END_TEST
+
+/*
+ * A peer killed (SIGKILL) between two calls of different sizes, 2 nodes x 1 (port channels
+ * only): the survivor's next call fences through its proxy first, and that fence fails, naming
+ * the dead rank, within MSCCLPP_TIMEOUT + 1 s; with and without a stream.
+ */
+#define FENCE_VICTIM 1
+
+static int fence_kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    int on_stream = *(const int *)arg;
+    mscclpp_comm_t *comm = NULL;
+    if (join_node(rank, n, 1, id, &comm)) return 1;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/plans/multinode/2x1/allgather.json",
+             getenv("MSCCLPP_TOP_SRCDIR"));
+    mscclpp_plan_t *plan = NULL;
+    MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    float *in = NULL, *out = NULL;
+    MP_CHECK(rank, mscclpp_malloc(4096 * 4, (void **)&in));
+    MP_CHECK(rank, mscclpp_malloc(4096 * 4 * (size_t)n, (void **)&out));
+    mscclpp_stream_t s = NULL;
+    if (on_stream) MP_CHECK(rank, mscclpp_stream_create(&s));
+    size_t count = 4096;
+    for (size_t i = 0; i < count; i++) in[i] = fence_value(rank, 0, i);
+    MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, count * 4, count * 4 * (size_t)n,
+                                   MSCCLPP_FLOAT32, MSCCLPP_SUM, s));
+    if (s) MP_CHECK(rank, mscclpp_stream_synchronize(s));
+    for (size_t i = 0; i < count * (size_t)n; i++)
+        if (out[i] != fence_value((int)(i / count), 0, i % count))
+            return MP_FAIL(rank, "call 1: out[%zu] = %g", i, out[i]);
+    /* every rank is done with call 1 (its trailing flush waits on the peer) */
+    mscclpp_bootstrap_t *boot = NULL;
+    MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+    if (rank == FENCE_VICTIM) raise(SIGKILL);
+    set_timeout(TIMEOUT_S); /* the next call, of another size, is lowered under it */
+    count = 1000;
+    double t0 = now_s();
+    mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, count * 4, count * 4 * (size_t)n,
+                                         MSCCLPP_FLOAT32, MSCCLPP_SUM, s);
+    if (r == MSCCLPP_OK && s) r = mscclpp_stream_synchronize(s);
+    double dt = now_s() - t0;
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
+    const char *route = s ? "stream" : "no stream";
+    char dead[32];
+    snprintf(dead, sizeof dead, "rank %d", FENCE_VICTIM);
+    if (r == MSCCLPP_OK) return MP_FAIL(rank, "%s: a call with rank %d dead returned OK", route,
+                                        FENCE_VICTIM);
+    if (dt > TIMEOUT_S + 1.0)
+        return MP_FAIL(rank, "%s: the error took %.2f s: %s", route, dt, msg);
+    if (!strstr(msg, dead) || !strstr(msg, "in the launch fence"))
+        return MP_FAIL(rank, "%s: the error does not name the launch fence and %s: %s", route,
+                       dead, msg);
+    printf("# %s: rank %d: %s in %.2f s: %s\n", route, rank, mscclpp_result_string(r), dt, msg);
+    if (s) mscclpp_stream_destroy(s);
+    mscclpp_executor_destroy(ex);
+    mscclpp_plan_destroy(plan);
+    mscclpp_free(in);
+    mscclpp_free(out);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_fence_port_kill)
+{
+    int on_stream = _i;
+    unsigned failed = 0;
+    mp_run(2, fence_kill_body, &on_stream, 120, &failed);
+    ck_assert_msg(failed == 1u << FENCE_VICTIM, "%s: failed ranks 0x%x, want only the victim",
+                  on_stream ? "stream" : "no stream", failed);
 }
 END_TEST
 
@@ -408,6 +487,8 @@ int main(void)
         ADD(t_fence_port_simple);
         ADD(t_fence_port_packets);
         ADD(t_fence_mixed);
+        if (!only || !strcmp(only, "t_fence_port_kill"))
+            tcase_add_loop_test(tc, t_fence_port_kill, 0, 2);
         if (!only || !strcmp(only, "t_proxy_fails_memory_waits"))
             tcase_add_loop_test(tc, t_proxy_fails_memory_waits, 0, 2);
     } else {
