@@ -99,8 +99,13 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
     l->low->args.input = send;
     l->low->args.output = recv;
     l->low->args.mailbox = c->mailbox;
-    /* every rank makes the same calls, so all agree on whether this launch fences */
-    l->low->args.fence = ex->launched && (ex->last_seq != c->seq || ex->last_low != l);
+    /* every rank makes the same calls, so all agree on whether this launch fences: on the
+     * call's shape, not on its cache entry (a rank whose own offsets moved flushed its entries,
+     * and malloc gave the new shape's entry the old address: that rank alone did not fence) */
+    const exec_lowcache_t *p = &ex->last_shape;
+    l->low->args.fence = ex->launched && (ex->last_seq != c->seq || p->in_bytes != l->in_bytes ||
+                                          p->out_bytes != l->out_bytes || p->dtype != l->dtype ||
+                                          p->op != l->op || p->packet != l->packet);
     hal_stream_t hs = hal_api_stream(stream);
     /* before the launch: a sync that races with it must already ask us */
     CHECK(hal_api_stream_note(stream, ex->source));
@@ -112,7 +117,7 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
     }
     ex->launched = true;
     ex->last_seq = c->seq;
-    ex->last_low = l;
+    ex->last_shape = *l;
     if (!hs) return exec_check_launch(ex, c);
     return MSCCLPP_OK;
 }

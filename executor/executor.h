@@ -102,7 +102,8 @@ struct mscclpp_executor {
      * a launch of another context or shape first waits for every peer's previous launch. */
     bool launched;
     uint32_t last_seq;
-    const exec_lowcache_t *last_low;
+    exec_lowcache_t last_shape; /* the last launch's shape (sizes, dtype, op, packet): a copy,
+                                 * since a flushed entry's address can come back for another */
 };
 
 /* ---- context.c ---------------------------------------------------------------------------- */

@@ -75,6 +75,8 @@ typedef struct {
     int per_node;
     const char *file; /* allgather plan, relative to the source tree */
     bool inplace;     /* an in-place plan: my input is my block of the output */
+    bool rank0_still; /* rank 0 calls at offset 0 of its allocations every time, the others at
+                       * moving offsets: only they flush their lowered plans (no stream) */
 } fence_case_t;
 
 /* Floats per rank of each call: shapes change on most calls (a fence), some repeat (none). */
@@ -129,17 +131,24 @@ static int fence_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     MP_CHECK(rank, mscclpp_malloc(out_total, (void **)&out));
     mscclpp_stream_t s = NULL;
     MP_CHECK(rank, mscclpp_stream_create(&s));
-    for (int route = 0; route < 2; route++) { /* 0: no stream, a check after each call */
+    if (fc->rank0_still && rank == 0)
+        for (size_t c = 0; c < N_FENCE_CALLS; c++) in_off[c] = out_off[c] = 0;
+    for (int route = 0; route < (fc->rank0_still ? 1 : 2); route++) {
+        /* route 0: no stream, a check after each call; 1: all queued on a stream */
         memset(out, 0xff, out_total);
         char *src[N_FENCE_CALLS];
+        /* the inputs: all before the first call on a stream, else each before its call (a
+         * still rank 0 reuses one place) */
         for (size_t c = 0; c < N_FENCE_CALLS; c++) {
             src[c] = fc->inplace ? out + out_off[c] + (size_t)rank * fence_counts[c] * 4
                                  : in + in_off[c];
-            for (size_t i = 0; i < fence_counts[c]; i++)
+            for (size_t i = 0; route && i < fence_counts[c]; i++)
                 ((float *)src[c])[i] = fence_value(rank, (int)c + route * 100, i);
         }
         for (size_t c = 0; c < N_FENCE_CALLS; c++) {
             size_t count = fence_counts[c];
+            for (size_t i = 0; !route && i < count; i++)
+                ((float *)src[c])[i] = fence_value(rank, (int)c, i);
             MP_CHECK(rank, mscclpp_execute(ex, plan, src[c], out + out_off[c], count * 4,
                                            count * 4 * (size_t)n, MSCCLPP_FLOAT32, MSCCLPP_SUM,
                                            route ? s : NULL));
@@ -187,6 +196,16 @@ END_TEST
 START_TEST(t_offsets_one_node)
 {
     run_fence(2, (fence_case_t){2, "plans/allgather_2.json"});
+}
+END_TEST
+/*
+ * Ranks that disagree on whether a call fences deadlock or read stale data. The decision was
+ * the lowered plan's cache entry: a rank whose own offsets moved flushed its entries, malloc
+ * gave the next shape's entry the same address, and that rank alone did not fence.
+ */
+START_TEST(t_fence_one_rank_moves)
+{
+    run_fence(2, (fence_case_t){2, "plans/allgather_2.json", false, true});
 }
 END_TEST
 /* 2 nodes x 2: memory channels inside a node, port channels across */
@@ -482,6 +501,7 @@ int main(void)
     const char *only = getenv("MIXED_ONLY");
 #define ADD(t) if (!only || !strcmp(only, #t)) tcase_add_test(tc, t)
     ADD(t_offsets_one_node);
+    ADD(t_fence_one_rank_moves);
     /* between the forced nodes only UCX carries port channels (no RDMA device here) */
     if (tp_built(TP_UCX)) {
         ADD(t_fence_port_simple);
