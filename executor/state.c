@@ -65,7 +65,7 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
     char at[192];
     if (e->op < 0)
         snprintf(at, sizeof at, "before op 0, in the launch fence (this call's size, buffers "
-                 "or plan differ from the previous call's),");
+                 "or plan differ from the previous call's)");
     else
         snprintf(at, sizeof at, "op %d (%s)%s", pop, opn, where);
     switch (e->what) {

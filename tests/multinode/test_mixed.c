@@ -271,6 +271,8 @@ static int fence_kill_body(int rank, int n, const mscclpp_unique_id_t *id, void 
     if (!strstr(msg, dead) || !strstr(msg, "in the launch fence"))
         return MP_FAIL(rank, "%s: the error does not name the launch fence and %s: %s", route,
                        dead, msg);
+    if (strstr(msg, ",:")) /* the fence's place ended in a comma, before the proxy's ": " */
+        return MP_FAIL(rank, "%s: a stray comma in the message: %s", route, msg);
     printf("# %s: rank %d: %s in %.2f s: %s\n", route, rank, mscclpp_result_string(r), dt, msg);
     if (s) mscclpp_stream_destroy(s);
     mscclpp_executor_destroy(ex);
