@@ -99,13 +99,11 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
     l->low->args.input = send;
     l->low->args.output = recv;
     l->low->args.mailbox = c->mailbox;
-    /* every rank makes the same calls, so all agree on whether this launch fences: on the
-     * call's shape, not on its cache entry (a rank whose own offsets moved flushed its entries,
-     * and malloc gave the new shape's entry the old address: that rank alone did not fence) */
-    const exec_lowcache_t *p = &ex->last_shape;
-    l->low->args.fence = ex->launched && (ex->last_seq != c->seq || p->in_bytes != l->in_bytes ||
-                                          p->out_bytes != l->out_bytes || p->dtype != l->dtype ||
-                                          p->op != l->op || p->packet != l->packet);
+    /* Only what every rank agrees on decides the fence: the context (built collectively, so
+     * its sequence number is the same everywhere) and the call shape. Not the lowered plan's
+     * identity: it is also rebuilt when this rank alone moved its buffers in their allocation. */
+    exec_call_key_t key = {c->seq, send_bytes, recv_bytes, dtype, op, packet};
+    l->low->args.fence = ex->launched && memcmp(&key, &ex->last_call, sizeof key) != 0;
     hal_stream_t hs = hal_api_stream(stream);
     /* before the launch: a sync that races with it must already ask us */
     CHECK(hal_api_stream_note(stream, ex->source));
@@ -116,8 +114,7 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
         return exec_poison(ex, r);
     }
     ex->launched = true;
-    ex->last_seq = c->seq;
-    ex->last_shape = *l;
+    ex->last_call = key;
     if (!hs) return exec_check_launch(ex, c);
     return MSCCLPP_OK;
 }
