@@ -27,6 +27,20 @@
 
 /* The checks of a call that need no peer: a context for unusable buffers would be built for
  * nothing. */
+/* Whether a call's buffers are in place for its collective (as the NCCL API defines it); true
+ * for collectives this file does not know (a "test" plan: the author decides). */
+static bool call_in_place(const char *coll, const void *send, const void *recv, size_t send_bytes,
+                          size_t recv_bytes, int rank)
+{
+    const char *s = send, *r = recv;
+    if (!coll) return true;
+    if (!strcmp(coll, "allgather")) return s == r + (size_t)rank * send_bytes;
+    if (!strcmp(coll, "reducescatter")) return r == s + (size_t)rank * recv_bytes;
+    if (!strcmp(coll, "allreduce") || !strcmp(coll, "broadcast") || !strcmp(coll, "alltoall"))
+        return s == r;
+    return true;
+}
+
 static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
                                    const void *send, void *recv, size_t send_bytes,
                                    size_t recv_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
@@ -47,6 +61,16 @@ static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t 
         return ERR_ARG("plan '%s' accepts messages of %llu to %llu bytes, got %llu", plan->name,
                        (unsigned long long)plan->min_message_size,
                        (unsigned long long)plan->max_message_size, (unsigned long long)msg);
+    /* an in-place plan reads its input from the output buffer (or the reverse): called out of
+     * place it would compute on bytes the caller never wrote */
+    if (plan->inplace && !call_in_place(plan->collective, send, recv, send_bytes, recv_bytes,
+                                        ex->comm->rank))
+        return ERR_ARG("plan '%s' is in-place: %s", plan->name,
+                       plan->collective && !strcmp(plan->collective, "allgather")
+                           ? "the send buffer must be the rank's own block of the receive buffer"
+                       : plan->collective && !strcmp(plan->collective, "reducescatter")
+                           ? "the receive buffer must be the rank's own block of the send buffer"
+                           : "the send and receive buffers must be the same");
     if (stream && stream->ops != ex->hal)
         return ERR_ARG("execute: stream of backend %s, executor runs on %s", stream->ops->name,
                        ex->hal->name);

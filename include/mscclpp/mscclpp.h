@@ -412,7 +412,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_get_async_error(mscclpp_executor_t
  * Run `plan` on this rank (collective: every rank of the plan calls it with the same plan and
  * sizes). `op` replaces the plan's reduce_op unless MSCCLPP_REDOP_PLAN. Work is queued on
  * `stream`; synchronize the stream to wait for it. A NULL stream uses the executor's own and
- * waits.
+ * waits. An in-place plan must be called in place, as NCCL defines it (allgather: send is this
+ * rank's block of recv; reducescatter: recv is this rank's block of send; others: send ==
+ * recv); otherwise the call fails with MSCCLPP_ERR_INVALID_ARG.
  *
  * Failures: every wait is bounded by MSCCLPP_TIMEOUT. Once a collective failed (a timeout, a
  * peer that died or sent garbage, setup that broke midway), whether the call returned the

@@ -266,6 +266,43 @@ START_TEST(t_offset_moves)
 }
 END_TEST
 
+/* An in-place plan called out of place is refused (before: it ran, reading an output block the
+ * caller never wrote, and returned OK with garbage). */
+static int inplace_misuse_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    char path[600];
+    const char *top = getenv("MSCCLPP_TOP_SRCDIR");
+    snprintf(path, sizeof path, "%s/tests/multinode/programs/allgather_pkt_2x1.json",
+             top ? top : ".");
+    mscclpp_plan_t *plan = NULL;
+    MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    float *in = NULL, *out = NULL;
+    MP_CHECK(rank, mscclpp_malloc(4096, (void **)&in));
+    MP_CHECK(rank, mscclpp_malloc(4096 * (size_t)n, (void **)&out));
+    mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, 4096, 4096 * (size_t)n,
+                                         MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL);
+    if (r != MSCCLPP_ERR_INVALID_ARG || !strstr(mscclpp_last_error(), "is in-place"))
+        return MP_FAIL(rank, "out-of-place call of an in-place plan: %s (%s)",
+                       mscclpp_result_string(r), mscclpp_last_error());
+    mscclpp_executor_destroy(ex);
+    mscclpp_free(in);
+    mscclpp_free(out);
+    mscclpp_plan_destroy(plan);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_inplace_misuse)
+{
+    ck_assert_int_eq(mp_run(2, inplace_misuse_body, NULL, 60, NULL), 0);
+}
+END_TEST
+
 START_TEST(t_bad_arguments)
 {
     mscclpp_executor_t *ex = NULL;
@@ -303,6 +340,7 @@ int main(void)
     tcase_add_loop_test(tc, t_size_cycle, 2, 4); /* 2 and 3 ranks */
     tcase_add_test(tc, t_size_alternate);
     tcase_add_test(tc, t_offset_moves);
+    tcase_add_test(tc, t_inplace_misuse);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
