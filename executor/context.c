@@ -610,16 +610,28 @@ mscclpp_result_t exec_context_bind(mscclpp_executor_t *ex, exec_context_t *c, ui
         changed = true;
     }
     if (!changed) return MSCCLPP_OK;
+    /* Lowered plans embed the peers' buffer pointers (and, with port channels, offsets): they
+     * must go only if one of those moved. A plan that reaches only scratch keeps its lowered
+     * plans when this rank alone moves its own buffers (a caching allocator does, every call),
+     * and so skips the stream drain below. */
+    bool moved = !c->resolved || c->port != NULL;
     const plan_gpu_t *g = &c->plan->gpus[me];
-    for (int q = 0; q < g->n_rbufs; q++)
-        c->rbufs[q] = peer_buffer(c, g->rbufs[q].buf, g->rbufs[q].owner);
+    for (int q = 0; q < g->n_rbufs; q++) {
+        void *p = peer_buffer(c, g->rbufs[q].buf, g->rbufs[q].owner);
+        if (p != c->rbufs[q]) moved = true;
+        c->rbufs[q] = p;
+    }
     int m0 = 0;
     for (int s = 0; s < g->n_chan[PLAN_CH_SWITCH]; s++) {
         const plan_switch_t *sw = &g->switches[s];
-        for (int m = 0; m < sw->n_ranks; m++)
-            c->members[m0 + m] = peer_buffer(c, sw->buf, sw->ranks[m]);
+        for (int m = 0; m < sw->n_ranks; m++) {
+            void *p = peer_buffer(c, sw->buf, sw->ranks[m]);
+            if (p != c->members[m0 + m]) moved = true;
+            c->members[m0 + m] = p;
+        }
         m0 += sw->n_ranks;
     }
+    if (!moved) return MSCCLPP_OK;
     /* launches still queued on streams read the lowered plans freed below: let them end */
     if (c->lowered) CHECK(hal_api_source_drain(ex->source));
     lowcache_flush(ex, c);
