@@ -308,6 +308,15 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
     if (reducing) shim_dtype_map(t->dt, &md);
     mscclpp_redop_t mop = reducing ? op->op : MSCCLPP_REDOP_PLAN;
     const char *coll = collective_of(t->kind);
+    /*
+     * Where the plan runs. A NULL stream runs it in this thread, with no hand-off to a stream
+     * worker (about 15 us per call on the host backend); but NULL-stream launches of one
+     * process share one pool of block threads, one launch at a time, so ranks of one process
+     * (ncclCommInitAll, a thread per communicator) would wait for each other forever. So: the
+     * NULL stream on the host backend while this process has one communicator, else ours.
+     */
+    mscclpp_stream_t st = c->stream;
+    if (shim_sole_comm() && strcmp(mscclpp_backend_name(), "host") == 0) st = NULL;
 
     /* 1. a DSL plan registered for this call (broadcast plans are written for root 0) */
     const mscclpp_plan_t *plan = NULL;
@@ -316,7 +325,7 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
     if (c->nplans && (t->kind != T_BROADCAST || t->root == 0) &&
         mscclpp_executor_select_plan(c->exec, coll, 0, msg, "source=nccl-dsl", &plan) ==
             MSCCLPP_OK) {
-        r = mscclpp_execute(c->exec, plan, in, out, in_b, out_b, md, mop, c->stream);
+        r = mscclpp_execute(c->exec, plan, in, out, in_b, out_b, md, mop, st);
         /* said once per plan and communicator: enough to see which plan serves what */
         for (int i = 0; i < c->nplans && i < 64; i++)
             if (c->plans[i] == plan && !(c->dsl_logged & (1ull << i))) {
@@ -329,28 +338,26 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
         switch (t->kind) {
         case T_ALLREDUCE:
         case T_REDUCE:
-            r = mscclpp_allreduce(c->exec, in, out, pc, md, mop, c->stream);
+            r = mscclpp_allreduce(c->exec, in, out, pc, md, mop, st);
             break;
         case T_BROADCAST:
             r = mscclpp_broadcast(c->exec, in, out, pc, md, t->root,
-                                  c->stream);
+                                  st);
             break;
         case T_ALLGATHER:
-            r = mscclpp_allgather(c->exec, in, out, pc, md, c->stream);
+            r = mscclpp_allgather(c->exec, in, out, pc, md, st);
             break;
         case T_REDUCESCATTER:
             r = mscclpp_reducescatter(c->exec, in, out, pc, md, mop,
-                                      c->stream);
+                                      st);
             break;
         case T_ALLTOALL:
-            r = mscclpp_alltoall(c->exec, in, out, pc, md, c->stream);
+            r = mscclpp_alltoall(c->exec, in, out, pc, md, st);
             break;
         default: return shim_error(ncclInternalError, "%s: not a collective", who);
         }
     }
-    /* our own stream per communicator: NULL-stream launches of one process share one worker
-     * pool on the host backend, and ranks of one process (ncclCommInitAll) must run together */
-    if (r == MSCCLPP_OK) r = mscclpp_stream_synchronize(c->stream);
+    if (r == MSCCLPP_OK && st) r = mscclpp_stream_synchronize(st);
     if (r == MSCCLPP_ERR_UNSUPPORTED) {
         *unsupported = true; /* keep the message, in case there is no fallback */
         return shim_quiet_error(ncclInvalidUsage, "%s", mscclpp_last_error());

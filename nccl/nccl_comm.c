@@ -128,6 +128,14 @@ static void live_remove(ncclComm_t c)
     pthread_mutex_unlock(&live_lock);
 }
 
+bool shim_sole_comm(void)
+{
+    pthread_mutex_lock(&live_lock);
+    bool one = live_count == 1;
+    pthread_mutex_unlock(&live_lock);
+    return one;
+}
+
 /* Mark an allocation (its base) stale in c: it is being freed or deregistered. */
 static void zc_mark(ncclComm_t c, const void *base)
 {

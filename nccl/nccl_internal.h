@@ -139,6 +139,9 @@ bool shim_divide(void *x, size_t count, ncclDataType_t dt, int n);
 /* memory allocated by ncclMemAlloc (nccl/nccl_comm.c) */
 bool shim_is_our_memory(const void *ptr);
 
+/* true while this process has exactly one live communicator (nccl/nccl_comm.c) */
+bool shim_sole_comm(void);
+
 /* zero-copy (nccl/nccl_comm.c) */
 /* The allocation base of [p, p + bytes) when the range is ncclMemAlloc'd or registered with c
  * and the executor can run plans on it; else NULL. */

@@ -15,6 +15,15 @@ tests_nccl_libfakenccl_la_SOURCES = tests/nccl/fake_nccl.c
 tests_nccl_libfakenccl_la_CPPFLAGS = $(NCCL_CPPFLAGS)
 tests_nccl_libfakenccl_la_LDFLAGS = -module -avoid-version -rpath /nowhere
 
+# The benchmark of docs/performance.md ("NCCL API"): built with make check, run by hand.
+if HAVE_MPI
+check_PROGRAMS += tests/nccl/nccl_bench
+tests_nccl_nccl_bench_SOURCES = tests/nccl/nccl_bench.c
+tests_nccl_nccl_bench_CPPFLAGS = $(NCCL_CPPFLAGS) -I$(top_srcdir)/include
+tests_nccl_nccl_bench_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
+tests_nccl_nccl_bench_LDADD = libmscclpp_nccl.la libmscclpp.la $(MPI_LIBS)
+endif
+
 if HAVE_REAL_NCCL
 check_PROGRAMS += tests/nccl/nccl_api_test_real
 tests_nccl_nccl_api_test_real_SOURCES = tests/nccl/nccl_api_test.c
