@@ -6,8 +6,9 @@
  * communicator when a group spans several, as ncclCommInitAll programs do):
  *
  *   - collectives on our executor: a registered DSL plan (MSCCLPP_NCCL_PLAN_DIR) first, then
- *     the built-in plans. Plans need memory the backend can share (mscclpp_malloc), and user
- *     buffers are not, so data is staged through two buffers per communicator;
+ *     the built-in plans. Plans need memory the backend can share (mscclpp_malloc): they run
+ *     on ncclMemAlloc'd or registered buffers directly (zero-copy), and other buffers are
+ *     staged through two buffers per communicator;
  *   - what our plans do not serve (64-bit integer reductions, a world or size without a plan)
  *     goes to the real NCCL/RCCL of MSCCLPP_NCCL_LIB_PATH, inside one real group;
  *   - send/recv, gather and scatter move through the communicator's bootstrap (host copies
@@ -341,15 +342,13 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
             r = mscclpp_allreduce(c->exec, in, out, pc, md, mop, st);
             break;
         case T_BROADCAST:
-            r = mscclpp_broadcast(c->exec, in, out, pc, md, t->root,
-                                  st);
+            r = mscclpp_broadcast(c->exec, in, out, pc, md, t->root, st);
             break;
         case T_ALLGATHER:
             r = mscclpp_allgather(c->exec, in, out, pc, md, st);
             break;
         case T_REDUCESCATTER:
-            r = mscclpp_reducescatter(c->exec, in, out, pc, md, mop,
-                                      st);
+            r = mscclpp_reducescatter(c->exec, in, out, pc, md, mop, st);
             break;
         case T_ALLTOALL:
             r = mscclpp_alltoall(c->exec, in, out, pc, md, st);

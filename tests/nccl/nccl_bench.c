@@ -120,8 +120,9 @@ int main(int argc, char **argv)
     }
     for (size_t bytes = lo; bytes <= hi; bytes *= 2) {
         size_t count = bytes / 4;
-        int it = iters, warm = iters / 10 + 2;
+        int it = iters;
         if (bytes >= (1u << 20)) it = (int)(iters * (double)(1u << 20) / (double)bytes) + 5;
+        int warm = it / 10 + 2;
         double us[NMETHODS];
         for (int m = 0; m < NMETHODS; m++) {
             for (size_t i = 0; i < count; i++) c.in[m][i] = (float)((g_rank + 1) * (i % 64 + 1));
