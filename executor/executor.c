@@ -99,8 +99,11 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
     l->low->args.input = send;
     l->low->args.output = recv;
     l->low->args.mailbox = c->mailbox;
-    /* every rank makes the same calls, so all agree on whether this launch fences */
-    l->low->args.fence = ex->launched && (ex->last_seq != c->seq || ex->last_low != l);
+    /* Only what every rank agrees on decides the fence: the context (built collectively, so
+     * its sequence number is the same everywhere) and the call shape. Not the lowered plan's
+     * identity: it is also rebuilt when this rank alone moved its buffers in their allocation. */
+    exec_call_key_t key = {c->seq, send_bytes, recv_bytes, dtype, op, packet};
+    l->low->args.fence = ex->launched && memcmp(&key, &ex->last_call, sizeof key) != 0;
     hal_stream_t hs = hal_api_stream(stream);
     /* before the launch: a sync that races with it must already ask us */
     CHECK(hal_api_stream_note(stream, ex->source));
@@ -111,8 +114,7 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
         return exec_poison(ex, r);
     }
     ex->launched = true;
-    ex->last_seq = c->seq;
-    ex->last_low = l;
+    ex->last_call = key;
     if (!hs) return exec_check_launch(ex, c);
     return MSCCLPP_OK;
 }

@@ -43,6 +43,13 @@ typedef struct exec_lowcache {
     void *dev_blob; /* device copy of low->blob */
 } exec_lowcache_t;
 
+/* What identifies a call for the launch fence; compared with memcmp (zero-initialised). */
+typedef struct {
+    uint64_t context_seq;
+    uint64_t in_bytes, out_bytes;
+    int32_t dtype, op, packet, pad;
+} exec_call_key_t;
+
 typedef struct exec_context {
     struct exec_context *next;
     const struct mscclpp_plan *plan;
@@ -98,11 +105,10 @@ struct mscclpp_executor {
     exec_tuning_t *tuning; /* loaded tuning table, or NULL (executor/tuning.h) */
     int launch_nthreads;   /* threads per block for the call in progress; 0: the plan's. The
                               executor runs one call at a time, so a field carries it. */
-    /* The previous launch (context seq, lowered shape), for the launch fence (kern_args.h):
-     * a launch of another context or shape first waits for every peer's previous launch. */
+    /* The launch fence (kern_args.h): a launch of another context or call shape than the
+     * previous launch first waits for every peer's previous launch. */
     bool launched;
-    uint32_t last_seq;
-    const exec_lowcache_t *last_low;
+    exec_call_key_t last_call;
 };
 
 /* ---- context.c ---------------------------------------------------------------------------- */

@@ -15,6 +15,21 @@ MSCCLPP_API const char *mscclpp_backend_name(void)
     return ops->name;
 }
 
+MSCCLPP_API mscclpp_result_t mscclpp_nvls_supported(int *supported)
+{
+    CHECK_ARG(supported != NULL);
+    *supported = 0;
+    const hal_ops_t *ops;
+    CHECK(hal_get(&ops));
+    int dev = 0;
+    hal_device_props_t props;
+    memset(&props, 0, sizeof props);
+    CHECK(ops->device_get(&dev));
+    CHECK(ops->device_props(dev, &props));
+    *supported = props.multicast ? 1 : 0;
+    return MSCCLPP_OK;
+}
+
 MSCCLPP_API mscclpp_result_t mscclpp_malloc(size_t bytes, void **ptr)
 {
     CHECK_ARG(ptr != NULL);

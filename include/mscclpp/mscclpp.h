@@ -178,6 +178,12 @@ MSCCLPP_API mscclpp_result_t mscclpp_comm_destroy(mscclpp_comm_t *comm);
 /** Name of the backend in use ("host", "cuda", "hip"); selects one on first use. */
 MSCCLPP_API const char *mscclpp_backend_name(void);
 
+/** Whether the calling thread's device of the selected backend supports NVLink SHARP multicast
+ * (NVLS: CUDA multicast objects, sm_90+ with a fabric that has it). Sets *supported to 1 or 0;
+ * 0 on the host and HIP backends. Errors: INVALID_ARG (NULL), the backend's own error if no
+ * backend can be selected. */
+MSCCLPP_API mscclpp_result_t mscclpp_nvls_supported(int *supported);
+
 /** Device memory that peers can map (memfd on the host backend, cuMem on CUDA). */
 MSCCLPP_API mscclpp_result_t mscclpp_malloc(size_t bytes, void **ptr);
 MSCCLPP_API mscclpp_result_t mscclpp_free(void *ptr);

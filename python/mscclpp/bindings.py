@@ -59,9 +59,11 @@ class PacketType(enum.IntEnum):
 
 
 def is_nvls_supported():
-    """NVLink SHARP multicast. The library runs switch channels as peer-memory reductions, so no
-    code here needs NVLS; this reports False everywhere until the CUDA backend exposes a probe."""
-    return False
+    """Whether this process's device supports NVLink SHARP multicast (``mscclpp_nvls_supported``:
+    the CUDA backend's probe of the current device; False on the host and HIP backends)."""
+    flag = ctypes.c_int(0)
+    _check(_lib().mscclpp_nvls_supported(ctypes.byref(flag)), "mscclpp_nvls_supported")
+    return bool(flag.value)
 
 
 def backend_name():

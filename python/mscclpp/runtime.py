@@ -112,6 +112,7 @@ def load():
         "mscclpp_executor_register_native": [c_void, c_void, c_void, ctypes.c_char_p, c_int,
                                              ctypes.c_char_p, pp],
         "mscclpp_executor_release_natives": [c_void],
+        "mscclpp_nvls_supported": [ctypes.POINTER(c_int)],
     }
     for name, args in sig.items():
         fn = getattr(lib, name)

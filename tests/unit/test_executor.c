@@ -221,6 +221,51 @@ START_TEST(t_size_alternate)
 }
 END_TEST
 
+/*
+ * One rank moves its buffers inside their allocations from call to call, the other does not,
+ * at one size: the lowered plan is rebuilt on the moving rank only. Whether a launch fences
+ * must not follow that (the ranks would disagree and one would wait in its fence for a signal
+ * that never comes): it depends only on the context and the call shape.
+ */
+static int offset_moves_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    uint8_t *a = NULL, *b = NULL;
+    MP_CHECK(rank, mscclpp_malloc(1 << 16, (void **)&a));
+    MP_CHECK(rank, mscclpp_malloc(1 << 16, (void **)&b));
+    const size_t count = 4096;
+    for (int it = 0; it < 40; it++) {
+        size_t off = rank == 1 ? (size_t)(it % 3) * 256 : 0;
+        uint8_t *x = a + off, *y = b + off;
+        for (size_t i = 0; i < count; i++) x[i] = (uint8_t)(rank + i + (size_t)it);
+        MP_CHECK(rank, mscclpp_allreduce(ex, x, y, count, MSCCLPP_UINT8, MSCCLPP_SUM, NULL));
+        for (size_t i = 0; i < count; i++) {
+            uint8_t want = 0;
+            for (int r = 0; r < n; r++) want = (uint8_t)(want + r + i + (size_t)it);
+            if (y[i] != want)
+                return MP_FAIL(rank, "iteration %d: y[%zu] = %u, want %u", it, i, y[i], want);
+        }
+    }
+    mscclpp_executor_destroy(ex);
+    mscclpp_free(a);
+    mscclpp_free(b);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_offset_moves)
+{
+    set_plan_dir();
+    setenv("MSCCLPP_TIMEOUT", "5", 1);
+    ck_assert_int_eq(mp_run(2, offset_moves_body, NULL, 120, NULL), 0);
+    unsetenv("MSCCLPP_TIMEOUT");
+}
+END_TEST
+
 START_TEST(t_bad_arguments)
 {
     mscclpp_executor_t *ex = NULL;
@@ -257,6 +302,7 @@ int main(void)
     tcase_add_loop_test(tc, t_collectives, 8, 9);
     tcase_add_loop_test(tc, t_size_cycle, 2, 4); /* 2 and 3 ranks */
     tcase_add_test(tc, t_size_alternate);
+    tcase_add_test(tc, t_offset_moves);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -16,6 +16,16 @@ START_TEST(test_backend_name)
 }
 END_TEST
 
+/* NVLS probe: no multicast on the host backend; a NULL out-pointer is refused */
+START_TEST(test_nvls_supported)
+{
+    int yes = -1;
+    ck_assert_int_eq(mscclpp_nvls_supported(&yes), MSCCLPP_OK);
+    ck_assert_int_eq(yes, 0);
+    ck_assert_int_eq(mscclpp_nvls_supported(NULL), MSCCLPP_ERR_INVALID_ARG);
+}
+END_TEST
+
 START_TEST(test_malloc_memcpy_memset)
 {
     const size_t n = 100000;
@@ -75,6 +85,7 @@ int main(void)
     Suite *s = suite_create("hal_api");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_backend_name);
+    tcase_add_test(tc, test_nvls_supported);
     tcase_add_test(tc, test_malloc_memcpy_memset);
     tcase_add_test(tc, test_bad_args);
     tcase_add_test(tc, test_stream);
