@@ -1,7 +1,7 @@
 # tests/nccl: the NCCL API library, driven by a program written against nccl.h alone
 # (tests/nccl/nccl_api_test.c): linked with the real libnccl.so.2 and run under LD_PRELOAD,
 # and linked with libmscclpp_nccl directly. tests/nccl/test_nccl_api.sh runs both (TAP).
-EXTRA_DIST += tests/nccl/test_nccl_api.sh
+EXTRA_DIST += tests/nccl/test_nccl_api.sh tests/nccl/allgather_put_output.py
 if BUILD_NCCL
 check_PROGRAMS += tests/nccl/nccl_api_test_shim
 tests_nccl_nccl_api_test_shim_SOURCES = tests/nccl/nccl_api_test.c
