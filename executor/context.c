@@ -20,6 +20,7 @@
 #include "base/debug.h"
 #include "base/wait.h"
 #include "base/wire.h"
+#include "executor/exec_forget.h"
 #include "executor/executor.h"
 #include "executor/layout.h"
 #include "hal/hal_api.h"
@@ -179,6 +180,45 @@ void exec_contexts_free_input(mscclpp_executor_t *ex, const void *send_base)
     }
     pthread_mutex_unlock(&ex->lock);
     free_list(ex, gone);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_usable(mscclpp_executor_t *exec, const void *ptr,
+                                                     size_t bytes, void **base)
+{
+    CHECK_ARG(exec != NULL);
+    CHECK_ARG(base != NULL);
+    void *b;
+    size_t size;
+    exec_alloc_of(exec->hal, ptr, &b, &size);
+    bool inside = ptr && size && (size_t)((const char *)ptr - (const char *)b) <= size &&
+                  bytes <= size - (size_t)((const char *)ptr - (const char *)b);
+    *base = inside ? b : NULL;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_forget(mscclpp_executor_t *exec, const void *base,
+                                                     int *dropped)
+{
+    CHECK_ARG(exec != NULL);
+    CHECK_ARG(base != NULL);
+    pthread_mutex_lock(&exec->lock); /* against a concurrent stream check */
+    exec_context_t *gone = NULL;
+    int n = 0;
+    for (exec_context_t **pp = &exec->contexts; *pp;) {
+        exec_context_t *c = *pp;
+        if (c->send_base == base || c->recv_base == base) {
+            *pp = c->next;
+            c->next = gone;
+            gone = c;
+            n++;
+        } else {
+            pp = &c->next;
+        }
+    }
+    pthread_mutex_unlock(&exec->lock);
+    free_list(exec, gone);
+    if (dropped) *dropped = n;
+    return MSCCLPP_OK;
 }
 
 void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too)

@@ -3,4 +3,4 @@
 noinst_HEADERS += executor/plan.h executor/executor.h executor/state.h
 libmscclpp_la_SOURCES += executor/executor.c executor/context.c executor/state.c \
 	executor/exec_port.c
-noinst_HEADERS += executor/exec_port.h
+noinst_HEADERS += executor/exec_port.h executor/exec_forget.h

@@ -6,8 +6,9 @@
  * communicator when a group spans several, as ncclCommInitAll programs do):
  *
  *   - collectives on our executor: a registered DSL plan (MSCCLPP_NCCL_PLAN_DIR) first, then
- *     the built-in plans. Plans need memory the backend can share (mscclpp_malloc), and user
- *     buffers are not, so data is staged through two buffers per communicator;
+ *     the built-in plans. Plans need memory the backend can share (mscclpp_malloc): they run
+ *     on ncclMemAlloc'd or registered buffers directly (zero-copy), and other buffers are
+ *     staged through two buffers per communicator;
  *   - what our plans do not serve (64-bit integer reductions, a world or size without a plan)
  *     goes to the real NCCL/RCCL of MSCCLPP_NCCL_LIB_PATH, inside one real group;
  *   - send/recv, gather and scatter move through the communicator's bootstrap (host copies
@@ -209,6 +210,39 @@ static mscclpp_dtype_t move_dtype(ncclDataType_t dt)
 }
 
 /*
+ * Whether this call runs the plan on the caller's buffers instead of staging them: both are
+ * ncclMemAlloc'd or registered memory the backend can share (shim_zc_base), the sizes need no
+ * padding, no PreMulSum scales the input, and the collective is one every rank passes both
+ * buffers to (allreduce, allgather, reducescatter, alltoall; broadcast and reduce ignore a
+ * buffer on some ranks). Buffers must not overlap, unless exactly in place as NCCL defines
+ * it, which the built-in collectives handle (DSL plans are called out of place). The
+ * allocations are noted, so that the executor forgets their contexts once they are freed.
+ */
+static bool zero_copy(const task_t *t, const op_plan_t *op, bool unpadded, size_t in_b,
+                      size_t out_b)
+{
+    ncclComm_t c = t->comm;
+    if (!unpadded || (op && op->scale)) return false;
+    if (t->kind != T_ALLREDUCE && t->kind != T_ALLGATHER && t->kind != T_REDUCESCATTER &&
+        t->kind != T_ALLTOALL)
+        return false;
+    const char *s = t->send, *r = t->recv;
+    size_t rank_off = (size_t)c->rank * (t->kind == T_ALLGATHER ? in_b : out_b);
+    bool inplace = t->kind == T_ALLGATHER       ? s == r + rank_off
+                   : t->kind == T_REDUCESCATTER ? r == s + rank_off
+                                                : s == r;
+    bool disjoint = s + in_b <= r || r + out_b <= s;
+    if (!disjoint && !(inplace && c->nplans == 0)) return false;
+    void *in_base = shim_zc_base(c, s, in_b);
+    void *out_base = in_base ? shim_zc_base(c, r, out_b) : NULL;
+    if (!out_base) return false;
+    const char *who = kind_names[t->kind];
+    if (shim_zc_note(c, in_base, who) != ncclSuccess) return false;
+    if (shim_zc_note(c, out_base, who) != ncclSuccess) return false;
+    return true;
+}
+
+/*
  * Run one collective with our plans. *unsupported is set (and nothing written to the caller's
  * buffers) when no plan of ours serves it, so the caller may fall back.
  */
@@ -234,10 +268,26 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
     size_t cb = t->count * es, pb = (cb + align - 1) / align * align, pc = pb / es;
     size_t in_b = nb_in * pb, out_b = nb_out * pb;
 
-    ncclResult_t res = stage_reserve(c, in_b > out_b ? in_b : out_b, who);
-    if (res != ncclSuccess) return res;
+    ncclResult_t res = ncclSuccess;
+    const void *in = NULL;
+    void *out = NULL;
+    bool zc = zero_copy(t, op, cb == pb, in_b, out_b);
+    if (zc) {
+        in = t->send;
+        out = t->recv;
+        if (!c->zc_logged) {
+            c->zc_logged = true;
+            shim_info("rank %d: %s of %zu bytes runs on the caller's buffers (zero-copy)", rank,
+                      who, cb);
+        }
+    } else {
+        res = stage_reserve(c, in_b > out_b ? in_b : out_b, who);
+        if (res != ncclSuccess) return res;
+        in = c->stage_in;
+        out = c->stage_out;
+    }
     /* the input into staging (scaled for PreMulSum); a broadcast reads only the root's */
-    for (size_t b = 0; b < nb_in && (t->kind != T_BROADCAST || rank == t->root); b++) {
+    for (size_t b = 0; !zc && b < nb_in && (t->kind != T_BROADCAST || rank == t->root); b++) {
         char *dst = (char *)c->stage_in + b * pb;
         const char *src = (const char *)t->send + b * cb;
         if (op && op->scale)
@@ -251,18 +301,23 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
         if (res != ncclSuccess) return res;
     }
     /*
-     * Plans read and write peers' buffers without a start handshake of their own (the
-     * executor's callers order calls with barriers, as tests/conformance does), so: every
-     * rank has staged its input and copied the last result out before anyone starts.
+     * No barrier before the plan: back-to-back calls on the same buffers are ordered by the
+     * plans' own signals, and a call of another shape or plan by the executor's launch fence
+     * (kernels/common/kern_args.h), which waits for every peer's previous launch to end.
      */
-    mscclpp_bootstrap_t *boot = NULL;
-    mscclpp_result_t br = mscclpp_comm_bootstrap(c->comm, &boot);
-    if (br == MSCCLPP_OK) br = mscclpp_bootstrap_barrier(boot);
-    if (br != MSCCLPP_OK) return shim_from_mscclpp(br, who);
     mscclpp_dtype_t md = reducing ? (mscclpp_dtype_t)0 : move_dtype(t->dt);
     if (reducing) shim_dtype_map(t->dt, &md);
     mscclpp_redop_t mop = reducing ? op->op : MSCCLPP_REDOP_PLAN;
     const char *coll = collective_of(t->kind);
+    /*
+     * Where the plan runs. A NULL stream runs it in this thread, with no hand-off to a stream
+     * worker (about 15 us per call on the host backend); but NULL-stream launches of one
+     * process share one pool of block threads, one launch at a time, so ranks of one process
+     * (ncclCommInitAll, a thread per communicator) would wait for each other forever. So: the
+     * NULL stream on the host backend while this process has one communicator, else ours.
+     */
+    mscclpp_stream_t st = c->stream;
+    if (shim_sole_comm() && strcmp(mscclpp_backend_name(), "host") == 0) st = NULL;
 
     /* 1. a DSL plan registered for this call (broadcast plans are written for root 0) */
     const mscclpp_plan_t *plan = NULL;
@@ -271,8 +326,7 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
     if (c->nplans && (t->kind != T_BROADCAST || t->root == 0) &&
         mscclpp_executor_select_plan(c->exec, coll, 0, msg, "source=nccl-dsl", &plan) ==
             MSCCLPP_OK) {
-        r = mscclpp_execute(c->exec, plan, c->stage_in, c->stage_out, in_b, out_b, md, mop,
-                            c->stream);
+        r = mscclpp_execute(c->exec, plan, in, out, in_b, out_b, md, mop, st);
         /* said once per plan and communicator: enough to see which plan serves what */
         for (int i = 0; i < c->nplans && i < 64; i++)
             if (c->plans[i] == plan && !(c->dsl_logged & (1ull << i))) {
@@ -285,28 +339,24 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
         switch (t->kind) {
         case T_ALLREDUCE:
         case T_REDUCE:
-            r = mscclpp_allreduce(c->exec, c->stage_in, c->stage_out, pc, md, mop, c->stream);
+            r = mscclpp_allreduce(c->exec, in, out, pc, md, mop, st);
             break;
         case T_BROADCAST:
-            r = mscclpp_broadcast(c->exec, c->stage_in, c->stage_out, pc, md, t->root,
-                                  c->stream);
+            r = mscclpp_broadcast(c->exec, in, out, pc, md, t->root, st);
             break;
         case T_ALLGATHER:
-            r = mscclpp_allgather(c->exec, c->stage_in, c->stage_out, pc, md, c->stream);
+            r = mscclpp_allgather(c->exec, in, out, pc, md, st);
             break;
         case T_REDUCESCATTER:
-            r = mscclpp_reducescatter(c->exec, c->stage_in, c->stage_out, pc, md, mop,
-                                      c->stream);
+            r = mscclpp_reducescatter(c->exec, in, out, pc, md, mop, st);
             break;
         case T_ALLTOALL:
-            r = mscclpp_alltoall(c->exec, c->stage_in, c->stage_out, pc, md, c->stream);
+            r = mscclpp_alltoall(c->exec, in, out, pc, md, st);
             break;
         default: return shim_error(ncclInternalError, "%s: not a collective", who);
         }
     }
-    /* our own stream per communicator: NULL-stream launches of one process share one worker
-     * pool on the host backend, and ranks of one process (ncclCommInitAll) must run together */
-    if (r == MSCCLPP_OK) r = mscclpp_stream_synchronize(c->stream);
+    if (r == MSCCLPP_OK && st) r = mscclpp_stream_synchronize(st);
     if (r == MSCCLPP_ERR_UNSUPPORTED) {
         *unsupported = true; /* keep the message, in case there is no fallback */
         return shim_quiet_error(ncclInvalidUsage, "%s", mscclpp_last_error());
@@ -320,6 +370,9 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
         return res;
     }
     if (t->kind == T_REDUCE && rank != t->root) return ncclSuccess;
+    if (zc) /* the result is in place; an average still divides it */
+        return op && op->average ? divided_copy(t->recv, t->recv, t->count, t->dt, n, who)
+                                 : ncclSuccess;
     for (size_t b = 0; b < nb_out && res == ncclSuccess; b++) {
         char *dst = (char *)t->recv + b * cb;
         const char *src = (const char *)c->stage_out + b * pb;
@@ -533,7 +586,8 @@ static ncclResult_t p2p_run(ncclComm_t c, xfers_t *sends, xfers_t *recvs)
 
 static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
 {
-    ncclResult_t res = ncclSuccess;
+    /* before any plan runs: contexts on memory freed or deregistered since the last group */
+    ncclResult_t res = shim_zc_forget_stale(c, kind_names[tasks[0].kind]);
     /* the caller's earlier work on its streams must be done before we read its buffers */
     for (size_t i = 0; i < ntasks && res == ncclSuccess; i++) {
         bool seen = false;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "executor/exec_forget.h"
 #include "nccl/nccl_internal.h"
 
 _Static_assert(sizeof(ncclUniqueId) == sizeof(mscclpp_unique_id_t),
@@ -93,6 +94,138 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
     return ncclSuccess;
 }
 
+/* The live communicators, which ncclMemFree tells that an allocation goes. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static ncclComm_t *live;
+static size_t live_count, live_cap;
+
+static bool live_add(ncclComm_t c)
+{
+    pthread_mutex_lock(&live_lock);
+    bool ok = true;
+    if (live_count == live_cap) {
+        size_t cap = live_cap ? 2 * live_cap : 8;
+        ncclComm_t *t = realloc(live, cap * sizeof *t);
+        if (t) {
+            live = t;
+            live_cap = cap;
+        }
+        ok = t != NULL;
+    }
+    if (ok) live[live_count++] = c;
+    pthread_mutex_unlock(&live_lock);
+    return ok;
+}
+
+static void live_remove(ncclComm_t c)
+{
+    pthread_mutex_lock(&live_lock);
+    for (size_t i = 0; i < live_count; i++)
+        if (live[i] == c) {
+            live[i] = live[--live_count];
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+}
+
+bool shim_sole_comm(void)
+{
+    pthread_mutex_lock(&live_lock);
+    bool one = live_count == 1;
+    pthread_mutex_unlock(&live_lock);
+    return one;
+}
+
+/* Mark an allocation (its base) stale in c: it is being freed or deregistered. */
+static void zc_mark(ncclComm_t c, const void *base)
+{
+    if (!base) return;
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < c->nzc; i++)
+        if (c->zc[i].base == base) c->zc[i].stale = true;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* [p, p + bytes) lies inside [a, a + size) */
+static bool inside(const void *p, size_t bytes, const void *a, size_t size)
+{
+    const char *x = p, *y = a;
+    return x >= y && (size_t)(x - y) <= size && bytes <= size - (size_t)(x - y);
+}
+
+static bool in_mem_table(const void *p, size_t bytes)
+{
+    bool known = false;
+    pthread_mutex_lock(&mem_lock);
+    for (size_t i = 0; i < mem_count && !known; i++)
+        known = inside(p, bytes, mem_table[i].ptr, mem_table[i].bytes);
+    pthread_mutex_unlock(&mem_lock);
+    return known;
+}
+
+void *shim_zc_base(ncclComm_t c, const void *p, size_t bytes)
+{
+    if (!c->zero_copy || !p || !bytes) return NULL;
+    void *base = NULL;
+    if (in_mem_table(p, bytes)) {
+        if (mscclpp_executor_usable(c->exec, p, bytes, &base) != MSCCLPP_OK) base = NULL;
+        return base;
+    }
+    pthread_mutex_lock(&c->lock);
+    for (struct shim_reg *r = c->regs; r && !base; r = r->next)
+        if (r->zc_base && inside(p, bytes, r->buff, r->size)) base = r->zc_base;
+    pthread_mutex_unlock(&c->lock);
+    return base;
+}
+
+ncclResult_t shim_zc_note(ncclComm_t c, void *base, const char *who)
+{
+    ncclResult_t res = ncclSuccess;
+    pthread_mutex_lock(&c->lock);
+    int i = 0;
+    while (i < c->nzc && c->zc[i].base != base) i++;
+    if (i == c->nzc) {
+        if (c->nzc == c->zc_cap) {
+            int cap = c->zc_cap ? 2 * c->zc_cap : 8;
+            void *t = realloc(c->zc, (size_t)cap * sizeof *c->zc);
+            if (t) {
+                c->zc = t;
+                c->zc_cap = cap;
+            }
+        }
+        if (c->nzc < c->zc_cap) {
+            c->zc[c->nzc].base = base;
+            c->zc[c->nzc].stale = false;
+            c->nzc++;
+        } else {
+            res = ncclSystemError;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (res != ncclSuccess) return shim_error(res, "%s: out of memory (rank %d)", who, c->rank);
+    return ncclSuccess;
+}
+
+ncclResult_t shim_zc_forget_stale(ncclComm_t c, const char *who)
+{
+    for (;;) {
+        void *base = NULL;
+        pthread_mutex_lock(&c->lock);
+        for (int i = 0; i < c->nzc && !base; i++)
+            if (c->zc[i].stale) {
+                base = c->zc[i].base;
+                c->zc[i] = c->zc[--c->nzc];
+            }
+        pthread_mutex_unlock(&c->lock);
+        if (!base) return ncclSuccess;
+        int dropped = 0;
+        mscclpp_result_t r = mscclpp_executor_forget(c->exec, base, &dropped);
+        if (r != MSCCLPP_OK) return shim_from_mscclpp(r, who);
+        shim_info("rank %d: dropped %d executor contexts of freed or deregistered memory %p",
+                  c->rank, dropped, base);
+    }
+}
+
 ncclResult_t ncclMemFree(void *ptr)
 {
     if (!ptr) return ncclSuccess;
@@ -105,6 +238,14 @@ ncclResult_t ncclMemFree(void *ptr)
     if (!found)
         return shim_error(ncclInvalidArgument,
                           "ncclMemFree: %p was not returned by ncclMemAlloc (or was freed)", ptr);
+    /* a new allocation may start here: contexts on this one must not be found by it */
+    pthread_mutex_lock(&live_lock);
+    for (size_t k = 0; k < live_count; k++) {
+        void *base = NULL;
+        if (mscclpp_executor_usable(live[k]->exec, ptr, 1, &base) == MSCCLPP_OK)
+            zc_mark(live[k], base);
+    }
+    pthread_mutex_unlock(&live_lock);
     mscclpp_result_t r = mscclpp_free(ptr);
     return r == MSCCLPP_OK ? ncclSuccess : shim_from_mscclpp(r, "ncclMemFree");
 }
@@ -188,7 +329,15 @@ static ncclResult_t load_dsl_plans(ncclComm_t c)
 static void free_comm(ncclComm_t c)
 {
     if (!c) return;
+    live_remove(c);
     c->magic = 0;
+    while (c->regs) {
+        struct shim_reg *r = c->regs;
+        c->regs = r->next;
+        r->magic = 0;
+        free(r);
+    }
+    free(c->zc);
     if (c->stream) mscclpp_stream_destroy(c->stream);
     mscclpp_executor_destroy(c->exec);
     for (int i = 0; i < c->nplans; i++) mscclpp_plan_destroy(c->plans[i]);
@@ -241,6 +390,12 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *i
         goto fail;
     }
     c->magic = SHIM_COMM_MAGIC;
+    const char *zc = getenv("MSCCLPP_NCCL_ZERO_COPY");
+    c->zero_copy = !zc || strcmp(zc, "0") != 0;
+    if (!live_add(c)) {
+        res = shim_error(ncclSystemError, "%s: out of memory (rank %d)", who, rank);
+        goto fail;
+    }
     if ((res = load_dsl_plans(c)) != ncclSuccess) goto fail;
     if (getenv("MSCCLPP_NCCL_LIB_PATH") && (res = shim_real_init(c)) != ncclSuccess) goto fail;
     shim_info("rank %d of %d: communicator on the %s backend, %d DSL plans, fallback %s", rank,
@@ -472,16 +627,12 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 /* ---- buffer registration ------------------------------------------------------------------ */
 
 /*
- * Registration is a hint in NCCL. Our plans need memory from mscclpp_malloc (ncclMemAlloc);
- * every buffer is staged through such memory, so a handle only records the range (and lets
- * ncclCommDeregister check what it is given).
+ * Registration is a hint in NCCL. Here it marks a range the collectives of this communicator
+ * may run the plan on directly, without staging, when the backend can share it (memory from
+ * ncclMemAlloc or mscclpp_malloc; docs/nccl.md "Zero-copy"). Deregistering makes the executor
+ * forget its contexts on that allocation (before the next group), since the caller may then
+ * free it and a new allocation may start at the same address.
  */
-typedef struct {
-    uint32_t magic;
-    ncclComm_t comm;
-    void *buff;
-    size_t size;
-} shim_reg_t;
 #define SHIM_REG_MAGIC 0x72656721u
 
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
@@ -491,9 +642,21 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, vo
     if (!handle) return shim_error(ncclInvalidArgument, "ncclCommRegister: handle is NULL");
     if (!buff && size)
         return shim_error(ncclInvalidArgument, "ncclCommRegister: buff is NULL (size %zu)", size);
-    shim_reg_t *h = calloc(1, sizeof *h);
+    struct shim_reg *h = calloc(1, sizeof *h);
     if (!h) return shim_error(ncclSystemError, "ncclCommRegister: out of memory");
-    *h = (shim_reg_t){SHIM_REG_MAGIC, comm, buff, size};
+    *h = (struct shim_reg){SHIM_REG_MAGIC, NULL, comm, buff, size, NULL};
+    /*
+     * Can plans run on it? ncclMemAlloc memory, and on GPU backends device memory, says the
+     * executor. Host memory on the host backend never can (asking would log a warning).
+     */
+    bool ask = comm->zero_copy && buff && size &&
+               (in_mem_table(buff, size) || strcmp(mscclpp_backend_name(), "host") != 0);
+    if (ask && mscclpp_executor_usable(comm->exec, buff, size, &h->zc_base) != MSCCLPP_OK)
+        h->zc_base = NULL;
+    pthread_mutex_lock(&comm->lock);
+    h->next = comm->regs;
+    comm->regs = h;
+    pthread_mutex_unlock(&comm->lock);
     *handle = h;
     return ncclSuccess;
 }
@@ -502,11 +665,21 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
 {
     ncclResult_t res = shim_check_comm(comm, "ncclCommDeregister");
     if (res != ncclSuccess) return res;
-    shim_reg_t *h = handle;
-    if (!h || h->magic != SHIM_REG_MAGIC || h->comm != comm)
+    /* only handles listed in this communicator are dereferenced */
+    bool found = false;
+    pthread_mutex_lock(&comm->lock);
+    for (struct shim_reg **pp = &comm->regs; *pp && !found; pp = &(*pp)->next)
+        if (*pp == handle) {
+            *pp = (*pp)->next;
+            found = true;
+        }
+    pthread_mutex_unlock(&comm->lock);
+    if (!found)
         return shim_error(ncclInvalidArgument,
                           "ncclCommDeregister: %p is not a registration handle of comm %p",
                           handle, (void *)comm);
+    struct shim_reg *h = handle;
+    zc_mark(comm, h->zc_base);
     h->magic = 0;
     free(h);
     return ncclSuccess;

@@ -62,6 +62,16 @@ typedef struct {
     bool has_real_op;
 } shim_redop_t;
 
+/* A registration: the handle of ncclCommRegister, listed in its communicator. */
+struct shim_reg {
+    uint32_t magic;
+    struct shim_reg *next;
+    ncclComm_t comm;
+    void *buff;
+    size_t size;
+    void *zc_base; /* the allocation the executor may run plans on directly, or NULL */
+};
+
 struct ncclComm {
     uint32_t magic;
     int rank, nranks, cuda_dev;
@@ -82,6 +92,20 @@ struct ncclComm {
     } streams[SHIM_MAX_STREAMS];
     int nstreams;
     shim_redop_t redops[SHIM_MAX_REDOPS];
+    /*
+     * Zero-copy (docs/nccl.md "Zero-copy"): collectives on ncclMemAlloc'd or registered
+     * buffers run the plan on them directly. regs: this communicator's registrations; zc: the
+     * allocations (their bases) handed to the executor, marked stale by ncclMemFree or
+     * ncclCommDeregister and forgotten by the executor before the next group runs.
+     */
+    bool zero_copy; /* MSCCLPP_NCCL_ZERO_COPY is not 0 */
+    bool zc_logged; /* the INFO line said it once */
+    struct shim_reg *regs;
+    struct {
+        void *base;
+        bool stale;
+    } *zc;
+    int nzc, zc_cap;
     ncclComm_t real; /* the parallel communicator of the fallback library, or NULL */
     ncclResult_t async_error;
     pthread_mutex_t lock; /* one call at a time per communicator */
@@ -114,6 +138,18 @@ bool shim_divide(void *x, size_t count, ncclDataType_t dt, int n);
 
 /* memory allocated by ncclMemAlloc (nccl/nccl_comm.c) */
 bool shim_is_our_memory(const void *ptr);
+
+/* true while this process has exactly one live communicator (nccl/nccl_comm.c) */
+bool shim_sole_comm(void);
+
+/* zero-copy (nccl/nccl_comm.c) */
+/* The allocation base of [p, p + bytes) when the range is ncclMemAlloc'd or registered with c
+ * and the executor can run plans on it; else NULL. */
+void *shim_zc_base(ncclComm_t c, const void *p, size_t bytes);
+/* Remember that base was handed to c's executor (for forgetting it once freed). */
+ncclResult_t shim_zc_note(ncclComm_t c, void *base, const char *who);
+/* Make c's executor forget the allocations freed or deregistered since the last group. */
+ncclResult_t shim_zc_forget_stale(ncclComm_t c, const char *who);
 
 /* fallback (nccl/nccl_fallback.c) */
 const shim_real_t *shim_real(void);     /* NULL when unset or unusable (reason logged) */

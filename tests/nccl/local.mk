@@ -1,7 +1,7 @@
 # tests/nccl: the NCCL API library, driven by a program written against nccl.h alone
 # (tests/nccl/nccl_api_test.c): linked with the real libnccl.so.2 and run under LD_PRELOAD,
 # and linked with libmscclpp_nccl directly. tests/nccl/test_nccl_api.sh runs both (TAP).
-EXTRA_DIST += tests/nccl/test_nccl_api.sh
+EXTRA_DIST += tests/nccl/test_nccl_api.sh tests/nccl/allgather_put_output.py
 if BUILD_NCCL
 check_PROGRAMS += tests/nccl/nccl_api_test_shim
 tests_nccl_nccl_api_test_shim_SOURCES = tests/nccl/nccl_api_test.c
@@ -14,6 +14,15 @@ check_LTLIBRARIES += tests/nccl/libfakenccl.la
 tests_nccl_libfakenccl_la_SOURCES = tests/nccl/fake_nccl.c
 tests_nccl_libfakenccl_la_CPPFLAGS = $(NCCL_CPPFLAGS)
 tests_nccl_libfakenccl_la_LDFLAGS = -module -avoid-version -rpath /nowhere
+
+# The benchmark of docs/performance.md ("NCCL API"): built with make check, run by hand.
+if HAVE_MPI
+check_PROGRAMS += tests/nccl/nccl_bench
+tests_nccl_nccl_bench_SOURCES = tests/nccl/nccl_bench.c
+tests_nccl_nccl_bench_CPPFLAGS = $(NCCL_CPPFLAGS) -I$(top_srcdir)/include
+tests_nccl_nccl_bench_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
+tests_nccl_nccl_bench_LDADD = libmscclpp_nccl.la libmscclpp.la $(MPI_LIBS)
+endif
 
 if HAVE_REAL_NCCL
 check_PROGRAMS += tests/nccl/nccl_api_test_real

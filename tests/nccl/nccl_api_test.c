@@ -10,6 +10,10 @@
  *   nccl_api_test fallback N  requests our plans do not serve (int64 sums): checks the result
  *                             the fake library of tests/nccl/fake_nccl.c writes
  *   nccl_api_test nofallback N  the same requests fail with ncclInvalidUsage and say why
+ *   nccl_api_test backtoback N  collectives of changing sizes and kinds back to back on the
+ *                             same buffers, nothing between them (malloc'd, then ncclMemAlloc'd)
+ *   nccl_api_test realloc N   zero-copy allreduce on ncclMemAlloc'd buffers freed and
+ *                             allocated again at the same addresses
  *
  * Every element is checked; each failure prints rank, call and index, and the exit status is
  * non-zero.
@@ -602,6 +606,185 @@ static void t_our_stream(ncclComm_t comm, int rank, int n)
 }
 #endif
 
+/* ---- back-to-back calls and zero-copy ---- */
+
+/* The int32 input of rank r at element i in step it: small enough that sums never overflow. */
+static int32_t b2b_val(int r, size_t i, int it) { return (r + 1) * 1000 + (int32_t)(i % 997) + it; }
+
+/*
+ * Back-to-back collectives of changing sizes and kinds on the same two buffers, with nothing
+ * between them but this rank's own check of every element (no barrier, no sleep): allreduce of
+ * 32 B, 1 KiB and 70 KiB, allgather, reduce-scatter (out of place and in place), interleaved,
+ * every step with new values. `zc`: buffers from ncclMemAlloc, registered (zero-copy), else
+ * malloc (staged).
+ */
+static void t_back_to_back(ncclComm_t comm, int rank, int n, bool zc)
+{
+    const size_t cap = 70 * 1024 / 4 * 4; /* int32 elements: room for every step below */
+    int32_t *a = NULL, *b = NULL;
+    void *ha = NULL, *hb = NULL;
+    if (zc) {
+        NCCLCHECK(ncclMemAlloc((void **)&a, cap * 4));
+        NCCLCHECK(ncclMemAlloc((void **)&b, cap * 4));
+        NCCLCHECK(ncclCommRegister(comm, a, cap * 4, &ha));
+        NCCLCHECK(ncclCommRegister(comm, b, cap * 4, &hb));
+    } else {
+        a = alloc(cap, ncclInt32);
+        b = alloc(cap, ncclInt32);
+    }
+    /* kind: 0 allreduce, 1 allgather, 2 reduce-scatter, 3 reduce-scatter in place;
+     * count: elements per rank for 1-3 */
+    static const struct {
+        int kind;
+        size_t count;
+    } steps[] = {{0, 8},    {0, 256}, {0, 17920}, {1, 64},  {0, 8},   {2, 256}, {0, 17920},
+                 {1, 4096}, {0, 256}, {3, 64},    {0, 8},   {2, 4096}, {1, 8},  {0, 17920},
+                 {3, 1024}, {0, 8}};
+    const int nsteps = (int)(sizeof steps / sizeof *steps);
+    const char *mem = zc ? "ncclMemAlloc" : "malloc";
+    for (int it = 0; it < 6 * nsteps && !g_fails; it++) {
+        int kind = steps[it % nsteps].kind;
+        size_t count = steps[it % nsteps].count, bad = 0, first = 0;
+        int32_t got = 0, want = 0;
+        if (kind == 0) {
+            for (size_t i = 0; i < count; i++) a[i] = b2b_val(rank, i, it);
+            NCCLCHECK(ncclAllReduce(a, b, count, ncclInt32, ncclSum, comm, NULL));
+            for (size_t i = 0; i < count; i++) {
+                int32_t w = 0;
+                for (int r = 0; r < n; r++) w += b2b_val(r, i, it);
+                if (b[i] != w && !bad++) first = i, got = b[i], want = w;
+            }
+        } else if (kind == 1) {
+            for (size_t i = 0; i < count; i++) a[i] = b2b_val(rank, i, it);
+            NCCLCHECK(ncclAllGather(a, b, count, ncclInt32, comm, NULL));
+            for (size_t i = 0; i < count * (size_t)n; i++) {
+                int32_t w = b2b_val((int)(i / count), i % count, it);
+                if (b[i] != w && !bad++) first = i, got = b[i], want = w;
+            }
+        } else {
+            for (size_t i = 0; i < count * (size_t)n; i++) a[i] = b2b_val(rank, i, it);
+            int32_t *out = kind == 2 ? b : a + (size_t)rank * count;
+            NCCLCHECK(ncclReduceScatter(a, out, count, ncclInt32, ncclSum, comm, NULL));
+            for (size_t i = 0; i < count; i++) {
+                int32_t w = 0;
+                for (int r = 0; r < n; r++) w += b2b_val(r, (size_t)rank * count + i, it);
+                if (out[i] != w && !bad++) first = i, got = out[i], want = w;
+            }
+        }
+        if (bad)
+            FAIL("back-to-back (%s) step %d: kind %d count %zu: %zu wrong elements, first %zu "
+                 "is %d, expected %d", mem, it, kind, count, bad, first, (int)got, (int)want);
+    }
+    /* then uint8 allreduces alternating with nothing but the check between them (the
+     * sizes of tests/unit/test_executor.c's size cycle, which failed without the fence) */
+    static const size_t cycle[] = {32, 32, 1024, 1024, 70016, 70016, 8, 4096, 200, 70016, 2048};
+    uint8_t *a8 = (uint8_t *)a, *b8 = (uint8_t *)b;
+    for (int it = 0; it < 300 && !g_fails; it++) {
+        size_t count = cycle[(size_t)it % (sizeof cycle / sizeof *cycle)];
+        for (size_t i = 0; i < count; i++) a8[i] = (uint8_t)(rank + i + (size_t)it);
+        NCCLCHECK(ncclAllReduce(a8, b8, count, ncclUint8, ncclSum, comm, NULL));
+        for (size_t i = 0; i < count; i++) {
+            uint8_t w = 0;
+            for (int r = 0; r < n; r++) w = (uint8_t)(w + r + i + (size_t)it);
+            if (b8[i] != w) {
+                FAIL("back-to-back (%s) uint8 allreduce %d of %zu bytes: byte %zu is %u, "
+                     "expected %u", mem, it, count, i, b8[i], w);
+                break;
+            }
+        }
+    }
+    if (zc) {
+        NCCLCHECK(ncclCommDeregister(comm, ha));
+        NCCLCHECK(ncclCommDeregister(comm, hb));
+        NCCLCHECK(ncclMemFree(a));
+        NCCLCHECK(ncclMemFree(b));
+    } else {
+        free(a);
+        free(b);
+    }
+}
+
+/*
+ * Zero-copy across ncclMemFree: allreduce on ncclMemAlloc'd buffers, free them, allocate the
+ * same sizes again (the same addresses, as the allocator usually hands back) and allreduce
+ * new values. A context kept from the first buffers would use the peers' old memory. Sizes
+ * from a packet plan's to the largest Simple one's.
+ */
+static void t_realloc(ncclComm_t comm, int rank, int n)
+{
+    static const size_t counts_rl[] = {8, 1024, 65536, 262144};
+    int same = 0;
+    for (size_t k = 0; k < sizeof counts_rl / sizeof *counts_rl; k++) {
+        size_t count = counts_rl[k];
+        void *prev_a = NULL, *prev_b = NULL;
+        for (int round = 0; round < 3; round++) {
+            int32_t *a = NULL, *b = NULL;
+            NCCLCHECK(ncclMemAlloc((void **)&a, count * 4));
+            NCCLCHECK(ncclMemAlloc((void **)&b, count * 4));
+            bool again = a == prev_a && b == prev_b;
+            same += again;
+            prev_a = a;
+            prev_b = b;
+            int it = 100 * round + (int)k;
+            for (size_t i = 0; i < count; i++) a[i] = b2b_val(rank, i, it);
+            NCCLCHECK(ncclAllReduce(a, b, count, ncclInt32, ncclSum, comm, NULL));
+            size_t bad = 0, first = 0;
+            for (size_t i = 0; i < count; i++) {
+                int32_t w = 0;
+                for (int r = 0; r < n; r++) w += b2b_val(r, i, it);
+                if (b[i] != w && !bad++) first = i;
+            }
+            if (bad)
+                FAIL("allreduce of %zu int32 on buffers allocated again (round %d, same address "
+                     "%s): %zu wrong, first %zu is %d", count, round,
+                     again ? "yes" : "no", bad, first, (int)b[first]);
+            NCCLCHECK(ncclMemFree(a));
+            NCCLCHECK(ncclMemFree(b));
+            /* allgather (a DSL plan that writes the peers' outputs, when the test loads it) */
+            size_t per = count / (size_t)n / 16 * 16 + 16;
+            NCCLCHECK(ncclMemAlloc((void **)&a, per * 4));
+            NCCLCHECK(ncclMemAlloc((void **)&b, per * 4 * (size_t)n));
+            for (size_t i = 0; i < per; i++) a[i] = b2b_val(rank, i, it + 1);
+            NCCLCHECK(ncclAllGather(a, b, per, ncclInt32, comm, NULL));
+            bad = 0;
+            for (size_t i = 0; i < per * (size_t)n; i++)
+                if (b[i] != b2b_val((int)(i / per), i % per, it + 1) && !bad++) first = i;
+            if (bad)
+                FAIL("allgather of %zu int32 per rank on buffers allocated again (round %d): "
+                     "%zu wrong, first %zu is %d, expected %d", per, round, bad, first,
+                     (int)b[first], (int)b2b_val((int)(first / per), first % per, it + 1));
+            NCCLCHECK(ncclMemFree(a));
+            NCCLCHECK(ncclMemFree(b));
+        }
+    }
+    /* said so the test shows it exercised the case it is about */
+    if (rank == 0) {
+        printf("realloc: %d of 8 allreduce reallocations came back at the same addresses\n", same);
+        fflush(stdout); /* the rank ends with _exit */
+    }
+    /* registered malloc memory cannot be shared: staged, still correct */
+    size_t count = 4096;
+    int32_t *a = alloc(count, ncclInt32), *b = alloc(count, ncclInt32);
+    void *ha, *hb;
+    NCCLCHECK(ncclCommRegister(comm, a, count * 4, &ha));
+    NCCLCHECK(ncclCommRegister(comm, b, count * 4, &hb));
+    for (size_t i = 0; i < count; i++) a[i] = b2b_val(rank, i, 7);
+    NCCLCHECK(ncclAllReduce(a, b, count, ncclInt32, ncclSum, comm, NULL));
+    for (size_t i = 0; i < count; i++) {
+        int32_t w = 0;
+        for (int r = 0; r < n; r++) w += b2b_val(r, i, 7);
+        if (b[i] != w) {
+            FAIL("allreduce on registered malloc memory: element %zu is %d, expected %d", i,
+                 (int)b[i], (int)w);
+            break;
+        }
+    }
+    NCCLCHECK(ncclCommDeregister(comm, ha));
+    NCCLCHECK(ncclCommDeregister(comm, hb));
+    free(a);
+    free(b);
+}
+
 /* ---- driver ---- */
 
 static int run_rank(const char *mode, int rank, int n, ncclUniqueId id)
@@ -642,6 +825,11 @@ static int run_rank(const char *mode, int rank, int n, ncclUniqueId id)
 #ifdef WITH_MSCCLPP_STREAM
         t_our_stream(comm, rank, n);
 #endif
+    } else if (!strcmp(mode, "backtoback")) {
+        t_back_to_back(comm, rank, n, false);
+        t_back_to_back(comm, rank, n, true);
+    } else if (!strcmp(mode, "realloc")) {
+        t_realloc(comm, rank, n);
     } else {
         t_fallback(comm, rank, n, !strcmp(mode, "fallback"));
     }
@@ -696,7 +884,8 @@ static int run_initall(int n)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: %s ranks|initall|fallback|nofallback N\n", argv[0]);
+        fprintf(stderr, "usage: %s ranks|initall|backtoback|realloc|fallback|nofallback N\n",
+                argv[0]);
         return 2;
     }
     const char *mode = argv[1];

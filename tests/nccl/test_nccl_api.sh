@@ -22,7 +22,7 @@ unset MSCCLPP_NCCL_LIB_PATH MSCCLPP_NCCL_PLAN_DIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/nccl-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-echo "1..13"
+echo "1..19"
 n=0
 fails=0
 pass() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -46,7 +46,7 @@ case_ok() {
 }
 
 if [ ! -f "$shim" ] || [ ! -x "$t_shim" ]; then
-    for c in 1 2 3 4 5 6 7 8 9 10 11 12 13; do
+    for c in $(seq 1 19); do
         skip "case $c" "libmscclpp_nccl not built (configure found no nccl.h; see docs/nccl.md)"
     done
     exit 0
@@ -150,4 +150,44 @@ else
         fail "exports: every entry point of nccl.h the real library exports" "$missing"
     fi
 fi
+# 14-16: back-to-back collectives of changing sizes and kinds on the same buffers, nothing
+# between the calls (no barrier in the library either), malloc'd then ncclMemAlloc'd buffers
+for r in 2 3 4; do
+    case_ok "back to back: changing sizes and kinds, no barrier, $r ranks" "$t_shim" backtoback $r
+done
+
+# 17: ncclMemAlloc'd buffers run the plan in place (zero-copy), said at INFO; and not with
+# MSCCLPP_NCCL_ZERO_COPY=0
+run env MSCCLPP_DEBUG=INFO "$t_shim" backtoback 2
+zc=$(grep -c "runs on the caller's buffers (zero-copy)" "$tmp/err")
+run env MSCCLPP_DEBUG=INFO MSCCLPP_NCCL_ZERO_COPY=0 "$t_shim" backtoback 2
+zc0=$(grep -c "zero-copy" "$tmp/err")
+if [ "$zc" = 2 ] && [ "$zc0" = 0 ] && [ $rc -eq 0 ]; then
+    pass "zero-copy on ncclMemAlloc'd buffers (said once per rank), staged with ZERO_COPY=0"
+else
+    fail "zero-copy on ncclMemAlloc'd buffers" \
+        "INFO lines $zc (want 2), with ZERO_COPY=0: $zc0, exit $rc"
+fi
+
+# 18-19: ncclMemFree then ncclMemAlloc at the same address: the executor forgets the old
+# contexts. The allgather is a DSL plan that writes the peers' output buffers (the built-in
+# plans touch only scratch), so a stale context would write a peer's freed memory.
+for r in 2 3; do
+    name="zero-copy across ncclMemFree/ncclMemAlloc at the same address, $r ranks"
+    mkdir -p "$tmp/agplans"
+    if ! PYTHONPATH="$top_src/python${PYTHONPATH:+:$PYTHONPATH}" python3 -m mscclpp compile \
+        "$top_src/tests/nccl/allgather_put_output.py" -o "$tmp/agplans/ag_put_$r.json" \
+        -- --num_ranks "$r" >"$tmp/out" 2>"$tmp/err"; then
+        fail "$name" "the DSL plan did not compile"
+        continue
+    fi
+    run env MSCCLPP_NCCL_PLAN_DIR="$tmp/agplans" MSCCLPP_DEBUG=INFO "$t_shim" realloc $r
+    used=$(grep -c "ran DSL plan 'test_allgather_put_output_$r'" "$tmp/err")
+    again=$(sed -n 's/^realloc: \([0-9]*\) of 8 .*/\1/p' "$tmp/out")
+    if [ $rc -eq 0 ] && [ "$used" = "$r" ] && [ "${again:-0}" -gt 0 ]; then
+        pass "$name ($again of 8 reallocations reused the address)"
+    else
+        fail "$name" "exit $rc, DSL plan used by $used ranks, addresses reused: ${again:-?}"
+    fi
+done
 [ $fails -eq 0 ]
