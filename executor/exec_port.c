@@ -438,12 +438,18 @@ mscclpp_result_t exec_port_create(mscclpp_comm_t *comm, const struct mscclpp_pla
          * share its cores although each counts one local rank: the count keeps the spin short
          * there, where a proxy spinning long starves its own rank's interpreter. */
         unsigned per_rank = 2u + (p->hal == hal_host_ops() ? (unsigned)g->n_blocks : 0u);
-        unsigned nlocal = (comm->nlocal > 0 ? (unsigned)comm->nlocal : 1u) + (unsigned)same_machine;
+        unsigned nlocal = comm->nlocal > 0 ? (unsigned)comm->nlocal : 1u;
+        nlocal += (unsigned)same_machine;
         uint32_t spin = base_wait_spin(nlocal * per_rank);
         /* the interpreter's spin as the executor sizes it (context.c, host_spin_for: blocks and
          * proxy per local rank), with the other nodes' ranks on this machine counted too */
+        unsigned blocks = (unsigned)(g->n_blocks > 0 ? g->n_blocks : 1);
         if (same_machine > 0 && p->hal == hal_host_ops())
-            p->host_spin = base_wait_spin(nlocal * ((unsigned)(g->n_blocks > 0 ? g->n_blocks : 1) + 1u));
+            p->host_spin = base_wait_spin(nlocal * (blocks + 1u));
+        if (same_machine > 0)
+            INFO(SUBSYS_NET, "rank %d: %d port peer(s) of other nodes share this machine (boot "
+                 "id): waits spin %u polls (proxy), %u (interpreter)", comm->rank, same_machine,
+                 spin, p->host_spin);
         CHECK_GOTO(proxy_create(p->hal, slots < 16 ? 16u : slots > (1 << 20) ? (1u << 20)
                                                                               : (uint32_t)slots,
                                 spin, port_handle, port_progress, port_arm, p, name, &p->proxy),

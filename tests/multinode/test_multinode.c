@@ -516,6 +516,42 @@ START_TEST(t_allgather_pkt_port_ipc)
     run_case(2, (plan_case_t){2, NULL, NULL, "allgather", -1, NULL, PKT_PLAN("2x1"), true});
 }
 END_TEST
+/*
+ * Two forced-id "nodes" on this machine (one boot id): the port setup counts the peer as a
+ * poller of this machine, so the interpreter's spin is sized for 2 ranks x (block + proxy)
+ * (on 2 cores the shared-core spin) and not for this node's single rank. Before, each rank's
+ * interpreter spun the own-core spin (2000 polls) while its proxy waited for that core.
+ */
+START_TEST(t_machine_spin)
+{
+    char dir[] = "/tmp/mscclpp-spin-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    setenv("MSCCLPP_DEBUG", "INFO", 1);
+    unsetenv("MSCCLPP_HOST_SPIN");
+    run_case(2, (plan_case_t){1, "tcp", NULL, "allreduce", -1, NULL, NULL, false, 0, dir});
+    unsetenv("MSCCLPP_DEBUG");
+    char want[64];
+    snprintf(want, sizeof want, "%u (interpreter)", (unsigned)base_wait_spin(2 * 2));
+    for (int r = 0; r < 2; r++) {
+        char path[128], line[1024];
+        snprintf(path, sizeof path, "%s/rank%d.log", dir, r);
+        FILE *f = fopen(path, "r");
+        ck_assert_msg(f != NULL, "no log of rank %d", r);
+        int found = 0;
+        while (fgets(line, sizeof line, f))
+            if (strstr(line, "share this machine")) {
+                ck_assert_msg(strstr(line, "1 port peer(s)") && strstr(line, want),
+                              "rank %d: %s", r, line);
+                found++;
+            }
+        fclose(f);
+        unlink(path);
+        ck_assert_msg(found > 0, "rank %d did not count its peer as sharing this machine", r);
+    }
+    rmdir(dir);
+}
+END_TEST
+
 /* A good run's shutdown is quiet: peers closing their endpoints first (the last rank's proxy
  * still polling them for a while) print no WARN, on any rank. */
 START_TEST(t_shutdown_quiet)
@@ -622,7 +658,7 @@ START_TEST(t_proxy_hot)
 }
 END_TEST
 
-/* ---- the ucx transport's messages (a put, a put with its signal, a signal) -------------------- */
+/* ---- the ucx transport's messages (a put, a put with its signal, a signal) ----------------- */
 
 /* Not a multiple of any chunk or word: a rendezvous-sized put plus a small eager one. */
 #define ORDER_BYTES (4 * 1024 * 1024 + 13)
@@ -796,6 +832,7 @@ static Suite *suite(void)
         ADD(pc, t_allgather_pkt_2x2_tcp);
         ADD(pc, t_allgather_ppkt_2x1_tcp);
         ADD(pc, t_shutdown_quiet);
+        ADD(pc, t_machine_spin);
     }
     ADD(pc, t_allgather_port_ipc);
     ADD(pc, t_allgather_pkt_port_ipc);
