@@ -56,6 +56,10 @@ CONFIG_VAR(MSCCLPP_NODE_ID, STR, "",
            "Force this rank's node identity (any string; ranks with equal values are one node). "
            "Default: host name + boot id + network namespace")
 CONFIG_VAR(MSCCLPP_PROXY_FIFO, COUNT, "512", "Port channels: triggers the proxy FIFO of a context holds")
+CONFIG_VAR(MSCCLPP_PROXY_HOT_US, COUNT, "",
+           "Port channels: microseconds an idle proxy keeps polling (yielding) after its last "
+           "trigger or inbound message before it sleeps; 0: at once. Default: 1000 where the "
+           "node's pollers have a core each, else 0")
 CONFIG_VAR(MSCCLPP_TEST_TRANSPORT_FAULT, STR, "",
            "Test only: OP:N (OP put, signal or flush) makes the Nth such transport call of the "
            "process fail with MSCCLPP_ERR_REMOTE, moving nothing (transports/transport.c)")

@@ -17,8 +17,9 @@
 #            veth (UCX_NET_DEVICES), since namespaces still share /dev/shm
 #   peer     ucx_perftest between the two namespaces: ucp_put_lat 8 B (ping-pong; one-way
 #            latency) and ucp_put_bw 16 MiB (puts back to back; MB/s as UCX counts, 2^20 B/s),
-#            also with -O 1 (one put in flight, as our proxy issues them); and a plain TCP
-#            stream over the same veth (python3 sockets), the link's own limit
+#            also with -O 1 (one put in flight); ucp_am_lat 8 B and ucp_am_bw 16 MiB (active
+#            messages: what our ucx transport sends since wave/net); and a plain TCP stream
+#            over the same veth (python3 sockets), the link's own limit
 #   ours     mscclpp-bench {allreduce,allgather} --np 2 --nodes 2 at 8 B and 16 MiB
 #            (out-of-place: the multi-node plans of plans/multinode/2x1; the launcher makes
 #            two namespaces of its own exactly like the ones above)
@@ -28,10 +29,11 @@
 #            same host name, so MPICH would treat them as one node), and MPICH's UCX gets the
 #            same UCX_TLS / UCX_NET_DEVICES as ucx_perftest.
 # Ratios printed:
-#   8 B      our time / ucx_perftest one-way put latency (link latencies per call)
+#   8 B      our time / ucx_perftest one-way put latency and / am latency (link latencies
+#            per call)
 #   16 MiB   bytes each rank sends per call (allreduce 16 MiB, allgather 8 MiB) / our time,
 #            over ucx_perftest put bandwidth (issue 10 target: >= 0.90), over the -O 1 put
-#            bandwidth, and over the TCP stream
+#            bandwidth, over the am bandwidth, and over the TCP stream
 #   MPICH    MPICH time / ours (above 1: we are faster)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -216,6 +218,12 @@ for r in $(seq 1 "$rounds"); do
     v=$(perftest "ucp_put_bw -O 1" 16777216 $iters)
     set -- $v
     echo "ucx - put_bw1_MBps $6" >>"$res"
+    v=$(perftest ucp_am_lat 8 $((iters * 100)))
+    set -- $v
+    echo "ucx - am_lat_us $2" >>"$res"
+    v=$(perftest ucp_am_bw 16777216 $iters)
+    set -- $v
+    echo "ucx - am_bw_MBps $6" >>"$res"
     v=$(tcp_stream)
     echo "tcp - stream_Bps $v" >>"$res"
     for b in "${builds[@]}"; do
@@ -244,18 +252,23 @@ med = {k: statistics.median(v) for k, v in vals.items()}
 lat = med[("ucx", "-", "put_lat_us")]
 bw = med[("ucx", "-", "put_bw_MBps")] * 1048576.0  # bytes/s
 bw1 = med[("ucx", "-", "put_bw1_MBps")] * 1048576.0
+alat = med[("ucx", "-", "am_lat_us")]
+abw = med[("ucx", "-", "am_bw_MBps")] * 1048576.0
 tcp = med[("tcp", "-", "stream_Bps")]
 print(f"# {sys.argv[3]}, {sys.argv[4]} CPUs, load at the end "
       f"{open('/proc/loadavg').read().split()[0]}; medians of {sys.argv[5]} rounds")
 print(f"ucx_perftest: put latency 8 B {lat:.1f} us (one-way); put bandwidth 16 MiB "
       f"{bw / 1e6:.1f} MB/s, one put in flight (-O 1) {bw1 / 1e6:.1f} MB/s (10^6 B/s)")
+print(f"ucx_perftest: am latency 8 B {alat:.1f} us (one-way); am bandwidth 16 MiB "
+      f"{abw / 1e6:.1f} MB/s")
 print(f"TCP stream over the same veth: {tcp / 1e6:.1f} MB/s")
 out = {"date": sys.argv[3], "ucx_put_lat_us": lat, "ucx_put_bw_Bps": bw, "ucx_put_bw1_Bps": bw1,
+       "ucx_am_lat_us": alat, "ucx_am_bw_Bps": abw,
        "tcp_stream_Bps": tcp, "samples": {f"{w}:{k}": v for (w, b, k), v in vals.items()
                                           if b == "-"}, "builds": {}}
 for b in sorted({b for (w, b, _) in vals if w == "ours"}):
     print(f"build {b}")
-    print(f"  {'case':<17}{'ours us':>11}{'xlat/bw':>9}{'/bw1':>7}{'/tcp':>7}"
+    print(f"  {'case':<17}{'ours us':>11}{'xlat/bw':>9}{'/bw1':>7}{'xam/am':>8}{'/tcp':>7}"
           f"{'mpx us':>11}{'MPICH us':>11}{'MPICH/ours':>11}")
     rows = []
     for coll in ("allreduce", "allgather"):
@@ -270,23 +283,24 @@ for b in sorted({b for (w, b, _) in vals if w == "ours"}):
             row = {"case": key, "ours_us": t, "ours_mpiexec_us": tm, "mpich_us": m,
                    "samples": {w: vals.get((w, b, key)) for w in ("ours", "oursmpi", "mpich")}}
             if size == 8:
-                row["x_lat"] = t / lat
-                rtxt = f"{t / lat:9.1f}{'':>7}{'':>7}"
+                row.update(x_lat=t / lat, x_am_lat=t / alat)
+                rtxt = f"{t / lat:9.1f}{'':>7}{t / alat:8.1f}{'':>7}"
             else:
                 sent = size if coll == "allreduce" else size / 2  # bytes each rank sends
                 rate = sent / (t * 1e-6)
-                row.update(of_put_bw=rate / bw, of_put_bw1=rate / bw1, of_tcp=rate / tcp)
-                rtxt = f"{rate / bw:9.2f}{rate / bw1:7.2f}{rate / tcp:7.2f}"
+                row.update(of_put_bw=rate / bw, of_put_bw1=rate / bw1, of_am_bw=rate / abw,
+                           of_tcp=rate / tcp)
+                rtxt = f"{rate / bw:9.2f}{rate / bw1:7.2f}{rate / abw:8.2f}{rate / tcp:7.2f}"
             mtxt = f"{m:11.1f}{m / t:11.2f}" if m else f"{'-':>11}{'-':>11}"
             ttxt = f"{tm:11.1f}" if tm else f"{'-':>11}"
             name = f"{coll} {'8 B' if size == 8 else '16 MiB'}"
             print(f"  {name:<17}{t:11.1f}{rtxt}{ttxt}{mtxt}")
             rows.append(row)
     out["builds"][b] = rows
-print("xlat (8 B): our time / ucx_perftest one-way put latency. bw, bw1, tcp (16 MiB): bytes")
-print("each rank sends per call / our time, over the put bandwidth, the -O 1 put bandwidth and")
-print("the TCP stream (issue 10 target: bw >= 0.90). mpx: our bench under the same mpiexec as")
-print("MPICH. MPICH/ours above 1: we are faster.")
+print("xlat, xam (8 B): our time / ucx_perftest one-way put, am latency. bw, bw1, am, tcp")
+print("(16 MiB): bytes each rank sends per call / our time, over the put bandwidth, the -O 1 put")
+print("bandwidth, the am bandwidth and the TCP stream (issue 10 target: bw >= 0.90). mpx: our")
+print("bench under the same mpiexec as MPICH. MPICH/ours above 1: we are faster.")
 if sys.argv[2]:
     json.dump(out, open(sys.argv[2], "w"), indent=1)
 PY

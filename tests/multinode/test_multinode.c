@@ -12,7 +12,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/config.h"
 #include "base/debug.h"
+#include "base/wire.h"
 #include "base/wait.h"
 #include "core/core.h"
 #include "core/proxy.h"
@@ -514,6 +516,42 @@ START_TEST(t_allgather_pkt_port_ipc)
     run_case(2, (plan_case_t){2, NULL, NULL, "allgather", -1, NULL, PKT_PLAN("2x1"), true});
 }
 END_TEST
+/*
+ * Two forced-id "nodes" on this machine (one boot id): the port setup counts the peer as a
+ * poller of this machine, so the interpreter's spin is sized for 2 ranks x (block + proxy)
+ * (on 2 cores the shared-core spin) and not for this node's single rank. Before, each rank's
+ * interpreter spun the own-core spin (2000 polls) while its proxy waited for that core.
+ */
+START_TEST(t_machine_spin)
+{
+    char dir[] = "/tmp/mscclpp-spin-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    setenv("MSCCLPP_DEBUG", "INFO", 1);
+    unsetenv("MSCCLPP_HOST_SPIN");
+    run_case(2, (plan_case_t){1, "tcp", NULL, "allreduce", -1, NULL, NULL, false, 0, dir});
+    unsetenv("MSCCLPP_DEBUG");
+    char want[64];
+    snprintf(want, sizeof want, "%u (interpreter)", (unsigned)base_wait_spin(2 * 2));
+    for (int r = 0; r < 2; r++) {
+        char path[128], line[1024];
+        snprintf(path, sizeof path, "%s/rank%d.log", dir, r);
+        FILE *f = fopen(path, "r");
+        ck_assert_msg(f != NULL, "no log of rank %d", r);
+        int found = 0;
+        while (fgets(line, sizeof line, f))
+            if (strstr(line, "share this machine")) {
+                ck_assert_msg(strstr(line, "1 port peer(s)") && strstr(line, want),
+                              "rank %d: %s", r, line);
+                found++;
+            }
+        fclose(f);
+        unlink(path);
+        ck_assert_msg(found > 0, "rank %d did not count its peer as sharing this machine", r);
+    }
+    rmdir(dir);
+}
+END_TEST
+
 /* A good run's shutdown is quiet: peers closing their endpoints first (the last rank's proxy
  * still polling them for a while) print no WARN, on any rank. */
 START_TEST(t_shutdown_quiet)
@@ -552,6 +590,218 @@ END_TEST
     do {                                                                                       \
         if (!getenv("MN_ONLY") || !strcmp(getenv("MN_ONLY"), #t)) tcase_add_test(tc, t);       \
     } while (0)
+/*
+ * The hot window (MSCCLPP_PROXY_HOT_US): after a trigger the idle proxy keeps polling without
+ * arming its event fds or sleeping for that long, then sleeps armed again; with 0 it arms at
+ * once. Before the window existed the proxy armed and slept right after every trigger, and a
+ * trigger pushed meanwhile waited for the end of its sleep (the interpreter cannot wake it).
+ */
+static mscclpp_result_t hot_handle(void *arg, uint64_t fst, uint64_t snd)
+{
+    (void)arg, (void)fst, (void)snd;
+    return MSCCLPP_OK;
+}
+
+static void push_trigger(proxy_t *p, uint64_t pos)
+{
+    kern_fifo_t *f = proxy_fifo(p);
+    kern_trigger_t *slot = (kern_trigger_t *)(f + 1) + (pos & (f->size - 1));
+    __atomic_store_n(&slot->fst, 0x77, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->snd, KERN_TRIG_VALID | KERN_TRIG_SIGNAL, __ATOMIC_RELEASE);
+    for (int i = 0; i < 5000 && __atomic_load_n(&f->tail, __ATOMIC_ACQUIRE) <= pos; i++)
+        usleep(1000);
+    ck_assert_uint_eq(__atomic_load_n(&f->tail, __ATOMIC_ACQUIRE), pos + 1);
+}
+
+START_TEST(t_proxy_hot)
+{
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    arm_probe_t a = {pfd[0], 0, 0};
+    proxy_t *p = NULL;
+    setenv("MSCCLPP_PROXY_HOT_US", "400000", 1); /* 0.4 s: far above any scheduling delay */
+    ck_assert_int_eq(
+        proxy_create(hal_host_ops(), 16, 64, hot_handle, arm_progress, arm_fds, &a, "hot", &p),
+        MSCCLPP_OK);
+    /* hot from its start, then armed once the window passed */
+    for (int i = 0; i < 300 && __atomic_load_n(&a.armed, __ATOMIC_ACQUIRE) == 0; i++)
+        usleep(10000);
+    ck_assert_int_gt(__atomic_load_n(&a.armed, __ATOMIC_ACQUIRE), 0);
+    for (uint64_t k = 0; k < 2; k++) {
+        push_trigger(p, k);
+        int before = __atomic_load_n(&a.armed, __ATOMIC_ACQUIRE);
+        usleep(150000); /* well inside the window */
+        ck_assert_msg(__atomic_load_n(&a.armed, __ATOMIC_ACQUIRE) == before,
+                      "the proxy armed (to sleep) %d times within its hot window",
+                      __atomic_load_n(&a.armed, __ATOMIC_ACQUIRE) - before);
+        for (int i = 0; i < 300 && __atomic_load_n(&a.armed, __ATOMIC_ACQUIRE) == before; i++)
+            usleep(10000);
+        ck_assert_int_gt(__atomic_load_n(&a.armed, __ATOMIC_ACQUIRE), before); /* cold again */
+    }
+    ck_assert_int_eq(proxy_error(p), MSCCLPP_OK);
+    proxy_destroy(p);
+    /* 0: armed (sleeping) soon after a trigger */
+    setenv("MSCCLPP_PROXY_HOT_US", "0", 1);
+    arm_probe_t b = {pfd[0], 0, 0};
+    ck_assert_int_eq(
+        proxy_create(hal_host_ops(), 16, 64, hot_handle, arm_progress, arm_fds, &b, "cold", &p),
+        MSCCLPP_OK);
+    push_trigger(p, 0);
+    int before = __atomic_load_n(&b.armed, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < 300 && __atomic_load_n(&b.armed, __ATOMIC_ACQUIRE) == before; i++)
+        usleep(1000);
+    ck_assert_int_gt(__atomic_load_n(&b.armed, __ATOMIC_ACQUIRE), before);
+    proxy_destroy(p);
+    unsetenv("MSCCLPP_PROXY_HOT_US");
+    close(pfd[0]);
+    close(pfd[1]);
+}
+END_TEST
+
+/* ---- the ucx transport's messages (a put, a put with its signal, a signal) ----------------- */
+
+/* Not a multiple of any chunk or word: a rendezvous-sized put plus a small eager one. */
+#define ORDER_BYTES (4 * 1024 * 1024 + 13)
+#define ORDER_TAIL 100
+
+/*
+ * A large put (UCX rendezvous: the data follows the header later) then a small put and the
+ * signal (eager, one message, may arrive first): the peer sees the signal only once every byte
+ * of both puts is in place. Before the receiver held signals back behind its rendezvous receives
+ * from the same sender, the small message's counter landed first and the check below read
+ * bytes of the previous round.
+ */
+static int ucx_order_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    char node[32];
+    snprintf(node, sizeof node, "order-node-%d", rank);
+    setenv("MSCCLPP_NODE_ID", node, 1);
+    use_tls("tcp");
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    uint8_t *send = NULL, *recv = NULL;
+    MP_CHECK(rank, mscclpp_malloc(ORDER_BYTES, (void **)&send));
+    MP_CHECK(rank, mscclpp_malloc(ORDER_BYTES, (void **)&recv));
+    int peer = 1 - rank;
+    mscclpp_port_channel_t *ch = NULL;
+    MP_CHECK(rank, mscclpp_port_channel_create(comm, peer, 7, recv, ORDER_BYTES, send,
+                                               ORDER_BYTES, &ch));
+    for (int round = 0; round < 4; round++) {
+        for (size_t i = 0; i < ORDER_BYTES; i++) send[i] = (uint8_t)(rank * 31 + i * 13 + round);
+        const size_t big = ORDER_BYTES - ORDER_TAIL;
+        MP_CHECK(rank, mscclpp_port_channel_put(ch, 0, 0, big));
+        MP_CHECK(rank, mscclpp_port_channel_put(ch, big, big, ORDER_TAIL));
+        MP_CHECK(rank, mscclpp_port_channel_signal(ch));
+        MP_CHECK(rank, mscclpp_port_channel_wait(ch));
+        for (size_t i = 0; i < ORDER_BYTES; i++)
+            if (recv[i] != (uint8_t)(peer * 31 + i * 13 + round))
+                return MP_FAIL(rank, "round %d: byte %zu of %d is %u, want %u (the signal came "
+                               "before the data)", round, i, ORDER_BYTES, recv[i],
+                               (uint8_t)(peer * 31 + i * 13 + round));
+        MP_CHECK(rank, mscclpp_port_channel_flush(ch));
+        /* both checked this round before either overwrites its send buffer */
+        MP_CHECK(rank, mscclpp_port_channel_signal(ch));
+        MP_CHECK(rank, mscclpp_port_channel_wait(ch));
+    }
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
+    MP_CHECK(rank, mscclpp_port_channel_destroy(ch));
+    mscclpp_free(send);
+    mscclpp_free(recv);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_ucx_rndv_signal_order)
+{
+    ck_assert_int_eq(mp_run(2, ucx_order_body, NULL, 180, NULL), 0);
+}
+END_TEST
+
+/*
+ * A message whose destination is not memory the receiver registered (here: a region rank 1
+ * deregistered after rank 0 unpacked its key) is dropped, and the receiver's progress fails
+ * with an error naming the sender, instead of writing wherever the header points.
+ */
+static int ucx_stray_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    char node[32];
+    snprintf(node, sizeof node, "stray-node-%d", rank);
+    setenv("MSCCLPP_NODE_ID", node, 1);
+    use_tls("tcp");
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    const tp_ops_t *ops = tp_ucx_ops();
+    tp_ctx_t *ctx = NULL;
+    tp_ep_t *ep = NULL;
+    tp_mem_t *mem = NULL, *cnt = NULL;
+    static uint8_t region[4096] __attribute__((aligned(64)));
+    static uint64_t counter[8] __attribute__((aligned(64)));
+    int peer = 1 - rank;
+    MP_CHECK(rank, tp_ctx_get(comm, ops, &ctx));
+    MP_CHECK(rank, ops->connect(ctx, peer, 9, &ep));
+    MP_CHECK(rank, ops->mem_reg(ctx, region, sizeof region, &mem));
+    MP_CHECK(rank, ops->mem_reg(ctx, counter, sizeof counter, &cnt));
+    uint8_t key[2 * TP_RKEY_MAX];
+    wire_writer_t w = {key, sizeof key, 0, false};
+    MP_CHECK(rank, tp_mem_pack(ops, ctx, mem, region, sizeof region, &w));
+    MP_CHECK(rank, tp_mem_pack(ops, ctx, cnt, counter, sizeof counter, &w));
+    uint64_t len = w.len;
+    MP_CHECK(rank, mscclpp_bootstrap_send(comm->boot, &len, sizeof len, peer, 9));
+    MP_CHECK(rank, mscclpp_bootstrap_send(comm->boot, key, w.len, peer, 9));
+    uint8_t in[2 * TP_RKEY_MAX];
+    MP_CHECK(rank, mscclpp_bootstrap_recv(comm->boot, &len, sizeof len, peer, 9));
+    if (len > sizeof in) return MP_FAIL(rank, "key message of %llu bytes", (unsigned long long)len);
+    MP_CHECK(rank, mscclpp_bootstrap_recv(comm->boot, in, (size_t)len, peer, 9));
+    wire_reader_t r = {in, (size_t)len, 0, false};
+    tp_rmem_t *rregion = NULL, *rcnt = NULL;
+    MP_CHECK(rank, tp_rmem_unpack(ops, ep, &r, &rregion, NULL));
+    MP_CHECK(rank, tp_rmem_unpack(ops, ep, &r, &rcnt, NULL));
+    memset(region, 0x5a, sizeof region);
+    if (rank == 1) MP_CHECK(rank, ops->mem_dereg(ctx, mem)); /* no longer ours to write */
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
+    if (rank == 0) {
+        static uint8_t src[4096];
+        tp_mem_t *msrc = NULL;
+        memset(src, 0xee, sizeof src);
+        MP_CHECK(rank, ops->mem_reg(ctx, src, sizeof src, &msrc));
+        MP_CHECK(rank, ops->put(ep, rregion, 128, msrc, 0, 256));
+        MP_CHECK(rank, ops->signal(ep, rcnt, 0, 1));
+        MP_CHECK(rank, ops->flush(ep, config_timeout_ns()));
+        MP_CHECK(rank, ops->mem_dereg(ctx, msrc));
+    } else {
+        mscclpp_result_t res = MSCCLPP_OK;
+        for (int i = 0; i < 10000 && res == MSCCLPP_OK; i++) {
+            res = ops->progress(ctx);
+            if (res == MSCCLPP_OK) usleep(1000);
+        }
+        if (res != MSCCLPP_ERR_REMOTE)
+            return MP_FAIL(rank, "progress returned %d after a stray message, want REMOTE", res);
+        const char *msg = mscclpp_last_error();
+        if (!strstr(msg, "from rank 0") || !strstr(msg, "outside our registered memory"))
+            return MP_FAIL(rank, "the error does not name the sender and the cause: %s", msg);
+        for (size_t i = 0; i < sizeof region; i++)
+            if (region[i] != 0x5a) return MP_FAIL(rank, "byte %zu of the region was written", i);
+        if (__atomic_load_n(&counter[0], __ATOMIC_ACQUIRE) != 0)
+            return MP_FAIL(rank, "the signal of the dropped put was applied");
+    }
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
+    ops->rmem_release(rregion);
+    ops->rmem_release(rcnt);
+    ops->close(ep);
+    if (rank == 0) ops->mem_dereg(ctx, mem);
+    ops->mem_dereg(ctx, cnt);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_ucx_stray_message)
+{
+    ck_assert_int_eq(mp_run(2, ucx_stray_body, NULL, 120, NULL), 0);
+}
+END_TEST
+
 
 static Suite *suite(void)
 {
@@ -563,8 +813,11 @@ static Suite *suite(void)
     ADD(tc, t_range_checks);
     ADD(tc, t_proxy_idle_wait);
     ADD(tc, t_proxy_arm);
+    ADD(tc, t_proxy_hot);
     ADD(tc, t_port_api_ipc);
     if (tp_built(TP_UCX)) ADD(tc, t_port_api_tcp);
+    if (tp_built(TP_UCX)) ADD(tc, t_ucx_rndv_signal_order);
+    if (tp_built(TP_UCX)) ADD(tc, t_ucx_stray_message);
     suite_add_tcase(s, tc);
     TCase *pc = tcase_create("port_channels");
     tcase_set_timeout(pc, 300);
@@ -579,6 +832,7 @@ static Suite *suite(void)
         ADD(pc, t_allgather_pkt_2x2_tcp);
         ADD(pc, t_allgather_ppkt_2x1_tcp);
         ADD(pc, t_shutdown_quiet);
+        ADD(pc, t_machine_spin);
     }
     ADD(pc, t_allgather_port_ipc);
     ADD(pc, t_allgather_pkt_port_ipc);
