@@ -27,6 +27,7 @@
  *   arm             ucp_worker_arm on the worker's event fd (UCP_FEATURE_WAKEUP), for the
  *                   proxy to sleep until a peer's put arrives
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,7 @@ typedef struct ucx_recv {
     struct ucx_recv *next;
     struct tp_ctx *ctx;
     ucx_am_hdr_t hdr;
+    size_t len;
 } ucx_recv_t;
 
 /* A signal held back while a rendezvous receive from its sender is in flight. */
@@ -202,14 +204,19 @@ static bool ucx_ours(const tp_ctx_t *c, uint64_t addr, uint64_t len)
 }
 
 /* A message we cannot trust: dropped, and the first one reported by progress. */
-static void ucx_bad_msg(tp_ctx_t *c, int src, const char *fmt, unsigned long long a,
-                        unsigned long long b)
+static void ucx_bad_msg(tp_ctx_t *c, int src, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void ucx_bad_msg(tp_ctx_t *c, int src, const char *fmt, ...)
 {
     if (c->am_res != MSCCLPP_OK) return;
     int n = snprintf(c->am_err, sizeof c->am_err, "ucx transport: rank %d: a message from rank "
                      "%d ", c->comm->rank, src);
-    if (n > 0 && (size_t)n < sizeof c->am_err)
-        snprintf(c->am_err + n, sizeof c->am_err - (size_t)n, fmt, a, b);
+    if (n > 0 && (size_t)n < sizeof c->am_err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->am_err + n, sizeof c->am_err - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
     c->am_res = MSCCLPP_ERR_REMOTE;
 }
 
@@ -240,7 +247,7 @@ static void ucx_signal_in(tp_ctx_t *c, int src, uint64_t addr, uint64_t value)
         size_t cap = c->cap_defer ? 2 * c->cap_defer : 16;
         ucx_defer_t *d = realloc(c->defer, cap * sizeof *d);
         if (!d) {
-            ucx_bad_msg(c, src, "carried a signal we had no memory to hold back%llu%llu", 0, 0);
+            ucx_bad_msg(c, src, "carried a signal we had no memory to hold back");
             return;
         }
         c->defer = d;
@@ -261,8 +268,9 @@ static void ucx_recv_done(void *req, ucs_status_t st, size_t len, void *user)
             break;
         }
     if (st != UCS_OK)
-        ucx_bad_msg(c, src, "did not arrive (%llu bytes): status %lld", 0,
-                    (unsigned long long)(long long)st);
+        ucx_bad_msg(c, src, "(%llu bytes to 0x%llx) did not arrive: %s",
+                    (unsigned long long)r->len, (unsigned long long)r->hdr.dst,
+                    ucs_status_string(st));
     else if (r->hdr.flags & UCX_AM_SIGNAL) /* held back: this receive still counts as open */
         ucx_signal_in(c, src, r->hdr.sig, r->hdr.value);
     c->rndv_done[src]++;
@@ -277,33 +285,34 @@ static ucs_status_t ucx_am_recv(void *arg, const void *header, size_t hlen, void
     tp_ctx_t *c = arg;
     ucx_am_hdr_t h;
     if (hlen != sizeof h) {
-        ucx_bad_msg(c, -1, "has a %llu-byte header (want %llu)", hlen, sizeof h);
+        ucx_bad_msg(c, -1, "has a %zu-byte header (want %zu)", hlen, sizeof h);
         return UCS_OK;
     }
     memcpy(&h, header, sizeof h);
     if (h.magic != UCX_AM_MAGIC || h.src < 0 || h.src >= c->nsrc ||
         (h.flags & ~(UCX_AM_DATA | UCX_AM_SIGNAL))) {
-        ucx_bad_msg(c, h.src, "is not one of ours (magic 0x%llx, flags 0x%llx)", h.magic, h.flags);
+        ucx_bad_msg(c, h.src, "is not one of ours (magic 0x%x, flags 0x%x)", h.magic, h.flags);
         return UCS_OK;
     }
     if ((h.flags & UCX_AM_DATA) ? !ucx_ours(c, h.dst, len) : len != 0) {
-        ucx_bad_msg(c, h.src, "writes %llu bytes at 0x%llx, outside our registered memory", len,
-                    h.dst);
+        ucx_bad_msg(c, h.src, "writes %zu bytes at 0x%llx, outside our registered memory", len,
+                    (unsigned long long)h.dst);
         return UCS_OK;
     }
     if ((h.flags & UCX_AM_SIGNAL) && (h.sig % 8 != 0 || !ucx_ours(c, h.sig, 8))) {
-        ucx_bad_msg(c, h.src, "signals a counter at 0x%llx, outside our registered memory%llu",
-                    h.sig, 0);
+        ucx_bad_msg(c, h.src, "signals a counter at 0x%llx, outside our registered memory",
+                    (unsigned long long)h.sig);
         return UCS_OK;
     }
     if ((h.flags & UCX_AM_DATA) && (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
         ucx_recv_t *r = malloc(sizeof *r);
         if (!r) {
-            ucx_bad_msg(c, h.src, "(%llu bytes) found no memory to receive into%llu", len, 0);
+            ucx_bad_msg(c, h.src, "(%zu bytes) found no memory to receive it in place", len);
             return UCS_OK;
         }
         r->ctx = c;
         r->hdr = h;
+        r->len = len;
         r->next = c->recvs;
         c->recvs = r;
         c->rndv_started[h.src]++;
