@@ -164,22 +164,45 @@ static void free_list(mscclpp_executor_t *ex, exec_context_t *list)
     }
 }
 
-void exec_contexts_free_input(mscclpp_executor_t *ex, const void *send_base)
+/*
+ * Drop the contexts whose input allocation (or, with recv_too, output allocation) starts at
+ * `base`; *n says how many. Launches still queued on the executor's streams use them (and the
+ * allocation), so those are waited for first: their error, if any, is returned and nothing is
+ * dropped.
+ */
+static mscclpp_result_t contexts_drop(mscclpp_executor_t *ex, const void *base, bool recv_too,
+                                      int *n)
 {
+    *n = 0;
+    bool any = false;
+    pthread_mutex_lock(&ex->lock);
+    for (exec_context_t *c = ex->contexts; c && !any; c = c->next)
+        any = c->send_base == base || (recv_too && c->recv_base == base);
+    pthread_mutex_unlock(&ex->lock);
+    if (!any) return MSCCLPP_OK;
+    CHECK(hal_api_source_drain(ex->source));
     pthread_mutex_lock(&ex->lock); /* against a concurrent stream check */
     exec_context_t *gone = NULL;
     for (exec_context_t **pp = &ex->contexts; *pp;) {
         exec_context_t *c = *pp;
-        if (c->send_base == send_base) {
+        if (c->send_base == base || (recv_too && c->recv_base == base)) {
             *pp = c->next;
             c->next = gone;
             gone = c;
+            (*n)++;
         } else {
             pp = &c->next;
         }
     }
     pthread_mutex_unlock(&ex->lock);
     free_list(ex, gone);
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t exec_contexts_free_input(mscclpp_executor_t *ex, const void *send_base)
+{
+    int n;
+    return contexts_drop(ex, send_base, false, &n);
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_executor_usable(mscclpp_executor_t *exec, const void *ptr,
@@ -201,24 +224,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_forget(mscclpp_executor_t *exec, c
 {
     CHECK_ARG(exec != NULL);
     CHECK_ARG(base != NULL);
-    pthread_mutex_lock(&exec->lock); /* against a concurrent stream check */
-    exec_context_t *gone = NULL;
     int n = 0;
-    for (exec_context_t **pp = &exec->contexts; *pp;) {
-        exec_context_t *c = *pp;
-        if (c->send_base == base || c->recv_base == base) {
-            *pp = c->next;
-            c->next = gone;
-            gone = c;
-            n++;
-        } else {
-            pp = &c->next;
-        }
-    }
-    pthread_mutex_unlock(&exec->lock);
-    free_list(exec, gone);
+    mscclpp_result_t r = contexts_drop(exec, base, true, &n);
     if (dropped) *dropped = n;
-    return MSCCLPP_OK;
+    return r;
 }
 
 void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too)
@@ -557,8 +566,8 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     c->io_offsets = plan_addresses_io(plan);
     c->rotation = rotation;
     c->vrank = (ex->comm->rank - rotation + n) % n;
-    c->seq = ex->context_seq;
-    mscclpp_result_t res = context_build(ex, c, dtype, ex->context_seq++);
+    c->seq = ex->context_seq++;
+    mscclpp_result_t res = context_build(ex, c, dtype, c->seq);
     if (res == MSCCLPP_OK) {
         *out = c;
         return MSCCLPP_OK;

@@ -25,8 +25,6 @@
 
 /* ---- execution --------------------------------------------------------------------------- */
 
-/* The checks of a call that need no peer: a context for unusable buffers would be built for
- * nothing. */
 /* Whether a call's buffers are in place for its collective (as the NCCL API defines it); true
  * for collectives this file does not know (a "test" plan: the author decides). */
 static bool call_in_place(const char *coll, const void *send, const void *recv, size_t send_bytes,
@@ -41,6 +39,8 @@ static bool call_in_place(const char *coll, const void *send, const void *recv, 
     return true;
 }
 
+/* The checks of a call that need no peer: a context for unusable buffers would be built for
+ * nothing. */
 static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
                                    const void *send, void *recv, size_t send_bytes,
                                    size_t recv_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
@@ -65,7 +65,8 @@ static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t 
      * place it would compute on bytes the caller never wrote */
     if (plan->inplace && !call_in_place(plan->collective, send, recv, send_bytes, recv_bytes,
                                         ex->comm->rank))
-        return ERR_ARG("plan '%s' is in-place: %s", plan->name,
+        return ERR_ARG("plan '%s' is in-place: %s; call it that way, or use an out-of-place plan",
+                       plan->name,
                        plan->collective && !strcmp(plan->collective, "allgather")
                            ? "the send buffer must be the rank's own block of the receive buffer"
                        : plan->collective && !strcmp(plan->collective, "reducescatter")
@@ -383,7 +384,7 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     if (ex->tmp_bytes < in_bytes) {
         if (ex->tmp) {
             /* contexts keyed on the old staging buffer go with it */
-            exec_contexts_free_input(ex, ex->tmp);
+            CHECK(exec_contexts_free_input(ex, ex->tmp));
             ex->hal->mem_free(ex->tmp);
             ex->tmp = NULL;
             ex->tmp_bytes = 0;

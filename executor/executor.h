@@ -136,8 +136,9 @@ mscclpp_result_t exec_context_lowered(mscclpp_executor_t *ex, exec_context_t *c,
                                       mscclpp_redop_t op, mscclpp_packet_t packet,
                                       exec_lowcache_t **out);
 
-/* Free every context whose input allocation is `send_base` (the staging buffer goes). */
-void exec_contexts_free_input(mscclpp_executor_t *ex, const void *send_base);
+/* Free every context whose input allocation is `send_base` (the staging buffer goes), after the
+ * launches queued on the executor's streams, whose error it returns. */
+mscclpp_result_t exec_contexts_free_input(mscclpp_executor_t *ex, const void *send_base);
 
 /* Free every live context, and with dead_too the failed setups kept for the peers. */
 void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too);

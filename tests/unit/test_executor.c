@@ -266,6 +266,51 @@ START_TEST(t_offset_moves)
 }
 END_TEST
 
+/*
+ * In-place calls served by out-of-place plans stage their input in a buffer of the executor's,
+ * which grows with the message. Queued on a stream without a sync in between, the second
+ * (larger) call grew it while the first launch still read the old one and its contexts: they
+ * were freed under it. Growing now waits for the queued launches first.
+ */
+static int staging_growth_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mscclpp_stream_t s = NULL;
+    MP_CHECK(rank, mscclpp_stream_create(&s));
+    const size_t counts[] = {1024, 64 * 1024, 256 * 1024}; /* floats: the staging grows twice */
+    float *buf[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < 3; k++) {
+        MP_CHECK(rank, mscclpp_malloc(counts[k] * sizeof(float), (void **)&buf[k]));
+        for (size_t i = 0; i < counts[k]; i++) buf[k][i] = (float)(rank + 1) * (float)(i % 251);
+    }
+    for (int k = 0; k < 3; k++)
+        MP_CHECK(rank, mscclpp_allreduce(ex, buf[k], buf[k], counts[k], MSCCLPP_FLOAT32,
+                                         MSCCLPP_SUM, s));
+    MP_CHECK(rank, mscclpp_stream_synchronize(s));
+    float sum = (float)(n * (n + 1) / 2);
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < counts[k]; i++)
+            if (buf[k][i] != sum * (float)(i % 251))
+                return MP_FAIL(rank, "call %d: buf[%zu] = %g, want %g", k, i, buf[k][i],
+                               sum * (float)(i % 251));
+    mscclpp_stream_destroy(s);
+    mscclpp_executor_destroy(ex);
+    for (int k = 0; k < 3; k++) mscclpp_free(buf[k]);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_staging_growth)
+{
+    set_plan_dir();
+    ck_assert_int_eq(mp_run(2, staging_growth_body, NULL, 120, NULL), 0);
+}
+END_TEST
+
 /* An in-place plan called out of place is refused (before: it ran, reading an output block the
  * caller never wrote, and returned OK with garbage). */
 static int inplace_misuse_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
@@ -341,6 +386,7 @@ int main(void)
     tcase_add_test(tc, t_size_alternate);
     tcase_add_test(tc, t_offset_moves);
     tcase_add_test(tc, t_inplace_misuse);
+    tcase_add_test(tc, t_staging_growth);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
