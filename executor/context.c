@@ -591,16 +591,44 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
     size_t in_alloc, out_alloc;
     exec_alloc_of(ex->hal, send, &send_base, &in_alloc);
     exec_alloc_of(ex->hal, recv, &recv_base, &out_alloc);
+    const uint64_t send_id = hal_api_alloc_id(send_base), recv_id = hal_api_alloc_id(recv_base);
     /* a failed context breaks the executor (exec_check), so every context here is sound */
     for (exec_context_t *c = ex->contexts; c; c = c->next)
         if (c->plan == plan && c->send_base == send_base && c->recv_base == recv_base &&
-            c->rotation == rotation) {
+            c->rotation == rotation && c->send_id == send_id && c->recv_id == recv_id) {
             *out = c;
             return MSCCLPP_OK;
         }
+    /*
+     * Contexts on an earlier allocation at one of these addresses (freed, then allocated
+     * again: the allocator reuses ranges) hold the peers' mappings of their old buffers: drop
+     * them. The peers, running the same program, freed theirs too and miss here alike, so the
+     * new context is built collectively as on first use.
+     */
+    int dropped = 0;
+    for (;;) {
+        const void *gone = NULL;
+        for (exec_context_t *c = ex->contexts; c && !gone; c = c->next) {
+            if ((c->send_base == send_base && c->send_id != send_id) ||
+                (c->recv_base == send_base && c->recv_id != send_id))
+                gone = send_base;
+            else if ((c->send_base == recv_base && c->send_id != recv_id) ||
+                     (c->recv_base == recv_base && c->recv_id != recv_id))
+                gone = recv_base;
+        }
+        if (!gone) break;
+        int n = 0;
+        CHECK(contexts_drop(ex, gone, true, &n));
+        dropped += n;
+    }
+    if (dropped)
+        INFO(SUBSYS_EXEC, "rank %d: dropped %d context(s) of freed allocations at %p / %p",
+             ex->comm->rank, dropped, send_base, recv_base);
     exec_context_t *c = NULL;
     CHECK(context_create(ex, plan, send_base, in_alloc, recv_base, out_alloc, rotation, dtype,
                          &c));
+    c->send_id = send_id;
+    c->recv_id = recv_id;
     pthread_mutex_lock(&ex->lock);
     c->next = ex->contexts;
     ex->contexts = c;

@@ -54,6 +54,7 @@ typedef struct exec_context {
     struct exec_context *next;
     const struct mscclpp_plan *plan;
     void *send_base, *recv_base; /* key: the allocations holding the buffers */
+    uint64_t send_id, recv_id;   /* and which ones (hal_api_alloc_id; 0: not mscclpp_malloc's) */
     int rotation;
     int vrank;
     uint32_t seq;               /* the executor's context_seq when it was built: unique */

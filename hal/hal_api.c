@@ -1,4 +1,5 @@
 /* Public backend, memory and stream calls (include/mscclpp/mscclpp.h) over the selected HAL. */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,13 +31,70 @@ MSCCLPP_API mscclpp_result_t mscclpp_nvls_supported(int *supported)
     return MSCCLPP_OK;
 }
 
+/* ---- allocation ids (hal_api_alloc_id) ------------------------------------------------------ */
+
+typedef struct {
+    const void *base;
+    uint64_t id;
+} alloc_id_t;
+
+static pthread_mutex_t allocs_lock = PTHREAD_MUTEX_INITIALIZER;
+static alloc_id_t *allocs; /* live mscclpp_malloc allocations (few: a linear scan is enough) */
+static size_t n_allocs, cap_allocs;
+static uint64_t next_alloc_id = 1;
+
+static mscclpp_result_t alloc_note(const void *base)
+{
+    mscclpp_result_t res = MSCCLPP_OK;
+    pthread_mutex_lock(&allocs_lock);
+    if (n_allocs == cap_allocs) {
+        size_t cap = cap_allocs ? 2 * cap_allocs : 16;
+        alloc_id_t *a = realloc(allocs, cap * sizeof *a);
+        if (a) {
+            allocs = a;
+            cap_allocs = cap;
+        }
+    }
+    if (n_allocs < cap_allocs) allocs[n_allocs++] = (alloc_id_t){base, next_alloc_id++};
+    else res = ERR(MSCCLPP_ERR_NO_MEMORY, "mscclpp_malloc: out of memory");
+    pthread_mutex_unlock(&allocs_lock);
+    return res;
+}
+
+static void alloc_forget(const void *base)
+{
+    pthread_mutex_lock(&allocs_lock);
+    for (size_t i = 0; i < n_allocs; i++)
+        if (allocs[i].base == base) {
+            allocs[i] = allocs[--n_allocs];
+            break;
+        }
+    pthread_mutex_unlock(&allocs_lock);
+}
+
+uint64_t hal_api_alloc_id(const void *base)
+{
+    uint64_t id = 0;
+    pthread_mutex_lock(&allocs_lock);
+    for (size_t i = 0; i < n_allocs && !id; i++)
+        if (allocs[i].base == base) id = allocs[i].id;
+    pthread_mutex_unlock(&allocs_lock);
+    return id;
+}
+
 MSCCLPP_API mscclpp_result_t mscclpp_malloc(size_t bytes, void **ptr)
 {
     CHECK_ARG(ptr != NULL);
     CHECK_ARG(bytes > 0);
     const hal_ops_t *ops;
     CHECK(hal_get(&ops));
-    return ops->mem_alloc_shareable(bytes, ptr);
+    CHECK(ops->mem_alloc_shareable(bytes, ptr));
+    mscclpp_result_t res = alloc_note(*ptr);
+    if (res != MSCCLPP_OK) {
+        ops->mem_free(*ptr);
+        *ptr = NULL;
+    }
+    return res;
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_free(void *ptr)
@@ -44,7 +102,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_free(void *ptr)
     if (!ptr) return MSCCLPP_OK; /* like free(NULL): cleanup paths need not test */
     const hal_ops_t *ops;
     CHECK(hal_get(&ops));
-    return ops->mem_free(ptr);
+    mscclpp_result_t res = ops->mem_free(ptr);
+    if (res == MSCCLPP_OK) alloc_forget(ptr);
+    return res;
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_memcpy(void *dst, const void *src, size_t bytes)

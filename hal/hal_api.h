@@ -57,4 +57,12 @@ mscclpp_result_t hal_api_source_drain(uint64_t id);
  */
 mscclpp_result_t hal_api_stream_note(mscclpp_stream_t stream, uint64_t id);
 
+/**
+ * Which mscclpp_malloc allocation starts at `base`: an id unique for the process's life, or 0
+ * when `base` is not the start of a live one. Freeing and allocating again may hand back the
+ * same address; the id tells the two allocations apart (the executor keys contexts, which hold
+ * the peers' mappings of these buffers, by both).
+ */
+uint64_t hal_api_alloc_id(const void *base);
+
 #endif /* MSCCLPP_HAL_API_H */

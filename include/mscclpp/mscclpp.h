@@ -186,6 +186,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_nvls_supported(int *supported);
 
 /** Device memory that peers can map (memfd on the host backend, cuMem on CUDA). */
 MSCCLPP_API mscclpp_result_t mscclpp_malloc(size_t bytes, void **ptr);
+/** Free memory from mscclpp_malloc. Finish (synchronize) the collectives that use it first.
+ * An executor's state for buffers in freed memory is rebuilt at their next use, even when a
+ * new allocation comes back at the same address; that rebuild is collective, so ranks that
+ * free and allocate again must do it alike (as the same program on every rank does). */
 MSCCLPP_API mscclpp_result_t mscclpp_free(void *ptr);
 /** Synchronous copy/set between any memory the backend knows. */
 MSCCLPP_API mscclpp_result_t mscclpp_memcpy(void *dst, const void *src, size_t bytes);

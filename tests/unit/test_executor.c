@@ -311,6 +311,72 @@ START_TEST(t_staging_growth)
 }
 END_TEST
 
+/*
+ * mscclpp_free then mscclpp_malloc of the same sizes hands back the same addresses (the
+ * allocator reuses the range). A plan that writes the peers' output buffers keeps mappings of
+ * them in its context, which was keyed by the allocation's address only: the second call found
+ * the old context and put into the peer's old output (still mapped by us, so no fault), and the
+ * peer's new output kept its stale bytes. Contexts now also remember which allocation they
+ * were built on.
+ */
+static int realloc_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    char path[600];
+    const char *top = getenv("MSCCLPP_TOP_SRCDIR");
+    snprintf(path, sizeof path, "%s/tests/fuzz/plan-corpus/allgather_2.json", top ? top : ".");
+    mscclpp_plan_t *plan = NULL;
+    MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    const size_t count = 1024; /* int32 per rank */
+    int same = 0;
+    void *prev_in = NULL, *prev_out = NULL;
+    for (int round = 0; round < 4; round++) {
+        int32_t *in = NULL, *out = NULL;
+        MP_CHECK(rank, mscclpp_malloc(count * 4, (void **)&in));
+        MP_CHECK(rank, mscclpp_malloc(count * 4 * (size_t)n, (void **)&out));
+        same += in == prev_in && out == prev_out;
+        prev_in = in;
+        prev_out = out;
+        for (size_t i = 0; i < count; i++) in[i] = (int32_t)(round * 100000 + rank * 1000 + i);
+        memset(out, 0xee, count * 4 * (size_t)n);
+        MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, count * 4, count * 4 * (size_t)n,
+                                       MSCCLPP_INT32, MSCCLPP_SUM, NULL));
+        for (int p = 0; p < n; p++)
+            for (size_t i = 0; i < count; i++) {
+                int32_t want = (int32_t)(round * 100000 + p * 1000 + i);
+                if (out[(size_t)p * count + i] != want)
+                    return MP_FAIL(rank, "round %d (same addresses as before: %s): block of "
+                                   "rank %d element %zu is %d, want %d", round,
+                                   in == prev_in ? "yes" : "no", p, i,
+                                   (int)out[(size_t)p * count + i], (int)want);
+            }
+        /* both ranks free before either allocates again */
+        mscclpp_bootstrap_t *boot = NULL;
+        MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
+        MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+        MP_CHECK(rank, mscclpp_free(in));
+        MP_CHECK(rank, mscclpp_free(out));
+    }
+    if (same == 0) fprintf(stderr, "rank %d: the allocator never reused an address\n", rank);
+    mscclpp_executor_destroy(ex);
+    mscclpp_plan_destroy(plan);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_realloc_same_address)
+{
+    set_plan_dir();
+    setenv("MSCCLPP_TIMEOUT", "5", 1);
+    ck_assert_int_eq(mp_run(2, realloc_body, NULL, 120, NULL), 0);
+    unsetenv("MSCCLPP_TIMEOUT");
+}
+END_TEST
+
 /* An in-place plan called out of place is refused (before: it ran, reading an output block the
  * caller never wrote, and returned OK with garbage). */
 static int inplace_misuse_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
@@ -387,6 +453,7 @@ int main(void)
     tcase_add_test(tc, t_offset_moves);
     tcase_add_test(tc, t_inplace_misuse);
     tcase_add_test(tc, t_staging_growth);
+    tcase_add_test(tc, t_realloc_same_address);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
