@@ -126,7 +126,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_port_channel_signal(mscclpp_port_channel_t 
 MSCCLPP_API mscclpp_result_t mscclpp_port_channel_flush(mscclpp_port_channel_t *chan)
 {
     CHECK_ARG(chan != NULL);
-    return chan->ops->flush(chan->ep, config_timeout_ns());
+    return chan->ops->flush(chan->ep, config_timeout_ns(), TP_FLUSH_REMOTE);
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_port_channel_wait(mscclpp_port_channel_t *chan)

@@ -148,7 +148,10 @@ static mscclpp_result_t port_handle(void *arg, uint64_t fst, uint64_t snd)
                                 p->remote_slot[chan] * PORT_SLOT_U64 * sizeof(uint64_t),
                                 p->out_total[chan]));
     }
-    if (bits & KERN_TRIG_FLUSH) CHECK(peer->ops->flush(peer->ep, config_timeout_ns()));
+    /* a plan's flush: the puts' sources may be reused once the launch ends (spec §2.4); their
+     * data reaches the peer before the signals that follow them, which is what peers wait on */
+    if (bits & KERN_TRIG_FLUSH)
+        CHECK(peer->ops->flush(peer->ep, config_timeout_ns(), TP_FLUSH_LOCAL));
     return MSCCLPP_OK;
 }
 

@@ -143,12 +143,12 @@ static mscclpp_result_t fault_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_o
     return tp_raw(id)->signal(ep, dst, dst_off, total);
 }
 
-static mscclpp_result_t fault_flush(tp_ep_t *ep, uint64_t timeout_ns)
+static mscclpp_result_t fault_flush(tp_ep_t *ep, uint64_t timeout_ns, tp_flush_t how)
 {
     int id, peer;
     if (!fault_lookup(ep, &id, &peer)) return MSCCLPP_ERR_INTERNAL;
     if (fault_hit("flush", id, peer)) return MSCCLPP_ERR_REMOTE;
-    return tp_raw(id)->flush(ep, timeout_ns);
+    return tp_raw(id)->flush(ep, timeout_ns, how);
 }
 
 static mscclpp_result_t fault_close(tp_ep_t *ep)

@@ -46,6 +46,12 @@ typedef struct tp_ep tp_ep_t;
 typedef struct tp_mem tp_mem_t;
 typedef struct tp_rmem tp_rmem_t;
 
+/** How far a flush waits (tp_ops_t.flush). */
+typedef enum {
+    TP_FLUSH_LOCAL = 0,  /* the sources of earlier puts may be reused */
+    TP_FLUSH_REMOTE = 1, /* earlier puts and signals completed at the peer */
+} tp_flush_t;
+
 /** What can_connect() knows about each side of a pair. */
 typedef struct {
     int rank;
@@ -82,8 +88,10 @@ typedef struct tp_ops {
                             uint64_t src_off, uint64_t bytes);
     /* Set the remote 8-byte counter at dst+dst_off to `total` after every earlier put. */
     mscclpp_result_t (*signal)(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, uint64_t total);
-    /* Wait (bounded) until every operation issued on ep completed at the peer. */
-    mscclpp_result_t (*flush)(tp_ep_t *ep, uint64_t timeout_ns);
+    /* Wait (bounded) until every operation issued on ep completed: at the peer
+     * (TP_FLUSH_REMOTE), or as far as the sources of its puts may be reused (TP_FLUSH_LOCAL,
+     * what a plan's flush needs; a transport may wait longer). */
+    mscclpp_result_t (*flush)(tp_ep_t *ep, uint64_t timeout_ns, tp_flush_t how);
     /* Drive communication (target side of emulated one-sided operations, completions). */
     mscclpp_result_t (*progress)(tp_ctx_t *ctx);
     /* OK while the connection works; REMOTE naming the peer once it failed (peer gone) */
@@ -113,7 +121,7 @@ typedef struct tp_ops {
     X(put, (tp_ep_t * ep, tp_rmem_t * dst, uint64_t dst_off, tp_mem_t * src, uint64_t src_off, \
             uint64_t bytes))                                                                    \
     X(signal, (tp_ep_t * ep, tp_rmem_t * dst, uint64_t dst_off, uint64_t total))               \
-    X(flush, (tp_ep_t * ep, uint64_t timeout_ns))                                               \
+    X(flush, (tp_ep_t * ep, uint64_t timeout_ns, tp_flush_t how))                               \
     X(progress, (tp_ctx_t * ctx))                                                               \
     X(ep_status, (tp_ep_t * ep))                                                                \
     X(close, (tp_ep_t * ep))                                                                   \

@@ -768,7 +768,7 @@ static int ucx_stray_body(int rank, int n, const mscclpp_unique_id_t *id, void *
         MP_CHECK(rank, ops->mem_reg(ctx, src, sizeof src, &msrc));
         MP_CHECK(rank, ops->put(ep, rregion, 128, msrc, 0, 256));
         MP_CHECK(rank, ops->signal(ep, rcnt, 0, 1));
-        MP_CHECK(rank, ops->flush(ep, config_timeout_ns()));
+        MP_CHECK(rank, ops->flush(ep, config_timeout_ns(), TP_FLUSH_REMOTE));
         MP_CHECK(rank, ops->mem_dereg(ctx, msrc));
     } else {
         mscclpp_result_t res = MSCCLPP_OK;

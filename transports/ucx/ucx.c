@@ -21,8 +21,10 @@
  *                   flush waited for the put acknowledgement round trip.
  *                   A put is held back until the next call on the connection (a signal folds
  *                   it into its own message; anything else, progress included, sends it).
- *   flush           wait for every message's send completion, then ucp_ep_flush_nbx, driven
- *                   by ucp_worker_progress, bounded by the timeout
+ *   flush           wait for every message's send completion (its source is free again: all a
+ *                   plan's flush needs, TP_FLUSH_LOCAL); TP_FLUSH_REMOTE then also waits for
+ *                   ucp_ep_flush_nbx (a round trip), driven by ucp_worker_progress, bounded by
+ *                   the timeout
  *   progress        ucp_worker_progress: over tcp the target side of a put needs it
  *   arm             ucp_worker_arm on the worker's event fd (UCP_FEATURE_WAKEUP), for the
  *                   proxy to sleep until a peer's put arrives
@@ -727,15 +729,16 @@ static mscclpp_result_t ucx_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off
     return res;
 }
 
-static mscclpp_result_t ucx_flush(tp_ep_t *ep, uint64_t timeout_ns)
+static mscclpp_result_t ucx_flush(tp_ep_t *ep, uint64_t timeout_ns, tp_flush_t how)
 {
     if (ep->failed != UCS_OK) return ucx_failed(ep, "flush");
     tp_ctx_t *c = ep->ctx;
     pthread_mutex_lock(&c->lock);
     mscclpp_result_t res = ucx_send_pending(ep);
-    /* every message sent (a rendezvous one: received by the peer), then the lanes flushed */
+    /* every message sent (a rendezvous one: received by the peer): its source is free again;
+     * then, for a flush at the peer, the lanes flushed (a round trip) */
     if (res == MSCCLPP_OK) res = ucx_wait_until(ep, ucx_sent, NULL, timeout_ns, "flush");
-    if (res == MSCCLPP_OK) {
+    if (res == MSCCLPP_OK && how == TP_FLUSH_REMOTE) {
         ucp_request_param_t p = {0};
         ucs_status_ptr_t req = ucp_ep_flush_nbx(ep->ep, &p);
         if (UCS_PTR_IS_ERR(req))
