@@ -412,3 +412,20 @@ mscclpp_result_t tp_rmem_unpack(const tp_ops_t *ops, tp_ep_t *ep, wire_reader_t 
     if (bytes) *bytes = size;
     return MSCCLPP_OK;
 }
+
+void tp_copy_words(void *dst, const void *src, size_t len)
+{
+    if ((uintptr_t)dst % 8 != 0) {
+        memcpy(dst, src, len);
+        return;
+    }
+    uint64_t *d = dst;
+    const unsigned char *s = src;
+    size_t words = len / 8;
+    for (size_t i = 0; i < words; i++) {
+        uint64_t v;
+        memcpy(&v, s + 8 * i, sizeof v); /* the source may be unaligned (UCX's buffer) */
+        __atomic_store_n(&d[i], v, __ATOMIC_RELAXED);
+    }
+    if (len % 8) memcpy((unsigned char *)dst + 8 * words, s + 8 * words, len % 8);
+}
