@@ -1,8 +1,11 @@
 /* Transport registry: tables, per-pair selection, per-communicator contexts, remote keys. */
+#define _GNU_SOURCE /* process_vm_readv */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "base/config.h"
@@ -428,4 +431,21 @@ void tp_copy_words(void *dst, const void *src, size_t len)
         __atomic_store_n(&d[i], v, __ATOMIC_RELAXED);
     }
     if (len % 8) memcpy((unsigned char *)dst + 8 * words, s + 8 * words, len % 8);
+}
+
+/*
+ * Asked of the kernel (process_vm_readv on ourselves), which answers EFAULT instead of faulting:
+ * GPU memory is reserved in our address space without CPU access, while pinned host memory
+ * (hal->host_alloc: the port counters) and managed memory read fine. The HAL has no query that
+ * tells a host allocation from a device one, and this also covers memory the application
+ * allocated itself. First and last byte: one allocation is one kind.
+ */
+bool tp_cpu_readable(const void *p, size_t n)
+{
+    char b;
+    struct iovec l = {&b, 1};
+    struct iovec r = {(void *)(uintptr_t)p, 1};
+    if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != 1) return false;
+    r.iov_base = (char *)(uintptr_t)p + (n ? n - 1 : 0);
+    return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == 1;
 }

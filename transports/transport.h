@@ -198,6 +198,10 @@ mscclpp_result_t tp_rmem_unpack(const tp_ops_t *ops, tp_ep_t *ep, wire_reader_t 
  */
 void tp_copy_words(void *dst, const void *src, size_t len);
 
+/** Can the CPU read [p, p+n) (first and last byte)? False for GPU memory the CPU cannot map,
+ *  true for host memory, pinned or not. Never faults. */
+bool tp_cpu_readable(const void *p, size_t n);
+
 /** ucx: is this registration staged through pinned host memory (MSCCLPP_UCX_STAGING)? False
  *  when ucx is not built. For tests. */
 bool tp_ucx_mem_staged(const tp_mem_t *mem);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,6 +91,26 @@ START_TEST(t_copy_words_no_tear)
         }
     __atomic_store_n(&tear_stop, 1, __ATOMIC_RELEASE);
     pthread_join(t, NULL);
+}
+END_TEST
+
+/* What auto decides by on a GPU backend: memory the CPU cannot read (GPU memory is reserved in
+ * the address space without access, as this PROT_NONE mapping is) is staged. */
+START_TEST(t_cpu_readable)
+{
+    static char host[4096];
+    ck_assert(tp_cpu_readable(host, sizeof host));
+    long page = sysconf(_SC_PAGESIZE);
+    char *p = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    ck_assert_ptr_ne(p, MAP_FAILED);
+    ck_assert(tp_cpu_readable(p, (size_t)page * 2));
+    /* the last page without access: the range is not all readable */
+    ck_assert_int_eq(mprotect(p + page, (size_t)page, PROT_NONE), 0);
+    ck_assert(!tp_cpu_readable(p, (size_t)page * 2));
+    ck_assert(!tp_cpu_readable(p + page, 8));
+    ck_assert_int_eq(munmap(p, (size_t)page * 2), 0);
+    ck_assert(!tp_cpu_readable(p, 8)); /* unmapped: no fault, just "no" */
 }
 END_TEST
 
@@ -361,6 +382,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, t_copy_words);
     tcase_add_test(tc, t_copy_words_no_tear);
+    tcase_add_test(tc, t_cpu_readable);
     if (tp_built(TP_UCX)) {
         tcase_add_loop_test(tc, t_decision, 0, 4);
         tcase_add_test(tc, t_staged_put_signal_order);

@@ -40,14 +40,11 @@
  *                   backend whose UCX lacks that memory type; always stages every registration
  *                   (how CI runs the whole path on the host backend); never stages nothing.
  */
-#define _GNU_SOURCE /* process_vm_readv */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "config.h"
 #include "base/config.h"
@@ -501,23 +498,6 @@ static bool ucx_has_devmem(ucp_context_h ctx, const hal_ops_t *hal)
     return false;
 }
 
-/*
- * Can the CPU read [p, p+n)? Asked of the kernel (process_vm_readv on ourselves), which answers
- * EFAULT instead of faulting: GPU memory is reserved in our address space without CPU access,
- * while pinned host memory (hal->host_alloc: the port counters) and managed memory read fine.
- * The HAL has no query telling a host allocation from a device one, and this one also covers
- * memory the application allocated itself. First and last byte: one allocation is one kind.
- */
-static bool ucx_cpu_readable(const void *p, size_t n)
-{
-    char b;
-    struct iovec l = {&b, 1};
-    struct iovec r = {(void *)(uintptr_t)p, 1};
-    if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != 1) return false;
-    r.iov_base = (char *)(uintptr_t)p + (n ? n - 1 : 0);
-    return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == 1;
-}
-
 /* Stage [ptr, ptr+bytes)? `why` says why or why not (INFO, and the tests read it). */
 static bool ucx_decide(const tp_ctx_t *c, const void *ptr, size_t bytes, const char **why)
 {
@@ -534,7 +514,7 @@ static bool ucx_decide(const tp_ctx_t *c, const void *ptr, size_t bytes, const c
         *why = "this UCX accesses the backend's device memory itself";
         return false;
     }
-    if (ucx_cpu_readable(ptr, bytes)) {
+    if (tp_cpu_readable(ptr, bytes)) {
         *why = "host memory (pinned or mapped)";
         return false;
     }
