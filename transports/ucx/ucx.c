@@ -235,7 +235,9 @@ static mscclpp_result_t ucx_status(const char *what, int peer, ucs_status_t st)
  * The calling thread gets the context's device for the call (the proxy thread has it already,
  * core/proxy.c; a user thread calling flush through the C API may have another one current).
  */
-static mscclpp_result_t ucx_stage_copy(tp_ctx_t *c, void *dst, const void *src, size_t n)
+/* Queue one copy (dst == NULL: only wait for the copies queued) on the context's stream, or
+ * wait for them (`wait`), on the context's device. */
+static mscclpp_result_t ucx_stage_op(tp_ctx_t *c, void *dst, const void *src, size_t n, bool wait)
 {
     const hal_ops_t *hal = c->hal;
     int cur = -1;
@@ -245,10 +247,15 @@ static mscclpp_result_t ucx_stage_copy(tp_ctx_t *c, void *dst, const void *src, 
         cur = -1; /* nothing to restore */
     mscclpp_result_t res = MSCCLPP_OK;
     if (!c->sstream) res = hal->stream_create(&c->sstream);
-    if (res == MSCCLPP_OK) res = hal->memcpy_async(dst, src, n, c->sstream);
-    if (res == MSCCLPP_OK) res = hal->stream_sync(c->sstream);
+    if (res == MSCCLPP_OK && dst) res = hal->memcpy_async(dst, src, n, c->sstream);
+    if (res == MSCCLPP_OK && wait) res = hal->stream_sync(c->sstream);
     if (cur >= 0) (void)hal->device_set(cur);
     return res;
+}
+
+static mscclpp_result_t ucx_stage_copy(tp_ctx_t *c, void *dst, const void *src, size_t n)
+{
+    return ucx_stage_op(c, dst, src, n, true);
 }
 
 /*
@@ -894,57 +901,84 @@ static bool ucx_bounce_ready(tp_ep_t *ep, void *arg)
     return ep->ctx->send_held < UCX_STAGE_SEND_BUFS;
 }
 
+/* A bounce for a staged send (lock held): waits, bounded, while every one is in flight. */
+static mscclpp_result_t ucx_bounce_send(tp_ep_t *ep, void **out)
+{
+    tp_ctx_t *c = ep->ctx;
+    if (c->send_held >= UCX_STAGE_SEND_BUFS) {
+        /* every bounce in flight: what other connections hold back goes out first */
+        for (tp_ep_t *e = c->eps; e; e = e->next) CHECK(ucx_send_pending(e));
+        CHECK(ucx_wait_until(ep, ucx_bounce_ready, NULL, config_timeout_ns(),
+                             "put (waiting for a staging buffer)"));
+    }
+    CHECK(ucx_bounce_take(c, out));
+    c->send_held++;
+    return MSCCLPP_OK;
+}
+
+static void ucx_bounce_unsend(tp_ctx_t *c, void *b)
+{
+    if (!b) return;
+    ucx_bounce_give(c, b);
+    c->send_held--;
+}
+
 /*
  * A put whose source or destination is staged (lock held): messages of at most one chunk
- * (ours for a staged source, the peer's for a staged destination). A staged source is copied
- * chunk by chunk into bounce buffers; the worker is driven after each send, so chunk k moves
- * while chunk k+1 is copied. The last message is held back like any put, for a signal to join.
+ * (ours for a staged source, the peer's for a staged destination). A staged source goes
+ * through bounce buffers, pipelined: the copy of chunk k+1 is queued on the stream before
+ * chunk k is sent and the worker driven, and waited for only then. The last message is held
+ * back like any put, for a signal to join.
  */
 static mscclpp_result_t ucx_put_staged(tp_ep_t *ep, uint64_t dst, const char *src, bool stage_src,
                                        uint64_t bytes, uint64_t lim)
 {
     tp_ctx_t *c = ep->ctx;
-    for (uint64_t off = 0; off < bytes;) {
-        size_t n = (size_t)(bytes - off < lim ? bytes - off : lim);
-        const void *buf = src + off;
-        void *bounce = NULL;
-        if (stage_src) {
-            if (c->send_held >= UCX_STAGE_SEND_BUFS) {
-                /* every bounce in flight: what other connections hold back goes out first */
-                for (tp_ep_t *e = c->eps; e; e = e->next) CHECK(ucx_send_pending(e));
-                CHECK(ucx_wait_until(ep, ucx_bounce_ready, NULL, config_timeout_ns(),
-                                     "put (waiting for a staging buffer)"));
-            }
-            CHECK(ucx_bounce_take(c, &bounce));
-            c->send_held++;
-            mscclpp_result_t r = ucx_stage_copy(c, bounce, buf, n);
-            if (r != MSCCLPP_OK) {
-                ucx_bounce_give(c, bounce);
-                c->send_held--;
-                return ERR(r, "ucx transport: put to rank %d: copying %zu bytes at %p into a "
-                           "staging buffer: %s", ep->peer, n, buf, mscclpp_last_error());
-            }
-            buf = bounce;
+    mscclpp_result_t res = MSCCLPP_OK;
+    void *cur = NULL, *next = NULL; /* bounces of chunk k (copied) and k+1 (being copied) */
+    size_t n = (size_t)(bytes < lim ? bytes : lim);
+    if (stage_src) {
+        CHECK(ucx_bounce_send(ep, &cur));
+        res = ucx_stage_copy(c, cur, src, n);
+    }
+    for (uint64_t off = 0; res == MSCCLPP_OK && off < bytes;) {
+        uint64_t noff = off + n;
+        size_t nn = (size_t)(bytes - noff < lim ? bytes - noff : lim);
+        if (stage_src && noff < bytes) { /* queue the next chunk's copy now */
+            res = ucx_bounce_send(ep, &next);
+            if (res == MSCCLPP_OK) res = ucx_stage_op(c, next, src + noff, nn, false);
+            if (res != MSCCLPP_OK) break;
         }
+        const void *buf = stage_src ? cur : src + off;
         ucx_send_t *m = ucx_msg(ep, UCX_AM_DATA);
         if (!m) {
-            if (bounce) {
-                ucx_bounce_give(c, bounce);
-                c->send_held--;
-            }
-            return ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
+            res = ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
+            break;
         }
         m->hdr.dst = dst + off;
-        m->bounce = bounce;
-        off += n;
-        if (off == bytes) { /* held back: a signal that follows travels in the same message */
+        m->bounce = cur; /* the message owns it now */
+        cur = NULL;
+        if (noff == bytes) { /* held back: a signal that follows travels in the same message */
             ep->pending = m;
             ep->pbuf = buf;
             ep->plen = n;
         } else {
-            CHECK(ucx_am_send(ep, m, buf, n, "put"));
+            res = ucx_am_send(ep, m, buf, n, "put");
             (void)ucp_worker_progress(c->worker);
         }
+        if (res == MSCCLPP_OK && next) res = ucx_stage_op(c, NULL, NULL, 0, true);
+        cur = next;
+        next = NULL;
+        off = noff;
+        n = nn;
+    }
+    if (res != MSCCLPP_OK) {
+        /* a queued copy may still write into `next`: wait for it before the bounce is reused */
+        if (next) (void)ucx_stage_op(c, NULL, NULL, 0, true);
+        ucx_bounce_unsend(c, cur);
+        ucx_bounce_unsend(c, next);
+        return ERR(res, "ucx transport: put of %llu bytes to rank %d (staged): %s",
+                   (unsigned long long)bytes, ep->peer, mscclpp_last_error());
     }
     return MSCCLPP_OK;
 }
