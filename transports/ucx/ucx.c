@@ -116,6 +116,7 @@ struct tp_ctx {
     int nsrc;            /* ranks of the communicator */
     uint64_t *rndv_started, *rndv_done; /* per sender: rendezvous receives */
     ucx_recv_t *recvs;   /* rendezvous receives in flight */
+    ucx_recv_t *copying, *copying_tail; /* staged receives whose copy-in is queued, in order */
     ucx_defer_t *defer;  /* signals held back, in arrival order */
     size_t ndefer, cap_defer;
     mscclpp_result_t am_res; /* first bad message (reported by progress, naming the sender) */
@@ -123,7 +124,6 @@ struct tp_ctx {
     /* staging (see the top): the HAL of the communicator, its device, the mode */
     const hal_ops_t *hal;
     int dev;             /* device current when the context was made; -1 unknown */
-    int stage_mode;      /* UCX_STAGE_* */
     bool ucx_devmem;     /* this UCX maps the backend's device memory itself */
     size_t chunk;        /* bytes of one bounce buffer, the most one staged message carries */
     hal_stream_t sstream; /* our copies' stream (made on first use, non-blocking on CUDA/HIP) */
@@ -370,6 +370,41 @@ static void ucx_signal_in(tp_ctx_t *c, int src, uint64_t addr, uint64_t value, b
     c->defer[c->ndefer++] = (ucx_defer_t){src, staged, addr, value};
 }
 
+/* A rendezvous receive is done, its data in the destination (or failed): the signal it
+ * carries and those held back behind it may be stored now. */
+static void ucx_recv_finish(tp_ctx_t *c, ucx_recv_t *r, bool ok)
+{
+    int src = r->hdr.src;
+    ucx_bounce_give(c, r->bounce);
+    if (ok && (r->hdr.flags & UCX_AM_SIGNAL)) /* held back: this receive still counts as open */
+        ucx_signal_in(c, src, r->hdr.sig, r->hdr.value, r->sig_staged);
+    c->rndv_done[src]++;
+    if (c->rndv_started[src] == c->rndv_done[src]) ucx_release_deferred(c, src);
+    free(r);
+}
+
+/*
+ * Wait for the copy-ins queued on the stream and finish their receives, in arrival order (lock
+ * held). Called after every worker progress (ucx_drive, ucx_wait_until) and by the eager
+ * handler's own copy (which waits for the stream anyway), so a receive is finished at the
+ * latest when the proxy next drives the worker; the proxy never sleeps with one queued.
+ */
+static void ucx_copies_settle(tp_ctx_t *c)
+{
+    if (!c->copying) return;
+    bool ok = ucx_stage_op(c, NULL, NULL, 0, true) == MSCCLPP_OK;
+    while (c->copying) {
+        ucx_recv_t *r = c->copying;
+        c->copying = r->next;
+        if (!ok)
+            ucx_bad_msg(c, r->hdr.src, "(%llu bytes to 0x%llx) could not be copied in from its "
+                        "staging buffer: %s", (unsigned long long)r->len,
+                        (unsigned long long)r->hdr.dst, mscclpp_last_error());
+        ucx_recv_finish(c, r, ok);
+    }
+    c->copying_tail = NULL;
+}
+
 static void ucx_recv_done(void *req, ucs_status_t st, size_t len, void *user)
 {
     (void)len;
@@ -381,27 +416,31 @@ static void ucx_recv_done(void *req, ucs_status_t st, size_t len, void *user)
             *pp = r->next;
             break;
         }
+    if (req) ucp_request_free(req);
     bool ok = st == UCS_OK;
     if (!ok)
         ucx_bad_msg(c, src, "(%llu bytes to 0x%llx) did not arrive: %s",
                     (unsigned long long)r->len, (unsigned long long)r->hdr.dst,
                     ucs_status_string(st));
-    /* staged: the data is in the bounce; it reaches its destination before this receive
-     * counts as done, so a signal held back behind it is stored after the copy */
-    if (ok && r->bounce &&
-        ucx_stage_copy(c, (void *)(uintptr_t)r->hdr.dst, r->bounce, r->len) != MSCCLPP_OK) {
+    /* staged: the data is in the bounce. Its copy into the destination is queued on the
+     * stream, and the receive counts as done (its signal and those held back behind it are
+     * stored) only once that copy finished (ucx_copies_settle); meanwhile the worker receives
+     * the next chunk. */
+    if (ok && r->bounce) {
+        if (ucx_stage_op(c, (void *)(uintptr_t)r->hdr.dst, r->bounce, r->len, false) ==
+            MSCCLPP_OK) {
+            r->next = NULL;
+            if (c->copying_tail) c->copying_tail->next = r;
+            else c->copying = r;
+            c->copying_tail = r;
+            return;
+        }
         ucx_bad_msg(c, src, "(%llu bytes to 0x%llx) could not be copied in from its staging "
                     "buffer: %s", (unsigned long long)r->len, (unsigned long long)r->hdr.dst,
                     mscclpp_last_error());
         ok = false;
     }
-    ucx_bounce_give(c, r->bounce);
-    if (ok && (r->hdr.flags & UCX_AM_SIGNAL)) /* held back: this receive still counts as open */
-        ucx_signal_in(c, src, r->hdr.sig, r->hdr.value, r->sig_staged);
-    c->rndv_done[src]++;
-    if (c->rndv_started[src] == c->rndv_done[src]) ucx_release_deferred(c, src);
-    free(r);
-    if (req) ucp_request_free(req);
+    ucx_recv_finish(c, r, ok);
 }
 
 static ucs_status_t ucx_am_recv(void *arg, const void *header, size_t hlen, void *data,
@@ -475,6 +514,7 @@ static ucs_status_t ucx_am_recv(void *arg, const void *header, size_t hlen, void
                         "memory: %s", len, (unsigned long long)h.dst, mscclpp_last_error());
             return UCS_OK;
         }
+        ucx_copies_settle(c); /* the stream is idle: every queued copy-in is done too */
     } else if (dm) {
         tp_copy_words((void *)(uintptr_t)h.dst, data, len);
     }
@@ -505,10 +545,12 @@ static bool ucx_has_devmem(ucp_context_h ctx, const hal_ops_t *hal)
     return false;
 }
 
-/* Stage [ptr, ptr+bytes)? `why` says why or why not (INFO, and the tests read it). */
+/* Stage [ptr, ptr+bytes)? `why` says why or why not (INFO). The mode is the one in force at
+ * registration (checked valid at init): a test can stage a buffer and not its counter, as auto
+ * does on a GPU backend. */
 static bool ucx_decide(const tp_ctx_t *c, const void *ptr, size_t bytes, const char **why)
 {
-    switch (c->stage_mode) {
+    switch (ucx_stage_mode()) {
     case UCX_STAGE_ALWAYS: *why = "MSCCLPP_UCX_STAGING=always"; return true;
     case UCX_STAGE_NEVER: *why = "MSCCLPP_UCX_STAGING=never"; return false;
     default: break;
@@ -544,7 +586,6 @@ static mscclpp_result_t ucx_init(mscclpp_comm_t *comm, tp_ctx_t **out)
     pthread_mutex_init(&c->lock, NULL);
     c->comm = comm;
     c->hal = comm->hal ? comm->hal : hal_host_ops();
-    c->stage_mode = mode;
     c->chunk = (size_t)chunk;
     if (c->hal->device_get(&c->dev) != MSCCLPP_OK) c->dev = -1;
     core_clear_error();
@@ -595,6 +636,12 @@ static void ucx_fini(tp_ctx_t *c)
     if (!c) return;
     ucp_worker_destroy(c->worker);
     ucp_cleanup(c->context);
+    if (c->copying) (void)ucx_stage_op(c, NULL, NULL, 0, true); /* before their bounces go */
+    while (c->copying) {
+        ucx_recv_t *r = c->copying;
+        c->copying = r->next;
+        free(r);
+    }
     while (c->recvs) { /* receives a dead peer never finished */
         ucx_recv_t *r = c->recvs;
         c->recvs = r->next;
@@ -615,6 +662,9 @@ static void ucx_fini(tp_ctx_t *c)
 
 static mscclpp_result_t ucx_mem_reg(tp_ctx_t *c, void *ptr, size_t bytes, tp_mem_t **mem)
 {
+    if (ucx_stage_mode() < 0)
+        return ERR_ARG("ucx transport: MSCCLPP_UCX_STAGING=\"%s\": want auto, always or never",
+                       config_get(CFG_MSCCLPP_UCX_STAGING));
     tp_mem_t *m = calloc(1, sizeof *m);
     if (!m) return ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
     const char *why = "";
@@ -1024,6 +1074,7 @@ static mscclpp_result_t ucx_wait_until(tp_ep_t *ep, bool (*done)(tp_ep_t *, void
     while (!done(ep, arg)) {
         /* a transfer that moves stays in the spin phase; only an idle one backs off */
         if (ucp_worker_progress(c->worker)) w.polls = 0;
+        ucx_copies_settle(c);
         if (ep->failed != UCS_OK && !ep->closing) return ucx_failed(ep, what);
         if (!base_wait_pause(&w))
             return ERR(MSCCLPP_ERR_TIMEOUT, "ucx transport: %s to rank %d did not complete in "
@@ -1114,6 +1165,7 @@ static mscclpp_result_t ucx_drive(tp_ctx_t *c)
         if (res == MSCCLPP_OK) res = r;
     }
     while (ucp_worker_progress(c->worker)) {}
+    ucx_copies_settle(c);
     if (res == MSCCLPP_OK && c->am_res != MSCCLPP_OK)
         res = ERR(c->am_res, "%s", c->am_err);
     return res;
