@@ -314,6 +314,7 @@ END_TEST
 typedef struct {
     int per_node;
     const char *kind;
+    const char *file; /* a plan of the source tree instead of the default one; in-place */
 } plan_case_t;
 
 static float value(int rank, size_t i) { return (float)((rank + 1) * 1000 + (int)(i % 997)); }
@@ -325,8 +326,11 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     mscclpp_comm_t *comm = NULL;
     MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
     char path[4096];
-    snprintf(path, sizeof path, "%s/plans/multinode/%dx%d/%s.json", getenv("MSCCLPP_TOP_SRCDIR"),
-             n / pc->per_node, pc->per_node, pc->kind);
+    if (pc->file)
+        snprintf(path, sizeof path, "%s/%s", getenv("MSCCLPP_TOP_SRCDIR"), pc->file);
+    else
+        snprintf(path, sizeof path, "%s/plans/multinode/%dx%d/%s.json",
+                 getenv("MSCCLPP_TOP_SRCDIR"), n / pc->per_node, pc->per_node, pc->kind);
     mscclpp_plan_t *plan = NULL;
     MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
     mscclpp_executor_t *ex = NULL;
@@ -339,8 +343,10 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     float *in = NULL, *out = NULL;
     MP_CHECK(rank, mscclpp_malloc(max_count * 4 * (size_t)n, (void **)&in));
     MP_CHECK(rank, mscclpp_malloc(max_count * 4 * (size_t)n, (void **)&out));
+    float *in0 = in;
     for (int call = 0; call < 3; call++) {
         size_t count = sizes[call] / 4; /* elements of one rank's chunk */
+        if (pc->file) in = out + (size_t)rank * count; /* in-place allgather */
         size_t in_count = ag ? count : count * (size_t)n;
         size_t out_count = rs ? count : count * (size_t)n;
         memset(out, 0xff, out_count * 4);
@@ -361,7 +367,7 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
                                count * 4, i, out[i], want);
         }
     }
-    mscclpp_free(in);
+    mscclpp_free(in0);
     mscclpp_free(out);
     MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
     mscclpp_executor_destroy(ex);
@@ -371,8 +377,12 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 }
 
 static const plan_case_t plan_cases[] = {
-    {1, "allreduce"}, {1, "allgather"}, {1, "reducescatter"},
-    {2, "allreduce"}, {2, "allgather"}, {2, "reducescatter"},
+    {1, "allreduce", NULL}, {1, "allgather", NULL}, {1, "reducescatter", NULL},
+    {2, "allreduce", NULL}, {2, "allgather", NULL}, {2, "reducescatter", NULL},
+    /* LL packets relayed over a port channel (ppkt), polled in staged scratch */
+    {1, "allgather", "tests/multinode/allgather_ppkt_port_2x1.json"},
+    /* MSCCL++'s multi-node packet allgather (rppkt) */
+    {2, "allgather", "tests/multinode/programs/allgather_pkt_2x2.json"},
 };
 
 START_TEST(t_plans_staged)
