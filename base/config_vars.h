@@ -52,6 +52,13 @@ CONFIG_VAR(MSCCLPP_BOOTSTRAP_MAX_PENDING, COUNT, "64",
 CONFIG_VAR(MSCCLPP_TRANSPORTS, STR, "",
            "Comma list of transports peers may use: ipc, ib, ucx (default: all that work; per "
            "pair, ipc within a node, else ib when a device exists, else ucx)")
+CONFIG_VAR(MSCCLPP_UCX_STAGING, STR, "auto",
+           "ucx transport, memory it cannot access (GPU memory without CUDA/ROCm support in "
+           "UCX): auto stages it through pinned host buffers; always stages every registration "
+           "(tests the path on the host backend); never hands every pointer to UCX")
+CONFIG_VAR(MSCCLPP_UCX_STAGE_CHUNK, COUNT, "1048576",
+           "ucx transport, staging: bytes of one pinned bounce buffer, the most one staged "
+           "message carries (at least 4096)")
 CONFIG_VAR(MSCCLPP_NODE_ID, STR, "",
            "Force this rank's node identity (any string; ranks with equal values are one node). "
            "Default: host name + boot id + network namespace")

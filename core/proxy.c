@@ -29,6 +29,7 @@ struct proxy {
     proxy_arm_fn arm;
     void *arg;
     uint32_t spin; /* polls before the idle thread yields (base_wait_spin) */
+    int dev;       /* the creator's current device (-1: unknown), made current in the thread */
     uint64_t hot_ns; /* polling without sleeping after activity (proxy_main) */
     pthread_t thread;
     int stop;             /* atomic */
@@ -67,6 +68,13 @@ static void *proxy_main(void *arg)
      * proxy between collectives costs nothing. */
     uint64_t last = base_now_ns();
     struct pollfd fds[PROXY_MAX_FDS];
+    /* A new thread starts on device 0 (CUDA/HIP keep the current device per thread): the
+     * transports' copies and allocations (ucx staging: its stream, pinned buffers) must run on
+     * the device of the ranks this proxy serves. */
+    if (p->dev >= 0) {
+        mscclpp_result_t r = p->hal->device_set(p->dev);
+        if (r != MSCCLPP_OK) proxy_fail(p, r);
+    }
     /* the policy's fine timer slack, for the sleeps in ppoll too */
     (void)prctl(PR_SET_TIMERSLACK, BASE_WAIT_TIMER_SLACK_NS, 0, 0, 0);
     while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
@@ -143,6 +151,10 @@ mscclpp_result_t proxy_create(const hal_ops_t *hal, uint32_t slots, uint32_t spi
     p->progress = progress;
     p->arm = arm;
     p->spin = spin;
+    if (hal->device_get(&p->dev) != MSCCLPP_OK) {
+        p->dev = -1; /* a backend without devices: nothing to bind */
+        core_clear_error();
+    }
     /* auto: hot only where the pollers have cores of their own (the spin says so); where they
      * share cores a polling proxy takes the core its interpreter needs (2 cores: 2-10x slower
      * 8-byte calls with a 1 ms window under load) */

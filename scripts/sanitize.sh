@@ -47,7 +47,7 @@ suites=(tests/unit/test_plan tests/unit/test_registry tests/unit/test_kernels
         tests/unit/test_plan_exec tests/unit/test_hal_api tests/unit/test_hal_host
         tests/unit/test_hal_modules tests/unit/test_bootstrap tests/unit/test_channels
         tests/unit/test_executor tests/unit/test_port_fault tests/bench/test_bench_data
-        tests/multinode/test_mixed tests/native/test_native)
+        tests/multinode/test_mixed tests/native/test_native tests/multinode/test_staging)
 # Suites not run here, each with its reason (remove an entry once its reason is gone):
 declare -A skip=(
     # test_conformance: every plan x dtype x op x size; about 3x slower under ASan than the

@@ -63,6 +63,10 @@ static void print_transports(void)
         mscclpp_result_t r = tp_status(i, why, sizeof why);
         printf("  %-4s %-8s %s\n", tp_get(i)->name, r == MSCCLPP_OK ? "usable" : "unusable",
                *why ? why : (r == MSCCLPP_OK ? "" : mscclpp_result_string(r)));
+        if (i == TP_UCX && tp_built(TP_UCX)) { /* GPU memory this UCX cannot reach */
+            tp_ucx_staging_info(why, sizeof why);
+            printf("       staging: %s\n", why);
+        }
     }
     printf("Bootstraps: tcp");
 #ifdef MSCCLPP_HAVE_MPI

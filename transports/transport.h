@@ -194,6 +194,28 @@ mscclpp_result_t tp_mem_pack(const tp_ops_t *ops, tp_ctx_t *ctx, tp_mem_t *mem, 
 mscclpp_result_t tp_rmem_unpack(const tp_ops_t *ops, tp_ep_t *ep, wire_reader_t *r,
                                 tp_rmem_t **rmem, uint64_t *bytes);
 
+/* ---- helpers shared by the transports --------------------------------------------------- */
+
+/**
+ * Copy `len` bytes into memory another thread may poll. When dst is 8-byte aligned, every whole
+ * 8-byte word of it is written with one 8-byte store (relaxed atomic; the tail, if any, with
+ * memcpy): an LL packet is a (payload, flag) word pair or one word, and an interpreter polling
+ * the flag must never see it without its payload, which memcpy (byte or vector stores, any
+ * order) does not promise. The source may be unaligned (loaded with memcpy). Otherwise memcpy.
+ * Ordering against a later signal comes from the signal's release store.
+ */
+void tp_copy_words(void *dst, const void *src, size_t len);
+
+/** Can the CPU read [p, p+n) (first and last byte)? False for GPU memory the CPU cannot map,
+ *  true for host memory, pinned or not. Never faults. */
+bool tp_cpu_readable(const void *p, size_t n);
+
+/** ucx: is this registration staged through pinned host memory (MSCCLPP_UCX_STAGING)? False
+ *  when ucx is not built. For tests. */
+bool tp_ucx_mem_staged(const tp_mem_t *mem);
+/** ucx, for mscclpp-info: whether GPU memory registered with ucx will be staged, and why. */
+void tp_ucx_staging_info(char *buf, size_t cap);
+
 /* ---- transport tables (defined in each folder; stubs when not built) --------------------- */
 
 const tp_ops_t *tp_ipc_ops(void);

@@ -59,3 +59,12 @@ tests_multinode_test_mixed_SOURCES = tests/multinode/test_mixed.c tests/unit/mp_
 tests_multinode_test_mixed_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_multinode_test_mixed_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(JANSSON_LIBS) $(CHECK_LIBS) -ldl
 endif
+# ucx staging through pinned host memory (issue 10 item 7), forced on the host backend:
+# the copy helper, the decision, a staged put's signal order, the default plans, every byte
+if HAVE_CHECK
+check_PROGRAMS += tests/multinode/test_staging
+TESTS += tests/multinode/test_staging
+tests_multinode_test_staging_SOURCES = tests/multinode/test_staging.c tests/unit/mp_harness.c
+tests_multinode_test_staging_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_multinode_test_staging_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(JANSSON_LIBS) $(CHECK_LIBS) -ldl
+endif

@@ -153,8 +153,16 @@ static mscclpp_result_t ib_mem_reg(tp_ctx_t *c, void *ptr, size_t bytes, tp_mem_
                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                            IBV_ACCESS_REMOTE_ATOMIC);
     if (!m->mr) {
+        int e = errno;
         free(m);
-        return ERR(MSCCLPP_ERR_SYSTEM, "ib transport: ibv_reg_mr of [%p,+%zu): %m", ptr, bytes);
+        if (!tp_cpu_readable(ptr, bytes)) /* GPU memory: the NIC needs the driver's help */
+            return ERR(MSCCLPP_ERR_UNSUPPORTED, "ib transport: ibv_reg_mr of GPU memory "
+                       "[%p,+%zu): %s; this transport registers device memory with ibv_reg_mr "
+                       "only, which needs the driver's peer-memory support (nvidia-peermem, "
+                       "amdgpu), missing here; MSCCLPP_TRANSPORTS=ucx stages GPU memory through "
+                       "pinned host memory instead", ptr, bytes, strerror(e));
+        return ERR(MSCCLPP_ERR_SYSTEM, "ib transport: ibv_reg_mr of [%p,+%zu): %s", ptr, bytes,
+                   strerror(e));
     }
     m->ptr = ptr;
     m->bytes = bytes;

@@ -28,6 +28,19 @@
  *   progress        ucp_worker_progress: over tcp the target side of a put needs it
  *   arm             ucp_worker_arm on the worker's event fd (UCP_FEATURE_WAKEUP), for the
  *                   proxy to sleep until a peer's put arrives
+ *   staging         memory this UCX cannot touch (GPU memory: Debian's UCX has no CUDA/ROCm
+ *                   support, so ucp_mem_map of it and the handler's memcpy into it would fail or
+ *                   fault) is "staged": never mapped, its key says so, and every byte goes through
+ *                   pinned host bounce buffers (hal->host_alloc), copied with the HAL on a stream
+ *                   of our own. Sender: device -> bounce, then the message is sent from the
+ *                   bounce, which is recycled at send completion; a put is cut into messages of
+ *                   at most one chunk (MSCCLPP_UCX_STAGE_CHUNK), the signal rides the last.
+ *                   Receiver: eager data is copied from UCX's buffer into the destination;
+ *                   rendezvous data is received into a bounce and copied in when it arrived,
+ *                   before the receive counts as done, so the signal ordering above covers it.
+ *                   MSCCLPP_UCX_STAGING=auto stages only what the CPU cannot read on a GPU
+ *                   backend whose UCX lacks that memory type; always stages every registration
+ *                   (how CI runs the whole path on the host backend); never stages nothing.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -67,8 +80,14 @@ typedef struct {
  * copy it at once). */
 typedef struct {
     struct tp_ep *ep;
+    void *bounce; /* staging buffer the payload is sent from, recycled at completion */
     ucx_am_hdr_t hdr;
 } ucx_send_t;
+
+enum { UCX_STAGE_AUTO, UCX_STAGE_ALWAYS, UCX_STAGE_NEVER };
+#define UCX_STAGE_SEND_BUFS 4 /* bounces one context's sends may hold: copy k+1 while k flies */
+#define UCX_KEY_UCX 1u        /* the key's kind: a UCX rkey follows */
+#define UCX_KEY_STAGED 2u     /* staged memory: no rkey (active messages use base/size only) */
 
 /* A rendezvous message being received in place. */
 typedef struct ucx_recv {
@@ -76,11 +95,14 @@ typedef struct ucx_recv {
     struct tp_ctx *ctx;
     ucx_am_hdr_t hdr;
     size_t len;
+    void *bounce;    /* staged destination: received here, then copied to hdr.dst */
+    bool sig_staged; /* the counter is staged memory */
 } ucx_recv_t;
 
 /* A signal held back while a rendezvous receive from its sender is in flight. */
 typedef struct {
     int src;
+    bool staged;
     uint64_t addr, value;
 } ucx_defer_t;
 
@@ -96,10 +118,21 @@ struct tp_ctx {
     int nsrc;            /* ranks of the communicator */
     uint64_t *rndv_started, *rndv_done; /* per sender: rendezvous receives */
     ucx_recv_t *recvs;   /* rendezvous receives in flight */
+    ucx_recv_t *copying, *copying_tail; /* staged receives whose copy-in is queued, in order */
     ucx_defer_t *defer;  /* signals held back, in arrival order */
     size_t ndefer, cap_defer;
     mscclpp_result_t am_res; /* first bad message (reported by progress, naming the sender) */
     char am_err[300];
+    /* staging (see the top): the HAL of the communicator, its device, the mode */
+    const hal_ops_t *hal;
+    int dev;             /* device current when the context was made; -1 unknown */
+    bool ucx_devmem;     /* this UCX maps the backend's device memory itself */
+    size_t chunk;        /* bytes of one bounce buffer, the most one staged message carries */
+    hal_stream_t sstream; /* our copies' stream (made on first use, non-blocking on CUDA/HIP) */
+    void **bfree;        /* bounce buffers free to take */
+    void **ball;         /* every bounce buffer (freed at fini only: see ucx_bounce_take) */
+    size_t nfree, nall, cap_b;
+    unsigned send_held;  /* bounces held by messages being sent */
 };
 
 struct tp_ep {
@@ -117,14 +150,16 @@ struct tp_ep {
 
 struct tp_mem {
     struct tp_mem *next;
-    ucp_mem_h memh;
+    ucp_mem_h memh; /* NULL when staged */
     char *ptr;
     size_t bytes;
+    bool staged;
 };
 
 struct tp_rmem {
-    ucp_rkey_h rkey;
+    ucp_rkey_h rkey; /* NULL when the peer stages this memory */
     uint64_t base, bytes;
+    uint64_t chunk;  /* staged at the peer: its messages to here carry at most this much */
 };
 
 
@@ -192,17 +227,86 @@ static mscclpp_result_t ucx_status(const char *what, int peer, ucs_status_t st)
                "ucx transport: %s (rank %d): %s", what, peer, ucs_status_string(st));
 }
 
+/* ---- staging through pinned host memory ------------------------------------------------- */
+
+/*
+ * One copy by the HAL on the context's own stream, waited for. Not memcpy_sync: on CUDA it runs
+ * on the legacy default stream, which waits for work on blocking streams, possibly the very
+ * kernel that waits for this proxy (a deadlock); the HAL's streams are non-blocking
+ * (cudaStreamNonBlocking / hipStreamNonBlocking) and stream_sync is bounded by MSCCLPP_TIMEOUT.
+ * The calling thread gets the context's device for the call (the proxy thread has it already,
+ * core/proxy.c; a user thread calling flush through the C API may have another one current).
+ */
+/* Queue one copy (dst == NULL: only wait for the copies queued) on the context's stream, or
+ * wait for them (`wait`), on the context's device. */
+static mscclpp_result_t ucx_stage_op(tp_ctx_t *c, void *dst, const void *src, size_t n, bool wait)
+{
+    const hal_ops_t *hal = c->hal;
+    int cur = -1;
+    if (c->dev >= 0 && hal->device_get(&cur) == MSCCLPP_OK && cur != c->dev)
+        CHECK(hal->device_set(c->dev));
+    else
+        cur = -1; /* nothing to restore */
+    mscclpp_result_t res = MSCCLPP_OK;
+    if (!c->sstream) res = hal->stream_create(&c->sstream);
+    if (res == MSCCLPP_OK && dst) res = hal->memcpy_async(dst, src, n, c->sstream);
+    if (res == MSCCLPP_OK && wait) res = hal->stream_sync(c->sstream);
+    if (cur >= 0) (void)hal->device_set(cur);
+    return res;
+}
+
+static mscclpp_result_t ucx_stage_copy(tp_ctx_t *c, void *dst, const void *src, size_t n)
+{
+    return ucx_stage_op(c, dst, src, n, true);
+}
+
+/*
+ * A bounce buffer of c->chunk bytes: a free one, else a new one. They are freed only at fini:
+ * freeing pinned memory (cudaFreeHost) may synchronize the device, which would wait for a
+ * kernel that waits for this proxy. Senders hold at most UCX_STAGE_SEND_BUFS (they wait for one
+ * to come back); receives take what they need, which the senders' bound limits in turn.
+ */
+static mscclpp_result_t ucx_bounce_take(tp_ctx_t *c, void **out)
+{
+    if (c->nfree) {
+        *out = c->bfree[--c->nfree];
+        return MSCCLPP_OK;
+    }
+    if (c->nall == c->cap_b) {
+        size_t cap = c->cap_b ? 2 * c->cap_b : 16;
+        void **all = realloc(c->ball, cap * sizeof *all);
+        if (all) c->ball = all;
+        void **fr = all ? realloc(c->bfree, cap * sizeof *fr) : NULL;
+        if (fr) c->bfree = fr;
+        if (!all || !fr) return ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
+        c->cap_b = cap;
+    }
+    void *b = NULL;
+    CHECK(c->hal->host_alloc(c->chunk, &b));
+    c->ball[c->nall++] = b;
+    *out = b;
+    return MSCCLPP_OK;
+}
+
+static void ucx_bounce_give(tp_ctx_t *c, void *b)
+{
+    if (b) c->bfree[c->nfree++] = b; /* bfree has room for every buffer of ball */
+}
+
+/* Is [addr, addr+len) staged memory at this rank? (tests and the decision's INFO line) */
+bool tp_ucx_mem_staged(const tp_mem_t *m) { return m && m->staged; }
+
 /* ---- receiving: the active-message handler (runs inside ucp_worker_progress, lock held) ---- */
 
-/* [addr, addr+len) inside one of our registrations? */
-static bool ucx_ours(const tp_ctx_t *c, uint64_t addr, uint64_t len)
+/* The registration holding [addr, addr+len), or NULL. */
+static struct tp_mem *ucx_find(const tp_ctx_t *c, uint64_t addr, uint64_t len)
 {
-    for (const struct tp_mem *m = c->mems; m; m = m->next) {
+    for (struct tp_mem *m = c->mems; m; m = m->next) {
         uint64_t base = (uint64_t)(uintptr_t)m->ptr;
         if (addr >= base && addr - base <= m->bytes && len <= m->bytes - (addr - base))
-            return true;
+            return m;
     }
-    return false;
+    return NULL;
 }
 
 /* A message we cannot trust: dropped, and the first one reported by progress. */
@@ -222,8 +326,17 @@ static void ucx_bad_msg(tp_ctx_t *c, int src, const char *fmt, ...)
     c->am_res = MSCCLPP_ERR_REMOTE;
 }
 
-static void ucx_store_counter(uint64_t addr, uint64_t value)
+static void ucx_store_counter(tp_ctx_t *c, int src, uint64_t addr, uint64_t value, bool staged)
 {
+    if (staged) {
+        /* the counter lives where only the HAL reaches: the value follows every staged copy
+         * on the same stream, and this copy is waited for like them */
+        uint64_t v = value;
+        if (ucx_stage_copy(c, (void *)(uintptr_t)addr, &v, sizeof v) != MSCCLPP_OK)
+            ucx_bad_msg(c, src, "carried a signal that could not be copied to its staged "
+                        "counter at 0x%llx: %s", (unsigned long long)addr, mscclpp_last_error());
+        return;
+    }
     /* release: the data this signal covers is visible to whoever acquires the counter */
     __atomic_store_n((uint64_t *)(uintptr_t)addr, value, __ATOMIC_RELEASE);
 }
@@ -233,16 +346,17 @@ static void ucx_release_deferred(tp_ctx_t *c, int src)
 {
     size_t k = 0;
     for (size_t i = 0; i < c->ndefer; i++) {
-        if (c->defer[i].src == src) ucx_store_counter(c->defer[i].addr, c->defer[i].value);
+        if (c->defer[i].src == src)
+            ucx_store_counter(c, src, c->defer[i].addr, c->defer[i].value, c->defer[i].staged);
         else c->defer[k++] = c->defer[i];
     }
     c->ndefer = k;
 }
 
-static void ucx_signal_in(tp_ctx_t *c, int src, uint64_t addr, uint64_t value)
+static void ucx_signal_in(tp_ctx_t *c, int src, uint64_t addr, uint64_t value, bool staged)
 {
     if (c->rndv_started[src] == c->rndv_done[src]) { /* nothing earlier still arriving */
-        ucx_store_counter(addr, value);
+        ucx_store_counter(c, src, addr, value, staged);
         return;
     }
     if (c->ndefer == c->cap_defer) {
@@ -255,7 +369,42 @@ static void ucx_signal_in(tp_ctx_t *c, int src, uint64_t addr, uint64_t value)
         c->defer = d;
         c->cap_defer = cap;
     }
-    c->defer[c->ndefer++] = (ucx_defer_t){src, addr, value};
+    c->defer[c->ndefer++] = (ucx_defer_t){src, staged, addr, value};
+}
+
+/* A rendezvous receive is done, its data in the destination (or failed): the signal it
+ * carries and those held back behind it may be stored now. */
+static void ucx_recv_finish(tp_ctx_t *c, ucx_recv_t *r, bool ok)
+{
+    int src = r->hdr.src;
+    ucx_bounce_give(c, r->bounce);
+    if (ok && (r->hdr.flags & UCX_AM_SIGNAL)) /* held back: this receive still counts as open */
+        ucx_signal_in(c, src, r->hdr.sig, r->hdr.value, r->sig_staged);
+    c->rndv_done[src]++;
+    if (c->rndv_started[src] == c->rndv_done[src]) ucx_release_deferred(c, src);
+    free(r);
+}
+
+/*
+ * Wait for the copy-ins queued on the stream and finish their receives, in arrival order (lock
+ * held). Called after every worker progress (ucx_drive, ucx_wait_until) and by the eager
+ * handler's own copy (which waits for the stream anyway), so a receive is finished at the
+ * latest when the proxy next drives the worker; the proxy never sleeps with one queued.
+ */
+static void ucx_copies_settle(tp_ctx_t *c)
+{
+    if (!c->copying) return;
+    bool ok = ucx_stage_op(c, NULL, NULL, 0, true) == MSCCLPP_OK;
+    while (c->copying) {
+        ucx_recv_t *r = c->copying;
+        c->copying = r->next;
+        if (!ok)
+            ucx_bad_msg(c, r->hdr.src, "(%llu bytes to 0x%llx) could not be copied in from its "
+                        "staging buffer: %s", (unsigned long long)r->len,
+                        (unsigned long long)r->hdr.dst, mscclpp_last_error());
+        ucx_recv_finish(c, r, ok);
+    }
+    c->copying_tail = NULL;
 }
 
 static void ucx_recv_done(void *req, ucs_status_t st, size_t len, void *user)
@@ -269,16 +418,31 @@ static void ucx_recv_done(void *req, ucs_status_t st, size_t len, void *user)
             *pp = r->next;
             break;
         }
-    if (st != UCS_OK)
+    if (req) ucp_request_free(req);
+    bool ok = st == UCS_OK;
+    if (!ok)
         ucx_bad_msg(c, src, "(%llu bytes to 0x%llx) did not arrive: %s",
                     (unsigned long long)r->len, (unsigned long long)r->hdr.dst,
                     ucs_status_string(st));
-    else if (r->hdr.flags & UCX_AM_SIGNAL) /* held back: this receive still counts as open */
-        ucx_signal_in(c, src, r->hdr.sig, r->hdr.value);
-    c->rndv_done[src]++;
-    if (c->rndv_started[src] == c->rndv_done[src]) ucx_release_deferred(c, src);
-    free(r);
-    if (req) ucp_request_free(req);
+    /* staged: the data is in the bounce. Its copy into the destination is queued on the
+     * stream, and the receive counts as done (its signal and those held back behind it are
+     * stored) only once that copy finished (ucx_copies_settle); meanwhile the worker receives
+     * the next chunk. */
+    if (ok && r->bounce) {
+        if (ucx_stage_op(c, (void *)(uintptr_t)r->hdr.dst, r->bounce, r->len, false) ==
+            MSCCLPP_OK) {
+            r->next = NULL;
+            if (c->copying_tail) c->copying_tail->next = r;
+            else c->copying = r;
+            c->copying_tail = r;
+            return;
+        }
+        ucx_bad_msg(c, src, "(%llu bytes to 0x%llx) could not be copied in from its staging "
+                    "buffer: %s", (unsigned long long)r->len, (unsigned long long)r->hdr.dst,
+                    mscclpp_last_error());
+        ok = false;
+    }
+    ucx_recv_finish(c, r, ok);
 }
 
 static ucs_status_t ucx_am_recv(void *arg, const void *header, size_t hlen, void *data,
@@ -296,18 +460,33 @@ static ucs_status_t ucx_am_recv(void *arg, const void *header, size_t hlen, void
         ucx_bad_msg(c, h.src, "is not one of ours (magic 0x%x, flags 0x%x)", h.magic, h.flags);
         return UCS_OK;
     }
-    if ((h.flags & UCX_AM_DATA) ? !ucx_ours(c, h.dst, len) : len != 0) {
+    struct tp_mem *dm = (h.flags & UCX_AM_DATA) ? ucx_find(c, h.dst, len) : NULL;
+    if ((h.flags & UCX_AM_DATA) ? !dm : len != 0) {
         ucx_bad_msg(c, h.src, "writes %zu bytes at 0x%llx, outside our registered memory", len,
                     (unsigned long long)h.dst);
         return UCS_OK;
     }
-    if ((h.flags & UCX_AM_SIGNAL) && (h.sig % 8 != 0 || !ucx_ours(c, h.sig, 8))) {
+    struct tp_mem *sm = NULL;
+    if ((h.flags & UCX_AM_SIGNAL) && (h.sig % 8 != 0 || !(sm = ucx_find(c, h.sig, 8)))) {
         ucx_bad_msg(c, h.src, "signals a counter at 0x%llx, outside our registered memory",
                     (unsigned long long)h.sig);
         return UCS_OK;
     }
+    bool sig_staged = sm && sm->staged;
+    if (dm && dm->staged && len > c->chunk) { /* our key told the sender to cut at c->chunk */
+        ucx_bad_msg(c, h.src, "carries %zu bytes into staged memory, more than one staging "
+                    "chunk (%zu; MSCCLPP_UCX_STAGE_CHUNK differs between ranks?)", len, c->chunk);
+        return UCS_OK;
+    }
     if ((h.flags & UCX_AM_DATA) && (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-        ucx_recv_t *r = malloc(sizeof *r);
+        ucx_recv_t *r = calloc(1, sizeof *r);
+        void *bounce = NULL;
+        if (r && dm->staged && ucx_bounce_take(c, &bounce) != MSCCLPP_OK) {
+            ucx_bad_msg(c, h.src, "(%zu bytes) found no staging buffer: %s", len,
+                        mscclpp_last_error());
+            free(r);
+            return UCS_OK;
+        }
         if (!r) {
             ucx_bad_msg(c, h.src, "(%zu bytes) found no memory to receive it in place", len);
             return UCS_OK;
@@ -315,6 +494,8 @@ static ucs_status_t ucx_am_recv(void *arg, const void *header, size_t hlen, void
         r->ctx = c;
         r->hdr = h;
         r->len = len;
+        r->bounce = bounce;
+        r->sig_staged = sig_staged;
         r->next = c->recvs;
         c->recvs = r;
         c->rndv_started[h.src]++;
@@ -322,28 +503,100 @@ static ucs_status_t ucx_am_recv(void *arg, const void *header, size_t hlen, void
         p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
         p.cb.recv_am = ucx_recv_done;
         p.user_data = r;
-        ucs_status_ptr_t q =
-            ucp_am_recv_data_nbx(c->worker, data, (void *)(uintptr_t)h.dst, len, &p);
+        void *to = bounce ? bounce : (void *)(uintptr_t)h.dst;
+        ucs_status_ptr_t q = ucp_am_recv_data_nbx(c->worker, data, to, len, &p);
         if (UCS_PTR_IS_ERR(q)) ucx_recv_done(NULL, UCS_PTR_STATUS(q), 0, r);
         else if (q == NULL) ucx_recv_done(NULL, UCS_OK, len, r);
         return UCS_INPROGRESS; /* the descriptor now belongs to the receive */
     }
-    if (h.flags & UCX_AM_DATA) memcpy((void *)(uintptr_t)h.dst, data, len);
-    if (h.flags & UCX_AM_SIGNAL) ucx_signal_in(c, h.src, h.sig, h.value);
+    if (dm && dm->staged) {
+        /* eager into staged memory: from UCX's buffer straight into the destination */
+        if (ucx_stage_copy(c, (void *)(uintptr_t)h.dst, data, len) != MSCCLPP_OK) {
+            ucx_bad_msg(c, h.src, "(%zu bytes to 0x%llx) could not be copied into staged "
+                        "memory: %s", len, (unsigned long long)h.dst, mscclpp_last_error());
+            return UCS_OK;
+        }
+        ucx_copies_settle(c); /* the stream is idle: every queued copy-in is done too */
+    } else if (dm) {
+        tp_copy_words((void *)(uintptr_t)h.dst, data, len);
+    }
+    if (h.flags & UCX_AM_SIGNAL) ucx_signal_in(c, h.src, h.sig, h.value, sig_staged);
     return UCS_OK;
+}
+
+/* MSCCLPP_UCX_STAGING as UCX_STAGE_*, or -1 (bad value) */
+static int ucx_stage_mode(void)
+{
+    const char *v = config_get(CFG_MSCCLPP_UCX_STAGING);
+    if (!*v || !strcmp(v, "auto")) return UCX_STAGE_AUTO;
+    if (!strcmp(v, "always")) return UCX_STAGE_ALWAYS;
+    if (!strcmp(v, "never")) return UCX_STAGE_NEVER;
+    return -1;
+}
+
+/* Does this UCX map and copy memory of the backend's kind itself (a UCX built with CUDA or
+ * ROCm support)? Debian's has only host memory. */
+static bool ucx_has_devmem(ucp_context_h ctx, const hal_ops_t *hal)
+{
+    if (hal == hal_host_ops()) return true; /* "device" memory is host memory */
+    ucp_context_attr_t a = {0};
+    a.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    if (ucp_context_query(ctx, &a) != UCS_OK) return false;
+    if (!strcmp(hal->name, "cuda")) return a.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    if (!strcmp(hal->name, "hip")) return a.memory_types & UCS_BIT(UCS_MEMORY_TYPE_ROCM);
+    return false;
+}
+
+/* Stage [ptr, ptr+bytes)? `why` says why or why not (INFO). The mode is the one in force at
+ * registration (checked valid at init): a test can stage a buffer and not its counter, as auto
+ * does on a GPU backend. */
+static bool ucx_decide(const tp_ctx_t *c, const void *ptr, size_t bytes, const char **why)
+{
+    switch (ucx_stage_mode()) {
+    case UCX_STAGE_ALWAYS: *why = "MSCCLPP_UCX_STAGING=always"; return true;
+    case UCX_STAGE_NEVER: *why = "MSCCLPP_UCX_STAGING=never"; return false;
+    default: break;
+    }
+    if (c->hal == hal_host_ops()) {
+        *why = "host backend: its device memory is host memory";
+        return false;
+    }
+    if (c->ucx_devmem) {
+        *why = "this UCX accesses the backend's device memory itself";
+        return false;
+    }
+    if (tp_cpu_readable(ptr, bytes)) {
+        *why = "host memory (pinned or mapped)";
+        return false;
+    }
+    *why = "device memory this UCX cannot access (no CUDA/ROCm support in it)";
+    return true;
 }
 
 static mscclpp_result_t ucx_init(mscclpp_comm_t *comm, tp_ctx_t **out)
 {
+    int mode = ucx_stage_mode();
+    if (mode < 0)
+        return ERR_ARG("ucx transport: MSCCLPP_UCX_STAGING=\"%s\": want auto, always or never",
+                       config_get(CFG_MSCCLPP_UCX_STAGING));
+    int64_t chunk = config_get_int(CFG_MSCCLPP_UCX_STAGE_CHUNK);
+    if (chunk < 4096 || chunk > (1ll << 30))
+        return ERR_ARG("ucx transport: MSCCLPP_UCX_STAGE_CHUNK=\"%s\": want 4096 to 2^30 bytes",
+                       config_get(CFG_MSCCLPP_UCX_STAGE_CHUNK));
     tp_ctx_t *c = calloc(1, sizeof *c);
     if (!c) return ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
     pthread_mutex_init(&c->lock, NULL);
     c->comm = comm;
+    c->hal = comm->hal ? comm->hal : hal_host_ops();
+    c->chunk = (size_t)chunk;
+    if (c->hal->device_get(&c->dev) != MSCCLPP_OK) c->dev = -1;
+    core_clear_error();
     ucs_status_t st = ucx_context_create(&c->context);
     if (st != UCS_OK) {
         free(c);
         return ucx_status("ucp_init", comm->rank, st);
     }
+    c->ucx_devmem = ucx_has_devmem(c->context, c->hal);
     ucp_worker_params_t wp = {0};
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
@@ -385,6 +638,12 @@ static void ucx_fini(tp_ctx_t *c)
     if (!c) return;
     ucp_worker_destroy(c->worker);
     ucp_cleanup(c->context);
+    if (c->copying) (void)ucx_stage_op(c, NULL, NULL, 0, true); /* before their bounces go */
+    while (c->copying) {
+        ucx_recv_t *r = c->copying;
+        c->copying = r->next;
+        free(r);
+    }
     while (c->recvs) { /* receives a dead peer never finished */
         ucx_recv_t *r = c->recvs;
         c->recvs = r->next;
@@ -393,23 +652,38 @@ static void ucx_fini(tp_ctx_t *c)
     free(c->rndv_started);
     free(c->rndv_done);
     free(c->defer);
+    /* the communicator is going: no kernel waits for this proxy any more */
+    if (c->sstream) (void)c->hal->stream_destroy(c->sstream);
+    for (size_t i = 0; i < c->nall; i++) (void)c->hal->host_free(c->ball[i]);
+    free(c->ball);
+    free(c->bfree);
+    core_clear_error();
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
 
 static mscclpp_result_t ucx_mem_reg(tp_ctx_t *c, void *ptr, size_t bytes, tp_mem_t **mem)
 {
+    if (ucx_stage_mode() < 0)
+        return ERR_ARG("ucx transport: MSCCLPP_UCX_STAGING=\"%s\": want auto, always or never",
+                       config_get(CFG_MSCCLPP_UCX_STAGING));
     tp_mem_t *m = calloc(1, sizeof *m);
     if (!m) return ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
-    ucp_mem_map_params_t mp = {0};
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mp.address = ptr;
-    mp.length = bytes;
-    ucs_status_t st = ucp_mem_map(c->context, &mp, &m->memh);
-    if (st != UCS_OK) {
-        free(m);
-        return ERR(MSCCLPP_ERR_SYSTEM, "ucx transport: ucp_mem_map of [%p,+%zu): %s", ptr, bytes,
-                   ucs_status_string(st));
+    const char *why = "";
+    m->staged = ucx_decide(c, ptr, bytes, &why);
+    INFO(SUBSYS_NET, "rank %d: ucx registration [%p,+%zu) %s: %s", c->comm->rank, ptr, bytes,
+         m->staged ? "staged through pinned host memory" : "handed to UCX", why);
+    if (!m->staged) { /* staged memory is never mapped: only base and size travel */
+        ucp_mem_map_params_t mp = {0};
+        mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+        mp.address = ptr;
+        mp.length = bytes;
+        ucs_status_t st = ucp_mem_map(c->context, &mp, &m->memh);
+        if (st != UCS_OK) {
+            free(m);
+            return ERR(MSCCLPP_ERR_SYSTEM, "ucx transport: ucp_mem_map of [%p,+%zu): %s", ptr,
+                       bytes, ucs_status_string(st));
+        }
     }
     m->ptr = ptr;
     m->bytes = bytes;
@@ -423,6 +697,12 @@ static mscclpp_result_t ucx_mem_reg(tp_ctx_t *c, void *ptr, size_t bytes, tp_mem
 
 static mscclpp_result_t ucx_mem_pack(tp_ctx_t *c, tp_mem_t *mem, wire_writer_t *w)
 {
+    if (mem->staged) { /* the kind, then the most one message into it may carry */
+        wire_put_u32(w, UCX_KEY_STAGED);
+        wire_put_u64(w, c->chunk);
+        return MSCCLPP_OK;
+    }
+    wire_put_u32(w, UCX_KEY_UCX);
     void *buf = NULL;
     size_t len = 0;
     ucs_status_t st = ucp_rkey_pack(c->context, mem->memh, &buf, &len);
@@ -449,7 +729,7 @@ static mscclpp_result_t ucx_mem_dereg(tp_ctx_t *c, tp_mem_t *mem)
             break;
         }
     pthread_mutex_unlock(&c->lock);
-    ucs_status_t st = ucp_mem_unmap(c->context, mem->memh);
+    ucs_status_t st = mem->memh ? ucp_mem_unmap(c->context, mem->memh) : UCS_OK;
     free(mem);
     if (st != UCS_OK)
         return ERR(MSCCLPP_ERR_SYSTEM, "ucx transport: ucp_mem_unmap: %s", ucs_status_string(st));
@@ -459,6 +739,24 @@ static mscclpp_result_t ucx_mem_dereg(tp_ctx_t *c, tp_mem_t *mem)
 static mscclpp_result_t ucx_rmem_unpack(tp_ep_t *ep, uint64_t base, uint64_t bytes,
                                         wire_reader_t *r, tp_rmem_t **rmem)
 {
+    uint32_t kind = wire_get_u32(r);
+    if (!r->bad && kind == UCX_KEY_STAGED) {
+        /* the peer stages this memory: no UCX key, only the largest message it takes */
+        uint64_t chunk = wire_get_u64(r);
+        if (r->bad || chunk < 4096)
+            return ERR(MSCCLPP_ERR_REMOTE, "ucx transport: malformed staged key from rank %d",
+                       ep->peer);
+        tp_rmem_t *m = calloc(1, sizeof *m);
+        if (!m) return ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
+        m->base = base;
+        m->bytes = bytes;
+        m->chunk = chunk;
+        *rmem = m;
+        return MSCCLPP_OK;
+    }
+    if (r->bad || kind != UCX_KEY_UCX)
+        return ERR(MSCCLPP_ERR_REMOTE, "ucx transport: malformed key from rank %d (kind %u)",
+                   ep->peer, kind);
     uint32_t len = wire_get_u32(r);
     if (r->bad || len == 0 || len > UCX_RKEY_MAX || len > r->len - r->pos)
         return ERR(MSCCLPP_ERR_REMOTE, "ucx transport: malformed key from rank %d", ep->peer);
@@ -481,7 +779,7 @@ static mscclpp_result_t ucx_rmem_unpack(tp_ep_t *ep, uint64_t base, uint64_t byt
 static mscclpp_result_t ucx_rmem_release(tp_rmem_t *rmem)
 {
     if (!rmem) return MSCCLPP_OK;
-    ucp_rkey_destroy(rmem->rkey);
+    if (rmem->rkey) ucp_rkey_destroy(rmem->rkey);
     free(rmem);
     return MSCCLPP_OK;
 }
@@ -584,13 +882,24 @@ static mscclpp_result_t ucx_failed(tp_ep_t *ep, const char *what)
 
 /* ---- sending --------------------------------------------------------------------------- */
 
+/* A message done with (sent, failed or dropped): its bounce goes back to the pool. */
+static void ucx_msg_free(tp_ctx_t *c, ucx_send_t *m)
+{
+    if (!m) return;
+    if (m->bounce) {
+        ucx_bounce_give(c, m->bounce);
+        c->send_held--;
+    }
+    free(m);
+}
+
 static void ucx_send_done(void *req, ucs_status_t st, void *user)
 {
     ucx_send_t *m = user;
     tp_ep_t *ep = m->ep;
     ep->inflight--;
     if (st != UCS_OK && ep->failed == UCS_OK && !ep->closing) ep->failed = st;
-    free(m);
+    ucx_msg_free(ep->ctx, m);
     ucp_request_free(req);
 }
 
@@ -605,11 +914,11 @@ static mscclpp_result_t ucx_am_send(tp_ep_t *ep, ucx_send_t *m, const void *buf,
     m->ep = ep;
     ucs_status_ptr_t r = ucp_am_send_nbx(ep->ep, UCX_AM_ID, &m->hdr, sizeof m->hdr, buf, len, &p);
     if (r == NULL) { /* done at once: the callback is not called */
-        free(m);
+        ucx_msg_free(ep->ctx, m);
         return MSCCLPP_OK;
     }
     if (UCS_PTR_IS_ERR(r)) {
-        free(m);
+        ucx_msg_free(ep->ctx, m);
         return ucx_status(what, ep->peer, UCS_PTR_STATUS(r));
     }
     ep->inflight++;
@@ -635,6 +944,97 @@ static ucx_send_t *ucx_msg(tp_ep_t *ep, uint32_t flags)
     return m;
 }
 
+static mscclpp_result_t ucx_wait_until(tp_ep_t *ep, bool (*done)(tp_ep_t *, void *), void *arg,
+                                       uint64_t timeout_ns, const char *what);
+
+static bool ucx_bounce_ready(tp_ep_t *ep, void *arg)
+{
+    (void)arg;
+    return ep->ctx->send_held < UCX_STAGE_SEND_BUFS;
+}
+
+/* A bounce for a staged send (lock held): waits, bounded, while every one is in flight. */
+static mscclpp_result_t ucx_bounce_send(tp_ep_t *ep, void **out)
+{
+    tp_ctx_t *c = ep->ctx;
+    if (c->send_held >= UCX_STAGE_SEND_BUFS) {
+        /* every bounce in flight: what other connections hold back goes out first */
+        for (tp_ep_t *e = c->eps; e; e = e->next) CHECK(ucx_send_pending(e));
+        CHECK(ucx_wait_until(ep, ucx_bounce_ready, NULL, config_timeout_ns(),
+                             "put (waiting for a staging buffer)"));
+    }
+    CHECK(ucx_bounce_take(c, out));
+    c->send_held++;
+    return MSCCLPP_OK;
+}
+
+static void ucx_bounce_unsend(tp_ctx_t *c, void *b)
+{
+    if (!b) return;
+    ucx_bounce_give(c, b);
+    c->send_held--;
+}
+
+/*
+ * A put whose source or destination is staged (lock held): messages of at most one chunk
+ * (ours for a staged source, the peer's for a staged destination). A staged source goes
+ * through bounce buffers, pipelined: the copy of chunk k+1 is queued on the stream before
+ * chunk k is sent and the worker driven, and waited for only then. The last message is held
+ * back like any put, for a signal to join.
+ */
+static mscclpp_result_t ucx_put_staged(tp_ep_t *ep, uint64_t dst, const char *src, bool stage_src,
+                                       uint64_t bytes, uint64_t lim)
+{
+    tp_ctx_t *c = ep->ctx;
+    mscclpp_result_t res = MSCCLPP_OK;
+    void *cur = NULL, *next = NULL; /* bounces of chunk k (copied) and k+1 (being copied) */
+    size_t n = (size_t)(bytes < lim ? bytes : lim);
+    if (stage_src) {
+        CHECK(ucx_bounce_send(ep, &cur));
+        res = ucx_stage_copy(c, cur, src, n);
+    }
+    for (uint64_t off = 0; res == MSCCLPP_OK && off < bytes;) {
+        uint64_t noff = off + n;
+        size_t nn = (size_t)(bytes - noff < lim ? bytes - noff : lim);
+        if (stage_src && noff < bytes) { /* queue the next chunk's copy now */
+            res = ucx_bounce_send(ep, &next);
+            if (res == MSCCLPP_OK) res = ucx_stage_op(c, next, src + noff, nn, false);
+            if (res != MSCCLPP_OK) break;
+        }
+        const void *buf = stage_src ? cur : src + off;
+        ucx_send_t *m = ucx_msg(ep, UCX_AM_DATA);
+        if (!m) {
+            res = ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
+            break;
+        }
+        m->hdr.dst = dst + off;
+        m->bounce = cur; /* the message owns it now */
+        cur = NULL;
+        if (noff == bytes) { /* held back: a signal that follows travels in the same message */
+            ep->pending = m;
+            ep->pbuf = buf;
+            ep->plen = n;
+        } else {
+            res = ucx_am_send(ep, m, buf, n, "put");
+            (void)ucp_worker_progress(c->worker);
+        }
+        if (res == MSCCLPP_OK && next) res = ucx_stage_op(c, NULL, NULL, 0, true);
+        cur = next;
+        next = NULL;
+        off = noff;
+        n = nn;
+    }
+    if (res != MSCCLPP_OK) {
+        /* a queued copy may still write into `next`: wait for it before the bounce is reused */
+        if (next) (void)ucx_stage_op(c, NULL, NULL, 0, true);
+        ucx_bounce_unsend(c, cur);
+        ucx_bounce_unsend(c, next);
+        return ERR(res, "ucx transport: put of %llu bytes to rank %d (staged): %s",
+                   (unsigned long long)bytes, ep->peer, mscclpp_last_error());
+    }
+    return MSCCLPP_OK;
+}
+
 static mscclpp_result_t ucx_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, tp_mem_t *src,
                                 uint64_t src_off, uint64_t bytes)
 {
@@ -644,6 +1044,14 @@ static mscclpp_result_t ucx_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, t
     tp_ctx_t *c = ep->ctx;
     pthread_mutex_lock(&c->lock);
     mscclpp_result_t res = ucx_send_pending(ep);
+    uint64_t lim = UINT64_MAX;
+    if (src->staged) lim = c->chunk;
+    if (dst->chunk && dst->chunk < lim) lim = dst->chunk;
+    if (res == MSCCLPP_OK && lim != UINT64_MAX) {
+        res = ucx_put_staged(ep, dst->base + dst_off, src->ptr + src_off, src->staged, bytes, lim);
+        pthread_mutex_unlock(&c->lock);
+        return res;
+    }
     ucx_send_t *m = res == MSCCLPP_OK ? ucx_msg(ep, UCX_AM_DATA) : NULL;
     if (res == MSCCLPP_OK && !m) res = ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
     if (m) { /* held back: a signal that follows travels in the same message */
@@ -668,6 +1076,7 @@ static mscclpp_result_t ucx_wait_until(tp_ep_t *ep, bool (*done)(tp_ep_t *, void
     while (!done(ep, arg)) {
         /* a transfer that moves stays in the spin phase; only an idle one backs off */
         if (ucp_worker_progress(c->worker)) w.polls = 0;
+        ucx_copies_settle(c);
         if (ep->failed != UCS_OK && !ep->closing) return ucx_failed(ep, what);
         if (!base_wait_pause(&w))
             return ERR(MSCCLPP_ERR_TIMEOUT, "ucx transport: %s to rank %d did not complete in "
@@ -759,6 +1168,7 @@ static mscclpp_result_t ucx_drive(tp_ctx_t *c)
         if (res == MSCCLPP_OK) res = r;
     }
     while (ucp_worker_progress(c->worker)) {}
+    ucx_copies_settle(c);
     if (res == MSCCLPP_OK && c->am_res != MSCCLPP_OK)
         res = ERR(c->am_res, "%s", c->am_err);
     return res;
@@ -799,7 +1209,7 @@ static mscclpp_result_t ucx_close(tp_ep_t *ep)
     tp_ctx_t *c = ep->ctx;
     pthread_mutex_lock(&c->lock);
     ep->closing = true;
-    free(ep->pending); /* callers flush first: a put still held back has no reader left */
+    ucx_msg_free(c, ep->pending); /* callers flush first: a put held back has no reader left */
     ep->pending = NULL;
     for (tp_ep_t **pp = &c->eps; *pp; pp = &(*pp)->next)
         if (*pp == ep) {
@@ -820,6 +1230,48 @@ static mscclpp_result_t ucx_close(tp_ep_t *ep)
     pthread_mutex_unlock(&c->lock);
     if (ep->inflight == 0) free(ep); /* else leaked rather than freed under a live callback */
     return MSCCLPP_OK;
+}
+
+
+void tp_ucx_staging_info(char *buf, size_t cap)
+{
+    int mode = ucx_stage_mode();
+    int64_t chunk = config_get_int(CFG_MSCCLPP_UCX_STAGE_CHUNK);
+    if (mode < 0) {
+        snprintf(buf, cap, "MSCCLPP_UCX_STAGING=\"%s\" is not auto, always or never",
+                 config_get(CFG_MSCCLPP_UCX_STAGING));
+        return;
+    }
+    if (mode == UCX_STAGE_ALWAYS) {
+        snprintf(buf, cap, "every registration staged through pinned host memory, %lld-byte "
+                 "chunks (MSCCLPP_UCX_STAGING=always)", (long long)chunk);
+        return;
+    }
+    if (mode == UCX_STAGE_NEVER) {
+        snprintf(buf, cap, "nothing staged (MSCCLPP_UCX_STAGING=never): device pointers go to "
+                 "UCX as they are");
+        return;
+    }
+    const hal_ops_t *hal = NULL;
+    if (hal_get(&hal) != MSCCLPP_OK || !hal) hal = hal_host_ops();
+    core_clear_error();
+    if (hal == hal_host_ops()) {
+        snprintf(buf, cap, "nothing staged: the host backend's device memory is host memory");
+        return;
+    }
+    ucp_context_h ctx = NULL;
+    if (ucx_context_create(&ctx) != UCS_OK) {
+        snprintf(buf, cap, "unknown: ucp_init failed");
+        return;
+    }
+    bool devmem = ucx_has_devmem(ctx, hal);
+    ucp_cleanup(ctx);
+    if (devmem)
+        snprintf(buf, cap, "nothing staged: this UCX accesses %s memory itself", hal->name);
+    else
+        snprintf(buf, cap, "%s device memory staged through pinned host memory, %lld-byte chunks "
+                 "(this UCX has no %s memory support; MSCCLPP_UCX_STAGING=auto)", hal->name,
+                 (long long)chunk, !strcmp(hal->name, "hip") ? "ROCm" : "CUDA");
 }
 
 static const tp_ops_t ucx_ops = {
@@ -847,6 +1299,14 @@ static const tp_ops_t ucx_ops = {
 };
 
 #else /* not built */
+
+bool tp_ucx_mem_staged(const tp_mem_t *mem)
+{
+    (void)mem;
+    return false;
+}
+
+void tp_ucx_staging_info(char *buf, size_t cap) { snprintf(buf, cap, "ucx not built"); }
 
 static mscclpp_result_t ucx_not_built(void)
 {
