@@ -358,6 +358,32 @@ void exec_tuning_view(mscclpp_executor_t *ex, exec_tuning_view_t *v)
 /* ---- collectives with registered plans --------------------------------------------------- */
 
 /*
+ * The chosen plan's chunk layout may refuse the call (a packet plan needs rank blocks of whole
+ * 4-byte words: the multi-node allgather of 61 float16 per rank): then the next registered plan
+ * for the size that accepts it, if any (else the chosen one, whose call reports why). Every rank
+ * decides alike: the layout depends on the sizes and dtype only.
+ */
+static mscclpp_result_t fit_plan(mscclpp_executor_t *ex, const char *collective, bool inplace,
+                                 uint64_t msg, size_t in_bytes, size_t out_bytes,
+                                 mscclpp_dtype_t dtype, mscclpp_result_t chosen,
+                                 const struct mscclpp_plan **plan, int *nth)
+{
+    const struct mscclpp_plan *fit = NULL;
+    if (chosen != MSCCLPP_OK || exec_native_of(*plan) ||
+        exec_layout_fits(*plan, ex->comm->rank, in_bytes, out_bytes, dtype))
+        return chosen;
+    if (exec_registry_select_fit(&ex->registry, collective, ex->comm->nranks, ex->comm->nlocal,
+                                 inplace, msg, ex->comm->rank, in_bytes, out_bytes, dtype,
+                                 &fit) == MSCCLPP_OK) {
+        *plan = fit;
+        *nth = 0;
+    } else {
+        core_clear_error();
+    }
+    return MSCCLPP_OK;
+}
+
+/*
  * Run `collective`: pick a plan for the in-place-ness of the call; when only an out-of-place
  * plan exists for an in-place call, stage the input in a temporary buffer first.
  */
@@ -371,6 +397,7 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     const struct mscclpp_plan *plan = NULL;
     int nth = 0;
     mscclpp_result_t r = exec_choose_plan(ex, collective, inplace, msg, &plan, &nth);
+    r = fit_plan(ex, collective, inplace, msg, in_bytes, out_bytes, dtype, r, &plan, &nth);
     if (r == MSCCLPP_OK) {
         ex->launch_nthreads = nth;
         r = execute_rotated(ex, plan, send, recv, in_bytes, out_bytes, dtype, op,
@@ -380,7 +407,9 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     }
     if (!inplace) goto none;
     /* in-place call, out-of-place plan: copy the input aside */
-    CHECK_GOTO(exec_choose_plan(ex, collective, false, msg, &plan, &nth), r, none);
+    r = exec_choose_plan(ex, collective, false, msg, &plan, &nth);
+    CHECK_GOTO(fit_plan(ex, collective, false, msg, in_bytes, out_bytes, dtype, r, &plan, &nth),
+               r, none);
     if (ex->tmp_bytes < in_bytes) {
         if (ex->tmp) {
             /* contexts keyed on the old staging buffer go with it */

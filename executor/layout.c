@@ -183,6 +183,15 @@ static int chunk_quiet(const struct mscclpp_plan *plan, int rank, uint64_t in, u
     return chunk_layout(plan, rank, in, out, es, &si, &so, cs);
 }
 
+bool exec_layout_fits(const struct mscclpp_plan *plan, int rank, size_t in_bytes,
+                      size_t out_bytes, mscclpp_dtype_t dtype)
+{
+    uint64_t es = exec_elem_size(dtype), cs;
+    if (!plan || rank < 0 || rank >= plan->nranks || es == 0 || in_bytes % es || out_bytes % es)
+        return false;
+    return chunk_quiet(plan, rank, in_bytes, out_bytes, es, &cs) == LAYOUT_OK;
+}
+
 mscclpp_result_t exec_chunk_bytes(const struct mscclpp_plan *plan, int rank, size_t in_bytes,
                                   size_t out_bytes, mscclpp_dtype_t dtype, uint64_t *chunk)
 {

@@ -37,6 +37,14 @@ mscclpp_result_t exec_chunk_bytes(const struct mscclpp_plan *plan, int rank, siz
                                   size_t out_bytes, mscclpp_dtype_t dtype, uint64_t *chunk);
 
 /**
+ * Whether exec_chunk_bytes accepts these sizes and dtype on `rank`, without setting an error:
+ * a packet plan refuses rank blocks that are not whole 4-byte words, and a collective call then
+ * falls to the next registered plan (exec_registry_select_fit).
+ */
+bool exec_layout_fits(const struct mscclpp_plan *plan, int rank, size_t in_bytes,
+                      size_t out_bytes, mscclpp_dtype_t dtype);
+
+/**
  * Scratch bytes `rank` needs for these sizes: scratch_chunks * chunk, x2 when the plan uses
  * packets (protocol LL or any packet op), x2 with use_double_scratch_buffer, rounded up to 64.
  */

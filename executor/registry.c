@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include "base/debug.h"
+#include "executor/layout.h"
+#include "executor/native_exec.h"
 #include "executor/registry.h"
 
 void exec_registry_init(exec_registry_t *reg)
@@ -218,10 +220,18 @@ uint64_t exec_message_size(const char *collective, uint64_t in_bytes, uint64_t o
     return collective && !strcmp(collective, "allgather") ? out_bytes : in_bytes;
 }
 
-mscclpp_result_t exec_registry_select(const exec_registry_t *reg, const char *collective,
-                                      int world_size, int ranks_per_node, bool inplace,
-                                      uint64_t message_bytes, const char *tags,
-                                      const struct mscclpp_plan **plan)
+/* The call a plan must also fit (exec_registry_select_fit); NULL: any. */
+typedef struct {
+    int rank;
+    size_t in_bytes, out_bytes;
+    mscclpp_dtype_t dtype;
+} select_call_t;
+
+static mscclpp_result_t registry_select(const exec_registry_t *reg, const char *collective,
+                                        int world_size, int ranks_per_node, bool inplace,
+                                        uint64_t message_bytes, const char *tags,
+                                        const select_call_t *call,
+                                        const struct mscclpp_plan **plan)
 {
     CHECK_ARG(reg != NULL);
     CHECK_ARG(collective != NULL);
@@ -236,6 +246,9 @@ mscclpp_result_t exec_registry_select(const exec_registry_t *reg, const char *co
         if (p->inplace != inplace) continue;
         if (message_bytes < p->min_message_size || message_bytes > p->max_message_size) continue;
         if (!exec_tags_match(e->tags, tags)) continue;
+        if (call && !exec_native_of(p) &&
+            !exec_layout_fits(p, call->rank, call->in_bytes, call->out_bytes, call->dtype))
+            continue;
         *plan = p;
         TRACE(SUBSYS_PLAN, "selected plan \"%s\" for %s, %d ranks, %llu bytes", p->name,
               collective, world_size, (unsigned long long)message_bytes);
@@ -251,4 +264,24 @@ mscclpp_result_t exec_registry_select(const exec_registry_t *reg, const char *co
                             inplace ? "in-place" : "out-of-place",
                             (unsigned long long)message_bytes, tags && tags[0] ? ", tags " : "",
                             tags && tags[0] ? tags : "", reg->count);
+}
+
+mscclpp_result_t exec_registry_select(const exec_registry_t *reg, const char *collective,
+                                      int world_size, int ranks_per_node, bool inplace,
+                                      uint64_t message_bytes, const char *tags,
+                                      const struct mscclpp_plan **plan)
+{
+    return registry_select(reg, collective, world_size, ranks_per_node, inplace, message_bytes,
+                           tags, NULL, plan);
+}
+
+mscclpp_result_t exec_registry_select_fit(const exec_registry_t *reg, const char *collective,
+                                          int world_size, int ranks_per_node, bool inplace,
+                                          uint64_t message_bytes, int rank, size_t in_bytes,
+                                          size_t out_bytes, mscclpp_dtype_t dtype,
+                                          const struct mscclpp_plan **plan)
+{
+    select_call_t call = {rank, in_bytes, out_bytes, dtype};
+    return registry_select(reg, collective, world_size, ranks_per_node, inplace, message_bytes,
+                           NULL, &call, plan);
 }

@@ -71,6 +71,18 @@ mscclpp_result_t exec_registry_select(const exec_registry_t *reg, const char *co
                                       uint64_t message_bytes, const char *tags,
                                       const struct mscclpp_plan **plan);
 
+/**
+ * exec_registry_select for one call of `dtype` on `rank`, passing over plans whose chunk layout
+ * refuses its sizes (exec_layout_fits): the multi-node packet plans serve small messages but
+ * need rank blocks of whole 4-byte words (an allgather of 61 float16 per rank is not), and the
+ * Simple plan for the same size takes those calls. Native algorithms are never passed over.
+ */
+mscclpp_result_t exec_registry_select_fit(const exec_registry_t *reg, const char *collective,
+                                          int world_size, int ranks_per_node, bool inplace,
+                                          uint64_t message_bytes, int rank, size_t in_bytes,
+                                          size_t out_bytes, mscclpp_dtype_t dtype,
+                                          const struct mscclpp_plan **plan);
+
 /** The message size used for matching: out_bytes for "allgather", in_bytes otherwise. */
 uint64_t exec_message_size(const char *collective, uint64_t in_bytes, uint64_t out_bytes);
 

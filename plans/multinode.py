@@ -24,8 +24,16 @@ Two algorithm families, one generator each, for every layout in LAYOUTS:
 * flat (plans/multinode/flat/<K>x<L>/, not registered; for comparison with --plan): every
   rank sends to every peer directly, one network round, a memory put inside the node and a
   put-with-signal-and-flush across.
+* packet (LL) plans for small messages (plans/multinode/<K>x<L>/<coll>-pkt.json, registered
+  with the hierarchical ones; allreduce, allgather, reducescatter): every byte travels as LL
+  packets that carry the launch's flag, so a call needs no ready handshake (the flags tell
+  launches apart and consecutive launches use alternate scratch halves), no signal and no
+  trailing flush; a port channel relays packets already formatted in the sender's scratch
+  (port `ppkt`). Each call costs one network one-way latency instead of the Simple plans'
+  handshake + put-with-signal + wait + flush round trip. See PKT_IMAGE_MAX for their size cap
+  and _pkt_max_message for the crossover to the Simple plans.
 
-Every plan starts with a ready handshake on each channel it writes through, so a fast rank
+Every Simple plan starts with a ready handshake on each channel it writes through, so a fast rank
 never overwrites a peer's scratch slot while that peer still reads it in the previous launch;
 port puts are flushed before the launch ends (the caller may reuse the source at once).
 """
@@ -41,6 +49,40 @@ LAYOUTS = [(2, 1), (2, 2), (2, 3), (2, 4), (4, 2)]  # (nodes, ranks per node)
 # all-pairs ones would be 64 ranks x 63 peers
 SCALE_LAYOUTS = [(8, 8)]
 COLLECTIVES = ["allgather", "allreduce", "alltoall", "broadcast", "reducescatter"]
+
+# ---- packet plans: their size cap --------------------------------------------------------
+# A port `ppkt` is one proxy put of the packet image (2 bytes per payload byte). Over UCX's
+# tcp transport our puts are active messages; a message above UCX's rendezvous threshold is
+# received in place (ucp_am_recv_data_nbx), written by the socket copy in whatever pieces it
+# likes, so a reader polling the flags could see a packet whose flag landed before its data.
+# Below the threshold the message arrives whole (eager) and the handler copies it with one
+# store per aligned 8-byte word (transports/ucx/ucx.c), so packets are never torn. The
+# threshold is UCX's own ("auto", from its link model): measured over the namespace veth with
+# UCX 1.13, ucp_am_send_nbx with our 40-byte header went eager up to 19456 payload bytes and
+# rendezvous from 19584 (docs/performance.md, "Packet plans across nodes"). Every port put of
+# a packet plan stays at most PKT_IMAGE_MAX bytes (plus the chunk rounding, at most 32 bytes
+# per chunk), a margin of ~3 KB under that. Cap is UCX_RNDV_THRESH-independent only as long
+# as nobody lowers UCX_RNDV_THRESH below it (docs/multinode.md says so).
+PKT_IMAGE_MAX = 16 * 1024
+PKT_COLLECTIVES = ["allreduce", "allgather", "reducescatter"]
+# File name of a packet plan: the executor registers a folder's plans in file-name order and
+# the first match wins; "-" sorts before ".", so allgather-pkt.json comes before allgather.json
+# (for a call the packet plan's layout refuses, the executor takes the next plan that fits:
+# exec_registry_select_fit).
+PKT_FILE = "{coll}-pkt.json"
+
+
+def _pkt_max_message(coll, nodes, per_node):
+    """Largest message of the packet plan of `coll` on K nodes x L ranks: the size whose
+    largest port put (one packet image) is PKT_IMAGE_MAX. Message size (plan-format 3.2):
+    allreduce, reducescatter: the input; allgather: the output. Largest port put:
+    allreduce: the rank's stripe (1/L of the message); allgather: the rank's input (1/N);
+    reducescatter: one rank's chunk (1/N). Below these caps the packet plans were faster than
+    the Simple ones at every size measured (docs/performance.md), so the cap is the
+    crossover."""
+    n = nodes * per_node
+    per_put = {"allreduce": per_node, "allgather": n, "reducescatter": n}[coll]
+    return PKT_IMAGE_MAX // 2 * per_put
 
 
 class Topo:
@@ -85,10 +127,22 @@ class Topo:
 
 
 def _program(kind, coll, nodes, per_node, collective):
-    suffix = "" if kind == "hier" else "_flat"
+    suffix = {"hier": "", "flat": "_flat", "pkt": "_pkt"}[kind]
+    if kind == "pkt":
+        return CollectiveProgram(f"multinode_{coll}_{nodes}x{per_node}{suffix}", collective,
+                                 nodes * per_node, instances=1, protocol="LL",
+                                 use_double_scratch_buffer=True, min_message_size=0,
+                                 max_message_size=_pkt_max_message(coll, nodes, per_node))
+    lo = 0
+    if kind == "hier" and (nodes, per_node) in LAYOUTS and coll == "allreduce":
+        # the packet plan serves every call below (its chunks never split a rank's block);
+        # the packet allgather and reducescatter refuse rank blocks that are not whole 4-byte
+        # words (61 float16 per rank), so their Simple plans keep serving every size: the
+        # packet files sort first (PKT_FILE) and win where they fit
+        lo = _pkt_max_message(coll, nodes, per_node) + 1
     return CollectiveProgram(f"multinode_{coll}_{nodes}x{per_node}{suffix}", collective,
                              nodes * per_node, instances=1, protocol="Simple",
-                             min_message_size=0, max_message_size=MAX_MESSAGE)
+                             min_message_size=lo, max_message_size=MAX_MESSAGE)
 
 
 def _handshake(t, r, peers):
@@ -416,6 +470,139 @@ def _hier_broadcast(t, root=0):
     return prog
 
 
+# ---- packet (LL) plans for small messages --------------------------------------------------
+#
+# Full images. A port ppkt (and a memory rppkt) has only scratch descriptors, so the executor
+# moves whole scratch slots (chunk count x the chunk size), and the sender first waits until
+# every unit of the slot carries this launch's flag. A slot formatted from the input or the
+# output holds only that chunk's bytes, which are fewer whenever the size does not split
+# evenly (chunks rounded up to the alignment, the last ones short or empty): the relay would
+# wait for units nobody writes. So every image that crosses a port is formatted from a PLAIN
+# SCRATCH copy (`_plain`): scratch to scratch, whole slots, padding included (readers unpack
+# or reduce only the data's length). The plain copies live at chunk index 2*M and up, M being
+# the end of the packet slots: a packet slot c occupies bytes [2c, 2c + 2) x the chunk size,
+# a plain one [c, c + 1) x the chunk size, so the two kinds never overlap.
+
+
+def _plain(M):
+    """First chunk of the plain scratch region after M chunks of packet slots."""
+    return 2 * M
+
+
+def _pkt_allreduce(t):
+    """Hierarchical, in packets; chunk c (of N) belongs to stripe c // K.
+
+    1. intra-node reduce-scatter: stripe l' of my input as packets to local peer l'
+       (memory ppkt); I reduce my stripe l with theirs (the node's partial stripe);
+    2. inter-node: the partial stripe, formatted once into my scratch (cpkt), relayed to every
+       node peer (port ppkt: one put per peer, no signal); I reduce my partial with theirs
+       into my output stripe (the full sum);
+    3. intra-node allgather: my full stripe as packets to every local peer; unpack theirs.
+    One network one-way latency; with one rank per node steps 1 and 3 vanish and this is the
+    all-pairs one-shot allreduce.
+
+    Scratch (chunks). Packets: [0, N) intra slots (local peer l' writes its stripe l at
+    l'*K), [N, N+K*K) partial stripes by node, [N+K*K, 2N+K*K) allgather slots (local peer l'
+    writes its full stripe at l'*K). Plain, from 2M (M = 2N+K*K): my partial stripe (K)."""
+    K, L, N = t.K, t.L, t.N
+    with _program("pkt", "allreduce", K, L, AllReduce(N, 1, False)) as prog:
+        A, B, C = 0, N, N + K * K
+        P = _plain(2 * N + K * K)
+        scratch = [Buffer(r, P + K) for r in range(N)]
+        for r in range(N):
+            rank = Rank(r)
+            inp, out, s = rank.get_input_buffer(), rank.get_output_buffer(), scratch[r]
+            n, l = t.node(r), t.local(r)
+            loc, rem = t.local_peers(r), t.node_peers(r)
+            mine = slice(l * K, (l + 1) * K)
+
+            def stripe(buf, base, i):
+                return buf[base + i * K:base + (i + 1) * K]
+            for p in loc:  # 1.
+                lp = t.local(p)
+                t.chan(r, p).put_packets(stripe(scratch[p], A, l), stripe(inp, 0, lp), tb=0)
+            if loc:  # (into the output first: a reduce into P then cpkt would fuse, recpkt,
+                # and format only the data's bytes)
+                rank.reduce(inp[mine], [stripe(s, A, t.local(p)) for p in loc], tb=0,
+                            dst_chunk=out[mine], packet=True)
+                rank.copy(s[P:P + K], out[mine], tb=0)
+            else:
+                rank.copy(s[P:P + K], inp[mine], tb=0)
+            rank.copy_packets(stripe(s, B, n), s[P:P + K], tb=0)  # 2.
+            for p in rem:
+                t.chan(r, p).put_packets(stripe(scratch[p], B, n), stripe(s, B, n), tb=0)
+            rank.reduce(s[P:P + K], [stripe(s, B, t.node(p)) for p in rem], tb=0,
+                        dst_chunk=out[mine], packet=True)
+            for p in loc:  # 3.
+                t.chan(r, p).put_packets(stripe(scratch[p], C, l), out[mine], tb=0)
+            for p in loc:
+                lp = t.local(p)
+                rank.unpack_packets(stripe(out, 0, lp), stripe(s, C, lp), tb=0)
+    return prog
+
+
+def _pkt_allgather(t):
+    """Hierarchical, in packets. My input, formatted once into my scratch slot r, goes to every
+    node peer (port ppkt) and as packets to every local peer (memory ppkt); what the node
+    peers send me I forward to my local peers as it lands (memory rppkt), so every chunk
+    crosses the network once. Scratch: packet slot q (of N) holds rank q's input; plain, from
+    2N: my input."""
+    K, L, N = t.K, t.L, t.N
+    with _program("pkt", "allgather", K, L, AllGather(N, 1, False)) as prog:
+        P = _plain(N)
+        scratch = [Buffer(r, P + 1) for r in range(N)]
+        for r in range(N):
+            rank = Rank(r)
+            inp, out, s = rank.get_input_buffer(), rank.get_output_buffer(), scratch[r]
+            loc, rem = t.local_peers(r), t.node_peers(r)
+            rank.copy(s[P:P + 1], inp[0:1], tb=0)
+            rank.copy_packets(s[r:r + 1], s[P:P + 1], tb=0)
+            for p in rem:
+                t.chan(r, p).put_packets(scratch[p][r:r + 1], s[r:r + 1], tb=0)
+            for p in loc:
+                t.chan(r, p).put_packets(scratch[p][r:r + 1], inp[0:1], tb=0)
+            rank.copy(out[r:r + 1], inp[0:1], tb=0)
+            for q in rem:  # relay the node peers' (whole) images inside the node
+                for p in loc:
+                    t.chan(r, p).read_put_packets(scratch[p][q:q + 1], s[q:q + 1], tb=0)
+            for q in peers_of(r, N):
+                rank.unpack_packets(out[q:q + 1], s[q:q + 1], tb=0)
+    return prog
+
+
+def _pkt_reducescatter(t):
+    """All pairs, in packets (one hop: a hierarchical one would add a second). Chunk q of my
+    input goes to rank q: as packets over memory inside the node; copied to plain scratch,
+    formatted and relayed (port ppkt) across. Scratch: packets [0, N) what rank q sent me at
+    slot q, [N, 2N) my chunks for the ranks of other nodes, formatted, at N + q; plain, from
+    4N: those chunks at 4N + q."""
+    K, L, N = t.K, t.L, t.N
+    with _program("pkt", "reducescatter", K, L, ReduceScatter(N, 1, False)) as prog:
+        P = _plain(2 * N)
+        scratch = [Buffer(r, P + N) for r in range(N)]
+        for r in range(N):
+            rank = Rank(r)
+            inp, out, s = rank.get_input_buffer(), rank.get_output_buffer(), scratch[r]
+            peers = peers_of(r, N)
+            for q in peers:
+                if t.same_node(r, q):
+                    t.chan(r, q).put_packets(scratch[q][r:r + 1], inp[q:q + 1], tb=0)
+                else:
+                    rank.copy(s[P + q:P + q + 1], inp[q:q + 1], tb=0)
+                    rank.copy_packets(s[N + q:N + q + 1], s[P + q:P + q + 1], tb=0)
+                    t.chan(r, q).put_packets(scratch[q][r:r + 1], s[N + q:N + q + 1], tb=0)
+            rank.reduce(inp[r:r + 1], [s[q:q + 1] for q in peers], tb=0, dst_chunk=out[0:1],
+                        packet=True)
+    return prog
+
+
+def packet(coll, nodes, per_node):
+    """The packet plans for small messages (registered with the hierarchical ones)."""
+    t = Topo(nodes, per_node)
+    return {"allreduce": _pkt_allreduce, "allgather": _pkt_allgather,
+            "reducescatter": _pkt_reducescatter}[coll](t)
+
+
 def hierarchical(coll, nodes, per_node):
     """The hierarchical plans (the executor's defaults across nodes)."""
     t = Topo(nodes, per_node)
@@ -428,6 +615,9 @@ def default_plans():
     for k, l in LAYOUTS + SCALE_LAYOUTS:
         for coll in COLLECTIVES:
             yield f"multinode/{k}x{l}/{coll}.json", hierarchical(coll, k, l)
+    for k, l in LAYOUTS:
+        for coll in PKT_COLLECTIVES:
+            yield f"multinode/{k}x{l}/" + PKT_FILE.format(coll=coll), packet(coll, k, l)
     for k, l in LAYOUTS:
         for coll in COLLECTIVES:
             yield f"multinode/flat/{k}x{l}/{coll}.json", flat(coll, k, l)

@@ -3,10 +3,14 @@
 # run (issue 10 item 9). Needs root, iproute2, python3, ucx_perftest (Debian: ucx-utils) and,
 # for the MPICH columns, mpiexec (MPICH with ch4:ucx, Debian's mpich).
 #
-#   scripts/bench-multinode.sh [-r ROUNDS] [-n ITERS] [-b BUILD_DIR]... [--no-mpi] [--json FILE]
+#   scripts/bench-multinode.sh [-r ROUNDS] [-n ITERS] [-b BUILD_DIR[:PLAN_DIR]]... [-s SIZES]
+#                              [--no-mpi] [--json FILE]
 #
 # -b may be given several times (a build of main and one of a branch, say): every build runs
-# in every round, interleaved, so that their numbers share the machine's moment. --json FILE
+# in every round, interleaved, so that their numbers share the machine's moment. A build may
+# name its own plan folder (BUILD:PLANS, e.g. main's plans/ beside a branch's, same binary);
+# else every build uses $MSCCLPP_PLAN_DIR, default this tree's plans/. -s "8 64 4096 ..."
+# replaces the message sizes (bytes; default "8 16777216"). --json FILE
 # writes the medians and samples to FILE and every raw sample to FILE.raw. A run that fails or
 # passes BENCH_RUN_LIMIT seconds (default 180) loses its sample only (said on stderr).
 #
@@ -20,7 +24,7 @@
 #            also with -O 1 (one put in flight); ucp_am_lat 8 B and ucp_am_bw 16 MiB (active
 #            messages: what our ucx transport sends since wave/net); and a plain TCP stream
 #            over the same veth (python3 sockets), the link's own limit
-#   ours     mscclpp-bench {allreduce,allgather} --np 2 --nodes 2 at 8 B and 16 MiB
+#   ours     mscclpp-bench {allreduce,allgather} --np 2 --nodes 2 at 8 B and 16 MiB (or -s)
 #            (out-of-place: the multi-node plans of plans/multinode/2x1; the launcher makes
 #            two namespaces of its own exactly like the ones above)
 #   ours+MPI the same bench under mpiexec, one rank in each of the two namespaces above (MPI
@@ -29,9 +33,9 @@
 #            same host name, so MPICH would treat them as one node), and MPICH's UCX gets the
 #            same UCX_TLS / UCX_NET_DEVICES as ucx_perftest.
 # Ratios printed:
-#   8 B      our time / ucx_perftest one-way put latency and / am latency (link latencies
+#   < 1 MiB  our time / ucx_perftest one-way put latency and / am latency (link latencies
 #            per call)
-#   16 MiB   bytes each rank sends per call (allreduce 16 MiB, allgather 8 MiB) / our time,
+#   >= 1 MiB bytes each rank sends per call (allreduce 16 MiB, allgather 8 MiB) / our time,
 #            over ucx_perftest put bandwidth (issue 10 target: >= 0.90), over the -O 1 put
 #            bandwidth, over the am bandwidth, and over the TCP stream
 #   MPICH    MPICH time / ours (above 1: we are faster)
@@ -40,16 +44,24 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 rounds=3
 iters=20
 builds=()
+sizes="8 16777216"
 use_mpi=1
 json=""
 while [ $# -gt 0 ]; do
     case $1 in
     -r) rounds=$2; shift 2 ;;
     -n) iters=$2; shift 2 ;;
-    -b) builds+=("$(cd "$2" && pwd)"); shift 2 ;;
+    -b)
+        case $2 in
+        *:*) builds+=("$(cd "${2%%:*}" && pwd):$(cd "${2#*:}" && pwd)") ;;
+        *) builds+=("$(cd "$2" && pwd)") ;;
+        esac
+        shift 2
+        ;;
+    -s) sizes=$2; shift 2 ;;
     --no-mpi) use_mpi=0; shift ;;
     --json) json=$2; shift 2 ;;
-    -h | --help) sed -n '2,35s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,41s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "bench-multinode: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -60,7 +72,7 @@ command -v ip >/dev/null || die "the ip command (iproute2) is missing"
 command -v ucx_perftest >/dev/null || die "ucx_perftest is missing (apt-get install ucx-utils)"
 command -v python3 >/dev/null || die "python3 is missing (TCP stream, medians)"
 for b in "${builds[@]}"; do
-    [ -x "$b/tools/mscclpp-bench" ] || die "$b/tools/mscclpp-bench not built (scripts/build.sh)"
+    [ -x "${b%%:*}/tools/mscclpp-bench" ] || die "${b%%:*}/tools/mscclpp-bench not built (scripts/build.sh)"
 done
 if [ $use_mpi = 1 ] && ! command -v mpiexec >/dev/null; then
     echo "bench-multinode: no mpiexec: the MPICH columns are left out" >&2
@@ -178,10 +190,11 @@ json_field() { # json_field FILE EXPR -> EXPR of the file's first record `r`
 # A run that fails or hangs (MPICH's start-up between namespaces hung once in ~40 runs, in
 # PMI) costs its sample, not the whole measurement: it is reported on stderr and left out.
 limit=${BENCH_RUN_LIMIT:-180}
-ours() { # ours BENCH COLL SIZE -> out-of-place time (us), or nothing
+ours() { # ours BENCH COLL SIZE [PLANS] -> out-of-place time (us), or nothing
     local j=$tmp/ours.json
     rm -f "$j"
-    if ! timeout -k 5 $limit "$1" "$2" --np 2 --nodes 2 -b "$3" -e "$3" -n $iters -w 3 \
+    if ! MSCCLPP_PLAN_DIR=${4:-$MSCCLPP_PLAN_DIR} \
+        timeout -k 5 $limit "$1" "$2" --np 2 --nodes 2 -b "$3" -e "$3" -n $iters -w 3 \
         --json "$j" >"$tmp/ours.out" 2>&1; then
         echo "bench-multinode: mscclpp-bench $2 $3 ($1) failed; sample left out:" >&2
         tail -n 5 "$tmp/ours.out" >&2
@@ -189,12 +202,13 @@ ours() { # ours BENCH COLL SIZE -> out-of-place time (us), or nothing
     fi
     json_field "$j" 'r["out_of_place"]["time_us"]'
 }
-with_mpi() { # with_mpi BENCH COLL SIZE -> "ours_us mpi_us" (both under mpiexec), or nothing
+with_mpi() { # with_mpi BENCH COLL SIZE [PLANS] -> "ours_us mpi_us" (both under mpiexec)
     local j=$tmp/mpi.json
     rm -f "$j"
     local args=("$1" "$2" --mpi -b "$3" -e "$3" -n $iters -w 3)
-    if ! timeout -k 5 $limit mpiexec -n 1 $(node_env 0) "${args[@]}" --json "$j" \
-        : -n 1 $(node_env 1) "${args[@]}" >"$tmp/mpi.out" 2>&1; then
+    local pd=MSCCLPP_PLAN_DIR=${4:-$MSCCLPP_PLAN_DIR}
+    if ! timeout -k 5 $limit mpiexec -n 1 $(node_env 0) $pd "${args[@]}" --json "$j" \
+        : -n 1 $(node_env 1) $pd "${args[@]}" >"$tmp/mpi.out" 2>&1; then
         echo "bench-multinode: mpiexec $2 $3 ($1) failed; sample left out:" >&2
         tail -n 5 "$tmp/mpi.out" >&2
         return 0
@@ -226,16 +240,19 @@ for r in $(seq 1 "$rounds"); do
     echo "ucx - am_bw_MBps $6" >>"$res"
     v=$(tcp_stream)
     echo "tcp - stream_Bps $v" >>"$res"
-    for b in "${builds[@]}"; do
+    for bp in "${builds[@]}"; do
+        b=${bp%%:*}
+        pd=
+        [ "$b" = "$bp" ] || pd=${bp#*:}
         for coll in allreduce allgather; do
-            for size in 8 16777216; do
-                v=$(ours "$b/tools/mscclpp-bench" $coll $size)
-                [ -z "$v" ] || echo "ours $b ${coll}_$size $v" >>"$res"
+            for size in $sizes; do
+                v=$(ours "$b/tools/mscclpp-bench" $coll $size $pd)
+                [ -z "$v" ] || echo "ours $bp ${coll}_$size $v" >>"$res"
                 if [ $use_mpi = 1 ]; then
-                    v=$(with_mpi "$b/tools/mscclpp-bench" $coll $size)
+                    v=$(with_mpi "$b/tools/mscclpp-bench" $coll $size $pd)
                     set -- $v
-                    [ $# -lt 2 ] || echo "oursmpi $b ${coll}_$size $1" >>"$res"
-                    [ $# -lt 2 ] || echo "mpich $b ${coll}_$size $2" >>"$res"
+                    [ $# -lt 2 ] || echo "oursmpi $bp ${coll}_$size $1" >>"$res"
+                    [ $# -lt 2 ] || echo "mpich $bp ${coll}_$size $2" >>"$res"
                 fi
             done
         done
@@ -271,8 +288,9 @@ for b in sorted({b for (w, b, _) in vals if w == "ours"}):
     print(f"  {'case':<17}{'ours us':>11}{'xlat/bw':>9}{'/bw1':>7}{'xam/am':>8}{'/tcp':>7}"
           f"{'mpx us':>11}{'MPICH us':>11}{'MPICH/ours':>11}")
     rows = []
+    sizes = sorted({int(k.rsplit("_", 1)[1]) for (w, bb, k) in vals if w == "ours" and bb == b})
     for coll in ("allreduce", "allgather"):
-        for size in (8, 16777216):
+        for size in sizes:
             key = f"{coll}_{size}"
             t = med.get(("ours", b, key))
             tm = med.get(("oursmpi", b, key))
@@ -282,7 +300,7 @@ for b in sorted({b for (w, b, _) in vals if w == "ours"}):
                 continue
             row = {"case": key, "ours_us": t, "ours_mpiexec_us": tm, "mpich_us": m,
                    "samples": {w: vals.get((w, b, key)) for w in ("ours", "oursmpi", "mpich")}}
-            if size == 8:
+            if size < 1048576:
                 row.update(x_lat=t / lat, x_am_lat=t / alat)
                 rtxt = f"{t / lat:9.1f}{'':>7}{t / alat:8.1f}{'':>7}"
             else:
@@ -293,7 +311,7 @@ for b in sorted({b for (w, b, _) in vals if w == "ours"}):
                 rtxt = f"{rate / bw:9.2f}{rate / bw1:7.2f}{rate / abw:8.2f}{rate / tcp:7.2f}"
             mtxt = f"{m:11.1f}{m / t:11.2f}" if m else f"{'-':>11}{'-':>11}"
             ttxt = f"{tm:11.1f}" if tm else f"{'-':>11}"
-            name = f"{coll} {'8 B' if size == 8 else '16 MiB'}"
+            name = f"{coll} {size} B" if size < 1048576 else f"{coll} {size >> 20} MiB"
             print(f"  {name:<17}{t:11.1f}{rtxt}{ttxt}{mtxt}")
             rows.append(row)
     out["builds"][b] = rows

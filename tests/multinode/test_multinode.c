@@ -241,6 +241,11 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         size_t count = counts[call] / (size_t)n * (size_t)n; /* allreduce: whole chunks per rank */
         if (count == 0) count = (size_t)n;
         size_t in_count = count, out_count = ag ? count * (size_t)n : count;
+        /* a default Simple plan leaves the small sizes to its packet plan (min_message_size) */
+        uint64_t msg = (ag ? out_count : in_count) * 4;
+        if ((msg < mscclpp_plan_min_message_size(plan) ||
+             msg > mscclpp_plan_max_message_size(plan)) && pc->kill_rank < 0)
+            continue;
         memset(out, 0xff, out_count * 4);
         if (pc->inplace) in = out + (size_t)rank * count;
         for (size_t i = 0; i < in_count; i++) in[i] = value(rank, i);
@@ -293,6 +298,131 @@ static void run_case(int n, plan_case_t pc)
 {
     ck_assert_int_eq(mp_run(n, plan_body, &pc, 240, NULL), 0);
 }
+
+/* ---- the default plans through the collective API: packet and Simple plans by size ---------- */
+
+/* Sizes of one run, in float elements per rank block: the packet plans' range (8 B up to their
+ * largest message), the Simple plans' right above it, back to back in changing order (each
+ * change of size or plan goes through the launch fence), then one size many times in a row
+ * (LL flags advance, scratch halves alternate, no fence). Every value depends on the call, so a
+ * packet left over from an earlier call is caught. */
+#define API_ITERS 24
+
+static float api_value(int rank, size_t i, int call)
+{
+    return (float)((rank + 1) * 1000 + (int)((i + 13 * (size_t)call) % 997));
+}
+
+static int api_check(int rank, const char *what, int call, size_t i, float got, float want)
+{
+    return MP_FAIL(rank, "%s call %d: element %zu = %g, want %g", what, call, i, got, want);
+}
+
+static int api_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    const plan_case_t *pc = arg;
+    char node[32], dir[4096];
+    snprintf(node, sizeof node, "api-node-%d", rank / pc->per_node);
+    setenv("MSCCLPP_NODE_ID", node, 1);
+    snprintf(dir, sizeof dir, "%s/plans", getenv("MSCCLPP_TOP_SRCDIR"));
+    setenv("MSCCLPP_PLAN_DIR", dir, 1);
+    use_tls("tcp");
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    /* the packet plans' largest message, from the registry */
+    const mscclpp_plan_t *pkt[3] = {NULL, NULL, NULL}, *simple = NULL;
+    const char *colls[3] = {"allreduce", "allgather", "reducescatter"};
+    for (int c = 0; c < 3; c++) {
+        MP_CHECK(rank, mscclpp_executor_select_plan(ex, colls[c], 0, 8 * (uint64_t)n, NULL,
+                                                    &pkt[c]));
+        if (!strstr(mscclpp_plan_name(pkt[c]), "_pkt"))
+            return MP_FAIL(rank, "%s of %d bytes: plan %s, not a packet plan", colls[c], 8 * n,
+                           mscclpp_plan_name(pkt[c]));
+        uint64_t top = mscclpp_plan_max_message_size(pkt[c]);
+        MP_CHECK(rank, mscclpp_executor_select_plan(ex, colls[c], 0, top + 1, NULL, &simple));
+        /* allreduce: the Simple plan starts right above; allgather, reducescatter: it serves
+         * every size (the calls the packet plan's layout refuses), registered after it */
+        uint64_t lo = c == 0 ? top + 1 : 0;
+        if (strstr(mscclpp_plan_name(simple), "_pkt") || mscclpp_plan_min_message_size(simple) != lo)
+            return MP_FAIL(rank, "%s of %llu bytes: plan %s (min %llu), not the Simple plan "
+                           "that takes over from the packet plan", colls[c],
+                           (unsigned long long)(top + 1), mscclpp_plan_name(simple),
+                           (unsigned long long)mscclpp_plan_min_message_size(simple));
+    }
+    size_t top_ar = mscclpp_plan_max_message_size(pkt[0]) / 4; /* floats */
+    size_t top_blk = mscclpp_plan_max_message_size(pkt[1]) / 4 / (size_t)n;
+    size_t blocks[] = {2, top_blk, 1, top_blk + 1, 37, 4 * top_blk, 2, 2, 2, 2, 2, 2,
+                       2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
+    size_t max_blk = 4 * top_blk + top_ar;
+    float *in = NULL, *out = NULL;
+    MP_CHECK(rank, mscclpp_malloc(max_blk * (size_t)n * 4, (void **)&in));
+    MP_CHECK(rank, mscclpp_malloc(max_blk * (size_t)n * 4, (void **)&out));
+    for (int call = 0; call < API_ITERS; call++) {
+        /* allreduce: around its own boundary (whole-buffer counts, not per rank) */
+        size_t ar = call == 1 ? top_ar : call == 3 ? top_ar + 1 : blocks[call] * (size_t)n;
+        for (size_t i = 0; i < ar; i++) in[i] = api_value(rank, i, call);
+        memset(out, 0xff, ar * 4);
+        MP_CHECK(rank, mscclpp_allreduce(ex, in, out, ar, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+        for (size_t i = 0; i < ar; i++) {
+            float want = 0;
+            for (int r = 0; r < n; r++) want += api_value(r, i, call);
+            if (out[i] != want) return api_check(rank, "allreduce", call, i, out[i], want);
+        }
+        size_t b = blocks[call];
+        for (size_t i = 0; i < b; i++) in[i] = api_value(rank, i, call);
+        memset(out, 0xff, b * (size_t)n * 4);
+        MP_CHECK(rank, mscclpp_allgather(ex, in, out, b, MSCCLPP_FLOAT32, NULL));
+        for (size_t i = 0; i < b * (size_t)n; i++) {
+            float want = api_value((int)(i / b), i % b, call);
+            if (out[i] != want) return api_check(rank, "allgather", call, i, out[i], want);
+        }
+        for (size_t i = 0; i < b * (size_t)n; i++) in[i] = api_value(rank, i, call);
+        memset(out, 0xff, b * 4);
+        MP_CHECK(rank, mscclpp_reducescatter(ex, in, out, b, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                                             NULL));
+        for (size_t i = 0; i < b; i++) {
+            float want = 0;
+            for (int r = 0; r < n; r++) want += api_value(r, (size_t)rank * b + i, call);
+            if (out[i] != want) return api_check(rank, "reducescatter", call, i, out[i], want);
+        }
+    }
+    /* 61 float16 per rank: 122-byte rank blocks are not whole packet words, which the packet
+     * allgather refuses; the collective call must fall to the Simple plan of the same size
+     * (INVALID_ARG from the packet plan before) */
+    uint16_t *hin = (uint16_t *)in, *hout = (uint16_t *)out;
+    for (int call = 0; call < 3; call++) {
+        for (size_t i = 0; i < 61; i++) hin[i] = (uint16_t)(rank * 2003 + i * 7 + call);
+        memset(hout, 0xff, 61 * 2 * (size_t)n);
+        MP_CHECK(rank, mscclpp_allgather(ex, hin, hout, 61, MSCCLPP_FLOAT16, NULL));
+        for (size_t i = 0; i < 61 * (size_t)n; i++) {
+            uint16_t want = (uint16_t)((int)(i / 61) * 2003 + (i % 61) * 7 + call);
+            if (hout[i] != want)
+                return MP_FAIL(rank, "float16 allgather call %d: element %zu = 0x%04x, want "
+                               "0x%04x", call, i, hout[i], want);
+        }
+    }
+    mscclpp_free(in);
+    mscclpp_free(out);
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(((struct mscclpp_comm *)comm)->boot));
+    mscclpp_executor_destroy(ex);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+/* 2 nodes x 1 and 2 x 2 (forced node ids, UCX over tcp): the packet plans serve the small
+ * sizes, the Simple plans the rest, in one executor, back to back */
+START_TEST(t_collectives_pkt_2x1_tcp)
+{
+    ck_assert_int_eq(mp_run(2, api_body, &(plan_case_t){1}, 240, NULL), 0);
+}
+END_TEST
+START_TEST(t_collectives_pkt_2x2_tcp)
+{
+    ck_assert_int_eq(mp_run(4, api_body, &(plan_case_t){2}, 240, NULL), 0);
+}
+END_TEST
 
 /* 2 nodes x 1: port channels only, over UCX's tcp transport (forced) */
 START_TEST(t_allgather_2x1_tcp) { run_case(2, (plan_case_t){1, "tcp", NULL, "allgather", -1}); }
@@ -831,6 +961,8 @@ static Suite *suite(void)
         ADD(pc, t_allgather_pkt_2x1_tcp);
         ADD(pc, t_allgather_pkt_2x2_tcp);
         ADD(pc, t_allgather_ppkt_2x1_tcp);
+        ADD(pc, t_collectives_pkt_2x1_tcp);
+        ADD(pc, t_collectives_pkt_2x2_tcp);
         ADD(pc, t_shutdown_quiet);
         ADD(pc, t_machine_spin);
     }

@@ -15,7 +15,7 @@ export MSCCLPP_PLAN_DIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/netns-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-echo "1..7"
+echo "1..9"
 n=0
 pass() { n=$((n + 1)); echo "ok $n - $1"; }
 skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
@@ -79,6 +79,13 @@ want_plan=multinode_allgather_2x2
 case_run "allgather 2 nodes x 2 ranks, default multi-node plan" allgather -b 8 -e 1M -f 32
 want_plan=multinode_allreduce_2x2
 case_run "allreduce 2 nodes x 2 ranks, default multi-node plan" allreduce -b 8 -e 1M -f 32
+# small messages: the packet plans (plans/multinode/2x2/*-pkt.json), 40 calls per size (LL flags
+# advance, scratch halves alternate), sizes changing across the crossover to the Simple plan
+want_plan=multinode_allreduce_2x2_pkt
+case_run "allreduce 2 nodes x 2 ranks, packet plan and crossover" allreduce -b 8 -e 64K -f 8 -n 40
+want_plan=multinode_allgather_2x2_pkt
+case_run "allgather 2 nodes x 2 ranks, packet plan and crossover" allgather -b 16 -e 128K -f 8 \
+    -n 40
 want_plan=
 case_run "allreduce 2 nodes x 2 ranks, every dtype" allreduce -b 4K -e 4K -d all
 case_run "reducescatter 2 nodes x 2 ranks" reducescatter -b 64 -e 256K -f 64
