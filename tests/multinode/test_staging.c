@@ -335,20 +335,27 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
     mscclpp_executor_t *ex = NULL;
     MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
-    bool ag = !strcmp(pc->kind, "allgather"), rs = !strcmp(pc->kind, "reducescatter");
-    /* bytes per rank's chunk: 8 B (eager, packets where the plan picks them), 64 KiB + odd
-     * words (rendezvous, one chunk), 1 MiB + a word (many chunks, a short last one) */
-    const size_t sizes[] = {8, 64 * 1024 + 12, 1024 * 1024 + 4};
+    bool ag = !strncmp(pc->kind, "allgather", 9), rs = !strncmp(pc->kind, "reducescatter", 13);
+    /* bytes per rank's chunk: 8 B and 1 KiB + a word (eager, the packet plans' range), 64 KiB
+     * + odd words (rendezvous, one chunk), 1 MiB + a word (many chunks, a short last one); a
+     * plan runs the sizes inside its message range (the Simple ones leave small messages to
+     * the packet plans), at least one */
+    const size_t sizes[] = {8, 1024 + 4, 64 * 1024 + 12, 1024 * 1024 + 4};
+    int ran = 0;
     const size_t max_count = (1024 * 1024 + 4) / 4;
     float *in = NULL, *out = NULL;
     MP_CHECK(rank, mscclpp_malloc(max_count * 4 * (size_t)n, (void **)&in));
     MP_CHECK(rank, mscclpp_malloc(max_count * 4 * (size_t)n, (void **)&out));
     float *in0 = in;
-    for (int call = 0; call < 3; call++) {
+    for (int call = 0; call < (int)(sizeof sizes / sizeof sizes[0]); call++) {
         size_t count = sizes[call] / 4; /* elements of one rank's chunk */
         if (pc->file) in = out + (size_t)rank * count; /* in-place allgather */
         size_t in_count = ag ? count : count * (size_t)n;
         size_t out_count = rs ? count : count * (size_t)n;
+        uint64_t msg = (ag ? out_count : in_count) * 4;
+        if (msg < mscclpp_plan_min_message_size(plan) || msg > mscclpp_plan_max_message_size(plan))
+            continue;
+        ran++;
         memset(out, 0xff, out_count * 4);
         for (size_t i = 0; i < in_count; i++) in[i] = value(rank, i);
         MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, in_count * 4, out_count * 4,
@@ -367,6 +374,8 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
                                count * 4, i, out[i], want);
         }
     }
+    if (ran == 0)
+        return MP_FAIL(rank, "%s: no size of the test lies in the plan's range", path);
     mscclpp_free(in0);
     mscclpp_free(out);
     MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
@@ -379,6 +388,9 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 static const plan_case_t plan_cases[] = {
     {1, "allreduce", NULL}, {1, "allgather", NULL}, {1, "reducescatter", NULL},
     {2, "allreduce", NULL}, {2, "allgather", NULL}, {2, "reducescatter", NULL},
+    /* the packet plans for small messages (LL over port channels, staged scratch) */
+    {1, "allreduce-pkt", NULL}, {1, "allgather-pkt", NULL}, {1, "reducescatter-pkt", NULL},
+    {2, "allreduce-pkt", NULL},
     /* LL packets relayed over a port channel (ppkt), polled in staged scratch */
     {1, "allgather", "tests/multinode/allgather_ppkt_port_2x1.json"},
     /* MSCCL++'s multi-node packet allgather (rppkt) */
