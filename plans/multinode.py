@@ -261,6 +261,28 @@ def _flat_broadcast(t, root=0):
 
 # ---- hierarchical --------------------------------------------------------------------------
 
+def _pair_allreduce(t):
+    """Two nodes of one rank: one exchange of the whole input, then a local reduce.
+
+    The hierarchical algorithm degenerates here to a reduce-scatter and an allgather across
+    the pair: the same bytes on the wire (half the input twice against the whole input once)
+    with one more dependent network step. Measured with --plan on the 2-core VM
+    (docs/performance.md, "two nodes of one rank"), the exchange took 0.29-0.69x the time from
+    16 KiB to 256 KiB and the same from 1 MiB up."""
+    N = t.N
+    with _program("hier", "allreduce", t.K, t.L, AllReduce(N, 1, False)) as prog:
+        scratch = [Buffer(r, N) for r in range(N)]
+        for r in range(N):
+            rank = Rank(r)
+            inp, out = rank.get_input_buffer(), rank.get_output_buffer()
+            p = 1 - r
+            _handshake(t, r, [p])
+            _put(t, r, p, scratch[p][0:N], inp[0:N], flush=True)
+            _await(t, r, [p])
+            rank.reduce(inp[0:N], [scratch[r][0:N]], tb=0, dst_chunk=out[0:N])
+    return prog
+
+
 def _hier_allreduce(t):
     """Chunk c (of N) belongs to stripe c // K, reduced inside each node by local rank
     c // K, and across nodes by node c % K of that stripe.
@@ -270,6 +292,8 @@ def _hier_allreduce(t):
     N+2K) node peers' partials of this rank's chunk, [N+2K, N+3K) node peers' full chunks,
     [N+3K, 2N+3K) intra allgather slots (local peer l' writes its full stripe at l'*K)."""
     K, L, N = t.K, t.L, t.N
+    if K == 2 and L == 1:
+        return _pair_allreduce(t)
     with _program("hier", "allreduce", K, L, AllReduce(N, 1, False)) as prog:
         scratch = [Buffer(r, 2 * N + 3 * K) for r in range(N)]
         P, R2, R3, R4 = N, N + K, N + 2 * K, N + 3 * K
