@@ -230,15 +230,14 @@ static mscclpp_result_t ucx_status(const char *what, int peer, ucs_status_t st)
 /* ---- staging through pinned host memory ------------------------------------------------- */
 
 /*
- * One copy by the HAL on the context's own stream, waited for. Not memcpy_sync: on CUDA it runs
+ * Queue one copy by the HAL on the context's own stream (dst == NULL: none), and with `wait`
+ * wait for every copy queued there. Not memcpy_sync: on CUDA it runs
  * on the legacy default stream, which waits for work on blocking streams, possibly the very
  * kernel that waits for this proxy (a deadlock); the HAL's streams are non-blocking
  * (cudaStreamNonBlocking / hipStreamNonBlocking) and stream_sync is bounded by MSCCLPP_TIMEOUT.
  * The calling thread gets the context's device for the call (the proxy thread has it already,
  * core/proxy.c; a user thread calling flush through the C API may have another one current).
  */
-/* Queue one copy (dst == NULL: only wait for the copies queued) on the context's stream, or
- * wait for them (`wait`), on the context's device. */
 static mscclpp_result_t ucx_stage_op(tp_ctx_t *c, void *dst, const void *src, size_t n, bool wait)
 {
     const hal_ops_t *hal = c->hal;
@@ -293,7 +292,7 @@ static void ucx_bounce_give(tp_ctx_t *c, void *b)
     if (b) c->bfree[c->nfree++] = b; /* bfree has room for every buffer of ball */
 }
 
-/* Is [addr, addr+len) staged memory at this rank? (tests and the decision's INFO line) */
+/* Is this registration staged? (for tests) */
 bool tp_ucx_mem_staged(const tp_mem_t *m) { return m && m->staged; }
 
 /* ---- receiving: the active-message handler (runs inside ucp_worker_progress, lock held) ---- */
@@ -536,6 +535,14 @@ static int ucx_stage_mode(void)
 
 /* Does this UCX map and copy memory of the backend's kind itself (a UCX built with CUDA or
  * ROCm support)? Debian's has only host memory. */
+/* MSCCLPP_UCX_STAGING checked: OK, or INVALID_ARG saying what it may be */
+static mscclpp_result_t ucx_stage_mode_check(void)
+{
+    if (ucx_stage_mode() >= 0) return MSCCLPP_OK;
+    return ERR_ARG("ucx transport: MSCCLPP_UCX_STAGING=\"%s\": want auto, always or never",
+                   config_get(CFG_MSCCLPP_UCX_STAGING));
+}
+
 static bool ucx_has_devmem(ucp_context_h ctx, const hal_ops_t *hal)
 {
     if (hal == hal_host_ops()) return true; /* "device" memory is host memory */
@@ -575,10 +582,7 @@ static bool ucx_decide(const tp_ctx_t *c, const void *ptr, size_t bytes, const c
 
 static mscclpp_result_t ucx_init(mscclpp_comm_t *comm, tp_ctx_t **out)
 {
-    int mode = ucx_stage_mode();
-    if (mode < 0)
-        return ERR_ARG("ucx transport: MSCCLPP_UCX_STAGING=\"%s\": want auto, always or never",
-                       config_get(CFG_MSCCLPP_UCX_STAGING));
+    CHECK(ucx_stage_mode_check());
     int64_t chunk = config_get_int(CFG_MSCCLPP_UCX_STAGE_CHUNK);
     if (chunk < 4096 || chunk > (1ll << 30))
         return ERR_ARG("ucx transport: MSCCLPP_UCX_STAGE_CHUNK=\"%s\": want 4096 to 2^30 bytes",
@@ -664,9 +668,7 @@ static void ucx_fini(tp_ctx_t *c)
 
 static mscclpp_result_t ucx_mem_reg(tp_ctx_t *c, void *ptr, size_t bytes, tp_mem_t **mem)
 {
-    if (ucx_stage_mode() < 0)
-        return ERR_ARG("ucx transport: MSCCLPP_UCX_STAGING=\"%s\": want auto, always or never",
-                       config_get(CFG_MSCCLPP_UCX_STAGING));
+    CHECK(ucx_stage_mode_check());
     tp_mem_t *m = calloc(1, sizeof *m);
     if (!m) return ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
     const char *why = "";
