@@ -218,13 +218,19 @@ END_TEST
 /*
  * A peer killed (SIGKILL) between two calls of different sizes, 2 nodes x 1 (port channels
  * only): the survivor's next call fences through its proxy first, and that fence fails, naming
- * the dead rank, within MSCCLPP_TIMEOUT + 1 s; with and without a stream.
+ * the dead rank, within MSCCLPP_TIMEOUT + 1 s; with and without a stream, and with every buffer
+ * staged through pinned host bounces (MSCCLPP_UCX_STAGING=always, 4 KiB chunks: the first call's
+ * 16 KiB puts go in 4 messages each), the path GPU memory takes over this UCX.
  */
 #define FENCE_VICTIM 1
 
 static int fence_kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
-    int on_stream = *(const int *)arg;
+    int on_stream = *(const int *)arg & 1, staged = *(const int *)arg >> 1;
+    if (staged) {
+        setenv("MSCCLPP_UCX_STAGING", "always", 1);
+        setenv("MSCCLPP_UCX_STAGE_CHUNK", "4096", 1);
+    }
     mscclpp_comm_t *comm = NULL;
     if (join_node(rank, n, 1, id, &comm)) return 1;
     char path[4096];
@@ -261,7 +267,8 @@ static int fence_kill_body(int rank, int n, const mscclpp_unique_id_t *id, void 
     double dt = now_s() - t0;
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
-    const char *route = s ? "stream" : "no stream";
+    const char *route = s ? (staged ? "stream, staged" : "stream")
+                          : (staged ? "no stream, staged" : "no stream");
     char dead[32];
     snprintf(dead, sizeof dead, "rank %d", FENCE_VICTIM);
     if (r == MSCCLPP_OK) return MP_FAIL(rank, "%s: a call with rank %d dead returned OK", route,
@@ -289,11 +296,11 @@ static int fence_kill_body(int rank, int n, const mscclpp_unique_id_t *id, void 
 
 START_TEST(t_fence_port_kill)
 {
-    int on_stream = _i;
+    int mode = _i; /* bit 0: on a stream; bit 1: staged */
     unsigned failed = 0;
-    mp_run(2, fence_kill_body, &on_stream, 120, &failed);
-    ck_assert_msg(failed == 1u << FENCE_VICTIM, "%s: failed ranks 0x%x, want only the victim",
-                  on_stream ? "stream" : "no stream", failed);
+    mp_run(2, fence_kill_body, &mode, 120, &failed);
+    ck_assert_msg(failed == 1u << FENCE_VICTIM, "%s%s: failed ranks 0x%x, want only the victim",
+                  mode & 1 ? "stream" : "no stream", mode & 2 ? ", staged" : "", failed);
 }
 END_TEST
 
@@ -514,7 +521,7 @@ int main(void)
         ADD(t_fence_port_packets);
         ADD(t_fence_mixed);
         if (!only || !strcmp(only, "t_fence_port_kill"))
-            tcase_add_loop_test(tc, t_fence_port_kill, 0, 2);
+            tcase_add_loop_test(tc, t_fence_port_kill, 0, 4);
         if (!only || !strcmp(only, "t_proxy_fails_memory_waits"))
             tcase_add_loop_test(tc, t_proxy_fails_memory_waits, 0, 2);
     } else {
