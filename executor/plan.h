@@ -164,6 +164,12 @@ struct mscclpp_plan {
     uint32_t threads_per_block;
     uint64_t min_message_size, max_message_size;
     int nranks;            /* len(gpus) */
+    int root;              /* broadcast, reduce: the root rank ("root", default 0) */
+    /* A made plan (executor/made.c) of one rank: only gpus[part_rank] has thread blocks; the
+     * peers it talks to carry their channels and remote buffers, every other rank its chunk
+     * counts. Loaded plans are whole (partial false). */
+    bool partial;
+    int part_rank;
     plan_gpu_t *gpus;      /* gpus[r].id == r */
     void *arena;           /* owner of every allocation above (plan_free releases it) */
 };

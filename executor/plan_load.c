@@ -28,6 +28,7 @@
 
 #include "base/debug.h"
 #include "executor/plan.h"
+#include "executor/plan_make.h"
 
 #define PLAN_MAX_RANKS (1 << 20)        /* sanity bound: arrays are allocated per rank */
 #define PLAN_MAX_GPU_CHANNELS 65535     /* block tables store global indices in 16 bits */
@@ -36,7 +37,8 @@
 #define PLAN_MAX_ALIGNMENT (1u << 30)
 
 /* ------------------------------------------------------------------------------------------ */
-/* Arena: every allocation of a plan comes from here and is released at once by plan_free(). */
+/* Arena: every allocation of a plan comes from here and is released at once by plan_free()
+ * (plan_make.h: made plans use it too). */
 
 typedef struct arena_block {
     struct arena_block *next;
@@ -44,13 +46,15 @@ typedef struct arena_block {
     alignas(max_align_t) unsigned char data[];
 } arena_block_t;
 
-typedef struct {
+struct plan_arena {
     arena_block_t *head;
-} plan_arena_t;
+};
 
 #define ARENA_CHUNK (64 * 1024)
 
-static void *arena_alloc(plan_arena_t *a, size_t count, size_t size)
+plan_arena_t *plan_arena_new(void) { return calloc(1, sizeof(plan_arena_t)); }
+
+void *plan_arena_alloc(plan_arena_t *a, size_t count, size_t size)
 {
     if (size && count > SIZE_MAX / size / 2) return NULL;
     size_t n = count * size;
@@ -79,7 +83,7 @@ static void *arena_alloc(plan_arena_t *a, size_t count, size_t size)
     return b->data;
 }
 
-static void arena_destroy(plan_arena_t *a)
+void plan_arena_destroy(plan_arena_t *a)
 {
     if (!a) return;
     for (arena_block_t *b = a->head, *next; b; b = next) {
@@ -148,7 +152,7 @@ static mscclpp_result_t ld_nomem(ld_t *ld)
 
 static void *ld_alloc(ld_t *ld, size_t count, size_t size)
 {
-    return arena_alloc(ld->arena, count, size);
+    return plan_arena_alloc(ld->arena, count, size);
 }
 
 #define LD_ALLOC(ld, ptr, count)                                              \
@@ -1660,12 +1664,12 @@ mscclpp_result_t plan_load_json(const char *json, size_t len, const char *source
 
     mscclpp_result_t res = MSCCLPP_OK;
     ld_t ld = {.source = source};
-    ld.arena = calloc(1, sizeof *ld.arena);
+    ld.arena = plan_arena_new();
     if (!ld.arena) {
         res = ld_nomem(&ld);
         goto drop_json;
     }
-    ld.plan = arena_alloc(ld.arena, 1, sizeof *ld.plan);
+    ld.plan = plan_arena_alloc(ld.arena, 1, sizeof *ld.plan);
     if (!ld.plan) {
         res = ld_nomem(&ld);
         goto free_arena;
@@ -1683,7 +1687,7 @@ mscclpp_result_t plan_load_json(const char *json, size_t len, const char *source
     return MSCCLPP_OK;
 
 free_arena:
-    arena_destroy(ld.arena);
+    plan_arena_destroy(ld.arena);
 drop_json:
     json_decref(root);
     return res;
@@ -1692,5 +1696,5 @@ drop_json:
 void plan_free(struct mscclpp_plan *plan)
 {
     if (!plan) return;
-    arena_destroy(plan->arena);
+    plan_arena_destroy(plan->arena);
 }
