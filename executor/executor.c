@@ -100,7 +100,8 @@ mscclpp_result_t exec_execute(mscclpp_executor_t *ex, const struct mscclpp_plan 
     int vrank = (ex->comm->rank - rotation + ex->comm->nranks) % ex->comm->nranks;
     if (plan->partial && plan->part_rank != vrank)
         return ERR_ARG("plan '%s' holds rank %d's part only (a plan made for one rank); this is "
-                       "rank %d", plan->name, plan->part_rank, vrank);
+                       "rank %d",
+                       plan->name, plan->part_rank, vrank);
     CHECK(exec_check(ex));
 
     exec_context_t *c = NULL;
@@ -361,8 +362,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_select_plan(mscclpp_executor_t *ex
 /* What executor/tuning.c needs of an executor (the tuning table and the per-call launch). */
 void exec_tuning_view(mscclpp_executor_t *ex, exec_tuning_view_t *v)
 {
-    *v = (exec_tuning_view_t){.hal = ex->hal, .registry = &ex->registry,
-                              .nranks = ex->comm->nranks, .nlocal = ex->comm->nlocal,
+    *v = (exec_tuning_view_t){.hal = ex->hal,
+                              .registry = &ex->registry,
+                              .nranks = ex->comm->nranks,
+                              .nlocal = ex->comm->nlocal,
                               .tuning = &ex->tuning};
 }
 
@@ -482,9 +485,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_broadcast(mscclpp_executor_t *exec, const v
                           MSCCLPP_REDOP_PLAN, root, stream);
 }
 
-MSCCLPP_API mscclpp_result_t mscclpp_reduce(mscclpp_executor_t *exec, const void *send,
-                                            void *recv, size_t count, mscclpp_dtype_t dtype,
-                                            mscclpp_redop_t op, int root, mscclpp_stream_t stream)
+MSCCLPP_API mscclpp_result_t mscclpp_reduce(mscclpp_executor_t *exec, const void *send, void *recv,
+                                            size_t count, mscclpp_dtype_t dtype, mscclpp_redop_t op,
+                                            int root, mscclpp_stream_t stream)
 {
     size_t es;
     CHECK(coll_check(exec, send, recv, dtype, &es));

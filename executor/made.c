@@ -234,8 +234,7 @@ static void flat_allreduce_pkt(plan_mk_t *mk, const made_ctx_t *c)
                      L(IN, (uint32_t)peers[k], 1));
     plan_mk_desc_t others[MADE_FLAT_MAX_PEERS];
     for (int i = 0; i < np; i++) others[i] = L(SCR, (uint32_t)peers[i], 1);
-    plan_mk_reduce(mk, 0, true, L(OUT, (uint32_t)r, 1), L(IN, (uint32_t)r, 1), others, np,
-                   redop());
+    plan_mk_reduce(mk, 0, true, L(OUT, (uint32_t)r, 1), L(IN, (uint32_t)r, 1), others, np, redop());
     for (int i = 0; i < np; i++)
         plan_mk_xfer(mk, 0, PLAN_OP_PPKT, MEM, R(peers[i], SCR, (uint32_t)(N + r), 1),
                      L(OUT, (uint32_t)r, 1));
@@ -428,7 +427,7 @@ static int qset(const exec_topo_t *t, int x, int *out, int cap)
  * by node). */
 typedef struct {
     int loc[MADE_FLAT_MAX_PEERS + 1], nloc;
-    int rem[MADE_FLAT_MAX_PEERS * 4], nrem; /* partners and senders (one list, no repeats) */
+    int rem[MADE_FLAT_MAX_PEERS * 4], nrem;   /* partners and senders (one list, no repeats) */
     int part[MADE_FLAT_MAX_PEERS * 4], npart; /* my partner on each other node, by node */
 } hier_peers_t;
 
@@ -453,8 +452,7 @@ static void hier_peers(const made_ctx_t *c, int x, hier_peers_t *hp)
         hp->part[hp->npart++] = p;
         add_unique(hp->rem, &hp->nrem, (int)(sizeof hp->rem / sizeof hp->rem[0]), p);
         for (int j = l; j < nsize(t, m); j += ln)
-            add_unique(hp->rem, &hp->nrem, (int)(sizeof hp->rem / sizeof hp->rem[0]),
-                       at(t, m, j));
+            add_unique(hp->rem, &hp->nrem, (int)(sizeof hp->rem / sizeof hp->rem[0]), at(t, m, j));
     }
 }
 
@@ -488,11 +486,11 @@ static bool hier_fits(const exec_topo_t *t)
 
 /* Scratch regions of the hierarchical plans, the same on every rank (the largest need). */
 typedef struct {
-    uint32_t qmax;   /* largest |Q_x| */
-    uint32_t a;      /* intra reduce-scatter slots: |Q| x L each */
-    uint32_t p;      /* partial sums: |Q| */
-    uint32_t b;      /* partials from other nodes: one per node */
-    uint32_t cc;     /* allgather slots: one per rank */
+    uint32_t qmax; /* largest |Q_x| */
+    uint32_t a;    /* intra reduce-scatter slots: |Q| x L each */
+    uint32_t p;    /* partial sums: |Q| */
+    uint32_t b;    /* partials from other nodes: one per node */
+    uint32_t cc;   /* allgather slots: one per rank */
 } hier_layout_t;
 
 static void hier_layout(const exec_topo_t *t, hier_layout_t *h)
@@ -530,8 +528,8 @@ static void hier_rs(plan_mk_t *mk, const made_ctx_t *c, const hier_peers_t *hp,
         int y = hp->loc[i];
         int nq = qset(t, y, q, (int)(sizeof q / sizeof q[0]));
         for (int k = 0; k < nq; k++)
-            plan_mk_xfer(mk, 0, PLAN_OP_PUT, MEM,
-                         R(y, SCR, h->a + (uint32_t)(k * ln + lx), 1), L(IN, (uint32_t)q[k], 1));
+            plan_mk_xfer(mk, 0, PLAN_OP_PUT, MEM, R(y, SCR, h->a + (uint32_t)(k * ln + lx), 1),
+                         L(IN, (uint32_t)q[k], 1));
     }
     publish_and_wait(mk, 0, hp->loc, hp->nloc);
     int nq = qset(t, x, q, (int)(sizeof q / sizeof q[0]));
@@ -861,7 +859,10 @@ static void ring_of(const made_ctx_t *c, int x, ring_t *rg)
     rg->prev = t->ranks[(rg->pos + t->n - 1) % t->n];
 }
 
-static int ring_rank(const made_ctx_t *c, int pos) { return c->t->ranks[(pos % c->n + c->n) % c->n]; }
+static int ring_rank(const made_ctx_t *c, int pos)
+{
+    return c->t->ranks[(pos % c->n + c->n) % c->n];
+}
 
 static void ring_begin(plan_mk_t *mk, const made_ctx_t *c, ring_t *rg)
 {
@@ -1057,7 +1058,10 @@ static void pairs_alltoall(plan_mk_t *mk, const made_ctx_t *c)
 
 static const made_algo_t algo_one = {"one_rank", one_gen, one_dims, 4};
 
-static bool flat_fits(const exec_topo_t *t) { return t->nnodes == 1 && t->n - 1 <= MADE_FLAT_MAX_PEERS; }
+static bool flat_fits(const exec_topo_t *t)
+{
+    return t->nnodes == 1 && t->n - 1 <= MADE_FLAT_MAX_PEERS;
+}
 
 /* The algorithm of `spec` on `t`, or NULL with *why set. */
 static const made_algo_t *choose(const exec_topo_t *t, const exec_made_spec_t *s, const char **why)
@@ -1087,10 +1091,9 @@ static const made_algo_t *choose(const exec_topo_t *t, const exec_made_spec_t *s
         {"broadcast_ring", ring_broadcast, ring_rooted_dims, 1},
         {"reduce_ring", ring_reduce, ring_rooted_dims, 1},
     };
-    const char *c = s->collective;
-    int k = !strcmp(c, "allreduce") ? 0 : !strcmp(c, "allgather") ? 1
-          : !strcmp(c, "reducescatter") ? 2 : !strcmp(c, "alltoall") ? 3
-          : !strcmp(c, "broadcast") ? 4 : !strcmp(c, "reduce") ? 5 : -1;
+    int k = -1;
+    for (int i = 0; i < EXEC_MADE_NCOLL; i++)
+        if (!strcmp(s->collective, exec_made_collectives[i])) k = i;
     if (k < 0) {
         *why = "plans are made for allreduce, allgather, reducescatter, alltoall, broadcast and "
                "reduce";
@@ -1099,8 +1102,8 @@ static const made_algo_t *choose(const exec_topo_t *t, const exec_made_spec_t *s
     if (s->proto == EXEC_MADE_PACKET) {
         if (k == 0 && t->n > 1 && flat_fits(t)) return &flat[1];
         *why = t->n == 1 ? "one rank needs no packets"
-             : k != 0 ? "packet plans are made for allreduce only"
-                      : "packet plans are made for one node of 2 to 17 ranks";
+               : k != 0  ? "packet plans are made for allreduce only"
+                         : "packet plans are made for one node of 2 to 17 ranks";
         return NULL;
     }
     if (t->n == 1) return &algo_one;
@@ -1109,12 +1112,13 @@ static const made_algo_t *choose(const exec_topo_t *t, const exec_made_spec_t *s
     return &ring[k];
 }
 
+const char *const exec_made_collectives[EXEC_MADE_NCOLL] = {
+    "allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce"};
+
 bool exec_made_collective(const char *c)
 {
-    static const char *const names[] = {"allreduce", "allgather", "reducescatter", "alltoall",
-                                        "broadcast", "reduce"};
-    for (size_t i = 0; c && i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(c, names[i])) return true;
+    for (int i = 0; c && i < EXEC_MADE_NCOLL; i++)
+        if (!strcmp(c, exec_made_collectives[i])) return true;
     return false;
 }
 
@@ -1189,9 +1193,11 @@ mscclpp_result_t exec_made_plan(const exec_topo_t *t, const exec_made_spec_t *s,
     const char *why = NULL;
     const made_algo_t *a = choose(t, s, &why);
     if (!a)
-        return core_error_quiet(MSCCLPP_ERR_UNSUPPORTED, "no %s plan is made for %s with %d "
-                                "ranks on %d node(s): %s", s->proto ? "packet" : "Simple",
-                                s->collective, t->n, t->nnodes, why);
+        return core_error_quiet(MSCCLPP_ERR_UNSUPPORTED,
+                                "no %s plan is made for %s with %d "
+                                "ranks on %d node(s): %s",
+                                s->proto ? "packet" : "Simple", s->collective, t->n, t->nnodes,
+                                why);
     plan_arena_t *arena = plan_arena_new();
     if (!arena) return ERR(MSCCLPP_ERR_NO_MEMORY, "plan making: out of memory");
     mscclpp_result_t res = MSCCLPP_OK;
@@ -1201,8 +1207,7 @@ mscclpp_result_t exec_made_plan(const exec_topo_t *t, const exec_made_spec_t *s,
     shape_name(t, shape, sizeof shape);
     if (rooted && s->root)
         snprintf(name, sizeof name, "made_%s_%s_root%d", a->name, shape, s->root);
-    else
-        snprintf(name, sizeof name, "made_%s_%s", a->name, shape);
+    else snprintf(name, sizeof name, "made_%s_%s", a->name, shape);
     if (!p || !gpus || !(p->name = arena_strdup(arena, name)) ||
         !(p->collective = arena_strdup(arena, s->collective))) {
         res = ERR(MSCCLPP_ERR_NO_MEMORY, "plan making: out of memory");
@@ -1247,8 +1252,7 @@ mscclpp_result_t exec_made_plan(const exec_topo_t *t, const exec_made_spec_t *s,
     if (res != MSCCLPP_OK) goto fail;
     /* everyone else: chunk counts (scratch bounds and double-scratch halves use them) */
     for (int r = 0; r < t->n; r++) {
-        if (gpus[r].id == r && (r == rank || gpus[r].n_chan[MEM] || gpus[r].n_chan[PORT]))
-            continue;
+        if (gpus[r].id == r && (r == rank || gpus[r].n_chan[MEM] || gpus[r].n_chan[PORT])) continue;
         uint32_t d[3];
         c.me = r;
         a->dims(&c, r, d);
@@ -1278,8 +1282,8 @@ int exec_made_instances(const char *backend, const char *collective, exec_made_p
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_plan_make(const char *collective, const char *protocol,
-                                               int nranks, const int *node_of, int root,
-                                               int rank, mscclpp_plan_t **plan)
+                                               int nranks, const int *node_of, int root, int rank,
+                                               mscclpp_plan_t **plan)
 {
     CHECK_ARG(collective != NULL);
     CHECK_ARG(plan != NULL);
@@ -1291,9 +1295,11 @@ MSCCLPP_API mscclpp_result_t mscclpp_plan_make(const char *collective, const cha
     else if (protocol && strcmp(protocol, "Simple"))
         return ERR_ARG("plan making: protocol \"%s\" (\"Simple\" or \"LL\")", protocol);
     if (!exec_made_collective(collective))
-        return core_error_quiet(MSCCLPP_ERR_UNSUPPORTED, "plan making: no plans are made for "
+        return core_error_quiet(MSCCLPP_ERR_UNSUPPORTED,
+                                "plan making: no plans are made for "
                                 "\"%s\" (allreduce, allgather, reducescatter, alltoall, "
-                                "broadcast, reduce)", collective);
+                                "broadcast, reduce)",
+                                collective);
     uint64_t *labels = calloc((size_t)nranks, sizeof *labels);
     if (!labels) return ERR(MSCCLPP_ERR_NO_MEMORY, "plan making: out of memory");
     for (int r = 0; node_of && r < nranks; r++) labels[r] = (uint64_t)(int64_t)node_of[r];
@@ -1301,7 +1307,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_plan_make(const char *collective, const cha
     mscclpp_result_t res = exec_topo_init(&t, nranks, labels);
     free(labels);
     CHECK(res);
-    exec_made_spec_t s = {.collective = collective, .proto = proto, .root = root,
+    exec_made_spec_t s = {.collective = collective,
+                          .proto = proto,
+                          .root = root,
                           .instances = exec_made_instances(NULL, collective, proto)};
     res = exec_made_plan(&t, &s, rank, plan);
     exec_topo_fini(&t);

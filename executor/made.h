@@ -41,8 +41,8 @@ typedef enum { EXEC_MADE_SIMPLE = 0, EXEC_MADE_PACKET = 1 } exec_made_proto_t;
 typedef struct {
     const char *collective; /* allreduce, allgather, reducescatter, alltoall, broadcast, reduce */
     exec_made_proto_t proto;
-    int root;               /* broadcast, reduce */
-    int instances;          /* thread blocks of the one-node all-pairs plans (0: 1) */
+    int root;      /* broadcast, reduce */
+    int instances; /* thread blocks of the one-node all-pairs plans (0: 1) */
     uint64_t min_bytes, max_bytes;
 } exec_made_spec_t;
 
@@ -57,6 +57,10 @@ mscclpp_result_t exec_made_plan(const exec_topo_t *t, const exec_made_spec_t *sp
 
 /** Thread blocks of the one-node all-pairs plans on `backend` (NULL: the generic plans'). */
 int exec_made_instances(const char *backend, const char *collective, exec_made_proto_t proto);
+
+/** The collectives plans are made for, in the order of their plans' tables. */
+#define EXEC_MADE_NCOLL 6
+extern const char *const exec_made_collectives[EXEC_MADE_NCOLL];
 
 /** Whether collective `c` is one plans are made for. */
 bool exec_made_collective(const char *c);

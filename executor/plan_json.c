@@ -67,8 +67,8 @@ static const char *const redop_name[] = {"sum", "prod", "min", "max"};
 static bool is_reduce(int t)
 {
     return t == PLAN_OP_RE || t == PLAN_OP_REPKT || t == PLAN_OP_RECPKT || t == PLAN_OP_RES ||
-           t == PLAN_OP_RESPKT || t == PLAN_OP_RECSPKT || t == PLAN_OP_RRE ||
-           t == PLAN_OP_RRES || t == PLAN_OP_GLRES || t == PLAN_OP_GLRE;
+           t == PLAN_OP_RESPKT || t == PLAN_OP_RECSPKT || t == PLAN_OP_RRE || t == PLAN_OP_RRES ||
+           t == PLAN_OP_GLRES || t == PLAN_OP_GLRE;
 }
 
 static void put_descs(sb_t *b, const plan_desc_t *d, int n)
@@ -162,8 +162,8 @@ static void put_block(sb_t *b, const plan_block_t *blk, int id)
     first = true;
     for (int t = PLAN_CH_MEMORY; t <= PLAN_CH_PORT; t++) {
         if (!blk->n_rbuf[t]) continue;
-        sb_put(b, "%s{\"access_channel_type\": \"%s\", \"remote_buffer_ids\": [",
-               first ? "" : ", ", chan_name[t]);
+        sb_put(b, "%s{\"access_channel_type\": \"%s\", \"remote_buffer_ids\": [", first ? "" : ", ",
+               chan_name[t]);
         for (int k = 0; k < blk->n_rbuf[t]; k++) sb_put(b, "%s%u", k ? ", " : "", blk->rbuf[t][k]);
         sb_put(b, "]}");
         first = false;
@@ -173,8 +173,10 @@ static void put_block(sb_t *b, const plan_block_t *blk, int id)
 
 static void put_gpu(sb_t *b, const plan_gpu_t *g, int r, bool full)
 {
-    sb_put(b, "{\"id\": %d, \"input_chunks\": %u, \"output_chunks\": %u, \"scratch_chunks\": %u, "
-           "\"threadblocks\": [", r, g->input_chunks, g->output_chunks, g->scratch_chunks);
+    sb_put(b,
+           "{\"id\": %d, \"input_chunks\": %u, \"output_chunks\": %u, \"scratch_chunks\": %u, "
+           "\"threadblocks\": [",
+           r, g->input_chunks, g->output_chunks, g->scratch_chunks);
     for (int k = 0; full && k < g->n_blocks; k++) {
         sb_put(b, "%s\n    ", k ? "," : "");
         put_block(b, &g->blocks[k], k);
@@ -191,9 +193,10 @@ static void put_gpu(sb_t *b, const plan_gpu_t *g, int r, bool full)
     }
     for (int s = 0; s < g->n_chan[PLAN_CH_SWITCH]; s++) {
         const plan_switch_t *sw = &g->switches[s];
-        sb_put(b, "%s{\"channel_type\": \"switch\", \"buffer_type\": \"%s\", \"rank_groups\": "
-               "[{\"size\": %d, \"ranks\": [", first ? "" : ", ", buf_letter[sw->buf],
-               sw->n_ranks);
+        sb_put(b,
+               "%s{\"channel_type\": \"switch\", \"buffer_type\": \"%s\", \"rank_groups\": "
+               "[{\"size\": %d, \"ranks\": [",
+               first ? "" : ", ", buf_letter[sw->buf], sw->n_ranks);
         for (int m = 0; m < sw->n_ranks; m++) sb_put(b, "%s%d", m ? ", " : "", sw->ranks[m]);
         sb_put(b, "]}]}");
         first = false;
@@ -217,8 +220,8 @@ static void put_gpu(sb_t *b, const plan_gpu_t *g, int r, bool full)
     sb_put(b, "]}");
 }
 
-MSCCLPP_API mscclpp_result_t mscclpp_plan_to_json(const mscclpp_plan_t *plan, char *buf,
-                                                  size_t cap, size_t *len)
+MSCCLPP_API mscclpp_result_t mscclpp_plan_to_json(const mscclpp_plan_t *plan, char *buf, size_t cap,
+                                                  size_t *len)
 {
     CHECK_ARG(plan != NULL);
     CHECK_ARG(len != NULL);
@@ -235,13 +238,13 @@ MSCCLPP_API mscclpp_result_t mscclpp_plan_to_json(const mscclpp_plan_t *plan, ch
         sb_put(&b, "%s\n  ", r ? "," : "");
         put_gpu(&b, &plan->gpus[r], r, !plan->partial || r == plan->part_rank);
     }
-    sb_put(&b, "],\n \"num_threads_per_block\": %u, \"use_double_scratch_buffer\": %s, "
+    sb_put(&b,
+           "],\n \"num_threads_per_block\": %u, \"use_double_scratch_buffer\": %s, "
            "\"buffer_alignment\": %u, \"min_message_size\": %llu, \"max_message_size\": %llu",
            plan->threads_per_block, plan->double_scratch ? "true" : "false", plan->alignment,
-           (unsigned long long)plan->min_message_size,
-           (unsigned long long)plan->max_message_size);
-    if (plan->collective && (!strcmp(plan->collective, "broadcast") ||
-                             !strcmp(plan->collective, "reduce")))
+           (unsigned long long)plan->min_message_size, (unsigned long long)plan->max_message_size);
+    if (plan->collective &&
+        (!strcmp(plan->collective, "broadcast") || !strcmp(plan->collective, "reduce")))
         sb_put(&b, ", \"root\": %d", plan->root);
     if (plan->partial) sb_put(&b, ", \"rank_subset\": [%d]", plan->part_rank);
     sb_put(&b, "}\n");
@@ -253,8 +256,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_plan_to_json(const mscclpp_plan_t *plan, ch
     mscclpp_result_t r = MSCCLPP_OK;
     if (buf) {
         if (cap > b.len) memcpy(buf, b.buf, b.len + 1);
-        else r = ERR_ARG("plan '%s': its JSON needs %zu bytes and a terminating NUL, the buffer "
-                         "has %zu", plan->name, b.len, cap);
+        else
+            r = ERR_ARG("plan '%s': its JSON needs %zu bytes and a terminating NUL, the buffer "
+                        "has %zu",
+                        plan->name, b.len, cap);
     }
     free(b.buf);
     return r;

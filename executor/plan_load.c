@@ -1609,6 +1609,16 @@ static mscclpp_result_t parse_top(ld_t *ld, const json_t *root)
         return ld_err(ld, "%zu ranks exceed the limit of %d", n, PLAN_MAX_RANKS);
     plan->nranks = (int)n;
     LD_ALLOC(ld, plan->gpus, n);
+    {
+        /* broadcast and reduce plans name their root (absent: 0); a call with another root
+         * runs the plan with ranks rotated (executor/select.c) */
+        size_t pr = ld->path_len;
+        path_set(ld, pg);
+        uint32_t rt = 0;
+        CHECK(get_u32(ld, root, "root", false, 0, (uint32_t)n - 1, 0, &rt));
+        plan->root = (int)rt;
+        path_set(ld, pr);
+    }
 
     /* Pass 1: everything but thread blocks, so descriptors can check their owner's counts. */
     for (size_t r = 0; r < n; r++) {

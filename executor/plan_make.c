@@ -172,10 +172,12 @@ void plan_mk_dims(plan_mk_t *mk, uint32_t input_chunks, uint32_t output_chunks,
 
 int plan_mk_chan(plan_mk_t *mk, int ctype, int peer)
 {
-    if ((ctype != PLAN_CH_MEMORY && ctype != PLAN_CH_PORT) || peer < 0 ||
-        peer >= mk->nranks || peer == mk->rank) {
-        mk_fail(mk, ERR(MSCCLPP_ERR_INTERNAL, "plan making: rank %d: channel of type %d to "
-                        "rank %d", mk->rank, ctype, peer));
+    if ((ctype != PLAN_CH_MEMORY && ctype != PLAN_CH_PORT) || peer < 0 || peer >= mk->nranks ||
+        peer == mk->rank) {
+        mk_fail(mk, ERR(MSCCLPP_ERR_INTERNAL,
+                        "plan making: rank %d: channel of type %d to "
+                        "rank %d",
+                        mk->rank, ctype, peer));
         return 0;
     }
     int g = map_get(&mk->chan_of[ctype], peer);
@@ -193,9 +195,8 @@ int plan_mk_peers(const plan_mk_t *mk, int *peers, int cap)
 {
     int n = 0;
     /* ascending merge of the two channel lists (each peer once) */
-    for (int p = 0, k = 0; p < mk->nranks && k < mk->n_chan[PLAN_CH_MEMORY] +
-                                                    mk->n_chan[PLAN_CH_PORT];
-         p++) {
+    for (int p = 0, k = 0;
+         p < mk->nranks && k < mk->n_chan[PLAN_CH_MEMORY] + mk->n_chan[PLAN_CH_PORT]; p++) {
         bool any = map_get(&mk->chan_of[PLAN_CH_MEMORY], p) >= 0 ||
                    map_get(&mk->chan_of[PLAN_CH_PORT], p) >= 0;
         if (!any) continue;
@@ -309,9 +310,10 @@ static void check_desc(plan_mk_t *mk, plan_mk_desc_t d, bool remote)
 {
     if ((d.owner >= 0) != remote || d.owner >= mk->nranks || d.owner == mk->rank ||
         d.buf > PLAN_BUF_SCRATCH || d.size == 0)
-        mk_fail(mk, ERR(MSCCLPP_ERR_INTERNAL, "plan making: rank %d: bad %s descriptor (owner "
-                        "%d, buffer %d, chunks %u+%u)", mk->rank, remote ? "remote" : "local",
-                        d.owner, d.buf, d.index, d.size));
+        mk_fail(mk, ERR(MSCCLPP_ERR_INTERNAL,
+                        "plan making: rank %d: bad %s descriptor (owner "
+                        "%d, buffer %d, chunks %u+%u)",
+                        mk->rank, remote ? "remote" : "local", d.owner, d.buf, d.index, d.size));
 }
 
 void plan_mk_xfer(plan_mk_t *mk, int tb, int type, int ctype, plan_mk_desc_t dst,
@@ -350,8 +352,8 @@ void plan_mk_reduce(plan_mk_t *mk, int tb, bool packet, plan_mk_desc_t dst, plan
 {
     if (mk->stub) return;
     if (n_others < 1 || n_others + 1 > PLAN_MAX_DESCS) {
-        mk_fail(mk, ERR(MSCCLPP_ERR_INTERNAL, "plan making: a reduce of %d operands",
-                        n_others + 1));
+        mk_fail(mk,
+                ERR(MSCCLPP_ERR_INTERNAL, "plan making: a reduce of %d operands", n_others + 1));
         return;
     }
     check_desc(mk, dst, false);
@@ -389,8 +391,7 @@ static bool is_put_like(int t)
 
 static bool is_packet_reduce(int t)
 {
-    return t == PLAN_OP_REPKT || t == PLAN_OP_RECPKT || t == PLAN_OP_RESPKT ||
-           t == PLAN_OP_RECSPKT;
+    return t == PLAN_OP_REPKT || t == PLAN_OP_RECPKT || t == PLAN_OP_RESPKT || t == PLAN_OP_RECSPKT;
 }
 
 static bool is_reduce(int t)
@@ -513,8 +514,8 @@ static bool try_fuse(plan_mk_t *mk, const mk_op_t *a, const mk_op_t *b, mk_op_t 
             if (bs[i].size != size) return false;
         /* P10: one buffer kind for all sources of a put, all destinations of a get */
         const plan_mk_desc_t *x = ta == PLAN_OP_GET ? ad : as, *y = ta == PLAN_OP_GET ? bd : bs;
-        int nx = ta == PLAN_OP_GET ? a->n_dst : a->n_src, ny = ta == PLAN_OP_GET ? b->n_dst
-                                                                                : b->n_src;
+        int nx = ta == PLAN_OP_GET ? a->n_dst : a->n_src,
+            ny = ta == PLAN_OP_GET ? b->n_dst : b->n_src;
         for (int i = 0; i < nx; i++)
             if ((x[i].owner >= 0) != (x[0].owner >= 0) ||
                 (x[i].owner >= 0 ? x[i].owner != x[0].owner : x[i].buf != x[0].buf))
@@ -784,8 +785,10 @@ static mscclpp_result_t emit_block(plan_mk_t *mk, plan_arena_t *arena, const mk_
         for (int k = 0; k < o->n_chans; k++) {
             local[k] = ct == PLAN_CH_NONE ? -1 : table_ref(&chans[ct], o->chans[k] * n + inst);
             if (ct != PLAN_CH_NONE && local[k] < 0)
-                return ERR(MSCCLPP_ERR_INTERNAL, "plan making: rank %d: a thread block uses "
-                           "more than %d %s channels", mk->rank, PLAN_MAX_CHANNELS_PER_BLOCK,
+                return ERR(MSCCLPP_ERR_INTERNAL,
+                           "plan making: rank %d: a thread block uses "
+                           "more than %d %s channels",
+                           mk->rank, PLAN_MAX_CHANNELS_PER_BLOCK,
                            ct == PLAN_CH_MEMORY ? "memory" : "port");
         }
         /* channel_ids as the DSL writes them: sync ops and port data ops */
@@ -816,9 +819,10 @@ static mscclpp_result_t emit_block(plan_mk_t *mk, plan_arena_t *arena, const mk_
                 int q = map_get(&mk->rbuf_of, (int64_t)d[k].owner * 4 + d[k].buf);
                 int ref = ct == PLAN_CH_NONE ? -1 : table_ref(&rbufs[ct], q);
                 if (ref < 0)
-                    return ERR(MSCCLPP_ERR_INTERNAL, "plan making: rank %d: a thread block "
-                               "addresses more than %d remote buffers", mk->rank,
-                               PLAN_MAX_RBUFS_PER_BLOCK);
+                    return ERR(MSCCLPP_ERR_INTERNAL,
+                               "plan making: rank %d: a thread block "
+                               "addresses more than %d remote buffers",
+                               mk->rank, PLAN_MAX_RBUFS_PER_BLOCK);
                 arr[k].ref = (uint16_t)ref;
             }
             if (side) p->dst = arr;

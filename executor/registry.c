@@ -110,8 +110,8 @@ void exec_registry_set_layout(exec_registry_t *reg, int nranks, const uint64_t *
     reg->nranks = labels ? nranks : 0;
     reg->labels = labels;
     for (int i = 0; i < reg->count; i++)
-        reg->entries[i].off_layout = !reg->entries[i].made &&
-                                     plan_off_layout(reg, reg->entries[i].plan);
+        reg->entries[i].off_layout =
+            !reg->entries[i].made && plan_off_layout(reg, reg->entries[i].plan);
 }
 
 static mscclpp_result_t add_entry(exec_registry_t *reg, const struct mscclpp_plan *plan,
@@ -132,11 +132,15 @@ static mscclpp_result_t add_entry(exec_registry_t *reg, const struct mscclpp_pla
     }
     bool off = plan_off_layout(reg, plan);
     if (off)
-        INFO(SUBSYS_PLAN, "plan \"%s\" joins ranks of different nodes by memory channels: it "
-             "does not serve this job's layout", plan->name);
-    reg->entries[reg->count++] = (exec_registry_entry_t){
-        .plan = plan, .owned = owned, .ranks_per_node = ranks_per_node, .tags = copy,
-        .off_layout = off};
+        INFO(SUBSYS_PLAN,
+             "plan \"%s\" joins ranks of different nodes by memory channels: it "
+             "does not serve this job's layout",
+             plan->name);
+    reg->entries[reg->count++] = (exec_registry_entry_t){.plan = plan,
+                                                         .owned = owned,
+                                                         .ranks_per_node = ranks_per_node,
+                                                         .tags = copy,
+                                                         .off_layout = off};
     return MSCCLPP_OK;
 }
 
@@ -280,7 +284,7 @@ static mscclpp_result_t registry_select(const exec_registry_t *reg, const char *
     /* registered plans in order, then the plans made for the job (whenever either came) */
     for (int k = 0; k < 2 * reg->count; k++) {
         const exec_registry_entry_t *e = &reg->entries[k % reg->count];
-        if (e->made != (k >= reg->count)) continue;
+        if (e->made != ((k >= reg->count) != reg->made_first)) continue;
         const struct mscclpp_plan *p = e->plan;
         if (strcmp(p->collective, collective) || p->nranks != world_size) continue;
         if (e->ranks_per_node && ranks_per_node > 0 && e->ranks_per_node != ranks_per_node)

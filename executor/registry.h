@@ -41,11 +41,15 @@ typedef struct {
 typedef struct {
     exec_registry_entry_t *entries;
     int count, cap;
-    int nranks;              /* the layout set by exec_registry_set_layout (0: none) */
-    const uint64_t *labels;  /* per rank: node label (borrowed) */
+    bool made_first;        /* MSCCLPP_PLAN_MAKE=first: made plans before the others */
+    int nranks;             /* the layout set by exec_registry_set_layout (0: none) */
+    const uint64_t *labels; /* per rank: node label (borrowed) */
 } exec_registry_t;
 
-#define EXEC_REGISTRY_INIT {NULL, 0, 0, 0, NULL}
+#define EXEC_REGISTRY_INIT         \
+    {                              \
+        NULL, 0, 0, false, 0, NULL \
+    }
 
 void exec_registry_init(exec_registry_t *reg);
 /** Free the table, the tag copies and the plans the registry loaded itself. Safe on NULL. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/config.h"
 #include "base/debug.h"
 #include "executor/executor.h"
 #include "executor/layout.h"
@@ -39,7 +40,9 @@ static mscclpp_result_t make_one(mscclpp_executor_t *ex, const char *coll, exec_
                                  int root, struct mscclpp_plan **out)
 {
     bool host = !strcmp(ex->hal->name, "host");
-    exec_made_spec_t s = {.collective = coll, .proto = proto, .root = root,
+    exec_made_spec_t s = {.collective = coll,
+                          .proto = proto,
+                          .root = root,
                           .instances = exec_made_instances(ex->hal->name, coll, proto)};
     if (proto == EXEC_MADE_PACKET) s.max_bytes = host ? MADE_PKT_MAX_HOST : MADE_PKT_MAX;
     return exec_made_plan(&ex->made->topo, &s, ex->comm->rank, out);
@@ -47,18 +50,25 @@ static mscclpp_result_t make_one(mscclpp_executor_t *ex, const char *coll, exec_
 
 mscclpp_result_t exec_select_attach(mscclpp_executor_t *ex)
 {
-    static const char *const colls[] = {"allreduce", "allgather", "reducescatter", "alltoall",
-                                        "broadcast", "reduce"};
+    const char *mode = config_get(CFG_MSCCLPP_PLAN_MAKE);
+    if (strcmp(mode, "last") && strcmp(mode, "first") && strcmp(mode, "off"))
+        return ERR_ARG("MSCCLPP_PLAN_MAKE=\"%s\": last, first or off", mode);
     ex->made = calloc(1, sizeof *ex->made);
     if (!ex->made) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
     CHECK(exec_topo_init(&ex->made->topo, ex->comm->nranks, ex->comm->node_id));
     exec_registry_set_layout(&ex->registry, ex->comm->nranks, ex->comm->node_id);
+    ex->registry.made_first = !strcmp(mode, "first");
+    if (!strcmp(mode, "off")) {
+        INFO(SUBSYS_EXEC, "MSCCLPP_PLAN_MAKE=off: no plans made for the job");
+        return MSCCLPP_OK;
+    }
     int made = 0;
     /* the packet allreduce first: the Simple one serves every size, small ones after it */
     for (int proto = EXEC_MADE_PACKET; proto >= EXEC_MADE_SIMPLE; proto--) {
-        for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++) {
+        for (int i = 0; i < EXEC_MADE_NCOLL; i++) {
             struct mscclpp_plan *p = NULL;
-            mscclpp_result_t r = make_one(ex, colls[i], (exec_made_proto_t)proto, 0, &p);
+            mscclpp_result_t r =
+                make_one(ex, exec_made_collectives[i], (exec_made_proto_t)proto, 0, &p);
             if (r == MSCCLPP_ERR_UNSUPPORTED) { /* e.g. no packet plan for this shape */
                 core_clear_error();
                 continue;
@@ -103,9 +113,9 @@ static mscclpp_result_t made_for_root(mscclpp_executor_t *ex, const struct msccl
         }
     exec_made_root_t *m = calloc(1, sizeof *m);
     if (!m) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
-    mscclpp_result_t r = make_one(ex, p->collective,
-                                  p->packet_protocol ? EXEC_MADE_PACKET : EXEC_MADE_SIMPLE, root,
-                                  &m->plan);
+    mscclpp_result_t r =
+        make_one(ex, p->collective, p->packet_protocol ? EXEC_MADE_PACKET : EXEC_MADE_SIMPLE, root,
+                 &m->plan);
     if (r != MSCCLPP_OK) {
         free(m);
         return r;
@@ -128,25 +138,23 @@ static bool entry_is_made(const exec_registry_t *reg, const struct mscclpp_plan 
 /* ---- choosing ---------------------------------------------------------------------------------- */
 
 /* The tuning table's plan, then the registry's first that fits, for one placement. */
-static mscclpp_result_t choose_placed(mscclpp_executor_t *ex, const exec_call_t *call,
-                                      bool inplace, exec_choice_t *out)
+static mscclpp_result_t choose_placed(mscclpp_executor_t *ex, const exec_call_t *call, bool inplace,
+                                      exec_choice_t *out)
 {
     mscclpp_comm_t *comm = ex->comm;
     uint64_t msg = exec_message_size(call->collective, call->in_bytes, call->out_bytes);
     int nth = 0;
-    const struct mscclpp_plan *p =
-        exec_tuning_pick(ex->tuning, &ex->registry, call->collective, comm->nranks, comm->nlocal,
-                         inplace, msg, &nth);
+    const struct mscclpp_plan *p = exec_tuning_pick(ex->tuning, &ex->registry, call->collective,
+                                                    comm->nranks, comm->nlocal, inplace, msg, &nth);
     if (p && !exec_native_of(p) &&
         !exec_layout_fits(p, comm->rank, call->in_bytes, call->out_bytes, call->dtype)) {
         p = NULL; /* the table's plan refuses these sizes: the registry's next that fits */
         nth = 0;
     }
     if (!p) {
-        mscclpp_result_t r = exec_registry_select_fit(&ex->registry, call->collective,
-                                                      comm->nranks, comm->nlocal, inplace, msg,
-                                                      comm->rank, call->in_bytes, call->out_bytes,
-                                                      call->dtype, &p);
+        mscclpp_result_t r = exec_registry_select_fit(
+            &ex->registry, call->collective, comm->nranks, comm->nlocal, inplace, msg, comm->rank,
+            call->in_bytes, call->out_bytes, call->dtype, &p);
         if (r != MSCCLPP_OK) return r;
     }
     out->plan = p;
@@ -175,16 +183,17 @@ static mscclpp_result_t none_served(mscclpp_executor_t *ex, const exec_call_t *c
         if (strcmp(p->collective, call->collective)) continue;
         total++;
         if (shown < 4 && len + 120 < sizeof have) {
-            len += (size_t)snprintf(have + len, sizeof have - len,
-                                    "%s'%s' (%d ranks, %s, %llu..%llu bytes%s)", shown ? ", " : "",
-                                    p->name, p->nranks, p->inplace ? "in-place" : "out-of-place",
-                                    (unsigned long long)p->min_message_size,
-                                    (unsigned long long)p->max_message_size,
-                                    ex->registry.entries[i].off_layout ? ", not this layout" : "");
+            len += (size_t)snprintf(
+                have + len, sizeof have - len, "%s'%s' (%d ranks, %s, %llu..%llu bytes%s)",
+                shown ? ", " : "", p->name, p->nranks, p->inplace ? "in-place" : "out-of-place",
+                (unsigned long long)p->min_message_size, (unsigned long long)p->max_message_size,
+                ex->registry.entries[i].off_layout ? ", not this layout" : "");
             shown++;
         }
     }
-    const char *made = exec_made_collective(call->collective)
+    const char *made = !strcmp(config_get(CFG_MSCCLPP_PLAN_MAKE), "off")
+                           ? "MSCCLPP_PLAN_MAKE=off: no plans are made for the job"
+                       : exec_made_collective(call->collective)
                            ? "plans made for the job refuse these sizes"
                            : "plans are made for allreduce, allgather, reducescatter, alltoall, "
                              "broadcast and reduce only";
@@ -215,10 +224,10 @@ static uint32_t shape_hash(const exec_call_t *c)
 mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call, exec_choice_t *out)
 {
     exec_select_slot_t *slot = &ex->chosen[shape_hash(call)];
-    if (slot->valid && slot->registered == ex->registry.count &&
-        slot->in_bytes == call->in_bytes && slot->out_bytes == call->out_bytes &&
-        slot->dtype == call->dtype && slot->root == call->root &&
-        slot->inplace == call->inplace && !strcmp(slot->collective, call->collective)) {
+    if (slot->valid && slot->registered == ex->registry.count && slot->in_bytes == call->in_bytes &&
+        slot->out_bytes == call->out_bytes && slot->dtype == call->dtype &&
+        slot->root == call->root && slot->inplace == call->inplace &&
+        !strcmp(slot->collective, call->collective)) {
         *out = slot->choice;
         return MSCCLPP_OK;
     }
@@ -233,10 +242,14 @@ mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call, ex
     }
     CHECK(r);
     if (strlen(call->collective) < sizeof slot->collective) {
-        *slot = (exec_select_slot_t){.valid = true, .registered = ex->registry.count,
-                                     .in_bytes = call->in_bytes, .out_bytes = call->out_bytes,
-                                     .dtype = call->dtype, .root = call->root,
-                                     .inplace = call->inplace, .choice = *out};
+        *slot = (exec_select_slot_t){.valid = true,
+                                     .registered = ex->registry.count,
+                                     .in_bytes = call->in_bytes,
+                                     .out_bytes = call->out_bytes,
+                                     .dtype = call->dtype,
+                                     .root = call->root,
+                                     .inplace = call->inplace,
+                                     .choice = *out};
         strcpy(slot->collective, call->collective);
     }
     return MSCCLPP_OK;

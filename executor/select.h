@@ -35,8 +35,7 @@ typedef struct {
 } exec_choice_t;
 
 /** The plan for `call`, or MSCCLPP_ERR_UNSUPPORTED saying what is served and how to add one. */
-mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call,
-                             exec_choice_t *out);
+mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call, exec_choice_t *out);
 
 /** Make this job's plans and register them after the loaded ones (executor creation). */
 mscclpp_result_t exec_select_attach(mscclpp_executor_t *ex);

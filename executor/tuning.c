@@ -253,7 +253,10 @@ void exec_tuning_candidates(const exec_registry_t *reg, const char *collective, 
                             const struct mscclpp_plan **plans, int cap, int *n)
 {
     *n = 0;
-    for (int i = 0; i < reg->count; i++) {
+    /* in the registry's order of preference: registered plans, then the made ones */
+    for (int k = 0; k < 2 * reg->count; k++) {
+        int i = k % reg->count;
+        if (reg->entries[i].made != ((k >= reg->count) != reg->made_first)) continue;
         if (!entry_matches(reg, i, collective, world_size, ranks_per_node, inplace,
                            message_bytes))
             continue;
@@ -355,8 +358,8 @@ MSCCLPP_API mscclpp_result_t mscclpp_execute_launch(mscclpp_executor_t *exec,
         return ERR(MSCCLPP_ERR_UNSUPPORTED, "plan '%s' runs %d thread blocks per rank; "
                    "nblocks=%d needs a plan variant with that many (mscclpp_executor_list_plans)",
                    plan->name, exec_plan_nblocks(plan), nblocks);
-    return exec_execute(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet,
-                        stream, 0, nthreads_per_block);
+    return exec_execute(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet, stream,
+                        0, nthreads_per_block);
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_executor_list_plans(mscclpp_executor_t *exec,

@@ -367,8 +367,10 @@ static int parse_args(int argc, char **argv, opts_t *o)
     }
     if (o->nodes_spec) {
         if (netns_split(o->nodes_spec, o->np, o->node_size, &o->nodes)) {
-            fprintf(stderr, "%s: --nodes %s: a node count (1..%d, at most --np) or node sizes "
-                            "a+b+...\n", prog, o->nodes_spec, NETNS_MAX_NODES);
+            fprintf(stderr,
+                    "%s: --nodes %s: a node count (1..%d, at most --np) or node sizes "
+                    "a+b+...\n",
+                    prog, o->nodes_spec, NETNS_MAX_NODES);
             return EXIT_USAGE;
         }
         int sum = 0;

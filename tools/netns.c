@@ -153,7 +153,7 @@ void netns_destroy(netns_t *ns)
 
 static netns_t launch_ns;
 static int launch_nodes, launch_np, launch_mode; /* 0 none, 1 namespaces, 2 forced node ids */
-static int launch_size[NETNS_MAX_NODES];          /* ranks per node, node-major */
+static int launch_size[NETNS_MAX_NODES];         /* ranks per node, node-major */
 
 int netns_split(const char *spec, int np, int *sizes, int *nodes)
 {

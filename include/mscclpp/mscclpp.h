@@ -399,16 +399,16 @@ MSCCLPP_API uint64_t mscclpp_plan_max_message_size(const mscclpp_plan_t *plan);
  * MSCCLPP_ERR_UNSUPPORTED (naming what is made) for a collective or protocol not made.
  */
 MSCCLPP_API mscclpp_result_t mscclpp_plan_make(const char *collective, const char *protocol,
-                                               int nranks, const int *node_of, int root,
-                                               int rank, mscclpp_plan_t **plan);
+                                               int nranks, const int *node_of, int root, int rank,
+                                               mscclpp_plan_t **plan);
 
 /**
  * The plan as JSON (docs/plan-format.md), as the DSL writes it: into `buf` (`cap` bytes, NUL
  * terminated) when not NULL; *len gets the length without the NUL either way (call with a NULL
  * buffer first to size one). A plan of one rank's part is written with "rank_subset".
  */
-MSCCLPP_API mscclpp_result_t mscclpp_plan_to_json(const mscclpp_plan_t *plan, char *buf,
-                                                  size_t cap, size_t *len);
+MSCCLPP_API mscclpp_result_t mscclpp_plan_to_json(const mscclpp_plan_t *plan, char *buf, size_t cap,
+                                                  size_t *len);
 
 typedef struct mscclpp_executor mscclpp_executor_t;
 
@@ -587,10 +587,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_broadcast(mscclpp_executor_t *exec, const v
                                                int root, mscclpp_stream_t stream);
 /** Reduce to `root`: its recv gets the reduction of every rank's send (count elements); the
  *  other ranks' recv is not written. */
-MSCCLPP_API mscclpp_result_t mscclpp_reduce(mscclpp_executor_t *exec, const void *send,
-                                            void *recv, size_t count, mscclpp_dtype_t dtype,
-                                            mscclpp_redop_t op, int root,
-                                            mscclpp_stream_t stream);
+MSCCLPP_API mscclpp_result_t mscclpp_reduce(mscclpp_executor_t *exec, const void *send, void *recv,
+                                            size_t count, mscclpp_dtype_t dtype, mscclpp_redop_t op,
+                                            int root, mscclpp_stream_t stream);
 
 #ifdef __cplusplus
 }

@@ -27,8 +27,8 @@ static const char *top_srcdir(void)
     return d && d[0] ? d : ".";
 }
 
-static const char *const colls[] = {"allreduce", "allgather", "reducescatter", "alltoall",
-                                    "broadcast", "reduce"};
+static const char *const colls[] = {"allreduce", "allgather", "reducescatter",
+                                    "alltoall",  "broadcast", "reduce"};
 #define NCOLLS 6
 
 /* A shape: node sizes (node-major ranks) or, with `cyclic`, rank r on node r % nodes. */
@@ -80,13 +80,14 @@ static bool same_desc(const plan_desc_t *a, const plan_desc_t *b)
 
 static bool same_op(const plan_op_t *a, const plan_op_t *b, const char *where)
 {
-    if (a->type != b->type || a->channel_type != b->channel_type ||
-        a->reduce_op != b->reduce_op || a->n_src != b->n_src || a->n_dst != b->n_dst ||
-        a->n_channels != b->n_channels || a->tbg_size != b->tbg_size)
+    if (a->type != b->type || a->channel_type != b->channel_type || a->reduce_op != b->reduce_op ||
+        a->n_src != b->n_src || a->n_dst != b->n_dst || a->n_channels != b->n_channels ||
+        a->tbg_size != b->tbg_size)
         return DIFF("%s: op %s/%s, channel type %d/%d, reduce %d/%d, descs %d+%d/%d+%d, "
-                    "channels %d/%d", where, plan_op_name(a->type), plan_op_name(b->type),
-                    a->channel_type, b->channel_type, a->reduce_op, b->reduce_op, a->n_src,
-                    a->n_dst, b->n_src, b->n_dst, a->n_channels, b->n_channels);
+                    "channels %d/%d",
+                    where, plan_op_name(a->type), plan_op_name(b->type), a->channel_type,
+                    b->channel_type, a->reduce_op, b->reduce_op, a->n_src, a->n_dst, b->n_src,
+                    b->n_dst, a->n_channels, b->n_channels);
     for (int k = 0; k < a->n_channels; k++)
         if (a->channel_ids[k] != b->channel_ids[k]) return DIFF("%s: channel_ids[%d]", where, k);
     for (int k = 0; k < a->n_src; k++)
@@ -133,8 +134,8 @@ static bool same_gpu(const plan_gpu_t *a, const plan_gpu_t *b, int r)
         return DIFF("rank %d: %d vs %d thread blocks", r, a->n_blocks, b->n_blocks);
     for (int k = 0; k < a->n_blocks; k++) {
         const plan_block_t *x = &a->blocks[k], *y = &b->blocks[k];
-        if (x->n_ops != y->n_ops) return DIFF("rank %d block %d: %d vs %d ops", r, k, x->n_ops,
-                                              y->n_ops);
+        if (x->n_ops != y->n_ops)
+            return DIFF("rank %d block %d: %d vs %d ops", r, k, x->n_ops, y->n_ops);
         for (int t = 0; t < PLAN_CH__COUNT; t++) {
             if (x->n_chan[t] != y->n_chan[t] || x->n_rbuf[t] != y->n_rbuf[t] ||
                 memcmp(x->chan[t], y->chan[t], sizeof(uint16_t) * x->n_chan[t]) ||
@@ -180,7 +181,9 @@ static mscclpp_plan_t *make_whole(const char *coll, exec_made_proto_t proto, int
     for (int r = 0; r < n; r++) lab[r] = node_of ? (uint64_t)node_of[r] : 0;
     exec_topo_t t;
     ck_assert_int_eq(exec_topo_init(&t, n, lab), MSCCLPP_OK);
-    exec_made_spec_t s = {.collective = coll, .proto = proto, .root = root,
+    exec_made_spec_t s = {.collective = coll,
+                          .proto = proto,
+                          .root = root,
                           .instances = exec_made_instances(backend, coll, proto)};
     struct mscclpp_plan *p = NULL;
     mscclpp_result_t r = exec_made_plan(&t, &s, -1, &p);
@@ -199,17 +202,15 @@ START_TEST(t_flat_is_the_dsl)
         const char *backend = c == NCOLLS + 1 ? "host" : NULL;
         if (n == 1 && (proto == EXEC_MADE_PACKET || backend)) continue;
         char rel[128];
-        if (n == 1)
-            snprintf(rel, sizeof rel, "%s_1.json", coll);
+        if (n == 1) snprintf(rel, sizeof rel, "%s_1.json", coll);
         else if (!strcmp(coll, "allreduce"))
             snprintf(rel, sizeof rel, "%sallreduce_%s_%d.json", backend ? "host/" : "",
                      proto == EXEC_MADE_PACKET ? "pkt" : "simple", n);
-        else
-            snprintf(rel, sizeof rel, "%s_%d.json", coll, n);
+        else snprintf(rel, sizeof rel, "%s_%d.json", coll, n);
         mscclpp_plan_t *dsl = load_shipped(rel);
         mscclpp_plan_t *made = make_whole(coll, proto, n, NULL, 0, backend);
-        ck_assert_msg(same_plan(made, dsl), "made %s vs plans/%s: %s", mscclpp_plan_name(made),
-                      rel, diff);
+        ck_assert_msg(same_plan(made, dsl), "made %s vs plans/%s: %s", mscclpp_plan_name(made), rel,
+                      diff);
         /* and through JSON: the loader reads what we write */
         char *json = to_json(made);
         mscclpp_plan_t *back = NULL;
@@ -227,17 +228,37 @@ END_TEST
 /* ---- every shape: loads, verifies, one rank's part is its part ------------------------------ */
 
 static const shape_t shapes[] = {
-    {{1}, 1, false},          {{2}, 1, false},          {{3}, 1, false},
-    {{5}, 1, false},          {{9}, 1, false},          {{12}, 1, false},
-    {{16}, 1, false},         {{17}, 1, false},         {{18}, 1, false},
-    {{20}, 1, false},         {{1, 1}, 2, false},       {{2, 2}, 2, false},
-    {{3, 3}, 2, false},       {{4, 4}, 2, false},       {{1, 1, 1}, 3, false},
-    {{2, 2, 2}, 3, false},    {{3, 3, 3}, 3, false},    {{4, 4, 4}, 3, false},
-    {{1, 1, 1, 1}, 4, false}, {{2, 2, 2, 2}, 4, false}, {{3, 3, 3, 3}, 4, false},
-    {{4, 4, 4, 4}, 4, false}, {{3, 3, 3, 3, 3}, 5, false},
-    {{2, 3, 1}, 3, false},    {{1, 4}, 2, false},       {{5, 2, 3}, 3, false},
-    {{3, 1, 1, 2}, 4, false}, {{8, 8, 8, 8, 8, 8, 8, 8}, 8, false},
-    {{3, 3}, 2, true},        {{2, 2, 2}, 3, true},     {{17, 2}, 2, false},
+    {{1}, 1, false},
+    {{2}, 1, false},
+    {{3}, 1, false},
+    {{5}, 1, false},
+    {{9}, 1, false},
+    {{12}, 1, false},
+    {{16}, 1, false},
+    {{17}, 1, false},
+    {{18}, 1, false},
+    {{20}, 1, false},
+    {{1, 1}, 2, false},
+    {{2, 2}, 2, false},
+    {{3, 3}, 2, false},
+    {{4, 4}, 2, false},
+    {{1, 1, 1}, 3, false},
+    {{2, 2, 2}, 3, false},
+    {{3, 3, 3}, 3, false},
+    {{4, 4, 4}, 3, false},
+    {{1, 1, 1, 1}, 4, false},
+    {{2, 2, 2, 2}, 4, false},
+    {{3, 3, 3, 3}, 4, false},
+    {{4, 4, 4, 4}, 4, false},
+    {{3, 3, 3, 3, 3}, 5, false},
+    {{2, 3, 1}, 3, false},
+    {{1, 4}, 2, false},
+    {{5, 2, 3}, 3, false},
+    {{3, 1, 1, 2}, 4, false},
+    {{8, 8, 8, 8, 8, 8, 8, 8}, 8, false},
+    {{3, 3}, 2, true},
+    {{2, 2, 2}, 3, true},
+    {{17, 2}, 2, false},
     {{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 16, false},
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
@@ -253,17 +274,17 @@ static void check_one(const char *coll, exec_made_proto_t proto, const shape_t *
     char *json = to_json(p);
     mscclpp_plan_t *back = NULL;
     ck_assert_msg(mscclpp_plan_load_string(json, strlen(json), &back) == MSCCLPP_OK,
-                  "%s (%d ranks, %d nodes, root %d): %s", mscclpp_plan_name(p), n, sh->nnodes,
-                  root, mscclpp_last_error());
+                  "%s (%d ranks, %d nodes, root %d): %s", mscclpp_plan_name(p), n, sh->nnodes, root,
+                  mscclpp_last_error());
     ck_assert_msg(mscclpp_plan_verify(back) == MSCCLPP_OK, "%s (%d nodes, root %d): %s",
                   mscclpp_plan_name(p), sh->nnodes, root, mscclpp_last_error());
     ck_assert_msg(same_plan(back, p), "%s through JSON: %s", mscclpp_plan_name(p), diff);
     /* each rank's own part, as an executor makes it */
     for (int me = 0; me < n; me++) {
         mscclpp_plan_t *part = NULL;
-        ck_assert_int_eq(mscclpp_plan_make(coll, proto ? "LL" : "Simple", n, node_of, root, me,
-                                           &part),
-                         MSCCLPP_OK);
+        ck_assert_int_eq(
+            mscclpp_plan_make(coll, proto ? "LL" : "Simple", n, node_of, root, me, &part),
+            MSCCLPP_OK);
         ck_assert(part->partial && part->part_rank == me);
         ck_assert_msg(same_gpu(&part->gpus[me], &p->gpus[me], me), "%s rank %d's part: %s",
                       mscclpp_plan_name(p), me, diff);
