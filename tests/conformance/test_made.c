@@ -14,8 +14,7 @@
  *   default   float32 with sum (broadcast and reduce rooted at the last rank) and int8 with max
  *             (root 0), 61 elements per rank block: 16 one-node shapes and 15 node layouts,
  *             plus 64 ranks as 8 nodes of 8 (allreduce, float32, 15 elements per rank block:
- *             every context connects its own endpoints, and past three contexts 64 processes
- *             on 2 cores under load saw UCX endpoint timeouts);
+ *             64 processes on 2 cores take a minute or more to connect);
  *   full      MSCCLPP_CONFORMANCE_FULL=1: every dtype x reduce op x {4, 61, 1280} elements,
  *             roots 0 and the last, 17 to 20 ranks on one node (rings), 8x8 for every
  *             collective.
@@ -223,6 +222,9 @@ static int shape_rank(int rank, int nranks, const mscclpp_unique_id_t *id, void 
         }
     }
 done:
+    /* nobody leaves while a peer's last launch may still flush its puts to it: a port channel
+     * proxy that sees a peer's connection close fails its launch (board, 2026-11-26) */
+    if (!failures) MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
     if (rank == 0)
         fprintf(stderr, "# %s: %d calls on %d ranks, %d failed\n", sh->name, runs, nranks,
                 failures);
