@@ -125,8 +125,8 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
     if (!stream || stream->ops == ex->hal) CHECK(stream_capturing(ex, stream, &capturing));
     bool outer = ex->capturing;
     ex->capturing = capturing;
-    mscclpp_result_t r = execute_captured(ex, plan, send, recv, send_bytes, recv_bytes, dtype,
-                                          op, packet, stream, rotation);
+    mscclpp_result_t r = execute_captured(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op,
+                                          packet, stream, rotation);
     ex->capturing = outer;
     return r;
 }
@@ -494,8 +494,7 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     ex->launch_nthreads = 0;
     /* a failed call must not leave the staging copy queued behind the caller's back (a
      * capture cannot be waited for: the copy is only recorded there) */
-    if (r != MSCCLPP_OK && stream && !capturing)
-        (void)ex->hal->stream_sync(hal_api_stream(stream));
+    if (r != MSCCLPP_OK && stream && !capturing) (void)ex->hal->stream_sync(hal_api_stream(stream));
     return r;
 none:
     return ERR(MSCCLPP_ERR_UNSUPPORTED, "no %s plan for %d ranks and %llu bytes (%s); register "

@@ -692,8 +692,10 @@ mscclpp_result_t exec_native_execute(mscclpp_executor_t *ex, const struct mscclp
     call.scratch = owner->scratch;
     bool host = !strcmp(comm->hal->name, "host");
     if (host && ex->capturing)
-        return ERR(MSCCLPP_ERR_UNSUPPORTED, "native algorithm '%s': the host backend runs native "
-                   "algorithms synchronously, so they cannot be captured into a graph", a->name);
+        return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                   "native algorithm '%s': the host backend runs native "
+                   "algorithms synchronously, so they cannot be captured into a graph",
+                   a->name);
     /* a sync of the caller's stream asks this executor too: an error of this call is what
      * that sync returns as well, not only this call (for a capture: after each replay) */
     CHECK(ex->capturing ? hal_api_stream_note_capture(stream, ex->source)

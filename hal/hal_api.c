@@ -486,8 +486,8 @@ MSCCLPP_API mscclpp_result_t mscclpp_graph_launch(mscclpp_graph_t graph, mscclpp
     CHECK_ARG(graph != NULL);
     CHECK_ARG(stream != NULL);
     if (stream->ops != graph->ops)
-        return ERR_ARG("mscclpp_graph_launch: graph of backend %s, stream of %s",
-                       graph->ops->name, stream->ops->name);
+        return ERR_ARG("mscclpp_graph_launch: graph of backend %s, stream of %s", graph->ops->name,
+                       stream->ops->name);
     /* before the launch, as for a collective: a sync racing with it must ask its sources */
     bool capturing = false;
     CHECK(stream->ops->stream_capturing(stream->hal, &capturing));

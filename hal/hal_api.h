@@ -20,7 +20,7 @@ struct mscclpp_stream {
     pthread_mutex_t lock; /* guards the watch list */
     uint64_t *watch;      /* source ids, each once */
     int n_watch, cap_watch;
-    uint64_t *captured;   /* sources that queued work into the capture in progress, each once:
+    uint64_t *captured; /* sources that queued work into the capture in progress, each once:
                            * a graph of it asks them after each replay's sync */
     int n_captured, cap_captured;
 };

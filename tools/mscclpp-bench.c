@@ -189,8 +189,9 @@ static int nccl_tests_flag(int c, const char *arg, const char *prog)
 {
     int v;
     if (parse_int(arg, 0, 1 << 20, &v) == 0 && v == 1) return 0;
-    fprintf(stderr, "%s: -%c %s: mscclpp-bench runs one rank per process, one GPU each; "
-                    "for %s ranks use --np %s (forked here) or mpiexec -n %s\n",
+    fprintf(stderr,
+            "%s: -%c %s: mscclpp-bench runs one rank per process, one GPU each; "
+            "for %s ranks use --np %s (forked here) or mpiexec -n %s\n",
             prog, c, arg, arg, arg, arg);
     return EXIT_USAGE;
 }
@@ -299,7 +300,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
             if (parse_int(optarg, 1, 1 << 20, &o->cycles))
                 bad = "-N (a count >= 1; 0, run forever, is not supported)";
             break;
-        case 'g': case 't':
+        case 'g':
+        case 't':
             if (nccl_tests_flag(c, optarg, prog)) return EXIT_USAGE;
             break;
         case 'G':
@@ -801,7 +803,8 @@ static void print_header(const bench_t *b)
            o->step_factor ? "factor" : "bytes", o->warmup, o->iters, o->check);
     if (o->graph_launches)
         printf("# graphs: the %d timed calls captured into one graph, replayed %d times; time "
-               "is per call\n", o->iters, o->graph_launches);
+               "is per call\n",
+               o->iters, o->graph_launches);
     if (b->copy_gbps > 0)
         printf("# copy bandwidth %.2f GB/s (bytes read + written, %d ranks copying %zu bytes each "
                "at once); bound = algbw if the plan's bytes moved ran at that bandwidth\n",

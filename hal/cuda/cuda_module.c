@@ -270,13 +270,13 @@ static mscclpp_result_t cuda_device_props(int dev, hal_device_props_t *props)
  * its context and lowered plan; none of this work is captured. CUDA_RELAXED(slot, params,
  * args) defines relaxed_<slot> around cuda_<slot>.
  */
-#define CUDA_RELAXED(slot, params, args)                                                      \
-    static mscclpp_result_t relaxed_##slot params                                             \
-    {                                                                                         \
-        enum cudaStreamCaptureMode mode_ = cuda_capture_relax();                              \
-        mscclpp_result_t r_ = cuda_##slot args;                                               \
-        cuda_capture_restore(mode_);                                                          \
-        return r_;                                                                            \
+#define CUDA_RELAXED(slot, params, args)                         \
+    static mscclpp_result_t relaxed_##slot params                \
+    {                                                            \
+        enum cudaStreamCaptureMode mode_ = cuda_capture_relax(); \
+        mscclpp_result_t r_ = cuda_##slot args;                  \
+        cuda_capture_restore(mode_);                             \
+        return r_;                                               \
     }
 CUDA_RELAXED(mem_alloc, (size_t bytes, void **ptr), (bytes, ptr))
 CUDA_RELAXED(mem_alloc_shareable, (size_t bytes, void **ptr), (bytes, ptr))
@@ -295,11 +295,11 @@ CUDA_RELAXED(mc_import, (const hal_mem_handle_t *handle, hal_mc_t *mc), (handle,
 CUDA_RELAXED(mc_bind, (hal_mc_t mc, void *base, size_t bytes, void **mc_ptr),
              (mc, base, bytes, mc_ptr))
 CUDA_RELAXED(mc_free, (hal_mc_t mc), (mc))
-CUDA_RELAXED(stream_create, (hal_stream_t *s), (s))
+CUDA_RELAXED(stream_create, (hal_stream_t * s), (s))
 CUDA_RELAXED(stream_destroy, (hal_stream_t s), (s))
 /* a capturing stream still refuses to be synchronized: only other streams become legal */
 CUDA_RELAXED(stream_sync, (hal_stream_t s), (s))
-CUDA_RELAXED(event_create, (hal_event_t *e), (e))
+CUDA_RELAXED(event_create, (hal_event_t * e), (e))
 CUDA_RELAXED(event_destroy, (hal_event_t e), (e))
 CUDA_RELAXED(event_sync, (hal_event_t e), (e))
 #undef CUDA_RELAXED

@@ -345,14 +345,14 @@ static mscclpp_result_t hip_graph_destroy(hal_graph_t graph)
 /* Setup slots run with the thread's capture mode relaxed, as in the CUDA module
  * (hal/cuda/cuda_module.c): a collective called first inside a capture builds what it needs
  * outside the graph. HIP_RELAXED(slot, params, args) defines relaxed_<slot>. */
-#define HIP_RELAXED(slot, params, args)                                                       \
-    static mscclpp_result_t relaxed_##slot params                                             \
-    {                                                                                         \
-        hipStreamCaptureMode mode_ = hipStreamCaptureModeRelaxed;                             \
-        (void)hipThreadExchangeStreamCaptureMode(&mode_);                                     \
-        mscclpp_result_t r_ = hip_##slot args;                                                \
-        (void)hipThreadExchangeStreamCaptureMode(&mode_);                                     \
-        return r_;                                                                            \
+#define HIP_RELAXED(slot, params, args)                           \
+    static mscclpp_result_t relaxed_##slot params                 \
+    {                                                             \
+        hipStreamCaptureMode mode_ = hipStreamCaptureModeRelaxed; \
+        (void)hipThreadExchangeStreamCaptureMode(&mode_);         \
+        mscclpp_result_t r_ = hip_##slot args;                    \
+        (void)hipThreadExchangeStreamCaptureMode(&mode_);         \
+        return r_;                                                \
     }
 HIP_RELAXED(mem_alloc, (size_t bytes, void **ptr), (bytes, ptr))
 HIP_RELAXED(mem_alloc_shareable, (size_t bytes, void **ptr), (bytes, ptr))

@@ -320,8 +320,8 @@ struct hal_stream {
     host_pool_t pool;
     /* capture (under lock): tasks queued while capturing are recorded here, not run */
     bool capturing;
-    bool capture_invalid;    /* a call not permitted during capture was made */
-    char capture_why[256];   /* which one */
+    bool capture_invalid;  /* a call not permitted during capture was made */
+    char capture_why[256]; /* which one */
     host_task_t *cap_head, *cap_tail;
     size_t cap_n;
 };
@@ -562,7 +562,8 @@ static mscclpp_result_t capture_refuse(hal_stream_t s, const char *what)
     if (!cap) return MSCCLPP_OK;
     return ERR(MSCCLPP_ERR_INVALID_ARG,
                "%s: operation not permitted when the stream is capturing (the capture is "
-               "invalidated)", what);
+               "invalidated)",
+               what);
 }
 
 /* Wait for what is queued on `s` (none of it is a recording). Not bounded by

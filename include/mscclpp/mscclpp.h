@@ -266,8 +266,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_end_capture(mscclpp_stream_t stream,
                                                         mscclpp_graph_t *graph);
 /** Whether work queued on `stream` now is captured (a capture of ours or the application's,
  * e.g. torch.cuda.graph on a wrapped stream): *capturing 1 or 0. */
-MSCCLPP_API mscclpp_result_t mscclpp_stream_is_capturing(mscclpp_stream_t stream,
-                                                         int *capturing);
+MSCCLPP_API mscclpp_result_t mscclpp_stream_is_capturing(mscclpp_stream_t stream, int *capturing);
 /**
  * Queue one replay of `graph` on `stream` (not NULL; it may differ from the captured stream).
  * Collectives replay with the buffers, sizes and plans of their capture and read the buffers'

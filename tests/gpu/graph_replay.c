@@ -102,8 +102,7 @@ static int check(int rank, int n, bufs_t *b, int rep)
     if (compare(rank, b->out, SMALL, b->host, rep, "allreduce", want_sum, n, 0)) return 1;
     if (compare(rank, b->inplace, SMALL, b->host, rep, "in-place allreduce", want_sum, n, 1))
         return 1;
-    if (compare(rank, b->big_out, LARGE, b->host, rep, "4 MiB allreduce", want_sum, n, 2))
-        return 1;
+    if (compare(rank, b->big_out, LARGE, b->host, rep, "4 MiB allreduce", want_sum, n, 2)) return 1;
     if (compare(rank, b->gout, (size_t)n * GATHER, b->host, rep, "allgather", want_gather, n, 3))
         return 1;
     return compare(rank, b->pout, SMALL, b->host, rep, "execute (max)", want_max, n, 4);
@@ -115,11 +114,9 @@ static mscclpp_result_t calls(mscclpp_executor_t *ex, const mscclpp_plan_t *plan
     mscclpp_result_t r;
     if ((r = mscclpp_allreduce(ex, b->in, b->out, SMALL, MSCCLPP_FLOAT32, MSCCLPP_SUM, s)))
         return r;
-    if ((r = mscclpp_allreduce(ex, b->inplace, b->inplace, SMALL, MSCCLPP_FLOAT32, MSCCLPP_SUM,
-                               s)))
+    if ((r = mscclpp_allreduce(ex, b->inplace, b->inplace, SMALL, MSCCLPP_FLOAT32, MSCCLPP_SUM, s)))
         return r;
-    if ((r = mscclpp_allreduce(ex, b->big_in, b->big_out, LARGE, MSCCLPP_FLOAT32, MSCCLPP_SUM,
-                               s)))
+    if ((r = mscclpp_allreduce(ex, b->big_in, b->big_out, LARGE, MSCCLPP_FLOAT32, MSCCLPP_SUM, s)))
         return r;
     if ((r = mscclpp_allgather(ex, b->gin, b->gout, GATHER, MSCCLPP_FLOAT32, s))) return r;
     return mscclpp_execute(ex, plan, b->pin, b->pout, SMALL * 4, SMALL * 4, MSCCLPP_FLOAT32,
@@ -138,7 +135,8 @@ static int direct(int rank, int n, mscclpp_executor_t *ex, float *x, float *h, i
     MP_CHECK(rank, mscclpp_memcpy(h, x, count * sizeof(float)));
     for (size_t i = 0; i < count; i++) {
         float want = (float)(n * (n - 1) / 2 + n * (k + (int)(i % 11)));
-        if (h[i] != want) return MP_FAIL(rank, "direct call %d [%zu] = %g, want %g", k, i, h[i], want);
+        if (h[i] != want)
+            return MP_FAIL(rank, "direct call %d [%zu] = %g, want %g", k, i, h[i], want);
     }
     return 0;
 }
@@ -191,7 +189,8 @@ static int body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     if (check(rank, n, &b, replays)) return 1;
     if (rank == 0)
         printf("graph_replay: %d ranks, %d replays of 5 calls on %s: ok (%.1f us per replay "
-               "with its sync)\n", n, replays, mscclpp_backend_name(), total / replays);
+               "with its sync)\n",
+               n, replays, mscclpp_backend_name(), total / replays);
     MP_CHECK(rank, mscclpp_graph_destroy(g));
     MP_CHECK(rank, mscclpp_stream_destroy(s));
     MP_CHECK(rank, mscclpp_stream_destroy(t));

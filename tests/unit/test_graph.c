@@ -91,8 +91,7 @@ START_TEST(t_hal_capture_records_copies)
         ck_assert_int_eq(h->graph_launch(keep, s), MSCCLPP_OK);
         ck_assert_int_eq(h->stream_sync(s), MSCCLPP_OK);
         ck_assert_int_eq(h->event_sync(ev), MSCCLPP_OK);
-        for (int i = 0; i < 64; i++)
-            ck_assert_int_eq(dst[i], i < 4 ? 0x7f7f7f7f : 1000 * r + i);
+        for (int i = 0; i < 64; i++) ck_assert_int_eq(dst[i], i < 4 ? 0x7f7f7f7f : 1000 * r + i);
     }
     /* launched twice, then destroyed before they ran: the launches own what they run */
     for (int i = 0; i < 64; i++) src[i] = -i;
@@ -184,9 +183,9 @@ END_TEST
 /* The calls a graph holds: allreduce out of place (packet plan), allreduce in place (the
  * staging copy + an out-of-place plan), a larger allreduce (Simple plan), an allgather, all at
  * offsets inside their allocations. */
-#define SMALL 1000     /* floats: 4 KB, packet plans */
-#define LARGE 100000   /* floats: 400 KB, Simple plans */
-#define GATHER 257     /* floats per rank */
+#define SMALL 1000   /* floats: 4 KB, packet plans */
+#define LARGE 100000 /* floats: 400 KB, Simple plans */
+#define GATHER 257   /* floats per rank */
 
 typedef struct {
     float *in, *out, *big_in, *big_out, *inplace, *gin, *gout;
@@ -219,8 +218,7 @@ static void fill(bufs_t *b, int rank, int n, int replay)
 
 /* `rounds`: how often the in-place allreduce ran on its input since it was filled (each one
  * multiplies by n what the ranks hold alike) */
-static int check_rounds(int rank, int n, const bufs_t *b, int replay, const char *what,
-                        int rounds)
+static int check_rounds(int rank, int n, const bufs_t *b, int replay, const char *what, int rounds)
 {
     for (size_t i = 0; i < SMALL; i++)
         if (b->out[i] != sum_val(n, 0, replay, i))
@@ -230,8 +228,8 @@ static int check_rounds(int rank, int n, const bufs_t *b, int replay, const char
     for (int k = 1; k < rounds; k++) times *= (float)n;
     for (size_t i = 0; i < SMALL; i++)
         if (b->inplace[i] != times * sum_val(n, 1, replay, i))
-            return MP_FAIL(rank, "%s %d: in-place allreduce [%zu] = %g, want %g", what, replay,
-                           i, b->inplace[i], times * sum_val(n, 1, replay, i));
+            return MP_FAIL(rank, "%s %d: in-place allreduce [%zu] = %g, want %g", what, replay, i,
+                           b->inplace[i], times * sum_val(n, 1, replay, i));
     for (size_t i = 0; i < LARGE; i++)
         if (b->big_out[i] != sum_val(n, 2, replay, i))
             return MP_FAIL(rank, "%s %d: large allreduce [%zu] = %g, want %g", what, replay, i,
@@ -239,9 +237,8 @@ static int check_rounds(int rank, int n, const bufs_t *b, int replay, const char
     for (int r = 0; r < n; r++)
         for (size_t i = 0; i < GATHER; i++)
             if (b->gout[(size_t)r * GATHER + i] != val(r, 3, replay, i))
-                return MP_FAIL(rank, "%s %d: allgather block %d [%zu] = %g, want %g", what,
-                               replay, r, i, b->gout[(size_t)r * GATHER + i],
-                               val(r, 3, replay, i));
+                return MP_FAIL(rank, "%s %d: allgather block %d [%zu] = %g, want %g", what, replay,
+                               r, i, b->gout[(size_t)r * GATHER + i], val(r, 3, replay, i));
     return 0;
 }
 
@@ -255,11 +252,9 @@ static mscclpp_result_t queue_calls(mscclpp_executor_t *ex, bufs_t *b, mscclpp_s
     mscclpp_result_t r;
     if ((r = mscclpp_allreduce(ex, b->in, b->out, SMALL, MSCCLPP_FLOAT32, MSCCLPP_SUM, s)))
         return r;
-    if ((r = mscclpp_allreduce(ex, b->inplace, b->inplace, SMALL, MSCCLPP_FLOAT32, MSCCLPP_SUM,
-                               s)))
+    if ((r = mscclpp_allreduce(ex, b->inplace, b->inplace, SMALL, MSCCLPP_FLOAT32, MSCCLPP_SUM, s)))
         return r;
-    if ((r = mscclpp_allreduce(ex, b->big_in, b->big_out, LARGE, MSCCLPP_FLOAT32, MSCCLPP_SUM,
-                               s)))
+    if ((r = mscclpp_allreduce(ex, b->big_in, b->big_out, LARGE, MSCCLPP_FLOAT32, MSCCLPP_SUM, s)))
         return r;
     return mscclpp_allgather(ex, b->gin, b->gout, GATHER, MSCCLPP_FLOAT32, s);
 }
@@ -429,9 +424,9 @@ static int execute_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
     float *dst[2] = {y, y + 2048};
     for (int k = 0; k < 2; k++) {
         MP_CHECK(rank, mscclpp_stream_begin_capture(s));
-        MP_CHECK(rank, mscclpp_execute_ex(ex, plan, x + 4096 * k, dst[k], count[k] * 4,
-                                          count[k] * 4, MSCCLPP_FLOAT32, MSCCLPP_MAX,
-                                          MSCCLPP_PACKET_LL8, s));
+        MP_CHECK(rank,
+                 mscclpp_execute_ex(ex, plan, x + 4096 * k, dst[k], count[k] * 4, count[k] * 4,
+                                    MSCCLPP_FLOAT32, MSCCLPP_MAX, MSCCLPP_PACKET_LL8, s));
         MP_CHECK(rank, mscclpp_stream_end_capture(s, &g[k]));
     }
     for (int rep = 0; rep < REPLAYS; rep++) {
