@@ -397,6 +397,13 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_choose_plan(mscclpp_executor_t *ex
     exec_call_t call = {collective, inplace != 0, (size_t)in, (size_t)out, MSCCLPP_UINT8, 0};
     exec_choice_t ch;
     CHECK(exec_select(exec, &call, &ch));
+    /* a plan of the placement asked for: an in-place call served by an out-of-place plan stages
+     * its input, which a caller running the plan itself must do (mscclpp_execute_launch) */
+    if (ch.staged)
+        return core_error_quiet(MSCCLPP_ERR_UNSUPPORTED, "no in-place %s plan for %llu bytes: an "
+                                "in-place call runs out-of-place plan '%s' on a copy of its "
+                                "input", collective, (unsigned long long)message_bytes,
+                                ch.plan->name);
     *plan = ch.plan;
     if (nthreads_per_block) *nthreads_per_block = ch.nthreads;
     return MSCCLPP_OK;

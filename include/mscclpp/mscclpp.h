@@ -603,8 +603,12 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_list_plans(mscclpp_executor_t *exe
 
 /**
  * The plan (and threads per block, 0: the plan's) that a collective call such as
- * mscclpp_allreduce runs for this message size: the tuning table's entry when one is loaded
- * and its plan is registered and accepts the call, else mscclpp_executor_select_plan's choice.
+ * mscclpp_allreduce runs for this message size, chosen as the call chooses it
+ * (docs/plan-selection.md): the tuning table's entry when one is loaded and its plan is
+ * registered and accepts the call, else the first registered plan, else the plan made for the
+ * job. The plan is of the placement asked for: MSCCLPP_ERR_UNSUPPORTED when an in-place call
+ * would run an out-of-place plan on a copy of its input (ask again with inplace 0 and stage the
+ * input yourself).
  */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_choose_plan(mscclpp_executor_t *exec,
                                                           const char *collective, int inplace,

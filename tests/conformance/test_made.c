@@ -281,7 +281,7 @@ static int layout_rank(int rank, int nranks, const mscclpp_unique_id_t *id, void
     MP_CHECK(rank, mscclpp_executor_register_plan(ex, one_node, 0, NULL));
     const size_t count = 1 << 18, bytes = count * 4;
     const mscclpp_plan_t *sel = NULL;
-    MP_CHECK(rank, mscclpp_executor_choose_plan(ex, "allreduce", 1, bytes, &sel, NULL));
+    MP_CHECK(rank, mscclpp_executor_choose_plan(ex, "allreduce", 0, bytes, &sel, NULL));
     if (sel == one_node || strncmp(mscclpp_plan_name(sel), "made_", 5))
         return MP_FAIL(rank, "a 2-node job chose plan '%s'", mscclpp_plan_name(sel));
     float *a = NULL, *b = NULL, *host = malloc(bytes);
