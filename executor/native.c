@@ -481,7 +481,7 @@ static mscclpp_result_t algo_error(native_plan_t *np, const char *what, mscclpp_
     char why[768];
     const char *le = mscclpp_last_error();
     snprintf(why, sizeof why, "%s", le[0] ? le : "no message (report_error was not called)");
-    if (r >= 0 || r < MSCCLPP_ERR_NO_MEMORY) r = MSCCLPP_ERR_INTERNAL; /* not a result code */
+    if (r >= 0 || r < MSCCLPP_ERR_ABORTED) r = MSCCLPP_ERR_INTERNAL; /* not a result code */
     return ERR(r, "native algorithm '%s' (%s, rank %d of %d) %s returned %s: %s", np->algo->name,
                np->algo->collective, np->comm->rank, np->comm->nranks, what,
                mscclpp_result_string(r), why);
