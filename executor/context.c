@@ -173,6 +173,13 @@ static void retired_sweep(mscclpp_executor_t *ex)
     }
 }
 
+bool exec_cannot_drain(mscclpp_executor_t *ex)
+{
+    /* the call in progress captures, or a stream we launched on is captured by someone else
+     * (torch.cuda.graph on a stream of an earlier direct call) */
+    return ex->capturing || hal_api_source_capturing(ex->source);
+}
+
 mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p)
 {
     if (ex->n_kept == ex->cap_kept) {
@@ -235,7 +242,8 @@ static mscclpp_result_t contexts_drop(mscclpp_executor_t *ex, const void *base, 
     pthread_mutex_unlock(&ex->lock);
     if (!any) return MSCCLPP_OK;
     /* a capturing stream cannot be waited for: then nothing is freed here (below) */
-    if (!ex->capturing) CHECK(hal_api_source_drain(ex->source));
+    bool defer = exec_cannot_drain(ex);
+    if (!defer) CHECK(hal_api_source_drain(ex->source));
     pthread_mutex_lock(&ex->lock); /* against a concurrent stream check */
     exec_context_t *gone = NULL;
     for (exec_context_t **pp = &ex->contexts; *pp;) {
@@ -255,7 +263,7 @@ static mscclpp_result_t contexts_drop(mscclpp_executor_t *ex, const void *base, 
     while (gone) {
         exec_context_t *c = gone;
         gone = c->next;
-        if (c->captured || ex->capturing) {
+        if (c->captured || defer) {
             c->next = ex->dead;
             ex->dead = c;
         } else {
@@ -853,11 +861,12 @@ mscclpp_result_t exec_context_bind(mscclpp_executor_t *ex, exec_context_t *c, ui
     if (!moved) return MSCCLPP_OK;
     /* launches still queued on streams read the lowered plans freed below: let them end (not
      * during a capture, which forbids waiting for the stream: they are retired instead) */
-    if (c->lowered && !ex->capturing) {
+    bool defer = exec_cannot_drain(ex);
+    if (c->lowered && !defer) {
         CHECK(hal_api_source_drain(ex->source));
         retired_sweep(ex);
     }
-    lowcache_flush(ex, c, ex->capturing);
+    lowcache_flush(ex, c, defer);
     c->resolved = true;
     return MSCCLPP_OK;
 }

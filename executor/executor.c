@@ -475,9 +475,9 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     bool capturing = false;
     CHECK(stream_capturing(ex, stream, &capturing));
     if (ex->tmp_bytes < in_bytes) {
-        if (ex->tmp && ex->tmp_captured) {
-            /* a graph stages into the old buffer: it stays, with its contexts, until the
-             * executor goes */
+        if (ex->tmp && (ex->tmp_captured || capturing || exec_cannot_drain(ex))) {
+            /* a graph stages into the old buffer, or queued work may still read it and cannot
+             * be waited for now: it stays, with its contexts, until the executor goes */
             CHECK(exec_keep(ex, ex->tmp));
         } else if (ex->tmp) {
             /* contexts keyed on the old staging buffer go with it */
