@@ -27,8 +27,9 @@
  *     is an output written, or an input read, by a block that the rank's end does not wait for.
  *   - At the end: channel counters and semaphores back where they started, and every output
  *     sub-unit equal to what the collective must produce (allreduce, allgather, reducescatter,
- *     alltoall, broadcast from root 0, sendrecv from rank r-1; "test" and "custom" have no
- *     reference result).
+ *     alltoall, broadcast (the root's input everywhere), reduce (the reduction on the root; other
+ *     ranks' outputs are free), sendrecv from rank r-1; "test" and "custom" have no reference
+ *     result).
  * The first problem found is the error: it names the rank, thread block, op (JSON path) and the
  * peer, semaphore, barrier or chunk concerned.
  */
@@ -1282,7 +1283,8 @@ static val_t expected(sim_t *sim, int r, uint64_t x, uint32_t *ids)
         uint64_t cf = g0->input_chunks;
         return cf ? LEAF(c / cf, c % cf) : VAL_NONE;
     }
-    if (!strcmp(col, "allreduce") || !strcmp(col, "reducescatter")) {
+    if (!strcmp(col, "reduce") && r != plan->root) return VAL_NONE;
+    if (!strcmp(col, "allreduce") || !strcmp(col, "reducescatter") || !strcmp(col, "reduce")) {
         uint64_t ch = c;
         if (col[0] == 'r') ch += (uint64_t)r * plan->gpus[r].output_chunks;
         if (N == 1) return LEAF(0, ch);
@@ -1299,7 +1301,7 @@ static val_t expected(sim_t *sim, int r, uint64_t x, uint32_t *ids)
         return cf ? LEAF(c / cf, (uint64_t)r * cf + c % cf) : VAL_NONE;
     }
     if (!strcmp(col, "sendrecv")) return LEAF((r + N - 1) % N, c);
-    if (!strcmp(col, "broadcast")) return LEAF(0, c);
+    if (!strcmp(col, "broadcast")) return LEAF(plan->root, c);
 #undef LEAF
     return VAL_NONE;
 }

@@ -57,9 +57,9 @@ KEYS = {
     "iter": ("unit_size", "num_chunks"),
     "tbg": ("tb_id", "tbg_size"),
 }
-COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "sendrecv",
-               "test", "custom")
-REFERENCE_COLLECTIVES = frozenset(COLLECTIVES[:6])
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce",
+               "sendrecv", "test", "custom")
+REFERENCE_COLLECTIVES = frozenset(COLLECTIVES[:7])
 OLD_KEYS = ("inputChunks", "outputChunks", "scratchChunks", "chunkGroups", "connectedTo",
             "threadBlocks")
 CHANNELS = ("none", "memory", "port", "switch")
@@ -791,7 +791,7 @@ class _Loader:
             return
         if c == "allgather":
             want, why = N * i, "the output is nranks times the input"
-        elif c in ("allreduce", "alltoall", "broadcast"):
+        elif c in ("allreduce", "alltoall", "broadcast", "reduce"):
             want, why = i, "input and output have the same size"
         else:
             return

@@ -860,7 +860,9 @@ class _Sim:
             if cf == 0:
                 return False
             return self._leaf(c // cf, c % cf, u)
-        if col == "allreduce":
+        if col == "reduce" and r != self.plan.get("root", 0):
+            return False   # only the root's output is defined
+        if col in ("allreduce", "reduce"):
             if N == 1:
                 return self._leaf(0, c, u)
             m = 0
@@ -919,7 +921,7 @@ class _Sim:
         res = self.res
         res.collective = self.collective
         known = self.collective in ("allgather", "allreduce", "reducescatter", "alltoall",
-                                    "sendrecv", "broadcast")
+                                    "sendrecv", "broadcast", "reduce")
         # counters must be balanced
         for key, q in self.inbox.items():
             if q:
