@@ -186,6 +186,12 @@ def _stream_handle(stream, what="stream"):
     return w.handle
 
 
+def _capturing(handle):
+    flag = ctypes.c_int(0)
+    _check(_lib().mscclpp_stream_is_capturing(handle, ctypes.byref(flag)), "stream")
+    return bool(flag.value)
+
+
 def _addr(buf):
     """The address of a buffer argument: an int, a tensor (``data_ptr()``), a NumPy array
     (its data pointer), a :class:`RawGpuBuffer`, or None (0). Nothing is copied."""
@@ -732,6 +738,11 @@ def _run_default_launch(ex, comm, collective, inp, out, in_size, out_size, dtype
         _check(lib.mscclpp_executor_choose_plan(ex.handle, collective.encode(), 0, msg,
                                                 ctypes.byref(plan), ctypes.byref(nth)),
                f"{collective} (rank {rank}, {in_size} bytes): no plan for a launch shape")
+        if stream and _capturing(stream):
+            raise MscclppError(f"{collective} (rank {rank}): an in-place call with nblocks / "
+                               f"nthreads_per_block stages its input through a synchronous copy, "
+                               f"which a captured stream cannot run; pass 0 for both (the "
+                               f"library stages it on the stream) or call it out of place")
         stage = RawGpuBuffer(max(in_size, 1))
         if stream:
             _check(lib.mscclpp_stream_synchronize(stream), f"{collective}: stream")
