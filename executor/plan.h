@@ -165,7 +165,6 @@ struct mscclpp_plan {
     uint64_t min_message_size, max_message_size;
     int root;              /* "root" (broadcast, reduce): the rank the plan is written for */
     int nranks;            /* len(gpus) */
-    int root;              /* broadcast, reduce: the root rank ("root", default 0) */
     /* A made plan (executor/made.c) of one rank: only gpus[part_rank] has thread blocks; the
      * peers it talks to carry their channels and remote buffers, every other rank its chunk
      * counts. Loaded plans are whole (partial false). */
