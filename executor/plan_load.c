@@ -1285,7 +1285,7 @@ static mscclpp_result_t parse_op(ld_t *ld, int rank, plan_block_t *blk, const js
         }
         if (!ld->bar_nb[id]) {
             ld->bar_nb[id] = (uint16_t)nb;
-            snprintf(ld->bar_where[id], sizeof ld->bar_where[id], "%s", ld->path);
+            snprintf(ld->bar_where[id], sizeof ld->bar_where[id], "%.159s", ld->path);
         } else if (ld->bar_nb[id] != nb) {
             path_key(ld, "num_threadblocks");
             return ld_err(ld, "%u, but %s uses barrier %u with %u: the blocks of one barrier "
