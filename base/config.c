@@ -249,6 +249,11 @@ int config_invalid(config_id_t id, char *why, size_t cap)
  * package, the tools' launchers and the test suites. */
 static const char *const elsewhere[] = {
     "MSCCLPP_LIBRARY",           /* python: the libmscclpp.so to load */
+    "MSCCLPP_NCCL_LIBRARY",      /* python (mscclpp.ext): the libmscclpp_nccl.so to load */
+    "MSCCLPP_PLANS_DIR",         /* python: where the default plans' programs are */
+    "MSCCLPP_INCLUDE_DIR",       /* python: headers for native modules */
+    "MSCCLPP_CUDA_ARCH",         /* python: the arch native CUDA modules are built for */
+    "MSCCLPP_HIP_ARCH",          /* python: the arch native HIP modules are built for */
     "MSCCLPP_TOP_SRCDIR",        /* tests: where the sources are */
     "MSCCLPP_TOP_BUILDDIR",      /* tests: where the build is */
     "MSCCLPP_CONFORMANCE_FULL",  /* tests/conformance: every case */
