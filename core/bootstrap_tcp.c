@@ -57,6 +57,10 @@
 #define CLOSE_GRACE_NS 1000000000ull
 /* A failed send waits this long for the peer's abort notice before blaming the peer itself. */
 #define NOTICE_WAIT_NS 300000000ull
+/* A receive from a peer with no connection either way probes it this often (tcp_recv_kind),
+ * each connect bounded by PROBE_CONNECT_NS. */
+#define PROBE_NS 1000000000ull
+#define PROBE_CONNECT_NS (REFUSED_GRACE_NS + 200000000ull)
 #define QUIET_ERR(result, ...) core_error_quiet((result), __VA_ARGS__)
 /* A joiner waits this long past its own timeout for the root's verdict. */
 #define REPLY_GRACE_NS 500000000ull
@@ -1041,6 +1045,14 @@ static mscclpp_result_t progress(tcp_t *t, int wait_ms, int send_peer, int *writ
     return MSCCLPP_OK;
 }
 
+/* A message `take` would return is queued. */
+static bool take_ready(const tcp_t *t, int peer, uint32_t kind, int tag)
+{
+    for (const msg_t *m = t->qhead[peer]; m; m = m->next)
+        if (m->kind == kind && m->tag == tag) return true;
+    return false;
+}
+
 static msg_t *take(tcp_t *t, int peer, uint32_t kind, int tag)
 {
     msg_t *prev = NULL;
@@ -1108,6 +1120,8 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
     char what[40];
     mscclpp_result_t res = MSCCLPP_OK;
     int culprit = -1;
+    uint64_t probe_at = sock_now_ns() + PROBE_NS;
+    bool waited_notice = false;
     pthread_mutex_lock(&t->lock);
     for (;;) {
         msg_t *m = take(t, peer, kind, tag);
@@ -1143,6 +1157,35 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
             res = interrupted_error(t, "waiting to receive", what_str(kind, tag, what, sizeof what),
                                     peer);
             break;
+        }
+        /*
+         * Without a connection either way, a dead peer would only show at the deadline, and
+         * ranks waiting on this one would time out at the same moment, blaming this one
+         * (issue 22 item 5). So once a while, connect to it: a listener that is gone refuses.
+         */
+        if (!t->in_of[peer] && t->out_fd[peer] < 0 && !t->out_broken[peer] &&
+            sock_now_ns() >= probe_at) {
+            probe_at = sock_now_ns() + PROBE_NS;
+            uint64_t until = sock_now_ns() + PROBE_CONNECT_NS;
+            if (connect_peer(t, peer, until < deadline ? until : deadline) != MSCCLPP_OK &&
+                t->out_broken[peer]) {
+                char why[512];
+                snprintf(why, sizeof why, "%s", mscclpp_last_error());
+                res = ERR(MSCCLPP_ERR_REMOTE, "%s (while waiting to receive %s from it)", why,
+                          what_str(kind, tag, what, sizeof what));
+                culprit = peer;
+                break;
+            }
+            core_clear_error(); /* a slow connect: the peer may still be starting */
+        }
+        if (sock_now_ns() >= deadline && !waited_notice) {
+            /* `peer` may be waiting for a rank that failed, as this rank waits for it, and time
+             * out at the same moment: give its notice a moment to arrive, then look again */
+            waited_notice = true;
+            uint64_t end = sock_now_ns() + NOTICE_WAIT_NS;
+            while (t->abort_from < 0 && !take_ready(t, peer, kind, tag) && sock_now_ns() < end)
+                CHECK_GOTO(progress(t, sock_poll_ms(end, 10), -1, NULL), res, unlock);
+            continue;
         }
         if (sock_now_ns() >= deadline) {
             res = ERR(MSCCLPP_ERR_TIMEOUT,
