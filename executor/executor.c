@@ -121,6 +121,7 @@ mscclpp_result_t exec_execute(mscclpp_executor_t *ex, const struct mscclpp_plan 
 {
     CHECK_ARG(ex != NULL);
     if (comm_aborted(ex->comm)) return exec_poison(ex, comm_abort_error(ex->comm, "execute"));
+    core_set_culprit(-1); /* whom this call's failure blames, if it fails (comm_fail) */
     bool capturing = false;
     /* a stream of another backend is reported by the checks below */
     if (!stream || stream->ops == ex->hal) CHECK(stream_capturing(ex, stream, &capturing));
@@ -160,7 +161,7 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
         if (ex->setup_talked ||
             (r != MSCCLPP_ERR_UNSUPPORTED && r != MSCCLPP_ERR_INVALID_ARG &&
              r != MSCCLPP_ERR_NO_MEMORY))
-            exec_poison(ex, r);
+            r = exec_poison(ex, comm_fail(ex->comm, r, true)); /* the others learn whom to blame */
         return r;
     }
     uint64_t in_off = (uint64_t)((const char *)send - (const char *)c->send_base);
@@ -170,7 +171,8 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
                        "of their allocations)", send_bytes, recv_bytes,
                        (size_t)(c->in_alloc - in_off), (size_t)(c->out_alloc - out_off));
     r = exec_context_bind(ex, c, in_off, out_off);
-    if (r != MSCCLPP_OK) return exec_poison(ex, r); /* the offset exchange is collective */
+    if (r != MSCCLPP_OK) /* the offset exchange is collective */
+        return exec_poison(ex, comm_fail(ex->comm, r, true));
     exec_lowcache_t *l = NULL;
     CHECK(exec_context_lowered(ex, c, send_bytes, recv_bytes, dtype, op, packet, &l));
     if (ex->capturing) {
