@@ -1317,6 +1317,13 @@ static void pairs_alltoall(plan_mk_t *mk, const made_ctx_t *c)
         int p = (r + k) % N;
         plan_mk_chan(mk, ctype_of(c, r, p), p);
     }
+    if (plan_mk_is_stub(mk)) { /* a peer's resources: every other rank's scratch (O(N), no ops) */
+        for (int k = 1; k < N; k++) {
+            int p = (r + k) % N;
+            plan_mk_rbuf(mk, ctype_of(c, r, p), p, SCR);
+        }
+        return;
+    }
     plan_mk_copy(mk, 0, PLAN_OP_COPY, L(OUT, (uint32_t)r, 1), L(IN, (uint32_t)r, 1));
     for (int k0 = 1, tb = 0; k0 < N; k0 += MADE_FLAT_MAX_PEERS, tb++) {
         int peers[MADE_FLAT_MAX_PEERS], np = 0, mem[MADE_FLAT_MAX_PEERS], nm = 0;
