@@ -44,10 +44,10 @@ double bench_busbw_factor(bench_coll_t coll, int nranks)
 }
 
 static const char *const dtype_names[MSCCLPP_DTYPE_COUNT] = {
-    [MSCCLPP_FLOAT32] = "float",   [MSCCLPP_FLOAT16] = "half",     [MSCCLPP_BFLOAT16] = "bfloat16",
-    [MSCCLPP_INT32] = "int32",     [MSCCLPP_UINT32] = "uint32",    [MSCCLPP_INT8] = "int8",
-    [MSCCLPP_UINT8] = "uint8",     [MSCCLPP_FLOAT64] = "double",   [MSCCLPP_FP8_E4M3] = "fp8e4m3",
-    [MSCCLPP_FP8_E5M2] = "fp8e5m2", [MSCCLPP_INT64] = "int64",     [MSCCLPP_UINT64] = "uint64",
+    [MSCCLPP_FLOAT32] = "float",    [MSCCLPP_FLOAT16] = "half",   [MSCCLPP_BFLOAT16] = "bfloat16",
+    [MSCCLPP_INT32] = "int32",      [MSCCLPP_UINT32] = "uint32",  [MSCCLPP_INT8] = "int8",
+    [MSCCLPP_UINT8] = "uint8",      [MSCCLPP_FLOAT64] = "double", [MSCCLPP_FP8_E4M3] = "fp8e4m3",
+    [MSCCLPP_FP8_E5M2] = "fp8e5m2", [MSCCLPP_INT64] = "int64",    [MSCCLPP_UINT64] = "uint64",
 };
 
 int bench_dtype_parse(const char *name)

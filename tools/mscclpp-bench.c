@@ -199,7 +199,8 @@ enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, 
 /* What a value of each option may be, for the one-line answer to a bad one. */
 #define ACCEPT_SIZE "a size in bytes, optionally with K, M or G (1K = 1024)"
 #define ACCEPT_DTYPES                                                                             \
-    "float, half, bfloat16, int32, uint32, int8, uint8, double, fp8e4m3, fp8e5m2, int64, uint64 or all"
+    "float, half, bfloat16, int32, uint32, int8, uint8, double, fp8e4m3, fp8e5m2, int64, uint64 " \
+    "or all"
 #define ACCEPT_OPS "sum, prod, min, max or all"
 
 /* Edit distance of two short option names (insert, delete, substitute), capped at 3. */
