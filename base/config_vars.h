@@ -30,13 +30,15 @@ CONFIG_VAR(MSCCLPP_MASTER_PORT, PORT, "", "Bootstrap root port when no unique id
 CONFIG_VAR(MSCCLPP_BOOTSTRAP_SECRET, STR, "",
            "Extra secret mixed into address-based bootstrap sessions")
 CONFIG_VAR(MSCCLPP_PLAN_DIR, STR, "",
-           "Directory of default plans (default: the installed plans, else the source tree's "
-           "plans/)")
+           "Directory of default plans (default: the installed plans; a build that is not "
+           "installed names the source tree's plans/ here)")
 CONFIG_VAR(MSCCLPP_TUNING_FILE, STR, "",
            "Tuning table (mscclpp-bench --tune) the executor applies; none: no table (default: "
            "~/.cache/mscclpp/tuning/<backend>-<device>-<nranks>.json when it exists)")
 CONFIG_VAR(MSCCLPP_CACHE_DIR, STR, "",
-           "Python DSL: where mscclpp.compile and --install write plans (default ~/.cache/mscclpp)")
+           "Python DSL: where mscclpp.compile and --install write plans (Python's default "
+           "~/.cache/mscclpp); when set (the Python package sets it for its processes), "
+           "executors also load its plans, after the default ones")
 CONFIG_VAR(MSCCLPP_HOST_SPIN, COUNT, "",
            "Polls a host-side wait spins before it yields the CPU (default: chosen from the cores "
            "and the threads that poll on the node; see base/wait.h)")

@@ -62,6 +62,17 @@ mscclpp_result_t exec_registry_register(exec_registry_t *reg, const struct msccl
 mscclpp_result_t exec_registry_load_dir(exec_registry_t *reg, const char *dir, int *nloaded,
                                         int *nskipped);
 
+/** The folder of default plans: MSCCLPP_PLAN_DIR when set, else the installed plans
+ *  (executor/plan_dirs.c). */
+const char *exec_plan_dir(void);
+
+/**
+ * Register the default plans of an executor of `nranks` ranks, `nlocal` per node, on `backend`
+ * (executor/plan_dirs.c: MSCCLPP_PLAN_DIR or the installed plans, then MSCCLPP_CACHE_DIR's when
+ * set). Never fails: a plan that does not load is skipped with a WARN; no plan at all is a WARN.
+ */
+void exec_plans_load_defaults(exec_registry_t *reg, const char *backend, int nranks, int nlocal);
+
 /**
  * The first registered plan that matches (see the rule above), or MSCCLPP_ERR_UNSUPPORTED with
  * a message describing the request (not logged as a warning: callers may fall back).
