@@ -19,6 +19,7 @@
 #include "core/core.h"
 #include "core/proxy.h"
 #include "mscclpp/mscclpp.h"
+#include "tests/multinode/mn_link.h"
 #include "tests/unit/mp_harness.h"
 #include "transports/tp_check.h"
 #include "transports/transport.h"
@@ -90,14 +91,14 @@ static int register_body(int rank, int n, const mscclpp_unique_id_t *id, void *a
     /* only ib allowed between two nodes: no transport, and the message says why */
     setenv("MSCCLPP_TRANSPORTS", "ib", 1);
     const tp_ops_t *ops = NULL;
-    r = tp_select(comm, 1 - rank, &ops);
+    r = tp_select(&comm->world, 1 - rank, &ops);
     unsetenv("MSCCLPP_TRANSPORTS");
     if (r != MSCCLPP_ERR_UNSUPPORTED || !strstr(mscclpp_last_error(), "ib: "))
         return MP_FAIL(rank, "select with ib only: %s: %s", mscclpp_result_string(r),
                        mscclpp_last_error());
     /* default: ucx between nodes (ib has no device here) */
     if (tp_built(TP_UCX)) {
-        MP_CHECK(rank, tp_select(comm, 1 - rank, &ops));
+        MP_CHECK(rank, tp_select(&comm->world, 1 - rank, &ops));
         if (ops != tp_get(TP_UCX)) return MP_FAIL(rank, "selected %s between nodes", ops->name);
     }
     /* node detection: two forced node ids are two nodes */
@@ -862,32 +863,20 @@ static int ucx_stray_body(int rank, int n, const mscclpp_unique_id_t *id, void *
     use_tls("tcp");
     mscclpp_comm_t *comm = NULL;
     MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    const tp_ops_t *ops = tp_ucx_ops();
-    tp_ctx_t *ctx = NULL;
-    tp_ep_t *ep = NULL;
-    tp_mem_t *mem = NULL, *cnt = NULL;
     static uint8_t region[4096] __attribute__((aligned(64)));
     static uint64_t counter[8] __attribute__((aligned(64)));
     int peer = 1 - rank;
-    MP_CHECK(rank, tp_ctx_get(comm, ops, &ctx));
-    MP_CHECK(rank, ops->connect(ctx, peer, 9, &ep));
+    port_link_t link;
+    MP_CHECK(rank, mn_link_open(comm, "ucx", peer, &link));
+    const tp_ops_t *ops = link.ops;
+    tp_ctx_t *ctx = link.ctx;
+    tp_ep_t *ep = link.ep;
+    tp_mem_t *mem = NULL, *cnt = NULL;
     MP_CHECK(rank, ops->mem_reg(ctx, region, sizeof region, &mem));
     MP_CHECK(rank, ops->mem_reg(ctx, counter, sizeof counter, &cnt));
-    uint8_t key[2 * TP_RKEY_MAX];
-    wire_writer_t w = {key, sizeof key, 0, false};
-    MP_CHECK(rank, tp_mem_pack(ops, ctx, mem, region, sizeof region, &w));
-    MP_CHECK(rank, tp_mem_pack(ops, ctx, cnt, counter, sizeof counter, &w));
-    uint64_t len = w.len;
-    MP_CHECK(rank, mscclpp_bootstrap_send(comm->boot, &len, sizeof len, peer, 9));
-    MP_CHECK(rank, mscclpp_bootstrap_send(comm->boot, key, w.len, peer, 9));
-    uint8_t in[2 * TP_RKEY_MAX];
-    MP_CHECK(rank, mscclpp_bootstrap_recv(comm->boot, &len, sizeof len, peer, 9));
-    if (len > sizeof in) return MP_FAIL(rank, "key message of %llu bytes", (unsigned long long)len);
-    MP_CHECK(rank, mscclpp_bootstrap_recv(comm->boot, in, (size_t)len, peer, 9));
-    wire_reader_t r = {in, (size_t)len, 0, false};
-    tp_rmem_t *rregion = NULL, *rcnt = NULL;
-    MP_CHECK(rank, tp_rmem_unpack(ops, ep, &r, &rregion, NULL));
-    MP_CHECK(rank, tp_rmem_unpack(ops, ep, &r, &rcnt, NULL));
+    MP_CHECK(rank, mn_link_exchange(comm, &link, 9, mem, region, sizeof region, cnt, counter,
+                                    sizeof counter));
+    tp_rmem_t *rregion = link.theirs.buf[0], *rcnt = link.theirs.counters;
     memset(region, 0x5a, sizeof region);
     if (rank == 1) MP_CHECK(rank, ops->mem_dereg(ctx, mem)); /* no longer ours to write */
     MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
@@ -917,9 +906,7 @@ static int ucx_stray_body(int rank, int n, const mscclpp_unique_id_t *id, void *
             return MP_FAIL(rank, "the signal of the dropped put was applied");
     }
     MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
-    ops->rmem_release(rregion);
-    ops->rmem_release(rcnt);
-    ops->close(ep);
+    port_link_close(&link);
     if (rank == 0) ops->mem_dereg(ctx, mem);
     ops->mem_dereg(ctx, cnt);
     mscclpp_comm_destroy(comm);
