@@ -24,20 +24,6 @@
 
 /* ---- execution --------------------------------------------------------------------------- */
 
-/* Whether a call's buffers are in place for its collective (as the NCCL API defines it); true
- * for collectives this file does not know (a "test" plan: the author decides). */
-static bool call_in_place(const char *coll, const void *send, const void *recv, size_t send_bytes,
-                          size_t recv_bytes, int rank)
-{
-    const char *s = send, *r = recv;
-    if (!coll) return true;
-    if (!strcmp(coll, "allgather")) return s == r + (size_t)rank * send_bytes;
-    if (!strcmp(coll, "reducescatter")) return r == s + (size_t)rank * recv_bytes;
-    if (!strcmp(coll, "allreduce") || !strcmp(coll, "broadcast") || !strcmp(coll, "alltoall"))
-        return s == r;
-    return true;
-}
-
 /* The checks of a call that need no peer: a context for unusable buffers would be built for
  * nothing. */
 static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
@@ -62,8 +48,8 @@ static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t 
                        (unsigned long long)plan->max_message_size, (unsigned long long)msg);
     /* an in-place plan reads its input from the output buffer (or the reverse): called out of
      * place it would compute on bytes the caller never wrote */
-    if (plan->inplace && !call_in_place(plan->collective, send, recv, send_bytes, recv_bytes,
-                                        ex->comm->rank))
+    if (plan->inplace &&
+        !exec_call_in_place(plan->collective, ex->comm->rank, send, recv, send_bytes, recv_bytes))
         return ERR_ARG("plan '%s' is in-place: %s; call it that way, or use an out-of-place plan",
                        plan->name,
                        plan->collective && !strcmp(plan->collective, "allgather")

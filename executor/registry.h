@@ -97,6 +97,16 @@ mscclpp_result_t exec_registry_select_fit(const exec_registry_t *reg, const char
 /** The message size used for matching: out_bytes for "allgather", in_bytes otherwise. */
 uint64_t exec_message_size(const char *collective, uint64_t in_bytes, uint64_t out_bytes);
 
+/**
+ * Whether a call's buffers are in place for its collective, as the NCCL API defines it (what
+ * a plan's "inplace" and a native algorithm's in-place flag mean): the input is rank's block of
+ * the output (allgather), the output rank's block of the input (reducescatter), or the same
+ * buffer (allreduce, broadcast, alltoall). True for a collective this rule does not know (a
+ * "test" plan: its author decides) and for NULL.
+ */
+bool exec_call_in_place(const char *collective, int rank, const void *send, const void *recv,
+                        size_t send_bytes, size_t recv_bytes);
+
 /** True when `have` ("k=v,...", may be NULL) satisfies every tag of `want`. */
 bool exec_tags_match(const char *have, const char *want);
 
