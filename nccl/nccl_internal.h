@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include <mscclpp/mscclpp.h>
+#include <mscclpp/nccl_ext.h>
 
 #define SHIM_COMM_MAGIC 0x6d73636eu /* "mscn": a live communicator of this library */
 #define SHIM_P2P_TAG 0x4e43434c     /* bootstrap tag of send/recv, gather and scatter */
@@ -161,5 +162,19 @@ ncclResult_t shim_real_init(ncclComm_t comm); /* parallel real communicator, whe
 
 /* streams: synchronize the caller's stream before the shim touches its buffers */
 ncclResult_t shim_stream_sync(ncclComm_t comm, cudaStream_t stream, const char *who);
+
+/* mscclpp.ext's hook (nccl/nccl_ext.c, include/mscclpp/nccl_ext.h) */
+typedef struct {
+    const mscclpp_plan_t *plan; /* an added DSL plan for this call, or NULL */
+    int index;                  /* its index (mscclpp_nccl_plan_calls) */
+    bool selected;              /* the selector chose it (else: the first that fits) */
+    int choice;                 /* without a plan: MSCCLPP_NCCL_SELECT_* */
+} shim_ext_choice_t;
+/* Ask the selector (if any) about a collective; `msg` is the size plans are matched by (the
+ * executor's rule on the bytes the plan would run with). An error only for a bad choice. */
+ncclResult_t shim_ext_choose(ncclComm_t c, const mscclpp_nccl_request_t *req, uint64_t msg,
+                             shim_ext_choice_t *out);
+/* Count a call that added plan `index` served. */
+void shim_ext_ran(int index);
 
 #endif /* MSCCLPP_NCCL_INTERNAL_H */

@@ -35,6 +35,15 @@ tests_unit_test_executor_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_executor_LDADD = libmscclpp.la $(CHECK_LIBS)
 endif
 
+# Graph capture and replay on the host backend's capture mode (docs/graphs.md, issue 18).
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_graph
+TESTS += tests/unit/test_graph
+tests_unit_test_graph_SOURCES = tests/unit/test_graph.c tests/unit/mp_harness.c
+tests_unit_test_graph_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_graph_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
+endif
+
 # The bootstrap parser fuzz target (tests/fuzz/fuzz_boot*).
 include tests/fuzz/boot.mk
 # Executor failures (timeouts on streams, partial failure, killed ranks): issue 8.

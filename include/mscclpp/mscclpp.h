@@ -240,6 +240,45 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_destroy(mscclpp_stream_t stream);
 MSCCLPP_API mscclpp_result_t mscclpp_stream_wrap(void *native, mscclpp_stream_t *stream);
 
 /* ---------------------------------------------------------------------------------------------
+ * Graphs: capture work queued on a stream once, replay it many times (docs/graphs.md)
+ * ------------------------------------------------------------------------------------------- */
+
+/** Work captured from a stream: a CUDA/HIP graph (instantiated), or a recording of the host
+ * backend's stream tasks. */
+typedef struct mscclpp_graph *mscclpp_graph_t;
+
+/**
+ * Begin capturing `stream` (not NULL): until mscclpp_stream_end_capture, the work queued on it
+ * (mscclpp_execute*, the collectives, graph launches) is recorded, not run. CUDA/HIP: a stream
+ * capture in global mode (cudaStreamBeginCapture). A collective called while capturing takes
+ * the capture-safe path: whatever it must set up first (connections, scratch, the lowered
+ * plan) is done at once, outside the graph; nothing it needs on a replay lives on the host.
+ * Synchronizing a capturing stream fails and invalidates the capture, as on CUDA.
+ * Errors: INVALID_ARG (NULL, a stream capturing already), the backend's own.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_stream_begin_capture(mscclpp_stream_t stream);
+/**
+ * End the capture of `stream` and return what it recorded in *graph (destroy it with
+ * mscclpp_graph_destroy). Errors: INVALID_ARG when the stream is not capturing or the capture
+ * was invalidated (the message says by what); *graph is then NULL.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_stream_end_capture(mscclpp_stream_t stream,
+                                                        mscclpp_graph_t *graph);
+/** Whether work queued on `stream` now is captured (a capture of ours or the application's,
+ * e.g. torch.cuda.graph on a wrapped stream): *capturing 1 or 0. */
+MSCCLPP_API mscclpp_result_t mscclpp_stream_is_capturing(mscclpp_stream_t stream, int *capturing);
+/**
+ * Queue one replay of `graph` on `stream` (not NULL; it may differ from the captured stream).
+ * Collectives replay with the buffers, sizes and plans of their capture and read the buffers'
+ * contents at replay time; every rank replays its graphs in the same order, as it would call
+ * the collectives. Synchronize the stream to wait: that sync returns an error a replayed
+ * collective recorded, as for a direct call.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_graph_launch(mscclpp_graph_t graph, mscclpp_stream_t stream);
+/** Free a graph; launches of it already queued still run. NULL is a no-op. */
+MSCCLPP_API mscclpp_result_t mscclpp_graph_destroy(mscclpp_graph_t graph);
+
+/* ---------------------------------------------------------------------------------------------
  * Registered memory, semaphores, channels
  * ------------------------------------------------------------------------------------------- */
 
