@@ -4,6 +4,7 @@
  * semaphore counters live in, the exchange of one address with a peer, and their release when
  * the communicator goes.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,6 +1,7 @@
 /*
  * Contexts (executor/executor.h): what a plan needs for one pair of buffers, built collectively
- * on first use and kept for the executor's life.
+ * on first use and kept, most recently used first, up to MSCCLPP_EXEC_CONTEXTS of them (then
+ * the least recently used goes: context_evict).
  *
  *   exec_context_get     look one up, or build it: context_scratch (sized by layout.c, halves
  *                        agreed by all ranks), context_state (device state and error mailbox),
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/config.h"
 #include "base/debug.h"
 #include "base/wait.h"
 #include "base/wire.h"
@@ -675,6 +677,52 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     return res;
 }
 
+/*
+ * Bound the cache (issue 22 item 6: every context holds scratch, counters, descriptors and
+ * peer mappings; a program cycling through many buffer pairs ran out of file descriptors):
+ * before a new context is built, drop the least recently used ones until one more fits. Every
+ * rank makes the same calls, so every rank misses here alike and drops the same contexts (the
+ * ones at the tail). Peers may still be reading our memory of a dropped context (a rank that
+ * ran ahead, a launch queued on a peer's stream): so first every rank drains its own streams,
+ * then all meet at a barrier, and only then is anything freed.
+ */
+static mscclpp_result_t context_evict(mscclpp_executor_t *ex)
+{
+    int64_t cap = config_get_int(CFG_MSCCLPP_EXEC_CONTEXTS);
+    /* contexts a graph launches stay (and do not count); during a capture nothing can be
+     * waited for, so the bound applies again at the first miss after it */
+    if (cap <= 0 || ex->capturing) return MSCCLPP_OK;
+    int64_t n = 0;
+    for (exec_context_t *c = ex->contexts; c; c = c->next) n += !c->captured;
+    if (n < cap) return MSCCLPP_OK;
+    CHECK(hal_api_source_drain(ex->source));
+    ex->setup_talked = true; /* a failure from here on leaves the peers somewhere else */
+    CHECK(mscclpp_bootstrap_barrier(ex->comm->boot));
+    pthread_mutex_lock(&ex->lock); /* against a concurrent stream check */
+    exec_context_t *gone = NULL;
+    int64_t kept = 0;
+    for (exec_context_t **pp = &ex->contexts; *pp;) {
+        exec_context_t *c = *pp;
+        if (c->captured || kept < cap - 1) {
+            kept += !c->captured;
+            pp = &c->next;
+        } else {
+            *pp = c->next;
+            c->next = gone;
+            gone = c;
+        }
+    }
+    pthread_mutex_unlock(&ex->lock);
+    int dropped = 0;
+    for (exec_context_t *c = gone; c; c = c->next) dropped++;
+    free_list(ex, gone);
+    INFO(SUBSYS_EXEC,
+         "rank %d: dropped the %d least recently used context(s) "
+         "(MSCCLPP_EXEC_CONTEXTS=%lld)",
+         ex->comm->rank, dropped, (long long)cap);
+    return MSCCLPP_OK;
+}
+
 mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
                                   const void *send, void *recv, int rotation,
                                   mscclpp_dtype_t dtype, exec_context_t **out)
@@ -685,12 +733,21 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
     exec_alloc_of(ex->hal, recv, &recv_base, &out_alloc);
     const uint64_t send_id = hal_api_alloc_id(send_base), recv_id = hal_api_alloc_id(recv_base);
     /* a failed context breaks the executor (exec_check), so every context here is sound */
-    for (exec_context_t *c = ex->contexts; c; c = c->next)
+    for (exec_context_t **pp = &ex->contexts; *pp; pp = &(*pp)->next) {
+        exec_context_t *c = *pp;
         if (c->plan == plan && c->send_base == send_base && c->recv_base == recv_base &&
             c->rotation == rotation && c->send_id == send_id && c->recv_id == recv_id) {
+            if (pp != &ex->contexts) { /* most recently used first */
+                pthread_mutex_lock(&ex->lock);
+                *pp = c->next;
+                c->next = ex->contexts;
+                ex->contexts = c;
+                pthread_mutex_unlock(&ex->lock);
+            }
             *out = c;
             return MSCCLPP_OK;
         }
+    }
     /*
      * Contexts on an earlier allocation at one of these addresses (freed, then allocated
      * again: the allocator reuses ranges) hold the peers' mappings of their old buffers: drop
@@ -716,6 +773,7 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
     if (dropped)
         INFO(SUBSYS_EXEC, "rank %d: dropped %d context(s) of freed allocations at %p / %p",
              ex->comm->rank, dropped, send_base, recv_base);
+    CHECK(context_evict(ex));
     exec_context_t *c = NULL;
     CHECK(context_create(ex, plan, send_base, in_alloc, recv_base, out_alloc, rotation, dtype,
                          &c));

@@ -105,6 +105,7 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
                                         mscclpp_stream_t stream, int rotation)
 {
     CHECK_ARG(ex != NULL);
+    if (comm_aborted(ex->comm)) return exec_poison(ex, comm_abort_error(ex->comm, "execute"));
     bool capturing = false;
     /* a stream of another backend is reported by the checks below */
     if (!stream || stream->ops == ex->hal) CHECK(stream_capturing(ex, stream, &capturing));
@@ -160,6 +161,7 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
     l->low->args.input = send;
     l->low->args.output = recv;
     l->low->args.mailbox = c->mailbox;
+    l->low->args.abort = __atomic_load_n(&ex->comm->abort_word, __ATOMIC_ACQUIRE);
     /* Only what every rank agrees on decides the fence: the context (built collectively, so
      * its sequence number is the same everywhere) and the call shape. Not the lowered plan's
      * identity: it is also rebuilt when this rank alone moved its buffers in their allocation. */
@@ -214,6 +216,12 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
     if (!ex) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
     ex->comm = comm;
     ex->hal = comm->hal;
+    uint64_t *abort_word = NULL; /* for the launches (kern_args_t.abort) */
+    mscclpp_result_t aw = comm_abort_word(comm, &abort_word);
+    if (aw != MSCCLPP_OK) {
+        free(ex);
+        return aw;
+    }
     pthread_mutex_init(&ex->lock, NULL);
     mscclpp_result_t res = hal_api_source_add(exec_stream_check, ex, &ex->source);
     if (res != MSCCLPP_OK) {

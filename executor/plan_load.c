@@ -1440,7 +1440,8 @@ static mscclpp_result_t check_collective_chunks(ld_t *ld, int rank)
                           "would differ in size (expected %llu)",
                       (unsigned long long)in, plan->nranks, (unsigned long long)out,
                       (unsigned long long)(n * out));
-    } else if (!strcmp(c, "allreduce") || !strcmp(c, "alltoall") || !strcmp(c, "broadcast")) {
+    } else if (!strcmp(c, "allreduce") || !strcmp(c, "alltoall") || !strcmp(c, "broadcast") ||
+               !strcmp(c, "reduce")) {
         want_out = in;
         why = "input and output have the same size";
     } else {
@@ -1662,9 +1663,9 @@ static mscclpp_result_t check_plan(ld_t *ld)
 /* Collectives a plan may name: those with a reference result (checked by
  * mscclpp_plan_verify() and `python3 -m mscclpp verify`), and "test" / "custom" (sizes and
  * results are the author's). */
-static const char *const collectives[] = {"allreduce", "allgather",   "reducescatter", "alltoall",
-                                          "broadcast", "sendrecv",    "test",          "custom",
-                                          NULL};
+static const char *const collectives[] = {"allreduce", "allgather", "reducescatter", "alltoall",
+                                          "broadcast", "reduce",    "sendrecv",      "test",
+                                          "custom",    NULL};
 
 static mscclpp_result_t check_collective_name(ld_t *ld, const char *s)
 {
@@ -1680,12 +1681,14 @@ static mscclpp_result_t check_collective_name(ld_t *ld, const char *s)
     return ld_err(ld, "unknown collective \"%s\" (expected %s)", s, list);
 }
 
-/* "root" (broadcast): the rank whose input every rank receives. The executor runs a broadcast
- * plan for root 0 and rotates ranks for other roots, so a plan must be written for root 0. */
+/* "root" (broadcast, reduce): the rank whose input every rank receives / whose output holds the
+ * reduction. The executor runs such a plan for root 0 and rotates ranks for other roots, so
+ * until it rotates by plan->root a plan must be written for root 0. */
 static mscclpp_result_t parse_root(ld_t *ld, const json_t *root)
 {
     uint64_t r;
     CHECK(get_u64(ld, root, "root", false, 0, UINT64_MAX, 0, &r));
+    ld->plan->root = 0;
     if (r == 0) return MSCCLPP_OK;
     path_key(ld, "root");
     if (r >= (uint64_t)ld->plan->nranks)

@@ -632,7 +632,7 @@ static ncclResult_t p2p_run(ncclComm_t c, xfers_t *sends, xfers_t *recvs)
 
 /* ---- running one communicator's tasks ----------------------------------------------------- */
 
-static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
+static ncclResult_t run_comm_tasks(ncclComm_t c, const task_t *tasks, size_t ntasks)
 {
     /* before any plan runs: contexts on memory freed or deregistered since the last group */
     ncclResult_t res = shim_zc_forget_stale(c, kind_names[tasks[0].kind]);
@@ -719,6 +719,17 @@ static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
     free(recvs.v);
     free(fallback);
     free(fallback_ops);
+    return res;
+}
+
+/* A communicator's tasks, run as one call on it: ncclCommAbort on another thread interrupts
+ * them, and neither abort nor destroy frees the communicator before they are done. */
+static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
+{
+    ncclResult_t res = shim_comm_enter(c, kind_names[tasks[0].kind]);
+    if (res != ncclSuccess) return res;
+    res = run_comm_tasks(c, tasks, ntasks);
+    shim_comm_leave(c);
     return res;
 }
 

@@ -110,6 +110,16 @@ struct ncclComm {
     ncclComm_t real; /* the parallel communicator of the fallback library, or NULL */
     ncclResult_t async_error;
     pthread_mutex_t lock; /* one call at a time per communicator */
+    /*
+     * Lifetime (issue 22 item 4): every entry point that uses the communicator enters and
+     * leaves (shim_comm_enter/leave). ncclCommDestroy and ncclCommAbort mark it closing, so
+     * no new call gets in; abort also interrupts the calls inside (mscclpp_comm_abort); both
+     * free it only once the last call left. `life` guards users and closing.
+     */
+    pthread_mutex_t life;
+    pthread_cond_t idle; /* signalled when users drops to 0 (CLOCK_MONOTONIC) */
+    int users;           /* calls inside */
+    bool closing;        /* destroy or abort started */
 };
 
 /* errors */
@@ -129,6 +139,10 @@ const char *shim_config(const char *name);
 
 /* checks */
 ncclResult_t shim_check_comm(ncclComm_t comm, const char *who);
+/* shim_check_comm, then count the call in (refused once destroy or abort started); every
+ * successful enter is paired with a shim_comm_leave (nccl/nccl_comm.c) */
+ncclResult_t shim_comm_enter(ncclComm_t comm, const char *who);
+void shim_comm_leave(ncclComm_t comm);
 
 /* dtype and op helpers (nccl/nccl_util.c) */
 size_t shim_dtype_size(ncclDataType_t dt);

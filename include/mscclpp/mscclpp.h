@@ -39,6 +39,7 @@ typedef enum {
     MSCCLPP_ERR_TIMEOUT = -6,      /**< a wait exceeded MSCCLPP_TIMEOUT */
     MSCCLPP_ERR_INTERNAL = -7,     /**< a bug in the library */
     MSCCLPP_ERR_NO_MEMORY = -8,    /**< an allocation failed */
+    MSCCLPP_ERR_ABORTED = -9,      /**< the communicator was aborted (mscclpp_comm_abort) */
 } mscclpp_result_t;
 
 /** Short constant name of a result ("MSCCLPP_ERR_TIMEOUT"). Never NULL. */
@@ -195,7 +196,21 @@ MSCCLPP_API mscclpp_result_t mscclpp_comm_size(const mscclpp_comm_t *comm, int *
 MSCCLPP_API mscclpp_result_t mscclpp_comm_local_size(const mscclpp_comm_t *comm, int *nlocal);
 MSCCLPP_API mscclpp_result_t mscclpp_comm_bootstrap(mscclpp_comm_t *comm,
                                                     mscclpp_bootstrap_t **boot);
+/**
+ * Free the communicator. Destroy its executors first, and call it only once every call on the
+ * communicator and its executors has returned (mscclpp_comm_abort makes running calls return).
+ */
 MSCCLPP_API mscclpp_result_t mscclpp_comm_destroy(mscclpp_comm_t *comm);
+/**
+ * Abort the communicator (as ncclCommAbort aborts its operations), from any thread: every call
+ * in progress on it, on its bootstrap (when the communicator owns it or not) and on its
+ * executors gives up at its next poll (within about 10 ms on the host backend) and returns
+ * MSCCLPP_ERR_ABORTED, and every later call that needs a peer fails at once the same way. Peers
+ * are not told: their waits on this rank end with their own timeout or when this rank's
+ * connections close. Frees nothing: destroy the executors and then the communicator once the
+ * interrupted calls have returned. Calling it again does nothing.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_comm_abort(mscclpp_comm_t *comm);
 
 /* ---------------------------------------------------------------------------------------------
  * Backend, memory and streams (through the HAL of the selected backend)
@@ -423,19 +438,21 @@ MSCCLPP_API mscclpp_result_t mscclpp_plan_load_string(const char *json, size_t l
                                                       mscclpp_plan_t **plan);
 MSCCLPP_API mscclpp_result_t mscclpp_plan_destroy(mscclpp_plan_t *plan);
 /**
- * Check a loaded plan more deeply than loading does (loading already checks indices, limits,
- * chunk counts against the collective, scratch bounds and signal/wait counts per channel
- * pair). Runs one launch of every rank abstractly, with no data and for no particular size:
- * every thread block steps through its ops, signals and waits pair up per channel,
- * semaphores count and barriers gather their blocks; pipeline bodies run twice.
+ * Check a loaded plan more deeply than loading does: simulate one launch of every rank chunk by
+ * chunk, for no particular size (docs/plan-checks.md §2). Every thread block steps through its
+ * ops; signals and waits pair up per channel, semaphores count, barriers gather their blocks,
+ * packet reads wait for their packets, pipeline bodies run twice; the data each op moves is
+ * followed and ordered with vector clocks; at the end each rank's output is compared with the
+ * collective's result. `python3 -m mscclpp verify` gives the same verdict on every plan.
  *
  * @param plan a plan from mscclpp_plan_load_file() or mscclpp_plan_load_string().
- * @return MSCCLPP_OK, or MSCCLPP_ERR_INVALID_PLAN when the plan deadlocks (the message names
- *         the rank, thread block, op and the peer, semaphore or barrier it waits for) or leaves
- *         state behind for the next launch (a channel counter ahead of its waits, a semaphore
- *         off its initial value, a barrier with blocks gathered); MSCCLPP_ERR_INVALID_ARG
- *         for a NULL plan. The data each op moves is checked by `python3 -m mscclpp verify`.
- *         Cost: linear in the plan's ops times its longest chain of cross-block waits.
+ * @return MSCCLPP_OK, or MSCCLPP_ERR_INVALID_PLAN when the plan deadlocks (a wait whose signal
+ *         never comes, a packet read that no op writes, a barrier never full, a semaphore never
+ *         released), races (data read or written without the signal, barrier or nop that
+ *         orders it), leaves counters for the next launch, or computes a wrong result (the
+ *         message names the rank, thread block, op and chunk); MSCCLPP_ERR_INVALID_ARG for a
+ *         NULL plan; MSCCLPP_ERR_NO_MEMORY. Cost: about the plan's ops times the chunks they
+ *         cover (all default plans together: about 1 s of CPU).
  */
 MSCCLPP_API mscclpp_result_t mscclpp_plan_verify(const mscclpp_plan_t *plan);
 /**

@@ -1,6 +1,7 @@
 /* The cache of peer allocations mapped into this process (ipc_map.h). */
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,15 +18,17 @@ typedef struct ipc_entry {
 
 struct ipc_map {
     const hal_ops_t *hal;
+    int rank; /* this process's rank, for messages */
     pthread_mutex_t lock;
     ipc_entry_t *entries;
 };
 
-mscclpp_result_t ipc_map_create(const hal_ops_t *hal, ipc_map_t **map)
+mscclpp_result_t ipc_map_create(const hal_ops_t *hal, int rank, ipc_map_t **map)
 {
     ipc_map_t *m = calloc(1, sizeof *m);
     if (!m) return ERR(MSCCLPP_ERR_NO_MEMORY, "ipc: out of memory");
     m->hal = hal;
+    m->rank = rank;
     pthread_mutex_init(&m->lock, NULL);
     *map = m;
     return MSCCLPP_OK;
@@ -67,13 +70,18 @@ mscclpp_result_t ipc_map_import(ipc_map_t *map, int owner, const hal_mem_handle_
         res = map->hal->mem_import(handle, &e->base);
         if (res != MSCCLPP_OK) {
             free(e);
+            /* the backend names a process (the fd broker's pid); the caller needs the rank */
+            char why[768];
+            snprintf(why, sizeof why, "%s", mscclpp_last_error());
+            res = ERR(res, "rank %d: cannot map the memory of rank %d: %s", map->rank, owner,
+                      why);
             goto out;
         }
         e->owner = owner;
         e->handle = *handle;
         e->next = map->entries;
         map->entries = e;
-        TRACE(SUBSYS_MEM, "mapped %llu bytes of rank %d at %p",
+        TRACE(SUBSYS_MEM, "rank %d: mapped %llu bytes of rank %d at %p", map->rank,
               (unsigned long long)handle->alloc_size, owner, e->base);
     }
     e->refs++;

@@ -16,8 +16,8 @@ extern "C" {
 
 typedef struct ipc_map ipc_map_t;
 
-/** An empty cache mapping through `hal`. */
-mscclpp_result_t ipc_map_create(const hal_ops_t *hal, ipc_map_t **map);
+/** An empty cache mapping through `hal` for `rank` (named in its messages). */
+mscclpp_result_t ipc_map_create(const hal_ops_t *hal, int rank, ipc_map_t **map);
 /** Unmap whatever is left and free the cache. Safe on NULL. */
 void ipc_map_destroy(ipc_map_t *map);
 
