@@ -219,6 +219,14 @@ MSCCLPP_API mscclpp_result_t mscclpp_comm_abort(mscclpp_comm_t *comm);
 /** Name of the backend in use ("host", "cuda", "hip"); selects one on first use. */
 MSCCLPP_API const char *mscclpp_backend_name(void);
 
+/**
+ * The calling thread's device of the selected backend: its index in *device (may be NULL) and a
+ * one-line description in text[cap] ("NVIDIA H100 80GB HBM3, sm_90, 132 multiprocessors,
+ * 79.1 GiB"; on the host backend the CPU). Errors: INVALID_ARG (text NULL or cap 0), the
+ * backend's own error if no backend can be selected or the device cannot be queried.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_device_describe(int *device, char *text, size_t cap);
+
 /** Whether the calling thread's device of the selected backend supports NVLink SHARP multicast
  * (NVLS: CUDA multicast objects, sm_90+ with a fabric that has it). Sets *supported to 1 or 0;
  * 0 on the host and HIP backends. Errors: INVALID_ARG (NULL), the backend's own error if no

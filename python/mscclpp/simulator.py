@@ -61,7 +61,8 @@ class CheckResult:
         lines = []
         head = "OK" if self.ok else "FAILED"
         what = f" ({self.collective})" if self.collective else ""
-        lines.append(f"{head}{what}: " + ", ".join(f"{k}={v}" for k, v in self.stats.items()))
+        stats = ", ".join(f"{k}={v}" for k, v in self.stats.items())
+        lines.append(f"{head}{what}" + (f": {stats}" if stats else ""))
         if self.ok and not self.checked_semantics and self.collective:
             lines.append(f"note: no reference result for collective '{self.collective}'; only "
                          "deadlocks, races and counter balance were checked")
