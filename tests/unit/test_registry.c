@@ -131,6 +131,7 @@ START_TEST(test_call_in_place)
     ck_assert(!exec_call_in_place("allreduce", 1, buf, buf + 64, 64, 64));
     ck_assert(!exec_call_in_place("alltoall", 0, buf, buf + 8, 64, 64));
     ck_assert(exec_call_in_place("broadcast", 0, buf, buf, 64, 64));
+    ck_assert(!exec_call_in_place("reduce", 0, buf, buf + 64, 64, 64));
     /* a collective the rule does not know: its plan's author decides */
     ck_assert(exec_call_in_place("test", 0, buf, buf + 8, 64, 64));
     ck_assert(exec_call_in_place(NULL, 0, buf, buf + 8, 64, 64));

@@ -75,6 +75,7 @@ mscclpp_result_t ipc_map_import(ipc_map_t *map, int owner, const hal_mem_handle_
             snprintf(why, sizeof why, "%s", mscclpp_last_error());
             res = ERR(res, "rank %d: cannot map the memory of rank %d: %s", map->rank, owner,
                       why);
+            core_set_culprit(owner);
             goto out;
         }
         e->owner = owner;
