@@ -1,9 +1,12 @@
 /*
  * Where an executor's default plans come from, in this order and nowhere else:
- *   1. MSCCLPP_PLAN_DIR, when set: that folder (the in-tree build, the tests and scripts name
- *      the source tree's plans/ this way);
- *   2. otherwise the installed plans ($(pkgdatadir)/plans, the one path compiled in);
- *   3. then, only when MSCCLPP_CACHE_DIR is set and MSCCLPP_PLAN_DIR is not, the plans the
+ *   1. MSCCLPP_PLAN_DIR, when set: that folder (the tests and scripts name the source tree's
+ *      plans/ this way);
+ *   2. otherwise, for a library loaded from the build folder it was made in (base/self.h: the
+ *      build tree's programs, ./build/tools/mscclpp-bench as the README runs it), the source
+ *      tree's plans/;
+ *   3. otherwise the installed plans ($(pkgdatadir)/plans);
+ *   4. then, only when MSCCLPP_CACHE_DIR is set and MSCCLPP_PLAN_DIR is not, the plans the
  *      Python DSL compiled into that cache (the Python package sets it for its own processes).
  * In a plan folder, the plans for the job's node layout (multinode/<nodes>x<ranks per node>/)
  * and for the backend (<backend>/) are registered before the generic ones: the first registered
@@ -16,6 +19,7 @@
 
 #include "base/config.h"
 #include "base/debug.h"
+#include "base/self.h"
 #include "executor/registry.h"
 
 #ifndef MSCCLPP_PLAN_DIR
@@ -25,6 +29,8 @@
 const char *exec_plan_dir(void)
 {
     const char *d = config_get(CFG_MSCCLPP_PLAN_DIR);
+    if (*d) return d;
+    d = self_build_plan_dir();
     return *d ? d : MSCCLPP_PLAN_DIR;
 }
 
