@@ -45,6 +45,8 @@
  */
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,13 +143,26 @@ struct tp_ep {
     tp_ctx_t *ctx;
     int peer;
     ucp_ep_h ep;
-    volatile ucs_status_t failed; /* set by the error handler */
-    bool closing;                 /* in ucx_close: a peer that closed first is no news */
-    uint64_t inflight;            /* messages whose send has not completed */
+    /* a ucs_status_t: set inside ucp_worker_progress (the error handler, a failed send), lock
+     * held, by whichever thread drives the worker - several executor contexts' proxies share one
+     * worker - and read without the lock by every call: atomic (ucx_ep_failed/ucx_ep_fail) */
+    _Atomic int failed;
+    bool closing;      /* in ucx_close: a peer that closed first is no news */
+    uint64_t inflight; /* messages whose send has not completed (lock held, always) */
     ucx_send_t *pending;          /* a put held back for a following signal */
     const void *pbuf;
     size_t plen;
 };
+
+static ucs_status_t ucx_ep_failed(tp_ep_t *ep)
+{
+    return (ucs_status_t)atomic_load_explicit(&ep->failed, memory_order_acquire);
+}
+
+static void ucx_ep_fail(tp_ep_t *ep, ucs_status_t st)
+{
+    atomic_store_explicit(&ep->failed, (int)st, memory_order_release);
+}
 
 struct tp_mem {
     struct tp_mem *next;
@@ -793,7 +808,7 @@ static void ucx_ep_error(void *arg, ucp_ep_h uep, ucs_status_t status)
 {
     (void)uep;
     tp_ep_t *ep = arg;
-    ep->failed = status;
+    ucx_ep_fail(ep, status);
 }
 
 /* This side: the worker's address (every endpoint of the context shares the worker). */
@@ -819,7 +834,7 @@ static mscclpp_result_t ucx_ep_open(tp_ctx_t *c, int peer, tp_ep_t **out, wire_w
     if (!ep) return ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
     ep->ctx = c;
     ep->peer = peer;
-    ep->failed = UCS_OK;
+    atomic_init(&ep->failed, (int)UCS_OK);
     *out = ep;
     return MSCCLPP_OK;
 }
@@ -877,9 +892,9 @@ static mscclpp_result_t ucx_failed_at(tp_ep_t *ep, const char *what, bool quiet)
     if (quiet || ep->closing)
         return core_error_quiet(MSCCLPP_ERR_REMOTE, "ucx transport: %s to rank %d: the "
                                 "connection failed (%s); is rank %d alive?", what, ep->peer,
-                                ucs_status_string(ep->failed), ep->peer);
+                                ucs_status_string(ucx_ep_failed(ep)), ep->peer);
     return ERR(MSCCLPP_ERR_REMOTE, "ucx transport: %s to rank %d: the connection failed (%s); "
-               "is rank %d alive?", what, ep->peer, ucs_status_string(ep->failed), ep->peer);
+               "is rank %d alive?", what, ep->peer, ucs_status_string(ucx_ep_failed(ep)), ep->peer);
 }
 
 static mscclpp_result_t ucx_failed(tp_ep_t *ep, const char *what)
@@ -905,7 +920,7 @@ static void ucx_send_done(void *req, ucs_status_t st, void *user)
     ucx_send_t *m = user;
     tp_ep_t *ep = m->ep;
     ep->inflight--;
-    if (st != UCS_OK && ep->failed == UCS_OK && !ep->closing) ep->failed = st;
+    if (st != UCS_OK && ucx_ep_failed(ep) == UCS_OK && !ep->closing) ucx_ep_fail(ep, st);
     ucx_msg_free(ep->ctx, m);
     ucp_request_free(req);
 }
@@ -1046,7 +1061,7 @@ static mscclpp_result_t ucx_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, t
                                 uint64_t src_off, uint64_t bytes)
 {
     CHECK(tp_check_put("ucx", ep->peer, dst_off, dst->bytes, src_off, src->bytes, bytes));
-    if (ep->failed != UCS_OK) return ucx_failed(ep, "put");
+    if (ucx_ep_failed(ep) != UCS_OK) return ucx_failed(ep, "put");
     if (bytes == 0) return MSCCLPP_OK;
     tp_ctx_t *c = ep->ctx;
     pthread_mutex_lock(&c->lock);
@@ -1084,7 +1099,7 @@ static mscclpp_result_t ucx_wait_until(tp_ep_t *ep, bool (*done)(tp_ep_t *, void
         /* a transfer that moves stays in the spin phase; only an idle one backs off */
         if (ucp_worker_progress(c->worker)) w.polls = 0;
         ucx_copies_settle(c);
-        if (ep->failed != UCS_OK && !ep->closing) return ucx_failed(ep, what);
+        if (ucx_ep_failed(ep) != UCS_OK && !ep->closing) return ucx_failed(ep, what);
         if (!base_wait_pause(&w))
             return ERR(MSCCLPP_ERR_TIMEOUT, "ucx transport: %s to rank %d did not complete in "
                        "%.1f s", what, ep->peer, (double)timeout_ns / 1e9);
@@ -1116,7 +1131,7 @@ static mscclpp_result_t ucx_wait_req(tp_ep_t *ep, void *req, uint64_t timeout_ns
     }
     ucs_status_t st = ucp_request_check_status(req);
     ucp_request_free(req);
-    if (ep->failed != UCS_OK && !ep->closing) return ucx_failed(ep, what);
+    if (ucx_ep_failed(ep) != UCS_OK && !ep->closing) return ucx_failed(ep, what);
     if (st != UCS_OK) return ucx_status(what, ep->peer, st);
     return MSCCLPP_OK;
 }
@@ -1124,7 +1139,7 @@ static mscclpp_result_t ucx_wait_req(tp_ep_t *ep, void *req, uint64_t timeout_ns
 static mscclpp_result_t ucx_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, uint64_t total)
 {
     CHECK(tp_check_signal("ucx", ep->peer, dst_off, dst->bytes));
-    if (ep->failed != UCS_OK) return ucx_failed(ep, "signal");
+    if (ucx_ep_failed(ep) != UCS_OK) return ucx_failed(ep, "signal");
     tp_ctx_t *c = ep->ctx;
     mscclpp_result_t res = MSCCLPP_OK;
     pthread_mutex_lock(&c->lock);
@@ -1147,7 +1162,7 @@ static mscclpp_result_t ucx_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off
 
 static mscclpp_result_t ucx_flush(tp_ep_t *ep, uint64_t timeout_ns, tp_flush_t how)
 {
-    if (ep->failed != UCS_OK) return ucx_failed(ep, "flush");
+    if (ucx_ep_failed(ep) != UCS_OK) return ucx_failed(ep, "flush");
     tp_ctx_t *c = ep->ctx;
     pthread_mutex_lock(&c->lock);
     mscclpp_result_t res = ucx_send_pending(ep);
@@ -1207,7 +1222,7 @@ static mscclpp_result_t ucx_arm(tp_ctx_t *c, int *fd)
 /* a peer that died while we only wait for it shows up here, not in a call of ours */
 static mscclpp_result_t ucx_ep_status(tp_ep_t *ep)
 {
-    return ep->failed == UCS_OK ? MSCCLPP_OK : ucx_failed_at(ep, "connection", true);
+    return ucx_ep_failed(ep) == UCS_OK ? MSCCLPP_OK : ucx_failed_at(ep, "connection", true);
 }
 
 static mscclpp_result_t ucx_close(tp_ep_t *ep)
@@ -1234,8 +1249,9 @@ static mscclpp_result_t ucx_close(tp_ep_t *ep)
      * must run before `ep` goes */
     (void)ucx_wait_until(ep, ucx_sent, NULL, config_timeout_ns(), "close");
     core_clear_error(); /* the peer may have closed first; nothing left to lose */
+    bool idle = ep->inflight == 0; /* read under the lock: callbacks change it under it */
     pthread_mutex_unlock(&c->lock);
-    if (ep->inflight == 0) free(ep); /* else leaked rather than freed under a live callback */
+    if (idle) free(ep); /* else leaked rather than freed under a live callback */
     return MSCCLPP_OK;
 }
 
