@@ -658,6 +658,8 @@ static mscclpp_result_t ucx_init(const tp_world_t *world, tp_ctx_t **out)
 static void ucx_fini(tp_ctx_t *c)
 {
     if (!c) return;
+    core_error_kept_t kept; /* a failure's message outlives the clean-up (ucx_close) */
+    core_error_keep(&kept);
     ucp_worker_destroy(c->worker);
     ucp_cleanup(c->context);
     if (c->copying) (void)ucx_stage_op(c, NULL, NULL, 0, true); /* before their bounces go */
@@ -679,7 +681,7 @@ static void ucx_fini(tp_ctx_t *c)
     for (size_t i = 0; i < c->nall; i++) (void)c->hal->host_free(c->ball[i]);
     free(c->ball);
     free(c->bfree);
-    core_clear_error();
+    core_error_put_back(&kept);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -1229,6 +1231,9 @@ static mscclpp_result_t ucx_close(tp_ep_t *ep)
 {
     if (!ep) return MSCCLPP_OK;
     tp_ctx_t *c = ep->ctx;
+    /* a close is often clean-up after a failure: that failure's message and culprit stay */
+    core_error_kept_t kept;
+    core_error_keep(&kept);
     pthread_mutex_lock(&c->lock);
     ep->closing = true;
     ucx_msg_free(c, ep->pending); /* callers flush first: a put held back has no reader left */
@@ -1248,7 +1253,7 @@ static mscclpp_result_t ucx_close(tp_ep_t *ep)
     /* a forced close completes every message still in flight (canceled): their callbacks
      * must run before `ep` goes */
     (void)ucx_wait_until(ep, ucx_sent, NULL, config_timeout_ns(), "close");
-    core_clear_error(); /* the peer may have closed first; nothing left to lose */
+    core_error_put_back(&kept); /* the peer may have closed first; nothing left to lose */
     bool idle = ep->inflight == 0; /* read under the lock: callbacks change it under it */
     pthread_mutex_unlock(&c->lock);
     if (idle) free(ep); /* else leaked rather than freed under a live callback */
