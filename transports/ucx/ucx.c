@@ -149,6 +149,7 @@ struct tp_ep {
     _Atomic int failed;
     bool closing;      /* in ucx_close: a peer that closed first is no news */
     uint64_t inflight; /* messages whose send has not completed (lock held, always) */
+    bool lost;         /* a message's send completed with an error (lock held) */
     ucx_send_t *pending;          /* a put held back for a following signal */
     const void *pbuf;
     size_t plen;
@@ -922,6 +923,7 @@ static void ucx_send_done(void *req, ucs_status_t st, void *user)
     ucx_send_t *m = user;
     tp_ep_t *ep = m->ep;
     ep->inflight--;
+    if (st != UCS_OK) ep->lost = true;
     if (st != UCS_OK && ucx_ep_failed(ep) == UCS_OK && !ep->closing) ucx_ep_fail(ep, st);
     ucx_msg_free(ep->ctx, m);
     ucp_request_free(req);
@@ -1164,8 +1166,16 @@ static mscclpp_result_t ucx_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off
 
 static mscclpp_result_t ucx_flush(tp_ep_t *ep, uint64_t timeout_ns, tp_flush_t how)
 {
-    if (ucx_ep_failed(ep) != UCS_OK) return ucx_failed(ep, "flush");
     tp_ctx_t *c = ep->ctx;
+    if (ucx_ep_failed(ep) != UCS_OK) {
+        /* The connection is gone. A local flush still holds when every message went out
+         * before: a peer that finished its last call and left had all it waited for, and a
+         * rank that no longer needs it must not fail (issue 22, board 2026-11-26 08:00) */
+        pthread_mutex_lock(&c->lock);
+        bool clean = how == TP_FLUSH_LOCAL && !ep->pending && ep->inflight == 0 && !ep->lost;
+        pthread_mutex_unlock(&c->lock);
+        return clean ? MSCCLPP_OK : ucx_failed(ep, "flush");
+    }
     pthread_mutex_lock(&c->lock);
     mscclpp_result_t res = ucx_send_pending(ep);
     /* every message sent (a rendezvous one: received by the peer): its source is free again;
