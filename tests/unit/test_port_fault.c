@@ -295,17 +295,17 @@ static int left_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     for (int call = 0; call < 2; call++) {
         if (call == 1) MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
         memset(out, 0, b);
-        double t0 = now_s();
+        double t0 = mp_now_s();
         mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, b, b, MSCCLPP_FLOAT32,
                                              MSCCLPP_SUM, NULL);
         if (r != MSCCLPP_OK)
-            return MP_FAIL(rank, "call %d (%.2f s): %s", call, now_s() - t0,
+            return MP_FAIL(rank, "call %d (%.2f s): %s", call, mp_now_s() - t0,
                            mscclpp_last_error());
         for (int i = 0; rank < 2 && i < COUNT; i++)
             if (out[i] != (float)((1 - rank) * 10000 + i))
                 return MP_FAIL(rank, "call %d: out[%d] = %g, want %g", call, i, out[i],
                                (double)((1 - rank) * 10000 + i));
-        if (rank == 0 && call == 1) printf("# rank 0: call 1 done in %.2f s\n", now_s() - t0);
+        if (rank == 0 && call == 1) printf("# rank 0: call 1 done in %.2f s\n", mp_now_s() - t0);
     }
     /* rank 1 exits at once (its last call is done), with no destroy: a destroy waits for the
      * others; the others leave once rank 0 is done */
