@@ -209,8 +209,8 @@ static bool near(double got, double want, ncclDataType_t dt, bool rounded)
         }                                                                                        \
     } while (0)
 
-static const ncclDataType_t dtypes[] = {ncclInt8,    ncclUint8,   ncclInt32,    ncclUint32,
-                                        ncclFloat16, ncclFloat32, ncclFloat64,  ncclBfloat16,
+static const ncclDataType_t dtypes[] = {ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32,
+                                        ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16,
                                         ncclInt64,   ncclUint64};
 static const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
 static const char *const op_names[] = {"sum", "prod", "max", "min", "avg"};
