@@ -72,8 +72,8 @@ prog=$t_real
 runp=""
 [ $have_real = yes ] && runp=$preload
 
-# 7: requests we do not serve, without a fallback: ncclInvalidUsage naming the variable
-case_ok "no fallback: int64 sums fail with ncclInvalidUsage and say why" $runp "$prog" nofallback 2
+# 7: requests a selector sends to the fallback, without one: ncclInvalidUsage naming the variable
+case_ok "no fallback: int64 sums a selector sends to it fail with ncclInvalidUsage and say why" $runp "$prog" nofallback 2
 
 # 8-10: with a fallback library: dispatched, results from it, one INFO line per process
 log=$tmp/fake.log
