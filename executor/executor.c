@@ -44,7 +44,8 @@ static bool call_in_place(const char *coll, const void *send, const void *recv, 
 static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
                                    const void *send, void *recv, size_t send_bytes,
                                    size_t recv_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
-                                   mscclpp_packet_t packet, mscclpp_stream_t stream)
+                                   mscclpp_packet_t packet, mscclpp_stream_t stream,
+                                   exec_bufs_t *bufs)
 {
     CHECK_ARG(ex != NULL);
     CHECK_ARG(plan != NULL);
@@ -75,13 +76,35 @@ static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t 
     if (stream && stream->ops != ex->hal)
         return ERR_ARG("execute: stream of backend %s, executor runs on %s", stream->ops->name,
                        ex->hal->name);
-    void *base;
-    size_t in_alloc, out_alloc;
-    exec_alloc_of(ex->hal, send, &base, &in_alloc);
-    exec_alloc_of(ex->hal, recv, &base, &out_alloc);
-    if (!in_alloc || !out_alloc)
-        return ERR_ARG("execute: buffers must be memory of the %s backend (mscclpp_malloc); "
-                       "%s is not", ex->hal->name, !in_alloc ? "send" : "recv");
+    /*
+     * The buffers: a plan that reaches a peer's input or output needs memory the peers can map
+     * (exec_context_t); any other plan needs memory its kernel can use: the backend's device
+     * memory, or any memory on a backend whose device memory is host memory (host backend).
+     */
+    exec_mem_of(ex->hal, send, &bufs->in);
+    exec_mem_of(ex->hal, recv, &bufs->out);
+    if (exec_plan_shares_io(plan)) {
+        const hal_mem_info_t *bad = !bufs->in.shareable ? &bufs->in
+                                    : !bufs->out.shareable ? &bufs->out : NULL;
+        if (bad)
+            return ERR_ARG("execute: plan '%s' reaches its peers' input or output buffers, so "
+                           "they must be memory the %s backend can share with other processes "
+                           "(mscclpp_malloc, or device memory from the driver; host backend: a "
+                           "shared mapping); the %s buffer %p is not", plan->name,
+                           ex->hal->name, bad == &bufs->in ? "send" : "recv",
+                           bad == &bufs->in ? send : (const void *)recv);
+        uint64_t in_off = (uint64_t)((const char *)send - (const char *)bufs->in.base);
+        uint64_t out_off = (uint64_t)((const char *)recv - (const char *)bufs->out.base);
+        if (send_bytes > bufs->in.size - in_off || recv_bytes > bufs->out.size - out_off)
+            return ERR_ARG("execute: %zu/%zu bytes do not fit the buffers (%zu/%zu bytes to the "
+                           "end of their allocations)", send_bytes, recv_bytes,
+                           (size_t)(bufs->in.size - in_off), (size_t)(bufs->out.size - out_off));
+    } else if (!ex->host_memory && ((send_bytes && !bufs->in.size) ||
+                                    (recv_bytes && !bufs->out.size))) {
+        return ERR_ARG("execute: buffers must be device memory of the %s backend; %s %p is not",
+                       ex->hal->name, send_bytes && !bufs->in.size ? "send" : "recv",
+                       send_bytes && !bufs->in.size ? send : (const void *)recv);
+    }
     return MSCCLPP_OK;
 }
 
@@ -96,12 +119,15 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
     if (exec_native_of(plan))
         return exec_native_execute(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op, 0,
                                    ex->launch_nthreads, rotation, stream);
-    CHECK(check_call(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet, stream));
+    exec_bufs_t bufs;
+    CHECK(check_call(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet, stream,
+                     &bufs));
     CHECK(exec_check(ex));
 
     exec_context_t *c = NULL;
     ex->setup_talked = false;
-    mscclpp_result_t r = exec_context_get(ex, plan, send, recv, rotation, dtype, &c);
+    mscclpp_result_t r =
+        exec_context_get(ex, plan, &bufs, send_bytes, recv_bytes, rotation, dtype, &c);
     if (r != MSCCLPP_OK) {
         /* a setup that failed before any message (an unsupported plan, local memory) left
          * the peers where they were; one that talked did not */
@@ -111,25 +137,29 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
             exec_poison(ex, r);
         return r;
     }
-    uint64_t in_off = (uint64_t)((const char *)send - (const char *)c->send_base);
-    uint64_t out_off = (uint64_t)((const char *)recv - (const char *)c->recv_base);
-    if (send_bytes > c->in_alloc - in_off || recv_bytes > c->out_alloc - out_off)
-        return ERR_ARG("execute: %zu/%zu bytes do not fit the buffers (%zu/%zu bytes to the end "
-                       "of their allocations)", send_bytes, recv_bytes,
-                       (size_t)(c->in_alloc - in_off), (size_t)(c->out_alloc - out_off));
-    r = exec_context_bind(ex, c, in_off, out_off);
-    if (r != MSCCLPP_OK) return exec_poison(ex, r); /* the offset exchange is collective */
+    uint64_t in_off = 0, out_off = 0;
+    if (c->shares_io) {
+        in_off = (uint64_t)((const char *)send - (const char *)c->send_base);
+        out_off = (uint64_t)((const char *)recv - (const char *)c->recv_base);
+    }
+    CHECK(exec_context_bind(ex, c, in_off, out_off));
+    hal_stream_t hs = hal_api_stream(stream);
     exec_lowcache_t *l = NULL;
-    CHECK(exec_context_lowered(ex, c, send_bytes, recv_bytes, dtype, op, packet, &l));
+    CHECK(exec_context_lowered(ex, c, send_bytes, recv_bytes, dtype, op, packet, hs, &l));
     l->low->args.input = send;
     l->low->args.output = recv;
     l->low->args.mailbox = c->mailbox;
-    /* Only what every rank agrees on decides the fence: the context (built collectively, so
-     * its sequence number is the same everywhere) and the call shape. Not the lowered plan's
-     * identity: it is also rebuilt when this rank alone moved its buffers in their allocation. */
-    exec_call_key_t key = {c->seq, send_bytes, recv_bytes, dtype, op, packet};
-    l->low->args.fence = ex->launched && memcmp(&key, &ex->last_call, sizeof key) != 0;
-    hal_stream_t hs = hal_api_stream(stream);
+    /*
+     * Only what every rank agrees on decides the fence: the context (built collectively, so
+     * its sequence number is the same everywhere), the call shape and, for a context that
+     * reaches the peers' buffers, their offsets. A context that reaches the peers' input or
+     * output fences every launch: those buffers are the callers', ready (input written, output
+     * no longer read by the caller's earlier work) only once the peer's stream has reached this
+     * launch, and the fence is where ranks meet (and compare what they are about to do).
+     */
+    exec_call_key_t key = {c->seq, send_bytes, recv_bytes, in_off, out_off, dtype, op, packet, 0};
+    l->low->args.fence =
+        c->reaches_io || (ex->launched && memcmp(&key, &ex->last_call, sizeof key) != 0);
     /* before the launch: a sync that races with it must already ask us */
     CHECK(hal_api_stream_note(stream, ex->source));
     int nthreads = ex->launch_nthreads ? ex->launch_nthreads : l->low->nthreads;
@@ -230,6 +260,13 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
     if (!ex) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
     ex->comm = comm;
     ex->hal = comm->hal;
+    hal_device_props_t props;
+    memset(&props, 0, sizeof props);
+    int dev = 0;
+    if (ex->hal->device_get(&dev) == MSCCLPP_OK && ex->hal->device_props(dev, &props) == MSCCLPP_OK)
+        ex->host_memory = props.host_memory;
+    else
+        core_clear_error();
     pthread_mutex_init(&ex->lock, NULL);
     mscclpp_result_t res = hal_api_source_add(exec_stream_check, ex, &ex->source);
     if (res != MSCCLPP_OK) {
@@ -310,7 +347,6 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
     exec_native_release(exec); /* before the communicator may go */
     exec_contexts_free_all(exec, true);
     if (exec->tmp) exec->hal->mem_free(exec->tmp);
-    free(exec->offs);
     exec_tuning_free(exec->tuning);
     exec_registry_fini(&exec->registry);
     pthread_mutex_destroy(&exec->lock);
@@ -383,6 +419,17 @@ static mscclpp_result_t fit_plan(mscclpp_executor_t *ex, const char *collective,
     return MSCCLPP_OK;
 }
 
+/* The plan a collective call of this size and placement runs: the tuned or registered choice,
+ * then the next one whose layout takes the sizes (fit_plan). */
+static mscclpp_result_t choose_fit(mscclpp_executor_t *ex, const char *collective, bool inplace,
+                                   size_t in_bytes, size_t out_bytes, mscclpp_dtype_t dtype,
+                                   const struct mscclpp_plan **plan, int *nth)
+{
+    uint64_t msg = exec_message_size(collective, in_bytes, out_bytes);
+    mscclpp_result_t r = exec_choose_plan(ex, collective, inplace, msg, plan, nth);
+    return fit_plan(ex, collective, inplace, msg, in_bytes, out_bytes, dtype, r, plan, nth);
+}
+
 /*
  * Run `collective`: pick a plan for the in-place-ness of the call; when only an out-of-place
  * plan exists for an in-place call, stage the input in a temporary buffer first.
@@ -396,8 +443,8 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     uint64_t msg = exec_message_size(collective, in_bytes, out_bytes);
     const struct mscclpp_plan *plan = NULL;
     int nth = 0;
-    mscclpp_result_t r = exec_choose_plan(ex, collective, inplace, msg, &plan, &nth);
-    r = fit_plan(ex, collective, inplace, msg, in_bytes, out_bytes, dtype, r, &plan, &nth);
+    mscclpp_result_t r =
+        choose_fit(ex, collective, inplace, in_bytes, out_bytes, dtype, &plan, &nth);
     if (r == MSCCLPP_OK) {
         ex->launch_nthreads = nth;
         r = execute_rotated(ex, plan, send, recv, in_bytes, out_bytes, dtype, op,
@@ -412,7 +459,9 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
                r, none);
     if (ex->tmp_bytes < in_bytes) {
         if (ex->tmp) {
-            /* contexts keyed on the old staging buffer go with it */
+            /* launches still queued read the old staging buffer: they end first; contexts
+             * keyed on it (plans that reach their peers' input) go with it */
+            CHECK(hal_api_source_drain(ex->source));
             CHECK(exec_contexts_free_input(ex, ex->tmp));
             ex->hal->mem_free(ex->tmp);
             ex->tmp = NULL;
@@ -438,6 +487,69 @@ none:
                "one or install the default plans (MSCCLPP_PLAN_DIR=%s)", collective,
                ex->comm->nranks, (unsigned long long)msg, inplace ? "in-place" : "out-of-place",
                default_plan_dir());
+}
+
+/* Whether `plan` would run on these very buffers: its chunk layout takes the sizes, and the
+ * buffers are memory it can use (check_call's rules, without recording an error). */
+static bool runs_on(mscclpp_executor_t *ex, const struct mscclpp_plan *plan, const void *send,
+                    const void *recv, size_t send_bytes, size_t recv_bytes,
+                    mscclpp_dtype_t dtype)
+{
+    exec_bufs_t b;
+    if (exec_native_of(plan)) { /* maps the callers' allocations itself */
+        exec_mem_of(ex->hal, send, &b.in);
+        exec_mem_of(ex->hal, recv, &b.out);
+        return b.in.shareable && b.out.shareable;
+    }
+    if (!exec_layout_fits(plan, ex->comm->rank, send_bytes, recv_bytes, dtype)) return false;
+    exec_mem_of(ex->hal, send, &b.in);
+    exec_mem_of(ex->hal, recv, &b.out);
+    if (exec_plan_shares_io(plan)) {
+        if (!b.in.shareable || !b.out.shareable) return false;
+        uint64_t in_off = (uint64_t)((const char *)send - (const char *)b.in.base);
+        uint64_t out_off = (uint64_t)((const char *)recv - (const char *)b.out.base);
+        return send_bytes <= b.in.size - in_off && recv_bytes <= b.out.size - out_off;
+    }
+    return ex->host_memory || ((!send_bytes || b.in.size) && (!recv_bytes || b.out.size));
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_direct(mscclpp_executor_t *exec,
+                                                     const mscclpp_plan_t *plan,
+                                                     const char *collective, const void *send,
+                                                     const void *recv, size_t send_bytes,
+                                                     size_t recv_bytes, mscclpp_dtype_t dtype,
+                                                     int *direct)
+{
+    CHECK_ARG(exec != NULL);
+    CHECK_ARG(direct != NULL);
+    CHECK_ARG((int)dtype >= 0 && dtype < MSCCLPP_DTYPE_COUNT);
+    *direct = 0;
+    if (plan) {
+        *direct = runs_on(exec, plan, send, recv, send_bytes, recv_bytes, dtype);
+        return MSCCLPP_OK;
+    }
+    CHECK_ARG(collective != NULL);
+    bool inplace = call_in_place(collective, send, recv, send_bytes, recv_bytes, exec->comm->rank);
+    const struct mscclpp_plan *p = NULL;
+    int nth = 0;
+    if (choose_fit(exec, collective, inplace, send_bytes, recv_bytes, dtype, &p, &nth) ==
+        MSCCLPP_OK) {
+        *direct = runs_on(exec, p, send, recv, send_bytes, recv_bytes, dtype);
+        return MSCCLPP_OK;
+    }
+    core_clear_error();
+    if (!inplace) return MSCCLPP_OK; /* no plan: the call itself says why */
+    /* run_collective: the input goes to the executor's own staging buffer, stream-ordered */
+    if (choose_fit(exec, collective, false, send_bytes, recv_bytes, dtype, &p, &nth) !=
+        MSCCLPP_OK) {
+        core_clear_error();
+        return MSCCLPP_OK;
+    }
+    *direct = exec_native_of(p) ? 0
+              : exec_plan_shares_io(p)
+                  ? 0 /* the staging buffer's contexts would follow its growth: stage outside */
+                  : runs_on(exec, p, recv, recv, send_bytes, recv_bytes, dtype);
+    return MSCCLPP_OK;
 }
 
 static mscclpp_result_t coll_check(mscclpp_executor_t *ex, const void *send, void *recv,

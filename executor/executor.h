@@ -32,39 +32,63 @@
 #include "executor/registry.h"
 #include "executor/tuning.h"
 
-/* One lowered plan of a context, for one call shape, with its device copy. */
+/* One lowered plan of a context, for one call shape (and, for plans that address the peers'
+ * input/output, one pair of in-allocation offsets: they are embedded), with its device copy. */
 typedef struct exec_lowcache {
     struct exec_lowcache *next;
     size_t in_bytes, out_bytes;
+    uint64_t in_off, out_off;
     mscclpp_dtype_t dtype;
     mscclpp_redop_t op;
     mscclpp_packet_t packet;
     exec_lowered_t *low;
-    void *dev_blob; /* device copy of low->blob */
+    void *dev_blob;  /* device copy of low->blob */
+    void *host_blob; /* pinned copy it was uploaded from on a stream (GPU backends), or NULL */
 } exec_lowcache_t;
 
-/* What identifies a call for the launch fence; compared with memcmp (zero-initialised). */
+/* What identifies a call for the launch fence; compared with memcmp (zero-initialised). For a
+ * context that addresses the peers' input/output, the call's in-allocation offsets too: every
+ * rank computes the peers' buffers at its own offsets, so a rank whose buffers moved in their
+ * allocations must meet its peers before anyone writes there. */
 typedef struct {
     uint64_t context_seq;
     uint64_t in_bytes, out_bytes;
+    uint64_t in_off, out_off;
     int32_t dtype, op, packet, pad;
 } exec_call_key_t;
+
+/* The buffers of one call as the backend knows them (hal mem_info). */
+typedef struct {
+    hal_mem_info_t in, out;
+} exec_bufs_t;
 
 typedef struct exec_context {
     struct exec_context *next;
     const struct mscclpp_plan *plan;
-    void *send_base, *recv_base; /* key: the allocations holding the buffers */
-    uint64_t send_id, recv_id;   /* and which ones (hal_api_alloc_id; 0: not mscclpp_malloc's) */
+    /*
+     * Key. A plan that addresses a peer's input or output (memory, port or switch channels:
+     * shares_io) needs the two allocations holding the call's buffers registered and mapped by
+     * the peers: its context is keyed by them (base and the backend's allocation id, which
+     * tells a freed-and-reused range apart). Any other plan touches only scratch and this
+     * rank's own buffers, which each call passes: one context per plan (bases NULL, ids 0).
+     */
+    void *send_base, *recv_base;
+    uint64_t send_id, recv_id;
+    size_t in_alloc, out_alloc; /* sizes of those allocations (shares_io) */
+    bool shares_io;
+    bool reaches_io;            /* some rank addresses a peer's input/output: fence every launch */
     int rotation;
     int vrank;
     uint32_t seq;               /* the executor's context_seq when it was built: unique */
-    size_t in_alloc, out_alloc; /* sizes of those allocations */
+    /* The scratch serves calls of up to these sizes (the same on every rank: derived from the
+     * call, not from the allocations); a larger call rebuilds the context, on every rank. */
+    uint64_t in_cap, out_cap;
     bool broken;                /* a launch failed: state undefined, rebuild before reuse */
-    bool io_offsets;            /* some rank addresses a peer's input/output: exchange the
-                                 * in-allocation offsets of every call */
-    bool resolved;              /* rbufs/members hold pointers for peer_off */
+    uint64_t off[2];            /* the current call's in-allocation offsets (shares_io) */
     void **peer_ptr[3];         /* per virtual rank: input/output allocation base, scratch */
-    uint64_t *peer_off[2];      /* per virtual rank: offsets of the current call's buffers */
+    uint64_t *peer_off[2];      /* per virtual rank: offsets of the current call's buffers (all
+                                 * this rank's own: ranks use their buffers alike) */
+    int n_lowered;              /* entries of `lowered` */
 
     void *scratch;
     uint64_t scratch_bytes;
@@ -88,6 +112,7 @@ typedef struct exec_context {
 struct mscclpp_executor {
     mscclpp_comm_t *comm;
     const hal_ops_t *hal;
+    bool host_memory; /* the backend's device memory is host memory (hal_device_props_t) */
     exec_registry_t registry;
     exec_context_t *contexts;
     exec_context_t *dead; /* setups that failed after talking: peers may still map their
@@ -95,7 +120,6 @@ struct mscclpp_executor {
     uint32_t context_seq;
     void *tmp;        /* staging input for in-place calls served by out-of-place plans */
     size_t tmp_bytes;
-    uint64_t *offs;   /* allgather scratch for per-call offsets, 2 per rank */
     uint64_t source;  /* id as an error source of streams (hal_api.h) */
     bool setup_talked; /* the context setup in progress has sent or received a message */
     /* The executor is broken once a collective failed (state.c). A stream sync may poll the
@@ -114,28 +138,37 @@ struct mscclpp_executor {
 
 /* ---- context.c ---------------------------------------------------------------------------- */
 
-/* The allocation holding p (base and size); for memory the backend does not know, the pointer
- * itself and size 0. */
-void exec_alloc_of(const hal_ops_t *hal, const void *p, void **base, size_t *size);
+/* What the backend knows of the allocation holding p (hal mem_info); all zero for NULL or for
+ * memory it does not know (no error recorded). */
+void exec_mem_of(const hal_ops_t *hal, const void *p, hal_mem_info_t *m);
+
+/* Whether a plan addresses some rank's input or output from another rank, or moves it through
+ * a port channel: its contexts need the call's allocations registered (exec_context_t). */
+bool exec_plan_shares_io(const struct mscclpp_plan *plan);
+/* Whether some rank of the plan addresses another rank's input or output. */
+bool exec_plan_reaches_io(const struct mscclpp_plan *plan);
 
 /*
- * The context of (plan, send allocation, recv allocation, rotation), built (collectively) on
- * first use. Keyed by allocations, not pointers, so that every rank hits or misses together as
- * long as each keeps its buffers in the same allocations.
+ * The context of (plan, rotation) for a call of these sizes, and for plans that share their
+ * input/output also of the allocations holding the buffers, built (collectively) on first use
+ * and again, larger, for a call its scratch does not fit. Every rank hits or misses together
+ * as long as each uses its buffers alike (the same program on every rank).
  */
 mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
-                                  const void *send, void *recv, int rotation,
-                                  mscclpp_dtype_t dtype, exec_context_t **out);
+                                  const exec_bufs_t *bufs, size_t in_bytes, size_t out_bytes,
+                                  int rotation, mscclpp_dtype_t dtype, exec_context_t **out);
 
-/* Bind this call's buffers (in-allocation offsets): collective for plans with io_offsets. */
+/* Bind this call's buffers: their in-allocation offsets (plans that share input/output
+ * address the peers' buffers at this rank's own offsets; nothing is exchanged). */
 mscclpp_result_t exec_context_bind(mscclpp_executor_t *ex, exec_context_t *c, uint64_t in_off,
                                    uint64_t out_off);
 
-/* The lowered plan of this call shape (cached per context), its blob copied to the device. */
+/* The lowered plan of this call shape and bound offsets (cached per context), its blob copied
+ * to the device (ordered on `stream` when there is one). */
 mscclpp_result_t exec_context_lowered(mscclpp_executor_t *ex, exec_context_t *c,
                                       size_t in_bytes, size_t out_bytes, mscclpp_dtype_t dtype,
                                       mscclpp_redop_t op, mscclpp_packet_t packet,
-                                      exec_lowcache_t **out);
+                                      hal_stream_t stream, exec_lowcache_t **out);
 
 /* Free every context whose input allocation is `send_base` (the staging buffer goes), after the
  * launches queued on the executor's streams, whose error it returns. */

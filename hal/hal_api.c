@@ -388,6 +388,69 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_wrap(void *native, mscclpp_stream_t 
     return MSCCLPP_OK;
 }
 
+MSCCLPP_API mscclpp_result_t mscclpp_memcpy_async(void *dst, const void *src, size_t bytes,
+                                                  mscclpp_stream_t stream)
+{
+    CHECK_ARG(bytes == 0 || (dst != NULL && src != NULL));
+    const hal_ops_t *ops;
+    CHECK(hal_get(&ops));
+    if (stream && stream->ops != ops) return ERR_ARG("mscclpp_memcpy_async: stream of another backend");
+    if (!stream) return ops->memcpy_sync(dst, src, bytes);
+    return ops->memcpy_async(dst, src, bytes, stream->hal);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_memset_async(void *dst, int value, size_t bytes,
+                                                  mscclpp_stream_t stream)
+{
+    CHECK_ARG(bytes == 0 || dst != NULL);
+    const hal_ops_t *ops;
+    CHECK(hal_get(&ops));
+    if (stream && stream->ops != ops) return ERR_ARG("mscclpp_memset_async: stream of another backend");
+    if (!stream) return ops->memset_sync(dst, value, bytes);
+    return ops->memset_async(dst, value, bytes, stream->hal);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_stream_launch_host_func(mscclpp_stream_t stream,
+                                                             void (*fn)(void *), void *arg)
+{
+    CHECK_ARG(fn != NULL);
+    const hal_ops_t *ops;
+    CHECK(hal_get(&ops));
+    if (!stream) {
+        fn(arg);
+        return MSCCLPP_OK;
+    }
+    return stream->ops->launch_host_func(fn, arg, stream->hal);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_stream_wait_stream(mscclpp_stream_t stream,
+                                                        mscclpp_stream_t other)
+{
+    if (!other || other == stream) return MSCCLPP_OK;
+    /* a stream destroyed since (destroying synchronizes it) has nothing left to wait for */
+    pthread_mutex_lock(&streams_lock);
+    bool live = false;
+    for (int i = 0; i < n_streams && !live; i++) live = streams[i] == other;
+    if (live) pthread_mutex_lock(&other->lock); /* before streams_lock goes: it stays alive */
+    pthread_mutex_unlock(&streams_lock);
+    if (!live) return MSCCLPP_OK;
+    if (!stream) {
+        pthread_mutex_unlock(&other->lock);
+        return mscclpp_stream_synchronize(other);
+    }
+    if (stream->ops != other->ops) {
+        pthread_mutex_unlock(&other->lock);
+        return ERR_ARG("mscclpp_stream_wait_stream: streams of two backends");
+    }
+    const hal_ops_t *ops = other->ops;
+    mscclpp_result_t res = MSCCLPP_OK;
+    if (!other->mark) res = ops->event_create(&other->mark);
+    if (res == MSCCLPP_OK) res = ops->event_record(other->mark, other->hal);
+    if (res == MSCCLPP_OK) res = ops->stream_wait_event(stream->hal, other->mark);
+    pthread_mutex_unlock(&other->lock);
+    return res;
+}
+
 MSCCLPP_API mscclpp_result_t mscclpp_stream_destroy(mscclpp_stream_t stream)
 {
     CHECK_ARG(stream != NULL);
@@ -398,6 +461,12 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_destroy(mscclpp_stream_t stream)
         mscclpp_result_t r = stream->ops->stream_destroy(stream->hal);
         if (res == MSCCLPP_OK) res = r;
     }
+    /* a mscclpp_stream_wait_stream that found it live before streams_remove may still hold
+     * its lock (to record the mark): let it finish */
+    pthread_mutex_lock(&stream->lock);
+    hal_event_t mark = stream->mark;
+    pthread_mutex_unlock(&stream->lock);
+    if (mark) (void)stream->ops->event_destroy(mark);
     pthread_mutex_destroy(&stream->lock);
     free(stream->watch);
     free(stream);

@@ -20,6 +20,7 @@ struct mscclpp_stream {
     pthread_mutex_t lock; /* guards the watch list */
     uint64_t *watch;      /* source ids, each once */
     int n_watch, cap_watch;
+    hal_event_t mark;     /* recorded here for mscclpp_stream_wait_stream (lazily made) */
 };
 
 /** The HAL stream behind a public stream (NULL for a NULL stream: synchronous). */

@@ -2,27 +2,26 @@
  * libmscclpp_nccl: collectives, point-to-point and groups.
  *
  * Every call is a task; outside ncclGroupStart/End a call is a group of one. At the end of a
- * group each communicator runs its tasks in the order they were issued (one thread per
+ * group each communicator queues its tasks in the order they were issued (one thread per
  * communicator when a group spans several, as ncclCommInitAll programs do):
  *
  *   - collectives on our executor: a registered DSL plan (MSCCLPP_NCCL_PLAN_DIR) first, then
- *     the built-in plans. Plans need memory the backend can share (mscclpp_malloc): they run
- *     on ncclMemAlloc'd or registered buffers directly (zero-copy), and other buffers are
- *     staged through two buffers per communicator;
+ *     the built-in plans, queued on the caller's stream with no host synchronisation (docs/
+ *     nccl.md "Streams"). The plan runs on the caller's buffers when it can (any device memory
+ *     for plans that touch only scratch, which every built-in plan does; memory the peers can
+ *     map for plans that reach their buffers); otherwise the buffers are staged through two
+ *     buffers per communicator, by copies queued on the same stream;
  *   - what our plans do not serve (64-bit integer reductions, a world or size without a plan)
  *     goes to the real NCCL/RCCL of MSCCLPP_NCCL_LIB_PATH, inside one real group;
  *   - send/recv, gather and scatter move through the communicator's bootstrap (host copies
  *     over its TCP connections, which drain inbound traffic while a send blocks, so all sends
  *     first and then all receives cannot deadlock). GPU buffers bounce through host memory.
- *
- * Every task completes before ncclGroupEnd (or the call) returns: the caller's stream is
- * synchronized before its buffers are read, so the work it queued earlier is done, and nothing
- * is left queued afterwards.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "executor/exec_forget.h"
 #include "nccl/nccl_internal.h"
 
 typedef enum {
@@ -65,8 +64,10 @@ static _Thread_local char group_error_msg[1024];
 
 /*
  * Grow both staging buffers to `bytes`. Every rank grows at the same call (sizes follow the
- * call's arguments), so the executor reset that must come first (its contexts name the old
- * buffers, and a new buffer may reuse an old address) is collective on all ranks together.
+ * call's arguments). The old buffers may still be read by queued work: this communicator's last
+ * stream is waited for first (a host synchronisation, once per growth), and the executor
+ * forgets its contexts on them (plans that reach the peers' buffers keyed contexts by them;
+ * every rank forgets alike).
  */
 static ncclResult_t stage_reserve(ncclComm_t c, size_t bytes, const char *who)
 {
@@ -75,7 +76,10 @@ static ncclResult_t stage_reserve(ncclComm_t c, size_t bytes, const char *who)
     while (want < bytes) want *= 2;
     mscclpp_result_t r = MSCCLPP_OK;
     if (c->stage_in) {
-        r = mscclpp_executor_reset(c->exec);
+        ncclResult_t res = shim_stream_drain(c, who);
+        if (res != ncclSuccess) return res;
+        r = mscclpp_executor_forget(c->exec, c->stage_in, NULL);
+        if (r == MSCCLPP_OK) r = mscclpp_executor_forget(c->exec, c->stage_out, NULL);
         mscclpp_free(c->stage_in);
         mscclpp_free(c->stage_out);
         c->stage_in = c->stage_out = NULL;
@@ -99,12 +103,22 @@ static ncclResult_t copy(void *dst, const void *src, size_t bytes, const char *w
     return r == MSCCLPP_OK ? ncclSuccess : shim_from_mscclpp(r, who);
 }
 
+/* The same, queued on st (NULL: now). */
+static ncclResult_t copy_on(void *dst, const void *src, size_t bytes, mscclpp_stream_t st,
+                            const char *who)
+{
+    if (!bytes || dst == src) return ncclSuccess;
+    mscclpp_result_t r = mscclpp_memcpy_async(dst, src, bytes, st);
+    return r == MSCCLPP_OK ? ncclSuccess : shim_from_mscclpp(r, who);
+}
+
 /* ---- operators ---------------------------------------------------------------------------- */
 
 typedef struct {
     mscclpp_redop_t op;       /* what our plans compute */
     bool scale, average;      /* PreMulSum before, or divide by nranks after */
     unsigned char scalar[8];  /* PreMulSum scalar, in the call's dtype */
+    const void *scalar_ptr;   /* or, device residence: where to read it when the call runs */
     ncclRedOp_t real_op;      /* what to hand the fallback */
     bool real_op_ok;
 } op_plan_t;
@@ -155,33 +169,72 @@ static ncclResult_t resolve_op(const task_t *t, op_plan_t *p, bool *ours, const 
         memcpy(p->scalar, o.value, sizeof p->scalar);
         return ncclSuccess;
     }
-    /* device residence: read now, when the collective runs */
-    return copy(p->scalar, o.scalar_ptr, shim_dtype_size(t->dt), who);
+    /* device residence: read when the call runs, in stream order */
+    p->scalar_ptr = o.scalar_ptr;
+    (void)who;
+    return ncclSuccess;
 }
 
-/* dst (staging) = src * scalar, through host memory so any backend's buffers work */
-static ncclResult_t scaled_copy(void *dst, const void *src, size_t count, ncclDataType_t dt,
-                                const void *scalar, const char *who)
+/*
+ * Host arithmetic of ncclAvg (divide the result by nranks) and PreMulSum (scale the input),
+ * in stream order. On the host backend the buffers are host memory: a host function queued on
+ * the stream does it when the work before it is done (a device-resident scalar is read then,
+ * as NCCL's kernel reads it). GPU memory is not the host's: the stream is waited for, and the
+ * values go through host memory (docs/nccl.md, "Limitations").
+ */
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t count;
+    ncclDataType_t dt;
+    int divisor;                /* > 0: divide (ncclAvg); else scale by the scalar */
+    unsigned char scalar[8];    /* the scalar, in dt (host-immediate) */
+    const void *scalar_ptr;     /* or where to read it when the job runs */
+} math_job_t;
+
+static void math_job_run(void *arg)
 {
-    size_t bytes = count * shim_dtype_size(dt);
-    void *tmp = malloc(bytes ? bytes : 1);
-    if (!tmp) return shim_error(ncclSystemError, "%s: out of host memory (%zu bytes)", who, bytes);
-    ncclResult_t res = copy(tmp, src, bytes, who);
-    if (res == ncclSuccess) shim_scale(tmp, tmp, count, dt, scalar);
-    if (res == ncclSuccess) res = copy(dst, tmp, bytes, who);
-    free(tmp);
-    return res;
+    math_job_t *j = arg;
+    if (j->divisor > 0) {
+        if (j->dst != j->src) memmove(j->dst, j->src, j->count * shim_dtype_size(j->dt));
+        shim_divide(j->dst, j->count, j->dt, j->divisor);
+    } else {
+        if (j->scalar_ptr) memcpy(j->scalar, j->scalar_ptr, shim_dtype_size(j->dt));
+        shim_scale(j->dst, j->src, j->count, j->dt, j->scalar);
+    }
+    free(j);
 }
 
-static ncclResult_t divided_copy(void *dst, const void *src, size_t count, ncclDataType_t dt,
-                                 int n, const char *who)
+static ncclResult_t math_on(const math_job_t *tmpl, mscclpp_stream_t st, const char *who)
 {
-    size_t bytes = count * shim_dtype_size(dt);
+    size_t bytes = tmpl->count * shim_dtype_size(tmpl->dt);
+    if (strcmp(mscclpp_backend_name(), "host") == 0) {
+        math_job_t *j = malloc(sizeof *j);
+        if (!j) return shim_error(ncclSystemError, "%s: out of host memory", who);
+        *j = *tmpl;
+        mscclpp_result_t r = mscclpp_stream_launch_host_func(st, math_job_run, j);
+        if (r != MSCCLPP_OK) {
+            free(j);
+            return shim_from_mscclpp(r, who);
+        }
+        return ncclSuccess;
+    }
+    /* device memory: through the host, after the stream */
+    if (st) {
+        mscclpp_result_t r = mscclpp_stream_synchronize(st);
+        if (r != MSCCLPP_OK) return shim_from_mscclpp(r, who);
+    }
+    math_job_t j = *tmpl;
     void *tmp = malloc(bytes ? bytes : 1);
     if (!tmp) return shim_error(ncclSystemError, "%s: out of host memory (%zu bytes)", who, bytes);
-    ncclResult_t res = copy(tmp, src, bytes, who);
-    if (res == ncclSuccess) shim_divide(tmp, count, dt, n);
-    if (res == ncclSuccess) res = copy(dst, tmp, bytes, who);
+    ncclResult_t res = copy(tmp, j.src, bytes, who);
+    if (res == ncclSuccess && j.scalar_ptr)
+        res = copy(j.scalar, j.scalar_ptr, shim_dtype_size(j.dt), who);
+    if (res == ncclSuccess) {
+        if (j.divisor > 0) shim_divide(tmp, j.count, j.dt, j.divisor);
+        else shim_scale(tmp, tmp, j.count, j.dt, j.scalar);
+        res = copy(j.dst, tmp, bytes, who);
+    }
     free(tmp);
     return res;
 }
@@ -209,124 +262,167 @@ static mscclpp_dtype_t move_dtype(ncclDataType_t dt)
     return MSCCLPP_FLOAT64; /* int64/uint64: only copied, never combined */
 }
 
-/*
- * Whether this call runs the plan on the caller's buffers instead of staging them: both are
- * ncclMemAlloc'd or registered memory the backend can share (shim_zc_base), the sizes need no
- * padding, no PreMulSum scales the input, and the collective is one every rank passes both
- * buffers to (allreduce, allgather, reducescatter, alltoall; broadcast and reduce ignore a
- * buffer on some ranks). Buffers must not overlap, unless exactly in place as NCCL defines
- * it, which the built-in collectives handle (DSL plans are called out of place). The
- * allocations are noted, so that the executor forgets their contexts once they are freed.
- */
-static bool zero_copy(const task_t *t, const op_plan_t *op, bool unpadded, size_t in_b,
-                      size_t out_b)
+/* The sizes the collective entry points of libmscclpp compute for `count` elements per block
+ * (mscclpp_allreduce and friends), for mscclpp_executor_direct. */
+static void entry_sizes(const task_t *t, size_t cb, int n, size_t *in_b, size_t *out_b)
+{
+    *in_b = *out_b = cb;
+    if (t->kind == T_ALLGATHER) *out_b = cb * (size_t)n;
+    if (t->kind == T_REDUCESCATTER) *in_b = cb * (size_t)n;
+    if (t->kind == T_ALLTOALL) *in_b = *out_b = cb * (size_t)n;
+}
+
+/* One collective through the entry point of libmscclpp for its kind, or the DSL plan. */
+static mscclpp_result_t run_plan(const task_t *t, const mscclpp_plan_t *plan, const void *in,
+                                 void *out, size_t count, size_t in_b, size_t out_b,
+                                 mscclpp_dtype_t md, mscclpp_redop_t mop, mscclpp_stream_t st)
 {
     ncclComm_t c = t->comm;
-    if (!unpadded || (op && op->scale)) return false;
+    if (plan) return mscclpp_execute(c->exec, plan, in, out, in_b, out_b, md, mop, st);
+    switch (t->kind) {
+    case T_ALLREDUCE:
+    case T_REDUCE: return mscclpp_allreduce(c->exec, in, out, count, md, mop, st);
+    case T_BROADCAST: return mscclpp_broadcast(c->exec, in, out, count, md, t->root, st);
+    case T_ALLGATHER: return mscclpp_allgather(c->exec, in, out, count, md, st);
+    case T_REDUCESCATTER: return mscclpp_reducescatter(c->exec, in, out, count, md, mop, st);
+    case T_ALLTOALL: return mscclpp_alltoall(c->exec, in, out, count, md, st);
+    default: return MSCCLPP_ERR_INTERNAL;
+    }
+}
+
+/*
+ * Whether the plan runs on the caller's buffers (docs/nccl.md "Zero-copy"): the executor says
+ * the plan takes these buffers and sizes as they are (mscclpp_executor_direct), no PreMulSum
+ * scales the caller's input, and the collective is one every rank passes both buffers to with
+ * the same meaning (allreduce, allgather, reducescatter, alltoall: broadcast and reduce ignore
+ * a buffer on some ranks, so ranks could choose different plans; they are staged). A DSL plan
+ * is run out of place, so its buffers must not overlap. The allocations are noted, so that the
+ * executor forgets their contexts once they are freed.
+ */
+static bool zero_copy(const task_t *t, const op_plan_t *op, const mscclpp_plan_t *plan,
+                      mscclpp_dtype_t md, bool unpadded, size_t in_b, size_t out_b)
+{
+    ncclComm_t c = t->comm;
+    if (!c->zero_copy || !unpadded || (op && op->scale)) return false;
     if (t->kind != T_ALLREDUCE && t->kind != T_ALLGATHER && t->kind != T_REDUCESCATTER &&
         t->kind != T_ALLTOALL)
         return false;
     const char *s = t->send, *r = t->recv;
-    size_t rank_off = (size_t)c->rank * (t->kind == T_ALLGATHER ? in_b : out_b);
-    bool inplace = t->kind == T_ALLGATHER       ? s == r + rank_off
-                   : t->kind == T_REDUCESCATTER ? r == s + rank_off
-                                                : s == r;
-    bool disjoint = s + in_b <= r || r + out_b <= s;
-    if (!disjoint && !(inplace && c->nplans == 0)) return false;
-    void *in_base = shim_zc_base(c, s, in_b);
-    void *out_base = in_base ? shim_zc_base(c, r, out_b) : NULL;
-    if (!out_base) return false;
+    if (plan && !(s + in_b <= r || r + out_b <= s)) return false;
+    int direct = 0;
+    if (mscclpp_executor_direct(c->exec, plan, plan ? NULL : collective_of(t->kind), s, r, in_b,
+                                out_b, md, &direct) != MSCCLPP_OK ||
+        !direct)
+        return false;
+    /* memory the peers may map: noted, to be forgotten once ncclMemFree'd or deregistered */
+    void *in_base = shim_zc_base(c, s, in_b), *out_base = shim_zc_base(c, r, out_b);
     const char *who = kind_names[t->kind];
-    if (shim_zc_note(c, in_base, who) != ncclSuccess) return false;
-    if (shim_zc_note(c, out_base, who) != ncclSuccess) return false;
+    if (in_base && shim_zc_note(c, in_base, who) != ncclSuccess) return false;
+    if (out_base && shim_zc_note(c, out_base, who) != ncclSuccess) return false;
     return true;
 }
 
 /*
- * Run one collective with our plans. *unsupported is set (and nothing written to the caller's
- * buffers) when no plan of ours serves it, so the caller may fall back.
+ * Run one collective with our plans, queued on st. *unsupported is set (and nothing written to
+ * the caller's buffers) when no plan of ours serves it, so the caller may fall back.
  */
-static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsupported)
+static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, mscclpp_stream_t st,
+                             bool *unsupported)
 {
     ncclComm_t c = t->comm;
     const char *who = kind_names[t->kind];
     int n = c->nranks, rank = c->rank;
     bool reducing = t->kind == T_ALLREDUCE || t->kind == T_REDUCE || t->kind == T_REDUCESCATTER;
     *unsupported = false;
-    /*
-     * Staging also pads: plans split a message into per-rank chunks whose offsets must stay
-     * 4-byte aligned (packet plans), and the caller's count need not divide. Each block (the
-     * message, or one rank's part of it) is padded to 16 bytes, times nranks for a message the
-     * plan itself splits; the padding is zeroed and never copied back.
-     */
-    size_t nb_in = 1, nb_out = 1;
-    if (t->kind == T_ALLGATHER) nb_out = (size_t)n;
-    if (t->kind == T_REDUCESCATTER) nb_in = (size_t)n;
-    if (t->kind == T_ALLTOALL) nb_in = nb_out = (size_t)n;
-    bool split = t->kind == T_ALLREDUCE || t->kind == T_REDUCE || t->kind == T_BROADCAST;
-    size_t es = shim_dtype_size(t->dt), align = split ? 16 * (size_t)n : 16;
-    size_t cb = t->count * es, pb = (cb + align - 1) / align * align, pc = pb / es;
-    size_t in_b = nb_in * pb, out_b = nb_out * pb;
+    mscclpp_dtype_t md = reducing ? (mscclpp_dtype_t)0 : move_dtype(t->dt);
+    if (reducing) shim_dtype_map(t->dt, &md);
+    mscclpp_redop_t mop = reducing ? op->op : MSCCLPP_REDOP_PLAN;
+    const char *coll = collective_of(t->kind);
+    size_t es = shim_dtype_size(t->dt), cb = t->count * es;
 
+    /* 1. a DSL plan registered for this call (broadcast plans are written for root 0) */
+    const mscclpp_plan_t *plan = NULL;
+    size_t in_b, out_b;
+    entry_sizes(t, cb, n, &in_b, &out_b);
+    uint64_t msg = t->kind == T_ALLGATHER ? out_b : in_b;
+    if (c->nplans && (t->kind != T_BROADCAST || t->root == 0) &&
+        mscclpp_executor_select_plan(c->exec, coll, 0, msg, "source=nccl-dsl", &plan) !=
+            MSCCLPP_OK)
+        plan = NULL;
+
+    /*
+     * Blocks (the message, or one rank's part of it) staged are padded to 16 bytes, times
+     * nranks for a message the plan itself splits (chunk offsets of packet plans must stay
+     * 4-byte aligned, and the lowering does not split odd tails yet): only calls whose blocks
+     * need no padding run on the caller's buffers.
+     */
+    bool split = t->kind == T_ALLREDUCE || t->kind == T_REDUCE || t->kind == T_BROADCAST;
+    size_t align = split ? 16 * (size_t)n : 16;
+    size_t pb = (cb + align - 1) / align * align, pc = pb / es;
     ncclResult_t res = ncclSuccess;
-    const void *in = NULL;
-    void *out = NULL;
-    bool zc = zero_copy(t, op, cb == pb, in_b, out_b);
-    if (zc) {
-        in = t->send;
-        out = t->recv;
+    mscclpp_result_t r;
+    if (zero_copy(t, op, plan, md, pb == cb, in_b, out_b)) {
         if (!c->zc_logged) {
             c->zc_logged = true;
             shim_info("rank %d: %s of %zu bytes runs on the caller's buffers (zero-copy)", rank,
                       who, cb);
         }
-    } else {
-        res = stage_reserve(c, in_b > out_b ? in_b : out_b, who);
-        if (res != ncclSuccess) return res;
-        in = c->stage_in;
-        out = c->stage_out;
-    }
-    /* the input into staging (scaled for PreMulSum); a broadcast reads only the root's */
-    for (size_t b = 0; !zc && b < nb_in && (t->kind != T_BROADCAST || rank == t->root); b++) {
-        char *dst = (char *)c->stage_in + b * pb;
-        const char *src = (const char *)t->send + b * cb;
-        if (op && op->scale)
-            res = scaled_copy(dst, src, t->count, t->dt, op->scalar, who);
-        else
-            res = copy(dst, src, cb, who);
-        if (res == ncclSuccess && pb > cb) {
-            mscclpp_result_t m = mscclpp_memset(dst + cb, 0, pb - cb);
-            if (m != MSCCLPP_OK) res = shim_from_mscclpp(m, who);
+        r = run_plan(t, plan, t->send, t->recv, t->count, in_b, out_b, md, mop, st);
+        if (r == MSCCLPP_OK && op && op->average) {
+            math_job_t j = {t->recv, t->recv, t->count, t->dt, n, {0}, NULL};
+            res = math_on(&j, st, who);
         }
+    } else {
+        /* Staged: the caller's blocks are copied into the staging buffer, each padded with
+         * zeroes, the plan runs there and the result is copied out, every copy queued on st. */
+        size_t nb_in = 1, nb_out = 1;
+        if (t->kind == T_ALLGATHER) nb_out = (size_t)n;
+        if (t->kind == T_REDUCESCATTER) nb_in = (size_t)n;
+        if (t->kind == T_ALLTOALL) nb_in = nb_out = (size_t)n;
+        size_t sin = nb_in * pb, sout = nb_out * pb;
+        res = stage_reserve(c, sin > sout ? sin : sout, who);
         if (res != ncclSuccess) return res;
+        /* the input (scaled for PreMulSum); a broadcast reads only the root's */
+        for (size_t b = 0; b < nb_in && (t->kind != T_BROADCAST || rank == t->root); b++) {
+            char *dst = (char *)c->stage_in + b * pb;
+            const char *src = (const char *)t->send + b * cb;
+            if (op && op->scale) {
+                math_job_t j = {dst, src, t->count, t->dt, 0, {0}, op->scalar_ptr};
+                memcpy(j.scalar, op->scalar, sizeof j.scalar);
+                res = math_on(&j, st, who);
+            } else {
+                res = copy_on(dst, src, cb, st, who);
+            }
+            if (res == ncclSuccess && pb > cb) {
+                mscclpp_result_t m = mscclpp_memset_async(dst + cb, 0, pb - cb, st);
+                if (m != MSCCLPP_OK) res = shim_from_mscclpp(m, who);
+            }
+            if (res != ncclSuccess) return res;
+        }
+        size_t pin, pout;
+        entry_sizes(t, pb, n, &pin, &pout);
+        if (plan && pin != in_b) { /* padded: the DSL plan must accept the padded size */
+            uint64_t pmsg = t->kind == T_ALLGATHER ? pout : pin;
+            if (mscclpp_executor_select_plan(c->exec, coll, 0, pmsg, "source=nccl-dsl", &plan) !=
+                MSCCLPP_OK)
+                plan = NULL;
+        }
+        r = run_plan(t, plan, c->stage_in, c->stage_out, pc, pin, pout, md, mop, st);
+        /* the result, out of staging (an average divided on the way) */
+        for (size_t b = 0; r == MSCCLPP_OK && b < nb_out && res == ncclSuccess &&
+                           (t->kind != T_REDUCE || rank == t->root);
+             b++) {
+            char *dst = (char *)t->recv + b * cb;
+            const char *src = (const char *)c->stage_out + b * pb;
+            if (op && op->average) {
+                math_job_t j = {dst, src, t->count, t->dt, n, {0}, NULL};
+                res = math_on(&j, st, who);
+            } else {
+                res = copy_on(dst, src, cb, st, who);
+            }
+        }
     }
-    /*
-     * No barrier before the plan: back-to-back calls on the same buffers are ordered by the
-     * plans' own signals, and a call of another shape or plan by the executor's launch fence
-     * (kernels/common/kern_args.h), which waits for every peer's previous launch to end.
-     */
-    mscclpp_dtype_t md = reducing ? (mscclpp_dtype_t)0 : move_dtype(t->dt);
-    if (reducing) shim_dtype_map(t->dt, &md);
-    mscclpp_redop_t mop = reducing ? op->op : MSCCLPP_REDOP_PLAN;
-    const char *coll = collective_of(t->kind);
-    /*
-     * Where the plan runs. A NULL stream runs it in this thread, with no hand-off to a stream
-     * worker (about 15 us per call on the host backend); but NULL-stream launches of one
-     * process share one pool of block threads, one launch at a time, so ranks of one process
-     * (ncclCommInitAll, a thread per communicator) would wait for each other forever. So: the
-     * NULL stream on the host backend while this process has one communicator, else ours.
-     */
-    mscclpp_stream_t st = c->stream;
-    if (shim_sole_comm() && strcmp(mscclpp_backend_name(), "host") == 0) st = NULL;
-
-    /* 1. a DSL plan registered for this call (broadcast plans are written for root 0) */
-    const mscclpp_plan_t *plan = NULL;
-    uint64_t msg = t->kind == T_ALLGATHER ? out_b : in_b;
-    mscclpp_result_t r = MSCCLPP_ERR_UNSUPPORTED;
-    if (c->nplans && (t->kind != T_BROADCAST || t->root == 0) &&
-        mscclpp_executor_select_plan(c->exec, coll, 0, msg, "source=nccl-dsl", &plan) ==
-            MSCCLPP_OK) {
-        r = mscclpp_execute(c->exec, plan, in, out, in_b, out_b, md, mop, st);
+    if (plan) {
         /* said once per plan and communicator: enough to see which plan serves what */
         for (int i = 0; i < c->nplans && i < 64; i++)
             if (c->plans[i] == plan && !(c->dsl_logged & (1ull << i))) {
@@ -334,29 +430,7 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
                 shim_info("rank %d: %s of %llu bytes ran DSL plan '%s'", rank, who,
                           (unsigned long long)msg, mscclpp_plan_name(plan));
             }
-    } else {
-        /* 2. the built-in plans */
-        switch (t->kind) {
-        case T_ALLREDUCE:
-        case T_REDUCE:
-            r = mscclpp_allreduce(c->exec, in, out, pc, md, mop, st);
-            break;
-        case T_BROADCAST:
-            r = mscclpp_broadcast(c->exec, in, out, pc, md, t->root, st);
-            break;
-        case T_ALLGATHER:
-            r = mscclpp_allgather(c->exec, in, out, pc, md, st);
-            break;
-        case T_REDUCESCATTER:
-            r = mscclpp_reducescatter(c->exec, in, out, pc, md, mop, st);
-            break;
-        case T_ALLTOALL:
-            r = mscclpp_alltoall(c->exec, in, out, pc, md, st);
-            break;
-        default: return shim_error(ncclInternalError, "%s: not a collective", who);
-        }
     }
-    if (r == MSCCLPP_OK && st) r = mscclpp_stream_synchronize(st);
     if (r == MSCCLPP_ERR_UNSUPPORTED) {
         *unsupported = true; /* keep the message, in case there is no fallback */
         return shim_quiet_error(ncclInvalidUsage, "%s", mscclpp_last_error());
@@ -369,29 +443,21 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
         if (r == MSCCLPP_ERR_REMOTE || r == MSCCLPP_ERR_TIMEOUT) c->async_error = res;
         return res;
     }
-    if (t->kind == T_REDUCE && rank != t->root) return ncclSuccess;
-    if (zc) /* the result is in place; an average still divides it */
-        return op && op->average ? divided_copy(t->recv, t->recv, t->count, t->dt, n, who)
-                                 : ncclSuccess;
-    for (size_t b = 0; b < nb_out && res == ncclSuccess; b++) {
-        char *dst = (char *)t->recv + b * cb;
-        const char *src = (const char *)c->stage_out + b * pb;
-        if (op && op->average)
-            res = divided_copy(dst, src, t->count, t->dt, n, who);
-        else
-            res = copy(dst, src, cb, who);
-    }
     return res;
 }
 
-/* One rank: every collective is a local copy (scaled or averaged as asked). */
-static ncclResult_t run_single(const task_t *t, const op_plan_t *op)
+/* One rank: every collective is a local copy (scaled or averaged as asked), queued on st. */
+static ncclResult_t run_single(const task_t *t, const op_plan_t *op, mscclpp_stream_t st)
 {
     const char *who = kind_names[t->kind];
     size_t es = shim_dtype_size(t->dt), bytes = t->count * es;
-    if (op && op->scale) return scaled_copy(t->recv, t->send, t->count, t->dt, op->scalar, who);
+    if (op && op->scale) {
+        math_job_t j = {t->recv, t->send, t->count, t->dt, 0, {0}, op->scalar_ptr};
+        memcpy(j.scalar, op->scalar, sizeof j.scalar);
+        return math_on(&j, st, who);
+    }
     /* average over one rank is the value itself */
-    return copy(t->recv, t->send, bytes, who);
+    return copy_on(t->recv, t->send, bytes, st, who);
 }
 
 static ncclResult_t run_real(const task_t *t, const op_plan_t *op, const shim_real_t *rl)
@@ -588,13 +654,8 @@ static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
 {
     /* before any plan runs: contexts on memory freed or deregistered since the last group */
     ncclResult_t res = shim_zc_forget_stale(c, kind_names[tasks[0].kind]);
-    /* the caller's earlier work on its streams must be done before we read its buffers */
-    for (size_t i = 0; i < ntasks && res == ncclSuccess; i++) {
-        bool seen = false;
-        for (size_t j = 0; j < i && !seen; j++) seen = tasks[j].stream == tasks[i].stream;
-        if (!seen) res = shim_stream_sync(c, tasks[i].stream, kind_names[tasks[i].kind]);
-    }
     if (res != ncclSuccess) return res;
+    bool sync_after = false; /* host backend, NULL stream, several communicators */
 
     xfers_t sends = {0}, recvs = {0};
     task_t *fallback = NULL;
@@ -613,13 +674,21 @@ static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
         op_plan_t op;
         bool ours = true;
         if (reducing && (res = resolve_op(t, &op, &ours, who)) != ncclSuccess) break;
+        mscclpp_stream_t st = NULL;
+        bool wait = false;
+        if (ours) {
+            /* queued on the caller's stream, after this communicator's earlier work */
+            if ((res = shim_stream_get(c, t->stream, &st, &wait, who)) != ncclSuccess) break;
+            if ((res = shim_stream_enter(c, st, who)) != ncclSuccess) break;
+            sync_after = sync_after || wait;
+        }
         if (c->nranks == 1 && ours) {
-            res = run_single(t, reducing ? &op : NULL);
+            res = run_single(t, reducing ? &op : NULL, st);
             continue;
         }
         bool unsupported = !ours;
         if (ours) {
-            res = run_ours(t, reducing ? &op : NULL, &unsupported);
+            res = run_ours(t, reducing ? &op : NULL, st, &unsupported);
             if (!unsupported) continue;
         } else {
             shim_quiet_error(ncclInvalidUsage, "%s with %s is not computed by libmscclpp's "
@@ -666,7 +735,24 @@ static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
                 res = shim_error(e, "ncclGroupEnd of the fallback library %s failed", rl->path);
         }
     }
-    if (res == ncclSuccess) res = p2p_run(c, &sends, &recvs);
+    if (res == ncclSuccess && (sends.n || recvs.n)) {
+        /* point-to-point moves through the host: the work queued before it (the caller's and
+         * ours) is waited for first */
+        for (size_t i = 0; i < ntasks && res == ncclSuccess; i++) {
+            if (tasks[i].kind < T_GATHER) continue;
+            mscclpp_stream_t st = NULL;
+            bool wait = false;
+            const char *who = kind_names[tasks[i].kind];
+            res = shim_stream_get(c, tasks[i].stream, &st, &wait, who);
+            if (res == ncclSuccess) res = shim_stream_enter(c, st, who);
+            if (res == ncclSuccess) res = shim_stream_drain(c, who);
+        }
+        if (res == ncclSuccess) res = p2p_run(c, &sends, &recvs);
+    }
+    if (res == ncclSuccess && sync_after) {
+        mscclpp_result_t r = mscclpp_stream_synchronize(c->stream);
+        if (r != MSCCLPP_OK) res = shim_from_mscclpp(r, kind_names[tasks[0].kind]);
+    }
     free(sends.v);
     free(recvs.v);
     free(fallback);

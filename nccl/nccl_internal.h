@@ -20,7 +20,7 @@
 #define SHIM_COMM_MAGIC 0x6d73636eu /* "mscn": a live communicator of this library */
 #define SHIM_P2P_TAG 0x4e43434c     /* bootstrap tag of send/recv, gather and scatter */
 #define SHIM_MAX_REDOPS 64
-#define SHIM_MAX_STREAMS 16
+#define SHIM_MAX_STREAMS 64
 
 /* Functions of the real NCCL/RCCL (MSCCLPP_NCCL_LIB_PATH); any may be NULL but the first three. */
 typedef struct {
@@ -77,7 +77,8 @@ struct ncclComm {
     int rank, nranks, cuda_dev;
     mscclpp_comm_t *comm;
     mscclpp_executor_t *exec;
-    mscclpp_stream_t stream; /* where our plans run */
+    mscclpp_stream_t stream; /* host backend, NULL stream, several communicators: ours */
+    mscclpp_stream_t last_stream; /* where this communicator queued work last (or NULL) */
     /* Staging buffers (mscclpp_malloc): plans need registered memory, user buffers are not. */
     void *stage_in, *stage_out;
     size_t stage_bytes;
@@ -156,7 +157,13 @@ const shim_real_t *shim_real(void);     /* NULL when unset or unusable (reason l
 void shim_note_fallback(const char *why); /* one INFO line per process */
 ncclResult_t shim_real_init(ncclComm_t comm); /* parallel real communicator, when configured */
 
-/* streams: synchronize the caller's stream before the shim touches its buffers */
-ncclResult_t shim_stream_sync(ncclComm_t comm, cudaStream_t stream, const char *who);
+/* streams (nccl/nccl_comm.c, docs/nccl.md "Streams") */
+/* The stream a task's work goes on; *sync_after: the call must wait for it (host, NULL). */
+ncclResult_t shim_stream_get(ncclComm_t c, cudaStream_t native, mscclpp_stream_t *st,
+                             bool *sync_after, const char *who);
+/* Order work about to be queued on st after this communicator's work on other streams. */
+ncclResult_t shim_stream_enter(ncclComm_t c, mscclpp_stream_t st, const char *who);
+/* Wait for the work this communicator queued last (before freeing what it uses). */
+ncclResult_t shim_stream_drain(ncclComm_t c, const char *who);
 
 #endif /* MSCCLPP_NCCL_INTERNAL_H */

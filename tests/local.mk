@@ -31,6 +31,16 @@ tests_unit_test_executor_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_executor_LDADD = libmscclpp.la $(CHECK_LIBS)
 endif
 
+# The executor on the caller's own buffers: the application's memory registered by allocation,
+# scratch that follows the call (issue 18).
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_buffers
+TESTS += tests/unit/test_buffers
+tests_unit_test_buffers_SOURCES = tests/unit/test_buffers.c tests/unit/mp_harness.c
+tests_unit_test_buffers_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_buffers_LDADD = libmscclpp.la $(CHECK_LIBS)
+endif
+
 # The bootstrap parser fuzz target (tests/fuzz/fuzz_boot*).
 include tests/fuzz/boot.mk
 # Executor failures (timeouts on streams, partial failure, killed ranks): issue 8.

@@ -85,6 +85,9 @@ mscclpp_result_t cuda_driver_load(void)
                          FETCH(device_get, "cuDeviceGet", 2000) &
                          FETCH(device_get_attribute, "cuDeviceGetAttribute", 2000) &
                          FETCH(mem_get_address_range, "cuMemGetAddressRange", 3020);
+    /* optional: without them the application's own memory is not shared (it is staged) */
+    (void)FETCH(pointer_get_attributes, "cuPointerGetAttributes", 7000);
+    (void)FETCH(mem_retain_handle, "cuMemRetainAllocationHandle", 11000);
     cuda_drv.have_vmm = FETCH(mem_create, "cuMemCreate", 10020) &
                         FETCH(mem_release, "cuMemRelease", 10020) &
                         FETCH(mem_address_reserve, "cuMemAddressReserve", 10020) &
@@ -278,6 +281,7 @@ static const hal_ops_t cuda_ops = {
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
     .mem_range = cuda_mem_range,
+    .mem_info = cuda_mem_info,
     .memcpy_sync = cuda_memcpy_sync,
     .memset_sync = cuda_memset_sync,
     .memcpy_async = cuda_memcpy_async,
@@ -299,7 +303,9 @@ static const hal_ops_t cuda_ops = {
     .event_record = cuda_event_record,
     .event_sync = cuda_event_sync,
     .event_elapsed_ms = cuda_event_elapsed_ms,
+    .stream_wait_event = cuda_stream_wait_event,
     .launch = cuda_launch,
+    .launch_host_func = cuda_launch_host_func,
 };
 
 /** Module entry (HAL_MODULE_ENTRY): the loader dlsym()s it and checks size and ABI. */

@@ -134,3 +134,24 @@ mscclpp_result_t cuda_launch(const void *args, size_t args_bytes, int nblocks, i
                "cuda launch: this build has no CUDA interpreter (kernels/libkern_cuda.la)");
 #endif
 }
+
+mscclpp_result_t cuda_launch_host_func(hal_host_fn_t fn, void *arg, hal_stream_t s)
+{
+    CHECK_ARG(fn != NULL);
+    CUDA_REQUIRE_INIT();
+    if (!s) { /* like the other NULL-stream operations: now, in the calling thread */
+        CHECK(cuda_stream_wait(0, "launch_host_func"));
+        fn(arg);
+        return MSCCLPP_OK;
+    }
+    CUDA_CHECK(cudaLaunchHostFunc(cuda_stream(s), fn, arg));
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t cuda_stream_wait_event(hal_stream_t s, hal_event_t e)
+{
+    CHECK_ARG(e != NULL);
+    CUDA_REQUIRE_INIT();
+    CUDA_CHECK(cudaStreamWaitEvent(cuda_stream(s), (cudaEvent_t)(void *)e, 0));
+    return MSCCLPP_OK;
+}

@@ -232,6 +232,27 @@ static mscclpp_result_t hip_event_elapsed_ms(hal_event_t start, hal_event_t end,
     return MSCCLPP_OK;
 }
 
+static mscclpp_result_t hip_stream_wait_event(hal_stream_t s, hal_event_t e)
+{
+    CHECK_ARG(e != NULL);
+    HIP_REQUIRE_INIT();
+    HIP_CHECK(hipStreamWaitEvent(hip_stream(s), (hipEvent_t)(void *)e, 0));
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t hip_launch_host_func(hal_host_fn_t fn, void *arg, hal_stream_t s)
+{
+    CHECK_ARG(fn != NULL);
+    HIP_REQUIRE_INIT();
+    if (!s) {
+        CHECK(hip_stream_wait(NULL, "launch_host_func"));
+        fn(arg);
+        return MSCCLPP_OK;
+    }
+    HIP_CHECK(hipLaunchHostFunc(hip_stream(s), fn, arg));
+    return MSCCLPP_OK;
+}
+
 static mscclpp_result_t hip_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,
                                    hal_stream_t s)
 {
@@ -267,6 +288,7 @@ static const hal_ops_t hip_ops = {
     .host_alloc = hip_host_alloc,
     .host_free = hip_host_free,
     .mem_range = hip_mem_range,
+    .mem_info = hip_mem_info,
     .memcpy_sync = hip_memcpy_sync,
     .memset_sync = hip_memset_sync,
     .memcpy_async = hip_memcpy_async,
@@ -288,7 +310,9 @@ static const hal_ops_t hip_ops = {
     .event_record = hip_event_record,
     .event_sync = hip_event_sync,
     .event_elapsed_ms = hip_event_elapsed_ms,
+    .stream_wait_event = hip_stream_wait_event,
     .launch = hip_launch,
+    .launch_host_func = hip_launch_host_func,
 };
 
 /** Module entry (HAL_MODULE_ENTRY). */

@@ -214,6 +214,9 @@ struct hal_event {
     pthread_cond_t cv;
     _Atomic uint64_t ts_ns;    /* CLOCK_MONOTONIC when the last record was reached */
     _Atomic uint32_t pending;  /* records queued on streams, not yet reached */
+    _Atomic uint64_t records;  /* records queued so far (a stream wait captures this) */
+    _Atomic uint64_t reached;  /* records reached so far */
+    _Atomic int refs;          /* the creator's, plus one per queued stream wait */
     _Atomic bool recorded;
     int waiters;               /* under lock */
 };
@@ -225,8 +228,17 @@ mscclpp_result_t host_event_create(hal_event_t *e)
     if (!ev) return ERR(MSCCLPP_ERR_NO_MEMORY, "event_create: out of memory");
     pthread_mutex_init(&ev->lock, NULL);
     pthread_cond_init(&ev->cv, NULL);
+    atomic_store(&ev->refs, 1);
     *e = ev;
     return MSCCLPP_OK;
+}
+
+static void event_unref(hal_event_t e)
+{
+    if (atomic_fetch_sub(&e->refs, 1) != 1) return;
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
 }
 
 static void event_reached(hal_event_t e)
@@ -234,6 +246,7 @@ static void event_reached(hal_event_t e)
     pthread_mutex_lock(&e->lock);
     atomic_store(&e->ts_ns, host_now_ns());
     atomic_fetch_sub(&e->pending, 1);
+    atomic_fetch_add(&e->reached, 1);
     if (e->waiters) pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->lock);
 }
@@ -252,13 +265,25 @@ mscclpp_result_t host_event_sync(hal_event_t e)
     return MSCCLPP_OK;
 }
 
+/* Wait until e has reached `target` records (a stream's wait task). Not bounded: the stream
+ * it waits for runs work whose every wait is bounded, as a stream sync is not. */
+static void event_wait_reached(hal_event_t e, uint64_t target)
+{
+    host_wait_t w;
+    handoff_wait_init(&w);
+    while (atomic_load(&e->reached) < target && !host_wait_idle(&w)) host_wait_pause(&w);
+    pthread_mutex_lock(&e->lock);
+    e->waiters++;
+    while (atomic_load(&e->reached) < target) pthread_cond_wait(&e->cv, &e->lock);
+    e->waiters--;
+    pthread_mutex_unlock(&e->lock);
+}
+
 mscclpp_result_t host_event_destroy(hal_event_t e)
 {
     CHECK_ARG(e != NULL);
     host_event_sync(e); /* a queued record still points at it */
-    pthread_cond_destroy(&e->cv);
-    pthread_mutex_destroy(&e->lock);
-    free(e);
+    event_unref(e);     /* a queued stream wait may still hold it */
     return MSCCLPP_OK;
 }
 
@@ -280,7 +305,14 @@ mscclpp_result_t host_event_elapsed_ms(hal_event_t start, hal_event_t end, float
 /* ------------------------------------------------------------------------------------------ */
 /* Streams */
 
-typedef enum { TASK_COPY, TASK_SET, TASK_LAUNCH, TASK_EVENT } task_kind_t;
+typedef enum {
+    TASK_COPY,
+    TASK_SET,
+    TASK_LAUNCH,
+    TASK_EVENT,
+    TASK_HOSTFN,
+    TASK_WAIT_EVENT, /* wait until `event` has reached `bytes` records */
+} task_kind_t;
 
 typedef struct host_task {
     struct host_task *next;
@@ -291,6 +323,7 @@ typedef struct host_task {
     int value;
     int nblocks;
     hal_event_t event;
+    hal_host_fn_t fn; /* TASK_HOSTFN: fn(dst) */
     void *args; /* launch arguments, owned and kept when the task is recycled */
     size_t args_cap;
 } host_task_t;
@@ -320,6 +353,11 @@ static mscclpp_result_t task_run(hal_stream_t s, host_task_t *t)
     case TASK_SET: memset(t->dst, t->value, t->bytes); return MSCCLPP_OK;
     case TASK_LAUNCH: return pool_run(&s->pool, t->bytes ? t->args : NULL, t->nblocks);
     case TASK_EVENT: event_reached(t->event); return MSCCLPP_OK;
+    case TASK_HOSTFN: t->fn(t->dst); return MSCCLPP_OK;
+    case TASK_WAIT_EVENT:
+        event_wait_reached(t->event, t->bytes);
+        event_unref(t->event);
+        return MSCCLPP_OK;
     }
     return ERR(MSCCLPP_ERR_INTERNAL, "host stream: unknown task kind %d", (int)t->kind);
 }
@@ -593,9 +631,13 @@ mscclpp_result_t host_event_record(hal_event_t e, hal_stream_t s)
     }
     atomic_fetch_add(&e->pending, 1);
     atomic_store(&e->recorded, true);
+    atomic_fetch_add(&e->records, 1);
     host_task_t t = {.kind = TASK_EVENT, .event = e};
     mscclpp_result_t res = submit(s, &t, NULL, 0, "event_record");
-    if (res != MSCCLPP_OK) atomic_fetch_sub(&e->pending, 1);
+    if (res != MSCCLPP_OK) {
+        atomic_fetch_sub(&e->pending, 1);
+        atomic_fetch_sub(&e->records, 1);
+    }
     return res;
 }
 
@@ -613,4 +655,31 @@ mscclpp_result_t host_launch(const void *args, size_t args_bytes, int nblocks, i
     }
     host_task_t t = {.kind = TASK_LAUNCH, .nblocks = nblocks, .bytes = args_bytes};
     return submit(s, &t, args, args_bytes, "launch");
+}
+
+mscclpp_result_t host_launch_host_func(hal_host_fn_t fn, void *arg, hal_stream_t s)
+{
+    CHECK_ARG(fn != NULL);
+    if (!s) {
+        fn(arg);
+        return MSCCLPP_OK;
+    }
+    host_task_t t = {.kind = TASK_HOSTFN, .fn = fn, .dst = arg};
+    return submit(s, &t, NULL, 0, "launch_host_func");
+}
+
+mscclpp_result_t host_stream_wait_event(hal_stream_t s, hal_event_t e)
+{
+    CHECK_ARG(e != NULL);
+    uint64_t target = atomic_load(&e->records); /* the records queued so far */
+    if (!s) {
+        event_wait_reached(e, target);
+        return MSCCLPP_OK;
+    }
+    if (atomic_load(&e->reached) >= target) return MSCCLPP_OK;
+    host_task_t t = {.kind = TASK_WAIT_EVENT, .event = e, .bytes = target};
+    atomic_fetch_add(&e->refs, 1);
+    mscclpp_result_t res = submit(s, &t, NULL, 0, "stream_wait_event");
+    if (res != MSCCLPP_OK) event_unref(e);
+    return res;
 }

@@ -212,6 +212,29 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_destroy(mscclpp_stream_t stream);
  * the wrapper. The host backend has no native streams: MSCCLPP_ERR_UNSUPPORTED there.
  */
 MSCCLPP_API mscclpp_result_t mscclpp_stream_wrap(void *native, mscclpp_stream_t *stream);
+/**
+ * Queue a copy (or a fill) on `stream`, ordered with the work queued there; the call returns at
+ * once. Source and destination may be device memory or host memory (pinned memory lets a GPU
+ * copy run without the host). A NULL stream copies now, as mscclpp_memcpy does.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_memcpy_async(void *dst, const void *src, size_t bytes,
+                                                  mscclpp_stream_t stream);
+MSCCLPP_API mscclpp_result_t mscclpp_memset_async(void *dst, int value, size_t bytes,
+                                                  mscclpp_stream_t stream);
+/**
+ * Queue fn(arg) on `stream` (cudaLaunchHostFunc): it runs on a thread of the library once the
+ * work queued before it is done, and the work queued after it waits for it. fn must not call
+ * libmscclpp or the device runtime, and should be short. A NULL stream runs it now.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_stream_launch_host_func(mscclpp_stream_t stream,
+                                                             void (*fn)(void *), void *arg);
+/**
+ * Make the work queued on `stream` from now on wait for the work queued on `other` so far,
+ * without blocking the host (an event recorded on `other` and waited for on `stream`). A NULL
+ * `other` has nothing queued; a NULL `stream` (synchronous) waits for `other` now.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_stream_wait_stream(mscclpp_stream_t stream,
+                                                        mscclpp_stream_t other);
 
 /* ---------------------------------------------------------------------------------------------
  * Registered memory, semaphores, channels

@@ -14,11 +14,14 @@
  *                             same buffers, nothing between them (malloc'd, then ncclMemAlloc'd)
  *   nccl_api_test realloc N   zero-copy allreduce on ncclMemAlloc'd buffers freed and
  *                             allocated again at the same addresses
+ *   nccl_api_test gate N      (linked build) calls on a stream held back by a host function
+ *                             return before it runs them, and are right once it does
  *
  * Every element is checked; each failure prints rank, call and index, and the exit status is
  * non-zero.
  */
 #include <nccl.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -604,6 +607,129 @@ static void t_our_stream(ncclComm_t comm, int rank, int n)
     mscclpp_stream_destroy(st);
     free(a);
 }
+
+/*
+ * Stream order (docs/nccl.md "Streams"): the stream is held back by a gate, a host function
+ * queued on it first that blocks on a pipe. Every call below must return while the gate is
+ * still closed, with no byte of its output written yet; once the test opens the gate, the
+ * stream runs them in order and every element is right. A call that waited for the stream
+ * would never return: a watchdog opens the gate after 20 s and the test fails naming it.
+ */
+typedef struct {
+    int fd[2];
+    volatile int opened_by_watchdog;
+} gate_t;
+
+static void gate_wait(void *arg)
+{
+    gate_t *g = arg;
+    char c;
+    while (read(g->fd[0], &c, 1) < 0 && errno == EINTR) {}
+}
+
+static void *gate_watchdog(void *arg)
+{
+    gate_t *g = arg;
+    sleep(20);
+    g->opened_by_watchdog = 1;
+    if (write(g->fd[1], "w", 1) != 1) {}
+    return NULL;
+}
+
+static void t_stream_gate(ncclComm_t comm, int rank, int n)
+{
+    mscclpp_stream_t st = NULL;
+    if (mscclpp_stream_create(&st) != MSCCLPP_OK) {
+        FAIL("mscclpp_stream_create: %s", mscclpp_last_error());
+        return;
+    }
+    cudaStream_t cs = (cudaStream_t)(void *)st;
+    const size_t count = 70000, odd = 1001; /* odd: staged (padded) */
+    float *a = alloc(count, ncclFloat32), *b = alloc(count * (size_t)n, ncclFloat32);
+    float *c = alloc(count, ncclFloat32), *d = alloc(count, ncclFloat32);
+    float *e = alloc(odd, ncclFloat32), *f = alloc(odd, ncclFloat32);
+    float *g = alloc(count, ncclFloat32), *h = alloc(count, ncclFloat32);
+    ncclRedOp_t premul;
+    float three = 3.0f;
+    NCCLCHECK(ncclRedOpCreatePreMulSum(&premul, &three, ncclFloat32, ncclScalarHostImmediate,
+                                       comm));
+    /* warm up at these sizes: contexts and staging are built (collectively) before the gate,
+     * since a larger call than before rebuilds them, which waits for the stream */
+    for (int k = 0; k < 2; k++) {
+        NCCLCHECK(ncclAllReduce(a, c, count, ncclFloat32, ncclSum, comm, cs));
+        NCCLCHECK(ncclAllGather(a, b, count, ncclFloat32, comm, cs));
+        NCCLCHECK(ncclAllReduce(e, f, odd, ncclFloat32, ncclSum, comm, cs));
+        NCCLCHECK(ncclAllReduce(a, d, count, ncclFloat32, ncclAvg, comm, cs));
+        NCCLCHECK(ncclAllReduce(a, g, count, ncclFloat32, premul, comm, cs));
+        NCCLCHECK(ncclBroadcast(a, h, count, ncclFloat32, 0, comm, cs));
+    }
+    if (mscclpp_stream_synchronize(st) != MSCCLPP_OK) FAIL("sync: %s", mscclpp_last_error());
+
+    gate_t gate = {{-1, -1}, 0};
+    if (pipe(gate.fd) != 0) {
+        FAIL("pipe: %s", strerror(errno));
+        return;
+    }
+    fill(a, ncclFloat32, count, rank);
+    fill(e, ncclFloat32, odd, rank);
+    float *outs[] = {b, c, d, f, g, h};
+    size_t lens[] = {count * (size_t)n, count, count, odd, count, count};
+    for (int k = 0; k < 6; k++) memset(outs[k], 0xa5, lens[k] * sizeof(float));
+    if (mscclpp_stream_launch_host_func(st, gate_wait, &gate) != MSCCLPP_OK)
+        FAIL("launch_host_func: %s", mscclpp_last_error());
+    pthread_t dog;
+    pthread_create(&dog, NULL, gate_watchdog, &gate);
+    NCCLCHECK(ncclAllReduce(a, c, count, ncclFloat32, ncclSum, comm, cs));
+    NCCLCHECK(ncclAllGather(a, b, count, ncclFloat32, comm, cs));
+    NCCLCHECK(ncclAllReduce(e, f, odd, ncclFloat32, ncclSum, comm, cs));
+    NCCLCHECK(ncclGroupStart());
+    NCCLCHECK(ncclAllReduce(a, d, count, ncclFloat32, ncclAvg, comm, cs));
+    NCCLCHECK(ncclAllReduce(a, g, count, ncclFloat32, premul, comm, cs));
+    NCCLCHECK(ncclBroadcast(a, h, count, ncclFloat32, 0, comm, cs));
+    NCCLCHECK(ncclGroupEnd());
+    ncclResult_t async = ncclInternalError;
+    NCCLCHECK(ncclCommGetAsyncError(comm, &async));
+    if (async != ncclSuccess) FAIL("async error %d while the stream is held", (int)async);
+    int held = !gate.opened_by_watchdog;
+    if (!held) FAIL("a call waited for the held stream (the watchdog opened the gate)");
+    for (int k = 0; k < 6 && held; k++)
+        for (size_t i = 0; i < lens[k]; i++) {
+            uint32_t u;
+            memcpy(&u, &outs[k][i], 4);
+            if (u != 0xa5a5a5a5u) {
+                FAIL("output %d element %zu written before the stream reached the call", k, i);
+                break;
+            }
+        }
+    if (held && write(gate.fd[1], "o", 1) != 1) FAIL("opening the gate: %s", strerror(errno));
+    if (mscclpp_stream_synchronize(st) != MSCCLPP_OK) FAIL("sync: %s", mscclpp_last_error());
+    pthread_cancel(dog);
+    pthread_join(dog, NULL);
+    CHECK_ELEMS("gated allreduce", c, ncclFloat32, count,
+                expect_reduced(ncclSum, ncclFloat32, n, i), false);
+    for (int r = 0; r < n; r++)
+        CHECK_ELEMS("gated allgather", b + (size_t)r * count, ncclFloat32, count, val(r, i),
+                    false);
+    CHECK_ELEMS("gated staged allreduce", f, ncclFloat32, odd,
+                expect_reduced(ncclSum, ncclFloat32, n, i), false);
+    CHECK_ELEMS("gated avg", d, ncclFloat32, count, expect_reduced(ncclAvg, ncclFloat32, n, i),
+                true);
+    CHECK_ELEMS("gated premulsum x3", g, ncclFloat32, count,
+                3 * expect_reduced(ncclSum, ncclFloat32, n, i), false);
+    CHECK_ELEMS("gated broadcast", h, ncclFloat32, count, val(0, i), false);
+    NCCLCHECK(ncclRedOpDestroy(premul, comm));
+    close(gate.fd[0]);
+    close(gate.fd[1]);
+    mscclpp_stream_destroy(st);
+    free(a);
+    free(b);
+    free(c);
+    free(d);
+    free(e);
+    free(f);
+    free(g);
+    free(h);
+}
 #endif
 
 /* ---- back-to-back calls and zero-copy ---- */
@@ -830,6 +956,10 @@ static int run_rank(const char *mode, int rank, int n, ncclUniqueId id)
         t_back_to_back(comm, rank, n, true);
     } else if (!strcmp(mode, "realloc")) {
         t_realloc(comm, rank, n);
+#ifdef WITH_MSCCLPP_STREAM
+    } else if (!strcmp(mode, "gate")) {
+        t_stream_gate(comm, rank, n);
+#endif
     } else {
         t_fallback(comm, rank, n, !strcmp(mode, "fallback"));
     }
@@ -884,7 +1014,7 @@ static int run_initall(int n)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: %s ranks|initall|backtoback|realloc|fallback|nofallback N\n",
+        fprintf(stderr, "usage: %s ranks|initall|backtoback|realloc|gate|fallback|nofallback N\n",
                 argv[0]);
         return 2;
     }

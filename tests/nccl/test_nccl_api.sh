@@ -22,7 +22,7 @@ unset MSCCLPP_NCCL_LIB_PATH MSCCLPP_NCCL_PLAN_DIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/nccl-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-echo "1..19"
+echo "1..21"
 n=0
 fails=0
 pass() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -46,7 +46,7 @@ case_ok() {
 }
 
 if [ ! -f "$shim" ] || [ ! -x "$t_shim" ]; then
-    for c in $(seq 1 19); do
+    for c in $(seq 1 21); do
         skip "case $c" "libmscclpp_nccl not built (configure found no nccl.h; see docs/nccl.md)"
     done
     exit 0
@@ -189,5 +189,11 @@ for r in 2 3; do
     else
         fail "$name" "exit $rc, DSL plan used by $used ranks, addresses reused: ${again:-?}"
     fi
+done
+# 20-21: stream order. Every call on a stream held back by a host function returns before the
+# stream runs it (nothing of its output written), and is right once the stream runs
+for r in 2 3; do
+    case_ok "stream order: calls on a held stream return at once, right once it runs, $r ranks" \
+        "$t_shim" gate $r
 done
 [ $fails -eq 0 ]
