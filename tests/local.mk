@@ -1,5 +1,9 @@
 # tests/: shared helpers and the core suites; other suites live in their module's fragment.
 EXTRA_DIST += tests/unit/mp_harness.h
+
+# The house: layers, circles, the config table and the architecture map (scripts/check-house.py).
+TESTS += tests/unit/test_house.sh
+EXTRA_DIST += tests/unit/test_house.sh scripts/check-house.py
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_channels
 TESTS += tests/unit/test_channels

@@ -146,6 +146,32 @@ MSCCLPP_API uint64_t mscclpp_timeout_ns(void);
 MSCCLPP_API mscclpp_result_t mscclpp_report_error(mscclpp_result_t result, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/**
+ * The value in force of a variable of the library's configuration table (every MSCCLPP_*
+ * variable, the NCCL-API library's included; `mscclpp-info --config` lists them): the
+ * environment's text, else the default ("" when there is none). NULL when the table declares no
+ * variable of that name. For code built on the library, so that its variables are declared,
+ * documented and listed in one place.
+ */
+MSCCLPP_API const char *mscclpp_config_get(const char *name);
+
+/** Levels of mscclpp_log(), as MSCCLPP_DEBUG names them. */
+typedef enum {
+    MSCCLPP_LOG_WARN = 1,
+    MSCCLPP_LOG_INFO = 2,
+    MSCCLPP_LOG_TRACE = 3,
+} mscclpp_log_level_t;
+
+/** True when mscclpp_log() at `level` would print (MSCCLPP_DEBUG, MSCCLPP_DEBUG_SUBSYS). */
+MSCCLPP_API int mscclpp_log_enabled(mscclpp_log_level_t level);
+
+/**
+ * Log a line through the library's logger (MSCCLPP_DEBUG_FILE, host, pid and time), under the
+ * subsystem NCCL: for the libraries built on this one (libmscclpp_nccl).
+ */
+MSCCLPP_API void mscclpp_log(mscclpp_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* ---------------------------------------------------------------------------------------------
  * Communicator
  * ------------------------------------------------------------------------------------------- */
