@@ -40,6 +40,9 @@
 /* Bootstrap tags of context setup: base + sequence, inside the 0..32767 every MPI allows */
 #define EXEC_TAG_BASE 0x6000
 #define EXEC_TAG_SPAN 0x2000
+/* A point-to-point executor's setups (mscclpp_executor_set_p2p): one tag, since its contexts
+ * are built by two ranks each, one after the other in the same order on both */
+#define EXEC_TAG_P2P 0x5800
 
 #define SLOT_U64 8 /* counters are 64 bytes apart */
 
@@ -101,6 +104,19 @@ bool exec_plan_shares_io(const struct mscclpp_plan *plan)
 {
     /* port channels also move this rank's own buffers: the proxy reads registered memory */
     return exec_port_needed(plan) || exec_plan_reaches_io(plan);
+}
+
+/* Whether every rank of the plan takes part (has blocks or channels): else the plan serves a
+ * few ranks of the communicator (point-to-point), and only they meet at its setup. */
+static bool plan_everyone(const struct mscclpp_plan *plan)
+{
+    for (int r = 0; r < plan->nranks; r++) {
+        const plan_gpu_t *g = &plan->gpus[r];
+        bool any = g->n_blocks > 0;
+        for (int t = 0; t < PLAN_CH__COUNT; t++) any = any || g->n_chan[t] > 0;
+        if (!any) return false;
+    }
+    return true;
 }
 
 static bool pair_talks(const struct mscclpp_plan *plan, int a, int b)
@@ -282,6 +298,9 @@ static mscclpp_result_t context_scratch(mscclpp_executor_t *ex, exec_context_t *
     uint64_t bytes = 0;
     const mscclpp_dtype_t widths[] = {MSCCLPP_UINT8, MSCCLPP_FLOAT16, MSCCLPP_FLOAT32,
                                       MSCCLPP_FLOAT64};
+    if (c->plan->double_scratch && !plan_everyone(c->plan))
+        return ERR(MSCCLPP_ERR_UNSUPPORTED, "plan '%s': a double scratch needs every rank to "
+                   "take part (its halves are agreed by all)", c->plan->name);
     for (int i = 0; i < 4; i++) {
         uint64_t b = exec_scratch_for_allocs(c->plan, c->vrank, c->in_cap, c->out_cap, widths[i]);
         if (b > bytes) bytes = b;
@@ -364,6 +383,13 @@ static mscclpp_result_t context_channels(mscclpp_executor_t *ex, exec_context_t 
         c->peer_ptr[t][c->vrank] = buffer_of(c, t);
     }
     c->off[0] = c->off[1] = UINT64_MAX; /* nothing bound yet */
+    /* remote input/output addresses the lowering embeds: port and switch channels, and memory
+     * channels to an owner that cannot publish its offsets */
+    for (int q = 0; q < g->n_rbufs; q++)
+        if (g->rbufs[q].buf != PLAN_BUF_SCRATCH && exec_rbuf_published(c->plan, c->vrank, q) < 0)
+            c->baked_off = true;
+    for (int s = 0; s < n_sw; s++)
+        if (g->switches[s].buf != PLAN_BUF_SCRATCH) c->baked_off = true;
     return MSCCLPP_OK;
 }
 
@@ -555,11 +581,30 @@ static mscclpp_result_t context_exchange(mscclpp_executor_t *ex, exec_context_t 
 
 /* ---- creation ------------------------------------------------------------------------------ */
 
+/* Nobody may leave (and stop serving its memory) before the peers that map it have: a barrier
+ * of all ranks, or, for a plan a few ranks take part in, a token to and from each peer this
+ * rank talks to. */
+static mscclpp_result_t setup_barrier(mscclpp_executor_t *ex, exec_context_t *c, int tag)
+{
+    if (plan_everyone(c->plan)) return mscclpp_bootstrap_barrier(ex->comm->boot);
+    const int n = ex->comm->nranks;
+    uint64_t token = c->seq;
+    for (int v = 0; v < n; v++)
+        if (v != c->vrank && pair_talks(c->plan, c->vrank, v))
+            CHECK(mscclpp_bootstrap_send(ex->comm->boot, &token, sizeof token, vr_to_pr(c, v, n),
+                                         tag));
+    for (int v = 0; v < n; v++)
+        if (v != c->vrank && pair_talks(c->plan, c->vrank, v))
+            CHECK(mscclpp_bootstrap_recv(ex->comm->boot, &token, sizeof token, vr_to_pr(c, v, n),
+                                         tag));
+    return MSCCLPP_OK;
+}
+
 static mscclpp_result_t context_build(mscclpp_executor_t *ex, exec_context_t *c, uint32_t seq)
 {
     mscclpp_comm_t *comm = ex->comm;
     const plan_gpu_t *g = &c->plan->gpus[c->vrank];
-    const int tag = EXEC_TAG_BASE + (int)(seq % EXEC_TAG_SPAN);
+    const int tag = ex->p2p ? EXEC_TAG_P2P : EXEC_TAG_BASE + (int)(seq % EXEC_TAG_SPAN);
     CHECK(context_scratch(ex, c));
     CHECK(context_state(ex, c));
     CHECK(context_channels(ex, c));
@@ -570,8 +615,7 @@ static mscclpp_result_t context_build(mscclpp_executor_t *ex, exec_context_t *c,
         CHECK(exec_port_create(comm, c->plan, c->vrank, c->rotation, lptr, lbytes, tag,
                                &c->port));
     }
-    /* nobody may leave (and stop serving its memory) before everyone has mapped it */
-    CHECK(mscclpp_bootstrap_barrier(comm->boot));
+    CHECK(setup_barrier(ex, c, tag));
     INFO(SUBSYS_EXEC, "rank %d: context %u for plan '%s' (virtual rank %d): %d memory channels, "
          "%d remote buffers, %d switch channels, %llu bytes scratch for calls up to %llu/%llu "
          "bytes%s", comm->rank, seq, c->plan->name, c->vrank, g->n_chan[PLAN_CH_MEMORY],
@@ -621,10 +665,10 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
 }
 
 /*
- * The sizes a new context's scratch serves, from the call's: the larger side rounded up to a
- * power of two, at least EXEC_SCRATCH_MIN_CALL, the other side in the same ratio (both are
- * multiplied by one power of two, which keeps every divisibility the layout needs). The same on
- * every rank, since the call's sizes are.
+ * The sizes a new context's scratch serves, from the call's: both multiplied by the smallest
+ * power of two that brings the larger side to EXEC_SCRATCH_MIN_CALL, doubled once more unless
+ * that is a power of two itself (a power of two keeps every divisibility the layout needs, and
+ * the headroom keeps growth steps few). The same on every rank, since the call's sizes are.
  */
 #define EXEC_SCRATCH_MIN_CALL ((uint64_t)256 << 10)
 
@@ -728,10 +772,12 @@ static void *peer_buffer(const exec_context_t *c, int buf, int owner)
 }
 
 /*
- * Plans that address a peer's input or output reach it at this rank's own in-allocation offset
- * (peer_off holds it for every rank): each call's offsets are computed locally, and lowered
- * plans, which embed the pointers, are cached per offset pair (exec_context_lowered). Nothing
- * here talks to the peers.
+ * Plans that address a peer's input or output through memory channels reach its allocation's
+ * base plus the offset the peer publishes at each launch's fence (kern_args.h): nothing here
+ * talks to the peers, and the lowered plan does not depend on the offsets. Where the owner
+ * cannot publish (port channels, switch channels), the peer's buffer is addressed at this
+ * rank's own offset (peer_off holds it for every rank), which the lowered plan embeds: those
+ * are cached per offset pair (exec_context_lowered).
  */
 mscclpp_result_t exec_context_bind(mscclpp_executor_t *ex, exec_context_t *c, uint64_t in_off,
                                    uint64_t out_off)
@@ -747,7 +793,9 @@ mscclpp_result_t exec_context_bind(mscclpp_executor_t *ex, exec_context_t *c, ui
     }
     const plan_gpu_t *g = &c->plan->gpus[c->vrank];
     for (int q = 0; q < g->n_rbufs; q++)
-        c->rbufs[q] = peer_buffer(c, g->rbufs[q].buf, g->rbufs[q].owner);
+        c->rbufs[q] = exec_rbuf_published(c->plan, c->vrank, q) >= 0
+                          ? c->peer_ptr[g->rbufs[q].buf][g->rbufs[q].owner] /* + published */
+                          : peer_buffer(c, g->rbufs[q].buf, g->rbufs[q].owner);
     int m0 = 0;
     for (int s = 0; s < g->n_chan[PLAN_CH_SWITCH]; s++) {
         const plan_switch_t *sw = &g->switches[s];
@@ -836,8 +884,8 @@ static mscclpp_result_t lowcache_add(mscclpp_executor_t *ex, exec_context_t *c, 
     l->low->args.plan = l->dev_blob;
     l->in_bytes = in_bytes;
     l->out_bytes = out_bytes;
-    l->in_off = c->shares_io ? c->off[0] : 0;
-    l->out_off = c->shares_io ? c->off[1] : 0;
+    l->in_off = c->baked_off ? c->off[0] : 0;
+    l->out_off = c->baked_off ? c->off[1] : 0;
     l->dtype = dtype;
     l->op = op;
     l->packet = packet;
@@ -853,7 +901,7 @@ mscclpp_result_t exec_context_lowered(mscclpp_executor_t *ex, exec_context_t *c,
                                       mscclpp_redop_t op, mscclpp_packet_t packet,
                                       hal_stream_t stream, exec_lowcache_t **out)
 {
-    const uint64_t in_off = c->shares_io ? c->off[0] : 0, out_off = c->shares_io ? c->off[1] : 0;
+    const uint64_t in_off = c->baked_off ? c->off[0] : 0, out_off = c->baked_off ? c->off[1] : 0;
     for (exec_lowcache_t *l = c->lowered; l; l = l->next)
         if (l->in_bytes == in_bytes && l->out_bytes == out_bytes && l->dtype == dtype &&
             l->op == op && l->packet == packet && l->in_off == in_off && l->out_off == out_off) {

@@ -54,4 +54,18 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_direct(mscclpp_executor_t *exec,
                                                      size_t recv_bytes, mscclpp_dtype_t dtype,
                                                      int *direct);
 
+/*
+ * Make `exec` (new, no call made yet) an executor of point-to-point plans: plans that two
+ * ranks of the communicator take part in (blocks and channels on those two only), run by
+ * those two alone. Their setups meet only the plan's ranks (no barrier of all), under a tag of
+ * their own, in the order each pair calls them; every launch fences, so that when the plan's
+ * first op runs its peer has reached the same call. Use a separate executor for them: the
+ * launch fence of collective plans assumes every rank launches alike.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_executor_set_p2p(mscclpp_executor_t *exec);
+
+/* *local = 1 when `peer` shares this rank's node (a memory channel can reach it), else 0. */
+MSCCLPP_API mscclpp_result_t mscclpp_executor_peer_local(mscclpp_executor_t *exec, int peer,
+                                                         int *local);
+
 #endif /* MSCCLPP_EXECUTOR_EXEC_FORGET_H */

@@ -87,8 +87,9 @@ static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t 
         const hal_mem_info_t *bad = !bufs->in.shareable ? &bufs->in
                                     : !bufs->out.shareable ? &bufs->out : NULL;
         if (bad)
-            return ERR_ARG("execute: plan '%s' reaches its peers' input or output buffers, so "
-                           "they must be memory the %s backend can share with other processes "
+            return ERR_ARG("execute: plan '%s' shares its input and output with its peers "
+                           "(it reaches theirs, or its port channels move its own), so they "
+                           "must be memory the %s backend can share with other processes "
                            "(mscclpp_malloc, or device memory from the driver; host backend: a "
                            "shared mapping); the %s buffer %p is not", plan->name,
                            ex->hal->name, bad == &bufs->in ? "send" : "recv",
@@ -148,6 +149,8 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
     CHECK(exec_context_lowered(ex, c, send_bytes, recv_bytes, dtype, op, packet, hs, &l));
     l->low->args.input = send;
     l->low->args.output = recv;
+    l->low->args.io_off[0] = in_off; /* published to the peers at the fence */
+    l->low->args.io_off[1] = out_off;
     l->low->args.mailbox = c->mailbox;
     /*
      * Only what every rank agrees on decides the fence: the context (built collectively, so
@@ -158,8 +161,8 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
      * launch, and the fence is where ranks meet (and compare what they are about to do).
      */
     exec_call_key_t key = {c->seq, send_bytes, recv_bytes, in_off, out_off, dtype, op, packet, 0};
-    l->low->args.fence =
-        c->reaches_io || (ex->launched && memcmp(&key, &ex->last_call, sizeof key) != 0);
+    l->low->args.fence = ex->p2p || c->reaches_io ||
+                         (ex->launched && memcmp(&key, &ex->last_call, sizeof key) != 0);
     /* before the launch: a sync that races with it must already ask us */
     CHECK(hal_api_stream_note(stream, ex->source));
     int nthreads = ex->launch_nthreads ? ex->launch_nthreads : l->low->nthreads;
@@ -312,6 +315,23 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
         return tr;
     }
     *exec = ex;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_set_p2p(mscclpp_executor_t *exec)
+{
+    CHECK_ARG(exec != NULL);
+    CHECK_ARG(exec->contexts == NULL);
+    exec->p2p = true;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_peer_local(mscclpp_executor_t *exec, int peer,
+                                                         int *local)
+{
+    CHECK_ARG(exec != NULL && local != NULL);
+    CHECK_ARG(peer >= 0 && peer < exec->comm->nranks);
+    *local = exec->comm->node_id[peer] == exec->comm->node_id[exec->comm->rank];
     return MSCCLPP_OK;
 }
 

@@ -76,7 +76,10 @@ typedef struct exec_context {
     uint64_t send_id, recv_id;
     size_t in_alloc, out_alloc; /* sizes of those allocations (shares_io) */
     bool shares_io;
-    bool reaches_io;            /* some rank addresses a peer's input/output: fence every launch */
+    bool reaches_io;            /* some rank addresses a peer's input/output: fence every launch
+                                 * (peers publish their offsets there, kern_args.h) */
+    bool baked_off;             /* the lowered plan embeds peers' buffers at this rank's own
+                                 * offsets (port/switch channels): cached per offset pair */
     int rotation;
     int vrank;
     uint32_t seq;               /* the executor's context_seq when it was built: unique */
@@ -113,6 +116,8 @@ struct mscclpp_executor {
     mscclpp_comm_t *comm;
     const hal_ops_t *hal;
     bool host_memory; /* the backend's device memory is host memory (hal_device_props_t) */
+    bool p2p;         /* runs plans of two ranks each (mscclpp_executor_set_p2p): setups meet
+                       * only the plan's ranks, under one tag; every launch fences */
     exec_registry_t registry;
     exec_context_t *contexts;
     exec_context_t *dead; /* setups that failed after talking: peers may still map their

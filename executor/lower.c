@@ -578,7 +578,7 @@ typedef struct {
     uint64_t n_ops, n_descs, n_ids, n_members;
     int n_chans, n_switch, n_ports, n_fence;
     uint64_t o_blocks, o_ops, o_descs, o_ids, o_chans, o_rbufs, o_switch, o_members, o_ports,
-        o_pbufs, o_fence;
+        o_pbufs, o_fence, o_rpub;
     uint64_t bytes;
 } blob_t;
 
@@ -614,6 +614,19 @@ static int fence_ids(const lower_t *L, uint32_t *out)
         k++;
     }
     return k;
+}
+
+int exec_rbuf_published(const struct mscclpp_plan *plan, int rank, int q)
+{
+    const plan_gpu_t *g = &plan->gpus[rank];
+    const plan_rbuf_t *rb = &g->rbufs[q];
+    if (rb->buf == PLAN_BUF_SCRATCH || !(rb->access & (1u << PLAN_CH_MEMORY)) ||
+        (rb->access & (1u << PLAN_CH_PORT)) || rb->owner == rank)
+        return -1;
+    /* the fence's memory channel with the owner (fence_ids' rule) */
+    int m = first_chan(g, PLAN_CH_MEMORY, rb->owner);
+    if (m < 0 || first_chan(&plan->gpus[rb->owner], PLAN_CH_MEMORY, rank) < 0) return -1;
+    return m;
 }
 
 static void blob_count(const lower_t *L, blob_t *bl)
@@ -660,6 +673,7 @@ static void blob_offsets(const plan_gpu_t *g, blob_t *bl)
     PLACE(o_ports, bl->n_ports, kern_chan_t);
     PLACE(o_pbufs, g->n_rbufs, uint64_t);
     PLACE(o_fence, bl->n_fence, uint32_t);
+    PLACE(o_rpub, g->n_rbufs, uint32_t);
 #undef PLACE
     bl->bytes = off;
 }
@@ -693,6 +707,7 @@ static void blob_header(const lower_t *L, const blob_t *bl, kern_plan_t *kp)
     kp->off_pbufs = (uint32_t)bl->o_pbufs;
     kp->n_fence = (uint32_t)bl->n_fence;
     kp->off_fence = (uint32_t)bl->o_fence;
+    kp->off_rpub = (uint32_t)bl->o_rpub;
     kp->fifo = (kern_fifo_t *)res->fifo;
     kp->fifo_head = res->fifo_head;
     for (int t = 0; t < 3; t++) kp->lbase[t] = (uint64_t)(uintptr_t)res->lbase[t];
@@ -723,9 +738,13 @@ static void blob_resources(const lower_t *L, const blob_t *bl, char *blob)
     fence_ids(L, (uint32_t *)(blob + bl->o_fence));
     void **krb = (void **)(blob + bl->o_rbufs);
     uint64_t *kpb = (uint64_t *)(blob + bl->o_pbufs);
+    uint32_t *kpub = (uint32_t *)(blob + bl->o_rpub);
     for (int q = 0; q < g->n_rbufs; q++) {
         krb[q] = res->rbufs && q < res->n_rbufs ? res->rbufs[q] : NULL;
         kpb[q] = res->pbufs ? res->pbufs[q] : 0;
+        int m = exec_rbuf_published(L->plan, L->rank, q);
+        kpub[q] = m < 0 ? KERN_RPUB_NONE
+                        : (uint32_t)m | (g->rbufs[q].buf == PLAN_BUF_OUTPUT ? KERN_RPUB_OUT : 0);
     }
     kern_switch_t *ksw = (kern_switch_t *)(blob + bl->o_switch);
     void **kmem = (void **)(blob + bl->o_members);

@@ -25,7 +25,10 @@
 size_t exec_state_bytes(const struct mscclpp_plan *plan, int rank)
 {
     if (!plan || rank < 0 || rank >= plan->nranks) return 0;
-    return exec_round_up(sizeof(kern_state_t) + sizeof(int32_t) * (size_t)plan->gpus[rank].n_sems, 64);
+    /* sems, then (8-byte aligned) the remote buffers' published offsets (kern_args.h) */
+    const plan_gpu_t *g = &plan->gpus[rank];
+    size_t sems = exec_round_up(sizeof(int32_t) * (size_t)g->n_sems, 8);
+    return exec_round_up(sizeof(kern_state_t) + sems + sizeof(uint64_t) * (size_t)g->n_rbufs, 64);
 }
 
 mscclpp_result_t exec_state_init(const struct mscclpp_plan *plan, int rank, void *image,

@@ -13,9 +13,9 @@
  *     buffers per communicator, by copies queued on the same stream;
  *   - what our plans do not serve (64-bit integer reductions, a world or size without a plan)
  *     goes to the real NCCL/RCCL of MSCCLPP_NCCL_LIB_PATH, inside one real group;
- *   - send/recv, gather and scatter move through the communicator's bootstrap (host copies
- *     over its TCP connections, which drain inbound traffic while a send blocks, so all sends
- *     first and then all receives cannot deadlock). GPU buffers bounce through host memory.
+ *   - send/recv, gather and scatter move over memory channels (port channels across nodes),
+ *     one plan of two ranks per transfer, queued on the caller's stream too ("point-to-point"
+ *     below).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +80,10 @@ static ncclResult_t stage_reserve(ncclComm_t c, size_t bytes, const char *who)
         if (res != ncclSuccess) return res;
         r = mscclpp_executor_forget(c->exec, c->stage_in, NULL);
         if (r == MSCCLPP_OK) r = mscclpp_executor_forget(c->exec, c->stage_out, NULL);
+        if (r == MSCCLPP_OK && c->p2p_exec)
+            r = mscclpp_executor_forget(c->p2p_exec, c->stage_in, NULL);
+        if (r == MSCCLPP_OK && c->p2p_exec)
+            r = mscclpp_executor_forget(c->p2p_exec, c->stage_out, NULL);
         mscclpp_free(c->stage_in);
         mscclpp_free(c->stage_out);
         c->stage_in = c->stage_out = NULL;
@@ -508,12 +512,27 @@ static ncclResult_t run_real(const task_t *t, const op_plan_t *op, const shim_re
 
 /* ---- point-to-point ----------------------------------------------------------------------- */
 
+/*
+ * ncclSend/ncclRecv (and ncclGather/ncclScatter, which become sends and receives) move data
+ * between GPUs over channels, queued on the caller's stream like the collectives; the bootstrap
+ * carries none of it (docs/nccl.md "Point-to-point"). Each transfer from rank s to rank t runs
+ * a plan of those two ranks only (p2p_plan): s puts its buffer into t's scratch over a memory
+ * channel (a port channel when t is on another node, through the proxy, flushed before the
+ * launch ends), signals, and t copies the scratch into its buffer. The plans run on the
+ * communicator's point-to-point executor (mscclpp_executor_set_p2p), whose every launch
+ * fences: when the plan's first op runs, the peer has reached the same transfer, so its
+ * scratch is free. Transfers of a group are queued in one order every rank agrees on (the
+ * pair, then the direction, then their order to that peer), so the first transfer not yet
+ * done always has both its ranks ready: no deadlock, whatever the group holds.
+ */
+
 typedef struct {
     const void *send; /* sends */
     void *recv;       /* receives */
     size_t bytes;
     int peer;
     const char *who;
+    cudaStream_t stream;
 } xfer_t;
 
 typedef struct {
@@ -540,111 +559,223 @@ static ncclResult_t p2p_expand(const task_t *t, xfers_t *sends, xfers_t *recvs)
     ncclComm_t c = t->comm;
     size_t b = t->count * shim_dtype_size(t->dt);
     const char *who = kind_names[t->kind];
+    cudaStream_t st = t->stream;
     ncclResult_t res = ncclSuccess;
     switch (t->kind) {
-    case T_SEND: return xfer_push(sends, (xfer_t){t->send, NULL, b, t->root, who});
-    case T_RECV: return xfer_push(recvs, (xfer_t){NULL, t->recv, b, t->root, who});
+    case T_SEND: return xfer_push(sends, (xfer_t){t->send, NULL, b, t->root, who, st});
+    case T_RECV: return xfer_push(recvs, (xfer_t){NULL, t->recv, b, t->root, who, st});
     case T_GATHER:
-        if (c->rank != t->root) return xfer_push(sends, (xfer_t){t->send, NULL, b, t->root, who});
+        if (c->rank != t->root)
+            return xfer_push(sends, (xfer_t){t->send, NULL, b, t->root, who, st});
         for (int r = 0; r < c->nranks && res == ncclSuccess; r++)
-            res = xfer_push(recvs, (xfer_t){NULL, (char *)t->recv + (size_t)r * b, b, r, who});
-        if (res == ncclSuccess) res = xfer_push(sends, (xfer_t){t->send, NULL, b, c->rank, who});
+            res = xfer_push(recvs,
+                            (xfer_t){NULL, (char *)t->recv + (size_t)r * b, b, r, who, st});
+        if (res == ncclSuccess)
+            res = xfer_push(sends, (xfer_t){t->send, NULL, b, c->rank, who, st});
         return res;
     case T_SCATTER:
-        if (c->rank != t->root) return xfer_push(recvs, (xfer_t){NULL, t->recv, b, t->root, who});
+        if (c->rank != t->root)
+            return xfer_push(recvs, (xfer_t){NULL, t->recv, b, t->root, who, st});
         for (int r = 0; r < c->nranks && res == ncclSuccess; r++)
-            res = xfer_push(sends,
-                            (xfer_t){(const char *)t->send + (size_t)r * b, NULL, b, r, who});
-        if (res == ncclSuccess) res = xfer_push(recvs, (xfer_t){NULL, t->recv, b, c->rank, who});
+            res = xfer_push(
+                sends, (xfer_t){(const char *)t->send + (size_t)r * b, NULL, b, r, who, st});
+        if (res == ncclSuccess)
+            res = xfer_push(recvs, (xfer_t){NULL, t->recv, b, c->rank, who, st});
         return res;
     default: return shim_error(ncclInternalError, "%s: not point-to-point", who);
     }
 }
 
-static ncclResult_t p2p_run(ncclComm_t c, xfers_t *sends, xfers_t *recvs)
+/* The plan that moves a buffer from rank s to rank t (JSON, loaded once per pair and
+ * direction): memory channels within a node, port channels across nodes. */
+static ncclResult_t p2p_plan(ncclComm_t c, int s, int t, const mscclpp_plan_t **out,
+                             const char *who)
 {
-    if (!sends->n && !recvs->n) return ncclSuccess;
-    mscclpp_bootstrap_t *boot = NULL;
-    mscclpp_result_t r = mscclpp_comm_bootstrap(c->comm, &boot);
-    if (r != MSCCLPP_OK) return shim_from_mscclpp(r, "ncclGroupEnd: send/recv");
-    bool host = strcmp(mscclpp_backend_name(), "host") == 0;
+    const int n = c->nranks;
+    mscclpp_plan_t **slot = &c->p2p_plans[(size_t)s * (size_t)n + (size_t)t];
+    if (*slot) {
+        *out = *slot;
+        return ncclSuccess;
+    }
+    int local = 1;
+    if (mscclpp_executor_peer_local(c->exec, s == c->rank ? t : s, &local) != MSCCLPP_OK)
+        return shim_from_mscclpp(MSCCLPP_ERR_INTERNAL, who);
+    const char *ch = local ? "memory" : "port";
+    size_t cap = 1024 + (size_t)n * 200;
+    char *json = malloc(cap);
+    if (!json) return shim_error(ncclSystemError, "%s: out of memory", who);
+    size_t len = (size_t)snprintf(
+        json, cap, "{\"name\":\"nccl_p2p_%d_to_%d\",\"collective\":\"custom\","
+        "\"protocol\":\"Simple\",\"inplace\":false,\"reuse_resources\":false,"
+        "\"use_double_scratch_buffer\":false,\"buffer_alignment\":16,"
+        "\"num_threads_per_block\":1024,\"min_message_size\":0,"
+        "\"max_message_size\":18446744073709551615,\"gpus\":[", s, t);
+    for (int r = 0; r < n && len < cap; r++) {
+        const char *sep = r ? "," : "";
+        if (r == s)
+            len += (size_t)snprintf(
+                json + len, cap - len,
+                "%s{\"id\":%d,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
+                "\"channels\":[{\"channel_type\":\"%s\",\"connected_to\":[%d]}],"
+                "\"remote_buffers\":[{\"rank\":%d,\"type\":\"s\",\"access_channel_types\":"
+                "[\"%s\"]}],\"semaphores\":[],\"threadblocks\":[{\"id\":0,\"channels\":"
+                "[{\"channel_type\":\"%s\",\"channel_ids\":[0]}],\"remote_buffer_refs\":"
+                "[{\"access_channel_type\":\"%s\",\"remote_buffer_ids\":[0]}],\"ops\":["
+                "{\"name\":\"put\",\"src_buff\":[{\"type\":\"i\",\"index\":0,\"size\":1}],"
+                "\"dst_buff\":[{\"buffer_id\":0,\"index\":0,\"size\":1}],"
+                "\"channel_ids\":[0],\"channel_type\":\"%s\"},"
+                "{\"name\":\"signal\",\"channel_ids\":[0],\"channel_type\":\"%s\"}%s]}]}",
+                sep, r, ch, t, t, ch, ch, ch, ch, ch,
+                local ? "" : ",{\"name\":\"flush\",\"channel_ids\":[0],"
+                             "\"channel_type\":\"port\"}");
+        else if (r == t)
+            len += (size_t)snprintf(
+                json + len, cap - len,
+                "%s{\"id\":%d,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":1,"
+                "\"channels\":[{\"channel_type\":\"%s\",\"connected_to\":[%d]}],"
+                "\"remote_buffers\":[],\"semaphores\":[],\"threadblocks\":[{\"id\":0,"
+                "\"channels\":[{\"channel_type\":\"%s\",\"channel_ids\":[0]}],"
+                "\"remote_buffer_refs\":[],\"ops\":["
+                "{\"name\":\"wait\",\"channel_ids\":[0],\"channel_type\":\"%s\"},"
+                "{\"name\":\"copy\",\"src_buff\":[{\"type\":\"s\",\"index\":0,\"size\":1}],"
+                "\"dst_buff\":[{\"type\":\"o\",\"index\":0,\"size\":1}]}]}]}",
+                sep, r, ch, s, ch, ch);
+        else
+            len += (size_t)snprintf(json + len, cap - len,
+                                    "%s{\"id\":%d,\"input_chunks\":1,\"output_chunks\":1,"
+                                    "\"scratch_chunks\":0,\"channels\":[],\"remote_buffers\":[],"
+                                    "\"semaphores\":[],\"threadblocks\":[]}",
+                                    sep, r);
+    }
+    if (len < cap) len += (size_t)snprintf(json + len, cap - len, "]}");
+    mscclpp_result_t r = len < cap ? mscclpp_plan_load_string(json, len, slot)
+                                   : MSCCLPP_ERR_INTERNAL;
+    free(json);
+    if (r != MSCCLPP_OK) {
+        char what[160];
+        snprintf(what, sizeof what, "%s: the send/recv plan from rank %d to rank %d", who, s, t);
+        return shim_from_mscclpp(r, what);
+    }
+    *out = *slot;
+    return ncclSuccess;
+}
+
+/* One transfer of this rank's group, in the order every rank agrees on (p2p_order). */
+typedef struct {
+    int lo, hi;     /* the pair */
+    int from_lo;    /* direction: lo -> hi */
+    size_t k;       /* its place among the pair's transfers in that direction */
+    const xfer_t *x;
+    bool is_send;
+} p2p_op_t;
+
+static int p2p_order(const void *a, const void *b)
+{
+    const p2p_op_t *x = a, *y = b;
+    if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+    if (x->hi != y->hi) return x->hi < y->hi ? -1 : 1;
+    if (x->from_lo != y->from_lo) return x->from_lo > y->from_lo ? -1 : 1;
+    if (x->k != y->k) return x->k < y->k ? -1 : 1;
+    if (x->is_send != y->is_send) return x->is_send ? -1 : 1; /* to itself: the send first */
+    return 0;
+}
+
+static ncclResult_t p2p_run(ncclComm_t c, const xfers_t *sends, const xfers_t *recvs)
+{
+    const int me = c->rank, n = c->nranks;
+    size_t nops = sends->n + recvs->n;
+    if (!nops) return ncclSuccess;
     ncclResult_t res = ncclSuccess;
-    void *bounce = NULL;
-    size_t bounce_b = 0;
-    char what[160];
-    /* to itself: matched in order with the receives from itself below */
-    size_t self_next = 0;
-    for (size_t i = 0; i < sends->n && res == ncclSuccess; i++) {
-        xfer_t *x = &sends->v[i];
-        if (x->peer == c->rank) continue;
-        const void *data = x->send;
-        if (!host && x->bytes) { /* device memory: bounce through the host */
-            if (bounce_b < x->bytes) {
-                free(bounce);
-                bounce_b = 0;
-                if (!(bounce = malloc(x->bytes))) {
-                    res = shim_error(ncclSystemError, "%s: out of host memory", x->who);
-                    break;
-                }
-                bounce_b = x->bytes;
-            }
-            if ((res = copy(bounce, x->send, x->bytes, x->who)) != ncclSuccess) break;
-            data = bounce;
+    if (!c->p2p_exec) {
+        mscclpp_result_t r = mscclpp_executor_create(c->comm, &c->p2p_exec);
+        if (r == MSCCLPP_OK) r = mscclpp_executor_set_p2p(c->p2p_exec);
+        if (r == MSCCLPP_OK && !c->p2p_plans) {
+            c->p2p_plans = calloc((size_t)n * (size_t)n, sizeof *c->p2p_plans);
+            if (!c->p2p_plans) r = MSCCLPP_ERR_NO_MEMORY;
         }
-        r = mscclpp_bootstrap_send(boot, data, x->bytes, x->peer, SHIM_P2P_TAG);
         if (r != MSCCLPP_OK) {
-            snprintf(what, sizeof what, "%s (rank %d to rank %d, %zu bytes)", x->who, c->rank,
-                     x->peer, x->bytes);
-            res = shim_from_mscclpp(r, what);
+            mscclpp_executor_destroy(c->p2p_exec);
+            c->p2p_exec = NULL;
+            return shim_from_mscclpp(r, "ncclGroupEnd: send/recv");
         }
     }
-    for (size_t i = 0; i < recvs->n && res == ncclSuccess; i++) {
-        xfer_t *x = &recvs->v[i];
-        if (x->peer == c->rank) {
-            while (self_next < sends->n && sends->v[self_next].peer != c->rank) self_next++;
-            if (self_next == sends->n) {
-                res = shim_error(ncclInvalidUsage, "%s: rank %d receives from itself with no "
-                                 "matching send in the group", x->who, c->rank);
-                break;
-            }
-            xfer_t *s = &sends->v[self_next++];
-            if (s->bytes != x->bytes) {
+    p2p_op_t *ops = calloc(nops, sizeof *ops);
+    size_t *count = calloc((size_t)n * 2, sizeof *count); /* per peer: sends, receives so far */
+    if (!ops || !count) {
+        free(ops);
+        free(count);
+        return shim_error(ncclSystemError, "ncclGroupEnd: out of memory");
+    }
+    size_t k = 0;
+    for (int dir = 0; dir < 2; dir++) {
+        const xfers_t *l = dir ? recvs : sends;
+        for (size_t i = 0; i < l->n; i++) {
+            const xfer_t *x = &l->v[i];
+            int from = dir ? x->peer : me, to = dir ? me : x->peer;
+            ops[k] = (p2p_op_t){from < to ? from : to, from < to ? to : from, from < to,
+                                count[(size_t)x->peer * 2 + (size_t)dir]++, x, !dir};
+            k++;
+        }
+    }
+    qsort(ops, nops, sizeof *ops, p2p_order);
+    /* to itself: the k-th send meets the k-th receive (both sorted next to each other) */
+    size_t self_sends = count[(size_t)me * 2], self_recvs = count[(size_t)me * 2 + 1];
+    if (self_sends != self_recvs)
+        res = shim_error(ncclInvalidUsage, "%s: rank %d sends %zu buffers to itself and receives "
+                         "%zu in the group", ops[0].x->who, me, self_sends, self_recvs);
+    char what[200];
+    for (size_t i = 0; i < nops && res == ncclSuccess; i++) {
+        const p2p_op_t *o = &ops[i];
+        const xfer_t *x = o->x;
+        mscclpp_stream_t st = NULL;
+        bool wait = false;
+        if ((res = shim_stream_get(c, x->stream, &st, &wait, x->who)) != ncclSuccess) break;
+        if ((res = shim_stream_enter(c, st, x->who)) != ncclSuccess) break;
+        if (wait) c->p2p_sync_after = true;
+        if (x->peer == me) {
+            if (!o->is_send) continue; /* done with its send */
+            const xfer_t *r = NULL;
+            for (size_t j = 0; j < nops && !r; j++)
+                if (!ops[j].is_send && ops[j].lo == me && ops[j].hi == me && ops[j].k == o->k)
+                    r = ops[j].x;
+            if (!r || r->bytes != x->bytes) {
                 res = shim_error(ncclInvalidUsage, "%s: rank %d sends %zu bytes to itself but "
-                                 "receives %zu", x->who, c->rank, s->bytes, x->bytes);
+                                 "receives %zu", x->who, me, x->bytes, r ? r->bytes : 0);
                 break;
             }
-            res = copy(x->recv, s->send, x->bytes, x->who);
+            res = copy_on(r->recv, x->send, x->bytes, st, x->who);
             continue;
         }
-        void *dst = x->recv;
-        if (!host && x->bytes) {
-            if (bounce_b < x->bytes) {
-                free(bounce);
-                bounce_b = 0;
-                if (!(bounce = malloc(x->bytes))) {
-                    res = shim_error(ncclSystemError, "%s: out of host memory", x->who);
-                    break;
-                }
-                bounce_b = x->bytes;
-            }
-            dst = bounce;
+        if (!x->bytes) continue;
+        const mscclpp_plan_t *plan = NULL;
+        int from = o->is_send ? me : x->peer, to = o->is_send ? x->peer : me;
+        if ((res = p2p_plan(c, from, to, &plan, x->who)) != ncclSuccess) break;
+        void *buf = o->is_send ? (void *)x->send : x->recv;
+        /* a port channel's proxy moves registered memory only: other memory (malloc'd on the
+         * host backend) is staged, the copies queued on the stream */
+        int direct = 0;
+        if (mscclpp_executor_direct(c->p2p_exec, plan, NULL, buf, buf, x->bytes, x->bytes,
+                                    MSCCLPP_UINT8, &direct) != MSCCLPP_OK)
+            direct = 0;
+        if (!direct) {
+            if ((res = stage_reserve(c, x->bytes, x->who)) != ncclSuccess) break;
+            buf = o->is_send ? c->stage_in : c->stage_out;
+            if (o->is_send && (res = copy_on(buf, x->send, x->bytes, st, x->who)) != ncclSuccess)
+                break;
         }
-        r = mscclpp_bootstrap_recv(boot, dst, x->bytes, x->peer, SHIM_P2P_TAG);
+        mscclpp_result_t r = mscclpp_execute(c->p2p_exec, plan, buf, buf, x->bytes, x->bytes,
+                                             MSCCLPP_UINT8, MSCCLPP_REDOP_PLAN, st);
+        if (r == MSCCLPP_OK && !direct && !o->is_send)
+            res = copy_on(x->recv, buf, x->bytes, st, x->who);
         if (r != MSCCLPP_OK) {
-            snprintf(what, sizeof what, "%s (rank %d from rank %d, %zu bytes)", x->who, c->rank,
-                     x->peer, x->bytes);
+            snprintf(what, sizeof what, "%s (rank %d %s rank %d, %zu bytes)", x->who, me,
+                     o->is_send ? "to" : "from", x->peer, x->bytes);
             res = shim_from_mscclpp(r, what);
             if (r == MSCCLPP_ERR_REMOTE || r == MSCCLPP_ERR_TIMEOUT) c->async_error = res;
-        } else if (dst != x->recv) {
-            res = copy(x->recv, dst, x->bytes, x->who);
         }
     }
-    /* a send to itself nobody received is a mismatch too */
-    for (size_t i = self_next; i < sends->n && res == ncclSuccess; i++)
-        if (sends->v[i].peer == c->rank)
-            res = shim_error(ncclInvalidUsage, "%s: rank %d sends to itself with no matching "
-                             "receive in the group", sends->v[i].who, c->rank);
-    free(bounce);
+    free(ops);
+    free(count);
     return res;
 }
 
@@ -735,20 +866,9 @@ static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
                 res = shim_error(e, "ncclGroupEnd of the fallback library %s failed", rl->path);
         }
     }
-    if (res == ncclSuccess && (sends.n || recvs.n)) {
-        /* point-to-point moves through the host: the work queued before it (the caller's and
-         * ours) is waited for first */
-        for (size_t i = 0; i < ntasks && res == ncclSuccess; i++) {
-            if (tasks[i].kind < T_GATHER) continue;
-            mscclpp_stream_t st = NULL;
-            bool wait = false;
-            const char *who = kind_names[tasks[i].kind];
-            res = shim_stream_get(c, tasks[i].stream, &st, &wait, who);
-            if (res == ncclSuccess) res = shim_stream_enter(c, st, who);
-            if (res == ncclSuccess) res = shim_stream_drain(c, who);
-        }
-        if (res == ncclSuccess) res = p2p_run(c, &sends, &recvs);
-    }
+    c->p2p_sync_after = false;
+    if (res == ncclSuccess) res = p2p_run(c, &sends, &recvs);
+    sync_after = sync_after || c->p2p_sync_after;
     if (res == ncclSuccess && sync_after) {
         mscclpp_result_t r = mscclpp_stream_synchronize(c->stream);
         if (r != MSCCLPP_OK) res = shim_from_mscclpp(r, kind_names[tasks[0].kind]);

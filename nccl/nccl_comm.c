@@ -318,6 +318,10 @@ static void free_comm(ncclComm_t c)
     }
     free(c->zc);
     if (c->stream) mscclpp_stream_destroy(c->stream);
+    mscclpp_executor_destroy(c->p2p_exec);
+    for (int i = 0; c->p2p_plans && i < c->nranks * c->nranks; i++)
+        mscclpp_plan_destroy(c->p2p_plans[i]);
+    free(c->p2p_plans);
     mscclpp_executor_destroy(c->exec);
     for (int i = 0; i < c->nplans; i++) mscclpp_plan_destroy(c->plans[i]);
     free(c->plans);

@@ -18,7 +18,6 @@
 #include <mscclpp/mscclpp.h>
 
 #define SHIM_COMM_MAGIC 0x6d73636eu /* "mscn": a live communicator of this library */
-#define SHIM_P2P_TAG 0x4e43434c     /* bootstrap tag of send/recv, gather and scatter */
 #define SHIM_MAX_REDOPS 64
 #define SHIM_MAX_STREAMS 64
 
@@ -107,6 +106,11 @@ struct ncclComm {
         bool stale;
     } *zc;
     int nzc, zc_cap;
+    /* Point-to-point (nccl_coll.c): an executor of two-rank plans, one plan per (from, to). */
+    mscclpp_executor_t *p2p_exec;
+    mscclpp_plan_t **p2p_plans; /* nranks * nranks, made on first use */
+    bool p2p_sync_after;        /* the group's transfers ran on the host-backend NULL stream
+                                 * of a communicator among several: wait for its stream */
     ncclComm_t real; /* the parallel communicator of the fallback library, or NULL */
     ncclResult_t async_error;
     pthread_mutex_t lock; /* one call at a time per communicator */

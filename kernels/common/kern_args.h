@@ -47,6 +47,17 @@
  * peer's matching signal, which that peer sends only from its own next launch, so after its
  * previous one ended; the other blocks wait until block 0 is through (state.fenced).
  *
+ * Offsets published at the fence: a plan that addresses a peer's input or output reaches the
+ * peer's whole allocation (plan.rbufs holds its base) at an offset that changes from call to
+ * call (a tensor inside a caching allocator's segment) and need not equal this rank's. Such a
+ * launch always fences, and before signalling a peer over a memory channel block 0 writes this
+ * call's in-allocation offsets (args.io_off) into the peer's counter slot of that channel (the
+ * 64-byte slot's words 1-2 for an odd launch flag, 3-4 for an even one: a peer is never more
+ * than one launch ahead at its fence); after the waits it reads each owner's offsets from its
+ * own slot into the state's roff[] (plan.rpub says which slot and which buffer), which
+ * kern_ptr adds to a remote buffer's base. Remote buffers of owners with no memory channel
+ * both ways (port channels) keep the offset the executor baked in (this rank's own).
+ *
  * Error mailbox: the state lives in device memory, which the host can only read after a
  * device sync. So that a launch on a stream cannot fail unseen, the CAS winner also copies its
  * record into args.mailbox (when not NULL): a kern_error_t in host-pinned, device-mapped memory
@@ -203,6 +214,8 @@ typedef struct {
 #define KERN_PORT_MAX_CHANS 1024
 #define KERN_PORT_MAX_RBUFS 1024
 #define KERN_FENCE_PORT 0x80000000u /* kern_plan_t fence ids: a port channel */
+#define KERN_RPUB_NONE 0xffffffffu  /* kern_plan_t rpub: the base already holds the offset */
+#define KERN_RPUB_OUT 0x80000000u   /* kern_plan_t rpub: the owner's output offset */
 
 typedef struct {
     uint64_t fst, snd;
@@ -232,7 +245,10 @@ typedef struct {
     /* launch fence (kern_args_t.fence): n_fence channel ids at off_fence, one per peer this rank
      * and the peer both have a channel to (memory if both have one, else port); KERN_FENCE_PORT
      * marks a port channel id */
-    uint32_t n_fence, off_fence, pad0;
+    uint32_t n_fence, off_fence;
+    /* n_rbufs uint32_t at off_rpub: KERN_RPUB_NONE, or the memory channel whose counter slot
+     * carries the owner's published offsets (| KERN_RPUB_OUT for its output buffer) */
+    uint32_t off_rpub;
     kern_fifo_t *fifo;    /* host-mapped FIFO of the context's proxy, NULL without ports */
     uint64_t *fifo_head;  /* device counter of claimed slots */
     uint64_t lbase[3];    /* device addresses of the registered input/output/scratch allocations */
@@ -267,7 +283,9 @@ typedef struct {
     uint32_t pad[14]; /* one cache line each */
 } kern_syncer_t;
 
-/** Per-context device state; int32_t sems[n_sems] follows it in memory. */
+/** Per-context device state; int32_t sems[n_sems] follows it in memory, then (8-byte aligned)
+ * uint64_t roff[n_rbufs]: each remote buffer's offset for the current launch, published by its
+ * owner at the fence (see "Offsets published at the fence"), 0 for the others. */
 typedef struct {
     uint32_t magic;  /* KERN_STATE_MAGIC */
     uint32_t flag;   /* LL flag of the next launch; starts at 1, never 0 */
@@ -302,6 +320,9 @@ typedef struct {
     uint32_t dev_spin;      /* GPU: polls before a wait sleeps (base/wait.h, base_wait_dev_spin) */
     uint32_t fence;         /* 1: before its first op, wait until every peer of plan.fence has
                              * finished its previous launch (see Launch fence) */
+    uint32_t pad_io;
+    uint64_t io_off[2];     /* this call's input/output offsets in their allocations, published
+                             * to the peers at the fence */
 } kern_args_t;
 
 #ifdef __cplusplus

@@ -25,6 +25,7 @@ typedef struct {
     const uint32_t *ids;
     const kern_chan_t *chans;
     void *const *rbufs;
+    uint64_t *roff; /* the state's: remote buffers' published offsets (kern_args.h) */
     const kern_switch_t *sw;
     void *const *members;
     int32_t *sems;
@@ -132,7 +133,9 @@ KERN_FN int kern_spin_poll(kern_ctx_t *c, kern_spin_t *s, uint32_t what, int32_t
 KERN_FN char *kern_ptr(const kern_ctx_t *c, const kern_desc_t *d, uint64_t x)
 {
     uint64_t o = d->off + x;
-    char *b = d->loc < KERN_LOC_REMOTE ? c->base[d->loc] : (char *)c->rbufs[d->idx];
+    char *b = d->loc < KERN_LOC_REMOTE    ? c->base[d->loc]
+              : d->loc == KERN_LOC_REMOTE ? (char *)c->rbufs[d->idx] + c->roff[d->idx]
+                                          : (char *)c->rbufs[d->idx];
     if (d->flags & KERN_DESC_PACKET) o *= 2;
     if (d->flags & KERN_DESC_SCRATCH) o += c->half;
     return b + o;
@@ -644,17 +647,34 @@ KERN_FN void kern_launch_fence(kern_ctx_t *c)
 {
     const kern_plan_t *p = kern_plan_of(c);
     const uint32_t *ids = (const uint32_t *)((const char *)p + p->off_fence);
+    const uint32_t *rpub = (const uint32_t *)((const char *)p + p->off_rpub);
+    const uint32_t par = (c->flag & 1u) ? 1u : 3u; /* first of this launch's two offset words */
     uint32_t i;
     if (c->block == 0) {
         for (i = c->tid; i < p->n_fence && !kern_failed(c); i += c->nth) {
             uint32_t id = ids[i] & ~KERN_FENCE_PORT;
-            if (ids[i] & KERN_FENCE_PORT) kern_port_ctl(c, KERN_TRIG_SIGNAL, id);
-            else kern_add_rel_sys_u64(c->chans[id].remote, 1);
+            if (ids[i] & KERN_FENCE_PORT) {
+                kern_port_ctl(c, KERN_TRIG_SIGNAL, id);
+            } else {
+                /* this call's offsets first: the signal's release publishes them */
+                uint64_t *slot = c->chans[id].remote;
+                kern_st_rlx_u64(slot + par, c->a->io_off[0]);
+                kern_st_rlx_u64(slot + par + 1, c->a->io_off[1]);
+                kern_add_rel_sys_u64(slot, 1);
+            }
         }
         for (i = c->tid; i < p->n_fence && !kern_failed(c); i += c->nth) {
             uint32_t id = ids[i] & ~KERN_FENCE_PORT;
             if (ids[i] & KERN_FENCE_PORT) kern_port_wait(c, id);
             else kern_wait_chan(c, id, 0);
+        }
+        KERN_SYNC();
+        /* the owners' offsets of this launch, out of this rank's counter slots */
+        for (i = c->tid; i < p->n_rbufs && !kern_failed(c); i += c->nth) {
+            uint32_t pub = rpub[i];
+            if (pub == KERN_RPUB_NONE) continue;
+            c->roff[i] = kern_ld_acq_u64(c->chans[pub & ~KERN_RPUB_OUT].inbound + par +
+                                         ((pub & KERN_RPUB_OUT) ? 1u : 0u));
         }
         KERN_SYNC();
         if (c->tid == 0) kern_st_rel_u32(&c->st->fenced, c->flag);
@@ -866,6 +886,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
     c.ids = (const uint32_t *)(pb + p->off_ids);
     c.chans = (const kern_chan_t *)(pb + p->off_chans);
     c.rbufs = (void *const *)(pb + p->off_rbufs);
+    c.roff = (uint64_t *)((char *)(a->state + 1) + ((a->state->n_sems * 4u + 7u) & ~7u));
     c.sw = (const kern_switch_t *)(pb + p->off_switch);
     c.members = (void *const *)(pb + p->off_members);
     c.sems = (int32_t *)(c.st + 1);

@@ -16,6 +16,8 @@
  *                             allocated again at the same addresses
  *   nccl_api_test gate N      (linked build) calls on a stream held back by a host function
  *                             return before it runs them, and are right once it does
+ *   nccl_api_test p2pnodes N  send/recv, gather and scatter with the ranks on two "nodes"
+ *                             (MSCCLPP_NODE_ID): port channels between them
  *
  * Every element is checked; each failure prints rank, call and index, and the exit status is
  * non-zero.
@@ -649,6 +651,9 @@ static void t_stream_gate(ncclComm_t comm, int rank, int n)
     float *c = alloc(count, ncclFloat32), *d = alloc(count, ncclFloat32);
     float *e = alloc(odd, ncclFloat32), *f = alloc(odd, ncclFloat32);
     float *g = alloc(count, ncclFloat32), *h = alloc(count, ncclFloat32);
+    int32_t *ring_s = alloc(count, ncclInt32), *ring_r = alloc(count, ncclInt32);
+    int32_t *gat = alloc(count * (size_t)n, ncclInt32);
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
     ncclRedOp_t premul;
     float three = 3.0f;
     NCCLCHECK(ncclRedOpCreatePreMulSum(&premul, &three, ncclFloat32, ncclScalarHostImmediate,
@@ -662,6 +667,11 @@ static void t_stream_gate(ncclComm_t comm, int rank, int n)
         NCCLCHECK(ncclAllReduce(a, d, count, ncclFloat32, ncclAvg, comm, cs));
         NCCLCHECK(ncclAllReduce(a, g, count, ncclFloat32, premul, comm, cs));
         NCCLCHECK(ncclBroadcast(a, h, count, ncclFloat32, 0, comm, cs));
+        NCCLCHECK(ncclGroupStart());
+        NCCLCHECK(ncclSend(ring_s, count, ncclInt32, next, comm, cs));
+        NCCLCHECK(ncclRecv(ring_r, count, ncclInt32, prev, comm, cs));
+        NCCLCHECK(ncclGather(ring_s, rank == 0 ? gat : NULL, count, ncclInt32, 0, comm, cs));
+        NCCLCHECK(ncclGroupEnd());
     }
     if (mscclpp_stream_synchronize(st) != MSCCLPP_OK) FAIL("sync: %s", mscclpp_last_error());
 
@@ -672,9 +682,12 @@ static void t_stream_gate(ncclComm_t comm, int rank, int n)
     }
     fill(a, ncclFloat32, count, rank);
     fill(e, ncclFloat32, odd, rank);
-    float *outs[] = {b, c, d, f, g, h};
-    size_t lens[] = {count * (size_t)n, count, count, odd, count, count};
-    for (int k = 0; k < 6; k++) memset(outs[k], 0xa5, lens[k] * sizeof(float));
+    for (size_t i = 0; i < count; i++) ring_s[i] = rank * 100000 + (int32_t)i;
+    void *outs[] = {b, c, d, f, g, h, ring_r, gat};
+    size_t lens[] = {count * (size_t)n, count, count, odd, count, count, count,
+                     rank == 0 ? count * (size_t)n : 0};
+    enum { NOUTS = 8 };
+    for (int k = 0; k < NOUTS; k++) memset(outs[k], 0xa5, lens[k] * sizeof(float));
     if (mscclpp_stream_launch_host_func(st, gate_wait, &gate) != MSCCLPP_OK)
         FAIL("launch_host_func: %s", mscclpp_last_error());
     pthread_t dog;
@@ -687,15 +700,21 @@ static void t_stream_gate(ncclComm_t comm, int rank, int n)
     NCCLCHECK(ncclAllReduce(a, g, count, ncclFloat32, premul, comm, cs));
     NCCLCHECK(ncclBroadcast(a, h, count, ncclFloat32, 0, comm, cs));
     NCCLCHECK(ncclGroupEnd());
+    /* point-to-point moves over channels, on the stream too: nothing arrives while it is held */
+    NCCLCHECK(ncclGroupStart());
+    NCCLCHECK(ncclSend(ring_s, count, ncclInt32, next, comm, cs));
+    NCCLCHECK(ncclRecv(ring_r, count, ncclInt32, prev, comm, cs));
+    NCCLCHECK(ncclGather(ring_s, rank == 0 ? gat : NULL, count, ncclInt32, 0, comm, cs));
+    NCCLCHECK(ncclGroupEnd());
     ncclResult_t async = ncclInternalError;
     NCCLCHECK(ncclCommGetAsyncError(comm, &async));
     if (async != ncclSuccess) FAIL("async error %d while the stream is held", (int)async);
     int held = !gate.opened_by_watchdog;
     if (!held) FAIL("a call waited for the held stream (the watchdog opened the gate)");
-    for (int k = 0; k < 6 && held; k++)
+    for (int k = 0; k < NOUTS && held; k++)
         for (size_t i = 0; i < lens[k]; i++) {
             uint32_t u;
-            memcpy(&u, &outs[k][i], 4);
+            memcpy(&u, (const char *)outs[k] + 4 * i, 4);
             if (u != 0xa5a5a5a5u) {
                 FAIL("output %d element %zu written before the stream reached the call", k, i);
                 break;
@@ -717,6 +736,11 @@ static void t_stream_gate(ncclComm_t comm, int rank, int n)
     CHECK_ELEMS("gated premulsum x3", g, ncclFloat32, count,
                 3 * expect_reduced(ncclSum, ncclFloat32, n, i), false);
     CHECK_ELEMS("gated broadcast", h, ncclFloat32, count, val(0, i), false);
+    CHECK_ELEMS("gated ring send/recv", ring_r, ncclInt32, count, (double)(prev * 100000 + (int)i),
+                false);
+    if (rank == 0)
+        CHECK_ELEMS("gated gather", gat, ncclInt32, count * (size_t)n,
+                    (double)((int)(i / count) * 100000 + (int)(i % count)), false);
     NCCLCHECK(ncclRedOpDestroy(premul, comm));
     close(gate.fd[0]);
     close(gate.fd[1]);
@@ -729,6 +753,9 @@ static void t_stream_gate(ncclComm_t comm, int rank, int n)
     free(f);
     free(g);
     free(h);
+    free(ring_s);
+    free(ring_r);
+    free(gat);
 }
 #endif
 
@@ -916,6 +943,12 @@ static void t_realloc(ncclComm_t comm, int rank, int n)
 static int run_rank(const char *mode, int rank, int n, ncclUniqueId id)
 {
     g_rank = rank;
+    if (!strcmp(mode, "p2pnodes")) {
+        /* two "nodes" on this machine (MSCCLPP_NODE_ID): port channels between them */
+        char node[32];
+        snprintf(node, sizeof node, "nccl-test-node-%d", rank % 2);
+        setenv("MSCCLPP_NODE_ID", node, 1);
+    }
     ncclComm_t comm = NULL;
     ncclResult_t res;
     if (rank % 2) {
@@ -956,6 +989,8 @@ static int run_rank(const char *mode, int rank, int n, ncclUniqueId id)
         t_back_to_back(comm, rank, n, true);
     } else if (!strcmp(mode, "realloc")) {
         t_realloc(comm, rank, n);
+    } else if (!strcmp(mode, "p2pnodes")) {
+        t_p2p(comm, rank, n);
 #ifdef WITH_MSCCLPP_STREAM
     } else if (!strcmp(mode, "gate")) {
         t_stream_gate(comm, rank, n);
@@ -1014,7 +1049,7 @@ static int run_initall(int n)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: %s ranks|initall|backtoback|realloc|gate|fallback|nofallback N\n",
+        fprintf(stderr, "usage: %s ranks|initall|backtoback|realloc|gate|p2pnodes|fallback|nofallback N\n",
                 argv[0]);
         return 2;
     }

@@ -22,7 +22,7 @@ unset MSCCLPP_NCCL_LIB_PATH MSCCLPP_NCCL_PLAN_DIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/nccl-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-echo "1..21"
+echo "1..23"
 n=0
 fails=0
 pass() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -46,7 +46,7 @@ case_ok() {
 }
 
 if [ ! -f "$shim" ] || [ ! -x "$t_shim" ]; then
-    for c in $(seq 1 21); do
+    for c in $(seq 1 23); do
         skip "case $c" "libmscclpp_nccl not built (configure found no nccl.h; see docs/nccl.md)"
     done
     exit 0
@@ -195,5 +195,19 @@ done
 for r in 2 3; do
     case_ok "stream order: calls on a held stream return at once, right once it runs, $r ranks" \
         "$t_shim" gate $r
+done
+# 22-23: point-to-point across two "nodes" (MSCCLPP_NODE_ID per rank): a ring, all pairs and
+# gather/scatter over port channels (UCX), every element checked; the INFO log shows the
+# two-rank plans' contexts with their port channels
+for r in 2 4; do
+    name="send/recv, gather, scatter across two nodes over port channels, $r ranks"
+    run env MSCCLPP_DEBUG=INFO "$t_shim" p2pnodes $r
+    ctx=$(grep -c "context [0-9]* for plan 'nccl_p2p_" "$tmp/err")
+    port=$(grep -c "port channels to rank" "$tmp/err")
+    if [ $rc -eq 0 ] && [ "$ctx" -gt 0 ] && [ "$port" -gt 0 ]; then
+        pass "$name ($ctx contexts)"
+    else
+        fail "$name" "exit $rc, $ctx point-to-point contexts, $port port channel lines"
+    fi
 done
 [ $fails -eq 0 ]

@@ -8,6 +8,9 @@
  *   t_foreign_io       a plan that writes its peers' output buffers, on the test's own memfd
  *                      mappings, at offsets that move inside them (alike on every rank), then
  *                      on a mapping replaced at the same address: every element checked
+ *   t_asymmetric_offsets  the same plan, each rank's buffers at other offsets than its peer's,
+ *                      eight calls queued on a stream: the owners publish their offsets at each
+ *                      launch's fence
  *   t_private_refused  the same plan on malloc'd memory: refused before any rank talks, naming
  *                      the buffer; the built-in plans (scratch only) run on it
  *   t_scratch_bounded  a small call on a 64 MiB allocation gets a small scratch, a larger call
@@ -125,6 +128,66 @@ START_TEST(t_foreign_io)
     set_dirs();
     setenv("MSCCLPP_TIMEOUT", "10", 1);
     ck_assert_int_eq(mp_run(2, foreign_io_body, NULL, 120, NULL), 0);
+    unsetenv("MSCCLPP_TIMEOUT");
+}
+END_TEST
+
+/*
+ * Ranks whose buffers sit at different offsets in their allocations (a caching allocator makes
+ * no promise): every owner publishes its offsets at the launch fence and the writers follow
+ * them. Eight calls queued on a stream back to back, each rank moving its buffers differently,
+ * every output checked once the stream ran them.
+ */
+static int asym_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    char path[700];
+    snprintf(path, sizeof path, "%s/allgather_2.json", corpus);
+    mscclpp_plan_t *plan = NULL;
+    MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mscclpp_stream_t st = NULL;
+    MP_CHECK(rank, mscclpp_stream_create(&st));
+    enum { ROUNDS = 8 };
+    const size_t count = 1000, alloc = (size_t)4 << 20, slot = 64 << 10;
+    char *in_map = app_map(alloc, NULL), *out_map = app_map(alloc, NULL);
+    if (!in_map || !out_map) return MP_FAIL(rank, "memfd mappings: %m");
+    memset(out_map, 0xee, alloc);
+    int32_t *outs[ROUNDS];
+    for (int round = 0; round < ROUNDS; round++) {
+        /* rank 0 and rank 1 place each round's buffers at different offsets */
+        size_t off = (size_t)round * slot + (size_t)((round * (rank + 1) * 7) % 5) * 4096 +
+                     (size_t)rank * 192;
+        int32_t *in = (int32_t *)(in_map + off), *out = (int32_t *)(out_map + 2 * off);
+        outs[round] = out;
+        for (size_t i = 0; i < count; i++) in[i] = (int32_t)(round * 100000 + rank * 1000 + i);
+        MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, count * 4, count * 4 * (size_t)n,
+                                       MSCCLPP_INT32, MSCCLPP_SUM, st));
+    }
+    MP_CHECK(rank, mscclpp_stream_synchronize(st));
+    for (int round = 0; round < ROUNDS; round++)
+        if (check_allgather(rank, n, outs[round], count, round, "different offsets per rank"))
+            return 1;
+    mscclpp_bootstrap_t *boot = NULL;
+    MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+    mscclpp_stream_destroy(st);
+    mscclpp_executor_destroy(ex);
+    mscclpp_plan_destroy(plan);
+    mscclpp_comm_destroy(comm);
+    munmap(in_map, alloc);
+    munmap(out_map, alloc);
+    return 0;
+}
+
+START_TEST(t_asymmetric_offsets)
+{
+    set_dirs();
+    setenv("MSCCLPP_TIMEOUT", "10", 1);
+    ck_assert_int_eq(mp_run(2, asym_body, NULL, 120, NULL), 0);
     unsetenv("MSCCLPP_TIMEOUT");
 }
 END_TEST
@@ -247,6 +310,7 @@ int main(void)
     TCase *tc = tcase_create("host");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, t_foreign_io);
+    tcase_add_test(tc, t_asymmetric_offsets);
     tcase_add_test(tc, t_private_refused);
     tcase_add_test(tc, t_scratch_bounded);
     suite_add_tcase(s, tc);
