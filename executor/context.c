@@ -1,6 +1,7 @@
 /*
  * Contexts (executor/executor.h): what a plan needs for one pair of buffers, built collectively
- * on first use and kept for the executor's life.
+ * on first use and kept, most recently used first, up to MSCCLPP_EXEC_CONTEXTS of them (then
+ * the least recently used goes: context_evict).
  *
  *   exec_context_get     look one up, or build it: context_scratch (sized by layout.c for the
  *                        call's sizes rounded up, halves agreed by all ranks), context_state
@@ -27,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/config.h"
 #include "base/debug.h"
 #include "base/wait.h"
 #include "base/wire.h"
@@ -161,21 +163,75 @@ static void lowcache_free(mscclpp_executor_t *ex, exec_lowcache_t *l)
     free(l);
 }
 
-static void lowcache_flush(mscclpp_executor_t *ex, exec_context_t *c)
+static void lowcache_free_list(mscclpp_executor_t *ex, exec_lowcache_t *l)
+{
+    for (exec_lowcache_t *next; l; l = next) {
+        next = l->next;
+        lowcache_free(ex, l);
+    }
+}
+
+/*
+ * Drop the lowered plans of `c` (their pointers moved). A graph may launch a captured one at
+ * any time, so it is retired, unchanged, until the executor goes; with `retire_all` (during a
+ * capture, when queued launches that read them could not be waited for) the others too, until
+ * the next drain (retired_sweep).
+ */
+static void lowcache_flush(mscclpp_executor_t *ex, exec_context_t *c, bool retire_all)
 {
     while (c->lowered) {
         exec_lowcache_t *l = c->lowered;
         c->lowered = l->next;
-        lowcache_free(ex, l);
+        if (l->captured || retire_all) {
+            l->next = ex->retired;
+            ex->retired = l;
+        } else {
+            lowcache_free(ex, l);
+        }
     }
     c->n_lowered = 0;
+}
+
+/* After a drain: free the retired lowered plans no graph launches. */
+static void retired_sweep(mscclpp_executor_t *ex)
+{
+    for (exec_lowcache_t **pp = &ex->retired; *pp;) {
+        exec_lowcache_t *l = *pp;
+        if (l->captured) {
+            pp = &l->next;
+        } else {
+            *pp = l->next;
+            lowcache_free(ex, l);
+        }
+    }
+}
+
+bool exec_cannot_drain(mscclpp_executor_t *ex)
+{
+    /* the call in progress captures, or a stream we launched on is captured by someone else
+     * (torch.cuda.graph on a stream of an earlier direct call) */
+    return ex->capturing || hal_api_source_capturing(ex->source);
+}
+
+mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p)
+{
+    if (ex->n_kept == ex->cap_kept) {
+        int cap = ex->cap_kept ? 2 * ex->cap_kept : 4;
+        void **k = realloc(ex->kept, (size_t)cap * sizeof *k);
+        if (!k) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+        ex->kept = k;
+        ex->cap_kept = cap;
+    }
+    ex->kept[ex->n_kept++] = p;
+    return MSCCLPP_OK;
 }
 
 static void context_free(mscclpp_executor_t *ex, exec_context_t *c)
 {
     if (!c) return;
     const hal_ops_t *hal = ex->hal;
-    lowcache_flush(ex, c);
+    lowcache_free_list(ex, c->lowered);
+    c->lowered = NULL;
     exec_port_destroy(c->port);
     for (int i = 0; i < c->n_mappings; i++) comm_unmap_peer(ex->comm, c->mappings[i]);
     if (c->scratch) hal->mem_free(c->scratch);
@@ -218,7 +274,9 @@ static mscclpp_result_t contexts_drop(mscclpp_executor_t *ex, const void *base, 
         any = c->send_base == base || (recv_too && c->recv_base == base);
     pthread_mutex_unlock(&ex->lock);
     if (!any) return MSCCLPP_OK;
-    CHECK(hal_api_source_drain(ex->source));
+    /* a capturing stream cannot be waited for: then nothing is freed here (below) */
+    bool defer = exec_cannot_drain(ex);
+    if (!defer) CHECK(hal_api_source_drain(ex->source));
     pthread_mutex_lock(&ex->lock); /* against a concurrent stream check */
     exec_context_t *gone = NULL;
     for (exec_context_t **pp = &ex->contexts; *pp;) {
@@ -233,7 +291,18 @@ static mscclpp_result_t contexts_drop(mscclpp_executor_t *ex, const void *base, 
         }
     }
     pthread_mutex_unlock(&ex->lock);
-    free_list(ex, gone);
+    /* what a graph launches, or (during a capture) queued work may still use, stays until
+     * the executor goes */
+    while (gone) {
+        exec_context_t *c = gone;
+        gone = c->next;
+        if (c->captured || defer) {
+            c->next = ex->dead;
+            ex->dead = c;
+        } else {
+            context_free(ex, c);
+        }
+    }
     return MSCCLPP_OK;
 }
 
@@ -275,10 +344,29 @@ void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too)
     exec_context_t *list = ex->contexts;
     ex->contexts = NULL;
     pthread_mutex_unlock(&ex->lock);
+    if (!dead_too) {
+        /* a reset: the contexts graphs launch with stay until the executor goes */
+        while (list) {
+            exec_context_t *c = list;
+            list = c->next;
+            if (c->captured) {
+                c->next = ex->dead;
+                ex->dead = c;
+            } else {
+                context_free(ex, c);
+            }
+        }
+        return;
+    }
     free_list(ex, list);
-    if (!dead_too) return;
     free_list(ex, ex->dead);
     ex->dead = NULL;
+    lowcache_free_list(ex, ex->retired);
+    ex->retired = NULL;
+    for (int i = 0; i < ex->n_kept; i++) ex->hal->mem_free(ex->kept[i]);
+    free(ex->kept);
+    ex->kept = NULL;
+    ex->n_kept = ex->cap_kept = 0;
 }
 
 /* ---- creation: local resources ------------------------------------------------------------- */
@@ -683,20 +771,80 @@ static void scratch_caps(uint64_t in_bytes, uint64_t out_bytes, uint64_t *in_cap
     *out_cap = out_bytes * m;
 }
 
-/* Drop contexts of `plan` and `rotation` whose scratch is too small for this call (`c`). */
+/* Drop context `c`, whose scratch is too small for this call, after the launches queued on it
+ * (a context a graph launches stays, with the dead ones, until the executor goes). */
 static mscclpp_result_t drop_context(mscclpp_executor_t *ex, exec_context_t *c)
 {
+    if (exec_cannot_drain(ex))
+        return ERR(MSCCLPP_ERR_UNSUPPORTED, "plan '%s': a larger call than before needs a larger "
+                   "scratch, which cannot be made while a stream is captured: run the call once "
+                   "at this size before the capture", c->plan->name);
     CHECK(hal_api_source_drain(ex->source)); /* launches queued on its scratch end first */
+    retired_sweep(ex);
     pthread_mutex_lock(&ex->lock);
     for (exec_context_t **pp = &ex->contexts; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
             break;
         }
+    if (c->captured) {
+        c->next = ex->dead;
+        ex->dead = c;
+    }
     pthread_mutex_unlock(&ex->lock);
-    context_free(ex, c);
+    if (!c->captured) context_free(ex, c);
     return MSCCLPP_OK;
 }
+
+/*
+ * Bound the cache (issue 22 item 6: every context holds scratch, counters, descriptors and
+ * peer mappings; a program cycling through many buffer pairs ran out of file descriptors):
+ * before a new context is built, drop the least recently used ones until one more fits. Every
+ * rank makes the same calls, so every rank misses here alike and drops the same contexts (the
+ * ones at the tail). Peers may still be reading our memory of a dropped context (a rank that
+ * ran ahead, a launch queued on a peer's stream): so first every rank drains its own streams,
+ * then all meet at a barrier, and only then is anything freed.
+ */
+static mscclpp_result_t context_evict(mscclpp_executor_t *ex)
+{
+    int64_t cap = config_get_int(CFG_MSCCLPP_EXEC_CONTEXTS);
+    /* contexts a graph launches stay (and do not count); during a capture nothing can be
+     * waited for, so the bound applies again at the first miss after it */
+    if (cap <= 0 || ex->capturing) return MSCCLPP_OK;
+    /* a point-to-point executor's contexts are each two ranks': they cannot all meet (its
+     * contexts are few: one per pair and direction, and per allocation for port channels) */
+    if (ex->p2p) return MSCCLPP_OK;
+    int64_t n = 0;
+    for (exec_context_t *c = ex->contexts; c; c = c->next) n += !c->captured;
+    if (n < cap) return MSCCLPP_OK;
+    CHECK(hal_api_source_drain(ex->source));
+    ex->setup_talked = true; /* a failure from here on leaves the peers somewhere else */
+    CHECK(mscclpp_bootstrap_barrier(ex->comm->boot));
+    pthread_mutex_lock(&ex->lock); /* against a concurrent stream check */
+    exec_context_t *gone = NULL;
+    int64_t kept = 0;
+    for (exec_context_t **pp = &ex->contexts; *pp;) {
+        exec_context_t *c = *pp;
+        if (c->captured || kept < cap - 1) {
+            kept += !c->captured;
+            pp = &c->next;
+        } else {
+            *pp = c->next;
+            c->next = gone;
+            gone = c;
+        }
+    }
+    pthread_mutex_unlock(&ex->lock);
+    int dropped = 0;
+    for (exec_context_t *c = gone; c; c = c->next) dropped++;
+    free_list(ex, gone);
+    INFO(SUBSYS_EXEC,
+         "rank %d: dropped the %d least recently used context(s) "
+         "(MSCCLPP_EXEC_CONTEXTS=%lld)",
+         ex->comm->rank, dropped, (long long)cap);
+    return MSCCLPP_OK;
+}
+
 
 mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
                                   const exec_bufs_t *bufs, size_t in_bytes, size_t out_bytes,
@@ -708,11 +856,21 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
                                                                                 : NULL;
     const uint64_t send_id = shares_io ? bufs->in.id : 0, recv_id = shares_io ? bufs->out.id : 0;
     /* a failed context breaks the executor (exec_check), so every context here is sound */
-    exec_context_t *c;
-    for (c = ex->contexts; c; c = c->next)
-        if (c->plan == plan && c->send_base == send_base && c->recv_base == recv_base &&
-            c->rotation == rotation && c->send_id == send_id && c->recv_id == recv_id)
-            break;
+    exec_context_t *c = NULL;
+    for (exec_context_t **pp = &ex->contexts; *pp && !c; pp = &(*pp)->next) {
+        exec_context_t *e = *pp;
+        if (e->plan == plan && e->send_base == send_base && e->recv_base == recv_base &&
+            e->rotation == rotation && e->send_id == send_id && e->recv_id == recv_id) {
+            c = e;
+            if (pp != &ex->contexts) { /* most recently used first */
+                pthread_mutex_lock(&ex->lock);
+                *pp = c->next;
+                c->next = ex->contexts;
+                ex->contexts = c;
+                pthread_mutex_unlock(&ex->lock);
+            }
+        }
+    }
     if (c && in_bytes <= c->in_cap && out_bytes <= c->out_cap) {
         *out = c;
         return MSCCLPP_OK;
@@ -752,6 +910,7 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
              ex->comm->rank, dropped, send_base, recv_base);
     uint64_t in_cap, out_cap;
     scratch_caps(in_bytes, out_bytes, &in_cap, &out_cap);
+    CHECK(context_evict(ex));
     c = NULL;
     CHECK(context_create(ex, plan, bufs, shares_io, in_cap, out_cap, rotation, &c));
     pthread_mutex_lock(&ex->lock);
@@ -857,8 +1016,13 @@ static mscclpp_result_t lowcache_add(mscclpp_executor_t *ex, exec_context_t *c, 
                                      exec_lowcache_t **out)
 {
     if (c->n_lowered >= EXEC_LOWCACHE_MAX) {
-        CHECK(hal_api_source_drain(ex->source)); /* queued launches read these blobs */
-        lowcache_flush(ex, c);
+        /* queued launches read these blobs: waited for, or (during a capture) retired */
+        bool defer = exec_cannot_drain(ex);
+        if (!defer) {
+            CHECK(hal_api_source_drain(ex->source));
+            retired_sweep(ex);
+        }
+        lowcache_flush(ex, c, defer);
     }
     exec_resources_t res;
     CHECK(context_resources(ex, c, &res));

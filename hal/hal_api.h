@@ -3,6 +3,7 @@
 #define MSCCLPP_HAL_API_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hal/hal.h"
@@ -20,6 +21,9 @@ struct mscclpp_stream {
     pthread_mutex_t lock; /* guards the watch list */
     uint64_t *watch;      /* source ids, each once */
     int n_watch, cap_watch;
+    uint64_t *captured; /* sources that queued work into the capture in progress, each once:
+                           * a graph of it asks them after each replay's sync */
+    int n_captured, cap_captured;
     hal_event_t mark;     /* recorded here for mscclpp_stream_wait_stream (lazily made) */
 };
 
@@ -53,17 +57,22 @@ void hal_api_source_remove(uint64_t id);
 mscclpp_result_t hal_api_source_drain(uint64_t id);
 
 /**
+ * Whether a stream that source `id` launched on since its last synchronize is being captured
+ * now (hal_api_source_drain cannot wait for such a stream: it would invalidate the capture).
+ */
+bool hal_api_source_capturing(uint64_t id);
+
+/**
  * Note that source `id` is about to launch work on `stream` (nothing for a NULL stream):
  * mscclpp_stream_synchronize and mscclpp_stream_destroy then run its check after the sync.
  */
 mscclpp_result_t hal_api_stream_note(mscclpp_stream_t stream, uint64_t id);
 
 /**
- * Which mscclpp_malloc allocation starts at `base`: an id unique for the process's life, or 0
- * when `base` is not the start of a live one. Freeing and allocating again may hand back the
- * same address; the id tells the two allocations apart (the executor keys contexts, which hold
- * the peers' mappings of these buffers, by both).
+ * Note that source `id` queues work into the capture in progress on `stream`: the graph that
+ * capture makes notes it on every stream it is launched on (mscclpp_graph_launch).
  */
-uint64_t hal_api_alloc_id(const void *base);
+mscclpp_result_t hal_api_stream_note_capture(mscclpp_stream_t stream, uint64_t id);
+
 
 #endif /* MSCCLPP_HAL_API_H */

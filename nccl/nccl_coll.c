@@ -75,7 +75,21 @@ static ncclResult_t stage_reserve(ncclComm_t c, size_t bytes, const char *who)
     size_t want = (size_t)1 << 20;
     while (want < bytes) want *= 2;
     mscclpp_result_t r = MSCCLPP_OK;
-    if (c->stage_in) {
+    if (c->stage_in && c->captured_any) {
+        /* a graph may stage through them at any replay: they stay until the communicator goes
+         * (nothing is waited for during a capture) */
+        if (c->n_kept + 2 > c->cap_kept) {
+            int cap = c->cap_kept ? 2 * c->cap_kept : 8;
+            void **k = realloc(c->kept, (size_t)cap * sizeof *k);
+            if (!k) return shim_error(ncclSystemError, "%s: out of memory", who);
+            c->kept = k;
+            c->cap_kept = cap;
+        }
+        c->kept[c->n_kept++] = c->stage_in;
+        c->kept[c->n_kept++] = c->stage_out;
+        c->stage_in = c->stage_out = NULL;
+        c->stage_bytes = 0;
+    } else if (c->stage_in) {
         ncclResult_t res = shim_stream_drain(c, who);
         if (res != ncclSuccess) return res;
         r = mscclpp_executor_forget(c->exec, c->stage_in, NULL);
@@ -194,6 +208,7 @@ typedef struct {
     int divisor;                /* > 0: divide (ncclAvg); else scale by the scalar */
     unsigned char scalar[8];    /* the scalar, in dt (host-immediate) */
     const void *scalar_ptr;     /* or where to read it when the job runs */
+    bool capturing;             /* st is captured (GPU backends cannot do it then) */
 } math_job_t;
 
 static void math_job_run(void *arg)
@@ -224,6 +239,10 @@ static ncclResult_t math_on(const math_job_t *tmpl, mscclpp_stream_t st, const c
         return ncclSuccess;
     }
     /* device memory: through the host, after the stream */
+    if (tmpl->capturing)
+        return shim_error(ncclInvalidUsage, "%s: ncclAvg and PreMulSum are computed by the host "
+                          "on GPU backends, which a graph capture cannot contain; use ncclSum "
+                          "(and scale outside the collective) inside the capture", who);
     if (st) {
         mscclpp_result_t r = mscclpp_stream_synchronize(st);
         if (r != MSCCLPP_OK) return shim_from_mscclpp(r, who);
@@ -300,8 +319,9 @@ static mscclpp_result_t run_plan(const task_t *t, const mscclpp_plan_t *plan, co
  * scales the caller's input, and the collective is one every rank passes both buffers to with
  * the same meaning (allreduce, allgather, reducescatter, alltoall: broadcast and reduce ignore
  * a buffer on some ranks, so ranks could choose different plans; they are staged). A DSL plan
- * is run out of place, so its buffers must not overlap. The allocations are noted, so that the
- * executor forgets their contexts once they are freed.
+ * runs as written: an in-place one only on a call in place as NCCL defines it, any other only
+ * on buffers that do not overlap. The allocations are noted, so that the executor forgets
+ * their contexts once they are freed.
  */
 static bool zero_copy(const task_t *t, const op_plan_t *op, const mscclpp_plan_t *plan,
                       mscclpp_dtype_t md, bool unpadded, size_t in_b, size_t out_b)
@@ -312,7 +332,13 @@ static bool zero_copy(const task_t *t, const op_plan_t *op, const mscclpp_plan_t
         t->kind != T_ALLTOALL)
         return false;
     const char *s = t->send, *r = t->recv;
-    if (plan && !(s + in_b <= r || r + out_b <= s)) return false;
+    if (plan) {
+        bool inplace = t->kind == T_ALLGATHER       ? s == r + (size_t)c->rank * in_b
+                       : t->kind == T_REDUCESCATTER ? r == s + (size_t)c->rank * out_b
+                                                    : s == r;
+        if (mscclpp_plan_is_inplace(plan) ? !inplace : !(s + in_b <= r || r + out_b <= s))
+            return false;
+    }
     int direct = 0;
     if (mscclpp_executor_direct(c->exec, plan, plan ? NULL : collective_of(t->kind), s, r, in_b,
                                 out_b, md, &direct) != MSCCLPP_OK ||
@@ -342,28 +368,63 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, mscclpp_strea
     if (reducing) shim_dtype_map(t->dt, &md);
     mscclpp_redop_t mop = reducing ? op->op : MSCCLPP_REDOP_PLAN;
     const char *coll = collective_of(t->kind);
-    size_t es = shim_dtype_size(t->dt), cb = t->count * es;
-
-    /* 1. a DSL plan registered for this call (broadcast plans are written for root 0) */
-    const mscclpp_plan_t *plan = NULL;
+    /*
+     * Staged blocks (the message, or one rank's part of it) are padded to 16 bytes, times
+     * nranks for a message the plan itself splits (chunk offsets of packet plans must stay
+     * 4-byte aligned, and the lowering does not split odd tails yet): only calls whose blocks
+     * need no padding run on the caller's buffers. Plans are chosen for the padded sizes, which
+     * are the call's own when it runs on its buffers.
+     */
+    bool split = t->kind == T_ALLREDUCE || t->kind == T_REDUCE || t->kind == T_BROADCAST;
+    size_t es = shim_dtype_size(t->dt), align = split ? 16 * (size_t)n : 16;
+    size_t cb = t->count * es, pb = (cb + align - 1) / align * align, pc = pb / es;
     size_t in_b, out_b;
-    entry_sizes(t, cb, n, &in_b, &out_b);
+    entry_sizes(t, pb, n, &in_b, &out_b);
     uint64_t msg = t->kind == T_ALLGATHER ? out_b : in_b;
-    if (c->nplans && (t->kind != T_BROADCAST || t->root == 0) &&
+
+    /* 0. what mscclpp.ext chose (nccl/nccl_ext.c): an added DSL plan, or what runs instead */
+    shim_ext_choice_t ext;
+    int nlocal = 0;
+    if (mscclpp_comm_local_size(c->comm, &nlocal) != MSCCLPP_OK) nlocal = 0;
+    mscclpp_nccl_request_t req = {.collective = coll,
+                                  .message_size = cb,
+                                  .world_size = n,
+                                  .n_ranks_per_node = nlocal,
+                                  .rank = rank,
+                                  .input_buffer = t->send,
+                                  .output_buffer = t->recv,
+                                  .stream = (void *)t->stream,
+                                  .dtype = -1,
+                                  .root =
+                                      t->kind == T_BROADCAST || t->kind == T_REDUCE ? t->root : -1};
+    mscclpp_dtype_t req_dt;
+    if (shim_dtype_map(t->dt, &req_dt)) req.dtype = (int)req_dt;
+    ncclResult_t res = shim_ext_choose(c, &req, msg, &ext);
+    if (res != ncclSuccess) return res;
+    if (ext.choice == MSCCLPP_NCCL_SELECT_FALLBACK) {
+        *unsupported = true;
+        return shim_quiet_error(ncclInvalidUsage, "the selector chose the fallback library");
+    }
+    if (ext.plan && t->kind == T_BROADCAST && t->root != 0) {
+        /* broadcast plans are written for root 0 */
+        if (ext.selected)
+            return shim_error(ncclInvalidUsage,
+                              "%s from root %d: the selected DSL plan '%s' "
+                              "serves root 0 only",
+                              who, t->root, mscclpp_plan_name(ext.plan));
+        ext.plan = NULL;
+    }
+
+    /* 1. a DSL plan: of mscclpp.ext, else registered for this call (MSCCLPP_NCCL_PLAN_DIR;
+     * broadcast plans are written for root 0); the selector may skip both */
+    const mscclpp_plan_t *plan = ext.plan;
+    if (!plan && ext.choice != MSCCLPP_NCCL_SELECT_NATIVE && c->nplans &&
+        (t->kind != T_BROADCAST || t->root == 0) &&
         mscclpp_executor_select_plan(c->exec, coll, 0, msg, "source=nccl-dsl", &plan) !=
             MSCCLPP_OK)
         plan = NULL;
+    bool plan_inplace = plan && mscclpp_plan_is_inplace(plan);
 
-    /*
-     * Blocks (the message, or one rank's part of it) staged are padded to 16 bytes, times
-     * nranks for a message the plan itself splits (chunk offsets of packet plans must stay
-     * 4-byte aligned, and the lowering does not split odd tails yet): only calls whose blocks
-     * need no padding run on the caller's buffers.
-     */
-    bool split = t->kind == T_ALLREDUCE || t->kind == T_REDUCE || t->kind == T_BROADCAST;
-    size_t align = split ? 16 * (size_t)n : 16;
-    size_t pb = (cb + align - 1) / align * align, pc = pb / es;
-    ncclResult_t res = ncclSuccess;
     mscclpp_result_t r;
     if (zero_copy(t, op, plan, md, pb == cb, in_b, out_b)) {
         if (!c->zc_logged) {
@@ -373,25 +434,30 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, mscclpp_strea
         }
         r = run_plan(t, plan, t->send, t->recv, t->count, in_b, out_b, md, mop, st);
         if (r == MSCCLPP_OK && op && op->average) {
-            math_job_t j = {t->recv, t->recv, t->count, t->dt, n, {0}, NULL};
+            math_job_t j = {t->recv, t->recv, t->count, t->dt, n, {0}, NULL, c->capturing};
             res = math_on(&j, st, who);
         }
     } else {
-        /* Staged: the caller's blocks are copied into the staging buffer, each padded with
-         * zeroes, the plan runs there and the result is copied out, every copy queued on st. */
+        /* Staged: the caller's blocks are copied into the staging buffers, each padded with
+         * zeroes, the plan runs there and the result is copied out, every copy queued on st.
+         * An in-place DSL plan runs in place on them, in NCCL's in-place layouts. */
         size_t nb_in = 1, nb_out = 1;
         if (t->kind == T_ALLGATHER) nb_out = (size_t)n;
         if (t->kind == T_REDUCESCATTER) nb_in = (size_t)n;
         if (t->kind == T_ALLTOALL) nb_in = nb_out = (size_t)n;
-        size_t sin = nb_in * pb, sout = nb_out * pb;
-        res = stage_reserve(c, sin > sout ? sin : sout, who);
+        res = stage_reserve(c, in_b > out_b ? in_b : out_b, who);
         if (res != ncclSuccess) return res;
+        void *in = c->stage_in, *out = c->stage_out;
+        if (plan_inplace && t->kind == T_ALLGATHER) in = (char *)c->stage_out + (size_t)rank * pb;
+        else if (plan_inplace && t->kind == T_REDUCESCATTER)
+            out = (char *)c->stage_in + (size_t)rank * pb;
+        else if (plan_inplace) in = c->stage_out;
         /* the input (scaled for PreMulSum); a broadcast reads only the root's */
         for (size_t b = 0; b < nb_in && (t->kind != T_BROADCAST || rank == t->root); b++) {
-            char *dst = (char *)c->stage_in + b * pb;
+            char *dst = (char *)in + b * pb;
             const char *src = (const char *)t->send + b * cb;
             if (op && op->scale) {
-                math_job_t j = {dst, src, t->count, t->dt, 0, {0}, op->scalar_ptr};
+                math_job_t j = {dst, src, t->count, t->dt, 0, {0}, op->scalar_ptr, c->capturing};
                 memcpy(j.scalar, op->scalar, sizeof j.scalar);
                 res = math_on(&j, st, who);
             } else {
@@ -403,30 +469,28 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, mscclpp_strea
             }
             if (res != ncclSuccess) return res;
         }
-        size_t pin, pout;
-        entry_sizes(t, pb, n, &pin, &pout);
-        if (plan && pin != in_b) { /* padded: the DSL plan must accept the padded size */
-            uint64_t pmsg = t->kind == T_ALLGATHER ? pout : pin;
-            if (mscclpp_executor_select_plan(c->exec, coll, 0, pmsg, "source=nccl-dsl", &plan) !=
-                MSCCLPP_OK)
-                plan = NULL;
-        }
-        r = run_plan(t, plan, c->stage_in, c->stage_out, pc, pin, pout, md, mop, st);
+        r = run_plan(t, plan, in, out, pc, in_b, out_b, md, mop, st);
         /* the result, out of staging (an average divided on the way) */
         for (size_t b = 0; r == MSCCLPP_OK && b < nb_out && res == ncclSuccess &&
                            (t->kind != T_REDUCE || rank == t->root);
              b++) {
             char *dst = (char *)t->recv + b * cb;
-            const char *src = (const char *)c->stage_out + b * pb;
+            const char *src = (const char *)out + b * pb;
             if (op && op->average) {
-                math_job_t j = {dst, src, t->count, t->dt, n, {0}, NULL};
+                math_job_t j = {dst, src, t->count, t->dt, n, {0}, NULL, c->capturing};
                 res = math_on(&j, st, who);
             } else {
                 res = copy_on(dst, src, cb, st, who);
             }
         }
     }
-    if (plan) {
+    if (plan && plan == ext.plan) {
+        if (r == MSCCLPP_OK) shim_ext_ran(ext.index);
+        if (shim_info_enabled())
+            shim_info("rank %d: %s of %llu bytes ran DSL plan '%s' of mscclpp.ext (%s)", rank, who,
+                      (unsigned long long)msg, mscclpp_plan_name(ext.plan),
+                      ext.selected ? "selected" : "first that fits");
+    } else if (plan) {
         /* said once per plan and communicator: enough to see which plan serves what */
         for (int i = 0; i < c->nplans && i < 64; i++)
             if (c->plans[i] == plan && !(c->dsl_logged & (1ull << i))) {
@@ -456,7 +520,8 @@ static ncclResult_t run_single(const task_t *t, const op_plan_t *op, mscclpp_str
     const char *who = kind_names[t->kind];
     size_t es = shim_dtype_size(t->dt), bytes = t->count * es;
     if (op && op->scale) {
-        math_job_t j = {t->recv, t->send, t->count, t->dt, 0, {0}, op->scalar_ptr};
+        math_job_t j = {t->recv, t->send, t->count, t->dt, 0, {0}, op->scalar_ptr,
+                        t->comm->capturing};
         memcpy(j.scalar, op->scalar, sizeof j.scalar);
         return math_on(&j, st, who);
     }
@@ -781,7 +846,7 @@ static ncclResult_t p2p_run(ncclComm_t c, const xfers_t *sends, const xfers_t *r
 
 /* ---- running one communicator's tasks ----------------------------------------------------- */
 
-static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
+static ncclResult_t run_comm_tasks(ncclComm_t c, const task_t *tasks, size_t ntasks)
 {
     /* before any plan runs: contexts on memory freed or deregistered since the last group */
     ncclResult_t res = shim_zc_forget_stale(c, kind_names[tasks[0].kind]);
@@ -877,6 +942,17 @@ static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
     free(recvs.v);
     free(fallback);
     free(fallback_ops);
+    return res;
+}
+
+/* A communicator's tasks, run as one call on it: ncclCommAbort on another thread interrupts
+ * them, and neither abort nor destroy frees the communicator before they are done. */
+static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
+{
+    ncclResult_t res = shim_comm_enter(c, kind_names[tasks[0].kind]);
+    if (res != ncclSuccess) return res;
+    res = run_comm_tasks(c, tasks, ntasks);
+    shim_comm_leave(c);
     return res;
 }
 
