@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define HAL_ABI_VERSION 4 /* 2: hal_device_props_t.host_memory; 3: capture and graph slots;
-                           * 4: mem_info, launch_host_func, stream_wait_event */
+                           * 4: mem_info, launch_scale, launch_host_func, stream_wait_event */
 
 /** What a backend tells about a device. */
 typedef struct {
@@ -158,6 +158,9 @@ typedef struct hal_ops {
      */
     mscclpp_result_t (*launch)(const void *args, size_t args_bytes, int nblocks, int nthreads,
                                hal_stream_t s);
+    /* Elementwise scaling (kernels/common/kern_scale.h): `args` is a kern_scale_args_t,
+     * copied at the call; queued on s, NULL: done now */
+    mscclpp_result_t (*launch_scale)(const void *args, size_t args_bytes, hal_stream_t s);
     /* Queue fn(arg) on s (NULL: run it now): cudaLaunchHostFunc / hipLaunchHostFunc */
     mscclpp_result_t (*launch_host_func)(hal_host_fn_t fn, void *arg, hal_stream_t s);
 } hal_ops_t;
@@ -206,6 +209,7 @@ typedef struct hal_ops {
     X(event_elapsed_ms, (hal_event_t start, hal_event_t end, float *ms))                        \
     X(stream_wait_event, (hal_stream_t s, hal_event_t e))                                       \
     X(launch, (const void *args, size_t args_bytes, int nblocks, int nthreads, hal_stream_t s)) \
+    X(launch_scale, (const void *args, size_t args_bytes, hal_stream_t s))                     \
     X(launch_host_func, (hal_host_fn_t fn, void *arg, hal_stream_t s))
 
 /**

@@ -8,6 +8,7 @@
 #include "base/debug.h"
 #include "hal/hal.h"
 #include "hal/hal_api.h"
+#include "kernels/common/kern_scale.h"
 
 MSCCLPP_API const char *mscclpp_backend_name(void)
 {
@@ -390,6 +391,30 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_launch_host_func(mscclpp_stream_t st
         return MSCCLPP_OK;
     }
     return stream->ops->launch_host_func(fn, arg, stream->hal);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_scale_async(void *dst, const void *src, size_t count,
+                                                 mscclpp_dtype_t dtype, int divisor,
+                                                 const void *scalar, int scalar_on_device,
+                                                 mscclpp_stream_t stream)
+{
+    CHECK_ARG(count == 0 || (dst != NULL && src != NULL));
+    CHECK_ARG((int)dtype >= 0 && dtype < MSCCLPP_DTYPE_COUNT);
+    CHECK_ARG(divisor > 0 || scalar != NULL);
+    const hal_ops_t *ops;
+    CHECK(hal_get(&ops));
+    if (stream && stream->ops != ops) return ERR_ARG("mscclpp_scale_async: stream of another backend");
+    if (count == 0) return MSCCLPP_OK;
+    kern_scale_args_t a;
+    memset(&a, 0, sizeof a);
+    a.dst = dst;
+    a.src = src;
+    a.count = count;
+    a.dtype = (int32_t)dtype;
+    a.divisor = divisor > 0 ? divisor : 0;
+    if (divisor <= 0 && scalar_on_device) a.scalar_ptr = scalar;
+    else if (divisor <= 0) memcpy(&a.scalar, scalar, mscclpp_dtype_size(dtype));
+    return ops->launch_scale(&a, sizeof a, hal_api_stream(stream));
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_stream_wait_stream(mscclpp_stream_t stream,

@@ -114,14 +114,7 @@ static ncclResult_t stage_reserve(ncclComm_t c, size_t bytes, const char *who)
     return ncclSuccess;
 }
 
-static ncclResult_t copy(void *dst, const void *src, size_t bytes, const char *who)
-{
-    if (!bytes || dst == src) return ncclSuccess;
-    mscclpp_result_t r = mscclpp_memcpy(dst, src, bytes);
-    return r == MSCCLPP_OK ? ncclSuccess : shim_from_mscclpp(r, who);
-}
-
-/* The same, queued on st (NULL: now). */
+/* A copy queued on st (NULL: now). */
 static ncclResult_t copy_on(void *dst, const void *src, size_t bytes, mscclpp_stream_t st,
                             const char *who)
 {
@@ -141,10 +134,6 @@ typedef struct {
     bool real_op_ok;
 } op_plan_t;
 
-static bool is_host_math_dtype(ncclDataType_t dt)
-{
-    return dt != ncclFloat8e4m3 && dt != ncclFloat8e5m2;
-}
 
 /* Resolve `op` for `dt`; *ours false when our plans cannot compute it (fallback). */
 static ncclResult_t resolve_op(const task_t *t, op_plan_t *p, bool *ours, const char *who)
@@ -162,7 +151,6 @@ static ncclResult_t resolve_op(const task_t *t, op_plan_t *p, bool *ours, const 
     case ncclAvg:
         p->op = MSCCLPP_SUM;
         p->average = true;
-        *ours = *ours && is_host_math_dtype(t->dt);
         return ncclSuccess;
     default: break;
     }
@@ -182,7 +170,6 @@ static ncclResult_t resolve_op(const task_t *t, op_plan_t *p, bool *ours, const 
     p->scale = true;
     p->real_op = o.real_op;
     p->real_op_ok = o.has_real_op;
-    *ours = *ours && is_host_math_dtype(t->dt);
     if (o.residence == ncclScalarHostImmediate) {
         memcpy(p->scalar, o.value, sizeof p->scalar);
         return ncclSuccess;
@@ -194,11 +181,9 @@ static ncclResult_t resolve_op(const task_t *t, op_plan_t *p, bool *ours, const 
 }
 
 /*
- * Host arithmetic of ncclAvg (divide the result by nranks) and PreMulSum (scale the input),
- * in stream order. On the host backend the buffers are host memory: a host function queued on
- * the stream does it when the work before it is done (a device-resident scalar is read then,
- * as NCCL's kernel reads it). GPU memory is not the host's: the stream is waited for, and the
- * values go through host memory (docs/nccl.md, "Limitations").
+ * The arithmetic of ncclAvg (divide the result by nranks) and PreMulSum (scale the input), on
+ * the device, queued on the stream (mscclpp_scale_async: a kernel on GPUs, a stream task on the
+ * host backend; capturable; a device-resident scalar is read when it runs, as NCCL's is).
  */
 typedef struct {
     void *dst;
@@ -206,60 +191,21 @@ typedef struct {
     size_t count;
     ncclDataType_t dt;
     int divisor;                /* > 0: divide (ncclAvg); else scale by the scalar */
-    unsigned char scalar[8];    /* the scalar, in dt (host-immediate) */
-    const void *scalar_ptr;     /* or where to read it when the job runs */
-    bool capturing;             /* st is captured (GPU backends cannot do it then) */
+    const unsigned char *scalar; /* the scalar, in dt (host-immediate) */
+    const void *scalar_ptr;     /* or where the device reads it */
 } math_job_t;
 
-static void math_job_run(void *arg)
+static ncclResult_t math_on(const math_job_t *j, mscclpp_stream_t st, const char *who)
 {
-    math_job_t *j = arg;
-    if (j->divisor > 0) {
-        if (j->dst != j->src) memmove(j->dst, j->src, j->count * shim_dtype_size(j->dt));
-        shim_divide(j->dst, j->count, j->dt, j->divisor);
-    } else {
-        if (j->scalar_ptr) memcpy(j->scalar, j->scalar_ptr, shim_dtype_size(j->dt));
-        shim_scale(j->dst, j->src, j->count, j->dt, j->scalar);
-    }
-    free(j);
-}
-
-static ncclResult_t math_on(const math_job_t *tmpl, mscclpp_stream_t st, const char *who)
-{
-    size_t bytes = tmpl->count * shim_dtype_size(tmpl->dt);
-    if (strcmp(mscclpp_backend_name(), "host") == 0) {
-        math_job_t *j = malloc(sizeof *j);
-        if (!j) return shim_error(ncclSystemError, "%s: out of host memory", who);
-        *j = *tmpl;
-        mscclpp_result_t r = mscclpp_stream_launch_host_func(st, math_job_run, j);
-        if (r != MSCCLPP_OK) {
-            free(j);
-            return shim_from_mscclpp(r, who);
-        }
-        return ncclSuccess;
-    }
-    /* device memory: through the host, after the stream */
-    if (tmpl->capturing)
-        return shim_error(ncclInvalidUsage, "%s: ncclAvg and PreMulSum are computed by the host "
-                          "on GPU backends, which a graph capture cannot contain; use ncclSum "
-                          "(and scale outside the collective) inside the capture", who);
-    if (st) {
-        mscclpp_result_t r = mscclpp_stream_synchronize(st);
-        if (r != MSCCLPP_OK) return shim_from_mscclpp(r, who);
-    }
-    math_job_t j = *tmpl;
-    void *tmp = malloc(bytes ? bytes : 1);
-    if (!tmp) return shim_error(ncclSystemError, "%s: out of host memory (%zu bytes)", who, bytes);
-    ncclResult_t res = copy(tmp, j.src, bytes, who);
-    if (res == ncclSuccess && j.scalar_ptr)
-        res = copy(j.scalar, j.scalar_ptr, shim_dtype_size(j.dt), who);
-    if (res == ncclSuccess) {
-        if (j.divisor > 0) shim_divide(tmp, j.count, j.dt, j.divisor);
-        else shim_scale(tmp, tmp, j.count, j.dt, j.scalar);
-        res = copy(j.dst, tmp, bytes, who);
-    }
-    free(tmp);
-    return res;
+    mscclpp_dtype_t md;
+    if (!shim_dtype_map(j->dt, &md))
+        return shim_error(ncclInternalError, "%s: no device arithmetic for %s", who,
+                          shim_dtype_name(j->dt));
+    mscclpp_result_t r = mscclpp_scale_async(j->dst, j->src, j->count, md, j->divisor,
+                                             j->scalar_ptr ? j->scalar_ptr
+                                                           : (const void *)j->scalar,
+                                             j->scalar_ptr != NULL, st);
+    return r == MSCCLPP_OK ? ncclSuccess : shim_from_mscclpp(r, who);
 }
 
 /* ---- collectives on our executor ---------------------------------------------------------- */
@@ -434,7 +380,7 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, mscclpp_strea
         }
         r = run_plan(t, plan, t->send, t->recv, t->count, in_b, out_b, md, mop, st);
         if (r == MSCCLPP_OK && op && op->average) {
-            math_job_t j = {t->recv, t->recv, t->count, t->dt, n, {0}, NULL, c->capturing};
+            math_job_t j = {t->recv, t->recv, t->count, t->dt, n, NULL, NULL};
             res = math_on(&j, st, who);
         }
     } else {
@@ -457,8 +403,7 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, mscclpp_strea
             char *dst = (char *)in + b * pb;
             const char *src = (const char *)t->send + b * cb;
             if (op && op->scale) {
-                math_job_t j = {dst, src, t->count, t->dt, 0, {0}, op->scalar_ptr, c->capturing};
-                memcpy(j.scalar, op->scalar, sizeof j.scalar);
+                math_job_t j = {dst, src, t->count, t->dt, 0, op->scalar, op->scalar_ptr};
                 res = math_on(&j, st, who);
             } else {
                 res = copy_on(dst, src, cb, st, who);
@@ -477,7 +422,7 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, mscclpp_strea
             char *dst = (char *)t->recv + b * cb;
             const char *src = (const char *)out + b * pb;
             if (op && op->average) {
-                math_job_t j = {dst, src, t->count, t->dt, n, {0}, NULL, c->capturing};
+                math_job_t j = {dst, src, t->count, t->dt, n, NULL, NULL};
                 res = math_on(&j, st, who);
             } else {
                 res = copy_on(dst, src, cb, st, who);
@@ -520,9 +465,7 @@ static ncclResult_t run_single(const task_t *t, const op_plan_t *op, mscclpp_str
     const char *who = kind_names[t->kind];
     size_t es = shim_dtype_size(t->dt), bytes = t->count * es;
     if (op && op->scale) {
-        math_job_t j = {t->recv, t->send, t->count, t->dt, 0, {0}, op->scalar_ptr,
-                        t->comm->capturing};
-        memcpy(j.scalar, op->scalar, sizeof j.scalar);
+        math_job_t j = {t->recv, t->send, t->count, t->dt, 0, op->scalar, op->scalar_ptr};
         return math_on(&j, st, who);
     }
     /* average over one rank is the value itself */

@@ -159,10 +159,6 @@ size_t shim_dtype_size(ncclDataType_t dt);
 const char *shim_dtype_name(ncclDataType_t dt);
 bool shim_dtype_map(ncclDataType_t dt, mscclpp_dtype_t *out);
 const char *shim_op_name(ncclRedOp_t op);
-/* dst[i] = src[i] * scalar (scalar given in dtype dt); false for dtypes without host math */
-bool shim_scale(void *dst, const void *src, size_t count, ncclDataType_t dt, const void *scalar);
-/* x[i] /= n (ncclAvg); false for dtypes without host math */
-bool shim_divide(void *x, size_t count, ncclDataType_t dt, int n);
 
 /* memory allocated by ncclMemAlloc (nccl/nccl_comm.c) */
 bool shim_is_our_memory(const void *ptr);

@@ -206,6 +206,7 @@ void cuda_mps_check(void);
 mscclpp_result_t cuda_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,
                              hal_stream_t s);
 mscclpp_result_t cuda_launch_host_func(hal_host_fn_t fn, void *arg, hal_stream_t s);
+mscclpp_result_t cuda_launch_scale(const void *args, size_t args_bytes, hal_stream_t s);
 mscclpp_result_t cuda_stream_wait_event(hal_stream_t s, hal_event_t e);
 
 /* Handle payload layout (explicit, little-endian; version byte first). */

@@ -352,6 +352,7 @@ static const hal_ops_t cuda_ops = {
     .event_elapsed_ms = cuda_event_elapsed_ms,
     .stream_wait_event = cuda_stream_wait_event,
     .launch = cuda_launch,
+    .launch_scale = cuda_launch_scale,
     .launch_host_func = cuda_launch_host_func,
 };
 

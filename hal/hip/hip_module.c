@@ -241,6 +241,24 @@ static mscclpp_result_t hip_stream_wait_event(hal_stream_t s, hal_event_t e)
     return MSCCLPP_OK;
 }
 
+static mscclpp_result_t hip_launch_scale(const void *args, size_t args_bytes, hal_stream_t s)
+{
+    CHECK_ARG(args != NULL && args_bytes > 0);
+    HIP_REQUIRE_INIT();
+#ifdef MSCCLPP_HAVE_KERN_HIP
+    if (kern_hip_scale_launch(args, args_bytes, (void *)hip_stream(s)) != MSCCLPP_OK) {
+        hipError_t e = hipGetLastError();
+        return ERR(MSCCLPP_ERR_SYSTEM, "hip: launching the scaling kernel: %s",
+                   hipGetErrorString(e));
+    }
+    if (!s) return hip_stream_wait(NULL, "launch_scale");
+    return MSCCLPP_OK;
+#else
+    return ERR(MSCCLPP_ERR_UNSUPPORTED,
+               "hip launch_scale: this build has no HIP kernels (kernels/libkern_hip.la)");
+#endif
+}
+
 static mscclpp_result_t hip_launch_host_func(hal_host_fn_t fn, void *arg, hal_stream_t s)
 {
     CHECK_ARG(fn != NULL);
@@ -437,6 +455,7 @@ static const hal_ops_t hip_ops = {
     .event_elapsed_ms = hip_event_elapsed_ms,
     .stream_wait_event = hip_stream_wait_event,
     .launch = hip_launch,
+    .launch_scale = hip_launch_scale,
     .launch_host_func = hip_launch_host_func,
 };
 

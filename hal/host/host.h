@@ -74,6 +74,7 @@ mscclpp_result_t host_event_elapsed_ms(hal_event_t start, hal_event_t end, float
 mscclpp_result_t host_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,
                              hal_stream_t s);
 mscclpp_result_t host_launch_host_func(hal_host_fn_t fn, void *arg, hal_stream_t s);
+mscclpp_result_t host_launch_scale(const void *args, size_t args_bytes, hal_stream_t s);
 mscclpp_result_t host_stream_wait_event(hal_stream_t s, hal_event_t e);
 
 /* What a launch runs per block; kern_host_run_block unless a test replaces it. */

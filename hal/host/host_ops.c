@@ -119,6 +119,7 @@ static const hal_ops_t host_ops = {
     .event_elapsed_ms = host_event_elapsed_ms,
     .stream_wait_event = host_stream_wait_event,
     .launch = host_launch,
+    .launch_scale = host_launch_scale,
     .launch_host_func = host_launch_host_func,
 };
 

@@ -319,6 +319,7 @@ typedef enum {
     TASK_EVENT,
     TASK_HOSTFN,
     TASK_WAIT_EVENT, /* wait until `event` has reached `bytes` records */
+    TASK_SCALE,      /* kern_host_scale(args) */
 } task_kind_t;
 
 typedef struct host_task {
@@ -373,6 +374,7 @@ static mscclpp_result_t task_run(hal_stream_t s, host_task_t *t)
     case TASK_LAUNCH: return pool_run(&s->pool, t->bytes ? t->args : NULL, t->nblocks);
     case TASK_EVENT: event_reached(t->event); return MSCCLPP_OK;
     case TASK_HOSTFN: t->fn(t->dst); return MSCCLPP_OK;
+    case TASK_SCALE: kern_host_scale(t->args); return MSCCLPP_OK;
     case TASK_WAIT_EVENT:
         event_wait_reached(t->event, t->bytes);
         event_unref(t->event);
@@ -766,6 +768,7 @@ mscclpp_result_t host_graph_launch(hal_graph_t graph, hal_stream_t s)
         case TASK_SET: r = host_memset_async(t->dst, t->value, t->bytes, s); break;
         case TASK_EVENT: r = host_event_record(t->event, s); break;
         case TASK_HOSTFN: r = host_launch_host_func(t->fn, t->dst, s); break;
+        case TASK_SCALE: r = host_launch_scale(t->args, t->bytes, s); break;
         case TASK_WAIT_EVENT: r = host_stream_wait_event(s, t->event); break;
         case TASK_LAUNCH:
             r = host_launch(t->bytes ? t->args : NULL, t->bytes, t->nblocks, 1, s);
@@ -880,4 +883,15 @@ mscclpp_result_t host_stream_wait_event(hal_stream_t s, hal_event_t e)
     mscclpp_result_t res = submit(s, &t, NULL, 0, "stream_wait_event");
     if (res != MSCCLPP_OK) event_unref(e);
     return res;
+}
+
+mscclpp_result_t host_launch_scale(const void *args, size_t args_bytes, hal_stream_t s)
+{
+    CHECK_ARG(args != NULL && args_bytes > 0);
+    if (!s) {
+        kern_host_scale(args);
+        return MSCCLPP_OK;
+    }
+    host_task_t t = {.kind = TASK_SCALE, .bytes = args_bytes};
+    return submit(s, &t, args, args_bytes, "launch_scale");
 }

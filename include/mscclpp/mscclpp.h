@@ -452,6 +452,19 @@ MSCCLPP_API size_t mscclpp_dtype_size(mscclpp_dtype_t dtype);
 MSCCLPP_API const char *mscclpp_dtype_name(mscclpp_dtype_t dtype);
 MSCCLPP_API const char *mscclpp_redop_name(mscclpp_redop_t op);
 
+/**
+ * Queue an elementwise scaling of `count` elements of `dtype` on `stream`: dst[i] = src[i] *
+ * scalar, or, when `divisor` > 0, dst[i] = src[i] / divisor (what NCCL's PreMulSum and ncclAvg
+ * need; dst may be src). Integers multiply (wrapping) and divide (truncating) in their own
+ * type, float16/bfloat16/fp8 in float. The scalar is `scalar` (its bytes in `dtype`), read now,
+ * or, with scalar_on_device, read from device memory at `scalar` when the work runs. A NULL
+ * stream scales now. Errors: INVALID_ARG (NULL buffers or scalar, dtype out of range).
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_scale_async(void *dst, const void *src, size_t count,
+                                                 mscclpp_dtype_t dtype, int divisor,
+                                                 const void *scalar, int scalar_on_device,
+                                                 mscclpp_stream_t stream);
+
 typedef struct mscclpp_plan mscclpp_plan_t;
 
 /** Load and validate a plan file. The file is read once; errors name the JSON path. */
