@@ -20,7 +20,9 @@ CONFIG_VAR(MSCCLPP_DEBUG_FILE, STR, "",
 CONFIG_VAR(MSCCLPP_TIMEOUT, SECONDS, "60",
            "Seconds any wait (bootstrap, semaphore, packet, kernel) may take before it fails with "
            "MSCCLPP_ERR_TIMEOUT")
-CONFIG_VAR(MSCCLPP_HAL, STR, "", "Backend: host, cuda or hip (default: first that finds a device)")
+CONFIG_VAR(MSCCLPP_HAL, STR, "",
+           "Backend: host, cuda or hip (default: first that finds a device); hip takes the AMD "
+           "build, else the NVIDIA one (hipnv)")
 CONFIG_VAR(MSCCLPP_HAL_MODULE_DIR, STR, "",
            "Directory of backend modules (default: the install dir)")
 CONFIG_VAR(MSCCLPP_SOCKET_IFNAME, STR, "",
