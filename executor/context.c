@@ -38,7 +38,7 @@
 #include "hal/hal_api.h"
 
 #define EXEC_WIRE_MAGIC 0x43584550u /* "PEXC": context setup message */
-#define EXEC_WIRE_VERSION 1u
+#define EXEC_WIRE_VERSION 2u /* 2: counter slots 128 bytes apart */
 /* Bootstrap tags of context setup: base + sequence, inside the 0..32767 every MPI allows */
 #define EXEC_TAG_BASE 0x6000
 #define EXEC_TAG_SPAN 0x2000
@@ -46,7 +46,9 @@
  * are built by two ranks each, one after the other in the same order on both */
 #define EXEC_TAG_P2P 0x5800
 
-#define SLOT_U64 8 /* counters are 64 bytes apart */
+/* Memory channel counters are 128 bytes apart: word 0 the counter, words 8-11 the offsets the
+ * launch fence publishes (kern_args.h), the others free for the fence's own records */
+#define SLOT_U64 16
 
 static int vr_to_pr(const exec_context_t *c, int v, int n) { return (v + c->rotation) % n; }
 

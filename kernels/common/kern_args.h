@@ -53,7 +53,7 @@
  * call (a tensor inside a caching allocator's segment) and need not equal this rank's. Such a
  * launch always fences, and before signalling a peer over a memory channel block 0 writes this
  * call's in-allocation offsets (args.io_off) into the peer's counter slot of that channel (the
- * 64-byte slot's words 1-2 for an odd launch flag, 3-4 for an even one: a peer is never more
+ * 128-byte slot's words 8-9 for an odd launch flag, 10-11 for an even one: a peer is never more
  * than one launch ahead at its fence); after the waits it reads each owner's offsets from its
  * own slot into the state's roff[] (plan.rpub says which slot and which buffer), which
  * kern_ptr adds to a remote buffer's base. Remote buffers of owners with no memory channel
@@ -217,6 +217,9 @@ typedef struct {
 #define KERN_FENCE_PORT 0x80000000u /* kern_plan_t fence ids: a port channel */
 #define KERN_RPUB_NONE 0xffffffffu  /* kern_plan_t rpub: the base already holds the offset */
 #define KERN_RPUB_OUT 0x80000000u   /* kern_plan_t rpub: the owner's output offset */
+/* A memory channel's 128-byte counter slot: the offsets published at the fence, odd/even flag */
+#define KERN_SLOT_OFF_ODD 8u
+#define KERN_SLOT_OFF_EVEN 10u
 
 typedef struct {
     uint64_t fst, snd;

@@ -654,7 +654,8 @@ KERN_FN void kern_launch_fence(kern_ctx_t *c)
     const kern_plan_t *p = kern_plan_of(c);
     const uint32_t *ids = (const uint32_t *)((const char *)p + p->off_fence);
     const uint32_t *rpub = (const uint32_t *)((const char *)p + p->off_rpub);
-    const uint32_t par = (c->flag & 1u) ? 1u : 3u; /* first of this launch's two offset words */
+    /* first of this launch's two offset words in a counter slot (kern_args.h) */
+    const uint32_t par = (c->flag & 1u) ? KERN_SLOT_OFF_ODD : KERN_SLOT_OFF_EVEN;
     uint32_t i;
     if (c->block == 0) {
         for (i = c->tid; i < p->n_fence && !kern_failed(c); i += c->nth) {
