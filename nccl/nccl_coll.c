@@ -315,15 +315,16 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, mscclpp_strea
     mscclpp_redop_t mop = reducing ? op->op : MSCCLPP_REDOP_PLAN;
     const char *coll = collective_of(t->kind);
     /*
-     * Staged blocks (the message, or one rank's part of it) are padded to 16 bytes, times
-     * nranks for a message the plan itself splits (chunk offsets of packet plans must stay
-     * 4-byte aligned, and the lowering does not split odd tails yet): only calls whose blocks
-     * need no padding run on the caller's buffers. Plans are chosen for the padded sizes, which
-     * are the call's own when it runs on its buffers.
+     * Blocks (the message, or one rank's part of it) of whole 4-byte words, times nranks for a
+     * message the plan itself splits, are taken by every plan (chunk offsets of packet plans
+     * must stay 4-byte aligned, and the lowering does not split odd tails yet); others are
+     * staged, padded with zeroes to 16 bytes (times nranks). Only calls whose blocks need no
+     * padding run on the caller's buffers, and plans are chosen for the sizes they run with.
      */
     bool split = t->kind == T_ALLREDUCE || t->kind == T_REDUCE || t->kind == T_BROADCAST;
-    size_t es = shim_dtype_size(t->dt), align = split ? 16 * (size_t)n : 16;
-    size_t cb = t->count * es, pb = (cb + align - 1) / align * align, pc = pb / es;
+    size_t es = shim_dtype_size(t->dt), word = split ? 4 * (size_t)n : 4;
+    size_t align = split ? 16 * (size_t)n : 16, cb = t->count * es;
+    size_t pb = cb % word == 0 ? cb : (cb + align - 1) / align * align, pc = pb / es;
     size_t in_b, out_b;
     entry_sizes(t, pb, n, &in_b, &out_b);
     uint64_t msg = t->kind == T_ALLGATHER ? out_b : in_b;
