@@ -34,6 +34,9 @@ CONFIG_VAR(MSCCLPP_BOOTSTRAP_SECRET, STR, "",
 CONFIG_VAR(MSCCLPP_PLAN_DIR, STR, "",
            "Directory of default plans (default: the installed plans, else the source tree's "
            "plans/)")
+CONFIG_VAR(MSCCLPP_PLAN_MAKE, STR, "last",
+           "Plans made for the job (docs/plan-selection.md): last (after every registered plan), "
+           "first (before them: to compare with plan files), or off")
 CONFIG_VAR(MSCCLPP_TUNING_FILE, STR, "",
            "Tuning table (mscclpp-bench --tune) the executor applies; none: no table (default: "
            "~/.cache/mscclpp/tuning/<backend>-<device>-<nranks>.json when it exists)")
