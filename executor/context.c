@@ -27,9 +27,6 @@
 
 #define EXEC_WIRE_MAGIC 0x43584550u /* "PEXC": context setup message */
 #define EXEC_WIRE_VERSION 1u
-/* Bootstrap tags of context setup: base + sequence, inside the 0..32767 every MPI allows */
-#define EXEC_TAG_BASE 0x6000
-#define EXEC_TAG_SPAN 0x2000
 
 #define SLOT_U64 8 /* counters are 64 bytes apart */
 
@@ -525,12 +522,49 @@ static mscclpp_result_t context_exchange(mscclpp_executor_t *ex, exec_context_t 
 
 /* ---- creation ------------------------------------------------------------------------------ */
 
+/*
+ * First step of a setup: every rank tells every other the call it builds the context for
+ * (kern_args.h, "Call signature"), so that ranks that disagree stop here, told why, before any
+ * step whose messages they would misread. A rank that repeats its previous call instead sends
+ * its own call's signature here once it found our announcement (exec_setup_announce).
+ */
+static mscclpp_result_t context_agree(mscclpp_executor_t *ex, exec_context_t *c, int tag)
+{
+    const int n = ex->comm->nranks, me = ex->comm->rank;
+    uint64_t mine[KERN_SIG_WORDS];
+    exec_call_sig(c->plan->collective, c->rotation, c->seq, c->digest, &ex->shape, mine);
+    ex->setup_talked = true;
+    mscclpp_result_t res = MSCCLPP_OK;
+    for (int p = 0; p < n && res == MSCCLPP_OK; p++)
+        if (p != me) res = exec_agree_send(ex, p, tag, mine);
+    int first = -1, others = 0;
+    uint64_t theirs[KERN_SIG_WORDS], first_sig[KERN_SIG_WORDS];
+    for (int p = 0; p < n && res == MSCCLPP_OK; p++) {
+        if (p == me) continue;
+        res = exec_agree_recv(ex, p, tag, theirs);
+        if (res != MSCCLPP_OK || !memcmp(mine, theirs, KERN_SIG_CMP * sizeof(uint64_t))) continue;
+        if (first < 0) {
+            first = p;
+            memcpy(first_sig, theirs, sizeof first_sig);
+        } else {
+            others++;
+        }
+    }
+    CHECK(res);
+    if (first < 0) return MSCCLPP_OK;
+    char how[96] = "";
+    if (others) snprintf(how, sizeof how, " (and %d more rank%s)", others, others > 1 ? "s" : "");
+    ex->setup_disagreed = true;
+    return exec_disagree_error(me, mine, c->plan->name, first, first_sig, how);
+}
+
 static mscclpp_result_t context_build(mscclpp_executor_t *ex, exec_context_t *c,
                                       mscclpp_dtype_t dtype, uint32_t seq)
 {
     mscclpp_comm_t *comm = ex->comm;
     const plan_gpu_t *g = &c->plan->gpus[c->vrank];
-    const int tag = EXEC_TAG_BASE + (int)(seq % EXEC_TAG_SPAN);
+    const int tag = exec_setup_tag(seq);
+    CHECK(context_agree(ex, c, tag));
     CHECK(context_scratch(ex, c, dtype));
     CHECK(context_state(ex, c));
     CHECK(context_channels(ex, c));
@@ -567,6 +601,7 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     c->rotation = rotation;
     c->vrank = (ex->comm->rank - rotation + n) % n;
     c->seq = ex->context_seq++;
+    c->digest = exec_plan_digest(plan);
     mscclpp_result_t res = context_build(ex, c, dtype, c->seq);
     if (res == MSCCLPP_OK) {
         *out = c;
@@ -599,6 +634,10 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
             *out = c;
             return MSCCLPP_OK;
         }
+    /* A new context: say so in the context of our previous launch first, where peers that
+     * disagree (they repeat their previous call) are waiting for us (state.c). */
+    exec_announce_t ann;
+    CHECK(exec_setup_announce(ex, plan, rotation, &ann));
     /*
      * Contexts on an earlier allocation at one of these addresses (freed, then allocated
      * again: the allocator reuses ranges) hold the peers' mappings of their old buffers: drop
@@ -625,8 +664,12 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
         INFO(SUBSYS_EXEC, "rank %d: dropped %d context(s) of freed allocations at %p / %p",
              ex->comm->rank, dropped, send_base, recv_base);
     exec_context_t *c = NULL;
-    CHECK(context_create(ex, plan, send_base, in_alloc, recv_base, out_alloc, rotation, dtype,
-                         &c));
+    mscclpp_result_t res =
+        context_create(ex, plan, send_base, in_alloc, recv_base, out_alloc, rotation, dtype, &c);
+    /* peers that repeat their previous call instead of building this context with us found
+     * our announcement (above) and answered it: that is why this setup failed */
+    res = exec_setup_settle(ex, &ann, res);
+    if (res != MSCCLPP_OK) return res;
     c->send_id = send_id;
     c->recv_id = recv_id;
     pthread_mutex_lock(&ex->lock);

@@ -117,6 +117,19 @@ static mscclpp_result_t port_handle(void *arg, uint64_t fst, uint64_t snd)
         return ERR(MSCCLPP_ERR_INTERNAL, "proxy of rank %d: trigger for port channel %u, the "
                    "plan has %d", p->comm->rank, chan, p->n_ports);
     port_peer_t *peer = &p->peers[p->chan_v[chan]];
+    if (snd & KERN_TRIG_WORD) {
+        /* a word of a launch-fence record (kern_args.h): into the peer's slot of this channel,
+         * in order with the signals before and after it */
+        uint64_t word = snd & 7u;
+        if (p->remote_slot[chan] == PORT_NO_SLOT || word == 0)
+            return ERR(MSCCLPP_ERR_INTERNAL,
+                       "proxy of rank %d: fence record word %llu on port "
+                       "channel %u, which has no slot at rank %d",
+                       p->comm->rank, (unsigned long long)word, chan, peer->rank);
+        return peer->ops->signal(peer->ep, peer->counters,
+                                 (p->remote_slot[chan] * PORT_SLOT_U64 + word) * sizeof(uint64_t),
+                                 fst);
+    }
     TRACE(SUBSYS_NET, "rank %d proxy: chan %u bits %u: %llu bytes src %u+%llu -> rbuf %u+%llu",
           p->comm->rank, chan, bits, (unsigned long long)bytes, loc, (unsigned long long)so, q,
           (unsigned long long)doff);

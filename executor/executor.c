@@ -12,6 +12,7 @@
  * See executor/executor.h for the objects and how the files divide the work.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,12 @@ static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t 
                        plan->nranks, ex->comm->nranks);
     if ((send_bytes && !send) || (recv_bytes && !recv))
         return ERR_ARG("execute: NULL buffer with a non-zero size");
+    /* the interpreter works in whole elements: a partial one would be dropped, not moved */
+    size_t es = mscclpp_dtype_size(dtype);
+    if (es > 1 && (send_bytes % es || recv_bytes % es))
+        return ERR_ARG("execute: %zu bytes in, %zu out is not a whole number of %s elements "
+                       "(%zu bytes each)",
+                       send_bytes, recv_bytes, mscclpp_dtype_name(dtype), es);
     uint64_t msg = exec_message_size(plan->collective, send_bytes, recv_bytes);
     if (msg < plan->min_message_size || msg > plan->max_message_size)
         return ERR_ARG("plan '%s' accepts messages of %llu to %llu bytes, got %llu", plan->name,
@@ -89,7 +96,8 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
                                         const void *send, void *recv, size_t send_bytes,
                                         size_t recv_bytes, mscclpp_dtype_t dtype,
                                         mscclpp_redop_t op, mscclpp_packet_t packet,
-                                        mscclpp_stream_t stream, int rotation)
+                                        mscclpp_stream_t stream, int rotation,
+                                        const exec_call_t *call)
 {
     CHECK_ARG(ex != NULL);
     /* a native algorithm (executor/native.c) checks and runs its own calls */
@@ -97,14 +105,22 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
         return exec_native_execute(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op, 0,
                                    ex->launch_nthreads, rotation, stream);
     CHECK(check_call(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet, stream));
-    CHECK(exec_check(ex));
+    CHECK(exec_ready(ex));
 
+    /* what a new context's setup message carries, and every launch's signature */
+    bool inplace =
+        call ? call->inplace
+             : call_in_place(plan->collective, send, recv, send_bytes, recv_bytes, ex->comm->rank);
+    ex->shape =
+        (exec_shape_t){send_bytes, recv_bytes, dtype, op, packet, inplace, call ? call->tuning : 0};
     exec_context_t *c = NULL;
     ex->setup_talked = false;
+    ex->setup_disagreed = false;
     mscclpp_result_t r = exec_context_get(ex, plan, send, recv, rotation, dtype, &c);
     if (r != MSCCLPP_OK) {
         /* a setup that failed before any message (an unsupported plan, local memory) left
          * the peers where they were; one that talked did not */
+        if (ex->setup_disagreed) return exec_disagree(ex, r);
         if (ex->setup_talked ||
             (r != MSCCLPP_ERR_UNSUPPORTED && r != MSCCLPP_ERR_INVALID_ARG &&
              r != MSCCLPP_ERR_NO_MEMORY))
@@ -124,11 +140,14 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
     l->low->args.input = send;
     l->low->args.output = recv;
     l->low->args.mailbox = c->mailbox;
-    /* Only what every rank agrees on decides the fence: the context (built collectively, so
-     * its sequence number is the same everywhere) and the call shape. Not the lowered plan's
-     * identity: it is also rebuilt when this rank alone moved its buffers in their allocation. */
-    exec_call_key_t key = {c->seq, send_bytes, recv_bytes, dtype, op, packet};
-    l->low->args.fence = ex->launched && memcmp(&key, &ex->last_call, sizeof key) != 0;
+    /* The signature decides the fence on the device (kern_args.h, "Launch fence"). Only what
+     * every rank agrees on goes in: the context (built collectively, so its sequence number is
+     * the same everywhere) and the call. Not the buffers' offsets in their allocations, which
+     * one rank alone may move. */
+    exec_call_sig(c->plan->collective, c->rotation, c->seq, c->digest, &ex->shape,
+                  l->low->args.sig);
+    l->low->args.last_sig = ex->last_sig;
+    l->low->args.fence = 0;
     hal_stream_t hs = hal_api_stream(stream);
     /* before the launch: a sync that races with it must already ask us */
     CHECK(hal_api_stream_note(stream, ex->source));
@@ -138,8 +157,8 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
         c->broken = true;
         return exec_poison(ex, r);
     }
+    ex->last_seq = c->seq; /* the context a new one's setup announces itself on */
     ex->launched = true;
-    ex->last_call = key;
     if (!hs) return exec_check_launch(ex, c);
     return MSCCLPP_OK;
 }
@@ -151,7 +170,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_execute_ex(mscclpp_executor_t *exec,
                                                 mscclpp_packet_t packet, mscclpp_stream_t stream)
 {
     return execute_rotated(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet,
-                           stream, 0);
+                           stream, 0, NULL);
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_execute(mscclpp_executor_t *exec, const mscclpp_plan_t *plan,
@@ -160,7 +179,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_execute(mscclpp_executor_t *exec, const msc
                                              mscclpp_redop_t op, mscclpp_stream_t stream)
 {
     return execute_rotated(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op,
-                           MSCCLPP_PACKET_LL16, stream, 0);
+                           MSCCLPP_PACKET_LL16, stream, 0, NULL);
 }
 
 /* ---- executor object and registry -------------------------------------------------------- */
@@ -231,8 +250,14 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
     ex->comm = comm;
     ex->hal = comm->hal;
     pthread_mutex_init(&ex->lock, NULL);
-    mscclpp_result_t res = hal_api_source_add(exec_stream_check, ex, &ex->source);
+    /* the launch fence's record of the previous launch (kern_args.h): none yet */
+    mscclpp_result_t res =
+        ex->hal->mem_alloc(KERN_EXEC_WORDS * sizeof(uint64_t), (void **)&ex->last_sig);
+    if (res == MSCCLPP_OK)
+        res = ex->hal->memset_sync(ex->last_sig, 0, KERN_EXEC_WORDS * sizeof(uint64_t));
+    if (res == MSCCLPP_OK) res = hal_api_source_add(exec_stream_check, ex, &ex->source);
     if (res != MSCCLPP_OK) {
+        if (ex->last_sig) ex->hal->mem_free(ex->last_sig);
         pthread_mutex_destroy(&ex->lock);
         free(ex);
         return res;
@@ -270,7 +295,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
     load_cache_plans(ex);
     mscclpp_result_t tr = exec_tuning_attach(ex);
     if (tr != MSCCLPP_OK) {
+        hal_api_source_remove(ex->source);
         exec_registry_fini(&ex->registry);
+        ex->hal->mem_free(ex->last_sig);
+        pthread_mutex_destroy(&ex->lock);
         free(ex);
         return tr;
     }
@@ -310,6 +338,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
     exec_native_release(exec); /* before the communicator may go */
     exec_contexts_free_all(exec, true);
     if (exec->tmp) exec->hal->mem_free(exec->tmp);
+    exec->hal->mem_free(exec->last_sig);
     free(exec->offs);
     exec_tuning_free(exec->tuning);
     exec_registry_fini(&exec->registry);
@@ -396,12 +425,13 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     uint64_t msg = exec_message_size(collective, in_bytes, out_bytes);
     const struct mscclpp_plan *plan = NULL;
     int nth = 0;
+    const exec_call_t call = {inplace, ex->tuning ? ex->tuning->digest : 0};
     mscclpp_result_t r = exec_choose_plan(ex, collective, inplace, msg, &plan, &nth);
     r = fit_plan(ex, collective, inplace, msg, in_bytes, out_bytes, dtype, r, &plan, &nth);
     if (r == MSCCLPP_OK) {
         ex->launch_nthreads = nth;
         r = execute_rotated(ex, plan, send, recv, in_bytes, out_bytes, dtype, op,
-                            MSCCLPP_PACKET_LL16, stream, rotation);
+                            MSCCLPP_PACKET_LL16, stream, rotation, &call);
         ex->launch_nthreads = 0;
         return r;
     }
@@ -428,7 +458,7 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
         CHECK(ex->hal->memcpy_sync(ex->tmp, stage_src, in_bytes));
     ex->launch_nthreads = nth;
     r = execute_rotated(ex, plan, ex->tmp, recv, in_bytes, out_bytes, dtype, op,
-                        MSCCLPP_PACKET_LL16, stream, rotation);
+                        MSCCLPP_PACKET_LL16, stream, rotation, &call);
     ex->launch_nthreads = 0;
     /* a failed call must not leave the staging copy queued behind the caller's back */
     if (r != MSCCLPP_OK && stream) (void)ex->hal->stream_sync(hal_api_stream(stream));
@@ -440,14 +470,23 @@ none:
                default_plan_dir());
 }
 
-static mscclpp_result_t coll_check(mscclpp_executor_t *ex, const void *send, void *recv,
-                                   mscclpp_dtype_t dtype, size_t *es)
+/* The checks every collective makes: *bytes = count elements of dtype, times `ranks` (the
+ * buffer that holds every rank's block), refused when it does not fit a size_t. */
+static mscclpp_result_t coll_check(mscclpp_executor_t *ex, const char *coll, const void *send,
+                                   void *recv, size_t count, mscclpp_dtype_t dtype, int ranks,
+                                   size_t *bytes)
 {
     CHECK_ARG(ex != NULL);
+    CHECK_ARG((int)dtype >= 0 && dtype < MSCCLPP_DTYPE_COUNT);
+    size_t es = mscclpp_dtype_size(dtype);
+    if (count > SIZE_MAX / es / (size_t)ranks)
+        return ERR_ARG("%s: a count of %zu %s elements%s overflows the byte count (%zu elements "
+                       "at most)",
+                       coll, count, mscclpp_dtype_name(dtype), ranks > 1 ? " for every rank" : "",
+                       SIZE_MAX / es / (size_t)ranks);
     CHECK_ARG(send != NULL);
     CHECK_ARG(recv != NULL);
-    CHECK_ARG((int)dtype >= 0 && dtype < MSCCLPP_DTYPE_COUNT);
-    *es = mscclpp_dtype_size(dtype);
+    *bytes = count * es;
     return MSCCLPP_OK;
 }
 
@@ -455,10 +494,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_allreduce(mscclpp_executor_t *exec, const v
                                                void *recv, size_t count, mscclpp_dtype_t dtype,
                                                mscclpp_redop_t op, mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
+    size_t b;
+    CHECK(coll_check(exec, "allreduce", send, recv, count, dtype, 1, &b));
     CHECK_ARG((int)op >= 0 && op < MSCCLPP_REDOP_COUNT);
-    size_t b = count * es;
     return run_collective(exec, "allreduce", send, recv, b, b, send == recv, send, dtype, op, 0,
                           stream);
 }
@@ -467,10 +505,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_allgather(mscclpp_executor_t *exec, const v
                                                void *recv, size_t send_count,
                                                mscclpp_dtype_t dtype, mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
+    size_t in;
+    CHECK_ARG(exec != NULL);
     int n = exec->comm->nranks, rank = exec->comm->rank;
-    size_t in = send_count * es;
+    CHECK(coll_check(exec, "allgather", send, recv, send_count, dtype, n, &in));
     bool inplace = (const char *)send == (char *)recv + (size_t)rank * in;
     return run_collective(exec, "allgather", send, recv, in, in * (size_t)n, inplace, send, dtype,
                           MSCCLPP_REDOP_PLAN, 0, stream);
@@ -481,11 +519,11 @@ MSCCLPP_API mscclpp_result_t mscclpp_reducescatter(mscclpp_executor_t *exec, con
                                                    mscclpp_dtype_t dtype, mscclpp_redop_t op,
                                                    mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
-    CHECK_ARG((int)op >= 0 && op < MSCCLPP_REDOP_COUNT);
+    size_t out;
+    CHECK_ARG(exec != NULL);
     int n = exec->comm->nranks, rank = exec->comm->rank;
-    size_t out = recv_count * es;
+    CHECK(coll_check(exec, "reducescatter", send, recv, recv_count, dtype, n, &out));
+    CHECK_ARG((int)op >= 0 && op < MSCCLPP_REDOP_COUNT);
     bool inplace = (char *)recv == (const char *)send + (size_t)rank * out;
     return run_collective(exec, "reducescatter", send, recv, out * (size_t)n, out, inplace, send,
                           dtype, op, 0, stream);
@@ -495,9 +533,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_alltoall(mscclpp_executor_t *exec, const vo
                                               void *recv, size_t count, mscclpp_dtype_t dtype,
                                               mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
-    size_t b = count * es * (size_t)exec->comm->nranks;
+    size_t b;
+    CHECK_ARG(exec != NULL);
+    CHECK(coll_check(exec, "alltoall", send, recv, count, dtype, exec->comm->nranks, &b));
+    b *= (size_t)exec->comm->nranks;
     return run_collective(exec, "alltoall", send, recv, b, b, send == recv, send, dtype,
                           MSCCLPP_REDOP_PLAN, 0, stream);
 }
@@ -506,10 +545,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_broadcast(mscclpp_executor_t *exec, const v
                                                void *recv, size_t count, mscclpp_dtype_t dtype,
                                                int root, mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
+    size_t b;
+    CHECK(coll_check(exec, "broadcast", send, recv, count, dtype, 1, &b));
     CHECK_ARG(root >= 0 && root < exec->comm->nranks);
-    size_t b = count * es;
     /* default broadcast plans are written for root 0: rotate ranks so `root` plays rank 0 */
     return run_collective(exec, "broadcast", send, recv, b, b, send == recv, send, dtype,
                           MSCCLPP_REDOP_PLAN, root, stream);
