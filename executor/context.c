@@ -119,22 +119,74 @@ static const char *buf_name(int type)
 
 /* ---- teardown ------------------------------------------------------------------------------ */
 
-static void lowcache_flush(mscclpp_executor_t *ex, exec_context_t *c)
+static void lowcache_free(mscclpp_executor_t *ex, exec_lowcache_t *l)
+{
+    if (l->dev_blob) ex->hal->mem_free(l->dev_blob);
+    exec_lowered_free(l->low);
+    free(l);
+}
+
+static void lowcache_free_list(mscclpp_executor_t *ex, exec_lowcache_t *l)
+{
+    for (exec_lowcache_t *next; l; l = next) {
+        next = l->next;
+        lowcache_free(ex, l);
+    }
+}
+
+/*
+ * Drop the lowered plans of `c` (their pointers moved). A graph may launch a captured one at
+ * any time, so it is retired, unchanged, until the executor goes; with `retire_all` (during a
+ * capture, when queued launches that read them could not be waited for) the others too, until
+ * the next drain (retired_sweep).
+ */
+static void lowcache_flush(mscclpp_executor_t *ex, exec_context_t *c, bool retire_all)
 {
     while (c->lowered) {
         exec_lowcache_t *l = c->lowered;
         c->lowered = l->next;
-        if (l->dev_blob) ex->hal->mem_free(l->dev_blob);
-        exec_lowered_free(l->low);
-        free(l);
+        if (l->captured || retire_all) {
+            l->next = ex->retired;
+            ex->retired = l;
+        } else {
+            lowcache_free(ex, l);
+        }
     }
+}
+
+/* After a drain: free the retired lowered plans no graph launches. */
+static void retired_sweep(mscclpp_executor_t *ex)
+{
+    for (exec_lowcache_t **pp = &ex->retired; *pp;) {
+        exec_lowcache_t *l = *pp;
+        if (l->captured) {
+            pp = &l->next;
+        } else {
+            *pp = l->next;
+            lowcache_free(ex, l);
+        }
+    }
+}
+
+mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p)
+{
+    if (ex->n_kept == ex->cap_kept) {
+        int cap = ex->cap_kept ? 2 * ex->cap_kept : 4;
+        void **k = realloc(ex->kept, (size_t)cap * sizeof *k);
+        if (!k) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+        ex->kept = k;
+        ex->cap_kept = cap;
+    }
+    ex->kept[ex->n_kept++] = p;
+    return MSCCLPP_OK;
 }
 
 static void context_free(mscclpp_executor_t *ex, exec_context_t *c)
 {
     if (!c) return;
     const hal_ops_t *hal = ex->hal;
-    lowcache_flush(ex, c);
+    lowcache_free_list(ex, c->lowered);
+    c->lowered = NULL;
     exec_port_destroy(c->port);
     for (int i = 0; i < c->n_mappings; i++) comm_unmap_peer(ex->comm, c->mappings[i]);
     if (c->scratch) hal->mem_free(c->scratch);
@@ -177,7 +229,8 @@ static mscclpp_result_t contexts_drop(mscclpp_executor_t *ex, const void *base, 
         any = c->send_base == base || (recv_too && c->recv_base == base);
     pthread_mutex_unlock(&ex->lock);
     if (!any) return MSCCLPP_OK;
-    CHECK(hal_api_source_drain(ex->source));
+    /* a capturing stream cannot be waited for: then nothing is freed here (below) */
+    if (!ex->capturing) CHECK(hal_api_source_drain(ex->source));
     pthread_mutex_lock(&ex->lock); /* against a concurrent stream check */
     exec_context_t *gone = NULL;
     for (exec_context_t **pp = &ex->contexts; *pp;) {
@@ -192,7 +245,18 @@ static mscclpp_result_t contexts_drop(mscclpp_executor_t *ex, const void *base, 
         }
     }
     pthread_mutex_unlock(&ex->lock);
-    free_list(ex, gone);
+    /* what a graph launches, or (during a capture) queued work may still use, stays until
+     * the executor goes */
+    while (gone) {
+        exec_context_t *c = gone;
+        gone = c->next;
+        if (c->captured || ex->capturing) {
+            c->next = ex->dead;
+            ex->dead = c;
+        } else {
+            context_free(ex, c);
+        }
+    }
     return MSCCLPP_OK;
 }
 
@@ -233,10 +297,29 @@ void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too)
     exec_context_t *list = ex->contexts;
     ex->contexts = NULL;
     pthread_mutex_unlock(&ex->lock);
+    if (!dead_too) {
+        /* a reset: the contexts graphs launch with stay until the executor goes */
+        while (list) {
+            exec_context_t *c = list;
+            list = c->next;
+            if (c->captured) {
+                c->next = ex->dead;
+                ex->dead = c;
+            } else {
+                context_free(ex, c);
+            }
+        }
+        return;
+    }
     free_list(ex, list);
-    if (!dead_too) return;
     free_list(ex, ex->dead);
     ex->dead = NULL;
+    lowcache_free_list(ex, ex->retired);
+    ex->retired = NULL;
+    for (int i = 0; i < ex->n_kept; i++) ex->hal->mem_free(ex->kept[i]);
+    free(ex->kept);
+    ex->kept = NULL;
+    ex->n_kept = ex->cap_kept = 0;
 }
 
 /* ---- creation: local resources ------------------------------------------------------------- */
@@ -752,9 +835,13 @@ mscclpp_result_t exec_context_bind(mscclpp_executor_t *ex, exec_context_t *c, ui
         m0 += sw->n_ranks;
     }
     if (!moved) return MSCCLPP_OK;
-    /* launches still queued on streams read the lowered plans freed below: let them end */
-    if (c->lowered) CHECK(hal_api_source_drain(ex->source));
-    lowcache_flush(ex, c);
+    /* launches still queued on streams read the lowered plans freed below: let them end (not
+     * during a capture, which forbids waiting for the stream: they are retired instead) */
+    if (c->lowered && !ex->capturing) {
+        CHECK(hal_api_source_drain(ex->source));
+        retired_sweep(ex);
+    }
+    lowcache_flush(ex, c, ex->capturing);
     c->resolved = true;
     return MSCCLPP_OK;
 }

@@ -92,6 +92,22 @@ static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t 
     return MSCCLPP_OK;
 }
 
+/* Whether the call's stream is being captured (no stream: never). */
+static mscclpp_result_t stream_capturing(const mscclpp_executor_t *ex, mscclpp_stream_t stream,
+                                         bool *capturing)
+{
+    *capturing = false;
+    if (!stream) return MSCCLPP_OK;
+    return ex->hal->stream_capturing(hal_api_stream(stream), capturing);
+}
+
+static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
+                                         const void *send, void *recv, size_t send_bytes,
+                                         size_t recv_bytes, mscclpp_dtype_t dtype,
+                                         mscclpp_redop_t op, mscclpp_packet_t packet,
+                                         mscclpp_stream_t stream, int rotation,
+                                         const exec_call_t *call);
+
 static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
                                         const void *send, void *recv, size_t send_bytes,
                                         size_t recv_bytes, mscclpp_dtype_t dtype,
@@ -100,6 +116,25 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
                                         const exec_call_t *call)
 {
     CHECK_ARG(ex != NULL);
+    bool capturing = false;
+    /* a stream of another backend is reported by the checks below */
+    if (!stream || stream->ops == ex->hal) CHECK(stream_capturing(ex, stream, &capturing));
+    bool outer = ex->capturing;
+    ex->capturing = capturing;
+    mscclpp_result_t r = execute_captured(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op,
+                                          packet, stream, rotation, call);
+    ex->capturing = outer;
+    return r;
+}
+
+/* execute_rotated with ex->capturing set for the call. */
+static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
+                                         const void *send, void *recv, size_t send_bytes,
+                                         size_t recv_bytes, mscclpp_dtype_t dtype,
+                                         mscclpp_redop_t op, mscclpp_packet_t packet,
+                                         mscclpp_stream_t stream, int rotation,
+                                         const exec_call_t *call)
+{
     /* a native algorithm (executor/native.c) checks and runs its own calls */
     if (exec_native_of(plan))
         return exec_native_execute(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op, 0,
@@ -137,20 +172,28 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
     if (r != MSCCLPP_OK) return exec_poison(ex, r); /* the offset exchange is collective */
     exec_lowcache_t *l = NULL;
     CHECK(exec_context_lowered(ex, c, send_bytes, recv_bytes, dtype, op, packet, &l));
+    if (ex->capturing) {
+        /* a graph launches them from now on: never freed or changed while the executor lives */
+        l->captured = true;
+        c->captured = true;
+    }
     l->low->args.input = send;
     l->low->args.output = recv;
     l->low->args.mailbox = c->mailbox;
-    /* The signature decides the fence on the device (kern_args.h, "Launch fence"). Only what
-     * every rank agrees on goes in: the context (built collectively, so its sequence number is
-     * the same everywhere) and the call. Not the buffers' offsets in their allocations, which
-     * one rank alone may move. */
+    /* The signature decides the fence on the device (kern_args.h, "Launch fence"), so a
+     * replayed graph fences where it must with nothing decided at capture. Only what every rank
+     * agrees on goes in: the context (built collectively, so its sequence number is the same
+     * everywhere) and the call. Not the buffers' offsets in their allocations, which one rank
+     * alone may move. */
     exec_call_sig(c->plan->collective, c->rotation, c->seq, c->digest, &ex->shape,
                   l->low->args.sig);
     l->low->args.last_sig = ex->last_sig;
     l->low->args.fence = 0;
     hal_stream_t hs = hal_api_stream(stream);
-    /* before the launch: a sync that races with it must already ask us */
-    CHECK(hal_api_stream_note(stream, ex->source));
+    /* before the launch: a sync that races with it must already ask us (a graph made by the
+     * capture in progress asks us after each replay) */
+    CHECK(ex->capturing ? hal_api_stream_note_capture(stream, ex->source)
+                        : hal_api_stream_note(stream, ex->source));
     int nthreads = ex->launch_nthreads ? ex->launch_nthreads : l->low->nthreads;
     r = ex->hal->launch(&l->low->args, sizeof l->low->args, l->low->nblocks, nthreads, hs);
     if (r != MSCCLPP_OK) {
@@ -159,6 +202,7 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
     }
     ex->last_seq = c->seq; /* the context a new one's setup announces itself on */
     ex->launched = true;
+    if (ex->capturing) ex->captured_any = true;
     if (!hs) return exec_check_launch(ex, c);
     return MSCCLPP_OK;
 }
@@ -440,18 +484,26 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     r = exec_choose_plan(ex, collective, false, msg, &plan, &nth);
     CHECK_GOTO(fit_plan(ex, collective, false, msg, in_bytes, out_bytes, dtype, r, &plan, &nth),
                r, none);
+    bool capturing = false;
+    CHECK(stream_capturing(ex, stream, &capturing));
     if (ex->tmp_bytes < in_bytes) {
-        if (ex->tmp) {
+        if (ex->tmp && ex->tmp_captured) {
+            /* a graph stages into the old buffer: it stays, with its contexts, until the
+             * executor goes */
+            CHECK(exec_keep(ex, ex->tmp));
+        } else if (ex->tmp) {
             /* contexts keyed on the old staging buffer go with it */
             CHECK(exec_contexts_free_input(ex, ex->tmp));
             ex->hal->mem_free(ex->tmp);
-            ex->tmp = NULL;
-            ex->tmp_bytes = 0;
         }
+        ex->tmp = NULL;
+        ex->tmp_bytes = 0;
+        ex->tmp_captured = false;
         size_t want = in_bytes < 4096 ? 4096 : in_bytes;
         CHECK(ex->hal->mem_alloc_shareable(want, &ex->tmp));
         ex->tmp_bytes = want;
     }
+    if (capturing) ex->tmp_captured = true;
     if (stream)
         CHECK(ex->hal->memcpy_async(ex->tmp, stage_src, in_bytes, hal_api_stream(stream)));
     else
@@ -460,8 +512,9 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     r = execute_rotated(ex, plan, ex->tmp, recv, in_bytes, out_bytes, dtype, op,
                         MSCCLPP_PACKET_LL16, stream, rotation, &call);
     ex->launch_nthreads = 0;
-    /* a failed call must not leave the staging copy queued behind the caller's back */
-    if (r != MSCCLPP_OK && stream) (void)ex->hal->stream_sync(hal_api_stream(stream));
+    /* a failed call must not leave the staging copy queued behind the caller's back (a
+     * capture cannot be waited for: the copy is only recorded there) */
+    if (r != MSCCLPP_OK && stream && !capturing) (void)ex->hal->stream_sync(hal_api_stream(stream));
     return r;
 none:
     return ERR(MSCCLPP_ERR_UNSUPPORTED, "no %s plan for %d ranks and %llu bytes (%s); register "

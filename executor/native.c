@@ -690,9 +690,16 @@ mscclpp_result_t exec_native_execute(mscclpp_executor_t *ex, const struct mscclp
     if (nblocks) call.nblocks = nblocks;
     if (nthreads) call.nthreads_per_block = nthreads;
     call.scratch = owner->scratch;
+    bool host = !strcmp(comm->hal->name, "host");
+    if (host && ex->capturing)
+        return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                   "native algorithm '%s': the host backend runs native "
+                   "algorithms synchronously, so they cannot be captured into a graph",
+                   a->name);
     /* a sync of the caller's stream asks this executor too: an error of this call is what
-     * that sync returns as well, not only this call */
-    CHECK(hal_api_stream_note(stream, ex->source));
+     * that sync returns as well, not only this call (for a capture: after each replay) */
+    CHECK(ex->capturing ? hal_api_stream_note_capture(stream, ex->source)
+                        : hal_api_stream_note(stream, ex->source));
     mscclpp_result_t r = MSCCLPP_OK;
     if (a->flags & MSCCLPP_NATIVE_PEER_MEMORY) {
         /* the per-call exchange is collective: a failure leaves the peers mid-call */
@@ -700,7 +707,6 @@ mscclpp_result_t exec_native_execute(mscclpp_executor_t *ex, const struct mscclp
         if (r != MSCCLPP_OK) goto broken;
     }
     hal_stream_t hs = hal_api_stream(stream);
-    bool host = !strcmp(comm->hal->name, "host");
     if (host) {
         /* the host backend runs the algorithm here, synchronously: order it after the work
          * the caller queued first */

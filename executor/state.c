@@ -412,7 +412,8 @@ static void poison_locked(mscclpp_executor_t *ex, mscclpp_result_t r, bool disag
 {
     if (ex->broken != MSCCLPP_OK || r == MSCCLPP_OK) return;
     ex->broken = r;
-    ex->disagreed = disagreed;
+    /* graphs hold contexts a disagreement may have left mid-call: no resync then */
+    ex->disagreed = disagreed && !ex->captured_any;
     snprintf(ex->broken_msg, sizeof ex->broken_msg, "%s", mscclpp_last_error());
 }
 
@@ -684,7 +685,8 @@ mscclpp_result_t exec_ready(mscclpp_executor_t *ex)
     pthread_mutex_unlock(&ex->lock);
     if (fresh) answer_flush(ex, r);
     if (r == MSCCLPP_OK || fresh) return r;
-    if (!disagreed) return broken_error(r, why);
+    /* a capture can neither wait for streams nor talk to the peers: the call after it does */
+    if (!disagreed || ex->capturing) return broken_error(r, why);
     mscclpp_comm_t *comm = ex->comm;
     const int n = comm->nranks;
     INFO(SUBSYS_EXEC, "rank %d: resynchronising the executor after: %s", comm->rank, why);

@@ -1,5 +1,5 @@
 /*
- * libmscclpp_nccl: communicators (init, split, destroy), errors, versions, memory and
+ * libmscclpp_nccl: communicators (init, split, destroy), versions, memory and
  * reduction operators of the NCCL API.
  */
 #define _GNU_SOURCE
@@ -16,27 +16,6 @@ _Static_assert(sizeof(ncclUniqueId) == sizeof(mscclpp_unique_id_t),
                "ncclUniqueId must carry a libmscclpp unique id unchanged");
 
 /* ---- errors and versions ------------------------------------------------------------------ */
-
-const char *ncclGetErrorString(ncclResult_t result)
-{
-    switch (result) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error";
-    case ncclSystemError: return "unhandled system error (run with MSCCLPP_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error (a bug in libmscclpp_nccl: please report it)";
-    case ncclInvalidArgument: return "invalid argument (run with MSCCLPP_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with MSCCLPP_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
-    }
-}
-
-const char *ncclGetLastError(ncclComm_t comm)
-{
-    (void)comm; /* one message per thread, whichever communicator failed */
-    return shim_last_error();
-}
 
 ncclResult_t ncclGetVersion(int *version)
 {
@@ -280,8 +259,8 @@ static int json_filter(const struct dirent *d)
  */
 static ncclResult_t load_dsl_plans(ncclComm_t c)
 {
-    const char *env = getenv("MSCCLPP_NCCL_PLAN_DIR");
-    if (!env || !*env) return ncclSuccess;
+    const char *env = shim_config("MSCCLPP_NCCL_PLAN_DIR");
+    if (!*env) return ncclSuccess;
     char *dirs = strdup(env);
     if (!dirs) return shim_error(ncclSystemError, "ncclCommInitRank: out of memory");
     ncclResult_t res = ncclSuccess;
@@ -390,14 +369,14 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *i
         goto fail;
     }
     c->magic = SHIM_COMM_MAGIC;
-    const char *zc = getenv("MSCCLPP_NCCL_ZERO_COPY");
-    c->zero_copy = !zc || strcmp(zc, "0") != 0;
+    c->zero_copy = strcmp(shim_config("MSCCLPP_NCCL_ZERO_COPY"), "0") != 0;
     if (!live_add(c)) {
         res = shim_error(ncclSystemError, "%s: out of memory (rank %d)", who, rank);
         goto fail;
     }
     if ((res = load_dsl_plans(c)) != ncclSuccess) goto fail;
-    if (getenv("MSCCLPP_NCCL_LIB_PATH") && (res = shim_real_init(c)) != ncclSuccess) goto fail;
+    if (*shim_config("MSCCLPP_NCCL_LIB_PATH") && (res = shim_real_init(c)) != ncclSuccess)
+        goto fail;
     shim_info("rank %d of %d: communicator on the %s backend, %d DSL plans, fallback %s", rank,
               nranks, mscclpp_backend_name(), c->nplans, c->real ? "ready" : "none");
     *out = c;

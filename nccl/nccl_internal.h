@@ -122,6 +122,9 @@ const char *shim_last_error(void);
 void shim_clear_error(void);
 void shim_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 bool shim_info_enabled(void);
+/** A variable of libmscclpp's table (MSCCLPP_NCCL_* are declared there, base/config_vars.h):
+ *  the value in force, "" when unset without a default. Never NULL. */
+const char *shim_config(const char *name);
 
 /* checks */
 ncclResult_t shim_check_comm(ncclComm_t comm, const char *who);

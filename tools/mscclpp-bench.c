@@ -44,6 +44,7 @@ typedef struct {
     const char *plot_path; /* --plot FILE.svg */
     int average;           /* -a: 0 rank 0's time, 1 mean, 2 min, 3 max over ranks */
     int blocking;          /* -z 1: wait for each call before the next */
+    int graph_launches;    /* -G N: time N replays of a graph of the -n calls (0: direct) */
     int cycles;            /* -N: run the whole sweep this many times */
     tune_opts_t tune; /* --tune: tune.path set */
     const char *natives[8]; /* --native MODULE.so: native algorithms to register */
@@ -125,8 +126,12 @@ static void usage(FILE *f, const char *prog)
             "                        (default 3)\n"
             "  -z, --blocking 0|1    1: wait for each call before starting the next (default 0)\n"
             "  -N, --run_cycles N    run the whole sweep N times (default 1)\n"
-            "  -g 1, -t 1, -G 0      accepted for nccl-tests command lines (one rank per process,\n"
-            "                        no CUDA graphs); other values are refused\n"
+            "  -G, --cudagraph N     capture the -n timed calls into one graph (a CUDA/HIP\n"
+            "                        graph; the host backend's recording) and time N replays\n"
+            "                        of it, as nccl-tests; the check also runs through a\n"
+            "                        graph (default 0: direct calls)\n"
+            "  -g 1, -t 1            accepted for nccl-tests command lines (one rank per\n"
+            "                        process); other values are refused\n"
             "      --tune FILE       sweep plans x blocks x threads per size, write the tuning\n"
             "                        table (FILE 'default': the executor's default path);\n"
             "                        COLLECTIVE optional (default: all five); docs/tuning.md\n"
@@ -176,22 +181,18 @@ enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, 
        OPT_PLOT, OPT_TUNE, OPT_TUNE_BLOCKS, OPT_TUNE_THREADS, OPT_NODES, OPT_NATIVE };
 
 /*
- * nccl-tests options that have no meaning here (-g GPUs per thread, -t threads per process,
- * -G CUDA graph launches): their neutral value is accepted so that copied command lines run;
- * anything else gets a sentence saying what to use. Returns 0, or EXIT_USAGE after printing.
+ * nccl-tests options that have no meaning here (-g GPUs per thread, -t threads per process):
+ * their neutral value is accepted so that copied command lines run; anything else gets a
+ * sentence saying what to use. Returns 0, or EXIT_USAGE after printing.
  */
 static int nccl_tests_flag(int c, const char *arg, const char *prog)
 {
     int v;
-    int neutral = c == 'G' ? 0 : 1;
-    if (parse_int(arg, 0, 1 << 20, &v) == 0 && v == neutral) return 0;
-    if (c == 'G')
-        fprintf(stderr, "%s: -G %s: CUDA graph launches are not supported; each call is "
-                        "launched directly (leave -G out or give -G 0)\n", prog, arg);
-    else
-        fprintf(stderr, "%s: -%c %s: mscclpp-bench runs one rank per process, one GPU each; "
-                        "for %s ranks use --np %s (forked here) or mpiexec -n %s\n",
-                prog, c, arg, arg, arg, arg);
+    if (parse_int(arg, 0, 1 << 20, &v) == 0 && v == 1) return 0;
+    fprintf(stderr,
+            "%s: -%c %s: mscclpp-bench runs one rank per process, one GPU each; "
+            "for %s ranks use --np %s (forked here) or mpiexec -n %s\n",
+            prog, c, arg, arg, arg, arg);
     return EXIT_USAGE;
 }
 
@@ -299,8 +300,12 @@ static int parse_args(int argc, char **argv, opts_t *o)
             if (parse_int(optarg, 1, 1 << 20, &o->cycles))
                 bad = "-N (a count >= 1; 0, run forever, is not supported)";
             break;
-        case 'g': case 't': case 'G':
+        case 'g':
+        case 't':
             if (nccl_tests_flag(c, optarg, prog)) return EXIT_USAGE;
+            break;
+        case 'G':
+            if (parse_int(optarg, 0, 1 << 20, &o->graph_launches)) bad = "-G (a count >= 0)";
             break;
         case OPT_TUNE: o->tune.path = optarg; break;
         case OPT_TUNE_BLOCKS:
@@ -557,6 +562,40 @@ static mscclpp_result_t bench_sync(bench_t *b)
     return b->stream ? mscclpp_stream_synchronize(b->stream) : MSCCLPP_OK;
 }
 
+/* -G: capture `ncalls` calls on the bench's stream into *graph (the capture always ends). */
+static mscclpp_result_t bench_capture(bench_t *b, const void *send, void *recv,
+                                      const bench_shape_t *s, mscclpp_dtype_t dt,
+                                      mscclpp_redop_t op, int ncalls, mscclpp_graph_t *graph)
+{
+    *graph = NULL;
+    if (!b->stream) return mscclpp_stream_begin_capture(NULL); /* the error says why */
+    mscclpp_result_t rc = mscclpp_stream_begin_capture(b->stream);
+    if (rc != MSCCLPP_OK) return rc;
+    for (int i = 0; i < ncalls && rc == MSCCLPP_OK; i++) rc = bench_call(b, send, recv, s, dt, op);
+    /* ended either way; a failed call's message stays the thread's last error */
+    mscclpp_result_t end = mscclpp_stream_end_capture(b->stream, graph);
+    if (rc != MSCCLPP_OK) {
+        mscclpp_graph_destroy(*graph);
+        *graph = NULL;
+        return rc;
+    }
+    return end;
+}
+
+/* One call, or (-G) one replay of a graph of one call: what the check runs. */
+static mscclpp_result_t bench_call_once(bench_t *b, const void *send, void *recv,
+                                        const bench_shape_t *s, mscclpp_dtype_t dt,
+                                        mscclpp_redop_t op)
+{
+    if (!b->o->graph_launches) return bench_call(b, send, recv, s, dt, op);
+    mscclpp_graph_t g = NULL;
+    mscclpp_result_t rc = bench_capture(b, send, recv, s, dt, op, 1, &g);
+    if (rc == MSCCLPP_OK) rc = mscclpp_graph_launch(g, b->stream);
+    if (rc == MSCCLPP_OK) rc = bench_sync(b);
+    mscclpp_result_t d = mscclpp_graph_destroy(g);
+    return rc != MSCCLPP_OK ? rc : d;
+}
+
 /* Poison the output, fill this rank's input, run once and count wrong elements. */
 static mscclpp_result_t check_once(bench_t *b, char *send, char *recv, const bench_shape_t *s,
                                    mscclpp_dtype_t dt, mscclpp_redop_t op, int inplace,
@@ -574,7 +613,7 @@ static mscclpp_result_t check_once(bench_t *b, char *send, char *recv, const ben
         rc = mscclpp_memcpy(send, b->host, sb);
         if (rc != MSCCLPP_OK) return rc;
     }
-    rc = bench_call(b, send, recv, s, dt, op);
+    rc = bench_call_once(b, send, recv, s, dt, op);
     if (rc == MSCCLPP_OK) rc = bench_sync(b);
     if (rc != MSCCLPP_OK) return rc;
     rc = mscclpp_memcpy(b->host, recv, rb);
@@ -635,18 +674,43 @@ static int run_column(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, ms
         col->err = rc;
         return 0;
     }
+    /* -G: the timed calls captured once (not timed), then replayed */
+    mscclpp_graph_t graph = NULL;
+    int launches = b->o->graph_launches;
+    if (launches) {
+        rc = bench_capture(b, send, recv, s, dt, op, b->o->iters, &graph);
+        note_failure(b, col, what, rc);
+        if (agree(b, &rc, &col->err_rank)) {
+            mscclpp_graph_destroy(graph);
+            return -1;
+        }
+        if (rc != MSCCLPP_OK) {
+            col->err = rc;
+            return 0;
+        }
+    }
     rc = mscclpp_bootstrap_barrier(b->boot);
     if (rc != MSCCLPP_OK) {
         report(b, "barrier", rc);
+        mscclpp_graph_destroy(graph);
         return -1;
     }
     double t0 = now_s();
-    for (int i = 0; i < b->o->iters && rc == MSCCLPP_OK; i++) {
-        rc = bench_call(b, send, recv, s, dt, op);
-        if (b->o->blocking && rc == MSCCLPP_OK) rc = bench_sync(b);
+    if (graph) {
+        for (int i = 0; i < launches && rc == MSCCLPP_OK; i++) {
+            rc = mscclpp_graph_launch(graph, b->stream);
+            if (b->o->blocking && rc == MSCCLPP_OK) rc = bench_sync(b);
+        }
+    } else {
+        for (int i = 0; i < b->o->iters && rc == MSCCLPP_OK; i++) {
+            rc = bench_call(b, send, recv, s, dt, op);
+            if (b->o->blocking && rc == MSCCLPP_OK) rc = bench_sync(b);
+        }
     }
     if (rc == MSCCLPP_OK) rc = bench_sync(b);
-    double t = (now_s() - t0) * 1e6 / b->o->iters;
+    double t = (now_s() - t0) * 1e6 / b->o->iters / (launches ? launches : 1);
+    mscclpp_result_t drc = mscclpp_graph_destroy(graph);
+    if (rc == MSCCLPP_OK) rc = drc;
     note_failure(b, col, what, rc);
     if (agree(b, &rc, &col->err_rank)) return -1;
     if (rc != MSCCLPP_OK) {
@@ -737,6 +801,10 @@ static void print_header(const bench_t *b)
     printf("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
            o->min_bytes, o->max_bytes, o->step_factor ? (size_t)o->step_factor : o->step_bytes,
            o->step_factor ? "factor" : "bytes", o->warmup, o->iters, o->check);
+    if (o->graph_launches)
+        printf("# graphs: the %d timed calls captured into one graph, replayed %d times; time "
+               "is per call\n",
+               o->iters, o->graph_launches);
     if (b->copy_gbps > 0)
         printf("# copy bandwidth %.2f GB/s (bytes read + written, %d ranks copying %zu bytes each "
                "at once); bound = algbw if the plan's bytes moved ran at that bandwidth\n",

@@ -36,3 +36,10 @@ endif
 check_PROGRAMS += tests/gpu/lat_probe
 tests_gpu_lat_probe_SOURCES = tests/gpu/lat_probe.c tests/unit/mp_harness.c
 tests_gpu_lat_probe_LDADD = libmscclpp.la
+
+# graph_replay: graph capture and replay through the C API on the selected backend (100
+# replays with new data, every element checked); run by scripts/gpu-check.sh on CUDA. The host
+# backend's run of the same checks is tests/unit/test_graph.
+check_PROGRAMS += tests/gpu/graph_replay
+tests_gpu_graph_replay_SOURCES = tests/gpu/graph_replay.c tests/unit/mp_harness.c
+tests_gpu_graph_replay_LDADD = libmscclpp.la
