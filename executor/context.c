@@ -329,30 +329,16 @@ static mscclpp_result_t oom(void) { return ERR(MSCCLPP_ERR_NO_MEMORY, "executor:
 /*
  * Scratch for the largest call these allocations allow. Double-scratch plans: every rank must
  * put the upper half at the same offset for every call (lower.c), so the ranks agree on half of
- * the smallest scratch any rank has.
+ * the smallest scratch any rank has (context_agree sets scratch_half).
  */
 static mscclpp_result_t context_scratch(mscclpp_executor_t *ex, exec_context_t *c,
                                         mscclpp_dtype_t dtype)
 {
-    mscclpp_comm_t *comm = ex->comm;
-    const int n = comm->nranks;
     uint64_t bytes = exec_scratch_for_allocs(c->plan, c->vrank, c->in_alloc, c->out_alloc, dtype);
-    if (c->plan->double_scratch) {
-        uint64_t *all = calloc((size_t)n, sizeof *all);
-        if (!all) return oom();
-        all[comm->rank] = bytes;
-        mscclpp_result_t res = mscclpp_bootstrap_allgather(comm->boot, all, sizeof *all);
-        uint64_t least = bytes;
-        for (int r = 0; r < n; r++)
-            if (all[r] < least) least = all[r];
-        free(all);
-        CHECK(res);
-        c->scratch_half = least / 2 / 64 * 64;
-    }
+    c->scratch_bytes = bytes; /* what this rank needs, for the agreement, even if it fails */
     if (!bytes) return MSCCLPP_OK;
     CHECK(ex->hal->mem_alloc_shareable(bytes, &c->scratch));
     CHECK(ex->hal->memset_sync(c->scratch, 0, bytes));
-    c->scratch_bytes = bytes;
     return MSCCLPP_OK;
 }
 
@@ -482,17 +468,8 @@ static mscclpp_result_t setup_message(mscclpp_executor_t *ex, exec_context_t *c,
     }
     unsigned need = needs_from(plan, v, me);
     wire_put_u32(w, need);
-    for (int t = 0; t < 3; t++) {
-        if (!(need & (1u << t))) continue;
-        void *p = buffer_of(c, t);
-        size_t bytes = buffer_bytes(c, t);
-        if (!p || bytes == 0)
-            return ERR_ARG("plan '%s': rank %d addresses the %s buffer of rank %d, which must "
-                           "then be memory the backend can share (mscclpp_malloc; got %p)",
-                           plan->name, vr_to_pr(c, v, ex->comm->nranks), buf_name(t),
-                           ex->comm->rank, p);
-        CHECK(put_regmem(ex, w, p, bytes));
-    }
+    for (int t = 0; t < 3; t++)
+        if (need & (1u << t)) CHECK(put_regmem(ex, w, buffer_of(c, t), buffer_bytes(c, t)));
     if (w->overflow) return ERR(MSCCLPP_ERR_INTERNAL, "executor: setup message overflow");
     return MSCCLPP_OK;
 }
@@ -606,39 +583,111 @@ static mscclpp_result_t context_exchange(mscclpp_executor_t *ex, exec_context_t 
 /* ---- creation ------------------------------------------------------------------------------ */
 
 /*
- * First step of a setup: every rank tells every other the call it builds the context for
- * (kern_args.h, "Call signature"), so that ranks that disagree stop here, told why, before any
- * step whose messages they would misread. A rank that repeats its previous call instead sends
- * its own call's signature here once it found our announcement (exec_setup_announce).
+ * What this rank can find out alone before any peer commits to the setup: its own resources
+ * (device state, counters, scratch), that the buffers the peers address can be shared, and
+ * that a transport reaches every peer of its port channels.
  */
-static mscclpp_result_t context_agree(mscclpp_executor_t *ex, exec_context_t *c, int tag)
+static mscclpp_result_t context_prepare(mscclpp_executor_t *ex, exec_context_t *c,
+                                        mscclpp_dtype_t dtype)
+{
+    const struct mscclpp_plan *plan = c->plan;
+    const int n = ex->comm->nranks, me = c->vrank;
+    CHECK(context_state(ex, c));
+    CHECK(context_channels(ex, c));
+    CHECK(context_scratch(ex, c, dtype));
+    for (int v = 0; v < n; v++) {
+        if (v == me || !pair_talks(plan, me, v)) continue;
+        unsigned need = needs_from(plan, v, me);
+        for (int t = 0; t < 3; t++) {
+            void *p = buffer_of(c, t);
+            if ((need & (1u << t)) && (!p || buffer_bytes(c, t) == 0))
+                return ERR_ARG("plan '%s': rank %d addresses the %s buffer of rank %d, which "
+                               "must then be memory the backend can share (mscclpp_malloc; got "
+                               "%p)",
+                               plan->name, vr_to_pr(c, v, n), buf_name(t), ex->comm->rank, p);
+        }
+    }
+    if (exec_port_needed(plan)) {
+        uint64_t lbytes[3] = {c->in_alloc, c->out_alloc, c->scratch_bytes};
+        CHECK(exec_port_check(ex->comm, plan, c->vrank, c->rotation, lbytes));
+    }
+    return MSCCLPP_OK;
+}
+
+/*
+ * First step of a setup that talks: every rank tells every other the call it builds the
+ * context for (kern_args.h, "Call signature"), whether it could prepare it (`local`), and its
+ * scratch size. Before this nobody has committed anything: ranks that disagree, or any rank
+ * that cannot serve the call, stop here, every one of them, told why, with nothing shared yet,
+ * so the executor stays usable (ex->setup_refused). A rank that repeats its previous call
+ * instead sends its own call's signature here once it found our announcement
+ * (exec_setup_announce): then the ranks disagree and its launch failed midway
+ * (ex->setup_disagreed: every rank resynchronises).
+ */
+static mscclpp_result_t context_agree(mscclpp_executor_t *ex, exec_context_t *c, int tag,
+                                      mscclpp_result_t local)
 {
     const int n = ex->comm->nranks, me = ex->comm->rank;
-    uint64_t mine[KERN_SIG_WORDS];
-    exec_call_sig(c->plan->collective, c->rotation, c->seq, c->digest, &ex->shape, mine);
+    exec_agree_t mine, theirs;
+    memset(&mine, 0, sizeof mine);
+    exec_call_sig(c->plan->collective, c->rotation, c->seq, c->digest, &ex->shape, mine.sig);
+    mine.status = local;
+    mine.scratch = c->scratch_bytes;
+    if (local != MSCCLPP_OK) snprintf(mine.why, sizeof mine.why, "%s", mscclpp_last_error());
+    char my_why[sizeof mine.why + 1];
+    snprintf(my_why, sizeof my_why, "%s", mine.why);
     ex->setup_talked = true;
     mscclpp_result_t res = MSCCLPP_OK;
     for (int p = 0; p < n && res == MSCCLPP_OK; p++)
-        if (p != me) res = exec_agree_send(ex, p, tag, mine);
-    int first = -1, others = 0;
-    uint64_t theirs[KERN_SIG_WORDS], first_sig[KERN_SIG_WORDS];
+        if (p != me) res = exec_agree_send(ex, p, tag, &mine);
+    int differs = -1, others = 0, refuses = local != MSCCLPP_OK ? me : -1, answered = -1;
+    uint64_t differs_sig[KERN_SIG_WORDS], least = mine.scratch;
+    mscclpp_result_t refusal = local;
+    char refusal_why[sizeof mine.why + 1];
+    snprintf(refusal_why, sizeof refusal_why, "%s", mine.why);
     for (int p = 0; p < n && res == MSCCLPP_OK; p++) {
         if (p == me) continue;
-        res = exec_agree_recv(ex, p, tag, theirs);
-        if (res != MSCCLPP_OK || !memcmp(mine, theirs, KERN_SIG_CMP * sizeof(uint64_t))) continue;
-        if (first < 0) {
-            first = p;
-            memcpy(first_sig, theirs, sizeof first_sig);
+        res = exec_agree_recv(ex, p, tag, &theirs);
+        if (res != MSCCLPP_OK) break;
+        if (theirs.answer && answered < 0) answered = p;
+        if (theirs.status != MSCCLPP_OK && refuses < 0) {
+            refuses = p;
+            refusal = theirs.status;
+            snprintf(refusal_why, sizeof refusal_why, "%s", theirs.why);
+        }
+        if (theirs.scratch < least) least = theirs.scratch;
+        if (!memcmp(mine.sig, theirs.sig, KERN_SIG_CMP * sizeof(uint64_t))) continue;
+        if (differs < 0) {
+            differs = p;
+            memcpy(differs_sig, theirs.sig, sizeof differs_sig);
         } else {
             others++;
         }
     }
     CHECK(res);
-    if (first < 0) return MSCCLPP_OK;
-    char how[96] = "";
-    if (others) snprintf(how, sizeof how, " (and %d more rank%s)", others, others > 1 ? "s" : "");
-    ex->setup_disagreed = true;
-    return exec_disagree_error(me, mine, c->plan->name, first, first_sig, how);
+    if (differs >= 0) {
+        char how[96] = "";
+        if (others)
+            snprintf(how, sizeof how, " (and %d more rank%s)", others, others > 1 ? "s" : "");
+        if (answered >= 0) {
+            ex->setup_disagreed = true; /* the answering ranks' launches failed midway */
+        } else {
+            ex->setup_refused = true; /* every rank stopped here: nothing to repair */
+            ex->setup_talked = false;
+        }
+        return exec_disagree_error(me, mine.sig, c->plan->name, differs, differs_sig, how);
+    }
+    if (refuses >= 0) {
+        ex->setup_refused = true;
+        ex->setup_talked = false;
+        if (refuses == me) return core_error_quiet(local, "%s", my_why); /* logged already */
+        return ERR(refusal,
+                   "rank %d cannot serve this call with plan '%s' (so no rank runs it): "
+                   "%s",
+                   refuses, c->plan->name, refusal_why);
+    }
+    if (c->plan->double_scratch) c->scratch_half = least / 2 / 64 * 64;
+    return MSCCLPP_OK;
 }
 
 static mscclpp_result_t context_build(mscclpp_executor_t *ex, exec_context_t *c,
@@ -647,10 +696,7 @@ static mscclpp_result_t context_build(mscclpp_executor_t *ex, exec_context_t *c,
     mscclpp_comm_t *comm = ex->comm;
     const plan_gpu_t *g = &c->plan->gpus[c->vrank];
     const int tag = exec_setup_tag(seq);
-    CHECK(context_agree(ex, c, tag));
-    CHECK(context_scratch(ex, c, dtype));
-    CHECK(context_state(ex, c));
-    CHECK(context_channels(ex, c));
+    CHECK(context_agree(ex, c, tag, context_prepare(ex, c, dtype)));
     CHECK(context_exchange(ex, c, tag));
     if (exec_port_needed(c->plan)) {
         void *lptr[3] = {c->send_base, c->recv_base, c->scratch};
@@ -743,9 +789,14 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
         CHECK(contexts_drop(ex, gone, true, &n));
         dropped += n;
     }
-    if (dropped)
+    if (dropped) {
         INFO(SUBSYS_EXEC, "rank %d: dropped %d context(s) of freed allocations at %p / %p",
              ex->comm->rank, dropped, send_base, recv_base);
+        /* the announcement went with its context, if that was one of them */
+        bool kept = false;
+        for (exec_context_t *k = ex->contexts; k && !kept; k = k->next) kept = k == ann.prev;
+        if (!kept) ann.prev = NULL;
+    }
     exec_context_t *c = NULL;
     mscclpp_result_t res =
         context_create(ex, plan, send_base, in_alloc, recv_base, out_alloc, rotation, dtype, &c);

@@ -151,11 +151,14 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
     exec_context_t *c = NULL;
     ex->setup_talked = false;
     ex->setup_disagreed = false;
+    ex->setup_refused = false;
     mscclpp_result_t r = exec_context_get(ex, plan, send, recv, rotation, dtype, &c);
     if (r != MSCCLPP_OK) {
-        /* a setup that failed before any message (an unsupported plan, local memory) left
-         * the peers where they were; one that talked did not */
+        /* a setup that failed before any message (an unsupported plan, local memory), or that
+         * every rank refused in its agreement step, left the peers where they were; one that
+         * failed later did not */
         if (ex->setup_disagreed) return exec_disagree(ex, r);
+        if (ex->setup_refused) return r;
         if (ex->setup_talked ||
             (r != MSCCLPP_ERR_UNSUPPORTED && r != MSCCLPP_ERR_INVALID_ARG &&
              r != MSCCLPP_ERR_NO_MEMORY))

@@ -112,7 +112,8 @@ struct mscclpp_executor {
     uint64_t *offs;   /* allgather scratch for per-call offsets, 2 per rank */
     uint64_t source;  /* id as an error source of streams (hal_api.h) */
     bool setup_talked; /* the context setup in progress has sent or received a message */
-    bool setup_disagreed; /* it failed because the ranks disagree on the call */
+    bool setup_disagreed; /* it failed because the ranks disagree on the call, midway */
+    bool setup_refused;   /* every rank refused it before committing anything: usable */
     exec_shape_t shape;   /* the call in progress (one at a time, like launch_nthreads) */
     /* The executor is broken once a collective failed (state.c). A stream sync may poll the
      * mailboxes from another thread: the lock guards the context list and these. */
@@ -204,9 +205,18 @@ mscclpp_result_t exec_disagree_error(int me, const uint64_t *mine, const char *p
 /* Bootstrap tag of the setup of context `seq`. */
 int exec_setup_tag(uint32_t seq);
 
-/* The agreement step of a context setup (context.c): send / receive a call signature. */
-mscclpp_result_t exec_agree_send(mscclpp_executor_t *ex, int peer, int tag, const uint64_t *sig);
-mscclpp_result_t exec_agree_recv(mscclpp_executor_t *ex, int peer, int tag, uint64_t *sig);
+/* One rank's message in the agreement step of a context setup (context.c, context_agree). */
+#define EXEC_AGREE_WHY 192
+typedef struct {
+    uint64_t sig[KERN_SIG_WORDS]; /* the call it builds the context for */
+    mscclpp_result_t status;      /* whether it could prepare it */
+    bool answer;                  /* sent by a rank that repeats its previous call instead */
+    uint64_t scratch;             /* its scratch bytes */
+    char why[EXEC_AGREE_WHY];     /* why not (status != OK) */
+} exec_agree_t;
+
+mscclpp_result_t exec_agree_send(mscclpp_executor_t *ex, int peer, int tag, const exec_agree_t *a);
+mscclpp_result_t exec_agree_recv(mscclpp_executor_t *ex, int peer, int tag, exec_agree_t *a);
 
 /* A context setup announced in the context of the executor's previous launch. */
 typedef struct {

@@ -308,9 +308,9 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
         if (e->peer >= 0) {
             int n = plan ? plan->nranks : 0;
             return ERR(code,
-                       "plan '%s': rank %d block %d %s timed out waiting for rank %d's record "
-                       "(rank %d is gone or stuck in an earlier call, or its call differs from "
-                       "this one while having the shape of its previous call)",
+                       "plan '%s': rank %d block %d %s timed out waiting for the fence record "
+                       "from rank %d (rank %d is gone or stuck in an earlier call, or its call "
+                       "differs from this one while having the shape of its previous call)",
                        name, phys_rank(e->sig, e->rank, n), e->block, at,
                        phys_rank(e->sig, e->peer, n), phys_rank(e->sig, e->peer, n));
         }
@@ -340,31 +340,44 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
 #define EXEC_TAG_SPAN 0x2000
 #define AGREE_MAGIC 0x45524741u /* "AGRE" */
 #define AGREE_VERSION 1u
-#define AGREE_BYTES (8 + 8 * KERN_SIG_WORDS)
+/* magic, version, status, answer, scratch, signature, why (fixed size) */
+#define AGREE_BYTES (16 + 8 + 8 * KERN_SIG_WORDS + EXEC_AGREE_WHY)
 
 int exec_setup_tag(uint32_t seq) { return EXEC_TAG_BASE + (int)(seq % EXEC_TAG_SPAN); }
 
-mscclpp_result_t exec_agree_send(mscclpp_executor_t *ex, int peer, int tag, const uint64_t *sig)
+mscclpp_result_t exec_agree_send(mscclpp_executor_t *ex, int peer, int tag, const exec_agree_t *a)
 {
     uint8_t buf[AGREE_BYTES];
     wire_writer_t w = {buf, sizeof buf, 0, false};
     wire_put_u32(&w, AGREE_MAGIC);
     wire_put_u32(&w, AGREE_VERSION);
-    for (int i = 0; i < KERN_SIG_WORDS; i++) wire_put_u64(&w, sig[i]);
+    wire_put_u32(&w, (uint32_t)(int32_t)a->status);
+    wire_put_u32(&w, a->answer ? 1u : 0u);
+    wire_put_u64(&w, a->scratch);
+    for (int i = 0; i < KERN_SIG_WORDS; i++) wire_put_u64(&w, a->sig[i]);
+    wire_put_bytes(&w, a->why, EXEC_AGREE_WHY);
+    if (w.overflow) return ERR(MSCCLPP_ERR_INTERNAL, "executor: agreement message overflow");
     return mscclpp_bootstrap_send(ex->comm->boot, buf, sizeof buf, peer, tag);
 }
 
-mscclpp_result_t exec_agree_recv(mscclpp_executor_t *ex, int peer, int tag, uint64_t *sig)
+mscclpp_result_t exec_agree_recv(mscclpp_executor_t *ex, int peer, int tag, exec_agree_t *a)
 {
     uint8_t buf[AGREE_BYTES];
     CHECK(mscclpp_bootstrap_recv(ex->comm->boot, buf, sizeof buf, peer, tag));
     wire_reader_t r = {buf, sizeof buf, 0, false};
     if (wire_get_u32(&r) != AGREE_MAGIC || wire_get_u32(&r) != AGREE_VERSION)
         return ERR(MSCCLPP_ERR_REMOTE,
-                   "executor: rank %d sent a setup message of another format "
-                   "or version",
+                   "executor: rank %d sent a setup message of another "
+                   "format or version",
                    peer);
-    for (int i = 0; i < KERN_SIG_WORDS; i++) sig[i] = wire_get_u64(&r);
+    a->status = (mscclpp_result_t)(int32_t)wire_get_u32(&r);
+    a->answer = wire_get_u32(&r) != 0;
+    a->scratch = wire_get_u64(&r);
+    for (int i = 0; i < KERN_SIG_WORDS; i++) a->sig[i] = wire_get_u64(&r);
+    wire_get_bytes(&r, a->why, EXEC_AGREE_WHY);
+    a->why[EXEC_AGREE_WHY - 1] = '\0';
+    if (r.bad || a->status > 0)
+        return ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d sent a malformed setup message", peer);
     return MSCCLPP_OK;
 }
 
@@ -398,7 +411,11 @@ static void answer_flush(mscclpp_executor_t *ex, mscclpp_result_t code)
     if (!pending) return;
     char keep[1024];
     snprintf(keep, sizeof keep, "%s", mscclpp_last_error());
-    if (exec_agree_send(ex, peer, tag, sig) != MSCCLPP_OK)
+    exec_agree_t a;
+    memset(&a, 0, sizeof a);
+    memcpy(a.sig, sig, sizeof a.sig);
+    a.answer = true;
+    if (exec_agree_send(ex, peer, tag, &a) != MSCCLPP_OK)
         TRACE(SUBSYS_EXEC, "rank %d: could not answer rank %d's setup: %s", ex->comm->rank, peer,
               mscclpp_last_error());
     core_error_quiet(code, "%s", keep);
@@ -639,13 +656,16 @@ mscclpp_result_t exec_setup_settle(mscclpp_executor_t *ex, exec_announce_t *a, m
     uint32_t *ids = mem_fence_ids(p, &n);
     if (!ids) return r == MSCCLPP_OK ? ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory") : r;
     mscclpp_result_t out = r;
-    if (r == MSCCLPP_OK) {
-        /* every peer built the context with us: nobody is to find the record any more */
+    if (r == MSCCLPP_OK || ex->setup_refused) {
+        /* every peer took part in the setup with us (and built the context, or refused it
+         * with us): nobody is to find the record any more */
         uint64_t zero = 0;
-        for (int i = 0; i < n && out == MSCCLPP_OK; i++)
-            out = slot_store(ex, p->chans[ids[i]].outbound, KERN_REC_WORD, &zero, 1);
+        mscclpp_result_t wr = MSCCLPP_OK;
+        for (int i = 0; i < n && wr == MSCCLPP_OK; i++)
+            wr = slot_store(ex, p->chans[ids[i]].outbound, KERN_REC_WORD, &zero, 1);
         free(ids);
-        return out;
+        if (r != MSCCLPP_OK) return core_error_quiet(r, "%s", why); /* the refusal stands */
+        return wr;
     }
     uint64_t answer = KERN_REC(KERN_REC_ANSWER, a->flag);
     for (int i = 0; i < n && !ex->setup_disagreed; i++) {

@@ -476,6 +476,46 @@ static int unserved_2x2_body(int rank, int n, const mscclpp_unique_id_t *id, voi
     return 0;
 }
 
+/*
+ * A plan whose context cannot be set up here: port channels between two ranks of one node with
+ * MSCCLPP_TRANSPORTS=ib and no RDMA device (no transport reaches the peer). Every rank refuses
+ * the call together, before any launch, and the executor stays usable: the default allgather
+ * (memory channels) after it is right, and the refusal comes again as itself.
+ */
+static int refused_setup_body(int rank, int n, const mscclpp_unique_id_t *id, void *argp)
+{
+    (void)argp;
+    setenv("MSCCLPP_TRANSPORTS", "ib", 1);
+    rank_t r;
+    if (rank_open(&r, rank, n, id)) return 1;
+    char path[600];
+    snprintf(path, sizeof path, "%s/multinode/2x1/allgather.json", plan_dir);
+    mscclpp_plan_t *port = NULL;
+    MP_CHECK(rank, mscclpp_plan_load_file(path, &port));
+    const call_t ag = AG(1024);
+    for (int round = 0; round < 2; round++) {
+        mscclpp_stream_t s = round ? r.stream : NULL;
+        fill(&r, &ag);
+        mscclpp_result_t res = mscclpp_execute(r.ex, port, r.a, r.b, 4096, 4096 * (size_t)n,
+                                               MSCCLPP_FLOAT32, MSCCLPP_REDOP_PLAN, s);
+        if (res == MSCCLPP_OK && s) res = mscclpp_stream_synchronize(s);
+        const char *msg = mscclpp_last_error();
+        if (res != MSCCLPP_ERR_UNSUPPORTED || !strstr(msg, "no transport reaches") ||
+            strstr(msg, "broken"))
+            return MP_FAIL(rank, "round %d: a port plan without a transport: %s: %s", round,
+                           mscclpp_result_string(res), msg);
+        printf("# round %d: rank %d: refused: %s\n", round, rank, msg);
+        MP_CHECK(rank, run(&r, &ag, s));
+        if (check_result(&r, &ag)) return 1;
+    }
+    mscclpp_plan_destroy(port);
+    rank_close(&r);
+    return 0;
+}
+
+START_TEST(t_refused_setup) { ck_assert_int_eq(mp_run(2, refused_setup_body, NULL, 90, NULL), 0); }
+END_TEST
+
 START_TEST(t_unserved_2x2) { ck_assert_int_eq(mp_run(4, unserved_2x2_body, NULL, 120, NULL), 0); }
 END_TEST
 
@@ -495,6 +535,7 @@ int main(void)
     tcase_add_loop_test(tc, t_stream_queue, 0, 9);
     tcase_add_test(tc, t_unserved);
     tcase_add_test(tc, t_unserved_2x2);
+    tcase_add_test(tc, t_refused_setup);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
