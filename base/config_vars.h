@@ -62,6 +62,10 @@ CONFIG_VAR(MSCCLPP_UCX_STAGE_CHUNK, COUNT, "1048576",
 CONFIG_VAR(MSCCLPP_NODE_ID, STR, "",
            "Force this rank's node identity (any string; ranks with equal values are one node). "
            "Default: host name + boot id + network namespace")
+CONFIG_VAR(MSCCLPP_EXEC_CONTEXTS, COUNT, "64",
+           "Contexts (plan + buffer allocations: scratch, counters, peer mappings, descriptors) an "
+           "executor keeps; a call on another pair of allocations past it drops the least "
+           "recently used one on every rank alike. 0: no bound")
 CONFIG_VAR(MSCCLPP_PROXY_FIFO, COUNT, "512", "Port channels: triggers the proxy FIFO of a context holds")
 CONFIG_VAR(MSCCLPP_PROXY_HOT_US, COUNT, "",
            "Port channels: microseconds an idle proxy keeps polling (yielding) after its last "

@@ -1,6 +1,7 @@
 /*
  * Contexts (executor/executor.h): what a plan needs for one pair of buffers, built collectively
- * on first use and kept for the executor's life.
+ * on first use and kept, most recently used first, up to MSCCLPP_EXEC_CONTEXTS of them (then
+ * the least recently used goes: context_evict).
  *
  *   exec_context_get     look one up, or build it: context_scratch (sized by layout.c, halves
  *                        agreed by all ranks), context_state (device state and error mailbox),
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/config.h"
 #include "base/debug.h"
 #include "base/wait.h"
 #include "base/wire.h"
@@ -168,6 +170,13 @@ static void retired_sweep(mscclpp_executor_t *ex)
     }
 }
 
+bool exec_cannot_drain(mscclpp_executor_t *ex)
+{
+    /* the call in progress captures, or a stream we launched on is captured by someone else
+     * (torch.cuda.graph on a stream of an earlier direct call) */
+    return ex->capturing || hal_api_source_capturing(ex->source);
+}
+
 mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p)
 {
     if (ex->n_kept == ex->cap_kept) {
@@ -230,7 +239,8 @@ static mscclpp_result_t contexts_drop(mscclpp_executor_t *ex, const void *base, 
     pthread_mutex_unlock(&ex->lock);
     if (!any) return MSCCLPP_OK;
     /* a capturing stream cannot be waited for: then nothing is freed here (below) */
-    if (!ex->capturing) CHECK(hal_api_source_drain(ex->source));
+    bool defer = exec_cannot_drain(ex);
+    if (!defer) CHECK(hal_api_source_drain(ex->source));
     pthread_mutex_lock(&ex->lock); /* against a concurrent stream check */
     exec_context_t *gone = NULL;
     for (exec_context_t **pp = &ex->contexts; *pp;) {
@@ -250,7 +260,7 @@ static mscclpp_result_t contexts_drop(mscclpp_executor_t *ex, const void *base, 
     while (gone) {
         exec_context_t *c = gone;
         gone = c->next;
-        if (c->captured || ex->capturing) {
+        if (c->captured || defer) {
             c->next = ex->dead;
             ex->dead = c;
         } else {
@@ -747,6 +757,52 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     return res;
 }
 
+/*
+ * Bound the cache (issue 22 item 6: every context holds scratch, counters, descriptors and
+ * peer mappings; a program cycling through many buffer pairs ran out of file descriptors):
+ * before a new context is built, drop the least recently used ones until one more fits. Every
+ * rank makes the same calls, so every rank misses here alike and drops the same contexts (the
+ * ones at the tail). Peers may still be reading our memory of a dropped context (a rank that
+ * ran ahead, a launch queued on a peer's stream): so first every rank drains its own streams,
+ * then all meet at a barrier, and only then is anything freed.
+ */
+static mscclpp_result_t context_evict(mscclpp_executor_t *ex)
+{
+    int64_t cap = config_get_int(CFG_MSCCLPP_EXEC_CONTEXTS);
+    /* contexts a graph launches stay (and do not count); during a capture nothing can be
+     * waited for, so the bound applies again at the first miss after it */
+    if (cap <= 0 || ex->capturing) return MSCCLPP_OK;
+    int64_t n = 0;
+    for (exec_context_t *c = ex->contexts; c; c = c->next) n += !c->captured;
+    if (n < cap) return MSCCLPP_OK;
+    CHECK(hal_api_source_drain(ex->source));
+    ex->setup_talked = true; /* a failure from here on leaves the peers somewhere else */
+    CHECK(mscclpp_bootstrap_barrier(ex->comm->boot));
+    pthread_mutex_lock(&ex->lock); /* against a concurrent stream check */
+    exec_context_t *gone = NULL;
+    int64_t kept = 0;
+    for (exec_context_t **pp = &ex->contexts; *pp;) {
+        exec_context_t *c = *pp;
+        if (c->captured || kept < cap - 1) {
+            kept += !c->captured;
+            pp = &c->next;
+        } else {
+            *pp = c->next;
+            c->next = gone;
+            gone = c;
+        }
+    }
+    pthread_mutex_unlock(&ex->lock);
+    int dropped = 0;
+    for (exec_context_t *c = gone; c; c = c->next) dropped++;
+    free_list(ex, gone);
+    INFO(SUBSYS_EXEC,
+         "rank %d: dropped the %d least recently used context(s) "
+         "(MSCCLPP_EXEC_CONTEXTS=%lld)",
+         ex->comm->rank, dropped, (long long)cap);
+    return MSCCLPP_OK;
+}
+
 mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
                                   const void *send, void *recv, int rotation,
                                   mscclpp_dtype_t dtype, exec_context_t **out)
@@ -757,12 +813,21 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
     exec_alloc_of(ex->hal, recv, &recv_base, &out_alloc);
     const uint64_t send_id = hal_api_alloc_id(send_base), recv_id = hal_api_alloc_id(recv_base);
     /* a failed context breaks the executor (exec_check), so every context here is sound */
-    for (exec_context_t *c = ex->contexts; c; c = c->next)
+    for (exec_context_t **pp = &ex->contexts; *pp; pp = &(*pp)->next) {
+        exec_context_t *c = *pp;
         if (c->plan == plan && c->send_base == send_base && c->recv_base == recv_base &&
             c->rotation == rotation && c->send_id == send_id && c->recv_id == recv_id) {
+            if (pp != &ex->contexts) { /* most recently used first */
+                pthread_mutex_lock(&ex->lock);
+                *pp = c->next;
+                c->next = ex->contexts;
+                ex->contexts = c;
+                pthread_mutex_unlock(&ex->lock);
+            }
             *out = c;
             return MSCCLPP_OK;
         }
+    }
     /* A new context: say so in the context of our previous launch first, where peers that
      * disagree (they repeat their previous call) are waiting for us (state.c). */
     exec_announce_t ann;
@@ -789,14 +854,14 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
         CHECK(contexts_drop(ex, gone, true, &n));
         dropped += n;
     }
-    if (dropped) {
+    if (dropped)
         INFO(SUBSYS_EXEC, "rank %d: dropped %d context(s) of freed allocations at %p / %p",
              ex->comm->rank, dropped, send_base, recv_base);
-        /* the announcement went with its context, if that was one of them */
-        bool kept = false;
-        for (exec_context_t *k = ex->contexts; k && !kept; k = k->next) kept = k == ann.prev;
-        if (!kept) ann.prev = NULL;
-    }
+    CHECK(context_evict(ex));
+    /* the announcement went with its context if the drop or the eviction took it */
+    bool kept = false;
+    for (exec_context_t *k = ex->contexts; k && !kept; k = k->next) kept = k == ann.prev;
+    if (!kept) ann.prev = NULL;
     exec_context_t *c = NULL;
     mscclpp_result_t res =
         context_create(ex, plan, send_base, in_alloc, recv_base, out_alloc, rotation, dtype, &c);
@@ -888,11 +953,12 @@ mscclpp_result_t exec_context_bind(mscclpp_executor_t *ex, exec_context_t *c, ui
     if (!moved) return MSCCLPP_OK;
     /* launches still queued on streams read the lowered plans freed below: let them end (not
      * during a capture, which forbids waiting for the stream: they are retired instead) */
-    if (c->lowered && !ex->capturing) {
+    bool defer = exec_cannot_drain(ex);
+    if (c->lowered && !defer) {
         CHECK(hal_api_source_drain(ex->source));
         retired_sweep(ex);
     }
-    lowcache_flush(ex, c, ex->capturing);
+    lowcache_flush(ex, c, defer);
     c->resolved = true;
     return MSCCLPP_OK;
 }

@@ -116,6 +116,7 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
                                         const exec_call_t *call)
 {
     CHECK_ARG(ex != NULL);
+    if (comm_aborted(ex->comm)) return exec_poison(ex, comm_abort_error(ex->comm, "execute"));
     bool capturing = false;
     /* a stream of another backend is reported by the checks below */
     if (!stream || stream->ops == ex->hal) CHECK(stream_capturing(ex, stream, &capturing));
@@ -183,6 +184,7 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
     l->low->args.input = send;
     l->low->args.output = recv;
     l->low->args.mailbox = c->mailbox;
+    l->low->args.abort = __atomic_load_n(&ex->comm->abort_word, __ATOMIC_ACQUIRE);
     /* The signature decides the fence on the device (kern_args.h, "Launch fence"), so a
      * replayed graph fences where it must with nothing decided at capture. Only what every rank
      * agrees on goes in: the context (built collectively, so its sequence number is the same
@@ -296,6 +298,12 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
     if (!ex) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
     ex->comm = comm;
     ex->hal = comm->hal;
+    uint64_t *abort_word = NULL; /* for the launches (kern_args_t.abort) */
+    mscclpp_result_t aw = comm_abort_word(comm, &abort_word);
+    if (aw != MSCCLPP_OK) {
+        free(ex);
+        return aw;
+    }
     pthread_mutex_init(&ex->lock, NULL);
     /* the launch fence's record of the previous launch (kern_args.h): none yet */
     mscclpp_result_t res =
@@ -490,9 +498,9 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     bool capturing = false;
     CHECK(stream_capturing(ex, stream, &capturing));
     if (ex->tmp_bytes < in_bytes) {
-        if (ex->tmp && ex->tmp_captured) {
-            /* a graph stages into the old buffer: it stays, with its contexts, until the
-             * executor goes */
+        if (ex->tmp && (ex->tmp_captured || capturing || exec_cannot_drain(ex))) {
+            /* a graph stages into the old buffer, or queued work may still read it and cannot
+             * be waited for now: it stays, with its contexts, until the executor goes */
             CHECK(exec_keep(ex, ex->tmp));
         } else if (ex->tmp) {
             /* contexts keyed on the old staging buffer go with it */

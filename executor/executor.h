@@ -187,6 +187,11 @@ void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too);
 /* Keep device memory `p` (a buffer a graph uses) until the executor goes. */
 mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p);
 
+/* Whether the executor's streams cannot be drained now: the call in progress is being
+ * captured, or another of its streams is (waiting for it would invalidate that capture). What
+ * would be freed after a drain is retired instead. */
+bool exec_cannot_drain(mscclpp_executor_t *ex);
+
 /* ---- state.c ------------------------------------------------------------------------------ */
 
 /* A digest of what a plan makes every rank do: equal digests, one program. Never 0. */

@@ -255,6 +255,21 @@ static bool stream_watches(struct mscclpp_stream *s, uint64_t id)
     return found;
 }
 
+bool hal_api_source_capturing(uint64_t id)
+{
+    bool any = false;
+    pthread_mutex_lock(&streams_lock);
+    for (int i = 0; i < n_streams && !any; i++) {
+        struct mscclpp_stream *s = streams[i];
+        bool capturing = false;
+        if (stream_watches(s, id) && s->ops->stream_capturing(s->hal, &capturing) == MSCCLPP_OK)
+            any = capturing;
+    }
+    pthread_mutex_unlock(&streams_lock);
+    core_clear_error();
+    return any;
+}
+
 mscclpp_result_t hal_api_source_drain(uint64_t id)
 {
     mscclpp_result_t res = MSCCLPP_OK;

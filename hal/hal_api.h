@@ -3,6 +3,7 @@
 #define MSCCLPP_HAL_API_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hal/hal.h"
@@ -53,6 +54,12 @@ void hal_api_source_remove(uint64_t id);
  * the stream (every wait of the interpreter is bounded by MSCCLPP_TIMEOUT).
  */
 mscclpp_result_t hal_api_source_drain(uint64_t id);
+
+/**
+ * Whether a stream that source `id` launched on since its last synchronize is being captured
+ * now (hal_api_source_drain cannot wait for such a stream: it would invalidate the capture).
+ */
+bool hal_api_source_capturing(uint64_t id);
 
 /**
  * Note that source `id` is about to launch work on `stream` (nothing for a NULL stream):

@@ -71,7 +71,10 @@ ncclResult_t shim_from_mscclpp(mscclpp_result_t r, const char *what)
     case MSCCLPP_OK: return ncclSuccess;
     case MSCCLPP_ERR_INVALID_ARG: code = ncclInvalidArgument; break;
     case MSCCLPP_ERR_INVALID_PLAN:
-    case MSCCLPP_ERR_UNSUPPORTED: code = ncclInvalidUsage; break;
+    case MSCCLPP_ERR_UNSUPPORTED:
+    /* a call interrupted by ncclCommAbort on another thread ran on a communicator that the
+     * program was destroying: NCCL allows no use of it from then on */
+    case MSCCLPP_ERR_ABORTED: code = ncclInvalidUsage; break;
     case MSCCLPP_ERR_SYSTEM:
     case MSCCLPP_ERR_NO_MEMORY: code = ncclSystemError; break;
     case MSCCLPP_ERR_REMOTE:

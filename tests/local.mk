@@ -81,3 +81,12 @@ tests_unit_test_port_fault_SOURCES = tests/unit/test_port_fault.c tests/unit/mp_
 tests_unit_test_port_fault_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_port_fault_LDADD = libmscclpp.la $(CHECK_LIBS)
 endif
+
+# mscclpp_comm_abort while another thread is inside a call (issue 22 item 4).
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_comm_abort
+TESTS += tests/unit/test_comm_abort
+tests_unit_test_comm_abort_SOURCES = tests/unit/test_comm_abort.c tests/unit/mp_harness.c
+tests_unit_test_comm_abort_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_comm_abort_LDADD = libmscclpp.la $(CHECK_LIBS) -lpthread
+endif

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,6 +60,7 @@ typedef struct {
     double time_us;        /* max over ranks */
     long long wrong;       /* summed over ranks; -1 when not checked */
     char msg[256];         /* this rank's error message, when it failed here */
+    mscclpp_result_t local_err; /* this rank's error, when it failed here */
     const char *plan;      /* name of the plan that ran; NULL when unknown */
     uint64_t moved;        /* bytes the plan reads and writes, all ranks (0: unknown) */
     double bound;          /* algbw bound (GB/s) from moved and the copy bandwidth; 0: none */
@@ -630,8 +632,22 @@ static void note_failure(bench_t *b, column_t *col, const char *what, mscclpp_re
 {
     if (rc == MSCCLPP_OK) return;
     snprintf(col->msg, sizeof(col->msg), "%s", mscclpp_last_error());
+    col->local_err = rc;
     if (b->rank != 0) report(b, what, rc);
     (void)bench_sync(b);
+}
+
+/*
+ * agree() on a column's step. When the ranks can no longer talk (a peer died), no table row
+ * will show rank 0's own error: rank 0 prints it here (the others printed theirs already).
+ */
+static int agree_column(bench_t *b, column_t *col, const char *what, mscclpp_result_t *rc)
+{
+    if (agree(b, rc, &col->err_rank) == 0) return 0;
+    if (b->rank == 0 && col->local_err != MSCCLPP_OK)
+        fprintf(stderr, "mscclpp-bench: rank 0: %s: %s: %s\n", what,
+                mscclpp_result_string(col->local_err), col->msg);
+    return -1;
 }
 
 /* Check (when asked), warm up and time one placement. Returns -1 if the bootstrap broke. */
@@ -657,7 +673,7 @@ static int run_column(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, ms
         long long wrong = 0;
         rc = check_once(b, send, recv, s, dt, op, inplace, &wrong);
         note_failure(b, col, what, rc);
-        if (agree(b, &rc, &col->err_rank)) return -1;
+        if (agree_column(b, col, what, &rc)) return -1;
         if (rc != MSCCLPP_OK) {
             col->err = rc;
             return 0;
@@ -669,7 +685,7 @@ static int run_column(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, ms
         rc = bench_call(b, send, recv, s, dt, op);
     if (rc == MSCCLPP_OK) rc = bench_sync(b);
     note_failure(b, col, what, rc);
-    if (agree(b, &rc, &col->err_rank)) return -1;
+    if (agree_column(b, col, what, &rc)) return -1;
     if (rc != MSCCLPP_OK) {
         col->err = rc;
         return 0;
@@ -712,7 +728,7 @@ static int run_column(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, ms
     mscclpp_result_t drc = mscclpp_graph_destroy(graph);
     if (rc == MSCCLPP_OK) rc = drc;
     note_failure(b, col, what, rc);
-    if (agree(b, &rc, &col->err_rank)) return -1;
+    if (agree_column(b, col, what, &rc)) return -1;
     if (rc != MSCCLPP_OK) {
         col->err = rc;
         return 0;
@@ -1307,6 +1323,53 @@ fail_plan:
 /* --- launchers ------------------------------------------------------------------------------ */
 
 /*
+ * The forked launcher cleans up on every path (issue 22 item 8): a signal that would end it
+ * (Ctrl-C, kill, a closed terminal) is caught, forwarded to the ranks, and the launcher removes
+ * its network namespaces before it dies of that signal; each rank asks the kernel to kill it
+ * when the launcher dies (PR_SET_PDEATHSIG), so even a launcher killed with SIGKILL leaves no
+ * rank running; what such a launcher leaves of its namespaces the next launcher sweeps away
+ * (netns_sweep).
+ */
+static const int launcher_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+#define N_LAUNCHER_SIGNALS (sizeof launcher_signals / sizeof launcher_signals[0])
+static volatile sig_atomic_t launcher_signal; /* the first one caught */
+static pid_t launcher_pid;
+static struct sigaction launcher_old[N_LAUNCHER_SIGNALS]; /* dispositions before ours */
+
+static void on_launcher_signal(int sig)
+{
+    if (!launcher_signal) launcher_signal = sig;
+}
+
+/* A signal the launcher was started with ignored (nohup, a background job of a script) stays
+ * ignored, in the launcher and its ranks. */
+static void launcher_signals_catch(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_launcher_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < N_LAUNCHER_SIGNALS; i++) {
+        sigaction(launcher_signals[i], NULL, &launcher_old[i]);
+        if (launcher_old[i].sa_handler != SIG_IGN) sigaction(launcher_signals[i], &sa, NULL);
+    }
+}
+
+static void launcher_signals_restore(void)
+{
+    for (size_t i = 0; i < N_LAUNCHER_SIGNALS; i++)
+        sigaction(launcher_signals[i], &launcher_old[i], NULL);
+}
+
+/* In a forked rank, first thing: the launcher's dispositions back, and death with it. */
+static void rank_bind_to_launcher(void)
+{
+    launcher_signals_restore();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher_pid) _exit(1); /* the launcher died before the prctl */
+}
+
+/*
  * A forked rank: get the session's unique id, join, run, and leave without atexit handlers.
  * Rank 0 creates the id (its root thread lives in rank 0) and hands it to the others through
  * `id_pipe`: the ranks are forked before any library thread exists, so no child inherits a lock
@@ -1317,6 +1380,7 @@ static void fork_child(const opts_t *o, int id_pipe[2], int rank)
     mscclpp_unique_id_t id;
     mscclpp_comm_t *comm = NULL;
     int status = 1;
+    rank_bind_to_launcher();
     if (netns_launch_enter(rank) != 0) _exit(1);
     mscclpp_result_t rc = MSCCLPP_OK;
     if (rank == 0) {
@@ -1366,27 +1430,47 @@ static void fork_child(const opts_t *o, int id_pipe[2], int rank)
     _exit(status);
 }
 
+/* The launcher was told to stop: pass the signal on to the ranks still running, give them
+ * 2 s to go, then kill what is left. */
+static void stop_ranks(const opts_t *o, pid_t *pids, int *done, int *left, int sig)
+{
+    fprintf(stderr, "mscclpp-bench: %s: stopping the ranks\n", strsignal(sig));
+    for (int r = 0; r < o->np; r++)
+        if (pids[r] && !done[r]) kill(pids[r], sig);
+    double until = now_s() + 2;
+    while (*left > 0) {
+        for (int r = 0; r < o->np; r++) {
+            if (!pids[r] || done[r]) continue;
+            if (now_s() > until) kill(pids[r], SIGKILL);
+            if (waitpid(pids[r], NULL, now_s() > until ? 0 : WNOHANG) == pids[r]) {
+                done[r] = 1;
+                (*left)--;
+            }
+        }
+        if (*left > 0) nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
+    }
+}
+
 static int run_forked(const opts_t *o)
 {
+    launcher_pid = getpid();
+    launcher_signals_catch();
     netns_launch_setup(o->nodes, o->np);
     pid_t *pids = calloc((size_t)o->np, sizeof(pid_t));
     int *done = calloc((size_t)o->np, sizeof(int));
-    int id_pipe[2];
+    int id_pipe[2] = {-1, -1};
+    int status = 0, left = 0;
     if (!pids || !done) {
         fprintf(stderr, "mscclpp-bench: out of memory\n");
-        free(pids);
-        free(done);
-        netns_launch_cleanup();
-        return 1;
+        status = 1;
+        goto out;
     }
+    if (launcher_signal) goto out; /* while the namespaces were made */
     if (pipe(id_pipe) != 0) {
         fprintf(stderr, "mscclpp-bench: pipe: %s\n", strerror(errno));
-        free(pids);
-        free(done);
-        netns_launch_cleanup();
-        return 1;
+        status = 1;
+        goto out;
     }
-    int status = 0, left = 0;
     fflush(NULL);
     for (int r = 0; r < o->np; r++) {
         pid_t pid = fork();
@@ -1412,6 +1496,10 @@ static int run_forked(const opts_t *o)
     double kill_at = status != 0 ? now_s() : 0; /* 0: nobody died */
     int first_dead = -1;
     while (left > 0) {
+        if (launcher_signal) {
+            stop_ranks(o, pids, done, &left, launcher_signal);
+            break;
+        }
         for (int r = 0; r < o->np; r++) {
             int ws;
             if (!pids[r] || done[r] || waitpid(pids[r], &ws, WNOHANG) != pids[r]) continue;
@@ -1457,9 +1545,18 @@ static int run_forked(const opts_t *o)
         }
         if (left > 0) nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
     }
+out:
     free(pids);
     free(done);
     netns_launch_cleanup();
+    launcher_signals_restore();
+    if (launcher_signal) {
+        /* die of the signal, as the caller (a shell) expects of a stopped program */
+        fflush(NULL);
+        signal(launcher_signal, SIG_DFL);
+        raise(launcher_signal);
+        return 128 + launcher_signal;
+    }
     return status;
 }
 

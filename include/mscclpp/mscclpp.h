@@ -39,6 +39,7 @@ typedef enum {
     MSCCLPP_ERR_TIMEOUT = -6,      /**< a wait exceeded MSCCLPP_TIMEOUT */
     MSCCLPP_ERR_INTERNAL = -7,     /**< a bug in the library */
     MSCCLPP_ERR_NO_MEMORY = -8,    /**< an allocation failed */
+    MSCCLPP_ERR_ABORTED = -9,      /**< the communicator was aborted (mscclpp_comm_abort) */
 } mscclpp_result_t;
 
 /** Short constant name of a result ("MSCCLPP_ERR_TIMEOUT"). Never NULL. */
@@ -195,7 +196,21 @@ MSCCLPP_API mscclpp_result_t mscclpp_comm_size(const mscclpp_comm_t *comm, int *
 MSCCLPP_API mscclpp_result_t mscclpp_comm_local_size(const mscclpp_comm_t *comm, int *nlocal);
 MSCCLPP_API mscclpp_result_t mscclpp_comm_bootstrap(mscclpp_comm_t *comm,
                                                     mscclpp_bootstrap_t **boot);
+/**
+ * Free the communicator. Destroy its executors first, and call it only once every call on the
+ * communicator and its executors has returned (mscclpp_comm_abort makes running calls return).
+ */
 MSCCLPP_API mscclpp_result_t mscclpp_comm_destroy(mscclpp_comm_t *comm);
+/**
+ * Abort the communicator (as ncclCommAbort aborts its operations), from any thread: every call
+ * in progress on it, on its bootstrap (when the communicator owns it or not) and on its
+ * executors gives up at its next poll (within about 10 ms on the host backend) and returns
+ * MSCCLPP_ERR_ABORTED, and every later call that needs a peer fails at once the same way. Peers
+ * are not told: their waits on this rank end with their own timeout or when this rank's
+ * connections close. Frees nothing: destroy the executors and then the communicator once the
+ * interrupted calls have returned. Calling it again does nothing.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_comm_abort(mscclpp_comm_t *comm);
 
 /* ---------------------------------------------------------------------------------------------
  * Backend, memory and streams (through the HAL of the selected backend)

@@ -17,6 +17,7 @@
 
 #define KERN_ERR_INVALID_ARG (-1) /* MSCCLPP_ERR_INVALID_ARG */
 #define KERN_ERR_TIMEOUT (-6)     /* MSCCLPP_ERR_TIMEOUT */
+#define KERN_ERR_ABORTED (-9)     /* MSCCLPP_ERR_ABORTED */
 
 typedef struct {
     const kern_args_t *a;
@@ -190,7 +191,8 @@ typedef struct {
 
 /*
  * Called between two polls of a wait. Returns nonzero when the waiter must give up: another
- * block recorded an error, this rank's proxy failed (a wait on a live peer, say a memory-channel
+ * block recorded an error, the communicator was aborted (recorded here), this rank's proxy
+ * failed (a wait on a live peer, say a memory-channel
  * signal from a node-mate, would otherwise sit out the whole timeout while the culprit is the
  * dead peer the proxy names; recorded with channel -1), or this wait passed the timeout
  * (recorded here).
@@ -203,6 +205,10 @@ KERN_FN int kern_spin_poll(kern_ctx_t *c, kern_spin_t *s, uint32_t what, int32_t
         uint64_t now;
         const kern_fifo_t *f = c->a->plan->fifo;
         if (kern_failed(c)) return 1;
+        if (c->a->abort && kern_ld_acq_u64(c->a->abort) != 0) {
+            kern_fail(c, KERN_ERR_ABORTED, what, chan, peer, expected, seen);
+            return 1;
+        }
         if (!c->fenced && c->a->last_sig && kern_fence_poll(c)) return 1;
         if (f && what != KERN_WAIT_PROXY) {
             int32_t e = (int32_t)(int64_t)kern_ld_acq_u64(&f->err);

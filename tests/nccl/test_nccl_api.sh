@@ -5,7 +5,7 @@
 #   - ncclCommInitAll in one process; requests our plans do not serve, with and without a
 #     fallback library (tests/nccl/fake_nccl.c), and the one INFO line that says so;
 #   - the exported symbols: every nccl* entry point of nccl.h that the real library exports,
-#     unversioned like the real one, and nothing else;
+#     unversioned like the real one, and nothing else but the mscclpp_nccl_* hook;
 #   - ranks that disagree on a call's count or dtype: an error on every rank, then agreement.
 top_build=${MSCCLPP_TOP_BUILDDIR:-.}
 top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -122,10 +122,11 @@ fi
 
 # 11-12: the exported symbols
 nm -D --defined-only "$shim" | awk '{print $3}' | sort >"$tmp/ours"
-others=$(grep -v -E '^p?nccl' "$tmp/ours" | tr '\n' ' ')
+# besides the NCCL API: the extension hook of include/mscclpp/nccl_ext.h (mscclpp_nccl_*)
+others=$(grep -v -E '^p?nccl|^mscclpp_nccl_' "$tmp/ours" | tr '\n' ' ')
 versioned=$(objdump -T "$shim" | grep -E ' p?nccl' | grep -v -c ' Base ')
 if [ -z "$others" ] && [ "$versioned" = 0 ]; then
-    pass "exports: only nccl*/pnccl*, unversioned like libnccl.so.2"
+    pass "exports: only nccl*/pnccl* (and the mscclpp_nccl_* hook), unversioned like libnccl.so.2"
 else
     echo "others: $others; versioned: $versioned" >"$tmp/out"
     fail "exports: only nccl*/pnccl*, unversioned" "see above"

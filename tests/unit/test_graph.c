@@ -559,6 +559,74 @@ START_TEST(t_replay_peer_pointers_moved)
 }
 END_TEST
 
+/*
+ * A direct call on another stream while a stream the executor used before is being captured
+ * (as with torch.cuda.graph on a stream of earlier direct calls): when that call must re-lower
+ * (the peers' pointers moved), the executor cannot wait for the capturing stream; it must
+ * neither try (that would invalidate the capture) nor free what queued work may read.
+ */
+static int other_stream_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mscclpp_plan_t *plan = NULL;
+    MP_CHECK(rank, mscclpp_plan_load_string(direct_plan, sizeof direct_plan - 1, &plan));
+    enum { COUNT = 256 };
+    float *x = NULL, *y = NULL;
+    MP_CHECK(rank, mscclpp_malloc(1 << 16, (void **)&x));
+    MP_CHECK(rank, mscclpp_malloc(1 << 16, (void **)&y));
+    mscclpp_stream_t s = NULL, t = NULL;
+    MP_CHECK(rank, mscclpp_stream_create(&s));
+    MP_CHECK(rank, mscclpp_stream_create(&t));
+    size_t bytes = COUNT * 4, out = (size_t)n * COUNT * 4;
+    /* a direct call on s: the executor watches s from now on */
+    MP_CHECK(rank,
+             mscclpp_execute(ex, plan, x, y, bytes, out, MSCCLPP_FLOAT32, MSCCLPP_REDOP_PLAN, s));
+    MP_CHECK(rank, mscclpp_stream_begin_capture(s));
+    MP_CHECK(rank,
+             mscclpp_execute(ex, plan, x, y, bytes, out, MSCCLPP_FLOAT32, MSCCLPP_REDOP_PLAN, s));
+    /* on t, at other offsets: lowered again for the peers' moved pointers */
+    for (int i = 0; i < COUNT; i++) x[1024 + i] = (float)(rank * 1000 + i);
+    MP_CHECK(rank, mscclpp_execute(ex, plan, x + 1024, y + 4096, bytes, out, MSCCLPP_FLOAT32,
+                                   MSCCLPP_REDOP_PLAN, t));
+    MP_CHECK(rank, mscclpp_stream_synchronize(t));
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < COUNT; i++)
+            if (y[4096 + r * COUNT + i] != (float)(r * 1000 + i))
+                return MP_FAIL(rank, "direct call on t: block %d [%d] = %g", r, i,
+                               y[4096 + r * COUNT + i]);
+    mscclpp_graph_t g = NULL;
+    MP_CHECK(rank, mscclpp_stream_end_capture(s, &g));
+    for (int rep = 0; rep < 10; rep++) {
+        for (int i = 0; i < COUNT; i++) x[i] = (float)(rank * 100 + rep + i);
+        MP_CHECK(rank, mscclpp_graph_launch(g, s));
+        MP_CHECK(rank, mscclpp_stream_synchronize(s));
+        for (int r = 0; r < n; r++)
+            for (int i = 0; i < COUNT; i++)
+                if (y[r * COUNT + i] != (float)(r * 100 + rep + i))
+                    return MP_FAIL(rank, "replay %d: block %d [%d] = %g", rep, r, i,
+                                   y[r * COUNT + i]);
+    }
+    MP_CHECK(rank, mscclpp_graph_destroy(g));
+    MP_CHECK(rank, mscclpp_stream_destroy(s));
+    MP_CHECK(rank, mscclpp_stream_destroy(t));
+    MP_CHECK(rank, mscclpp_executor_destroy(ex));
+    MP_CHECK(rank, mscclpp_plan_destroy(plan));
+    MP_CHECK(rank, mscclpp_free(x));
+    MP_CHECK(rank, mscclpp_free(y));
+    MP_CHECK(rank, mscclpp_comm_destroy(comm));
+    return 0;
+}
+
+START_TEST(t_capture_other_stream_moves)
+{
+    ck_assert_int_eq(mp_run(2, other_stream_body, NULL, 120, NULL), 0);
+}
+END_TEST
+
 /* Synchronizing the stream inside a capture fails and loses the capture, but breaks nothing:
  * the executor and the stream work on, and a new capture replays right. */
 static int sync_inside_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
@@ -642,6 +710,7 @@ static Suite *graph_suite(void)
     tcase_add_test(rep, t_replay_execute_two_graphs);
     tcase_add_test(rep, t_replay_peer_pointers_moved);
     tcase_add_test(rep, t_capture_sync_inside);
+    tcase_add_test(rep, t_capture_other_stream_moves);
     suite_add_tcase(s, rep);
     return s;
 }
