@@ -124,7 +124,8 @@ typedef struct {
     mscclpp_comm_t *comm;
     mscclpp_executor_t *ex;
     mscclpp_plan_t *plan; /* for C_EXECUTE: the packet allreduce, any size up to 256 KiB */
-    float *a, *b;
+    float *a, *b;         /* the backend's memory (device memory on a GPU) */
+    float *ha, *hb;       /* host copies: filled, then copied in; copied out, then checked */
     mscclpp_stream_t stream;
 } rank_t;
 
@@ -147,6 +148,9 @@ static int rank_open(rank_t *r, int rank, int n, const mscclpp_unique_id_t *id)
     MP_CHECK(rank, mscclpp_plan_load_file(path, &r->plan));
     MP_CHECK(rank, mscclpp_malloc(BUF_BYTES, (void **)&r->a));
     MP_CHECK(rank, mscclpp_malloc(BUF_BYTES, (void **)&r->b));
+    r->ha = malloc(BUF_BYTES);
+    r->hb = malloc(BUF_BYTES);
+    if (!r->ha || !r->hb) return MP_FAIL(rank, "out of memory");
     MP_CHECK(rank, mscclpp_stream_create(&r->stream));
     return 0;
 }
@@ -158,29 +162,41 @@ static void rank_close(rank_t *r)
     mscclpp_plan_destroy(r->plan);
     mscclpp_free(r->a);
     mscclpp_free(r->b);
+    free(r->ha);
+    free(r->hb);
     mscclpp_comm_destroy(r->comm);
 }
 
 /* Input element i of rank r: small integers, exact in every dtype used here. */
 static double input_of(int r, size_t i) { return (double)(r + 1 + (int)(i % 7)); }
 
-static void fill(rank_t *r, const call_t *c)
+/* Bytes of the call's largest buffer (the gathered output), at most BUF_BYTES. */
+static size_t span_of(const rank_t *r, const call_t *c)
 {
-    size_t es = mscclpp_dtype_size(c->dtype);
-    memset(r->a, 0, BUF_BYTES);
-    memset(r->b, 0, BUF_BYTES);
-    for (size_t i = 0; i < c->count && i * es < BUF_BYTES; i++) {
+    size_t b = c->count * mscclpp_dtype_size(c->dtype) * (size_t)r->n;
+    return b < BUF_BYTES ? b : BUF_BYTES;
+}
+
+static int fill(rank_t *r, const call_t *c)
+{
+    size_t es = mscclpp_dtype_size(c->dtype), span = span_of(r, c);
+    memset(r->ha, 0, span);
+    memset(r->hb, 0, span);
+    for (size_t i = 0; i < c->count && (i + 1) * es <= BUF_BYTES; i++) {
         double v = input_of(r->rank, i);
-        if (c->dtype == MSCCLPP_INT32) ((int32_t *)r->a)[i] = (int32_t)v;
-        else r->a[i] = (float)v;
+        if (c->dtype == MSCCLPP_INT32) ((int32_t *)r->ha)[i] = (int32_t)v;
+        else r->ha[i] = (float)v;
     }
-    if (c->inplace) memcpy(r->b, r->a, c->count * es);
+    if (c->inplace) memcpy(r->hb, r->ha, c->count * es);
+    MP_CHECK(r->rank, mscclpp_memcpy(r->a, r->ha, span));
+    MP_CHECK(r->rank, mscclpp_memcpy(r->b, r->hb, span));
+    return 0;
 }
 
 /* Run the call; with a stream, its sync too (where an error of the launch shows). */
 static mscclpp_result_t run(rank_t *r, const call_t *c, mscclpp_stream_t s)
 {
-    fill(r, c);
+    if (fill(r, c)) return MSCCLPP_ERR_INTERNAL;
     const void *in = c->inplace ? (const void *)r->b : (const void *)r->a;
     size_t bytes = c->count * mscclpp_dtype_size(c->dtype);
     mscclpp_result_t res;
@@ -203,14 +219,15 @@ static mscclpp_result_t run(rank_t *r, const call_t *c, mscclpp_stream_t s)
  * the sum (or max). */
 static int check_result(rank_t *r, const call_t *c)
 {
+    MP_CHECK(r->rank, mscclpp_memcpy(r->hb, r->b, span_of(r, c)));
     if (c->coll == C_ALLGATHER || c->coll == C_BROADCAST) {
         size_t total = c->coll == C_ALLGATHER ? c->count * (size_t)r->n : c->count;
         for (size_t j = 0; j < total; j++) {
             int owner = c->coll == C_ALLGATHER ? (int)(j / c->count) : c->root;
             double want = input_of(owner, j % c->count);
-            if ((double)r->b[j] != want)
+            if ((double)r->hb[j] != want)
                 return MP_FAIL(r->rank, "element %zu of %zu is %g, want %g", j, total,
-                               (double)r->b[j], want);
+                               (double)r->hb[j], want);
         }
         return 0;
     }
@@ -220,7 +237,7 @@ static int check_result(rank_t *r, const call_t *c)
             double v = input_of(p, i);
             want = c->op == MSCCLPP_MAX ? (p == 0 || v > want ? v : want) : want + v;
         }
-        double got = c->dtype == MSCCLPP_INT32 ? (double)((int32_t *)r->b)[i] : (double)r->b[i];
+        double got = c->dtype == MSCCLPP_INT32 ? (double)((int32_t *)r->hb)[i] : (double)r->hb[i];
         if (got != want)
             return MP_FAIL(r->rank, "element %zu of %zu is %g, want %g", i, c->count, got, want);
     }
@@ -495,7 +512,7 @@ static int refused_setup_body(int rank, int n, const mscclpp_unique_id_t *id, vo
     const call_t ag = AG(1024);
     for (int round = 0; round < 2; round++) {
         mscclpp_stream_t s = round ? r.stream : NULL;
-        fill(&r, &ag);
+        if (fill(&r, &ag)) return 1;
         mscclpp_result_t res = mscclpp_execute(r.ex, port, r.a, r.b, 4096, 4096 * (size_t)n,
                                                MSCCLPP_FLOAT32, MSCCLPP_REDOP_PLAN, s);
         if (res == MSCCLPP_OK && s) res = mscclpp_stream_synchronize(s);
@@ -524,19 +541,27 @@ int main(void)
     const char *top = getenv("MSCCLPP_TOP_SRCDIR");
     snprintf(plan_dir, sizeof plan_dir, "%s/plans", top ? top : ".");
     setenv("MSCCLPP_PLAN_DIR", plan_dir, 1);
-    setenv("MSCCLPP_HAL", "host", 1);
+    /* MSCCLPP_TEST_HAL=cuda|hip: the same cases on a GPU (scripts/gpu-check.sh) */
+    const char *hal = getenv("MSCCLPP_TEST_HAL");
+    setenv("MSCCLPP_HAL", hal && *hal ? hal : "host", 1);
     setenv("MSCCLPP_TUNING_FILE", "none", 1);
     set_timeout(TIMEOUT_S);
 
+    /* test cases ("agree", "queue", "unserved") can be picked with CK_RUN_CASE */
     Suite *s = suite_create("exec_agree");
-    TCase *tc = tcase_create("host");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, t_disagree, 0, 2 * NCASES);
-    tcase_add_loop_test(tc, t_stream_queue, 0, 9);
-    tcase_add_test(tc, t_unserved);
-    tcase_add_test(tc, t_unserved_2x2);
-    tcase_add_test(tc, t_refused_setup);
-    suite_add_tcase(s, tc);
+    TCase *agree = tcase_create("agree"), *queue = tcase_create("queue"),
+          *unserved = tcase_create("unserved");
+    tcase_set_timeout(agree, 120);
+    tcase_set_timeout(queue, 120);
+    tcase_set_timeout(unserved, 180);
+    tcase_add_loop_test(agree, t_disagree, 0, 2 * NCASES);
+    tcase_add_loop_test(queue, t_stream_queue, 0, 9);
+    tcase_add_test(unserved, t_unserved);
+    tcase_add_test(unserved, t_unserved_2x2);
+    tcase_add_test(unserved, t_refused_setup);
+    suite_add_tcase(s, agree);
+    suite_add_tcase(s, queue);
+    suite_add_tcase(s, unserved);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
