@@ -40,6 +40,10 @@ def _compile(args):
     from .language import program as program_mod
 
     path = args.program
+    if not os.path.isfile(path):
+        why = "is a directory, not a program" if os.path.isdir(path) else "no such file"
+        print(f"python3 -m mscclpp compile: {path}: {why}", file=sys.stderr)
+        return 1
     captured = io.StringIO()
     last = {}
     orig_exit = program_mod.CollectiveProgram.__exit__
@@ -71,8 +75,12 @@ def _compile(args):
         text = captured.getvalue()
         try:
             plan = json.loads(text)
-        except ValueError:
-            print(f"{path} neither built a CollectiveProgram nor printed a plan", file=sys.stderr)
+        except ValueError as e:
+            what = "printed nothing" if not text.strip() else f"printed text that is not a " \
+                f"plan (JSON syntax error at line {getattr(e, 'lineno', '?')}: " \
+                f"{getattr(e, 'msg', e)})"
+            print(f"python3 -m mscclpp compile: {path} neither built a CollectiveProgram nor "
+                  f"printed a plan: it {what}", file=sys.stderr)
             return 1
     out = args.output or os.path.splitext(os.path.basename(path))[0] + ".json"
     if out == "-":
@@ -110,16 +118,18 @@ def _verify(args):
 
 
 def _show(args):
-    from .plan_view import show
+    from .plan_view import parse_ranks, show
 
     try:
-        tl = show(args.plan, svg=args.svg)
+        ranks = parse_ranks(args.ranks) if args.ranks else None
+        tl = show(args.plan, svg=args.svg, trace=args.trace, ranks=ranks)
     except (OSError, ValueError) as e:
         print(f"{args.plan}: {e}", file=sys.stderr)
         return 1
     print(tl.summary())
-    if args.svg:
-        print(f"wrote {args.svg}", file=sys.stderr)
+    for path in (args.svg, args.trace):
+        if path:
+            print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -128,6 +138,10 @@ def main(argv=None):
     if argv and argv[0] == "--install":
         argv[0] = "install"
     ap = argparse.ArgumentParser(prog="python3 -m mscclpp", description=__doc__)
+    from ._version import __version__
+
+    ap.add_argument("--version", action="version",
+                    version=f"python3 -m mscclpp {__version__} (the mscclpp Python package)")
     sub = ap.add_subparsers(dest="cmd")
     p = sub.add_parser("install", help="write the default plans into the cache directory "
                        "($MSCCLPP_CACHE_DIR/default, default ~/.cache/mscclpp/default)")
@@ -156,9 +170,14 @@ def main(argv=None):
                    help="refuse data ordered only by relaxed signals (rlxsignal), which do not "
                    "order memory in the GPU memory model (default: a warning)")
     p = sub.add_parser("show", help="summarize a plan; --svg FILE draws it as a timeline "
-                       "(ranks x thread blocks, operations as boxes, signal->wait arrows)")
+                       "(ranks x thread blocks, operations as boxes, signal->wait and packet "
+                       "arrows), --trace FILE writes it for Perfetto / chrome://tracing")
     p.add_argument("plan")
     p.add_argument("--svg", metavar="FILE", help="write the timeline picture to FILE")
+    p.add_argument("--trace", metavar="FILE", help="write a Chrome-trace / Perfetto JSON file "
+                   "(a process per rank, a thread per thread block, flows for dependencies)")
+    p.add_argument("--ranks", metavar="LIST", help="draw only these ranks (e.g. 0,2-3) and the "
+                   "arrows between them")
     prog_args = []
     if "--" in argv:
         i = argv.index("--")
