@@ -443,8 +443,10 @@ static mscclpp_result_t get_regmem(mscclpp_executor_t *ex, exec_context_t *c, wi
     if (!m->ptr) {
         mscclpp_regmem_destroy(m);
         return ERR(MSCCLPP_ERR_UNSUPPORTED,
-                   "executor: rank %d is on another node; plans across nodes need a network "
-                   "transport, not built yet", peer);
+                   "executor: rank %d is on another node and cannot map rank %d's memory: a "
+                   "plan's memory channels and memory-access buffers must stay within a node "
+                   "(across nodes: port channels, docs/multinode.md)",
+                   ex->comm->rank, peer);
     }
     *ptr = m->ptr;
     c->mappings[c->n_mappings++] = m->import_base;
@@ -592,6 +594,25 @@ static mscclpp_result_t context_exchange(mscclpp_executor_t *ex, exec_context_t 
 
 /* ---- creation ------------------------------------------------------------------------------ */
 
+/* A plan whose memory channels join this rank to another node cannot run here: say so before
+ * any commitment (context_prepare; every rank refuses in the agreement step, unharmed). */
+static mscclpp_result_t check_same_node(mscclpp_executor_t *ex, const exec_context_t *c)
+{
+    const plan_gpu_t *g = &c->plan->gpus[c->vrank];
+    const int n = ex->comm->nranks;
+    for (int i = 0; i < g->n_chan[PLAN_CH_MEMORY]; i++) {
+        int peer = vr_to_pr(c, g->peers[PLAN_CH_MEMORY][i], n);
+        if (!comm_same_node(ex->comm, peer))
+            return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                       "plan '%s' joins rank %d to rank %d, on another node, by a memory channel: "
+                       "memory channels need memory both ranks can map, so they stay within a "
+                       "node (across nodes a plan uses port channels; the executor's own plans "
+                       "do, docs/plan-selection.md)",
+                       c->plan->name, ex->comm->rank, peer);
+    }
+    return MSCCLPP_OK;
+}
+
 /*
  * What this rank can find out alone before any peer commits to the setup: its own resources
  * (device state, counters, scratch), that the buffers the peers address can be shared, and
@@ -602,6 +623,7 @@ static mscclpp_result_t context_prepare(mscclpp_executor_t *ex, exec_context_t *
 {
     const struct mscclpp_plan *plan = c->plan;
     const int n = ex->comm->nranks, me = c->vrank;
+    CHECK(check_same_node(ex, c));
     CHECK(context_state(ex, c));
     CHECK(context_channels(ex, c));
     CHECK(context_scratch(ex, c, dtype));
@@ -640,7 +662,7 @@ static mscclpp_result_t context_agree(mscclpp_executor_t *ex, exec_context_t *c,
     const int n = ex->comm->nranks, me = ex->comm->rank;
     exec_agree_t mine, theirs;
     memset(&mine, 0, sizeof mine);
-    exec_call_sig(c->plan->collective, c->rotation, c->seq, c->digest, &ex->shape, mine.sig);
+    exec_call_sig(c->plan->collective, c->seq, c->digest, &ex->shape, mine.sig);
     mine.status = local;
     mine.scratch = c->scratch_bytes;
     if (local != MSCCLPP_OK) snprintf(mine.why, sizeof mine.why, "%s", mscclpp_last_error());

@@ -30,7 +30,20 @@
 #include "executor/lower.h"
 #include "executor/plan.h"
 #include "executor/registry.h"
+#include "executor/select.h"
 #include "executor/tuning.h"
+
+/* A cached plan choice for one call shape (select.c). */
+#define EXEC_SELECT_CACHE 16
+typedef struct {
+    bool valid, inplace;
+    int registered; /* the registry's entry count when chosen: a registration invalidates */
+    size_t in_bytes, out_bytes;
+    mscclpp_dtype_t dtype;
+    int root;
+    char collective[24];
+    exec_choice_t choice;
+} exec_select_slot_t;
 
 /* One lowered plan of a context, for one call shape, with its device copy. */
 typedef struct exec_lowcache {
@@ -45,12 +58,15 @@ typedef struct exec_lowcache {
 } exec_lowcache_t;
 
 /* What a collective call adds to its signature (kern_args.h, "Call signature") that
- * execute cannot see: whether the caller's buffers are in place (a staged call runs an
- * out-of-place plan) and the digest of the tuning table that chose the plan. */
+ * exec_execute cannot see: whether the caller's buffers are in place (a staged call runs an
+ * out-of-place plan), its root (a made rooted plan runs unrotated) and the digest of the tuning
+ * table that chose the plan. Set by run_collective around its exec_execute. */
 typedef struct {
+    bool set;
     bool inplace;
+    int root;
     uint64_t tuning;
-} exec_call_t;
+} exec_hint_t;
 
 /* The call in progress, as its signature sees it. */
 typedef struct {
@@ -59,6 +75,7 @@ typedef struct {
     mscclpp_redop_t op;
     mscclpp_packet_t packet;
     bool inplace;
+    int root;
     uint64_t tuning;
 } exec_shape_t;
 
@@ -114,7 +131,8 @@ struct mscclpp_executor {
     bool setup_talked; /* the context setup in progress has sent or received a message */
     bool setup_disagreed; /* it failed because the ranks disagree on the call, midway */
     bool setup_refused;   /* every rank refused it before committing anything: usable */
-    exec_shape_t shape;   /* the call in progress (one at a time, like launch_nthreads) */
+    exec_shape_t shape;   /* the call in progress (one at a time) */
+    exec_hint_t hint;     /* what run_collective adds to it */
     /* The executor is broken once a collective failed (state.c). A stream sync may poll the
      * mailboxes from another thread: the lock guards the context list and these. */
     pthread_mutex_t lock;
@@ -122,8 +140,8 @@ struct mscclpp_executor {
     bool disagreed; /* `broken` is ranks disagreeing on a call: the next call resynchronises */
     char broken_msg[768];
     exec_tuning_t *tuning; /* loaded tuning table, or NULL (executor/tuning.h) */
-    int launch_nthreads;   /* threads per block for the call in progress; 0: the plan's. The
-                              executor runs one call at a time, so a field carries it. */
+    struct exec_made *made; /* this job's topology and its rooted made plans (select.c) */
+    exec_select_slot_t chosen[EXEC_SELECT_CACHE]; /* plan choices per call shape (select.c) */
     /* The launch fence (kern_args.h): the signature of the previous launch, then the first
      * error of any launch, in device memory (KERN_EXEC_WORDS words) the launches read and
      * update. */
@@ -192,15 +210,26 @@ mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p);
  * would be freed after a drain is retired instead. */
 bool exec_cannot_drain(mscclpp_executor_t *ex);
 
+/* ---- executor.c --------------------------------------------------------------------------- */
+
+/*
+ * Run `plan` for one call: `rotation` makes rank r play virtual rank (r - rotation) mod n (a
+ * loaded rooted plan serving another root), `nthreads` the threads per block (0: the plan's).
+ */
+mscclpp_result_t exec_execute(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
+                              const void *send, void *recv, size_t send_bytes, size_t recv_bytes,
+                              mscclpp_dtype_t dtype, mscclpp_redop_t op, mscclpp_packet_t packet,
+                              mscclpp_stream_t stream, int rotation, int nthreads);
+
 /* ---- state.c ------------------------------------------------------------------------------ */
 
 /* A digest of what a plan makes every rank do: equal digests, one program. Never 0. */
 uint64_t exec_plan_digest(const struct mscclpp_plan *plan);
 
-/* The signature of a call (kern_args.h, "Call signature") on the context of (collective,
- * rotation, seq, plan digest). */
-void exec_call_sig(const char *collective, int rotation, uint32_t seq, uint64_t digest,
-                   const exec_shape_t *shape, uint64_t sig[KERN_SIG_WORDS]);
+/* The signature of a call (kern_args.h, "Call signature") on the context of (collective, seq,
+ * plan digest). */
+void exec_call_sig(const char *collective, uint32_t seq, uint64_t digest, const exec_shape_t *shape,
+                   uint64_t sig[KERN_SIG_WORDS]);
 
 /* The error of ranks that disagree: rank `me` calls `mine` (its plan's name `plan_name`, or
  * NULL), rank `peer` `theirs`; `how` ends the sentence (or ""). INVALID_ARG. */

@@ -99,21 +99,23 @@ uint64_t exec_plan_digest(const struct mscclpp_plan *p)
     return h ? h : 1;
 }
 
+static const char *const sig_collectives[] = {"?",        "allreduce", "allgather", "reducescatter",
+                                              "alltoall", "broadcast", "reduce"};
+#define SIG_NCOLL 7
+
 static uint64_t collective_id(const char *coll)
 {
-    static const char *const known[] = {"allreduce", "allgather", "reducescatter", "alltoall",
-                                        "broadcast"};
-    for (int i = 0; coll && i < 5; i++)
-        if (!strcmp(coll, known[i])) return (uint64_t)i + 1;
+    for (int i = 1; coll && i < SIG_NCOLL; i++)
+        if (!strcmp(coll, sig_collectives[i])) return (uint64_t)i;
     return 15; /* another collective: its name is in the plan's digest */
 }
 
-void exec_call_sig(const char *collective, int rotation, uint32_t seq, uint64_t digest,
-                   const exec_shape_t *s, uint64_t sig[KERN_SIG_WORDS])
+void exec_call_sig(const char *collective, uint32_t seq, uint64_t digest, const exec_shape_t *s,
+                   uint64_t sig[KERN_SIG_WORDS])
 {
     sig[0] = collective_id(collective) | ((uint64_t)(s->dtype & 0xff) << 4) |
              ((uint64_t)(s->op & 0xff) << 12) | ((uint64_t)(s->packet & 3) << 20) |
-             ((uint64_t)s->inplace << 22) | ((uint64_t)(rotation & 0x1ffff) << 23) |
+             ((uint64_t)s->inplace << 22) | ((uint64_t)(s->root & 0x1ffff) << 23) |
              ((uint64_t)(seq & 0xffffff) << 40);
     sig[1] = s->send_bytes;
     sig[2] = s->recv_bytes;
@@ -126,15 +128,14 @@ void exec_call_sig(const char *collective, int rotation, uint32_t seq, uint64_t 
 #define SIG_OP(s) ((mscclpp_redop_t)(int8_t)(((s)[0] >> 12) & 0xff))
 #define SIG_PACKET(s) ((int)(((s)[0] >> 20) & 3))
 #define SIG_INPLACE(s) ((int)(((s)[0] >> 22) & 1))
-#define SIG_ROTATION(s) ((int)(((s)[0] >> 23) & 0x1ffff))
+#define SIG_ROOT(s) ((int)(((s)[0] >> 23) & 0x1ffff))
+#define SIG_ROOTED(s) (SIG_COLL(s) == 5 || SIG_COLL(s) == 6) /* broadcast, reduce */
 #define SIG_CONTEXT(s) ((unsigned)(((s)[0] >> 40) & 0xffffff))
 
 static const char *sig_collective(const uint64_t *s)
 {
-    static const char *const names[] = {"?",        "allreduce", "allgather", "reducescatter",
-                                        "alltoall", "broadcast"};
     int c = SIG_COLL(s);
-    return c >= 1 && c <= 5 ? names[c] : "a plan's own collective";
+    return c >= 1 && c < SIG_NCOLL ? sig_collectives[c] : "a plan's own collective";
 }
 
 /* "allreduce of 4096 bytes (1024 x float32, sum, out of place, plan 'x')" */
@@ -148,7 +149,7 @@ static void sig_describe(const uint64_t *s, const char *plan_name, char *out, si
     else
         snprintf(size, sizeof size, "%llu bytes in, %llu out", (unsigned long long)s[1],
                  (unsigned long long)s[2]);
-    if (SIG_COLL(s) == 5) snprintf(root, sizeof root, ", root %d", SIG_ROTATION(s));
+    if (SIG_ROOTED(s)) snprintf(root, sizeof root, ", root %d", SIG_ROOT(s));
     if (SIG_OP(s) != MSCCLPP_REDOP_PLAN) snprintf(ops, sizeof ops, ", %s", op ? op : "?");
     if (plan_name) snprintf(plan, sizeof plan, "plan '%s'", plan_name);
     else snprintf(plan, sizeof plan, "a plan of digest %016llx", (unsigned long long)s[3]);
@@ -168,7 +169,7 @@ static void sig_diff(const uint64_t *a, const uint64_t *b, char *out, size_t cap
         {a[1] != b[1] || a[2] != b[2], "size"},
         {SIG_DTYPE(a) != SIG_DTYPE(b), "dtype"},
         {SIG_OP(a) != SIG_OP(b), "reduction op"},
-        {SIG_ROTATION(a) != SIG_ROTATION(b), SIG_COLL(a) == 5 ? "root" : "rank rotation"},
+        {SIG_ROOT(a) != SIG_ROOT(b), "root"},
         {SIG_INPLACE(a) != SIG_INPLACE(b), "in-place-ness"},
         {SIG_PACKET(a) != SIG_PACKET(b), "packet type"},
         {a[3] != b[3], "plan"},
@@ -181,11 +182,14 @@ static void sig_diff(const uint64_t *a, const uint64_t *b, char *out, size_t cap
     if (!n) snprintf(out, cap, "the call");
 }
 
-/* Physical rank of virtual rank v of a launch whose signature is `sig` (rotated plans). */
-static int phys_rank(const uint64_t *sig, int v, int nranks)
+/* Physical rank of virtual rank v of a launch of `plan` whose signature is `sig`: a loaded
+ * plan written for root plan->root runs rotated to serve the call's root (select.c). */
+static int phys_rank(const uint64_t *sig, int v, const struct mscclpp_plan *plan)
 {
-    if (!sig[0] || nranks <= 0 || v < 0) return v;
-    return (v + SIG_ROTATION(sig)) % nranks;
+    int n = plan ? plan->nranks : 0;
+    if (!sig[0] || n <= 0 || v < 0) return v;
+    int rotation = ((SIG_ROOT(sig) - plan->root) % n + n) % n;
+    return (v + rotation) % n;
 }
 
 mscclpp_result_t exec_disagree_error(int me, const uint64_t *mine, const char *plan_name, int peer,
@@ -209,8 +213,7 @@ mscclpp_result_t exec_disagree_error(int me, const uint64_t *mine, const char *p
 /* KERN_WAIT_MISMATCH: both ranks, both calls, what differs. */
 static mscclpp_result_t mismatch_error(const kern_error_t *e, const struct mscclpp_plan *plan)
 {
-    int n = plan ? plan->nranks : 0;
-    int me = phys_rank(e->sig, e->rank, n), peer = phys_rank(e->sig, e->peer, n);
+    int me = phys_rank(e->sig, e->rank, plan), peer = phys_rank(e->sig, e->peer, plan);
     char how[200] = "";
     uint32_t kind = (uint32_t)(e->seen >> 32) & 0xff;
     if (e->op >= 0)
@@ -231,17 +234,28 @@ static mscclpp_result_t mismatch_error(const kern_error_t *e, const struct msccl
     return exec_disagree_error(me, e->sig, plan ? plan->name : NULL, peer, e->peer_sig, how);
 }
 
+/* Decoded errors are recorded, not logged: the caller logs the error once, after comm_fail
+ * has looked for the rank that failed first (issue 22 item 5). */
+#define DECODED(result, ...) core_error_quiet((result), __VA_ARGS__)
+
 mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *plan)
 {
     CHECK_ARG(state != NULL);
     const kern_state_t *st = state;
     const kern_error_t *e = &st->err;
     if (e->code == 0) return MSCCLPP_OK;
+    if (e->what == KERN_WAIT_MISMATCH || e->what == KERN_WAIT_EARLIER)
+        core_set_culprit(-1); /* ranks that disagree, or a failure reported by its own launch */
     if (e->what == KERN_WAIT_MISMATCH) return mismatch_error(e, plan);
     const char *name = plan && plan->name ? plan->name : "?";
     char where[96] = "";
     if (e->iter) snprintf(where, sizeof(where), " (pipeline iteration %u)", e->iter);
     mscclpp_result_t code = (mscclpp_result_t)e->code;
+    /* the peer this block waited for is whom the failure blames (comm_fail looks further) */
+    if (e->what != KERN_WAIT_EARLIER)
+        core_set_culprit(code != MSCCLPP_ERR_ABORTED && e->peer >= 0
+                             ? phys_rank(e->sig, e->peer, plan)
+                             : -1);
     const char *opn = exec_op_name(e->op_type);
     /* the interpreter records its own op index; split plan ops make it differ from the plan's */
     int pop = exec_plan_op_of(plan, e->rank, e->block, e->op);
@@ -254,87 +268,86 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
     else
         snprintf(at, sizeof at, "op %d (%s)%s", pop, opn, where);
     if (code == MSCCLPP_ERR_ABORTED) /* the wait was fine: another thread aborted the comm */
-        return ERR(code,
-                   "plan '%s': rank %d block %d %s: interrupted (peer %d, channel %d): the "
-                   "communicator was aborted (mscclpp_comm_abort)",
-                   name, e->rank, e->block, at, e->peer, e->channel);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d %s: interrupted (peer %d, channel %d): the "
+                       "communicator was aborted (mscclpp_comm_abort)",
+                       name, e->rank, e->block, at, e->peer, e->channel);
     switch (e->what) {
     case KERN_WAIT_SIGNAL:
-        return ERR(code,
-                   "plan '%s': rank %d block %d %s timed out waiting for a signal from "
-                   "rank %d on memory channel %d (expected %llu, got %llu)",
-                   name, e->rank, e->block, at, e->peer, e->channel,
-                   (unsigned long long)e->expected, (unsigned long long)e->seen);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d %s timed out waiting for a signal from "
+                       "rank %d on memory channel %d (expected %llu, got %llu)",
+                       name, e->rank, e->block, at, e->peer, e->channel,
+                       (unsigned long long)e->expected, (unsigned long long)e->seen);
     case KERN_WAIT_PACKET:
         if (e->peer >= 0)
-            return ERR(code,
-                       "plan '%s': rank %d block %d %s timed out waiting for LL "
-                       "packets from rank %d with flag %llu (last seen flag %llu)",
-                       name, e->rank, e->block, at, e->peer,
-                       (unsigned long long)e->expected, (unsigned long long)e->seen);
-        return ERR(code,
-                   "plan '%s': rank %d block %d %s timed out waiting for LL packets "
-                   "with flag %llu (last seen flag %llu; no op of the plan writes them)",
-                   name, e->rank, e->block, at, (unsigned long long)e->expected,
-                   (unsigned long long)e->seen);
+            return DECODED(code,
+                           "plan '%s': rank %d block %d %s timed out waiting for LL "
+                           "packets from rank %d with flag %llu (last seen flag %llu)",
+                           name, e->rank, e->block, at, e->peer, (unsigned long long)e->expected,
+                           (unsigned long long)e->seen);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d %s timed out waiting for LL packets "
+                       "with flag %llu (last seen flag %llu; no op of the plan writes them)",
+                       name, e->rank, e->block, at, (unsigned long long)e->expected,
+                       (unsigned long long)e->seen);
     case KERN_WAIT_BARRIER:
-        return ERR(code,
-                   "plan '%s': rank %d block %d %s timed out in barrier %d: %llu of "
-                   "%llu blocks arrived",
-                   name, e->rank, e->block, at, e->channel,
-                   (unsigned long long)e->seen, (unsigned long long)e->expected);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d %s timed out in barrier %d: %llu of "
+                       "%llu blocks arrived",
+                       name, e->rank, e->block, at, e->channel, (unsigned long long)e->seen,
+                       (unsigned long long)e->expected);
     case KERN_WAIT_SEMAPHORE:
-        return ERR(code,
-                   "plan '%s': rank %d block %d %s timed out acquiring semaphore %d "
-                   "(value %lld)",
-                   name, e->rank, e->block, at, e->channel,
-                   (long long)(int64_t)e->seen);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d %s timed out acquiring semaphore %d "
+                       "(value %lld)",
+                       name, e->rank, e->block, at, e->channel, (long long)(int64_t)e->seen);
     case KERN_WAIT_PORT:
-        return ERR(code,
-                   "plan '%s': rank %d block %d %s timed out waiting for a signal from "
-                   "rank %d on port channel %d (expected %llu, got %llu)",
-                   name, e->rank, e->block, at, e->peer, e->channel,
-                   (unsigned long long)e->expected, (unsigned long long)e->seen);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d %s timed out waiting for a signal from "
+                       "rank %d on port channel %d (expected %llu, got %llu)",
+                       name, e->rank, e->block, at, e->peer, e->channel,
+                       (unsigned long long)e->expected, (unsigned long long)e->seen);
     case KERN_WAIT_PROXY:
         if (code == MSCCLPP_ERR_TIMEOUT)
-            return ERR(code,
-                       "plan '%s': rank %d block %d %s timed out waiting for the proxy "
-                       "on port channel %d to rank %d (FIFO position %llu, proxy at %llu)",
-                       name, e->rank, e->block, at, e->channel, e->peer,
-                       (unsigned long long)e->expected, (unsigned long long)e->seen);
+            return DECODED(code,
+                           "plan '%s': rank %d block %d %s timed out waiting for the proxy "
+                           "on port channel %d to rank %d (FIFO position %llu, proxy at %llu)",
+                           name, e->rank, e->block, at, e->channel, e->peer,
+                           (unsigned long long)e->expected, (unsigned long long)e->seen);
         if (e->channel < 0) /* a wait of another kind gave up on this rank's failed proxy */
-            return ERR(code,
-                       "plan '%s': rank %d block %d %s stopped waiting because this "
-                       "rank's proxy failed", name, e->rank, e->block, at);
-        return ERR(code,
-                   "plan '%s': rank %d block %d %s: the proxy failed (port channel %d "
-                   "to rank %d)", name, e->rank, e->block, at, e->channel, e->peer);
+            return DECODED(code,
+                           "plan '%s': rank %d block %d %s stopped waiting because this "
+                           "rank's proxy failed",
+                           name, e->rank, e->block, at);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d %s: the proxy failed (port channel %d "
+                       "to rank %d)",
+                       name, e->rank, e->block, at, e->channel, e->peer);
     case KERN_WAIT_FENCE:
         if (e->peer >= 0) {
-            int n = plan ? plan->nranks : 0;
-            return ERR(code,
+            return DECODED(code,
                        "plan '%s': rank %d block %d %s timed out waiting for the fence record "
                        "from rank %d (rank %d is gone or stuck in an earlier call, or its call "
                        "differs from this one while having the shape of its previous call)",
-                       name, phys_rank(e->sig, e->rank, n), e->block, at,
-                       phys_rank(e->sig, e->peer, n), phys_rank(e->sig, e->peer, n));
+                       name, phys_rank(e->sig, e->rank, plan), e->block, at,
+                       phys_rank(e->sig, e->peer, plan), phys_rank(e->sig, e->peer, plan));
         }
-        return ERR(code, "plan '%s': rank %d block %d timed out waiting for block 0 to pass the "
+        return DECODED(code, "plan '%s': rank %d block %d timed out waiting for block 0 to pass the "
                    "launch fence", name, e->rank, e->block);
     case KERN_WAIT_EARLIER:
-        return ERR(code,
+        return DECODED(code,
                    "plan '%s': rank %d: not run: an earlier launch of this executor failed "
                    "(%s)",
                    name, e->rank, mscclpp_result_string(code));
     case KERN_WAIT_PLAN:
-        return ERR(code,
-                   "plan '%s': rank %d block %d: the launch does not match its lowered plan or "
-                   "state (launched %llu blocks, plan has %llu; bad magic?)",
-                   name, e->rank, e->block, (unsigned long long)e->expected,
-                   (unsigned long long)e->seen);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d: the launch does not match its lowered plan or "
+                       "state (launched %llu blocks, plan has %llu; bad magic?)",
+                       name, e->rank, e->block, (unsigned long long)e->expected,
+                       (unsigned long long)e->seen);
     default:
-        return ERR(code, "plan '%s': rank %d block %d %s failed", name, e->rank,
-                   e->block, at);
+        return DECODED(code, "plan '%s': rank %d block %d %s failed", name, e->rank, e->block, at);
     }
 }
 
@@ -397,7 +410,7 @@ static void answer_note_locked(mscclpp_executor_t *ex, const kern_error_t *e,
     if (e->what != KERN_WAIT_MISMATCH || ((uint32_t)(e->seen >> 32) & 0xff) != KERN_REC_SETUP)
         return;
     ex->answer.pending = true;
-    ex->answer.peer = phys_rank(e->sig, e->peer, plan ? plan->nranks : 0);
+    ex->answer.peer = phys_rank(e->sig, e->peer, plan);
     ex->answer.tag = exec_setup_tag((uint32_t)((e->peer_sig[0] >> 40) & 0xffffff));
     memcpy(ex->answer.sig, e->sig, sizeof ex->answer.sig);
 }
@@ -465,11 +478,17 @@ static mscclpp_result_t with_proxy_reason(exec_context_t *c, mscclpp_result_t r)
     if (r == MSCCLPP_OK || !c->port) return r;
     char where[768];
     snprintf(where, sizeof where, "%s", mscclpp_last_error());
+    int culprit = core_culprit();
     mscclpp_result_t pr = exec_port_error(c->port); /* leaves the message alone when OK */
-    if (pr == MSCCLPP_OK) return r;
+    if (pr == MSCCLPP_OK) {
+        core_set_culprit(culprit);
+        return r;
+    }
     char why[768];
     snprintf(why, sizeof why, "%s", mscclpp_last_error());
-    return ERR(pr, "%s: %s", where, why);
+    /* the proxy's peer (exec_port_error set it) is whom a failed transport call blames */
+    if (core_culprit() < 0) core_set_culprit(culprit);
+    return core_error_quiet(pr, "%s: %s", where, why); /* logged by the caller */
 }
 
 /*
@@ -488,6 +507,8 @@ static bool poll_mailboxes_locked(mscclpp_executor_t *ex)
             st.err = *(volatile kern_error_t *)c->mailbox; /* complete once code is seen */
             if ((st.err.what == KERN_WAIT_EARLIER) != (pass == 1)) continue;
             mscclpp_result_t r = with_proxy_reason(c, exec_state_error(&st, c->plan));
+            /* a disagreement blames no rank (exec_disagree_error logged it) */
+            if (st.err.what != KERN_WAIT_MISMATCH) r = comm_fail(ex->comm, r, false);
             answer_note_locked(ex, &st.err, c->plan);
             poison_locked(ex,
                           r != MSCCLPP_OK
@@ -501,7 +522,7 @@ static bool poll_mailboxes_locked(mscclpp_executor_t *ex)
     for (exec_context_t *c = ex->contexts; c; c = c->next) {
         mscclpp_result_t pr = exec_port_error(c->port);
         if (pr != MSCCLPP_OK) {
-            poison_locked(ex, pr, false);
+            poison_locked(ex, comm_fail(ex->comm, pr, false), false);
             return true;
         }
     }
@@ -564,11 +585,15 @@ mscclpp_result_t exec_check_launch(mscclpp_executor_t *ex, exec_context_t *c)
     bool disagreed = st.err.what == KERN_WAIT_MISMATCH;
     if (r != MSCCLPP_OK) {
         c->broken = true;
-        if (!disagreed) r = with_proxy_reason(c, r); /* the transport call that failed */
+        if (!disagreed) { /* a disagreement blames no rank (exec_disagree_error logged it) */
+            r = with_proxy_reason(c, r); /* the transport call that failed, if the proxy did */
+            r = comm_fail(ex->comm, r, false);
+        }
     } else {
         /* a synchronous call returns once every trigger it pushed was handed to the
          * transport: a trailing put (no flush) that fails is this call's error */
         r = exec_port_drain(c->port);
+        if (r != MSCCLPP_OK) r = comm_fail(ex->comm, r, false);
     }
     if (r != MSCCLPP_OK) {
         pthread_mutex_lock(&ex->lock);
@@ -630,8 +655,8 @@ mscclpp_result_t exec_setup_announce(mscclpp_executor_t *ex, const struct mscclp
     CHECK(hal_api_source_drain(ex->source));
     uint32_t flag = 0;
     CHECK(ex->hal->memcpy_sync(&flag, &((kern_state_t *)p->state)->flag, sizeof flag));
-    exec_call_sig(plan->collective, rotation, ex->context_seq, exec_plan_digest(plan), &ex->shape,
-                  a->sig);
+    (void)rotation; /* the call's root is in ex->shape */
+    exec_call_sig(plan->collective, ex->context_seq, exec_plan_digest(plan), &ex->shape, a->sig);
     int n;
     uint32_t *ids = mem_fence_ids(p, &n);
     if (!ids) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");

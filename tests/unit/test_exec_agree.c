@@ -446,8 +446,10 @@ START_TEST(t_unserved)
     char empty[] = "/tmp/mscclpp-noplans-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(empty));
     setenv("MSCCLPP_PLAN_DIR", empty, 1); /* no default plans: only the registered one */
+    setenv("MSCCLPP_PLAN_MAKE", "off", 1); /* and no plans made for the job */
     int failed = mp_run(2, unserved_body, NULL, 90, NULL);
     setenv("MSCCLPP_PLAN_DIR", plan_dir, 1);
+    unsetenv("MSCCLPP_PLAN_MAKE");
     rmdir(empty);
     ck_assert_int_eq(failed, 0);
 }
