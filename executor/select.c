@@ -44,7 +44,10 @@ static mscclpp_result_t make_one(mscclpp_executor_t *ex, const char *coll, exec_
                           .proto = proto,
                           .root = root,
                           .instances = exec_made_instances(ex->hal->name, coll, proto)};
-    if (proto == EXEC_MADE_PACKET) s.max_bytes = host ? MADE_PKT_MAX_HOST : MADE_PKT_MAX;
+    if (proto == EXEC_MADE_PACKET && ex->made->topo.nnodes == 1)
+        s.max_bytes = host ? MADE_PKT_MAX_HOST : MADE_PKT_MAX;
+    else if (proto == EXEC_MADE_PACKET) /* across nodes: the packet images' cap (made.h) */
+        s.max_bytes = exec_made_pkt_cap(&ex->made->topo, coll);
     return exec_made_plan(&ex->made->topo, &s, ex->comm->rank, out);
 }
 
