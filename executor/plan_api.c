@@ -92,6 +92,11 @@ MSCCLPP_API const char *mscclpp_plan_name(const mscclpp_plan_t *plan)
     return plan ? plan->name : NULL;
 }
 
+MSCCLPP_API const char *mscclpp_plan_file(const mscclpp_plan_t *plan)
+{
+    return plan ? plan->file : NULL;
+}
+
 MSCCLPP_API const char *mscclpp_plan_collective(const mscclpp_plan_t *plan)
 {
     return plan ? plan->collective : NULL;

@@ -927,6 +927,10 @@ START_TEST(test_load_string_and_file_agree)
     ck_assert_int_eq(mscclpp_plan_load_file(path, &b), MSCCLPP_OK);
     ck_assert_str_eq(mscclpp_plan_name(a), "unnamed");
     ck_assert_str_eq(mscclpp_plan_name(b), "allgather_pkt_rppkt_4");
+    /* where each came from: the file as given, none for a string */
+    ck_assert_ptr_null(mscclpp_plan_file(a));
+    ck_assert_str_eq(mscclpp_plan_file(b), path);
+    ck_assert_ptr_null(mscclpp_plan_file(NULL));
     ck_assert_int_eq(a->nranks, b->nranks);
     for (int r = 0; r < a->nranks; r++) {
         ck_assert_int_eq(a->gpus[r].n_blocks, b->gpus[r].n_blocks);
