@@ -39,11 +39,9 @@
 
 #define EXEC_WIRE_MAGIC 0x43584550u /* "PEXC": context setup message */
 #define EXEC_WIRE_VERSION 2u /* 2: counter slots 128 bytes apart */
-/* Bootstrap tags of context setup: base + sequence, inside the 0..32767 every MPI allows */
-#define EXEC_TAG_BASE 0x6000
-#define EXEC_TAG_SPAN 0x2000
 /* A point-to-point executor's setups (mscclpp_executor_set_p2p): one tag, since its contexts
- * are built by two ranks each, one after the other in the same order on both */
+ * are built by two ranks each, one after the other in the same order on both (the others:
+ * exec_setup_tag, state.c) */
 #define EXEC_TAG_P2P 0x5800
 
 /* Memory channel counters are 128 bytes apart: word 0 the counter, words 8-11 the offsets the
@@ -379,12 +377,10 @@ static mscclpp_result_t oom(void) { return ERR(MSCCLPP_ERR_NO_MEMORY, "executor:
  * Scratch for the calls of up to in_cap/out_cap bytes (any dtype: the widest and the narrowest
  * element round chunks differently). Double-scratch plans: every rank must put the upper half
  * at the same offset for every call (lower.c), so the ranks agree on half of the smallest
- * scratch any rank has.
+ * scratch any rank has (context_agree sets scratch_half).
  */
 static mscclpp_result_t context_scratch(mscclpp_executor_t *ex, exec_context_t *c)
 {
-    mscclpp_comm_t *comm = ex->comm;
-    const int n = comm->nranks;
     uint64_t bytes = 0;
     const mscclpp_dtype_t widths[] = {MSCCLPP_UINT8, MSCCLPP_FLOAT16, MSCCLPP_FLOAT32,
                                       MSCCLPP_FLOAT64};
@@ -395,22 +391,10 @@ static mscclpp_result_t context_scratch(mscclpp_executor_t *ex, exec_context_t *
         uint64_t b = exec_scratch_for_allocs(c->plan, c->vrank, c->in_cap, c->out_cap, widths[i]);
         if (b > bytes) bytes = b;
     }
-    if (c->plan->double_scratch) {
-        uint64_t *all = calloc((size_t)n, sizeof *all);
-        if (!all) return oom();
-        all[comm->rank] = bytes;
-        mscclpp_result_t res = mscclpp_bootstrap_allgather(comm->boot, all, sizeof *all);
-        uint64_t least = bytes;
-        for (int r = 0; r < n; r++)
-            if (all[r] < least) least = all[r];
-        free(all);
-        CHECK(res);
-        c->scratch_half = least / 2 / 64 * 64;
-    }
+    c->scratch_bytes = bytes; /* what this rank needs, for the agreement, even if it fails */
     if (!bytes) return MSCCLPP_OK;
     CHECK(ex->hal->mem_alloc_shareable(bytes, &c->scratch));
     CHECK(ex->hal->memset_sync(c->scratch, 0, bytes));
-    c->scratch_bytes = bytes;
     return MSCCLPP_OK;
 }
 
@@ -550,17 +534,8 @@ static mscclpp_result_t setup_message(mscclpp_executor_t *ex, exec_context_t *c,
     }
     unsigned need = needs_from(plan, v, me);
     wire_put_u32(w, need);
-    for (int t = 0; t < 3; t++) {
-        if (!(need & (1u << t))) continue;
-        void *p = buffer_of(c, t);
-        size_t bytes = buffer_bytes(c, t);
-        if (!p || bytes == 0)
-            return ERR_ARG("plan '%s': rank %d addresses the %s buffer of rank %d, which must "
-                           "then be memory the backend can share (got %p)",
-                           plan->name, vr_to_pr(c, v, ex->comm->nranks), buf_name(t),
-                           ex->comm->rank, p);
-        CHECK(put_regmem(ex, w, p, bytes));
-    }
+    for (int t = 0; t < 3; t++)
+        if (need & (1u << t)) CHECK(put_regmem(ex, w, buffer_of(c, t), buffer_bytes(c, t)));
     if (w->overflow) return ERR(MSCCLPP_ERR_INTERNAL, "executor: setup message overflow");
     return MSCCLPP_OK;
 }
@@ -693,7 +668,7 @@ static mscclpp_result_t setup_barrier(mscclpp_executor_t *ex, exec_context_t *c,
 }
 
 /* A plan whose memory channels join this rank to another node cannot run here: say so before
- * any message (the peers, running the same plan, find the same and leave unharmed). */
+ * any commitment (context_prepare; every rank refuses in the agreement step, unharmed). */
 static mscclpp_result_t check_same_node(mscclpp_executor_t *ex, const exec_context_t *c)
 {
     const plan_gpu_t *g = &c->plan->gpus[c->vrank];
@@ -711,15 +686,127 @@ static mscclpp_result_t check_same_node(mscclpp_executor_t *ex, const exec_conte
     return MSCCLPP_OK;
 }
 
+/*
+ * What this rank can find out alone before any peer commits to the setup: its own resources
+ * (device state, counters, scratch), that the buffers the peers address can be shared, and
+ * that a transport reaches every peer of its port channels.
+ */
+static mscclpp_result_t context_prepare(mscclpp_executor_t *ex, exec_context_t *c)
+{
+    const struct mscclpp_plan *plan = c->plan;
+    const int n = ex->comm->nranks, me = c->vrank;
+    CHECK(check_same_node(ex, c));
+    CHECK(context_state(ex, c));
+    CHECK(context_channels(ex, c));
+    CHECK(context_scratch(ex, c));
+    for (int v = 0; v < n; v++) {
+        if (v == me || !pair_talks(plan, me, v)) continue;
+        unsigned need = needs_from(plan, v, me);
+        for (int t = 0; t < 3; t++) {
+            void *p = buffer_of(c, t);
+            if ((need & (1u << t)) && (!p || buffer_bytes(c, t) == 0))
+                return ERR_ARG("plan '%s': rank %d addresses the %s buffer of rank %d, which "
+                               "must then be memory the backend can share (got %p)",
+                               plan->name, vr_to_pr(c, v, n), buf_name(t), ex->comm->rank, p);
+        }
+    }
+    if (exec_port_needed(plan)) {
+        uint64_t lbytes[3] = {c->in_alloc, c->out_alloc, c->scratch_bytes};
+        CHECK(exec_port_check(ex->comm, plan, c->vrank, c->rotation, lbytes));
+    }
+    return MSCCLPP_OK;
+}
+
+/* Whether rank p (not this one) takes part in setting up context c: every rank, or for a plan a
+ * few ranks take part in (a point-to-point plan), the ranks this one talks to. */
+static bool takes_part(const exec_context_t *c, int p, int n)
+{
+    int v = (p - c->rotation + n) % n;
+    return v != c->vrank && (plan_everyone(c->plan) || pair_talks(c->plan, c->vrank, v));
+}
+
+/*
+ * First step of a setup that talks: every rank tells every other the call it builds the
+ * context for (kern_args.h, "Call signature"), whether it could prepare it (`local`), and its
+ * scratch size. Before this nobody has committed anything: ranks that disagree, or any rank
+ * that cannot serve the call, stop here, every one of them, told why, with nothing shared yet,
+ * so the executor stays usable (ex->setup_refused). A rank that repeats its previous call
+ * instead sends its own call's signature here once it found our announcement
+ * (exec_setup_announce): then the ranks disagree and its launch failed midway
+ * (ex->setup_disagreed: every rank resynchronises).
+ */
+static mscclpp_result_t context_agree(mscclpp_executor_t *ex, exec_context_t *c, int tag,
+                                      mscclpp_result_t local)
+{
+    const int n = ex->comm->nranks, me = ex->comm->rank;
+    exec_agree_t mine, theirs;
+    memset(&mine, 0, sizeof mine);
+    exec_call_sig(c->plan->collective, c->seq, c->digest, &ex->shape, mine.sig);
+    mine.status = local;
+    mine.scratch = c->scratch_bytes;
+    if (local != MSCCLPP_OK) snprintf(mine.why, sizeof mine.why, "%s", mscclpp_last_error());
+    char my_why[sizeof mine.why + 1];
+    snprintf(my_why, sizeof my_why, "%s", mine.why);
+    ex->setup_talked = true;
+    mscclpp_result_t res = MSCCLPP_OK;
+    for (int p = 0; p < n && res == MSCCLPP_OK; p++)
+        if (takes_part(c, p, n)) res = exec_agree_send(ex, p, tag, &mine);
+    int differs = -1, others = 0, refuses = local != MSCCLPP_OK ? me : -1, answered = -1;
+    uint64_t differs_sig[KERN_SIG_WORDS], least = mine.scratch;
+    mscclpp_result_t refusal = local;
+    char refusal_why[sizeof mine.why + 1];
+    snprintf(refusal_why, sizeof refusal_why, "%s", mine.why);
+    for (int p = 0; p < n && res == MSCCLPP_OK; p++) {
+        if (!takes_part(c, p, n)) continue;
+        res = exec_agree_recv(ex, p, tag, &theirs);
+        if (res != MSCCLPP_OK) break;
+        if (theirs.answer && answered < 0) answered = p;
+        if (theirs.status != MSCCLPP_OK && refuses < 0) {
+            refuses = p;
+            refusal = theirs.status;
+            snprintf(refusal_why, sizeof refusal_why, "%s", theirs.why);
+        }
+        if (theirs.scratch < least) least = theirs.scratch;
+        if (!memcmp(mine.sig, theirs.sig, KERN_SIG_CMP * sizeof(uint64_t))) continue;
+        if (differs < 0) {
+            differs = p;
+            memcpy(differs_sig, theirs.sig, sizeof differs_sig);
+        } else {
+            others++;
+        }
+    }
+    CHECK(res);
+    if (differs >= 0) {
+        char how[96] = "";
+        if (others)
+            snprintf(how, sizeof how, " (and %d more rank%s)", others, others > 1 ? "s" : "");
+        if (answered >= 0) {
+            ex->setup_disagreed = true; /* the answering ranks' launches failed midway */
+        } else {
+            ex->setup_refused = true; /* every rank stopped here: nothing to repair */
+            ex->setup_talked = false;
+        }
+        return exec_disagree_error(me, mine.sig, c->plan->name, differs, differs_sig, how);
+    }
+    if (refuses >= 0) {
+        ex->setup_refused = true;
+        ex->setup_talked = false;
+        if (refuses == me) return core_error_quiet(local, "%s", my_why); /* logged already */
+        return ERR(refusal,
+                   "rank %d cannot serve this call with plan '%s' (so no rank runs it): "
+                   "%s",
+                   refuses, c->plan->name, refusal_why);
+    }
+    if (c->plan->double_scratch) c->scratch_half = least / 2 / 64 * 64;
+    return MSCCLPP_OK;
+}
+
 static mscclpp_result_t context_build(mscclpp_executor_t *ex, exec_context_t *c, uint32_t seq)
 {
     mscclpp_comm_t *comm = ex->comm;
     const plan_gpu_t *g = &c->plan->gpus[c->vrank];
-    const int tag = ex->p2p ? EXEC_TAG_P2P : EXEC_TAG_BASE + (int)(seq % EXEC_TAG_SPAN);
-    CHECK(check_same_node(ex, c));
-    CHECK(context_scratch(ex, c));
-    CHECK(context_state(ex, c));
-    CHECK(context_channels(ex, c));
+    const int tag = ex->p2p ? EXEC_TAG_P2P : exec_setup_tag(seq);
+    CHECK(context_agree(ex, c, tag, context_prepare(ex, c)));
     CHECK(context_exchange(ex, c, tag));
     if (exec_port_needed(c->plan)) {
         void *lptr[3] = {c->send_base, c->recv_base, c->scratch};
@@ -760,6 +847,7 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     c->rotation = rotation;
     c->vrank = (ex->comm->rank - rotation + n) % n;
     c->seq = ex->context_seq++;
+    c->digest = exec_plan_digest(plan);
     mscclpp_result_t res = context_build(ex, c, c->seq);
     if (res == MSCCLPP_OK) {
         *out = c;
@@ -899,6 +987,10 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
         *out = c;
         return MSCCLPP_OK;
     }
+    /* A new context: say so in the context of our previous launch first, where peers that
+     * disagree (they repeat their previous call) are waiting for us (state.c). */
+    exec_announce_t ann;
+    CHECK(exec_setup_announce(ex, plan, rotation, &ann));
     if (c) {
         /* a larger call than its scratch serves: every rank makes the same call, so every
          * rank rebuilds it here, larger */
@@ -935,8 +1027,17 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
     uint64_t in_cap, out_cap;
     scratch_caps(in_bytes, out_bytes, &in_cap, &out_cap);
     CHECK(context_evict(ex));
+    /* the announcement went with its context if a drop or the eviction took it */
+    bool kept = false;
+    for (exec_context_t *k = ex->contexts; k && !kept; k = k->next) kept = k == ann.prev;
+    if (!kept) ann.prev = NULL;
     c = NULL;
-    CHECK(context_create(ex, plan, bufs, shares_io, in_cap, out_cap, rotation, &c));
+    mscclpp_result_t res =
+        context_create(ex, plan, bufs, shares_io, in_cap, out_cap, rotation, &c);
+    /* peers that repeat their previous call instead of building this context with us found
+     * our announcement (above) and answered it: that is why this setup failed */
+    res = exec_setup_settle(ex, &ann, res);
+    if (res != MSCCLPP_OK) return res;
     pthread_mutex_lock(&ex->lock);
     c->next = ex->contexts;
     ex->contexts = c;

@@ -12,6 +12,7 @@
  * See executor/executor.h for the objects and how the files divide the work.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,12 @@ static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t 
                        plan->nranks, ex->comm->nranks);
     if ((send_bytes && !send) || (recv_bytes && !recv))
         return ERR_ARG("execute: NULL buffer with a non-zero size");
+    /* the interpreter works in whole elements: a partial one would be dropped, not moved */
+    size_t es = mscclpp_dtype_size(dtype);
+    if (es > 1 && (send_bytes % es || recv_bytes % es))
+        return ERR_ARG("execute: %zu bytes in, %zu out is not a whole number of %s elements "
+                       "(%zu bytes each)",
+                       send_bytes, recv_bytes, mscclpp_dtype_name(dtype), es);
     uint64_t msg = exec_message_size(plan->collective, send_bytes, recv_bytes);
     if (msg < plan->min_message_size || msg > plan->max_message_size)
         return ERR_ARG("plan '%s' accepts messages of %llu to %llu bytes, got %llu", plan->name,
@@ -108,19 +115,6 @@ static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t 
                        send_bytes && !bufs->in.size ? send : (const void *)recv);
     }
     return MSCCLPP_OK;
-}
-
-/*
- * The launch fence's decision for this call (kern_args.h, "Launch fence"). It is made on the
- * host, so a captured launch keeps the decision of its capture on every replay, and replays
- * may run between any two calls: a captured launch always fences, and once the executor has
- * captured, so does every later launch (docs/graphs.md). A decision taken on the device would
- * spare those fences.
- */
-static bool fence_decide(const mscclpp_executor_t *ex, const exec_call_key_t *key)
-{
-    if (ex->capturing || ex->captured_any) return true;
-    return ex->launched && memcmp(key, &ex->last_call, sizeof *key) != 0;
 }
 
 /* Whether the call's stream is being captured (no stream: never). */
@@ -176,15 +170,30 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
         return ERR_ARG("plan '%s' holds rank %d's part only (a plan made for one rank); this is "
                        "rank %d",
                        plan->name, plan->part_rank, vrank);
-    CHECK(exec_check(ex));
+    CHECK(exec_ready(ex));
 
+    /* what a new context's agreement step carries, and every launch's signature: the caller's
+     * in-place-ness and root (a staged call runs an out-of-place plan; a made rooted plan runs
+     * unrotated), the tuning table's digest (run_collective's ex->hint) */
+    const exec_hint_t *h = ex->hint.set ? &ex->hint : NULL;
+    ex->shape = (exec_shape_t){send_bytes, recv_bytes, dtype, op, packet,
+                               h ? h->inplace
+                                 : call_in_place(plan->collective, send, recv, send_bytes,
+                                                 recv_bytes, ex->comm->rank),
+                               h ? h->root : (plan->root + rotation) % ex->comm->nranks,
+                               h ? h->tuning : 0};
     exec_context_t *c = NULL;
     ex->setup_talked = false;
+    ex->setup_disagreed = false;
+    ex->setup_refused = false;
     mscclpp_result_t r =
         exec_context_get(ex, plan, &bufs, send_bytes, recv_bytes, rotation, dtype, &c);
     if (r != MSCCLPP_OK) {
-        /* a setup that failed before any message (an unsupported plan, local memory) left
-         * the peers where they were; one that talked did not */
+        /* a setup that failed before any message (an unsupported plan, local memory), or that
+         * every rank refused in its agreement step, left the peers where they were; one that
+         * failed later did not */
+        if (ex->setup_disagreed) return exec_disagree(ex, r);
+        if (ex->setup_refused) return r;
         if (ex->setup_talked ||
             (r != MSCCLPP_ERR_UNSUPPORTED && r != MSCCLPP_ERR_INVALID_ARG &&
              r != MSCCLPP_ERR_NO_MEMORY))
@@ -211,17 +220,19 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
     l->low->args.io_off[1] = out_off;
     l->low->args.mailbox = c->mailbox;
     l->low->args.abort = __atomic_load_n(&ex->comm->abort_word, __ATOMIC_ACQUIRE);
-    /*
-     * Only what every rank agrees on decides the fence: the context (built collectively, so
-     * its sequence number is the same everywhere), the call shape and, for a context that
-     * reaches the peers' buffers, their offsets. A context that reaches the peers' input or
-     * output fences every launch: those buffers are the callers', ready (input written, output
-     * no longer read by the caller's earlier work) only once the peer's stream has reached this
-     * launch, and its peers publish their offsets there (kern_args.h). So does a point-to-point
-     * executor's every launch (mscclpp_executor_set_p2p).
-     */
-    exec_call_key_t key = {c->seq, send_bytes, recv_bytes, in_off, out_off, dtype, op, packet, 0};
-    l->low->args.fence = ex->p2p || c->reaches_io || fence_decide(ex, &key);
+    /* The signature decides the fence on the device (kern_args.h, "Launch fence"), so a
+     * replayed graph fences where it must with nothing decided at capture. Only what every rank
+     * agrees on goes in: the context (built collectively, so its sequence number is the same
+     * everywhere) and the call. Not the buffers' offsets in their allocations, which one rank
+     * alone may move. */
+    exec_call_sig(c->plan->collective, c->seq, c->digest, &ex->shape, l->low->args.sig);
+    l->low->args.last_sig = ex->last_sig;
+    /* A context that reaches the peers' input or output fences every launch: those buffers
+     * are the callers', ready (input written, output no longer read by the caller's earlier
+     * work) only once the peer's stream has reached this launch, and the peers publish their
+     * offsets there (kern_args.h). So does a point-to-point executor's every launch
+     * (mscclpp_executor_set_p2p): its contexts alternate between pairs. */
+    l->low->args.fence = ex->p2p || c->reaches_io;
     /* before the launch: a sync that races with it must already ask us (a graph made by the
      * capture in progress asks us after each replay) */
     CHECK(ex->capturing ? hal_api_stream_note_capture(stream, ex->source)
@@ -232,8 +243,8 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
         c->broken = true;
         return exec_poison(ex, r);
     }
+    ex->last_seq = c->seq; /* the context a new one's setup announces itself on */
     ex->launched = true;
-    ex->last_call = key;
     if (ex->capturing) ex->captured_any = true;
     if (!hs) return exec_check_launch(ex, c);
     return MSCCLPP_OK;
@@ -339,8 +350,14 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
         return aw;
     }
     pthread_mutex_init(&ex->lock, NULL);
-    mscclpp_result_t res = hal_api_source_add(exec_stream_check, ex, &ex->source);
+    /* the launch fence's record of the previous launch (kern_args.h): none yet */
+    mscclpp_result_t res =
+        ex->hal->mem_alloc(KERN_EXEC_WORDS * sizeof(uint64_t), (void **)&ex->last_sig);
+    if (res == MSCCLPP_OK)
+        res = ex->hal->memset_sync(ex->last_sig, 0, KERN_EXEC_WORDS * sizeof(uint64_t));
+    if (res == MSCCLPP_OK) res = hal_api_source_add(exec_stream_check, ex, &ex->source);
     if (res != MSCCLPP_OK) {
+        if (ex->last_sig) ex->hal->mem_free(ex->last_sig);
         pthread_mutex_destroy(&ex->lock);
         free(ex);
         return res;
@@ -384,6 +401,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
         exec_registry_fini(&ex->registry);
         exec_select_detach(ex);
         hal_api_source_remove(ex->source);
+        ex->hal->mem_free(ex->last_sig);
         pthread_mutex_destroy(&ex->lock);
         free(ex);
         return tr;
@@ -441,6 +459,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
     exec_native_release(exec); /* before the communicator may go */
     exec_contexts_free_all(exec, true);
     if (exec->tmp) exec->hal->mem_free(exec->tmp);
+    exec->hal->mem_free(exec->last_sig);
     exec_tuning_free(exec->tuning);
     exec_registry_fini(&exec->registry);
     exec_select_detach(exec);
@@ -490,6 +509,11 @@ void exec_tuning_view(mscclpp_executor_t *ex, exec_tuning_view_t *v)
 
 /* ---- collectives with registered plans --------------------------------------------------- */
 
+static mscclpp_result_t run_staged(mscclpp_executor_t *ex, const exec_choice_t *ch,
+                                   const void *stage_src, void *recv, size_t in_bytes,
+                                   size_t out_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
+                                   mscclpp_stream_t stream);
+
 /*
  * Run `collective` with the plan exec_select (select.c) chooses; an in-place call served by an
  * out-of-place plan first copies its input into a staging buffer.
@@ -503,9 +527,26 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     exec_call_t call = {collective, inplace, in_bytes, out_bytes, dtype, root};
     exec_choice_t ch;
     CHECK(exec_select(ex, &call, &ch));
-    if (!ch.staged)
-        return exec_execute(ex, ch.plan, send, recv, in_bytes, out_bytes, dtype, op,
-                            MSCCLPP_PACKET_LL16, stream, ch.rotation, ch.nthreads);
+    /* what the call's signature says that exec_execute cannot see (kern_args.h) */
+    ex->hint = (exec_hint_t){true, inplace, root, ex->tuning ? ex->tuning->digest : 0};
+    mscclpp_result_t r;
+    if (!ch.staged) {
+        r = exec_execute(ex, ch.plan, send, recv, in_bytes, out_bytes, dtype, op,
+                         MSCCLPP_PACKET_LL16, stream, ch.rotation, ch.nthreads);
+        ex->hint.set = false;
+        return r;
+    }
+    r = run_staged(ex, &ch, stage_src, recv, in_bytes, out_bytes, dtype, op, stream);
+    ex->hint.set = false;
+    return r;
+}
+
+/* An in-place call served by an out-of-place plan: its input is copied into `tmp` first. */
+static mscclpp_result_t run_staged(mscclpp_executor_t *ex, const exec_choice_t *ch,
+                                   const void *stage_src, void *recv, size_t in_bytes,
+                                   size_t out_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
+                                   mscclpp_stream_t stream)
+{
     bool capturing = false;
     CHECK(stream_capturing(ex, stream, &capturing));
     if (ex->tmp_bytes < in_bytes) {
@@ -532,8 +573,8 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
         CHECK(ex->hal->memcpy_async(ex->tmp, stage_src, in_bytes, hal_api_stream(stream)));
     else
         CHECK(ex->hal->memcpy_sync(ex->tmp, stage_src, in_bytes));
-    mscclpp_result_t r = exec_execute(ex, ch.plan, ex->tmp, recv, in_bytes, out_bytes, dtype, op,
-                                      MSCCLPP_PACKET_LL16, stream, ch.rotation, ch.nthreads);
+    mscclpp_result_t r = exec_execute(ex, ch->plan, ex->tmp, recv, in_bytes, out_bytes, dtype, op,
+                                      MSCCLPP_PACKET_LL16, stream, ch->rotation, ch->nthreads);
     /* a failed call must not leave the staging copy queued behind the caller's back (a
      * capture cannot be waited for: the copy is only recorded there) */
     if (r != MSCCLPP_OK && stream && !capturing) (void)ex->hal->stream_sync(hal_api_stream(stream));
@@ -598,14 +639,23 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_direct(mscclpp_executor_t *exec,
     return MSCCLPP_OK;
 }
 
-static mscclpp_result_t coll_check(mscclpp_executor_t *ex, const void *send, void *recv,
-                                   mscclpp_dtype_t dtype, size_t *es)
+/* The checks every collective makes: *bytes = count elements of dtype, times `ranks` (the
+ * buffer that holds every rank's block), refused when it does not fit a size_t. */
+static mscclpp_result_t coll_check(mscclpp_executor_t *ex, const char *coll, const void *send,
+                                   void *recv, size_t count, mscclpp_dtype_t dtype, int ranks,
+                                   size_t *bytes)
 {
     CHECK_ARG(ex != NULL);
+    CHECK_ARG((int)dtype >= 0 && dtype < MSCCLPP_DTYPE_COUNT);
+    size_t es = mscclpp_dtype_size(dtype);
+    if (count > SIZE_MAX / es / (size_t)ranks)
+        return ERR_ARG("%s: a count of %zu %s elements%s overflows the byte count (%zu elements "
+                       "at most)",
+                       coll, count, mscclpp_dtype_name(dtype), ranks > 1 ? " for every rank" : "",
+                       SIZE_MAX / es / (size_t)ranks);
     CHECK_ARG(send != NULL);
     CHECK_ARG(recv != NULL);
-    CHECK_ARG((int)dtype >= 0 && dtype < MSCCLPP_DTYPE_COUNT);
-    *es = mscclpp_dtype_size(dtype);
+    *bytes = count * es;
     return MSCCLPP_OK;
 }
 
@@ -613,10 +663,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_allreduce(mscclpp_executor_t *exec, const v
                                                void *recv, size_t count, mscclpp_dtype_t dtype,
                                                mscclpp_redop_t op, mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
+    size_t b;
+    CHECK(coll_check(exec, "allreduce", send, recv, count, dtype, 1, &b));
     CHECK_ARG((int)op >= 0 && op < MSCCLPP_REDOP_COUNT);
-    size_t b = count * es;
     return run_collective(exec, "allreduce", send, recv, b, b, send == recv, send, dtype, op, 0,
                           stream);
 }
@@ -625,10 +674,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_allgather(mscclpp_executor_t *exec, const v
                                                void *recv, size_t send_count,
                                                mscclpp_dtype_t dtype, mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
+    size_t in;
+    CHECK_ARG(exec != NULL);
     int n = exec->comm->nranks, rank = exec->comm->rank;
-    size_t in = send_count * es;
+    CHECK(coll_check(exec, "allgather", send, recv, send_count, dtype, n, &in));
     bool inplace = (const char *)send == (char *)recv + (size_t)rank * in;
     return run_collective(exec, "allgather", send, recv, in, in * (size_t)n, inplace, send, dtype,
                           MSCCLPP_REDOP_PLAN, 0, stream);
@@ -639,11 +688,11 @@ MSCCLPP_API mscclpp_result_t mscclpp_reducescatter(mscclpp_executor_t *exec, con
                                                    mscclpp_dtype_t dtype, mscclpp_redop_t op,
                                                    mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
-    CHECK_ARG((int)op >= 0 && op < MSCCLPP_REDOP_COUNT);
+    size_t out;
+    CHECK_ARG(exec != NULL);
     int n = exec->comm->nranks, rank = exec->comm->rank;
-    size_t out = recv_count * es;
+    CHECK(coll_check(exec, "reducescatter", send, recv, recv_count, dtype, n, &out));
+    CHECK_ARG((int)op >= 0 && op < MSCCLPP_REDOP_COUNT);
     bool inplace = (char *)recv == (const char *)send + (size_t)rank * out;
     return run_collective(exec, "reducescatter", send, recv, out * (size_t)n, out, inplace, send,
                           dtype, op, 0, stream);
@@ -653,9 +702,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_alltoall(mscclpp_executor_t *exec, const vo
                                               void *recv, size_t count, mscclpp_dtype_t dtype,
                                               mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
-    size_t b = count * es * (size_t)exec->comm->nranks;
+    size_t b;
+    CHECK_ARG(exec != NULL);
+    CHECK(coll_check(exec, "alltoall", send, recv, count, dtype, exec->comm->nranks, &b));
+    b *= (size_t)exec->comm->nranks;
     return run_collective(exec, "alltoall", send, recv, b, b, send == recv, send, dtype,
                           MSCCLPP_REDOP_PLAN, 0, stream);
 }
@@ -664,10 +714,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_broadcast(mscclpp_executor_t *exec, const v
                                                void *recv, size_t count, mscclpp_dtype_t dtype,
                                                int root, mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
+    size_t b;
+    CHECK(coll_check(exec, "broadcast", send, recv, count, dtype, 1, &b));
     CHECK_ARG(root >= 0 && root < exec->comm->nranks);
-    size_t b = count * es;
     /* a loaded plan written for another root serves `root` with its ranks rotated (select.c) */
     return run_collective(exec, "broadcast", send, recv, b, b, send == recv, send, dtype,
                           MSCCLPP_REDOP_PLAN, root, stream);
@@ -677,11 +726,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_reduce(mscclpp_executor_t *exec, const void
                                             size_t count, mscclpp_dtype_t dtype, mscclpp_redop_t op,
                                             int root, mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
+    size_t b;
+    CHECK(coll_check(exec, "reduce", send, recv, count, dtype, 1, &b));
     CHECK_ARG((int)op >= 0 && op < MSCCLPP_REDOP_COUNT);
     CHECK_ARG(root >= 0 && root < exec->comm->nranks);
-    size_t b = count * es;
     return run_collective(exec, "reduce", send, recv, b, b, send == recv, send, dtype, op, root,
                           stream);
 }

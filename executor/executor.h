@@ -60,16 +60,27 @@ typedef struct exec_lowcache {
     bool captured;   /* a graph launches it: kept, unchanged, until the executor goes */
 } exec_lowcache_t;
 
-/* What identifies a call for the launch fence; compared with memcmp (zero-initialised). For a
- * context that addresses the peers' input/output, the call's in-allocation offsets too: every
- * rank computes the peers' buffers at its own offsets, so a rank whose buffers moved in their
- * allocations must meet its peers before anyone writes there. */
+/* What a collective call adds to its signature (kern_args.h, "Call signature") that
+ * exec_execute cannot see: whether the caller's buffers are in place (a staged call runs an
+ * out-of-place plan), its root (a made rooted plan runs unrotated) and the digest of the tuning
+ * table that chose the plan. Set by run_collective around its exec_execute. */
 typedef struct {
-    uint64_t context_seq;
-    uint64_t in_bytes, out_bytes;
-    uint64_t in_off, out_off;
-    int32_t dtype, op, packet, pad;
-} exec_call_key_t;
+    bool set;
+    bool inplace;
+    int root;
+    uint64_t tuning;
+} exec_hint_t;
+
+/* The call in progress, as its signature sees it. */
+typedef struct {
+    size_t send_bytes, recv_bytes;
+    mscclpp_dtype_t dtype;
+    mscclpp_redop_t op;
+    mscclpp_packet_t packet;
+    bool inplace;
+    int root;
+    uint64_t tuning;
+} exec_shape_t;
 
 /* The buffers of one call as the backend knows them (hal mem_info). */
 typedef struct {
@@ -123,6 +134,7 @@ typedef struct exec_context {
     void **mappings; /* peer mappings to release */
     int n_mappings;
     exec_lowcache_t *lowered;
+    uint64_t digest;       /* of the plan, for call signatures (exec_plan_digest) */
     kern_error_t *mailbox; /* host-mapped copy of the interpreter's first error (kern_args.h) */
     exec_port_t *port; /* port channels and their proxy (executor/exec_port.c), or NULL */
 } exec_context_t;
@@ -142,18 +154,31 @@ struct mscclpp_executor {
     size_t tmp_bytes;
     uint64_t source;  /* id as an error source of streams (hal_api.h) */
     bool setup_talked; /* the context setup in progress has sent or received a message */
+    bool setup_disagreed; /* it failed because the ranks disagree on the call, midway */
+    bool setup_refused;   /* every rank refused it before committing anything: usable */
+    exec_shape_t shape;   /* the call in progress (one at a time) */
+    exec_hint_t hint;     /* what run_collective adds to it */
     /* The executor is broken once a collective failed (state.c). A stream sync may poll the
      * mailboxes from another thread: the lock guards the context list and these. */
     pthread_mutex_t lock;
     mscclpp_result_t broken;
+    bool disagreed; /* `broken` is ranks disagreeing on a call: the next call resynchronises */
     char broken_msg[768];
     exec_tuning_t *tuning; /* loaded tuning table, or NULL (executor/tuning.h) */
     struct exec_made *made; /* this job's topology and its rooted made plans (select.c) */
     exec_select_slot_t chosen[EXEC_SELECT_CACHE]; /* plan choices per call shape (select.c) */
-    /* The launch fence (kern_args.h): a launch of another context or call shape than the
-     * previous launch first waits for every peer's previous launch. */
-    bool launched;
-    exec_call_key_t last_call;
+    /* The launch fence (kern_args.h): the signature of the previous launch, then the first
+     * error of any launch, in device memory (KERN_EXEC_WORDS words) the launches read and
+     * update. */
+    uint64_t *last_sig;
+    bool launched; /* some launch happened: last_seq names its context */
+    uint32_t last_seq;
+    /* our call's signature, owed to a peer that sets up a context we do not (state.c) */
+    struct {
+        bool pending;
+        int peer, tag;
+        uint64_t sig[KERN_SIG_WORDS];
+    } answer;
     /*
      * Capture (docs/graphs.md): `capturing` holds for the call in progress (its stream is being
      * captured). What a graph launches (lowered plans, contexts, the staging buffer) is never
@@ -232,8 +257,70 @@ mscclpp_result_t exec_execute(mscclpp_executor_t *ex, const struct mscclpp_plan 
 
 /* ---- state.c ------------------------------------------------------------------------------ */
 
+/* A digest of what a plan makes every rank do: equal digests, one program. Never 0. */
+uint64_t exec_plan_digest(const struct mscclpp_plan *plan);
+
+/* The signature of a call (kern_args.h, "Call signature") on the context of (collective, seq,
+ * plan digest). */
+void exec_call_sig(const char *collective, uint32_t seq, uint64_t digest, const exec_shape_t *shape,
+                   uint64_t sig[KERN_SIG_WORDS]);
+
+/* The error of ranks that disagree: rank `me` calls `mine` (its plan's name `plan_name`, or
+ * NULL), rank `peer` `theirs`; `how` ends the sentence (or ""). INVALID_ARG. */
+mscclpp_result_t exec_disagree_error(int me, const uint64_t *mine, const char *plan_name, int peer,
+                                     const uint64_t *theirs, const char *how);
+
+/* Bootstrap tag of the setup of context `seq`. */
+int exec_setup_tag(uint32_t seq);
+
+/* One rank's message in the agreement step of a context setup (context.c, context_agree). */
+#define EXEC_AGREE_WHY 192
+typedef struct {
+    uint64_t sig[KERN_SIG_WORDS]; /* the call it builds the context for */
+    mscclpp_result_t status;      /* whether it could prepare it */
+    bool answer;                  /* sent by a rank that repeats its previous call instead */
+    uint64_t scratch;             /* its scratch bytes */
+    char why[EXEC_AGREE_WHY];     /* why not (status != OK) */
+} exec_agree_t;
+
+mscclpp_result_t exec_agree_send(mscclpp_executor_t *ex, int peer, int tag, const exec_agree_t *a);
+mscclpp_result_t exec_agree_recv(mscclpp_executor_t *ex, int peer, int tag, exec_agree_t *a);
+
+/* A context setup announced in the context of the executor's previous launch. */
+typedef struct {
+    exec_context_t *prev; /* NULL: nothing announced */
+    uint32_t flag;        /* the flag of prev's next launch */
+    uint64_t sig[KERN_SIG_WORDS];
+    const char *plan_name;
+} exec_announce_t;
+
+/*
+ * Before building a context for the call in progress (ex->shape) on (plan, rotation): write a
+ * KERN_REC_SETUP record with its signature into the peers' slots of the launch fence channels
+ * of the previous launch's context (memory channels; kern_args.h, "Launch fence"), after the
+ * launches queued there ended (their error, if any, is returned).
+ */
+mscclpp_result_t exec_setup_announce(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
+                                     int rotation, exec_announce_t *a);
+
+/* After the setup (result `r`): withdraw the announcement when it succeeded; when it failed
+ * and a peer answered the announcement, the ranks disagree: that error instead of `r`. */
+mscclpp_result_t exec_setup_settle(mscclpp_executor_t *ex, exec_announce_t *a, mscclpp_result_t r);
+
 /* Break the executor with `r`, whose message the calling thread holds; returns r. */
 mscclpp_result_t exec_poison(mscclpp_executor_t *ex, mscclpp_result_t r);
+
+/* Same for ranks that disagree on a call (nothing is lost: the next call resynchronises the
+ * executors of every rank, exec_ready). */
+mscclpp_result_t exec_disagree(mscclpp_executor_t *ex, mscclpp_result_t r);
+
+/*
+ * At the start of a call: MSCCLPP_OK, or the error that broke the executor (exec_check). After
+ * ranks disagreed, whose error has been reported, first resynchronise with every rank (they all
+ * got that error): wait for the queued launches, agree that every rank is there, drop every
+ * context (their counters and flags are past repair), reset the launch fence.
+ */
+mscclpp_result_t exec_ready(mscclpp_executor_t *ex);
 
 /*
  * MSCCLPP_OK, or the error that broke the executor: the original message the first time it is

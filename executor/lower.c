@@ -592,22 +592,24 @@ static int first_chan(const plan_gpu_t *g, int type, int to)
 
 /*
  * The launch fence's channels (kern_args.h, "Launch fence"): per peer, my first memory channel
- * to it when the peer has one to me too (ordinal 0 pairs with ordinal 0, spec §5.2), else my
- * first port channel on the same condition. The rule is symmetric, so the peer fences with us
- * through the matching channel. Peers reached through switch channels only are not fenced.
- * Writes the ids to `out` when not NULL; returns their number.
+ * to it when the peer has one to me too (ordinal 0 pairs with ordinal 0, spec §5.2), else (with
+ * `ports`: the context has a proxy) my first port channel on the same condition. The rule is
+ * symmetric, so the peer fences with us through the matching channel. Peers reached through
+ * switch channels only are not fenced. Writes the ids to `out` when not NULL; returns their
+ * number.
  */
-static int fence_ids(const lower_t *L, uint32_t *out)
+int exec_fence_ids(const struct mscclpp_plan *plan, int rank, bool ports, uint32_t *out)
 {
+    const plan_gpu_t *g = &plan->gpus[rank];
     int k = 0;
-    for (int v = 0; v < L->plan->nranks; v++) {
-        if (v == L->rank) continue;
-        const plan_gpu_t *peer = &L->plan->gpus[v];
-        int m = first_chan(L->g, PLAN_CH_MEMORY, v);
-        int p = first_chan(L->g, PLAN_CH_PORT, v);
+    for (int v = 0; v < plan->nranks; v++) {
+        if (v == rank) continue;
+        const plan_gpu_t *peer = &plan->gpus[v];
+        int m = first_chan(g, PLAN_CH_MEMORY, v);
+        int p = first_chan(g, PLAN_CH_PORT, v);
         uint32_t id;
-        if (m >= 0 && first_chan(peer, PLAN_CH_MEMORY, L->rank) >= 0) id = (uint32_t)m;
-        else if (p >= 0 && L->res->fifo && first_chan(peer, PLAN_CH_PORT, L->rank) >= 0)
+        if (m >= 0 && first_chan(peer, PLAN_CH_MEMORY, rank) >= 0) id = (uint32_t)m;
+        else if (p >= 0 && ports && first_chan(peer, PLAN_CH_PORT, rank) >= 0)
             id = (uint32_t)p | KERN_FENCE_PORT;
         else continue;
         if (out) out[k] = id;
@@ -627,6 +629,11 @@ int exec_rbuf_published(const struct mscclpp_plan *plan, int rank, int q)
     int m = first_chan(g, PLAN_CH_MEMORY, rb->owner);
     if (m < 0 || first_chan(&plan->gpus[rb->owner], PLAN_CH_MEMORY, rank) < 0) return -1;
     return m;
+}
+
+static int fence_ids(const lower_t *L, uint32_t *out)
+{
+    return exec_fence_ids(L->plan, L->rank, L->res->fifo != NULL, out);
 }
 
 static void blob_count(const lower_t *L, blob_t *bl)

@@ -32,6 +32,7 @@
 #ifndef MSCCLPP_EXECUTOR_LOWER_H
 #define MSCCLPP_EXECUTOR_LOWER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -116,6 +117,12 @@ mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in
                             exec_lowered_t **lowered);
 
 void exec_lowered_free(exec_lowered_t *lowered);
+
+/**
+ * The launch fence's channel ids of `rank` (kern_plan_t fence ids: memory channel, or port
+ * channel | KERN_FENCE_PORT when `ports`), written to `out` (may be NULL); returns how many.
+ */
+int exec_fence_ids(const struct mscclpp_plan *plan, int rank, bool ports, uint32_t *out);
 
 /** Name of an op type ("rres"), "?" if out of range. */
 const char *exec_op_name(int type);

@@ -22,6 +22,11 @@
 #                replays of captured collectives with new data, every element checked, direct
 #                calls between), and mscclpp-bench -G (every row checked through a graph; time
 #                per call over graph replays next to direct calls)
+#   agree        ranks that disagree on a call (count, dtype, op, root, collective, plan,
+#                in-place-ness) get an error naming both calls, then agree and are right; and
+#                launches queued behind a lost peer fail at once (tests/unit/test_exec_agree,
+#                cases "agree" and "queue", MSCCLPP_TEST_HAL=cuda: the fence records across
+#                GPUs and the device-side fence decision)
 #   torchnccl    PyTorch with libmscclpp_nccl.so preloaded (tests/gpu/torch_nccl.py, torchrun,
 #                2 ranks): every collective and send/recv checked 8 B .. 256 MiB, each call
 #                returning while the stream is busy (no host sync), dist.all_reduce per call
@@ -58,7 +63,7 @@ while [ $# -gt 0 ]; do
     --variants) variants=$2; shift ;;
     --quick) quick=1 ;;
     --skip) skip=",$2,"; shift ;;
-    -h | --help) sed -n "2,41p" "$0"; exit 0 ;;
+    -h | --help) sed -n "2,46p" "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -301,6 +306,18 @@ if want graphs; then
     grep -q '^# Out of bounds values : 0 OK' "$out/graphs-bench-G10.log" || fails=$((fails + 1))
     [ $fails = 0 ] && result graphs OK "C API: $cline bench 8 B allreduce: $t8 us direct, $g8 us \
 per call in graphs ($(elapsed))" || result graphs FAIL "$fails failures: $cline"
+fi
+
+# ---- agree: disagreements and queued launches on the GPU (issue 22 items 1, 3) ----
+if want agree; then
+    fails=0
+    line=""
+    for case in agree queue; do
+        MSCCLPP_TEST_HAL=cuda CK_RUN_CASE=$case timeout 900 "$build/tests/unit/test_exec_agree" \
+            >"$out/agree-$case.log" 2>&1 || fails=$((fails + 1))
+        line="$line $case: $(grep -m1 '^[0-9]*%: Checks' "$out/agree-$case.log");"
+    done
+    [ $fails = 0 ] && result agree OK "$line ($(elapsed))" || result agree FAIL "$line"
 fi
 
 # ---- PyTorch: torch.cuda.graph through the Python runtime and the NCCL API; seed 000 ----

@@ -72,6 +72,15 @@ tests_unit_test_exec_fail_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_exec_fail_LDADD = libmscclpp.la $(CHECK_LIBS)
 endif
 
+# Ranks that disagree on a call, queued launches after a failure, unserved calls (issue 22).
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_exec_agree
+TESTS += tests/unit/test_exec_agree
+tests_unit_test_exec_agree_SOURCES = tests/unit/test_exec_agree.c tests/unit/mp_harness.c
+tests_unit_test_exec_agree_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_exec_agree_LDADD = libmscclpp.la $(CHECK_LIBS)
+endif
+
 # Soak: many small collectives, RSS and fds flat (issue 8).
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_soak

@@ -579,8 +579,16 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_get_async_error(mscclpp_executor_t
  * <original>; destroy it (and the communicator) and create new ones". Recover as with
  * ncclCommAbort: destroy the executor and the communicator on every rank, bootstrap a new
  * communicator (a new unique id) and create a new executor. Errors in the arguments (bad
- * sizes, buffers not from mscclpp_malloc) are reported before any rank talks and break
- * nothing.
+ * sizes, sizes that are not whole elements of `dtype`, buffers not from mscclpp_malloc) are
+ * reported before any rank talks and break nothing.
+ *
+ * Ranks that disagree on a call (plan, collective, sizes, dtype, op, root, in-place-ness) get
+ * MSCCLPP_ERR_INVALID_ARG on every rank, from the call or the stream's sync, with a message
+ * naming both ranks' calls and what differs ("ranks disagree on a call: rank 0 calls ...,
+ * rank 1 calls ...: they differ in size"), before any byte of the disagreeing call is read
+ * outside its buffers. Such an error does not break the executor: the next call of every rank
+ * first resynchronises the executors (collectively: every rank must make one, having seen the
+ * error), and runs right when the ranks agree again.
  */
 MSCCLPP_API mscclpp_result_t mscclpp_execute(mscclpp_executor_t *exec, const mscclpp_plan_t *plan,
                                              const void *send, void *recv, size_t send_bytes,

@@ -18,6 +18,9 @@
  *                             return before it runs them, and are right once it does
  *   nccl_api_test p2pnodes N  send/recv, gather and scatter with the ranks on two "nodes"
  *                             (MSCCLPP_NODE_ID): port channels between them
+ *   nccl_api_test mismatch N  the last rank's count or dtype differs from the others': every
+ *                             rank gets an error saying the ranks disagree, and the next
+ *                             agreeing call is right (issue 22)
  *
  * Every element is checked; each failure prints rank, call and index, and the exit status is
  * non-zero.
@@ -938,6 +941,58 @@ static void t_realloc(ncclComm_t comm, int rank, int n)
     free(b);
 }
 
+/* ---- ranks that disagree ---- */
+
+/* One allreduce of `count` x dt (sum) from fresh buffers; checks the sum when want_ok. */
+static ncclResult_t mismatch_call(ncclComm_t comm, int n, size_t count, ncclDataType_t dt,
+                                  bool want_ok, const char *what)
+{
+    void *s = alloc(count, dt), *r = alloc(count, dt);
+    fill(s, dt, count, g_rank);
+    ncclResult_t res = ncclAllReduce(s, r, count, dt, ncclSum, comm, NULL);
+    if (want_ok && res != ncclSuccess)
+        FAIL("%s: ncclAllReduce -> %d: %s", what, (int)res, ncclGetLastError(NULL));
+    else if (want_ok) CHECK_ELEMS(what, r, dt, count, expect_reduced(ncclSum, dt, n, i), false);
+    free(s);
+    free(r);
+    return res;
+}
+
+/* The last rank disagrees with the others (count, then dtype, each as the first call of a
+ * shape and as a repeat of an agreeing call): an error on every rank that names the
+ * disagreement, never success with wrong data; then the agreeing call is right. */
+static void t_mismatch(ncclComm_t comm, int rank, int n)
+{
+    const bool odd = rank == n - 1;
+    struct {
+        const char *what;
+        size_t count;
+        ncclDataType_t dt;
+        bool warm;
+    } cases[] = {
+        {"count 1024 vs 2048", odd ? 2048 : 1024, ncclFloat32, false},
+        {"count 1024 vs 2048 after an agreeing call", odd ? 2048 : 1024, ncclFloat32, true},
+        {"float32 vs int32", 1024, odd ? ncclInt32 : ncclFloat32, false},
+        {"float32 vs int32 after an agreeing call", 1024, odd ? ncclInt32 : ncclFloat32, true},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        if (cases[k].warm &&
+            mismatch_call(comm, n, 1024, ncclFloat32, true, "agreeing call") != ncclSuccess)
+            return;
+        ncclResult_t res = mismatch_call(comm, n, cases[k].count, cases[k].dt, false, "");
+        const char *m = ncclGetLastError(NULL);
+        if (res == ncclSuccess)
+            FAIL("%s: the ranks disagree and ncclAllReduce returned ncclSuccess", cases[k].what);
+        else if (!m || !strstr(m, "disagree"))
+            FAIL("%s: ncclAllReduce -> %d, the last error does not say the ranks disagree: %s",
+                 cases[k].what, (int)res, m ? m : "(null)");
+        else printf("rank %d: %s: %d: %s\n", rank, cases[k].what, (int)res, m);
+        char what[160];
+        snprintf(what, sizeof what, "the agreeing call after \"%s\"", cases[k].what);
+        if (mismatch_call(comm, n, 1024, ncclFloat32, true, what) != ncclSuccess) return;
+    }
+}
+
 /* ---- driver ---- */
 
 static int run_rank(const char *mode, int rank, int n, ncclUniqueId id)
@@ -995,6 +1050,8 @@ static int run_rank(const char *mode, int rank, int n, ncclUniqueId id)
     } else if (!strcmp(mode, "gate")) {
         t_stream_gate(comm, rank, n);
 #endif
+    } else if (!strcmp(mode, "mismatch")) {
+        t_mismatch(comm, rank, n);
     } else {
         t_fallback(comm, rank, n, !strcmp(mode, "fallback"));
     }
@@ -1049,7 +1106,9 @@ static int run_initall(int n)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: %s ranks|initall|backtoback|realloc|gate|p2pnodes|fallback|nofallback N\n",
+        fprintf(stderr,
+                "usage: %s ranks|initall|backtoback|realloc|gate|p2pnodes|mismatch|fallback|"
+                "nofallback N\n",
                 argv[0]);
         return 2;
     }

@@ -5,7 +5,8 @@
 #   - ncclCommInitAll in one process; requests our plans do not serve, with and without a
 #     fallback library (tests/nccl/fake_nccl.c), and the one INFO line that says so;
 #   - the exported symbols: every nccl* entry point of nccl.h that the real library exports,
-#     unversioned like the real one, and nothing else but the mscclpp_nccl_* hook.
+#     unversioned like the real one, and nothing else but the mscclpp_nccl_* hook;
+#   - ranks that disagree on a call's count or dtype: an error on every rank, then agreement.
 top_build=${MSCCLPP_TOP_BUILDDIR:-.}
 top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 limit=${NCCL_TEST_TIMEOUT:-300}
@@ -22,7 +23,7 @@ unset MSCCLPP_NCCL_LIB_PATH MSCCLPP_NCCL_PLAN_DIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/nccl-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-echo "1..23"
+echo "1..25"
 n=0
 fails=0
 pass() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -46,7 +47,7 @@ case_ok() {
 }
 
 if [ ! -f "$shim" ] || [ ! -x "$t_shim" ]; then
-    for c in $(seq 1 23); do
+    for c in $(seq 1 25); do
         skip "case $c" "libmscclpp_nccl not built (configure found no nccl.h; see docs/nccl.md)"
     done
     exit 0
@@ -210,5 +211,11 @@ for r in 2 4; do
     else
         fail "$name" "exit $rc, $ctx point-to-point contexts, $port port channel lines"
     fi
+done
+# 24-25: ranks that disagree on a call (count, dtype): an error on every rank, then the next
+# agreeing call is right (issue 22)
+for r in 2 3; do
+    case_ok "ranks that disagree on count or dtype get an error, then agree again, $r ranks" \
+        env MSCCLPP_TIMEOUT=5 "$t_shim" mismatch $r
 done
 [ $fails -eq 0 ]

@@ -790,7 +790,9 @@ static void ucx_ep_error(void *arg, ucp_ep_h uep, ucs_status_t status)
 {
     (void)uep;
     tp_ep_t *ep = arg;
-    ep->failed = status;
+    /* atomic: another context's proxy may poll ucx_ep_status on this endpoint without the
+     * context lock (ThreadSanitizer, test_exec_agree t_unserved_2x2) */
+    __atomic_store_n(&ep->failed, status, __ATOMIC_RELAXED);
 }
 
 static mscclpp_result_t ucx_connect(tp_ctx_t *c, int peer, int tag, tp_ep_t **out)
@@ -869,12 +871,13 @@ static mscclpp_result_t ucx_connect(tp_ctx_t *c, int peer, int tag, tp_ep_t **ou
  */
 static mscclpp_result_t ucx_failed_at(tp_ep_t *ep, const char *what, bool quiet)
 {
+    ucs_status_t st = __atomic_load_n(&ep->failed, __ATOMIC_RELAXED);
     if (quiet || ep->closing)
         return core_error_quiet(MSCCLPP_ERR_REMOTE, "ucx transport: %s to rank %d: the "
                                 "connection failed (%s); is rank %d alive?", what, ep->peer,
-                                ucs_status_string(ep->failed), ep->peer);
+                                ucs_status_string(st), ep->peer);
     return ERR(MSCCLPP_ERR_REMOTE, "ucx transport: %s to rank %d: the connection failed (%s); "
-               "is rank %d alive?", what, ep->peer, ucs_status_string(ep->failed), ep->peer);
+               "is rank %d alive?", what, ep->peer, ucs_status_string(st), ep->peer);
 }
 
 static mscclpp_result_t ucx_failed(tp_ep_t *ep, const char *what)
@@ -900,7 +903,8 @@ static void ucx_send_done(void *req, ucs_status_t st, void *user)
     ucx_send_t *m = user;
     tp_ep_t *ep = m->ep;
     ep->inflight--;
-    if (st != UCS_OK && ep->failed == UCS_OK && !ep->closing) ep->failed = st;
+    if (st != UCS_OK && ep->failed == UCS_OK && !ep->closing)
+        __atomic_store_n(&ep->failed, st, __ATOMIC_RELAXED);
     ucx_msg_free(ep->ctx, m);
     ucp_request_free(req);
 }
@@ -1202,7 +1206,9 @@ static mscclpp_result_t ucx_arm(tp_ctx_t *c, int *fd)
 /* a peer that died while we only wait for it shows up here, not in a call of ours */
 static mscclpp_result_t ucx_ep_status(tp_ep_t *ep)
 {
-    return ep->failed == UCS_OK ? MSCCLPP_OK : ucx_failed_at(ep, "connection", true);
+    return __atomic_load_n(&ep->failed, __ATOMIC_RELAXED) == UCS_OK
+               ? MSCCLPP_OK
+               : ucx_failed_at(ep, "connection", true);
 }
 
 static mscclpp_result_t ucx_close(tp_ep_t *ep)
