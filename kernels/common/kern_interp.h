@@ -791,6 +791,7 @@ KERN_FN void kern_fence_wait(kern_ctx_t *c, uint32_t fid)
     kern_spin_t s = {0, 0};
     int got;
     for (;;) {
+        uint64_t w;
         got = kern_rec_read(slot, fence, sig);
         if (!got) {
             rec = answer;
@@ -798,6 +799,18 @@ KERN_FN void kern_fence_wait(kern_ctx_t *c, uint32_t fid)
         }
         if (got) break;
         rec = fence;
+        /*
+         * A record of a later launch: the peer got past its fence of this one (it read our
+         * record and found the signatures equal) and ended it, then replaced its record before
+         * we read it. A rank whose ops never wait for the peer does that: a sender of a
+         * point-to-point plan, a broadcast's root. It is at most one launch ahead (its next
+         * fence waits for our next record).
+         */
+        w = kern_ld_acq_u64(slot + KERN_REC_WORD);
+        if (w != 0 && (int32_t)((uint32_t)w - c->flag) > 0) {
+            got = 2;
+            break;
+        }
         if (kern_spin_poll(c, &s, KERN_WAIT_FENCE, (int32_t)(fid & 1023u), peer, fence,
                            kern_ld_rlx_u64(slot + KERN_REC_WORD)))
             return;
