@@ -726,6 +726,30 @@ static bool takes_part(const exec_context_t *c, int p, int n)
 }
 
 /*
+ * Every rank refuses the setup (context_agree): withdraw our announcement, then one more
+ * message each way, so that no rank runs its next call before every peer's announcement is
+ * gone: its launch would find the record and take it for a peer that disagrees (seen in
+ * test_exec_agree t_refused_setup, 1 run in 3 under load). Returns the error that breaks the
+ * executor instead of the refusal, if any.
+ */
+static mscclpp_result_t agree_withdraw(mscclpp_executor_t *ex, const exec_context_t *c, int tag,
+                                       const exec_agree_t *mine)
+{
+    const int n = ex->comm->nranks;
+    mscclpp_result_t res = MSCCLPP_OK;
+    if (ex->announcing) {
+        res = exec_setup_withdraw(ex, ex->announcing);
+        ex->announcing->prev = NULL; /* nothing left to settle */
+    }
+    for (int p = 0; p < n && res == MSCCLPP_OK; p++)
+        if (takes_part(c, p, n)) res = exec_agree_send(ex, p, tag, mine);
+    exec_agree_t theirs;
+    for (int p = 0; p < n && res == MSCCLPP_OK; p++)
+        if (takes_part(c, p, n)) res = exec_agree_recv(ex, p, tag, &theirs);
+    return res;
+}
+
+/*
  * First step of a setup that talks: every rank tells every other the call it builds the
  * context for (kern_args.h, "Call signature"), whether it could prepare it (`local`), and its
  * scratch size. Before this nobody has committed anything: ranks that disagree, or any rank
@@ -783,12 +807,14 @@ static mscclpp_result_t context_agree(mscclpp_executor_t *ex, exec_context_t *c,
         if (answered >= 0) {
             ex->setup_disagreed = true; /* the answering ranks' launches failed midway */
         } else {
+            CHECK(agree_withdraw(ex, c, tag, &mine));
             ex->setup_refused = true; /* every rank stopped here: nothing to repair */
             ex->setup_talked = false;
         }
         return exec_disagree_error(me, mine.sig, c->plan->name, differs, differs_sig, how);
     }
     if (refuses >= 0) {
+        CHECK(agree_withdraw(ex, c, tag, &mine));
         ex->setup_refused = true;
         ex->setup_talked = false;
         if (refuses == me) return core_error_quiet(local, "%s", my_why); /* logged already */
@@ -1032,8 +1058,10 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
     for (exec_context_t *k = ex->contexts; k && !kept; k = k->next) kept = k == ann.prev;
     if (!kept) ann.prev = NULL;
     c = NULL;
+    ex->announcing = &ann; /* a setup every rank refuses withdraws it (context_agree) */
     mscclpp_result_t res =
         context_create(ex, plan, bufs, shares_io, in_cap, out_cap, rotation, &c);
+    ex->announcing = NULL;
     /* peers that repeat their previous call instead of building this context with us found
      * our announcement (above) and answered it: that is why this setup failed */
     res = exec_setup_settle(ex, &ann, res);

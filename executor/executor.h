@@ -37,7 +37,7 @@
 #define EXEC_SELECT_CACHE 16
 typedef struct {
     bool valid, inplace;
-    int registered; /* the registry's entry count when chosen: a registration invalidates */
+    uint64_t gen; /* the registry's generation when chosen: a registration invalidates */
     size_t in_bytes, out_bytes;
     mscclpp_dtype_t dtype;
     int root;
@@ -156,6 +156,7 @@ struct mscclpp_executor {
     bool setup_talked; /* the context setup in progress has sent or received a message */
     bool setup_disagreed; /* it failed because the ranks disagree on the call, midway */
     bool setup_refused;   /* every rank refused it before committing anything: usable */
+    struct exec_announce *announcing; /* that setup's announcement (context.c), or NULL */
     exec_shape_t shape;   /* the call in progress (one at a time) */
     exec_hint_t hint;     /* what run_collective adds to it */
     /* The executor is broken once a collective failed (state.c). A stream sync may poll the
@@ -287,7 +288,7 @@ mscclpp_result_t exec_agree_send(mscclpp_executor_t *ex, int peer, int tag, cons
 mscclpp_result_t exec_agree_recv(mscclpp_executor_t *ex, int peer, int tag, exec_agree_t *a);
 
 /* A context setup announced in the context of the executor's previous launch. */
-typedef struct {
+typedef struct exec_announce {
     exec_context_t *prev; /* NULL: nothing announced */
     uint32_t flag;        /* the flag of prev's next launch */
     uint64_t sig[KERN_SIG_WORDS];
@@ -302,6 +303,9 @@ typedef struct {
  */
 mscclpp_result_t exec_setup_announce(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
                                      int rotation, exec_announce_t *a);
+
+/* Withdraw the announcement (zero its records; again is harmless). */
+mscclpp_result_t exec_setup_withdraw(mscclpp_executor_t *ex, const exec_announce_t *a);
 
 /* After the setup (result `r`): withdraw the announcement when it succeeded; when it failed
  * and a peer answered the announcement, the ranks disagree: that error instead of `r`. */

@@ -683,27 +683,38 @@ mscclpp_result_t exec_setup_announce(mscclpp_executor_t *ex, const struct mscclp
     return MSCCLPP_OK;
 }
 
+mscclpp_result_t exec_setup_withdraw(mscclpp_executor_t *ex, const exec_announce_t *a)
+{
+    const exec_context_t *p = a->prev;
+    if (!p) return MSCCLPP_OK;
+    int n;
+    uint32_t *ids = mem_fence_ids(p, &n);
+    if (!ids) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+    uint64_t zero = 0;
+    mscclpp_result_t r = MSCCLPP_OK;
+    for (int i = 0; i < n && r == MSCCLPP_OK; i++)
+        r = slot_store(ex, p->chans[ids[i]].outbound, KERN_REC_WORD, &zero, 1);
+    free(ids);
+    return r;
+}
+
 mscclpp_result_t exec_setup_settle(mscclpp_executor_t *ex, exec_announce_t *a, mscclpp_result_t r)
 {
     exec_context_t *p = a->prev;
     if (!p) return r;
     char why[768];
     snprintf(why, sizeof why, "%s", mscclpp_last_error());
-    int n;
-    uint32_t *ids = mem_fence_ids(p, &n);
-    if (!ids) return r == MSCCLPP_OK ? ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory") : r;
-    mscclpp_result_t out = r;
     if (r == MSCCLPP_OK || ex->setup_refused) {
-        /* every peer took part in the setup with us (and built the context, or refused it
-         * with us): nobody is to find the record any more */
-        uint64_t zero = 0;
-        mscclpp_result_t wr = MSCCLPP_OK;
-        for (int i = 0; i < n && wr == MSCCLPP_OK; i++)
-            wr = slot_store(ex, p->chans[ids[i]].outbound, KERN_REC_WORD, &zero, 1);
-        free(ids);
+        /* every peer took part in the setup with us and built the context: nobody is to
+         * find the record any more (a setup refused by every rank withdrew it already) */
+        mscclpp_result_t wr = exec_setup_withdraw(ex, a);
         if (r != MSCCLPP_OK) return core_error_quiet(r, "%s", why); /* the refusal stands */
         return wr;
     }
+    int n;
+    uint32_t *ids = mem_fence_ids(p, &n);
+    if (!ids) return r; /* the setup's own error */
+    mscclpp_result_t out = r;
     uint64_t answer = KERN_REC(KERN_REC_ANSWER, a->flag);
     for (int i = 0; i < n && !ex->setup_disagreed; i++) {
         uint64_t w[1 + KERN_SIG_WORDS];

@@ -111,7 +111,7 @@ static void usage(FILE *f, const char *prog)
             "  -f, --stepfactor N    multiply the size by N between rows (default 2)\n"
             "  -i, --stepbytes N     add N bytes between rows instead\n"
             "  -d, --datatype T      float, half, bfloat16, int32, uint32, int8, uint8, double,\n"
-            "                        fp8e4m3, fp8e5m2 or all (default float)\n"
+            "                        fp8e4m3, fp8e5m2, int64, uint64 or all (default float)\n"
             "  -o, --op OP           sum, prod, min, max or all (default sum)\n"
             "  -n, --iters N         timed iterations (default 20)\n"
             "  -w, --warmup_iters N  warmup iterations (default 5)\n"
@@ -199,7 +199,8 @@ enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, 
 /* What a value of each option may be, for the one-line answer to a bad one. */
 #define ACCEPT_SIZE "a size in bytes, optionally with K, M or G (1K = 1024)"
 #define ACCEPT_DTYPES                                                                             \
-    "float, half, bfloat16, int32, uint32, int8, uint8, double, fp8e4m3, fp8e5m2 or all"
+    "float, half, bfloat16, int32, uint32, int8, uint8, double, fp8e4m3, fp8e5m2, int64, uint64 " \
+    "or all"
 #define ACCEPT_OPS "sum, prod, min, max or all"
 
 /* Edit distance of two short option names (insert, delete, substitute), capped at 3. */
@@ -850,6 +851,8 @@ static MPI_Datatype mpi_dtype(mscclpp_dtype_t dt)
     case MSCCLPP_UINT32: return MPI_UINT32_T;
     case MSCCLPP_INT8: return MPI_INT8_T;
     case MSCCLPP_UINT8: return MPI_UINT8_T;
+    case MSCCLPP_INT64: return MPI_INT64_T;
+    case MSCCLPP_UINT64: return MPI_UINT64_T;
     default: return MPI_DATATYPE_NULL; /* half, bfloat16, fp8: no standard MPI type */
     }
 }

@@ -438,6 +438,8 @@ typedef enum {
     MSCCLPP_FLOAT64 = 7,
     MSCCLPP_FP8_E4M3 = 8,
     MSCCLPP_FP8_E5M2 = 9,
+    MSCCLPP_INT64 = 10,
+    MSCCLPP_UINT64 = 11,
     MSCCLPP_DTYPE_COUNT
 } mscclpp_dtype_t;
 
