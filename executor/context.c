@@ -765,7 +765,7 @@ static mscclpp_result_t context_agree(mscclpp_executor_t *ex, exec_context_t *c,
     const int n = ex->comm->nranks, me = ex->comm->rank;
     exec_agree_t mine, theirs;
     memset(&mine, 0, sizeof mine);
-    exec_call_sig(c->plan->collective, c->seq, c->digest, &ex->shape, mine.sig);
+    exec_call_sig(c->plan->collective, exec_sig_seq(ex, c), c->digest, &ex->shape, mine.sig);
     mine.status = local;
     mine.scratch = c->scratch_bytes;
     if (local != MSCCLPP_OK) snprintf(mine.why, sizeof mine.why, "%s", mscclpp_last_error());

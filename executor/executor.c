@@ -225,7 +225,8 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
      * agrees on goes in: the context (built collectively, so its sequence number is the same
      * everywhere) and the call. Not the buffers' offsets in their allocations, which one rank
      * alone may move. */
-    exec_call_sig(c->plan->collective, c->seq, c->digest, &ex->shape, l->low->args.sig);
+    exec_call_sig(c->plan->collective, exec_sig_seq(ex, c), c->digest, &ex->shape,
+                  l->low->args.sig);
     l->low->args.last_sig = ex->last_sig;
     /* A context that reaches the peers' input or output fences every launch: those buffers
      * are the callers', ready (input written, output no longer read by the caller's earlier

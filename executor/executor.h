@@ -266,6 +266,14 @@ uint64_t exec_plan_digest(const struct mscclpp_plan *plan);
 void exec_call_sig(const char *collective, uint32_t seq, uint64_t digest, const exec_shape_t *shape,
                    uint64_t sig[KERN_SIG_WORDS]);
 
+/* The context number a call's signature carries: its sequence number, the same on every rank
+ * since contexts are built collectively; 0 on a point-to-point executor, whose contexts are
+ * built pair by pair, so numbered differently on each rank (the plan names the pair). */
+static inline uint32_t exec_sig_seq(const mscclpp_executor_t *ex, const exec_context_t *c)
+{
+    return ex->p2p ? 0 : c->seq;
+}
+
 /* The error of ranks that disagree: rank `me` calls `mine` (its plan's name `plan_name`, or
  * NULL), rank `peer` `theirs`; `how` ends the sentence (or ""). INVALID_ARG. */
 mscclpp_result_t exec_disagree_error(int me, const uint64_t *mine, const char *plan_name, int peer,
