@@ -522,7 +522,8 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_direct(mscclpp_executor_t *exec,
         return MSCCLPP_OK;
     }
     CHECK_ARG(collective != NULL);
-    bool inplace = call_in_place(collective, send, recv, send_bytes, recv_bytes, exec->comm->rank);
+    bool inplace =
+        exec_call_in_place(collective, exec->comm->rank, send, recv, send_bytes, recv_bytes);
     exec_call_t call = {collective, inplace, send_bytes, recv_bytes, dtype, 0};
     exec_choice_t ch;
     if (exec_select(exec, &call, &ch) != MSCCLPP_OK) {

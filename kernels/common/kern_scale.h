@@ -47,6 +47,16 @@ KERN_FN uint64_t kern_scale_scalar(const kern_scale_args_t *a)
                                    : (T)((uint32_t)s_[i] * (uint32_t)m_);                       \
     } while (0)
 
+#define KERN_SCALE_INT64(T)                                                                     \
+    do {                                                                                        \
+        const T *s_ = (const T *)a->src;                                                        \
+        T *d_ = (T *)a->dst;                                                                    \
+        T m_ = (T)bits;                                                                         \
+        for (i = first; i < a->count; i += step)                                                \
+            d_[i] = a->divisor > 0 ? (T)(s_[i] / (T)a->divisor)                                 \
+                                   : (T)((uint64_t)s_[i] * (uint64_t)m_);                       \
+    } while (0)
+
 #define KERN_SCALE_SMALL(LOAD, STORE)                                                           \
     do {                                                                                        \
         const uint16_t *s_ = (const uint16_t *)a->src;                                          \
@@ -102,6 +112,8 @@ KERN_FN void kern_scale_range(const kern_scale_args_t *a, uint64_t first, uint64
     case KERN_DT_U32: KERN_SCALE_INT(uint32_t); break;
     case KERN_DT_I8: KERN_SCALE_INT(int8_t); break;
     case KERN_DT_U8: KERN_SCALE_INT(uint8_t); break;
+    case KERN_DT_I64: KERN_SCALE_INT64(int64_t); break;
+    case KERN_DT_U64: KERN_SCALE_INT64(uint64_t); break;
     default: break; /* checked by the caller */
     }
 }

@@ -139,6 +139,20 @@ START_TEST(test_scale)
         ck_assert_uint_eq(u8[i], (uint8_t)i / 3);
         ck_assert_int_eq((int8_t)i8s[i], (int8_t)(uint8_t)((i % 60) * 5));
     }
+    /* 64-bit integers: int64 x 3e9 (beyond 32 bits), uint64 / 7 */
+    int64_t i64[N], big = 3000000000ll;
+    uint64_t u64[N];
+    for (int i = 0; i < N; i++) {
+        i64[i] = i - 500;
+        u64[i] = ((uint64_t)1 << 40) + (uint64_t)i;
+    }
+    ck_assert_int_eq(mscclpp_scale_async(i64, i64, N, MSCCLPP_INT64, 0, &big, 0, s), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_scale_async(u64, u64, N, MSCCLPP_UINT64, 7, NULL, 0, s), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_stream_synchronize(s), MSCCLPP_OK);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(i64[i], (int64_t)(i - 500) * big);
+        ck_assert_uint_eq(u64[i], (((uint64_t)1 << 40) + (uint64_t)i) / 7);
+    }
     /* float16 x 0.5 and float64 / 8 */
     uint16_t h[N], half = 0x3800; /* 0.5 */
     double d[N];
