@@ -433,7 +433,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_scale_async(void *dst, const void *src, siz
     a.dtype = (int32_t)dtype;
     a.divisor = divisor > 0 ? divisor : 0;
     if (divisor <= 0 && scalar_on_device) a.scalar_ptr = scalar;
-    else if (divisor <= 0) memcpy(&a.scalar, scalar, mscclpp_dtype_size(dtype));
+    else if (divisor <= 0) memcpy(&a.scalar, scalar, kern_dtype_size((uint32_t)dtype));
     return ops->launch_scale(&a, sizeof a, hal_api_stream(stream));
 }
 
