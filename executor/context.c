@@ -651,11 +651,11 @@ static mscclpp_result_t context_exchange(mscclpp_executor_t *ex, exec_context_t 
 /* ---- creation ------------------------------------------------------------------------------ */
 
 /* Nobody may leave (and stop serving its memory) before the peers that map it have: a barrier
- * of all ranks, or, for a plan a few ranks take part in, a token to and from each peer this
- * rank talks to. */
+ * of all ranks, or, on a point-to-point executor, a token to and from each peer this rank talks
+ * to. */
 static mscclpp_result_t setup_barrier(mscclpp_executor_t *ex, exec_context_t *c, int tag)
 {
-    if (plan_everyone(c->plan)) return mscclpp_bootstrap_barrier(ex->comm->boot);
+    if (!ex->p2p) return mscclpp_bootstrap_barrier(ex->comm->boot); /* see takes_part */
     const int n = ex->comm->nranks;
     uint64_t token = c->seq;
     for (int v = 0; v < n; v++)
@@ -719,12 +719,14 @@ static mscclpp_result_t context_prepare(mscclpp_executor_t *ex, exec_context_t *
     return MSCCLPP_OK;
 }
 
-/* Whether rank p (not this one) takes part in setting up context c: every rank, or for a plan a
- * few ranks take part in (a point-to-point plan), the ranks this one talks to. */
-static bool takes_part(const exec_context_t *c, int p, int n)
+/* Whether rank p (not this one) takes part in setting up context c: every rank, but on a
+ * point-to-point executor (two-rank plans, set up pair by pair) only the ranks this one talks
+ * to. Not decided from the plan elsewhere: a made plan holds one rank's part, with stubs for
+ * the peers, so ranks would judge a pair differently. */
+static bool takes_part(const mscclpp_executor_t *ex, const exec_context_t *c, int p, int n)
 {
     int v = (p - c->rotation + n) % n;
-    return v != c->vrank && (plan_everyone(c->plan) || pair_talks(c->plan, c->vrank, v));
+    return v != c->vrank && (!ex->p2p || pair_talks(c->plan, c->vrank, v));
 }
 
 /*
@@ -744,10 +746,10 @@ static mscclpp_result_t agree_withdraw(mscclpp_executor_t *ex, const exec_contex
         ex->announcing->prev = NULL; /* nothing left to settle */
     }
     for (int p = 0; p < n && res == MSCCLPP_OK; p++)
-        if (takes_part(c, p, n)) res = exec_agree_send(ex, p, tag, mine);
+        if (takes_part(ex, c, p, n)) res = exec_agree_send(ex, p, tag, mine);
     exec_agree_t theirs;
     for (int p = 0; p < n && res == MSCCLPP_OK; p++)
-        if (takes_part(c, p, n)) res = exec_agree_recv(ex, p, tag, &theirs);
+        if (takes_part(ex, c, p, n)) res = exec_agree_recv(ex, p, tag, &theirs);
     return res;
 }
 
@@ -776,14 +778,14 @@ static mscclpp_result_t context_agree(mscclpp_executor_t *ex, exec_context_t *c,
     ex->setup_talked = true;
     mscclpp_result_t res = MSCCLPP_OK;
     for (int p = 0; p < n && res == MSCCLPP_OK; p++)
-        if (takes_part(c, p, n)) res = exec_agree_send(ex, p, tag, &mine);
+        if (takes_part(ex, c, p, n)) res = exec_agree_send(ex, p, tag, &mine);
     int differs = -1, others = 0, refuses = local != MSCCLPP_OK ? me : -1, answered = -1;
     uint64_t differs_sig[KERN_SIG_WORDS], least = mine.scratch;
     mscclpp_result_t refusal = local;
     char refusal_why[sizeof mine.why + 1];
     snprintf(refusal_why, sizeof refusal_why, "%s", mine.why);
     for (int p = 0; p < n && res == MSCCLPP_OK; p++) {
-        if (!takes_part(c, p, n)) continue;
+        if (!takes_part(ex, c, p, n)) continue;
         res = exec_agree_recv(ex, p, tag, &theirs);
         if (res != MSCCLPP_OK) break;
         if (theirs.answer && answered < 0) answered = p;
