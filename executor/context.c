@@ -109,19 +109,6 @@ bool exec_plan_shares_io(const struct mscclpp_plan *plan)
     return exec_port_needed(plan) || exec_plan_reaches_io(plan);
 }
 
-/* Whether every rank of the plan takes part (has blocks or channels): else the plan serves a
- * few ranks of the communicator (point-to-point), and only they meet at its setup. */
-static bool plan_everyone(const struct mscclpp_plan *plan)
-{
-    for (int r = 0; r < plan->nranks; r++) {
-        const plan_gpu_t *g = &plan->gpus[r];
-        bool any = g->n_blocks > 0;
-        for (int t = 0; t < PLAN_CH__COUNT; t++) any = any || g->n_chan[t] > 0;
-        if (!any) return false;
-    }
-    return true;
-}
-
 static bool pair_talks(const struct mscclpp_plan *plan, int a, int b)
 {
     return needs_from(plan, a, b) || needs_from(plan, b, a) ||
@@ -386,7 +373,7 @@ static mscclpp_result_t context_scratch(mscclpp_executor_t *ex, exec_context_t *
     uint64_t bytes = 0;
     const mscclpp_dtype_t widths[] = {MSCCLPP_UINT8, MSCCLPP_FLOAT16, MSCCLPP_FLOAT32,
                                       MSCCLPP_FLOAT64};
-    if (c->plan->double_scratch && !plan_everyone(c->plan))
+    if (c->plan->double_scratch && ex->p2p)
         return ERR(MSCCLPP_ERR_UNSUPPORTED, "plan '%s': a double scratch needs every rank to "
                    "take part (its halves are agreed by all)", c->plan->name);
     for (int i = 0; i < 4; i++) {
