@@ -235,6 +235,45 @@ static mscclpp_result_t hip_event_elapsed_ms(hal_event_t start, hal_event_t end,
     return MSCCLPP_OK;
 }
 
+static mscclpp_result_t hip_stream_wait_event(hal_stream_t s, hal_event_t e)
+{
+    CHECK_ARG(e != NULL);
+    HIP_REQUIRE_INIT();
+    HIP_CHECK(hipStreamWaitEvent(hip_stream(s), (hipEvent_t)(void *)e, 0));
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t hip_launch_scale(const void *args, size_t args_bytes, hal_stream_t s)
+{
+    CHECK_ARG(args != NULL && args_bytes > 0);
+    HIP_REQUIRE_INIT();
+#ifdef MSCCLPP_HAVE_KERN_HIP
+    if (kern_hip_scale_launch(args, args_bytes, (void *)hip_stream(s)) != MSCCLPP_OK) {
+        hipError_t e = hipGetLastError();
+        return ERR(MSCCLPP_ERR_SYSTEM, "hip: launching the scaling kernel: %s",
+                   hipGetErrorString(e));
+    }
+    if (!s) return hip_stream_wait(NULL, "launch_scale");
+    return MSCCLPP_OK;
+#else
+    return ERR(MSCCLPP_ERR_UNSUPPORTED,
+               "hip launch_scale: this build has no HIP kernels (kernels/libkern_hip.la)");
+#endif
+}
+
+static mscclpp_result_t hip_launch_host_func(hal_host_fn_t fn, void *arg, hal_stream_t s)
+{
+    CHECK_ARG(fn != NULL);
+    HIP_REQUIRE_INIT();
+    if (!s) {
+        CHECK(hip_stream_wait(NULL, "launch_host_func"));
+        fn(arg);
+        return MSCCLPP_OK;
+    }
+    HIP_CHECK(hipLaunchHostFunc(hip_stream(s), fn, arg));
+    return MSCCLPP_OK;
+}
+
 static mscclpp_result_t hip_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,
                                    hal_stream_t s)
 {
@@ -362,6 +401,7 @@ HIP_RELAXED(mem_free, (void *ptr), (ptr))
 HIP_RELAXED(host_alloc, (size_t bytes, void **ptr), (bytes, ptr))
 HIP_RELAXED(host_free, (void *ptr), (ptr))
 HIP_RELAXED(mem_range, (const void *ptr, void **base, size_t *size), (ptr, base, size))
+HIP_RELAXED(mem_info, (const void *ptr, hal_mem_info_t *info), (ptr, info))
 HIP_RELAXED(memcpy_sync, (void *dst, const void *src, size_t bytes), (dst, src, bytes))
 HIP_RELAXED(memset_sync, (void *dst, int value, size_t bytes), (dst, value, bytes))
 HIP_RELAXED(mem_export, (void *base, hal_mem_handle_t *handle), (base, handle))
@@ -389,6 +429,7 @@ static const hal_ops_t hip_ops = {
     .host_alloc = relaxed_host_alloc,
     .host_free = relaxed_host_free,
     .mem_range = relaxed_mem_range,
+    .mem_info = relaxed_mem_info,
     .memcpy_sync = relaxed_memcpy_sync,
     .memset_sync = relaxed_memset_sync,
     .memcpy_async = hip_memcpy_async,
@@ -414,7 +455,10 @@ static const hal_ops_t hip_ops = {
     .event_record = hip_event_record,
     .event_sync = hip_event_sync,
     .event_elapsed_ms = hip_event_elapsed_ms,
+    .stream_wait_event = hip_stream_wait_event,
     .launch = hip_launch,
+    .launch_scale = hip_launch_scale,
+    .launch_host_func = hip_launch_host_func,
 };
 
 /** Module entry (HAL_MODULE_ENTRY). */
