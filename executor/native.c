@@ -292,6 +292,31 @@ void exec_native_release(mscclpp_executor_t *ex)
     pthread_mutex_unlock(&g_lock);
 }
 
+int exec_native_forget(mscclpp_executor_t *ex, const void *base)
+{
+    int dropped = 0;
+    uint64_t b = (uintptr_t)base;
+    pthread_mutex_lock(&g_lock);
+    for (mscclpp_native_t *m = g_mods; m; m = m->next)
+        for (native_plan_t *np = m->plans; np; np = np->next) {
+            if (np->exec != ex) continue;
+            int me = np->comm ? np->comm->rank : 0;
+            for (native_ctx_t **pp = &np->ctxs; *pp;) {
+                native_ctx_t *c = *pp;
+                /* this rank's input or output allocation (key: in base, size, out base, size) */
+                if (c->key[me * 4 + 0] == b || c->key[me * 4 + 2] == b) {
+                    *pp = c->next;
+                    ctx_free(np, c);
+                    dropped++;
+                } else {
+                    pp = &c->next;
+                }
+            }
+        }
+    pthread_mutex_unlock(&g_lock);
+    return dropped;
+}
+
 MSCCLPP_API mscclpp_result_t mscclpp_executor_release_natives(mscclpp_executor_t *exec)
 {
     if (exec) exec_native_release(exec);
