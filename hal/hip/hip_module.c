@@ -5,8 +5,10 @@
  * NVIDIA platform (libmscclpp-hal-hipnv.so, hal/hipnv): the same source either way.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,6 +263,36 @@ static mscclpp_result_t hip_launch_scale(const void *args, size_t args_bytes, ha
 #endif
 }
 
+#ifndef MSCCLPP_HIPNV_API
+/* hipLaunchHostFunc is declared by HIP 5.2's headers but not exported by its libamdhip64 (a
+ * direct reference made the module fail to load there): it is looked up when the library has
+ * it, else the host function runs from a stream callback (same order on the stream; not
+ * capturable, as such HIP cannot capture host nodes anyway). */
+typedef hipError_t (*hip_launch_host_func_fn)(hipStream_t, hipHostFn_t, void *);
+static hip_launch_host_func_fn hip_lhf;
+static pthread_once_t hip_lhf_once = PTHREAD_ONCE_INIT;
+static void hip_lhf_find(void)
+{
+    hip_lhf = (hip_launch_host_func_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "hipLaunchHostFunc");
+}
+
+typedef struct {
+    hal_host_fn_t fn;
+    void *arg;
+} hip_host_call_t;
+
+static void hip_host_call(hipStream_t stream, hipError_t status, void *user)
+{
+    (void)stream;
+    hip_host_call_t *c = user;
+    /* like hipLaunchHostFunc, the function runs once its turn comes, whatever came before it
+     * (an earlier failure is reported by the stream's next sync) */
+    (void)status;
+    c->fn(c->arg);
+    free(c);
+}
+#endif
+
 static mscclpp_result_t hip_launch_host_func(hal_host_fn_t fn, void *arg, hal_stream_t s)
 {
     CHECK_ARG(fn != NULL);
@@ -270,7 +302,22 @@ static mscclpp_result_t hip_launch_host_func(hal_host_fn_t fn, void *arg, hal_st
         fn(arg);
         return MSCCLPP_OK;
     }
+#ifdef MSCCLPP_HIPNV_API
     HIP_CHECK(hipLaunchHostFunc(hip_stream(s), fn, arg));
+#else
+    pthread_once(&hip_lhf_once, hip_lhf_find);
+    if (hip_lhf) {
+        HIP_CHECK(hip_lhf(hip_stream(s), fn, arg));
+        return MSCCLPP_OK;
+    }
+    hip_host_call_t *c = malloc(sizeof *c);
+    if (!c) return ERR(MSCCLPP_ERR_NO_MEMORY, "hip launch_host_func: out of memory");
+    c->fn = fn;
+    c->arg = arg;
+    hipError_t e = hipStreamAddCallback(hip_stream(s), hip_host_call, c, 0);
+    if (e != hipSuccess) free(c);
+    HIP_CHECK(e);
+#endif
     return MSCCLPP_OK;
 }
 
