@@ -986,7 +986,7 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
     const uint64_t send_id = shares_io ? bufs->in.id : 0, recv_id = shares_io ? bufs->out.id : 0;
     /* a failed context breaks the executor (exec_check), so every context here is sound */
     exec_context_t *c = NULL;
-    for (exec_context_t **pp = &ex->contexts; *pp && !c; pp = &(*pp)->next) {
+    for (exec_context_t **pp = &ex->contexts; *pp; pp = &(*pp)->next) {
         exec_context_t *e = *pp;
         if (e->plan == plan && e->send_base == send_base && e->recv_base == recv_base &&
             e->rotation == rotation && e->send_id == send_id && e->recv_id == recv_id) {
@@ -998,6 +998,9 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
                 ex->contexts = c;
                 pthread_mutex_unlock(&ex->lock);
             }
+            /* stop here: after the move *pp may be NULL, and the loop's step would take
+             * &NULL->next (UBSan: test_executor t_size_cycle) */
+            break;
         }
     }
     if (c && in_bytes <= c->in_cap && out_bytes <= c->out_cap) {
