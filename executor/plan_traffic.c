@@ -3,7 +3,10 @@
  * together (the numerator of mscclpp-bench's bound column).
  *
  * Model: every descriptor of an op moves the op's length once (a source is read, a destination
- * written), the length being the shortest of its descriptors (the executor's rule, lower.c);
+ * written), the length being the shortest of its descriptors (the executor's rule, lower.c),
+ * except that a run of entries of a copy-like op (copy, memory put, get, packet puts) with the
+ * same source reads it once (the interpreter's one load feeding every store of a put to several
+ * peers);
  * a packet op moves twice the payload on its scratch and remote sides (LL packets: 8 payload
  * bytes per 16, LL8 4 per 8); a thread-block-group op is counted once for the group (each block
  * of the group moves its slice); pipeline bodies are counted once (their iterations split the
@@ -17,6 +20,26 @@
 #include "executor/lower.h"
 #include "executor/native_exec.h"
 #include "executor/plan.h"
+
+/* Ops with parallel source/destination lists whose runs of one source the interpreter copies
+ * in one pass (kern_interp.h); port channels' puts are one transfer per entry. */
+static bool copy_like(const plan_op_t *op)
+{
+    switch (op->type) {
+    case PLAN_OP_COPY:
+    case PLAN_OP_PUT:
+    case PLAN_OP_GET:
+    case PLAN_OP_CPKT:
+    case PLAN_OP_PPKT: return op->channel_type != PLAN_CH_PORT;
+    default: return false;
+    }
+}
+
+static bool same_desc(const plan_desc_t *a, const plan_desc_t *b)
+{
+    return a->kind == b->kind && a->buf == b->buf && a->ref == b->ref && a->index == b->index &&
+           a->size == b->size;
+}
 
 static bool packet_op(int type)
 {
@@ -73,6 +96,8 @@ MSCCLPP_API mscclpp_result_t mscclpp_plan_traffic(const mscclpp_plan_t *plan, si
                 bool pkt = packet_op(op->type);
                 for (int k = 0; k < op->n_src + op->n_dst; k++) {
                     const plan_desc_t *d = k < op->n_src ? &op->src[k] : &op->dst[k - op->n_src];
+                    if (k > 0 && k < op->n_src && copy_like(op) && same_desc(d, &op->src[k - 1]))
+                        continue; /* the same source as the entry before: read once */
                     bool wire = d->kind != PLAN_DESC_LOCAL || d->buf == PLAN_BUF_SCRATCH;
                     total += pkt && wire ? 2 * len : len;
                 }

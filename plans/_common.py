@@ -78,3 +78,16 @@ def main(build, default_ranks=4):
     ap.add_argument("--num_ranks", type=int, default=default_ranks)
     args = ap.parse_args()
     print(build(args.num_ranks).to_json())
+
+
+def main_variants(build, default_ranks=4):
+    """main() with --instances and --inplace: for programs whose variants scripts/gpu-check.sh
+    generates (step direct: the CUDA plans' block count)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=build.__doc__)
+    ap.add_argument("--num_ranks", type=int, default=default_ranks)
+    ap.add_argument("--instances", type=int, default=INSTANCES)
+    ap.add_argument("--inplace", action="store_true")
+    args = ap.parse_args()
+    print(build(args.num_ranks, instances=args.instances, inplace=args.inplace).to_json())

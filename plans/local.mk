@@ -49,6 +49,25 @@ dist_plancuda_DATA = \
 	plans/cuda/reducescatter_3.json plans/cuda/reducescatter_4.json \
 	plans/cuda/reducescatter_5.json plans/cuda/reducescatter_6.json \
 	plans/cuda/reducescatter_7.json plans/cuda/reducescatter_8.json
+# Direct plans (plans/direct/: the peers' input and output addressed directly, the fewest bytes;
+# installed, not loaded by default: plans/README.md).
+plandirectdir = $(plandir)/direct
+dist_plandirect_DATA = \
+	plans/direct/allgather_direct_2.json plans/direct/allgather_direct_3.json \
+	plans/direct/allgather_direct_4.json plans/direct/allgather_direct_5.json \
+	plans/direct/allgather_direct_6.json plans/direct/allgather_direct_7.json \
+	plans/direct/allgather_direct_8.json plans/direct/allgather_direct_ip_2.json \
+	plans/direct/allgather_direct_ip_3.json plans/direct/allgather_direct_ip_4.json \
+	plans/direct/allgather_direct_ip_5.json plans/direct/allgather_direct_ip_6.json \
+	plans/direct/allgather_direct_ip_7.json plans/direct/allgather_direct_ip_8.json \
+	plans/direct/allreduce_direct_2.json plans/direct/allreduce_direct_3.json \
+	plans/direct/allreduce_direct_4.json plans/direct/allreduce_direct_5.json \
+	plans/direct/allreduce_direct_6.json plans/direct/allreduce_direct_7.json \
+	plans/direct/allreduce_direct_8.json plans/direct/allreduce_direct_ip_2.json \
+	plans/direct/allreduce_direct_ip_3.json plans/direct/allreduce_direct_ip_4.json \
+	plans/direct/allreduce_direct_ip_5.json plans/direct/allreduce_direct_ip_6.json \
+	plans/direct/allreduce_direct_ip_7.json plans/direct/allreduce_direct_ip_8.json
+EXTRA_DIST += plans/allgather_direct.py plans/allreduce_direct.py
 # Multi-node plans (plans/multinode/<nodes>x<ranks per node>/, hierarchical, and packet plans
 # for small messages, *-pkt.json), registered first
 # when the communicator spans that many nodes of that many ranks (executor.c); the flat

@@ -37,6 +37,11 @@
 #                (tests/gpu/torch_graphs.py under torchrun, 2 ranks): 100 replays, checked
 #   seed         seed 000's examples/torch-integration/dsl_with_nccl_api.py under torchrun with
 #                the library preloaded (2 ranks): the DSL plan serves the 1 MiB+ allreduce
+#   direct       the direct plans (plans/direct/: peers' input read and output written, the
+#                fewest bytes) against the scratch plans of plans/cuda/ at the same block count,
+#                allreduce and allgather at 2/4/8 ranks, 4 MiB .. 256 MiB, every row checked,
+#                in one run each: time per call and the scratch/direct time ratio at the largest
+#                size (issue 19 item 3)
 #   multinode    2 namespace nodes x 1 rank on the one GPU: port channels over UCX, device
 #                memory staged through pinned host memory (auto and always), checked
 #   variants     with --variants DIR: every plan in DIR (tests/gpu/gen_variants.py DIR) at its
@@ -64,7 +69,7 @@ while [ $# -gt 0 ]; do
     --variants) variants=$2; shift ;;
     --quick) quick=1 ;;
     --skip) skip=",$2,"; shift ;;
-    -h | --help) sed -n "2,47p" "$0"; exit 0 ;;
+    -h | --help) sed -n "2,52p" "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -247,6 +252,52 @@ if want bench; then
     done
     [ $fails = 0 ] && result bench OK "$nruns runs, every row checked ($(elapsed))" ||
         result bench FAIL "$fails of $nruns runs failed"
+fi
+
+# ---- direct plans vs scratch plans (issue 19 item 3) ----
+# The direct plans read the peers' inputs and write their outputs (2 S per rank for an allreduce
+# of S bytes where the scratch plan moves 4 S at 2 ranks); they are generated here with the CUDA
+# plans' block count (plans/_common.py cuda_instances) so that only the bytes differ.
+if want direct; then
+    fails=0
+    lines=""
+    dq=256M
+    [ $quick = 1 ] && dq=64M
+    mkdir -p "$out/direct-plans"
+    for n in 2 4 8; do
+        inst=$(python3 -c "import sys; sys.path.insert(0, '$src/plans'); import _common; \
+print(_common.cuda_instances($n))" 2>/dev/null)
+        for c in allreduce allgather; do
+            dp=$out/direct-plans/${c}_direct_$n.json
+            env PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" python3 \
+                "$src/plans/${c}_direct.py" --num_ranks "$n" --instances "${inst:-16}" \
+                >"$dp" 2>"$out/direct-gen-$c-$n.log" || { fails=$((fails + 1)); continue; }
+            sp=$src/plans/cuda/${c}_$n.json
+            [ $c = allreduce ] && sp=$src/plans/cuda/allreduce_simple_$n.json
+            for kind in direct scratch; do
+                plan=$dp
+                [ $kind = scratch ] && plan=$sp
+                timeout "$limit" "$bench" --plan "$plan" --np "$n" -b 4M -e $dq -f 4 -n 20 -w 5 \
+                    --json "$out/direct-$kind-$c-$n.json" >"$out/direct-$kind-$c-$n.log" 2>&1 &&
+                    grep -q "^# Out of bounds values : 0 OK" "$out/direct-$kind-$c-$n.log" ||
+                    fails=$((fails + 1))
+            done
+            r=$(python3 - "$out/direct-direct-$c-$n.json" "$out/direct-scratch-$c-$n.json" \
+                <<'PY' 2>&1
+import json, sys
+try:
+    d, s = ([json.loads(l) for l in open(p)][-1] for p in sys.argv[1:3])
+    td, ts = d["out_of_place"]["time_us"], s["out_of_place"]["time_us"]
+    print(f"{d['size'] >> 20} MiB {td:.0f}/{ts:.0f} us ({ts / td:.2f}x)")
+except Exception as e:
+    print(f"no times ({e})")
+PY
+)
+            lines="$lines $c $n ranks $r;"
+        done
+    done
+    [ $fails = 0 ] && result direct OK "direct/scratch:$lines ($(elapsed))" ||
+        result direct FAIL "$fails runs failed:$lines"
 fi
 
 # ---- multinode: 2 namespace "nodes" on this one GPU, port channels through the proxy ----

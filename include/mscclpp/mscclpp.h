@@ -636,8 +636,8 @@ MSCCLPP_API int mscclpp_plan_num_blocks(const mscclpp_plan_t *plan);
 
 /**
  * Bytes that one call of `plan` with these sizes reads and writes, all ranks together: every
- * operation's sources and destinations once (packet operations: twice on their packet side),
- * signals and waits nothing. mscclpp-bench divides it by a copy bandwidth it measures to print
+ * operation's sources and destinations once (packet operations: twice on their packet side; a
+ * source a put or copy repeats for several destinations once), signals and waits nothing. mscclpp-bench divides it by a copy bandwidth it measures to print
  * the bound of its "bound" column. MSCCLPP_ERR_UNSUPPORTED for a native algorithm (what it
  * moves is its own); size errors as mscclpp_execute reports them.
  */

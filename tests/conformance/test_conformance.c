@@ -5,7 +5,9 @@
  * every reduce op; every element of every rank is checked against a reference.
  *
  * Plans tuned for another backend (plans/<other>/) run in the quick mode below: they are the
- * same programs as the generic plans at other block counts and size ranges.
+ * same programs as the generic plans at other block counts and size ranges. The plans of
+ * plans/direct/ (they read the peers' inputs and write their outputs) run in full: they are
+ * generic programs of their own.
  *
  * Plans that cannot run on a backend are listed with the reason in
  * tests/conformance/exclude-<backend>.txt ("file-name  reason"); they are reported as skips.
@@ -606,6 +608,9 @@ int main(void)
     add_dir(dir, "host/", filter);
     snprintf(dir, sizeof dir, "%s/plans/cuda", top);
     add_dir(dir, "cuda/", filter);
+    /* plans that address the peers' input and output (not loaded by default): generic, in full */
+    snprintf(dir, sizeof dir, "%s/plans/direct", top);
+    add_dir(dir, "direct/", filter);
     snprintf(dir, sizeof dir, "%s/tests/plans-reference", top);
     add_dir(dir, "", filter);
 discovered:
@@ -620,6 +625,7 @@ discovered:
     for (int i = 0; i < n_plans; i++) {
         const char *slash = strchr(plans[i].name, '/');
         if (plans[i].nodes) continue; /* multi-node plans: their tier is set above */
+        if (!strncmp(plans[i].name, "direct/", 7)) continue; /* generic programs, not tuned */
         if (slash && !((size_t)(slash - plans[i].name) == blen &&
                        !strncmp(plans[i].name, backend, blen)))
             plans[i].quick = true;

@@ -16,6 +16,8 @@ FILES = sorted(glob.glob(os.path.join(PLANS, "*.json")) + glob.glob(os.path.join
 MULTINODE = sorted(glob.glob(os.path.join(PLANS, "multinode", "**", "*.json"), recursive=True))
 FAMILIES = ["allreduce_pkt", "allreduce_simple", "allgather", "reducescatter", "alltoall",
             "broadcast"]
+DIRECT_FAMILIES = ["allreduce_direct", "allreduce_direct_ip", "allgather_direct",
+                   "allgather_direct_ip"]
 
 
 def test_regenerating_default_plans_gives_the_committed_files():
@@ -60,8 +62,10 @@ def test_default_plan_shape_and_limits(path):
         plan = json.load(f)
     name = os.path.basename(path)[:-5]
     n = int(name.rsplit("_", 1)[1])
+    # plans/direct/: the peers' input and output addressed directly (not loaded by default)
+    direct = os.path.basename(os.path.dirname(path)) == "direct"
     assert plan["format"] == "mscclpp-plan/1"
-    assert plan["inplace"] is False
+    assert plan["inplace"] is (direct and "_ip_" in name)
     assert len(plan["gpus"]) == n
     assert plan["collective"] == name.split("_")[0]
     assert plan["protocol"] == ("LL" if "_pkt_" in name else "Simple")
@@ -70,7 +74,12 @@ def test_default_plan_shape_and_limits(path):
     for g in plan["gpus"]:
         assert {c["channel_type"] for c in g["channels"]} <= {"memory"}
         for rb in g["remote_buffers"]:
-            assert rb["type"] == "s", "default plans address only peers' scratch"
+            if direct:
+                assert rb["type"] in ("i", "o"), "direct plans address the peers' io, no scratch"
+            else:
+                assert rb["type"] == "s", "default plans address only peers' scratch"
+        if direct:
+            assert g["scratch_chunks"] == 0
         for tb in g["threadblocks"]:
             count = 0
             for op in tb["ops"]:
@@ -80,6 +89,11 @@ def test_default_plan_shape_and_limits(path):
             assert count <= 64
             for ch in tb["channels"]:
                 assert len(ch["channel_ids"]) <= 16
+
+
+def test_every_direct_family_and_rank_count_is_present():
+    names = {os.path.basename(f) for f in glob.glob(os.path.join(PLANS, "direct", "*.json"))}
+    assert names == {f"{fam}_{n}.json" for fam in DIRECT_FAMILIES for n in range(2, 9)}
 
 
 def test_allreduce_size_ranges_meet():
@@ -96,7 +110,7 @@ def test_allreduce_size_ranges_meet():
 def test_plans_readme_lists_every_family():
     with open(os.path.join(PLANS, "README.md")) as f:
         text = f.read()
-    for fam in FAMILIES:
+    for fam in FAMILIES + DIRECT_FAMILIES:
         assert fam in text
     assert "gen-default-plans" in text
 

@@ -142,14 +142,20 @@ END_TEST
 /* ------------------------------------------------------------------------------------------ */
 /* Reference plans */
 
-static mscclpp_plan_t *load_ref(const char *file)
+/* A plan file of the source tree: `dir` (tests/plans-reference, plans) / `file`. */
+static mscclpp_plan_t *load_tree(const char *dir, const char *file)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/tests/plans-reference/%s", top_srcdir(), file);
+    snprintf(path, sizeof path, "%s/%s/%s", top_srcdir(), dir, file);
     mscclpp_plan_t *p = NULL;
     mscclpp_result_t r = mscclpp_plan_load_file(path, &p);
     ck_assert_msg(r == MSCCLPP_OK, "%s: %s", file, mscclpp_last_error());
     return p;
+}
+
+static mscclpp_plan_t *load_ref(const char *file)
+{
+    return load_tree("tests/plans-reference", file);
 }
 
 static void check_common_ref(const mscclpp_plan_t *p)
@@ -1024,6 +1030,51 @@ START_TEST(test_dtype_redop_names)
 }
 END_TEST
 
+static uint64_t traffic_of(const mscclpp_plan_t *p, size_t in, size_t out)
+{
+    uint64_t b = 0;
+    ck_assert_msg(mscclpp_plan_traffic(p, in, out, MSCCLPP_FLOAT32, &b) == MSCCLPP_OK, "%s",
+                  mscclpp_last_error());
+    return b;
+}
+
+/*
+ * The direct plans of plans/direct/ (they read the peers' inputs and write their outputs) move
+ * the fewest bytes a collective needs (issue 19 item 3), all ranks together for a message of S
+ * bytes: allreduce 2 N S (in place too) where the scratch plan moves 2 (3N - 2) S; allgather of
+ * s bytes per rank in place N^2 s, out of place N (N + 2) s (one local read of the input more
+ * than the fewest, N (N + 1) s: the copy to its own block), where the scratch plan moves 3 N^2 s.
+ * They also pass the C verifier (wrong results, races, deadlocks).
+ */
+START_TEST(test_direct_traffic)
+{
+    for (uint64_t n = 2; n <= 8; n++) {
+        char rel[128];
+        const size_t S = (size_t)n * 65536, s = 65536; /* whole chunks of every plan */
+        for (int ip = 0; ip < 2; ip++) {
+            snprintf(rel, sizeof rel, "direct/allreduce_direct%s_%d.json", ip ? "_ip" : "", (int)n);
+            mscclpp_plan_t *p = load_tree("plans", rel);
+            ck_assert_int_eq(mscclpp_plan_verify(p), MSCCLPP_OK);
+            ck_assert_uint_eq(traffic_of(p, S, S), 2 * n * S);
+            mscclpp_plan_destroy(p);
+            snprintf(rel, sizeof rel, "direct/allgather_direct%s_%d.json", ip ? "_ip" : "", (int)n);
+            p = load_tree("plans", rel);
+            ck_assert_int_eq(mscclpp_plan_verify(p), MSCCLPP_OK);
+            ck_assert_uint_eq(traffic_of(p, s, n * s), ip ? n * n * s : n * (n + 2) * s);
+            mscclpp_plan_destroy(p);
+        }
+        snprintf(rel, sizeof rel, "allreduce_simple_%d.json", (int)n);
+        mscclpp_plan_t *p = load_tree("plans", rel);
+        ck_assert_uint_eq(traffic_of(p, S, S), 2 * (3 * n - 2) * S);
+        mscclpp_plan_destroy(p);
+        snprintf(rel, sizeof rel, "allgather_%d.json", (int)n);
+        p = load_tree("plans", rel);
+        ck_assert_uint_eq(traffic_of(p, s, n * s), 3 * n * n * s);
+        mscclpp_plan_destroy(p);
+    }
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
     Suite *s = suite_create("plan");
@@ -1051,6 +1102,7 @@ static Suite *plan_suite(void)
     tcase_add_test(tc, test_missing_file);
     tcase_add_test(tc, test_arguments);
     tcase_add_test(tc, test_dtype_redop_names);
+    tcase_add_test(tc, test_direct_traffic);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,50 @@
+"""Direct allgather (Simple protocol, memory channels, one node): the fewest bytes.
+
+Rank r, replicated over INSTANCES thread blocks (each on its own share of every chunk):
+  1. signal every peer (after a block sync) and wait for theirs: every peer is in this launch
+     and done with r's output of the last call;
+  2. put the input straight into chunk r of every peer's OUTPUT (one fused put) and copy it to
+     output chunk r (in place it is already there);
+  3. signal every peer and wait for theirs: r's output is complete.
+Each rank reads its input and writes N copies of it: (N + 1) / N S per rank for an output of S
+bytes, the minimum (mscclpp_collective_min_traffic), where the scratch plan (allgather.py)
+moves 2 S through the peers' scratch and back. The peers' outputs are addressed through the
+offsets the launch fence publishes (docs/nccl.md), so both buffers must be memory the peers can
+map on every rank; the plans live in plans/direct/, which the executor does not load by
+default (plans/README.md).
+"""
+
+from _common import (INSTANCES, MAX_MESSAGE, RANK_COUNTS, main_variants, memory_channels,
+                     peers_of, publish_and_wait)
+from mscclpp.language import AllGather, CollectiveProgram, Rank
+
+
+def allgather_direct(num_ranks, instances=INSTANCES, min_message_size=0, inplace=False):
+    """Allgather, Simple protocol, peers' outputs written directly."""
+    N = num_ranks
+    name = f"direct_allgather{'_ip' if inplace else ''}_{N}"
+    with CollectiveProgram(name, AllGather(N, 1, inplace), N, instances=instances,
+                           protocol="Simple", min_message_size=min_message_size,
+                           max_message_size=MAX_MESSAGE) as prog:
+        chan = memory_channels(N)
+        for r in range(N):
+            rank = Rank(r)
+            inp, out = rank.get_input_buffer(), rank.get_output_buffer()
+            peers = peers_of(r, N)
+            publish_and_wait(chan, r, peers)
+            for p in peers:  # fused into one put
+                chan[(r, p)].put(Rank(p).get_output_buffer()[r:r + 1], inp[0:1], tb=0)
+            if not inplace:
+                rank.copy(out[r:r + 1], inp[0:1], tb=0)
+            publish_and_wait(chan, r, peers)
+    return prog
+
+
+def default_plans():
+    for ip in ("", "_ip"):
+        for n in RANK_COUNTS:
+            yield f"direct/allgather_direct{ip}_{n}.json", allgather_direct(n, inplace=bool(ip))
+
+
+if __name__ == "__main__":
+    main_variants(allgather_direct)
