@@ -40,7 +40,7 @@ mscclpp_result_t exec_state_init(const struct mscclpp_plan *plan, int rank, void
     memset(image, 0, bytes);
     kern_state_t *st = image;
     st->magic = KERN_STATE_MAGIC;
-    st->flag = 1;
+    for (int b = 0; b < KERN_MAX_BLOCKS; b++) st->flags[b] = 1;
     st->n_sems = (uint32_t)g->n_sems;
     int32_t *sems = (int32_t *)(st + 1);
     for (int i = 0; i < g->n_sems; i++) sems[i] = g->sem_init[i];

@@ -61,6 +61,8 @@ typedef struct {
     const char *plan;      /* name of the plan that ran; NULL when unknown */
     uint64_t moved;        /* bytes the plan reads and writes, all ranks (0: unknown) */
     double bound;          /* algbw bound (GB/s) from moved and the copy bandwidth; 0: none */
+    uint64_t min_moved;    /* the fewest bytes the collective needs (0: none, or unknown) */
+    double ideal;          /* algbw bound (GB/s) from min_moved and the copy bandwidth; 0: none */
 } column_t;
 
 typedef struct {
@@ -507,15 +509,29 @@ static int measure_copy(bench_t *b)
     return 0;
 }
 
-/* Bytes the column's plan moves and the algbw bound they imply (0 when either is unknown). */
+/*
+ * Bytes the column's plan moves and the algbw bound they imply (0 when either is unknown); and
+ * the ideal: the fewest bytes the collective needs (mscclpp_collective_min_traffic) at the same
+ * copy bandwidth, so a plan that moves extra bytes shows it (bound < ideal).
+ */
 static void column_bound(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, uint64_t msg,
                          int inplace, size_t size, column_t *c)
 {
     c->moved = 0;
     c->bound = 0;
+    c->min_moved = 0;
+    c->ideal = 0;
     if (!c->ran || c->err != MSCCLPP_OK || b->copy_gbps <= 0) return;
     const mscclpp_plan_t *p = b->plan;
     const char *coll = bench_coll_name(b->coll);
+    size_t esz = mscclpp_dtype_size(dt);
+    uint64_t least = 0;
+    if (mscclpp_collective_min_traffic(coll, b->nranks, s->send_count * esz, s->recv_count * esz,
+                                       inplace, &least) == MSCCLPP_OK &&
+        least > 0) {
+        c->min_moved = least;
+        c->ideal = (double)size * b->copy_gbps / (double)least;
+    }
     /* the plan the call ran: an in-place call with no in-place plan runs the out-of-place one */
     if (!p && mscclpp_executor_choose_plan(b->exec, coll, inplace, msg, &p, NULL) != MSCCLPP_OK &&
         (!inplace || mscclpp_executor_choose_plan(b->exec, coll, 0, msg, &p, NULL) != MSCCLPP_OK))
@@ -739,21 +755,27 @@ static void print_header(const bench_t *b)
            o->step_factor ? "factor" : "bytes", o->warmup, o->iters, o->check);
     if (b->copy_gbps > 0)
         printf("# copy bandwidth %.2f GB/s (bytes read + written, %d ranks copying %zu bytes each "
-               "at once); bound = algbw if the plan's bytes moved ran at that bandwidth\n",
+               "at once); bound = algbw if the plan's bytes moved ran at that bandwidth, ideal = "
+               "algbw if only the collective's fewest bytes moved at it\n",
                b->copy_gbps, b->nranks, b->copy_bytes);
     printf("#\n");
     printf("# %10s  %12s  %8s  %6s  %6s  %29s  %29s%s%s\n", "", "", "", "", "", "out-of-place",
            "in-place", b->use_mpi ? "  MPI (out-of-place)" : "",
-           b->copy_gbps > 0 ? "        bound: oop      in-place" : "");
+           b->copy_gbps > 0 ? "        bound: oop      in-place        ideal: oop      in-place"
+                            : "");
     printf("# %10s  %12s  %8s  %6s  %6s  %7s %7s %7s %6s  %7s %7s %7s %6s", "size", "count",
            "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
            "#wrong");
     if (b->use_mpi) printf("  %9s %6s", "time", "ratio");
-    if (b->copy_gbps > 0) printf("  %8s %6s %8s %6s", "bound", "%", "bound", "%");
+    if (b->copy_gbps > 0)
+        printf("  %8s %6s %8s %6s  %8s %6s %8s %6s", "bound", "%", "bound", "%", "ideal", "%",
+               "ideal", "%");
     printf("\n# %10s  %12s  %8s  %6s  %6s  %7s %7s %7s %6s  %7s %7s %7s %6s", "(B)", "(elements)",
            "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     if (b->use_mpi) printf("  %9s %6s", "(us)", "mpi/us");
-    if (b->copy_gbps > 0) printf("  %8s %6s %8s %6s", "(GB/s)", "", "(GB/s)", "");
+    if (b->copy_gbps > 0)
+        printf("  %8s %6s %8s %6s  %8s %6s %8s %6s", "(GB/s)", "", "(GB/s)", "", "(GB/s)", "",
+               "(GB/s)", "");
     printf("\n");
     fflush(stdout);
 }
@@ -828,6 +850,12 @@ static void json_column(const bench_t *b, const column_t *c, size_t bytes)
                 c->moved, c->bound, algbw / c->bound * 100);
     else
         fputs(",\"bytes_moved\":null,\"bound_algbw\":null,\"bound_pct\":null", f);
+    /* the ideal column: the collective's fewest bytes at the same bandwidth */
+    if (c->ideal > 0)
+        fprintf(f, ",\"min_bytes\":%" PRIu64 ",\"ideal_algbw\":%.4f,\"ideal_pct\":%.2f",
+                c->min_moved, c->ideal, algbw / c->ideal * 100);
+    else
+        fputs(",\"min_bytes\":null,\"ideal_algbw\":null,\"ideal_pct\":null", f);
     fputs(",\"error\":null}", f);
 }
 
@@ -894,6 +922,14 @@ static void emit_row(bench_t *b, size_t bytes, size_t count, mscclpp_dtype_t dt,
         const column_t *c = cols[k];
         if (c->bound > 0)
             printf("  %8.2f %6.1f", c->bound, (double)bytes / 1e3 / c->time_us / c->bound * 100);
+        else
+            printf("  %8s %6s", "-", "-");
+    }
+    for (int k = 0; k < 2 && b->copy_gbps > 0; k++) {
+        const column_t *c = cols[k];
+        if (c->ideal > 0)
+            printf("  %8.2f %6.1f", c->ideal,
+                   (double)bytes / 1e3 / c->time_us / c->ideal * 100);
         else
             printf("  %8s %6s", "-", "-");
     }

@@ -3,7 +3,9 @@
 # copy in the same run and prints, per size, the algbw bound implied by the plan's bytes moved
 # and the share reached; --json has the same fields. The bytes moved by the Simple allreduce of
 # plans/ must be 2(3N-2) message sizes over all N ranks (the model of tests/gpu/gpu_report.py:
-# per rank, put N-1 chunks, reduce N chunks and send N-1 copies, copy N-1 chunks out).
+# per rank, put N-1 chunks, reduce N chunks and send N-1 copies, copy N-1 chunks out). The ideal
+# column beside it: the fewest bytes an allreduce needs, 2N message sizes (each rank reads its
+# input and writes its output once), at the same copy bandwidth.
 top_build=${MSCCLPP_TOP_BUILDDIR:-.}
 top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 bench=$top_build/tools/mscclpp-bench
@@ -32,8 +34,10 @@ check() {
     rc=$?
     [ "$rc" -eq 0 ] || { why="exit status $rc"; return 1; }
     grep -q '^# copy bandwidth [0-9.]* GB/s' "$tmp/out" || { why="no copy bandwidth line"; return 1; }
-    # the row: 13 columns of the table, then bound and % of the out-of-place column, then "-"
-    awk '/^ *[0-9]/ { rows++; if (!($14 ~ /^[0-9.]+$/ && $15 ~ /^[0-9.]+$/)) bad++ }
+    # the row: 13 columns of the table, then bound and % of the out-of-place column, then "-",
+    # then the ideal and % of the out-of-place column
+    awk '/^ *[0-9]/ { rows++; if (!($14 ~ /^[0-9.]+$/ && $15 ~ /^[0-9.]+$/ &&
+                                   $18 ~ /^[0-9.]+$/ && $19 ~ /^[0-9.]+$/)) bad++ }
          END { exit !(rows == 1 && !bad) }' "$tmp/out" || { why="no bound in the row"; return 1; }
     why=$(python3 - "$tmp/b.json" "$1" <<'PY'
 import json, sys
@@ -46,6 +50,12 @@ elif not copy or abs(c["bound_algbw"] - size * copy / c["bytes_moved"]) > 1e-3 *
     print(f"bound {c['bound_algbw']} is not size * copy / bytes_moved")
 elif abs(c["bound_pct"] - 100 * c["algbw"] / c["bound_algbw"]) > 0.01 * c["bound_pct"] + 0.01:
     print(f"bound_pct {c['bound_pct']} is not algbw / bound")
+elif c["min_bytes"] != 2 * n * size:
+    print(f"min_bytes {c['min_bytes']}, an allreduce needs {2 * n * size}")
+elif abs(c["ideal_algbw"] - size * copy / c["min_bytes"]) > 1e-3 * c["ideal_algbw"]:
+    print(f"ideal {c['ideal_algbw']} is not size * copy / min_bytes")
+elif c["ideal_algbw"] < c["bound_algbw"]:
+    print(f"ideal {c['ideal_algbw']} below the plan's own bound {c['bound_algbw']}")
 PY
 )
     [ -z "$why" ]
@@ -56,11 +66,12 @@ if check 2; then pass "$name"; else fail "$name" "$why"; fi
 name="4 ranks: 20 message sizes"
 if check 4; then pass "$name"; else fail "$name" "$why"; fi
 
-name="the default plans get a bound per column too (both placements)"
+name="the default plans get a bound and an ideal per column too (both placements)"
 timeout -k 5 120 "$bench" --np 2 allreduce -b 64K -e 256K -f 4 -n 2 -w 1 >"$tmp/out" \
     2>"$tmp/err" </dev/null
 rc=$?
 if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
-elif ! awk '/^ *[0-9]/ { rows++; if (NF != 17 || $14 !~ /^[0-9.]+$/ || $16 !~ /^[0-9.]+$/) bad++ }
+elif ! awk '/^ *[0-9]/ { rows++; if (NF != 21 || $14 !~ /^[0-9.]+$/ || $16 !~ /^[0-9.]+$/ ||
+                                    $18 !~ /^[0-9.]+$/ || $20 !~ /^[0-9.]+$/) bad++ }
             END { exit !(rows == 2 && !bad) }' "$tmp/out"; then fail "$name" "rows without bounds"
 else pass "$name"; fi

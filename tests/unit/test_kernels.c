@@ -1496,6 +1496,17 @@ START_TEST(test_ref_allgather_nvls)
 }
 END_TEST
 
+/*
+ * The same tests with every block run as KH_SIMT_THREADS host threads that stride over the
+ * data as a GPU block's threads do (kern_host_run_block_simt): the GPU's indexing (thread
+ * strides, unrolled steps of several vectors, remainders, heads and tails, the staged ops and
+ * the block syncs) checked on the host at every dtype, op, alignment and tail. 5 threads: an
+ * odd count, so a step of U vectors per thread and the single-vector remainder both run.
+ */
+#define KH_SIMT_THREADS 5
+static void simt_setup(void) { kh_set_default_threads(KH_SIMT_THREADS); }
+static void simt_teardown(void) { kh_set_default_threads(1); }
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -1544,6 +1555,31 @@ static Suite *kernels_suite(void)
     tcase_add_test(ref, test_ref_allgather_pkt);
     tcase_add_test(ref, test_ref_allgather_nvls);
     suite_add_tcase(s, ref);
+    TCase *simt = tcase_create("threads_per_block");
+    tcase_set_timeout(simt, 600);
+    tcase_add_checked_fixture(simt, simt_setup, simt_teardown);
+    tcase_add_test(simt, test_copy_tails);
+    tcase_add_test(simt, test_put);
+    tcase_add_test(simt, test_get);
+    tcase_add_test(simt, test_re_rre_res);
+    tcase_add_test(simt, test_rres_dtypes_ops);
+    tcase_add_test(simt, test_ppkt_upkt);
+    tcase_add_test(simt, test_cpkt_rppkt);
+    tcase_add_test(simt, test_packet_reduce_ops);
+    tcase_add_test(simt, test_packet_dtypes_ops);
+    tcase_add_test(simt, test_double_scratch);
+    tcase_add_test(simt, test_pipeline);
+    tcase_add_test(simt, test_tbg);
+    tcase_add_test(simt, test_barrier);
+    tcase_add_test(simt, test_semaphores);
+    tcase_add_test(simt, test_switch_glres);
+    tcase_add_test(simt, test_switch_gstore);
+    tcase_add_test(simt, test_switch_gstorepkt);
+    tcase_add_test(simt, test_uneven_allgather);
+    tcase_add_test(simt, test_uneven_reducescatter);
+    tcase_add_test(simt, test_timeout_kinds);
+    tcase_add_test(simt, test_ref_allreduce_pkt);
+    suite_add_tcase(s, simt);
     return s;
 }
 
