@@ -38,9 +38,9 @@ static const struct {
     const char *name;
     unsigned bit;
 } subsys_names[] = {
-    {"INIT", SUBSYS_INIT}, {"BOOT", SUBSYS_BOOT}, {"HAL", SUBSYS_HAL},   {"MEM", SUBSYS_MEM},
-    {"CHAN", SUBSYS_CHAN}, {"PLAN", SUBSYS_PLAN}, {"EXEC", SUBSYS_EXEC}, {"KERN", SUBSYS_KERN},
-    {"NET", SUBSYS_NET},   {"BENCH", SUBSYS_BENCH}, {"ALL", SUBSYS_ALL},
+    {"INIT", SUBSYS_INIT}, {"BOOT", SUBSYS_BOOT},   {"HAL", SUBSYS_HAL},   {"MEM", SUBSYS_MEM},
+    {"CHAN", SUBSYS_CHAN}, {"PLAN", SUBSYS_PLAN},   {"EXEC", SUBSYS_EXEC}, {"KERN", SUBSYS_KERN},
+    {"NET", SUBSYS_NET},   {"BENCH", SUBSYS_BENCH}, {"NCCL", SUBSYS_NCCL}, {"ALL", SUBSYS_ALL},
 };
 
 const config_entry_t *config_table(void) { return table; }
@@ -55,6 +55,22 @@ const char *config_get(config_id_t id)
 }
 
 int config_is_set(config_id_t id) { return valid_id(id) && getenv(table[id].name) != NULL; }
+
+int config_find(const char *name, config_id_t *id)
+{
+    for (int i = 0; name && i < CFG__COUNT; i++)
+        if (!strcmp(table[i].name, name)) {
+            *id = (config_id_t)i;
+            return 1;
+        }
+    return 0;
+}
+
+MSCCLPP_API const char *mscclpp_config_get(const char *name)
+{
+    config_id_t id;
+    return config_find(name, &id) ? config_get(id) : NULL;
+}
 
 typedef struct {
     int64_t i;

@@ -35,6 +35,8 @@ const config_entry_t *config_table(void);
 const char *config_get(config_id_t id);
 /** True when the variable is set in the environment (even to ""). */
 int config_is_set(config_id_t id);
+/** The variable called `name`: 1 and *id, or 0 when the table has none. */
+int config_find(const char *name, config_id_t *id);
 /**
  * Parsed value of a COUNT, PORT, LEVEL (log_level_t), SUBSYS (mask) or SHAREABLE (0 auto,
  * 1 cumem, 2 legacy) variable: the environment's when valid, else the default's; -1 when

@@ -13,8 +13,8 @@
  */
 CONFIG_VAR(MSCCLPP_DEBUG, LEVEL, "WARN", "Log level: NONE, WARN, INFO or TRACE")
 CONFIG_VAR(MSCCLPP_DEBUG_SUBSYS, SUBSYS, "ALL",
-           "Comma-separated subsystems to log: INIT,BOOT,HAL,MEM,CHAN,PLAN,EXEC,KERN,NET,BENCH or "
-           "ALL; ^NAME excludes one")
+           "Comma-separated subsystems to log: INIT,BOOT,HAL,MEM,CHAN,PLAN,EXEC,KERN,NET,BENCH,"
+           "NCCL or ALL; ^NAME excludes one")
 CONFIG_VAR(MSCCLPP_DEBUG_FILE, STR, "",
            "Write logs to this file instead of stderr (%h host, %p pid)")
 CONFIG_VAR(MSCCLPP_TIMEOUT, SECONDS, "60",
@@ -62,6 +62,10 @@ CONFIG_VAR(MSCCLPP_UCX_STAGE_CHUNK, COUNT, "1048576",
 CONFIG_VAR(MSCCLPP_NODE_ID, STR, "",
            "Force this rank's node identity (any string; ranks with equal values are one node). "
            "Default: host name + boot id + network namespace")
+CONFIG_VAR(MSCCLPP_EXEC_CONTEXTS, COUNT, "64",
+           "Contexts (plan + buffer allocations: scratch, counters, peer mappings, descriptors) an "
+           "executor keeps; a call on another pair of allocations past it drops the least "
+           "recently used one on every rank alike. 0: no bound")
 CONFIG_VAR(MSCCLPP_PROXY_FIFO, COUNT, "512", "Port channels: triggers the proxy FIFO of a context holds")
 CONFIG_VAR(MSCCLPP_PROXY_HOT_US, COUNT, "",
            "Port channels: microseconds an idle proxy keeps polling (yielding) after its last "
@@ -70,3 +74,12 @@ CONFIG_VAR(MSCCLPP_PROXY_HOT_US, COUNT, "",
 CONFIG_VAR(MSCCLPP_TEST_TRANSPORT_FAULT, STR, "",
            "Test only: OP:N (OP put, signal or flush) makes the Nth such transport call of the "
            "process fail with MSCCLPP_ERR_REMOTE, moving nothing (transports/transport.c)")
+CONFIG_VAR(MSCCLPP_NCCL_PLAN_DIR, STR, "",
+           "NCCL-API library: ':' list of directories whose DSL plans (*.json) serve the NCCL "
+           "calls before the built-in ones (docs/nccl.md)")
+CONFIG_VAR(MSCCLPP_NCCL_ZERO_COPY, STR, "1",
+           "NCCL-API library: 0 copies every buffer through the library's own instead of "
+           "running plans on the caller's buffers (docs/nccl.md)")
+CONFIG_VAR(MSCCLPP_NCCL_LIB_PATH, STR, "",
+           "NCCL-API library: the real NCCL/RCCL library file (e.g. .../libnccl.so.2) that "
+           "serves what libmscclpp_nccl does not; unset: no fallback (docs/nccl.md)")

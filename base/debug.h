@@ -27,7 +27,8 @@ typedef enum {
     SUBSYS_KERN = 1 << 7,
     SUBSYS_NET = 1 << 8,
     SUBSYS_BENCH = 1 << 9,
-    SUBSYS_ALL = 0x3ff,
+    SUBSYS_NCCL = 1 << 10, /* libmscclpp_nccl, through mscclpp_log() */
+    SUBSYS_ALL = 0x7ff,
 } log_subsys_t;
 
 /** True when a message of this level and subsystem would be printed. */

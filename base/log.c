@@ -88,13 +88,34 @@ void log_printf(log_level_t lv, log_subsys_t subsys, const char *file, int line,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    const char *base = strrchr(file, '/');
-    base = base ? base + 1 : file;
+    /* where: "file.c:LINE " inside the library; nothing for mscclpp_log()'s callers (file NULL) */
+    char where[128] = "";
+    if (file) {
+        const char *base = strrchr(file, '/');
+        snprintf(where, sizeof where, "%s:%d ", base ? base + 1 : file, line);
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     pthread_mutex_lock(&out_lock);
-    fprintf(out, "%s:%d [%ld.%06ld] MSCCLPP %s %s:%d %s\n", host, (int)getpid(),
-            (long)(ts.tv_sec % 100000), ts.tv_nsec / 1000, names[lv], base, line, msg);
+    fprintf(out, "%s:%d [%ld.%06ld] MSCCLPP %s %s%s\n", host, (int)getpid(),
+            (long)(ts.tv_sec % 100000), ts.tv_nsec / 1000, names[lv], where, msg);
     fflush(out);
     pthread_mutex_unlock(&out_lock);
+}
+
+MSCCLPP_API int mscclpp_log_enabled(mscclpp_log_level_t lv)
+{
+    return lv >= MSCCLPP_LOG_WARN && lv <= MSCCLPP_LOG_TRACE &&
+           log_enabled((log_level_t)lv, SUBSYS_NCCL);
+}
+
+MSCCLPP_API void mscclpp_log(mscclpp_log_level_t lv, const char *fmt, ...)
+{
+    if (!fmt || !mscclpp_log_enabled(lv)) return;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    log_printf((log_level_t)lv, SUBSYS_NCCL, NULL, 0, "%s", msg);
 }

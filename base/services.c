@@ -19,33 +19,16 @@ static mscclpp_result_t svc_record_error(mscclpp_result_t result, const char *fi
     return core_error(result, file, line, "%s", msg);
 }
 
-static int config_id(const char *name, config_id_t *id)
-{
-    const config_entry_t *t = config_table();
-    for (int i = 0; name && i < CFG__COUNT; i++)
-        if (!strcmp(t[i].name, name)) {
-            *id = (config_id_t)i;
-            return 1;
-        }
-    return 0;
-}
-
-static const char *svc_config_get(const char *name)
-{
-    config_id_t id;
-    return config_id(name, &id) ? config_get(id) : NULL;
-}
-
 static int svc_config_is_set(const char *name)
 {
     config_id_t id;
-    return config_id(name, &id) ? config_is_set(id) : 0;
+    return config_find(name, &id) ? config_is_set(id) : 0;
 }
 
 static int64_t svc_config_get_int(const char *name)
 {
     config_id_t id;
-    return config_id(name, &id) ? config_get_int(id) : -1;
+    return config_find(name, &id) ? config_get_int(id) : -1;
 }
 
 static const base_services_t services = {
@@ -57,7 +40,7 @@ static const base_services_t services = {
     .clear_error = core_clear_error,
     .last_error = mscclpp_last_error,
     .result_string = mscclpp_result_string,
-    .config_get = svc_config_get,
+    .config_get = mscclpp_config_get,
     .config_is_set = svc_config_is_set,
     .config_get_int = svc_config_get_int,
     .timeout_ns = config_timeout_ns,

@@ -19,6 +19,7 @@ MSCCLPP_API const char *mscclpp_result_string(mscclpp_result_t result)
     case MSCCLPP_ERR_TIMEOUT: return "MSCCLPP_ERR_TIMEOUT";
     case MSCCLPP_ERR_INTERNAL: return "MSCCLPP_ERR_INTERNAL";
     case MSCCLPP_ERR_NO_MEMORY: return "MSCCLPP_ERR_NO_MEMORY";
+    case MSCCLPP_ERR_ABORTED: return "MSCCLPP_ERR_ABORTED";
     }
     return "MSCCLPP_ERR_UNKNOWN";
 }

@@ -20,6 +20,22 @@ mscclpp_result_t boot_new(int rank, int nranks, const boot_ops_t *ops, void *imp
     return MSCCLPP_OK;
 }
 
+void boot_interrupt(mscclpp_bootstrap_t *boot)
+{
+    if (!boot || __atomic_exchange_n(&boot->interrupted, 1, __ATOMIC_ACQ_REL)) return;
+    if (boot->ops->interrupt) boot->ops->interrupt(boot);
+}
+
+/* A call on an interrupted bootstrap: refused before it talks. */
+static mscclpp_result_t interrupted(const mscclpp_bootstrap_t *boot, const char *what)
+{
+    if (!__atomic_load_n(&boot->interrupted, __ATOMIC_ACQUIRE)) return MSCCLPP_OK;
+    return ERR(MSCCLPP_ERR_ABORTED,
+               "rank %d: bootstrap %s refused: the communicator was aborted "
+               "(mscclpp_comm_abort)",
+               boot->rank, what);
+}
+
 MSCCLPP_API mscclpp_result_t mscclpp_get_unique_id(mscclpp_unique_id_t *id)
 {
     CHECK_ARG(id != NULL);
@@ -70,6 +86,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_allgather(mscclpp_bootstrap_t *bo
     CHECK_ARG(boot != NULL);
     CHECK_ARG(data != NULL || bytes_per_rank == 0);
     if (bytes_per_rank == 0 || boot->nranks == 1) return MSCCLPP_OK;
+    CHECK(interrupted(boot, "allgather"));
     return boot->ops->allgather(boot, data, bytes_per_rank);
 }
 
@@ -80,6 +97,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_send(mscclpp_bootstrap_t *boot, c
     CHECK_ARG(data != NULL || bytes == 0);
     CHECK_ARG(peer >= 0 && peer < boot->nranks);
     CHECK_ARG(peer != boot->rank);
+    CHECK(interrupted(boot, "send"));
     return boot->ops->send(boot, data, bytes, peer, tag);
 }
 
@@ -90,6 +108,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_recv(mscclpp_bootstrap_t *boot, v
     CHECK_ARG(data != NULL || bytes == 0);
     CHECK_ARG(peer >= 0 && peer < boot->nranks);
     CHECK_ARG(peer != boot->rank);
+    CHECK(interrupted(boot, "receive"));
     return boot->ops->recv(boot, data, bytes, peer, tag);
 }
 
@@ -97,6 +116,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_barrier(mscclpp_bootstrap_t *boot
 {
     CHECK_ARG(boot != NULL);
     if (boot->nranks == 1) return MSCCLPP_OK;
+    CHECK(interrupted(boot, "barrier"));
     return boot->ops->barrier(boot);
 }
 

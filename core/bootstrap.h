@@ -28,14 +28,25 @@ typedef struct boot_ops {
     mscclpp_result_t (*barrier)(mscclpp_bootstrap_t *boot);
     /* Release `impl` (not `boot`); called once by mscclpp_bootstrap_destroy. */
     mscclpp_result_t (*destroy)(mscclpp_bootstrap_t *boot);
+    /* Optional (NULL: none): make the calls in progress on other threads give up soon with
+     * MSCCLPP_ERR_ABORTED, and every later one at once. Any thread; frees nothing. */
+    void (*interrupt)(mscclpp_bootstrap_t *boot);
 } boot_ops_t;
 
 struct mscclpp_bootstrap {
     int rank;
     int nranks;
     const boot_ops_t *ops;
-    void *impl; /* owned by the ops */
+    void *impl;      /* owned by the ops */
+    int interrupted; /* atomic: boot_interrupt was called; every later call fails at once */
 };
+
+/**
+ * Interrupt the bootstrap (mscclpp_comm_abort): later calls fail with MSCCLPP_ERR_ABORTED at
+ * once, and calls in progress give up at their next poll where the ops can (TCP); calls of
+ * the MPI or a custom bootstrap end by their own timeout. NULL is ignored.
+ */
+void boot_interrupt(mscclpp_bootstrap_t *boot);
 
 /**
  * Wrap an implementation in a new bootstrap object. On failure `ops->destroy` is NOT called;

@@ -1,17 +1,17 @@
 /*
  * MPI bootstrap (library mscclpp_mpi): a custom bootstrap (mscclpp_bootstrap_create_custom)
  * over a duplicate of the user's communicator, so libmscclpp itself never links MPI. Every
- * operation is a nonblocking MPI call completed by an MPI_Test loop that backs off and gives up
- * after the timeout the library passes (MSCCLPP_TIMEOUT), so a dead or missing peer never blocks
- * a caller forever. It uses only the public API.
+ * operation is a nonblocking MPI call completed by an MPI_Test loop that backs off as every wait
+ * of the library does (base/wait.h, header-only, with the spin of threads that share cores) and
+ * gives up after the timeout the library passes (MSCCLPP_TIMEOUT), so a dead or missing peer
+ * never blocks a caller forever. It uses only the public API.
  */
 #include <limits.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "base/clock.h"
+#include "base/wait.h"
 #include "mscclpp/mscclpp_mpi.h"
 
 /* Error helpers on the public API (this library cannot see the core's internals). */
@@ -43,26 +43,12 @@ static mscclpp_result_t mpi_error(int rank, int rc, const char *call)
     return ERR(MSCCLPP_ERR_REMOTE, "rank %d: %s failed: %s", rank, call, msg);
 }
 
-/* Back off while polling: spin a little, then yield, then sleep up to 1 ms. */
-static void backoff(unsigned *iter)
-{
-    unsigned i = (*iter)++;
-    if (i < 64) return;
-    if (i < 1024) {
-        sched_yield();
-        return;
-    }
-    long ns = 1000L * (long)(i - 1023);
-    if (ns > 1000000) ns = 1000000;
-    struct timespec ts = {0, ns};
-    nanosleep(&ts, NULL);
-}
-
 /* Test `req` until it completes or `deadline`; returns MSCCLPP_ERR_TIMEOUT (quietly) then. */
 static mscclpp_result_t wait_req(mpi_boot_t *m, MPI_Request *req, MPI_Status *status,
                                  uint64_t deadline, const char *call)
 {
-    unsigned iter = 0;
+    base_wait_t w; /* the one wait policy; the deadline is the caller's */
+    base_wait_init(&w, 0, BASE_WAIT_SPIN_SHARED);
     for (;;) {
         int flag = 0;
         pthread_mutex_lock(&m->lock);
@@ -71,7 +57,7 @@ static mscclpp_result_t wait_req(mpi_boot_t *m, MPI_Request *req, MPI_Status *st
         if (rc != MPI_SUCCESS) return mpi_error(m->rank, rc, call);
         if (flag) return MSCCLPP_OK;
         if (base_now_ns() >= deadline) return MSCCLPP_ERR_TIMEOUT;
-        backoff(&iter);
+        (void)base_wait_pause(&w);
     }
 }
 
@@ -130,7 +116,8 @@ static mscclpp_result_t mpi_recv(void *ctx, void *data, size_t bytes, int peer, 
     /* Probe first so that a size mismatch is reported instead of truncating. */
     MPI_Message msg;
     MPI_Status status;
-    unsigned iter = 0;
+    base_wait_t w;
+    base_wait_init(&w, 0, BASE_WAIT_SPIN_SHARED);
     for (;;) {
         int flag = 0;
         pthread_mutex_lock(&m->lock);
@@ -143,7 +130,7 @@ static mscclpp_result_t mpi_recv(void *ctx, void *data, size_t bytes, int peer, 
                        "rank %d: timed out after %.1f s waiting to receive tag %d from rank %d "
                        "(MPI)",
                        m->rank, (double)timeout_ns / 1e9, tag, peer);
-        backoff(&iter);
+        (void)base_wait_pause(&w);
     }
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);

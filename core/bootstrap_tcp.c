@@ -676,7 +676,20 @@ typedef struct {
     int abort_from;     /* -1, or the rank whose abort notice arrived first */
     int abort_culprit;  /* the rank that notice blames */
     char abort_msg[256];
+    int interrupted; /* atomic, read without the lock: tcp_interrupt was called */
 } tcp_t;
+
+/* The error of a wait that saw tcp_interrupt (mscclpp_comm_abort): no notice goes to the
+ * peers, since no peer failed. */
+static mscclpp_result_t interrupted_error(tcp_t *t, const char *doing, const char *what, int peer)
+{
+    return ERR(MSCCLPP_ERR_ABORTED,
+               "rank %d: interrupted while %s %s %s rank %d: the communicator was aborted "
+               "(mscclpp_comm_abort)",
+               t->rank, doing, what, strcmp(doing, "sending") == 0 ? "to" : "from", peer);
+}
+
+static int is_interrupted(tcp_t *t) { return __atomic_load_n(&t->interrupted, __ATOMIC_ACQUIRE); }
 
 static void mark_broken(tcp_t *t, int peer)
 {
@@ -1100,6 +1113,11 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
             culprit = peer;
             break;
         }
+        if (is_interrupted(t)) {
+            res = interrupted_error(t, "waiting to receive", what_str(kind, tag, what, sizeof what),
+                                    peer);
+            break;
+        }
         if (sock_now_ns() >= deadline) {
             res = ERR(MSCCLPP_ERR_TIMEOUT,
                       "rank %d: timed out after %.1f s waiting to receive %s from rank %d", t->rank,
@@ -1177,6 +1195,10 @@ static mscclpp_result_t write_peer(tcp_t *t, int peer, const void *buf, size_t b
         done += (size_t)n;
         if (done == bytes) break;
         if (n == 0) {
+            if (is_interrupted(t)) {
+                mark_broken(t, peer); /* a partial frame is on the wire */
+                return interrupted_error(t, "sending", what, peer);
+            }
             if (sock_now_ns() >= deadline) {
                 mark_broken(t, peer); /* a partial frame is on the wire */
                 return ERR(MSCCLPP_ERR_TIMEOUT,
@@ -1212,7 +1234,7 @@ static mscclpp_result_t tcp_send_kind(tcp_t *t, const void *data, size_t bytes, 
     pthread_mutex_unlock(&t->lock);
     return MSCCLPP_OK;
 fail:
-    abort_peers(t, peer);
+    if (res != MSCCLPP_ERR_ABORTED) abort_peers(t, peer);
     pthread_mutex_unlock(&t->lock);
     return res;
 }
@@ -1299,6 +1321,14 @@ static mscclpp_result_t tcp_destroy(mscclpp_bootstrap_t *boot)
     return MSCCLPP_OK;
 }
 
+/* Lock-free: the thread that holds the lock may be the one to interrupt (it polls the flag
+ * between its 10 ms polls). */
+static void tcp_interrupt(mscclpp_bootstrap_t *boot)
+{
+    tcp_t *t = boot->impl;
+    __atomic_store_n(&t->interrupted, 1, __ATOMIC_RELEASE);
+}
+
 static const boot_ops_t tcp_ops = {
     .name = "tcp",
     .allgather = tcp_allgather,
@@ -1306,6 +1336,7 @@ static const boot_ops_t tcp_ops = {
     .recv = tcp_recv,
     .barrier = tcp_barrier,
     .destroy = tcp_destroy,
+    .interrupt = tcp_interrupt,
 };
 
 /* ---------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include "base/config.h"
 #include "core/core.h"
 #include "base/debug.h"
+#include "core/bootstrap.h"
 #include "transports/transport.h"
 
 /*
@@ -131,12 +132,61 @@ bool comm_same_node(const mscclpp_comm_t *comm, int peer)
 
 void comm_release_resources(mscclpp_comm_t *comm); /* core/comm_mem.c */
 
+/*
+ * Abort: calls in progress on other threads must return, and nothing may be freed under them
+ * (issue 22 item 4). So abort only sets flags that every wait of a call polls: `aborted` for
+ * host waits (the bootstrap's receive and send loops, the executor's entry), the abort word for
+ * the interpreter's waits on every backend. The caller destroys the objects once the calls
+ * returned.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_comm_abort(mscclpp_comm_t *comm)
+{
+    CHECK_ARG(comm != NULL);
+    if (__atomic_exchange_n(&comm->aborted, 1, __ATOMIC_ACQ_REL)) return MSCCLPP_OK;
+    INFO(SUBSYS_INIT, "rank %d/%d: communicator aborted", comm->rank, comm->nranks);
+    pthread_mutex_lock(&comm->lock);
+    if (comm->abort_word) __atomic_store_n(comm->abort_word, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&comm->lock);
+    boot_interrupt(comm->boot);
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t comm_abort_error(const mscclpp_comm_t *comm, const char *what)
+{
+    return ERR(MSCCLPP_ERR_ABORTED,
+               "rank %d: %s: the communicator was aborted (mscclpp_comm_abort)", comm->rank, what);
+}
+
+mscclpp_result_t comm_abort_word(mscclpp_comm_t *comm, uint64_t **word)
+{
+    *word = NULL;
+    pthread_mutex_lock(&comm->lock);
+    if (!comm->abort_word) {
+        void *p = NULL;
+        if (comm->hal->host_alloc(sizeof *comm->abort_word, &p) == MSCCLPP_OK) {
+            /* an abort before this word existed still reaches the launches */
+            __atomic_store_n((uint64_t *)p, comm_aborted(comm) ? 1 : 0, __ATOMIC_RELEASE);
+            __atomic_store_n(&comm->abort_word, (uint64_t *)p, __ATOMIC_RELEASE);
+        } else {
+            INFO(SUBSYS_INIT,
+                 "rank %d: no host-mapped abort word (%s): launches end by "
+                 "MSCCLPP_TIMEOUT after an abort",
+                 comm->rank, mscclpp_last_error());
+            core_clear_error();
+        }
+    }
+    *word = comm->abort_word;
+    pthread_mutex_unlock(&comm->lock);
+    return MSCCLPP_OK;
+}
+
 MSCCLPP_API mscclpp_result_t mscclpp_comm_destroy(mscclpp_comm_t *comm)
 {
     if (!comm) return MSCCLPP_OK;
     tp_comm_release(comm);
     comm_release_resources(comm);
     if (comm->own_boot) mscclpp_bootstrap_destroy(comm->boot);
+    if (comm->abort_word) comm->hal->host_free(comm->abort_word);
     free(comm->node_id);
     pthread_mutex_destroy(&comm->lock);
     free(comm);

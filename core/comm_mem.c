@@ -3,6 +3,7 @@
  * (each mapped once, refcounted), the slabs of shareable memory semaphore counters live in, the
  * exchange of one address with a peer, and their release when the communicator goes.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,10 @@ mscclpp_result_t comm_import(mscclpp_comm_t *comm, int owner, const hal_mem_hand
         res = comm->hal->mem_import(handle, &e->base);
         if (res != MSCCLPP_OK) {
             free(e);
+            /* the backend names a process (the fd broker's pid); the caller needs the rank */
+            char why[768];
+            snprintf(why, sizeof why, "%s", mscclpp_last_error());
+            res = ERR(res, "rank %d: cannot map the memory of rank %d: %s", comm->rank, owner, why);
             goto out;
         }
         e->owner = owner;

@@ -31,10 +31,31 @@ struct mscclpp_comm {
     struct comm_import *imports;
     struct sem_slab *slabs; /* counter memory for semaphores */
     struct tp_comm *tp;     /* transport contexts, made on first use */
+    /* mscclpp_comm_abort: `aborted` (atomic) is what host code checks; `abort_word` is the same
+     * fact in host-mapped, device-visible memory for the interpreter's waits (kern_args_t.abort),
+     * made by the first executor (comm_abort_word) and freed with the communicator. */
+    int aborted;
+    uint64_t *abort_word;
 };
 
 /** True when `peer` shares this rank's node (and so its shared memory). */
 bool comm_same_node(const mscclpp_comm_t *comm, int peer);
+
+/** True once mscclpp_comm_abort was called on comm (any thread may ask). */
+static inline bool comm_aborted(const mscclpp_comm_t *comm)
+{
+    return __atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE) != 0;
+}
+
+/** The error of a call that found comm aborted: MSCCLPP_ERR_ABORTED, naming `what`. */
+mscclpp_result_t comm_abort_error(const mscclpp_comm_t *comm, const char *what);
+
+/**
+ * The communicator's abort word for launches (kern_args_t.abort), allocated on first use;
+ * *word is NULL when the backend cannot allocate host-mapped memory (launches are then bounded
+ * by MSCCLPP_TIMEOUT alone).
+ */
+mscclpp_result_t comm_abort_word(mscclpp_comm_t *comm, uint64_t **word);
 
 /* Wire encoding version of registered memory. */
 #define REGMEM_WIRE_MAGIC 0x4d47524du /* "MRGM" */

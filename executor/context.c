@@ -1,6 +1,7 @@
 /*
  * Contexts (executor/executor.h): what a plan needs for one pair of buffers, built collectively
- * on first use and kept for the executor's life.
+ * on first use and kept, most recently used first, up to MSCCLPP_EXEC_CONTEXTS of them (then
+ * the least recently used goes: context_evict).
  *
  *   exec_context_get     look one up, or build it: context_scratch (sized by layout.c, halves
  *                        agreed by all ranks), context_state (device state and error mailbox),
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/config.h"
 #include "base/debug.h"
 #include "base/wait.h"
 #include "base/wire.h"
@@ -122,22 +124,81 @@ static const char *buf_name(int type)
 
 /* ---- teardown ------------------------------------------------------------------------------ */
 
-static void lowcache_flush(mscclpp_executor_t *ex, exec_context_t *c)
+static void lowcache_free(mscclpp_executor_t *ex, exec_lowcache_t *l)
+{
+    if (l->dev_blob) ex->hal->mem_free(l->dev_blob);
+    exec_lowered_free(l->low);
+    free(l);
+}
+
+static void lowcache_free_list(mscclpp_executor_t *ex, exec_lowcache_t *l)
+{
+    for (exec_lowcache_t *next; l; l = next) {
+        next = l->next;
+        lowcache_free(ex, l);
+    }
+}
+
+/*
+ * Drop the lowered plans of `c` (their pointers moved). A graph may launch a captured one at
+ * any time, so it is retired, unchanged, until the executor goes; with `retire_all` (during a
+ * capture, when queued launches that read them could not be waited for) the others too, until
+ * the next drain (retired_sweep).
+ */
+static void lowcache_flush(mscclpp_executor_t *ex, exec_context_t *c, bool retire_all)
 {
     while (c->lowered) {
         exec_lowcache_t *l = c->lowered;
         c->lowered = l->next;
-        if (l->dev_blob) ex->hal->mem_free(l->dev_blob);
-        exec_lowered_free(l->low);
-        free(l);
+        if (l->captured || retire_all) {
+            l->next = ex->retired;
+            ex->retired = l;
+        } else {
+            lowcache_free(ex, l);
+        }
     }
+}
+
+/* After a drain: free the retired lowered plans no graph launches. */
+static void retired_sweep(mscclpp_executor_t *ex)
+{
+    for (exec_lowcache_t **pp = &ex->retired; *pp;) {
+        exec_lowcache_t *l = *pp;
+        if (l->captured) {
+            pp = &l->next;
+        } else {
+            *pp = l->next;
+            lowcache_free(ex, l);
+        }
+    }
+}
+
+bool exec_cannot_drain(mscclpp_executor_t *ex)
+{
+    /* the call in progress captures, or a stream we launched on is captured by someone else
+     * (torch.cuda.graph on a stream of an earlier direct call) */
+    return ex->capturing || hal_api_source_capturing(ex->source);
+}
+
+mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p)
+{
+    if (ex->n_kept == ex->cap_kept) {
+        int cap = ex->cap_kept ? 2 * ex->cap_kept : 4;
+        void **k = realloc(ex->kept, (size_t)cap * sizeof *k);
+        if (!k) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+        ex->kept = k;
+        ex->cap_kept = cap;
+    }
+    ex->kept[ex->n_kept++] = p;
+    return MSCCLPP_OK;
 }
 
 static void context_free(mscclpp_executor_t *ex, exec_context_t *c)
 {
     if (!c) return;
     const hal_ops_t *hal = ex->hal;
-    lowcache_flush(ex, c);
+    lowcache_free_list(ex, c->lowered);
+    c->lowered = NULL;
     exec_port_destroy(c->port);
     for (int i = 0; i < c->n_mappings; i++) comm_unmap_peer(ex->comm, c->mappings[i]);
     if (c->scratch) hal->mem_free(c->scratch);
@@ -180,7 +241,9 @@ static mscclpp_result_t contexts_drop(mscclpp_executor_t *ex, const void *base, 
         any = c->send_base == base || (recv_too && c->recv_base == base);
     pthread_mutex_unlock(&ex->lock);
     if (!any) return MSCCLPP_OK;
-    CHECK(hal_api_source_drain(ex->source));
+    /* a capturing stream cannot be waited for: then nothing is freed here (below) */
+    bool defer = exec_cannot_drain(ex);
+    if (!defer) CHECK(hal_api_source_drain(ex->source));
     pthread_mutex_lock(&ex->lock); /* against a concurrent stream check */
     exec_context_t *gone = NULL;
     for (exec_context_t **pp = &ex->contexts; *pp;) {
@@ -195,7 +258,18 @@ static mscclpp_result_t contexts_drop(mscclpp_executor_t *ex, const void *base, 
         }
     }
     pthread_mutex_unlock(&ex->lock);
-    free_list(ex, gone);
+    /* what a graph launches, or (during a capture) queued work may still use, stays until
+     * the executor goes */
+    while (gone) {
+        exec_context_t *c = gone;
+        gone = c->next;
+        if (c->captured || defer) {
+            c->next = ex->dead;
+            ex->dead = c;
+        } else {
+            context_free(ex, c);
+        }
+    }
     return MSCCLPP_OK;
 }
 
@@ -236,10 +310,29 @@ void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too)
     exec_context_t *list = ex->contexts;
     ex->contexts = NULL;
     pthread_mutex_unlock(&ex->lock);
+    if (!dead_too) {
+        /* a reset: the contexts graphs launch with stay until the executor goes */
+        while (list) {
+            exec_context_t *c = list;
+            list = c->next;
+            if (c->captured) {
+                c->next = ex->dead;
+                ex->dead = c;
+            } else {
+                context_free(ex, c);
+            }
+        }
+        return;
+    }
     free_list(ex, list);
-    if (!dead_too) return;
     free_list(ex, ex->dead);
     ex->dead = NULL;
+    lowcache_free_list(ex, ex->retired);
+    ex->retired = NULL;
+    for (int i = 0; i < ex->n_kept; i++) ex->hal->mem_free(ex->kept[i]);
+    free(ex->kept);
+    ex->kept = NULL;
+    ex->n_kept = ex->cap_kept = 0;
 }
 
 /* ---- creation: local resources ------------------------------------------------------------- */
@@ -567,6 +660,7 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     c->rotation = rotation;
     c->vrank = (ex->comm->rank - rotation + n) % n;
     c->seq = ex->context_seq++;
+
     mscclpp_result_t res = context_build(ex, c, dtype, c->seq);
     if (res == MSCCLPP_OK) {
         *out = c;
@@ -583,6 +677,52 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     return res;
 }
 
+/*
+ * Bound the cache (issue 22 item 6: every context holds scratch, counters, descriptors and
+ * peer mappings; a program cycling through many buffer pairs ran out of file descriptors):
+ * before a new context is built, drop the least recently used ones until one more fits. Every
+ * rank makes the same calls, so every rank misses here alike and drops the same contexts (the
+ * ones at the tail). Peers may still be reading our memory of a dropped context (a rank that
+ * ran ahead, a launch queued on a peer's stream): so first every rank drains its own streams,
+ * then all meet at a barrier, and only then is anything freed.
+ */
+static mscclpp_result_t context_evict(mscclpp_executor_t *ex)
+{
+    int64_t cap = config_get_int(CFG_MSCCLPP_EXEC_CONTEXTS);
+    /* contexts a graph launches stay (and do not count); during a capture nothing can be
+     * waited for, so the bound applies again at the first miss after it */
+    if (cap <= 0 || ex->capturing) return MSCCLPP_OK;
+    int64_t n = 0;
+    for (exec_context_t *c = ex->contexts; c; c = c->next) n += !c->captured;
+    if (n < cap) return MSCCLPP_OK;
+    CHECK(hal_api_source_drain(ex->source));
+    ex->setup_talked = true; /* a failure from here on leaves the peers somewhere else */
+    CHECK(mscclpp_bootstrap_barrier(ex->comm->boot));
+    pthread_mutex_lock(&ex->lock); /* against a concurrent stream check */
+    exec_context_t *gone = NULL;
+    int64_t kept = 0;
+    for (exec_context_t **pp = &ex->contexts; *pp;) {
+        exec_context_t *c = *pp;
+        if (c->captured || kept < cap - 1) {
+            kept += !c->captured;
+            pp = &c->next;
+        } else {
+            *pp = c->next;
+            c->next = gone;
+            gone = c;
+        }
+    }
+    pthread_mutex_unlock(&ex->lock);
+    int dropped = 0;
+    for (exec_context_t *c = gone; c; c = c->next) dropped++;
+    free_list(ex, gone);
+    INFO(SUBSYS_EXEC,
+         "rank %d: dropped the %d least recently used context(s) "
+         "(MSCCLPP_EXEC_CONTEXTS=%lld)",
+         ex->comm->rank, dropped, (long long)cap);
+    return MSCCLPP_OK;
+}
+
 mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
                                   const void *send, void *recv, int rotation,
                                   mscclpp_dtype_t dtype, exec_context_t **out)
@@ -593,12 +733,21 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
     exec_alloc_of(ex->hal, recv, &recv_base, &out_alloc);
     const uint64_t send_id = hal_api_alloc_id(send_base), recv_id = hal_api_alloc_id(recv_base);
     /* a failed context breaks the executor (exec_check), so every context here is sound */
-    for (exec_context_t *c = ex->contexts; c; c = c->next)
+    for (exec_context_t **pp = &ex->contexts; *pp; pp = &(*pp)->next) {
+        exec_context_t *c = *pp;
         if (c->plan == plan && c->send_base == send_base && c->recv_base == recv_base &&
             c->rotation == rotation && c->send_id == send_id && c->recv_id == recv_id) {
+            if (pp != &ex->contexts) { /* most recently used first */
+                pthread_mutex_lock(&ex->lock);
+                *pp = c->next;
+                c->next = ex->contexts;
+                ex->contexts = c;
+                pthread_mutex_unlock(&ex->lock);
+            }
             *out = c;
             return MSCCLPP_OK;
         }
+    }
     /*
      * Contexts on an earlier allocation at one of these addresses (freed, then allocated
      * again: the allocator reuses ranges) hold the peers' mappings of their old buffers: drop
@@ -624,6 +773,7 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
     if (dropped)
         INFO(SUBSYS_EXEC, "rank %d: dropped %d context(s) of freed allocations at %p / %p",
              ex->comm->rank, dropped, send_base, recv_base);
+    CHECK(context_evict(ex));
     exec_context_t *c = NULL;
     CHECK(context_create(ex, plan, send_base, in_alloc, recv_base, out_alloc, rotation, dtype,
                          &c));
@@ -709,9 +859,14 @@ mscclpp_result_t exec_context_bind(mscclpp_executor_t *ex, exec_context_t *c, ui
         m0 += sw->n_ranks;
     }
     if (!moved) return MSCCLPP_OK;
-    /* launches still queued on streams read the lowered plans freed below: let them end */
-    if (c->lowered) CHECK(hal_api_source_drain(ex->source));
-    lowcache_flush(ex, c);
+    /* launches still queued on streams read the lowered plans freed below: let them end (not
+     * during a capture, which forbids waiting for the stream: they are retired instead) */
+    bool defer = exec_cannot_drain(ex);
+    if (c->lowered && !defer) {
+        CHECK(hal_api_source_drain(ex->source));
+        retired_sweep(ex);
+    }
+    lowcache_flush(ex, c, defer);
     c->resolved = true;
     return MSCCLPP_OK;
 }

@@ -85,6 +85,34 @@ static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t 
     return MSCCLPP_OK;
 }
 
+/*
+ * The launch fence's decision for this call (kern_args.h, "Launch fence"). It is made on the
+ * host, so a captured launch keeps the decision of its capture on every replay, and replays
+ * may run between any two calls: a captured launch always fences, and once the executor has
+ * captured, so does every later launch (docs/graphs.md). A decision taken on the device would
+ * spare those fences.
+ */
+static bool fence_decide(const mscclpp_executor_t *ex, const exec_call_key_t *key)
+{
+    if (ex->capturing || ex->captured_any) return true;
+    return ex->launched && memcmp(key, &ex->last_call, sizeof *key) != 0;
+}
+
+/* Whether the call's stream is being captured (no stream: never). */
+static mscclpp_result_t stream_capturing(const mscclpp_executor_t *ex, mscclpp_stream_t stream,
+                                         bool *capturing)
+{
+    *capturing = false;
+    if (!stream) return MSCCLPP_OK;
+    return ex->hal->stream_capturing(hal_api_stream(stream), capturing);
+}
+
+static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
+                                         const void *send, void *recv, size_t send_bytes,
+                                         size_t recv_bytes, mscclpp_dtype_t dtype,
+                                         mscclpp_redop_t op, mscclpp_packet_t packet,
+                                         mscclpp_stream_t stream, int rotation);
+
 static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
                                         const void *send, void *recv, size_t send_bytes,
                                         size_t recv_bytes, mscclpp_dtype_t dtype,
@@ -92,6 +120,25 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
                                         mscclpp_stream_t stream, int rotation)
 {
     CHECK_ARG(ex != NULL);
+    if (comm_aborted(ex->comm)) return exec_poison(ex, comm_abort_error(ex->comm, "execute"));
+    bool capturing = false;
+    /* a stream of another backend is reported by the checks below */
+    if (!stream || stream->ops == ex->hal) CHECK(stream_capturing(ex, stream, &capturing));
+    bool outer = ex->capturing;
+    ex->capturing = capturing;
+    mscclpp_result_t r = execute_captured(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op,
+                                          packet, stream, rotation);
+    ex->capturing = outer;
+    return r;
+}
+
+/* execute_rotated with ex->capturing set for the call. */
+static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
+                                         const void *send, void *recv, size_t send_bytes,
+                                         size_t recv_bytes, mscclpp_dtype_t dtype,
+                                         mscclpp_redop_t op, mscclpp_packet_t packet,
+                                         mscclpp_stream_t stream, int rotation)
+{
     /* a native algorithm (executor/native.c) checks and runs its own calls */
     if (exec_native_of(plan))
         return exec_native_execute(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op, 0,
@@ -121,17 +168,25 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
     if (r != MSCCLPP_OK) return exec_poison(ex, r); /* the offset exchange is collective */
     exec_lowcache_t *l = NULL;
     CHECK(exec_context_lowered(ex, c, send_bytes, recv_bytes, dtype, op, packet, &l));
+    if (ex->capturing) {
+        /* a graph launches them from now on: never freed or changed while the executor lives */
+        l->captured = true;
+        c->captured = true;
+    }
     l->low->args.input = send;
     l->low->args.output = recv;
     l->low->args.mailbox = c->mailbox;
+    l->low->args.abort = __atomic_load_n(&ex->comm->abort_word, __ATOMIC_ACQUIRE);
     /* Only what every rank agrees on decides the fence: the context (built collectively, so
      * its sequence number is the same everywhere) and the call shape. Not the lowered plan's
      * identity: it is also rebuilt when this rank alone moved its buffers in their allocation. */
     exec_call_key_t key = {c->seq, send_bytes, recv_bytes, dtype, op, packet};
-    l->low->args.fence = ex->launched && memcmp(&key, &ex->last_call, sizeof key) != 0;
+    l->low->args.fence = fence_decide(ex, &key);
     hal_stream_t hs = hal_api_stream(stream);
-    /* before the launch: a sync that races with it must already ask us */
-    CHECK(hal_api_stream_note(stream, ex->source));
+    /* before the launch: a sync that races with it must already ask us (a graph made by the
+     * capture in progress asks us after each replay) */
+    CHECK(ex->capturing ? hal_api_stream_note_capture(stream, ex->source)
+                        : hal_api_stream_note(stream, ex->source));
     int nthreads = ex->launch_nthreads ? ex->launch_nthreads : l->low->nthreads;
     r = ex->hal->launch(&l->low->args, sizeof l->low->args, l->low->nblocks, nthreads, hs);
     if (r != MSCCLPP_OK) {
@@ -140,6 +195,7 @@ static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_pl
     }
     ex->launched = true;
     ex->last_call = key;
+    if (ex->capturing) ex->captured_any = true;
     if (!hs) return exec_check_launch(ex, c);
     return MSCCLPP_OK;
 }
@@ -230,6 +286,12 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
     if (!ex) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
     ex->comm = comm;
     ex->hal = comm->hal;
+    uint64_t *abort_word = NULL; /* for the launches (kern_args_t.abort) */
+    mscclpp_result_t aw = comm_abort_word(comm, &abort_word);
+    if (aw != MSCCLPP_OK) {
+        free(ex);
+        return aw;
+    }
     pthread_mutex_init(&ex->lock, NULL);
     mscclpp_result_t res = hal_api_source_add(exec_stream_check, ex, &ex->source);
     if (res != MSCCLPP_OK) {
@@ -410,18 +472,26 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     r = exec_choose_plan(ex, collective, false, msg, &plan, &nth);
     CHECK_GOTO(fit_plan(ex, collective, false, msg, in_bytes, out_bytes, dtype, r, &plan, &nth),
                r, none);
+    bool capturing = false;
+    CHECK(stream_capturing(ex, stream, &capturing));
     if (ex->tmp_bytes < in_bytes) {
-        if (ex->tmp) {
+        if (ex->tmp && (ex->tmp_captured || capturing || exec_cannot_drain(ex))) {
+            /* a graph stages into the old buffer, or queued work may still read it and cannot
+             * be waited for now: it stays, with its contexts, until the executor goes */
+            CHECK(exec_keep(ex, ex->tmp));
+        } else if (ex->tmp) {
             /* contexts keyed on the old staging buffer go with it */
             CHECK(exec_contexts_free_input(ex, ex->tmp));
             ex->hal->mem_free(ex->tmp);
-            ex->tmp = NULL;
-            ex->tmp_bytes = 0;
         }
+        ex->tmp = NULL;
+        ex->tmp_bytes = 0;
+        ex->tmp_captured = false;
         size_t want = in_bytes < 4096 ? 4096 : in_bytes;
         CHECK(ex->hal->mem_alloc_shareable(want, &ex->tmp));
         ex->tmp_bytes = want;
     }
+    if (capturing) ex->tmp_captured = true;
     if (stream)
         CHECK(ex->hal->memcpy_async(ex->tmp, stage_src, in_bytes, hal_api_stream(stream)));
     else
@@ -430,8 +500,9 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     r = execute_rotated(ex, plan, ex->tmp, recv, in_bytes, out_bytes, dtype, op,
                         MSCCLPP_PACKET_LL16, stream, rotation);
     ex->launch_nthreads = 0;
-    /* a failed call must not leave the staging copy queued behind the caller's back */
-    if (r != MSCCLPP_OK && stream) (void)ex->hal->stream_sync(hal_api_stream(stream));
+    /* a failed call must not leave the staging copy queued behind the caller's back (a
+     * capture cannot be waited for: the copy is only recorded there) */
+    if (r != MSCCLPP_OK && stream && !capturing) (void)ex->hal->stream_sync(hal_api_stream(stream));
     return r;
 none:
     return ERR(MSCCLPP_ERR_UNSUPPORTED, "no %s plan for %d ranks and %llu bytes (%s); register "

@@ -41,6 +41,7 @@ typedef struct exec_lowcache {
     mscclpp_packet_t packet;
     exec_lowered_t *low;
     void *dev_blob; /* device copy of low->blob */
+    bool captured;  /* a graph launches it: kept, unchanged, until the executor goes */
 } exec_lowcache_t;
 
 /* What identifies a call for the launch fence; compared with memcmp (zero-initialised). */
@@ -60,6 +61,7 @@ typedef struct exec_context {
     uint32_t seq;               /* the executor's context_seq when it was built: unique */
     size_t in_alloc, out_alloc; /* sizes of those allocations */
     bool broken;                /* a launch failed: state undefined, rebuild before reuse */
+    bool captured;              /* a graph launches with it: freed only with the executor */
     bool io_offsets;            /* some rank addresses a peer's input/output: exchange the
                                  * in-allocation offsets of every call */
     bool resolved;              /* rbufs/members hold pointers for peer_off */
@@ -110,6 +112,18 @@ struct mscclpp_executor {
      * previous launch first waits for every peer's previous launch. */
     bool launched;
     exec_call_key_t last_call;
+    /*
+     * Capture (docs/graphs.md): `capturing` holds for the call in progress (its stream is being
+     * captured). What a graph launches (lowered plans, contexts, the staging buffer) is never
+     * freed or changed while the executor lives: retired lowered plans wait in `retired`
+     * (captured ones until the executor goes, others until the next drain), buffers in `kept`.
+     */
+    bool capturing;
+    bool captured_any; /* some call was captured: replays may run between any two calls */
+    exec_lowcache_t *retired;
+    void **kept;
+    int n_kept, cap_kept;
+    bool tmp_captured; /* a graph stages into `tmp` */
 };
 
 /* ---- context.c ---------------------------------------------------------------------------- */
@@ -141,8 +155,18 @@ mscclpp_result_t exec_context_lowered(mscclpp_executor_t *ex, exec_context_t *c,
  * launches queued on the executor's streams, whose error it returns. */
 mscclpp_result_t exec_contexts_free_input(mscclpp_executor_t *ex, const void *send_base);
 
-/* Free every live context, and with dead_too the failed setups kept for the peers. */
+/* Free every live context, and with dead_too the failed setups kept for the peers, the
+ * retired lowered plans and the kept buffers (only when the executor goes: graphs may still
+ * launch them). */
 void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too);
+
+/* Keep device memory `p` (a buffer a graph uses) until the executor goes. */
+mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p);
+
+/* Whether the executor's streams cannot be drained now: the call in progress is being
+ * captured, or another of its streams is (waiting for it would invalidate that capture). What
+ * would be freed after a drain is retired instead. */
+bool exec_cannot_drain(mscclpp_executor_t *ex);
 
 /* ---- state.c ------------------------------------------------------------------------------ */
 

@@ -481,7 +481,7 @@ static mscclpp_result_t algo_error(native_plan_t *np, const char *what, mscclpp_
     char why[768];
     const char *le = mscclpp_last_error();
     snprintf(why, sizeof why, "%s", le[0] ? le : "no message (report_error was not called)");
-    if (r >= 0 || r < MSCCLPP_ERR_NO_MEMORY) r = MSCCLPP_ERR_INTERNAL; /* not a result code */
+    if (r >= 0 || r < MSCCLPP_ERR_ABORTED) r = MSCCLPP_ERR_INTERNAL; /* not a result code */
     return ERR(r, "native algorithm '%s' (%s, rank %d of %d) %s returned %s: %s", np->algo->name,
                np->algo->collective, np->comm->rank, np->comm->nranks, what,
                mscclpp_result_string(r), why);
@@ -514,7 +514,7 @@ static mscclpp_result_t ctx_build(native_plan_t *np, const uint64_t *key, native
     mscclpp_result_t r = MSCCLPP_OK;
     native_ctx_t *c = calloc(1, sizeof *c);
     if (!c) return ERR(MSCCLPP_ERR_NO_MEMORY, "native '%s': out of memory", np->algo->name);
-    c->key = malloc((size_t)n * 4 * sizeof *c->key);
+    c->key = malloc((size_t)n * 4 * sizeof(uint64_t));
     c->local = calloc(NATIVE_KINDS, sizeof *c->local);
     c->remote = calloc((size_t)n * NATIVE_KINDS, sizeof *c->remote);
     c->base = calloc((size_t)n * NATIVE_KINDS, sizeof *c->base);
@@ -577,13 +577,19 @@ static mscclpp_result_t peer_memory(native_plan_t *np, const void *send, void *r
     rec[4] = (uint64_t)((const char *)send - (const char *)ib);
     rec[5] = (uint64_t)((const char *)recv - (const char *)ob);
     CHECK(mscclpp_bootstrap_allgather(comm->boot, np->recs, NATIVE_REC * sizeof *np->recs));
-    /* every rank sees the same records, so every rank finds (or misses) the same context */
-    native_ctx_t *c = np->ctxs;
-    for (; c; c = c->next) {
+    /* every rank sees the same records, so every rank finds (or misses) the same context;
+     * a hit moves to the front, so the bound below drops the least recently used */
+    native_ctx_t *c = NULL;
+    for (native_ctx_t **pp = &np->ctxs; *pp; pp = &(*pp)->next) {
         bool same = true;
         for (int r = 0; same && r < n; r++)
-            same = !memcmp(&c->key[r * 4], &np->recs[r * NATIVE_REC], 4 * sizeof *c->key);
-        if (same) break;
+            same = !memcmp(&(*pp)->key[r * 4], &np->recs[r * NATIVE_REC], 4 * sizeof(uint64_t));
+        if (!same) continue;
+        c = *pp;
+        *pp = c->next;
+        c->next = np->ctxs;
+        np->ctxs = c;
+        break;
     }
     if (!c) {
         uint64_t *key = malloc((size_t)n * 4 * sizeof *key);
@@ -595,7 +601,8 @@ static mscclpp_result_t peer_memory(native_plan_t *np, const void *send, void *r
         c->next = np->ctxs;
         np->ctxs = c;
         /* bounded: every rank sees the same sequence of buffer sets, so every rank drops the
-         * same (oldest) one, and a later call with it sets it up again on all ranks */
+         * same (least recently used) one, and a later call with it sets it up again on all
+         * ranks */
         int k = 0;
         for (native_ctx_t **pp = &np->ctxs; *pp; pp = &(*pp)->next)
             if (++k == NATIVE_MAX_CTXS) {
@@ -690,9 +697,16 @@ mscclpp_result_t exec_native_execute(mscclpp_executor_t *ex, const struct mscclp
     if (nblocks) call.nblocks = nblocks;
     if (nthreads) call.nthreads_per_block = nthreads;
     call.scratch = owner->scratch;
+    bool host = !strcmp(comm->hal->name, "host");
+    if (host && ex->capturing)
+        return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                   "native algorithm '%s': the host backend runs native "
+                   "algorithms synchronously, so they cannot be captured into a graph",
+                   a->name);
     /* a sync of the caller's stream asks this executor too: an error of this call is what
-     * that sync returns as well, not only this call */
-    CHECK(hal_api_stream_note(stream, ex->source));
+     * that sync returns as well, not only this call (for a capture: after each replay) */
+    CHECK(ex->capturing ? hal_api_stream_note_capture(stream, ex->source)
+                        : hal_api_stream_note(stream, ex->source));
     mscclpp_result_t r = MSCCLPP_OK;
     if (a->flags & MSCCLPP_NATIVE_PEER_MEMORY) {
         /* the per-call exchange is collective: a failure leaves the peers mid-call */
@@ -700,7 +714,6 @@ mscclpp_result_t exec_native_execute(mscclpp_executor_t *ex, const struct mscclp
         if (r != MSCCLPP_OK) goto broken;
     }
     hal_stream_t hs = hal_api_stream(stream);
-    bool host = !strcmp(comm->hal->name, "host");
     if (host) {
         /* the host backend runs the algorithm here, synchronously: order it after the work
          * the caller queued first */

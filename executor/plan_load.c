@@ -12,7 +12,11 @@
  *     parse again with every integer read as a double; 2^64 then stands for 2^64-1.
  *   - rank_subset (partial plans) is refused: every rank must be listed.
  *   - Unpaired channel counts between two ranks are accepted (setup pads them, plan-format §5.2).
- *   - Unknown keys are ignored; a duplicate key keeps its last value (jansson's behaviour).
+ *   - An unknown key is an error naming its path (with the nearest known key when one is close:
+ *     "max_mesage_size"), as is an unknown collective. The known keys are those of
+ *     docs/plan-format.md plus what MSCCL++'s DSL writes and its reader ignores (a switch
+ *     channel's "buff", a descriptor's "rank", glre's "buffer_type"/"buffer_offset"/"dst_chunk"/
+ *     "size"). A duplicate key keeps its last value (jansson's behaviour).
  */
 #include <float.h>
 #include <limits.h>
@@ -98,6 +102,10 @@ typedef struct {
     size_t path_len;
     plan_arena_t *arena;
     struct mscclpp_plan *plan;
+    /* barriers of the rank being parsed: blocks gathered by each id, and where it was first used */
+    int bar_rank;
+    uint16_t bar_nb[PLAN_MAX_BARRIERS];
+    char bar_where[PLAN_MAX_BARRIERS][160];
 } ld_t;
 
 static void path_set(ld_t *ld, size_t len)
@@ -311,6 +319,101 @@ static mscclpp_result_t expect_object(ld_t *ld, const json_t *v)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Known keys, per kind of object. */
+
+static const char *const keys_top[] = {
+    "name", "collective", "protocol", "inplace", "reuse_resources", "use_double_scratch_buffer",
+    "buffer_alignment", "min_message_size", "max_message_size", "num_threads_per_block", "gpus",
+    "format", "root", "rank_subset", NULL};
+static const char *const keys_gpu[] = {"id", "input_chunks", "output_chunks", "scratch_chunks",
+                                       "threadblocks", "channels", "remote_buffers",
+                                       "semaphores", NULL};
+static const char *const keys_gpu_chan[] = {"channel_type", "connected_to", "buffer_type",
+                                            "rank_groups", "buff", NULL};
+static const char *const keys_rank_group[] = {"size", "ranks", NULL};
+static const char *const keys_rbuf[] = {"rank", "type", "access_channel_types", NULL};
+static const char *const keys_sem[] = {"init_value", NULL};
+static const char *const keys_block[] = {"id", "ops", "channels", "remote_buffer_refs", NULL};
+static const char *const keys_block_chan[] = {"channel_type", "channel_ids", "buff", NULL};
+static const char *const keys_block_rbuf[] = {"access_channel_type", "remote_buffer_ids", NULL};
+static const char *const keys_op[] = {
+    "name", "channel_type", "channel_ids", "src_buff", "dst_buff", "tbg_info", "barrier_id",
+    "num_threadblocks", "semaphore_ids", "iter_context", "ops", "reduce_op",
+    /* MSCCL++'s unfused switch reduce writes these (plan-format §2.1); its reader ignores them */
+    "buffer_type", "buffer_offset", "dst_chunk", "size", NULL};
+static const char *const keys_desc[] = {"type", "buffer_id", "switch_channel_id", "index",
+                                        "size", "rank", NULL};
+static const char *const keys_iter[] = {"unit_size", "num_chunks", NULL};
+static const char *const keys_tbg[] = {"tb_id", "tbg_size", NULL};
+
+/* Edit distance (insert, delete, substitute, swap two neighbours) of two short strings, capped:
+ * anything above 3 reads as 3. */
+static int near_dist(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 63 || m > 63 || (n > m ? n - m : m - n) > 2) return 3;
+    int d[64][64];
+    for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m] > 3 ? 3 : d[n][m];
+}
+
+/* The entry of `names` nearest to `s` (at most 2 edits away), or NULL. */
+static const char *nearest(const char *s, const char *const *names)
+{
+    const char *best = NULL;
+    int bd = 3;
+    for (; *names; names++) {
+        int d = near_dist(s, *names);
+        if (d < bd) {
+            bd = d;
+            best = *names;
+        }
+    }
+    return best;
+}
+
+static void join_names(const char *const *names, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (; *names && len < cap; names++) {
+        int n = snprintf(out + len, cap - len, "%s%s", len ? ", " : "", *names);
+        if (n < 0) break;
+        len += (size_t)n;
+    }
+}
+
+/* Every key of `obj` must be one of `known`. */
+static mscclpp_result_t check_keys(ld_t *ld, const json_t *obj, const char *const *known)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        const char *const *k = known;
+        while (*k && strcmp(*k, key)) k++;
+        if (*k) continue;
+        path_key(ld, key);
+        const char *near = nearest(key, known);
+        if (near) return ld_err(ld, "unknown key (did you mean \"%s\"?)", near);
+        char list[400];
+        join_names(known, list, sizeof list);
+        return ld_err(ld, "unknown key (expected %s)", list);
+    }
+    return MSCCLPP_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Names */
 
 static const char *const op_names[PLAN_OP__COUNT] = {
@@ -457,6 +560,7 @@ static mscclpp_result_t parse_switch_entry(ld_t *ld, int rank, const json_t *ent
         size_t p = path_idx(ld, i);
         json_t *ranks;
         CHECK(expect_object(ld, grp));
+        CHECK(check_keys(ld, grp, keys_rank_group));
         CHECK(get_array(ld, grp, "ranks", true, &ranks));
         size_t pr = path_key(ld, "ranks");
         size_t n = json_array_size(ranks);
@@ -503,6 +607,7 @@ static mscclpp_result_t parse_gpu_channels(ld_t *ld, int rank, const json_t *cha
         int t;
         CHECK(expect_object(ld, e));
         CHECK(check_old_format(ld, e));
+        CHECK(check_keys(ld, e, keys_gpu_chan));
         CHECK(get_member(ld, e, "channel_type", true, &tv));
         size_t pt = path_key(ld, "channel_type");
         CHECK(chan_val(ld, tv, false, true, &t));
@@ -555,6 +660,7 @@ static mscclpp_result_t parse_remote_buffers(ld_t *ld, int rank, const json_t *l
         uint64_t owner;
         json_t *access;
         CHECK(expect_object(ld, e));
+        CHECK(check_keys(ld, e, keys_rbuf));
         CHECK(get_u64(ld, e, "rank", true, 0, UINT64_MAX, 0, &owner));
         if (owner >= (uint64_t)ld->plan->nranks) {
             path_key(ld, "rank");
@@ -597,6 +703,7 @@ static mscclpp_result_t parse_semaphores(ld_t *ld, const json_t *list, plan_gpu_
         size_t p = path_idx(ld, i);
         uint64_t init;
         CHECK(expect_object(ld, e));
+        CHECK(check_keys(ld, e, keys_sem));
         CHECK(get_u64(ld, e, "init_value", true, 0, INT32_MAX, 0, &init));
         g->sem_init[i] = (int32_t)init;
         path_set(ld, p);
@@ -611,6 +718,7 @@ static mscclpp_result_t parse_gpu(ld_t *ld, int rank, const json_t *jg, plan_gpu
     json_t *v;
     CHECK(expect_object(ld, jg));
     CHECK(check_old_format(ld, jg));
+    CHECK(check_keys(ld, jg, keys_gpu));
     CHECK(get_u64(ld, jg, "id", true, 0, UINT64_MAX, 0, &id));
     if (id != (uint64_t)rank) {
         size_t p = path_key(ld, "id");
@@ -658,6 +766,7 @@ static mscclpp_result_t parse_block_channels(ld_t *ld, const json_t *list, const
         json_t *tv, *ids;
         int t;
         CHECK(expect_object(ld, e));
+        CHECK(check_keys(ld, e, keys_block_chan));
         CHECK(get_member(ld, e, "channel_type", true, &tv));
         size_t pt = path_key(ld, "channel_type");
         CHECK(chan_val(ld, tv, false, true, &t));
@@ -697,6 +806,7 @@ static mscclpp_result_t parse_block_rbufs(ld_t *ld, const json_t *list, const pl
         json_t *tv, *ids;
         int t;
         CHECK(expect_object(ld, e));
+        CHECK(check_keys(ld, e, keys_block_rbuf));
         CHECK(get_member(ld, e, "access_channel_type", true, &tv));
         size_t pt = path_key(ld, "access_channel_type");
         CHECK(chan_val(ld, tv, false, false, &t));
@@ -853,6 +963,7 @@ static mscclpp_result_t parse_desc(ld_t *ld, int rank, const plan_block_t *blk, 
 {
     const plan_gpu_t *g = &ld->plan->gpus[rank];
     CHECK(expect_object(ld, jd));
+    CHECK(check_keys(ld, jd, keys_desc));
     json_t *kv = json_object_get(jd, desc_key[kind]);
     if (!kv || json_is_null(kv)) {
         for (int other = 0; other < 3; other++) {
@@ -1009,6 +1120,7 @@ static mscclpp_result_t parse_tbg(ld_t *ld, const json_t *jop, plan_op_t *op)
     CHECK(get_object(ld, jop, "tbg_info", false, &tbg));
     if (!tbg) return MSCCLPP_OK;
     size_t p = path_key(ld, "tbg_info");
+    CHECK(check_keys(ld, tbg, keys_tbg));
     uint32_t id, size;
     CHECK(get_u32(ld, tbg, "tbg_size", true, 1, UINT16_MAX, 1, &size));
     CHECK(get_u32(ld, tbg, "tb_id", true, 0, UINT16_MAX, 0, &id));
@@ -1061,6 +1173,7 @@ static mscclpp_result_t parse_op(ld_t *ld, int rank, plan_block_t *blk, const js
     plan_op_t *op = &blk->ops[(*pos)++];
     const char *name;
     CHECK(expect_object(ld, jop));
+    CHECK(check_keys(ld, jop, keys_op));
     CHECK(get_str(ld, jop, "name", true, &name));
     int type = lookup_op(name);
     if (type < 0) {
@@ -1123,6 +1236,19 @@ static mscclpp_result_t parse_op(ld_t *ld, int rank, plan_block_t *blk, const js
                           "destinations",
                       name, op->n_src, op->n_dst);
     }
+    /* Every descriptor covers as many chunks as src_buff[0]: an op moves or reduces element i
+     * of each onto element i of the others (a reduce into a larger destination leaves its tail
+     * unwritten; into a smaller one, it writes past it). */
+    for (int k = 1; k < op->n_src + op->n_dst; k++) {
+        bool dst = k >= op->n_src;
+        int i = dst ? k - op->n_src : k;
+        const plan_desc_t *d = dst ? &op->dst[i] : &op->src[i];
+        if (d->size == op->src[0].size) continue;
+        path_appendf(ld, ".%s[%d].size", dst ? "dst_buff" : "src_buff", i);
+        return ld_err(ld, "%u chunks where src_buff[0] has %u (every descriptor of %s covers "
+                          "the same number of chunks)",
+                      d->size, op->src[0].size, name);
+    }
     if (rule->needs_channel_ids && op->n_channels == 0) {
         path_key(ld, "channel_ids");
         return ld_err(ld, "%s needs at least one channel id", name);
@@ -1152,6 +1278,20 @@ static mscclpp_result_t parse_op(ld_t *ld, int rank, plan_block_t *blk, const js
         }
         op->barrier_id = (uint8_t)id;
         op->barrier_nblocks = (uint16_t)nb;
+        /* One barrier gathers one number of blocks: blocks counting differently never meet. */
+        if (ld->bar_rank != rank) {
+            ld->bar_rank = rank;
+            memset(ld->bar_nb, 0, sizeof ld->bar_nb);
+        }
+        if (!ld->bar_nb[id]) {
+            ld->bar_nb[id] = (uint16_t)nb;
+            snprintf(ld->bar_where[id], sizeof ld->bar_where[id], "%s", ld->path);
+        } else if (ld->bar_nb[id] != nb) {
+            path_key(ld, "num_threadblocks");
+            return ld_err(ld, "%u, but %s uses barrier %u with %u: the blocks of one barrier "
+                              "must agree on how many meet there",
+                          nb, ld->bar_where[id], id, ld->bar_nb[id]);
+        }
         break;
     }
     case PLAN_OP_SEM_ACQUIRE:
@@ -1164,8 +1304,9 @@ static mscclpp_result_t parse_op(ld_t *ld, int rank, plan_block_t *blk, const js
         json_t *ctx, *body;
         CHECK(get_object(ld, jop, "iter_context", true, &ctx));
         size_t p = path_key(ld, "iter_context");
+        CHECK(check_keys(ld, ctx, keys_iter));
         CHECK(get_u64(ld, ctx, "unit_size", true, 1, UINT64_MAX, 0, &op->unit_size));
-        CHECK(get_u32(ld, ctx, "num_chunks", true, 0, UINT32_MAX, 0, &op->num_chunks));
+        CHECK(get_u32(ld, ctx, "num_chunks", true, 1, UINT32_MAX, 0, &op->num_chunks));
         path_set(ld, p);
         CHECK(get_array(ld, jop, "ops", true, &body));
         p = path_key(ld, "ops");
@@ -1208,6 +1349,7 @@ static mscclpp_result_t parse_block(ld_t *ld, int rank, size_t b, const json_t *
     uint64_t id;
     json_t *v;
     CHECK(expect_object(ld, jb));
+    CHECK(check_keys(ld, jb, keys_block));
     CHECK(get_u64(ld, jb, "id", true, 0, UINT64_MAX, 0, &id));
     if (id != b) {
         path_key(ld, "id");
@@ -1264,6 +1406,26 @@ static mscclpp_result_t check_collective_chunks(ld_t *ld, int rank)
     const plan_gpu_t *g = &plan->gpus[rank];
     const char *c = plan->collective;
     uint64_t in = g->input_chunks, out = g->output_chunks, n = (uint64_t)plan->nranks;
+    if (strcmp(c, "test") && strcmp(c, "custom")) {
+        /* collectives with a reference result: every rank's buffers have one shape */
+        const plan_gpu_t *g0 = &plan->gpus[0];
+        if (in != g0->input_chunks || out != g0->output_chunks) {
+            bool bad_in = in != g0->input_chunks;
+            path_appendf(ld, "gpus[%d].%s", rank, bad_in ? "input_chunks" : "output_chunks");
+            return ld_err(ld, "%llu differs from gpus[0].%s=%u: every rank of a%s %s has "
+                              "buffers of one size",
+                          (unsigned long long)(bad_in ? in : out),
+                          bad_in ? "input_chunks" : "output_chunks",
+                          bad_in ? g0->input_chunks : g0->output_chunks,
+                          c[0] == 'a' ? "n" : "", c);
+        }
+    }
+    if (!strcmp(c, "alltoall") && in % n) {
+        path_appendf(ld, "gpus[%d].input_chunks", rank);
+        return ld_err(ld, "%llu chunks do not split into %d equal blocks: an alltoall sends "
+                          "input_chunks/nranks chunks to each rank",
+                      (unsigned long long)in, plan->nranks);
+    }
     if (in == 0 || out == 0) return MSCCLPP_OK; /* in-place plans may name one side only */
     uint64_t want_out;
     const char *why;
@@ -1497,6 +1659,43 @@ static mscclpp_result_t check_plan(ld_t *ld)
 /* ------------------------------------------------------------------------------------------ */
 /* Top level */
 
+/* Collectives a plan may name: those with a reference result (checked by
+ * mscclpp_plan_verify() and `python3 -m mscclpp verify`), and "test" / "custom" (sizes and
+ * results are the author's). */
+static const char *const collectives[] = {"allreduce", "allgather",   "reducescatter", "alltoall",
+                                          "broadcast", "sendrecv",    "test",          "custom",
+                                          NULL};
+
+static mscclpp_result_t check_collective_name(ld_t *ld, const char *s)
+{
+    for (const char *const *c = collectives; *c; c++)
+        if (!strcmp(*c, s)) return MSCCLPP_OK;
+    path_key(ld, "collective");
+    char list[200];
+    join_names(collectives, list, sizeof list);
+    const char *near = nearest(s, collectives);
+    if (near)
+        return ld_err(ld, "unknown collective \"%s\" (did you mean \"%s\"? expected %s)", s, near,
+                      list);
+    return ld_err(ld, "unknown collective \"%s\" (expected %s)", s, list);
+}
+
+/* "root" (broadcast): the rank whose input every rank receives. The executor runs a broadcast
+ * plan for root 0 and rotates ranks for other roots, so a plan must be written for root 0. */
+static mscclpp_result_t parse_root(ld_t *ld, const json_t *root)
+{
+    uint64_t r;
+    CHECK(get_u64(ld, root, "root", false, 0, UINT64_MAX, 0, &r));
+    if (r == 0) return MSCCLPP_OK;
+    path_key(ld, "root");
+    if (r >= (uint64_t)ld->plan->nranks)
+        return ld_err(ld, "%llu is out of range (the plan has %d ranks)", (unsigned long long)r,
+                      ld->plan->nranks);
+    return ld_err(ld, "%llu: plans are written for root 0 (the executor rotates ranks so that "
+                      "any root plays rank 0)",
+                  (unsigned long long)r);
+}
+
 static mscclpp_result_t set_name(ld_t *ld, const json_t *root)
 {
     json_t *v;
@@ -1539,6 +1738,7 @@ static mscclpp_result_t parse_top(ld_t *ld, const json_t *root)
         CHECK(check_old_format(ld, json_array_get(gpus, 0)));
         path_set(ld, p);
     }
+    CHECK(check_keys(ld, root, keys_top));
 
     CHECK(get_member(ld, root, "format", false, &v));
     if (!v) {
@@ -1565,6 +1765,7 @@ static mscclpp_result_t parse_top(ld_t *ld, const json_t *root)
         path_key(ld, "collective");
         return ld_err(ld, "must not be empty");
     }
+    CHECK(check_collective_name(ld, s));
     LD_ALLOC(ld, plan->collective, strlen(s) + 1);
     memcpy(plan->collective, s, strlen(s) + 1);
 
@@ -1604,6 +1805,9 @@ static mscclpp_result_t parse_top(ld_t *ld, const json_t *root)
     if (n > PLAN_MAX_RANKS)
         return ld_err(ld, "%zu ranks exceed the limit of %d", n, PLAN_MAX_RANKS);
     plan->nranks = (int)n;
+    path_set(ld, pg);
+    CHECK(parse_root(ld, root));
+    path_key(ld, "gpus");
     LD_ALLOC(ld, plan->gpus, n);
 
     /* Pass 1: everything but thread blocks, so descriptors can check their owner's counts. */
@@ -1659,7 +1863,7 @@ mscclpp_result_t plan_load_json(const char *json, size_t len, const char *source
                    source, jerr.line, jerr.column, jerr.text);
 
     mscclpp_result_t res = MSCCLPP_OK;
-    ld_t ld = {.source = source};
+    ld_t ld = {.source = source, .bar_rank = -1};
     ld.arena = calloc(1, sizeof *ld.arena);
     if (!ld.arena) {
         res = ld_nomem(&ld);

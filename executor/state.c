@@ -68,6 +68,11 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
                  "or plan differ from the previous call's)");
     else
         snprintf(at, sizeof at, "op %d (%s)%s", pop, opn, where);
+    if (code == MSCCLPP_ERR_ABORTED) /* the wait was fine: another thread aborted the comm */
+        return ERR(code,
+                   "plan '%s': rank %d block %d %s: interrupted (peer %d, channel %d): the "
+                   "communicator was aborted (mscclpp_comm_abort)",
+                   name, e->rank, e->block, at, e->peer, e->channel);
     switch (e->what) {
     case KERN_WAIT_SIGNAL:
         return ERR(code,

@@ -42,6 +42,7 @@ typedef struct fdb_entry {
     struct fdb_entry *next;
     uint64_t key;
     int fd;
+    bool borrowed; /* hal_fdb_serve_borrowed: the caller closes fd, never the broker */
     uint8_t secret[HAL_FDB_SECRET_BYTES];
 } fdb_entry_t;
 
@@ -220,7 +221,7 @@ static void fdb_close_all(void)
     fdb_entry_t *e = fdb.entries;
     while (e) {
         fdb_entry_t *next = e->next;
-        close(e->fd);
+        if (!e->borrowed) close(e->fd);
         free(e);
         e = next;
     }
@@ -314,7 +315,7 @@ close_socket:
     return res;
 }
 
-mscclpp_result_t hal_fdb_serve(int fd, hal_fdb_ticket_t *ticket)
+static mscclpp_result_t serve(int fd, bool borrowed, hal_fdb_ticket_t *ticket)
 {
     CHECK_ARG(fd >= 0);
     CHECK_ARG(ticket != NULL);
@@ -335,6 +336,7 @@ mscclpp_result_t hal_fdb_serve(int fd, hal_fdb_ticket_t *ticket)
     }
     e->key = ++fdb.next_key;
     e->fd = fd;
+    e->borrowed = borrowed;
     e->next = fdb.entries;
     fdb.entries = e;
     ticket->pid = (uint32_t)fdb.pid;
@@ -345,6 +347,16 @@ mscclpp_result_t hal_fdb_serve(int fd, hal_fdb_ticket_t *ticket)
     return MSCCLPP_OK;
 }
 
+mscclpp_result_t hal_fdb_serve(int fd, hal_fdb_ticket_t *ticket)
+{
+    return serve(fd, false, ticket);
+}
+
+mscclpp_result_t hal_fdb_serve_borrowed(int fd, hal_fdb_ticket_t *ticket)
+{
+    return serve(fd, true, ticket);
+}
+
 void hal_fdb_withdraw(uint64_t key)
 {
     pthread_mutex_lock(&fdb.lock);
@@ -352,7 +364,7 @@ void hal_fdb_withdraw(uint64_t key)
         fdb_entry_t *e = *pp;
         if (e->key != key) continue;
         *pp = e->next;
-        close(e->fd);
+        if (!e->borrowed) close(e->fd);
         free(e);
         break;
     }

@@ -34,7 +34,14 @@ typedef struct {
  */
 mscclpp_result_t hal_fdb_serve(int fd, hal_fdb_ticket_t *ticket);
 
-/** Stop serving `key` and close its descriptor. Unknown keys are ignored. */
+/**
+ * Serve `fd` without taking it: the caller keeps it open until after hal_fdb_withdraw (which
+ * then does not close it), and a forked child keeps it too. Saves the descriptor a served dup
+ * would cost (issue 22 item 6: one per exported allocation of the host backend).
+ */
+mscclpp_result_t hal_fdb_serve_borrowed(int fd, hal_fdb_ticket_t *ticket);
+
+/** Stop serving `key` and close its descriptor (unless borrowed). Unknown keys are ignored. */
 void hal_fdb_withdraw(uint64_t key);
 
 /**

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define HAL_ABI_VERSION 2 /* 2: hal_device_props_t.host_memory */
+#define HAL_ABI_VERSION 3 /* 2: hal_device_props_t.host_memory; 3: capture and graph slots */
 
 /** What a backend tells about a device. */
 typedef struct {
@@ -56,6 +56,7 @@ enum {
 typedef struct hal_stream *hal_stream_t; /* backend-defined */
 typedef struct hal_event *hal_event_t;   /* backend-defined */
 typedef struct hal_mc *hal_mc_t;         /* multicast object, backend-defined */
+typedef struct hal_graph *hal_graph_t;   /* captured work, backend-defined */
 
 typedef struct hal_ops {
     size_t size;      /* sizeof(hal_ops_t) of the builder */
@@ -103,7 +104,20 @@ typedef struct hal_ops {
     mscclpp_result_t (*stream_create)(hal_stream_t *s);
     mscclpp_result_t (*stream_destroy)(hal_stream_t s);
     mscclpp_result_t (*stream_sync)(hal_stream_t s);
+    /* graph-capture status: whether work queued on `s` now is recorded rather than run (a
+     * capture begun here or by the application, e.g. torch.cuda.graph) */
     mscclpp_result_t (*stream_capturing)(hal_stream_t s, bool *capturing);
+    /*
+     * Capture (CUDA/HIP stream capture; the host backend records its tasks): between begin and
+     * end, launches, async copies/sets and event records queued on `s` are recorded into a
+     * graph instead of running. Synchronizing `s` meanwhile is an error that invalidates the
+     * capture (end then fails), as CUDA does. graph_launch queues the recording on a stream, in
+     * order, once per call; a graph may be destroyed while launches of it are still queued.
+     */
+    mscclpp_result_t (*stream_begin_capture)(hal_stream_t s);
+    mscclpp_result_t (*stream_end_capture)(hal_stream_t s, hal_graph_t *graph);
+    mscclpp_result_t (*graph_launch)(hal_graph_t graph, hal_stream_t s);
+    mscclpp_result_t (*graph_destroy)(hal_graph_t graph);
     mscclpp_result_t (*event_create)(hal_event_t *e);
     mscclpp_result_t (*event_destroy)(hal_event_t e);
     mscclpp_result_t (*event_record)(hal_event_t e, hal_stream_t s);
@@ -151,6 +165,10 @@ typedef struct hal_ops {
     X(stream_destroy, (hal_stream_t s))                                                         \
     X(stream_sync, (hal_stream_t s))                                                            \
     X(stream_capturing, (hal_stream_t s, bool *capturing))                                      \
+    X(stream_begin_capture, (hal_stream_t s))                                                   \
+    X(stream_end_capture, (hal_stream_t s, hal_graph_t *graph))                                 \
+    X(graph_launch, (hal_graph_t graph, hal_stream_t s))                                        \
+    X(graph_destroy, (hal_graph_t graph))                                                       \
     X(event_create, (hal_event_t *e))                                                           \
     X(event_destroy, (hal_event_t e))                                                           \
     X(event_record, (hal_event_t e, hal_stream_t s))                                            \

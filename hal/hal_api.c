@@ -255,6 +255,21 @@ static bool stream_watches(struct mscclpp_stream *s, uint64_t id)
     return found;
 }
 
+bool hal_api_source_capturing(uint64_t id)
+{
+    bool any = false;
+    pthread_mutex_lock(&streams_lock);
+    for (int i = 0; i < n_streams && !any; i++) {
+        struct mscclpp_stream *s = streams[i];
+        bool capturing = false;
+        if (stream_watches(s, id) && s->ops->stream_capturing(s->hal, &capturing) == MSCCLPP_OK)
+            any = capturing;
+    }
+    pthread_mutex_unlock(&streams_lock);
+    core_clear_error();
+    return any;
+}
+
 mscclpp_result_t hal_api_source_drain(uint64_t id)
 {
     mscclpp_result_t res = MSCCLPP_OK;
@@ -278,25 +293,38 @@ mscclpp_result_t hal_api_source_drain(uint64_t id)
     return MSCCLPP_OK;
 }
 
+/* Add `id` to a list of source ids unless it is there (the usual case: one executor per
+ * stream). */
+static mscclpp_result_t ids_add(uint64_t **list, int *n, int *cap, uint64_t id)
+{
+    for (int i = 0; i < *n; i++)
+        if ((*list)[i] == id) return MSCCLPP_OK;
+    if (*n == *cap) {
+        int c = *cap ? 2 * *cap : 4;
+        uint64_t *l = realloc(*list, (size_t)c * sizeof *l);
+        if (!l) return ERR(MSCCLPP_ERR_NO_MEMORY, "stream: out of memory to watch a launch");
+        *list = l;
+        *cap = c;
+    }
+    (*list)[(*n)++] = id;
+    return MSCCLPP_OK;
+}
+
 mscclpp_result_t hal_api_stream_note(mscclpp_stream_t stream, uint64_t id)
 {
     if (!stream) return MSCCLPP_OK;
-    mscclpp_result_t res = MSCCLPP_OK;
     pthread_mutex_lock(&stream->lock);
-    for (int i = 0; i < stream->n_watch; i++)
-        if (stream->watch[i] == id) goto unlock; /* the usual case: one executor per stream */
-    if (stream->n_watch == stream->cap_watch) {
-        int cap = stream->cap_watch ? 2 * stream->cap_watch : 4;
-        uint64_t *w = realloc(stream->watch, (size_t)cap * sizeof *w);
-        if (!w) {
-            res = ERR(MSCCLPP_ERR_NO_MEMORY, "stream: out of memory to watch a launch");
-            goto unlock;
-        }
-        stream->watch = w;
-        stream->cap_watch = cap;
-    }
-    stream->watch[stream->n_watch++] = id;
-unlock:
+    mscclpp_result_t res = ids_add(&stream->watch, &stream->n_watch, &stream->cap_watch, id);
+    pthread_mutex_unlock(&stream->lock);
+    return res;
+}
+
+mscclpp_result_t hal_api_stream_note_capture(mscclpp_stream_t stream, uint64_t id)
+{
+    if (!stream) return MSCCLPP_OK;
+    pthread_mutex_lock(&stream->lock);
+    mscclpp_result_t res =
+        ids_add(&stream->captured, &stream->n_captured, &stream->cap_captured, id);
     pthread_mutex_unlock(&stream->lock);
     return res;
 }
@@ -400,6 +428,95 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_destroy(mscclpp_stream_t stream)
     }
     pthread_mutex_destroy(&stream->lock);
     free(stream->watch);
+    free(stream->captured);
     free(stream);
+    return res;
+}
+
+/* ---- graphs ------------------------------------------------------------------------------- */
+
+struct mscclpp_graph {
+    const hal_ops_t *ops;
+    hal_graph_t hal;
+    uint64_t *sources; /* error sources whose work the graph replays */
+    int n_sources;
+};
+
+MSCCLPP_API mscclpp_result_t mscclpp_stream_begin_capture(mscclpp_stream_t stream)
+{
+    CHECK_ARG(stream != NULL);
+    bool capturing = false;
+    CHECK(stream->ops->stream_capturing(stream->hal, &capturing));
+    if (capturing) return ERR_ARG("mscclpp_stream_begin_capture: the stream is capturing already");
+    pthread_mutex_lock(&stream->lock);
+    stream->n_captured = 0;
+    pthread_mutex_unlock(&stream->lock);
+    return stream->ops->stream_begin_capture(stream->hal);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_stream_end_capture(mscclpp_stream_t stream,
+                                                        mscclpp_graph_t *graph)
+{
+    CHECK_ARG(graph != NULL);
+    *graph = NULL;
+    CHECK_ARG(stream != NULL);
+    struct mscclpp_graph *g = calloc(1, sizeof *g);
+    /* the capture ends whatever happens next: a failure here must not leave it open */
+    hal_graph_t hg = NULL;
+    mscclpp_result_t res = stream->ops->stream_end_capture(stream->hal, &hg);
+    pthread_mutex_lock(&stream->lock);
+    int n = stream->n_captured;
+    uint64_t *ids = stream->captured;
+    stream->captured = NULL;
+    stream->n_captured = stream->cap_captured = 0;
+    pthread_mutex_unlock(&stream->lock);
+    if (res == MSCCLPP_OK && !g)
+        res = ERR(MSCCLPP_ERR_NO_MEMORY, "mscclpp_stream_end_capture: out of memory");
+    if (res != MSCCLPP_OK) {
+        if (hg) (void)stream->ops->graph_destroy(hg);
+        free(ids);
+        free(g);
+        return res;
+    }
+    g->ops = stream->ops;
+    g->hal = hg;
+    g->sources = ids;
+    g->n_sources = n;
+    *graph = g;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_stream_is_capturing(mscclpp_stream_t stream, int *capturing)
+{
+    CHECK_ARG(stream != NULL);
+    CHECK_ARG(capturing != NULL);
+    bool c = false;
+    CHECK(stream->ops->stream_capturing(stream->hal, &c));
+    *capturing = c ? 1 : 0;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_graph_launch(mscclpp_graph_t graph, mscclpp_stream_t stream)
+{
+    CHECK_ARG(graph != NULL);
+    CHECK_ARG(stream != NULL);
+    if (stream->ops != graph->ops)
+        return ERR_ARG("mscclpp_graph_launch: graph of backend %s, stream of %s", graph->ops->name,
+                       stream->ops->name);
+    /* before the launch, as for a collective: a sync racing with it must ask its sources */
+    bool capturing = false;
+    CHECK(stream->ops->stream_capturing(stream->hal, &capturing));
+    for (int i = 0; i < graph->n_sources; i++)
+        CHECK(capturing ? hal_api_stream_note_capture(stream, graph->sources[i])
+                        : hal_api_stream_note(stream, graph->sources[i]));
+    return graph->ops->graph_launch(graph->hal, stream->hal);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_graph_destroy(mscclpp_graph_t graph)
+{
+    if (!graph) return MSCCLPP_OK;
+    mscclpp_result_t res = graph->ops->graph_destroy(graph->hal);
+    free(graph->sources);
+    free(graph);
     return res;
 }

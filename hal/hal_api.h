@@ -3,6 +3,7 @@
 #define MSCCLPP_HAL_API_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hal/hal.h"
@@ -20,6 +21,9 @@ struct mscclpp_stream {
     pthread_mutex_t lock; /* guards the watch list */
     uint64_t *watch;      /* source ids, each once */
     int n_watch, cap_watch;
+    uint64_t *captured; /* sources that queued work into the capture in progress, each once:
+                           * a graph of it asks them after each replay's sync */
+    int n_captured, cap_captured;
 };
 
 /** The HAL stream behind a public stream (NULL for a NULL stream: synchronous). */
@@ -52,10 +56,22 @@ void hal_api_source_remove(uint64_t id);
 mscclpp_result_t hal_api_source_drain(uint64_t id);
 
 /**
+ * Whether a stream that source `id` launched on since its last synchronize is being captured
+ * now (hal_api_source_drain cannot wait for such a stream: it would invalidate the capture).
+ */
+bool hal_api_source_capturing(uint64_t id);
+
+/**
  * Note that source `id` is about to launch work on `stream` (nothing for a NULL stream):
  * mscclpp_stream_synchronize and mscclpp_stream_destroy then run its check after the sync.
  */
 mscclpp_result_t hal_api_stream_note(mscclpp_stream_t stream, uint64_t id);
+
+/**
+ * Note that source `id` queues work into the capture in progress on `stream`: the graph that
+ * capture makes notes it on every stream it is launched on (mscclpp_graph_launch).
+ */
+mscclpp_result_t hal_api_stream_note_capture(mscclpp_stream_t stream, uint64_t id);
 
 /**
  * Which mscclpp_malloc allocation starts at `base`: an id unique for the process's life, or 0

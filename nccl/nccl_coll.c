@@ -267,11 +267,48 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
     size_t es = shim_dtype_size(t->dt), align = split ? 16 * (size_t)n : 16;
     size_t cb = t->count * es, pb = (cb + align - 1) / align * align, pc = pb / es;
     size_t in_b = nb_in * pb, out_b = nb_out * pb;
+    const char *coll = collective_of(t->kind);
+    uint64_t msg = t->kind == T_ALLGATHER ? out_b : in_b;
 
-    ncclResult_t res = ncclSuccess;
+    /* 0. what mscclpp.ext chose (nccl/nccl_ext.c): an added DSL plan, or what runs instead */
+    shim_ext_choice_t ext;
+    int nlocal = 0;
+    if (mscclpp_comm_local_size(c->comm, &nlocal) != MSCCLPP_OK) nlocal = 0;
+    mscclpp_nccl_request_t req = {.collective = coll,
+                                  .message_size = cb,
+                                  .world_size = n,
+                                  .n_ranks_per_node = nlocal,
+                                  .rank = rank,
+                                  .input_buffer = t->send,
+                                  .output_buffer = t->recv,
+                                  .stream = (void *)t->stream,
+                                  .dtype = -1,
+                                  .root =
+                                      t->kind == T_BROADCAST || t->kind == T_REDUCE ? t->root : -1};
+    mscclpp_dtype_t req_dt;
+    if (shim_dtype_map(t->dt, &req_dt)) req.dtype = (int)req_dt;
+    ncclResult_t res = shim_ext_choose(c, &req, msg, &ext);
+    if (res != ncclSuccess) return res;
+    if (ext.choice == MSCCLPP_NCCL_SELECT_FALLBACK) {
+        *unsupported = true;
+        return shim_quiet_error(ncclInvalidUsage, "the selector chose the fallback library");
+    }
+    if (ext.plan && t->kind == T_BROADCAST && t->root != 0) {
+        /* broadcast plans are written for root 0 */
+        if (ext.selected)
+            return shim_error(ncclInvalidUsage,
+                              "%s from root %d: the selected DSL plan '%s' "
+                              "serves root 0 only",
+                              who, t->root, mscclpp_plan_name(ext.plan));
+        ext.plan = NULL;
+    }
+    /* an in-place DSL plan runs in place on the staging buffers (NCCL's in-place layouts) */
+    bool ext_inplace = ext.plan && mscclpp_plan_is_inplace(ext.plan);
+
     const void *in = NULL;
     void *out = NULL;
-    bool zc = zero_copy(t, op, cb == pb, in_b, out_b);
+    /* DSL plans of mscclpp.ext run on staged buffers */
+    bool zc = !ext.plan && zero_copy(t, op, cb == pb, in_b, out_b);
     if (zc) {
         in = t->send;
         out = t->recv;
@@ -285,10 +322,14 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
         if (res != ncclSuccess) return res;
         in = c->stage_in;
         out = c->stage_out;
+        if (ext_inplace && t->kind == T_ALLGATHER) in = (char *)c->stage_out + (size_t)rank * pb;
+        else if (ext_inplace && t->kind == T_REDUCESCATTER)
+            out = (char *)c->stage_in + (size_t)rank * pb;
+        else if (ext_inplace) in = c->stage_out;
     }
     /* the input into staging (scaled for PreMulSum); a broadcast reads only the root's */
     for (size_t b = 0; !zc && b < nb_in && (t->kind != T_BROADCAST || rank == t->root); b++) {
-        char *dst = (char *)c->stage_in + b * pb;
+        char *dst = (char *)in + b * pb;
         const char *src = (const char *)t->send + b * cb;
         if (op && op->scale)
             res = scaled_copy(dst, src, t->count, t->dt, op->scalar, who);
@@ -308,7 +349,6 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
     mscclpp_dtype_t md = reducing ? (mscclpp_dtype_t)0 : move_dtype(t->dt);
     if (reducing) shim_dtype_map(t->dt, &md);
     mscclpp_redop_t mop = reducing ? op->op : MSCCLPP_REDOP_PLAN;
-    const char *coll = collective_of(t->kind);
     /*
      * Where the plan runs. A NULL stream runs it in this thread, with no hand-off to a stream
      * worker (about 15 us per call on the host backend); but NULL-stream launches of one
@@ -319,13 +359,21 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
     mscclpp_stream_t st = c->stream;
     if (shim_sole_comm() && strcmp(mscclpp_backend_name(), "host") == 0) st = NULL;
 
-    /* 1. a DSL plan registered for this call (broadcast plans are written for root 0) */
+    /* 1. a DSL plan: of mscclpp.ext, else registered for this call (MSCCLPP_NCCL_PLAN_DIR;
+     * broadcast plans are written for root 0); the selector may skip both */
     const mscclpp_plan_t *plan = NULL;
-    uint64_t msg = t->kind == T_ALLGATHER ? out_b : in_b;
     mscclpp_result_t r = MSCCLPP_ERR_UNSUPPORTED;
-    if (c->nplans && (t->kind != T_BROADCAST || t->root == 0) &&
-        mscclpp_executor_select_plan(c->exec, coll, 0, msg, "source=nccl-dsl", &plan) ==
-            MSCCLPP_OK) {
+    if (ext.plan) {
+        r = mscclpp_execute(c->exec, ext.plan, in, out, in_b, out_b, md, mop, st);
+        if (r == MSCCLPP_OK) shim_ext_ran(ext.index);
+        if (shim_info_enabled())
+            shim_info("rank %d: %s of %llu bytes ran DSL plan '%s' of mscclpp.ext (%s)", rank, who,
+                      (unsigned long long)msg, mscclpp_plan_name(ext.plan),
+                      ext.selected ? "selected" : "first that fits");
+    } else if (ext.choice != MSCCLPP_NCCL_SELECT_NATIVE && c->nplans &&
+               (t->kind != T_BROADCAST || t->root == 0) &&
+               mscclpp_executor_select_plan(c->exec, coll, 0, msg, "source=nccl-dsl", &plan) ==
+                   MSCCLPP_OK) {
         r = mscclpp_execute(c->exec, plan, in, out, in_b, out_b, md, mop, st);
         /* said once per plan and communicator: enough to see which plan serves what */
         for (int i = 0; i < c->nplans && i < 64; i++)
@@ -375,7 +423,7 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
                                  : ncclSuccess;
     for (size_t b = 0; b < nb_out && res == ncclSuccess; b++) {
         char *dst = (char *)t->recv + b * cb;
-        const char *src = (const char *)c->stage_out + b * pb;
+        const char *src = (const char *)out + b * pb;
         if (op && op->average)
             res = divided_copy(dst, src, t->count, t->dt, n, who);
         else
@@ -584,7 +632,7 @@ static ncclResult_t p2p_run(ncclComm_t c, xfers_t *sends, xfers_t *recvs)
 
 /* ---- running one communicator's tasks ----------------------------------------------------- */
 
-static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
+static ncclResult_t run_comm_tasks(ncclComm_t c, const task_t *tasks, size_t ntasks)
 {
     /* before any plan runs: contexts on memory freed or deregistered since the last group */
     ncclResult_t res = shim_zc_forget_stale(c, kind_names[tasks[0].kind]);
@@ -671,6 +719,17 @@ static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
     free(recvs.v);
     free(fallback);
     free(fallback_ops);
+    return res;
+}
+
+/* A communicator's tasks, run as one call on it: ncclCommAbort on another thread interrupts
+ * them, and neither abort nor destroy frees the communicator before they are done. */
+static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
+{
+    ncclResult_t res = shim_comm_enter(c, kind_names[tasks[0].kind]);
+    if (res != ncclSuccess) return res;
+    res = run_comm_tasks(c, tasks, ntasks);
+    shim_comm_leave(c);
     return res;
 }
 

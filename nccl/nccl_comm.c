@@ -1,13 +1,15 @@
 /*
- * libmscclpp_nccl: communicators (init, split, destroy), errors, versions, memory and
+ * libmscclpp_nccl: communicators (init, split, destroy), versions, memory and
  * reduction operators of the NCCL API.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "executor/exec_forget.h"
 #include "nccl/nccl_internal.h"
@@ -16,27 +18,6 @@ _Static_assert(sizeof(ncclUniqueId) == sizeof(mscclpp_unique_id_t),
                "ncclUniqueId must carry a libmscclpp unique id unchanged");
 
 /* ---- errors and versions ------------------------------------------------------------------ */
-
-const char *ncclGetErrorString(ncclResult_t result)
-{
-    switch (result) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error";
-    case ncclSystemError: return "unhandled system error (run with MSCCLPP_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error (a bug in libmscclpp_nccl: please report it)";
-    case ncclInvalidArgument: return "invalid argument (run with MSCCLPP_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with MSCCLPP_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
-    }
-}
-
-const char *ncclGetLastError(ncclComm_t comm)
-{
-    (void)comm; /* one message per thread, whichever communicator failed */
-    return shim_last_error();
-}
 
 ncclResult_t ncclGetVersion(int *version)
 {
@@ -280,8 +261,8 @@ static int json_filter(const struct dirent *d)
  */
 static ncclResult_t load_dsl_plans(ncclComm_t c)
 {
-    const char *env = getenv("MSCCLPP_NCCL_PLAN_DIR");
-    if (!env || !*env) return ncclSuccess;
+    const char *env = shim_config("MSCCLPP_NCCL_PLAN_DIR");
+    if (!*env) return ncclSuccess;
     char *dirs = strdup(env);
     if (!dirs) return shim_error(ncclSystemError, "ncclCommInitRank: out of memory");
     ncclResult_t res = ncclSuccess;
@@ -326,6 +307,77 @@ static ncclResult_t load_dsl_plans(ncclComm_t c)
     return res;
 }
 
+/* ---- lifetime: calls in, destroy and abort wait for them (issue 22 item 4) ------------- */
+
+ncclResult_t shim_comm_enter(ncclComm_t comm, const char *who)
+{
+    ncclResult_t res = shim_check_comm(comm, who);
+    if (res != ncclSuccess) return res;
+    pthread_mutex_lock(&comm->life);
+    bool closing = comm->closing;
+    if (!closing) comm->users++;
+    pthread_mutex_unlock(&comm->life);
+    if (closing)
+        return shim_error(ncclInvalidUsage,
+                          "%s: comm %p (rank %d) is being destroyed or aborted "
+                          "by another thread",
+                          who, (void *)comm, comm->rank);
+    return ncclSuccess;
+}
+
+void shim_comm_leave(ncclComm_t comm)
+{
+    pthread_mutex_lock(&comm->life);
+    if (--comm->users == 0) pthread_cond_broadcast(&comm->idle);
+    pthread_mutex_unlock(&comm->life);
+}
+
+/*
+ * Start destroying c: refuse new calls, and with `interrupt` make the calls inside return
+ * (ncclCommAbort). Then wait until they left: each of their waits is bounded by
+ * MSCCLPP_TIMEOUT, so a destroy that waits for a call whose peer joins late sees it finish,
+ * and an abort sees its calls give up within milliseconds. If calls are still inside after
+ * MSCCLPP_TIMEOUT + 10 s (a bug), the communicator is left allocated rather than freed
+ * under them.
+ */
+static ncclResult_t close_comm(ncclComm_t c, bool interrupt, const char *who)
+{
+    pthread_mutex_lock(&c->life);
+    bool again = c->closing;
+    c->closing = true;
+    pthread_mutex_unlock(&c->life);
+    if (again)
+        return shim_error(ncclInvalidUsage,
+                          "%s: comm %p (rank %d) is already being destroyed or "
+                          "aborted by another thread",
+                          who, (void *)c, c->rank);
+    if (interrupt) {
+        mscclpp_comm_abort(c->comm);
+        const shim_real_t *rl = c->real ? shim_real() : NULL;
+        if (rl && rl->CommAbort) rl->CommAbort(c->real); /* its calls return too */
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    uint64_t ns = mscclpp_timeout_ns() + 10000000000ull;
+    until.tv_sec += (time_t)(ns / 1000000000ull);
+    until.tv_nsec += (long)(ns % 1000000000ull);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->life);
+    int rc = 0;
+    while (c->users > 0 && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&c->idle, &c->life, &until);
+    int left = c->users;
+    pthread_mutex_unlock(&c->life);
+    if (left > 0)
+        return shim_error(ncclInternalError,
+                          "%s: %d calls on comm %p (rank %d) still run %.0f s "
+                          "after it started; the communicator is not freed",
+                          who, left, (void *)c, c->rank, (double)ns / 1e9);
+    return ncclSuccess;
+}
+
 static void free_comm(ncclComm_t c)
 {
     if (!c) return;
@@ -347,6 +399,8 @@ static void free_comm(ncclComm_t c)
     for (int i = 0; i < c->nstreams; i++) mscclpp_stream_destroy(c->streams[i].stream);
     mscclpp_comm_destroy(c->comm);
     pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->idle);
+    pthread_mutex_destroy(&c->life);
     free(c);
 }
 
@@ -374,6 +428,12 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *i
     ncclComm_t c = calloc(1, sizeof *c);
     if (!c) return shim_error(ncclSystemError, "%s: out of memory (rank %d)", who, rank);
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->life, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->idle, &ca);
+    pthread_condattr_destroy(&ca);
     c->rank = rank;
     c->nranks = nranks;
     c->cuda_dev = dev;
@@ -390,14 +450,14 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *i
         goto fail;
     }
     c->magic = SHIM_COMM_MAGIC;
-    const char *zc = getenv("MSCCLPP_NCCL_ZERO_COPY");
-    c->zero_copy = !zc || strcmp(zc, "0") != 0;
+    c->zero_copy = strcmp(shim_config("MSCCLPP_NCCL_ZERO_COPY"), "0") != 0;
     if (!live_add(c)) {
         res = shim_error(ncclSystemError, "%s: out of memory (rank %d)", who, rank);
         goto fail;
     }
     if ((res = load_dsl_plans(c)) != ncclSuccess) goto fail;
-    if (getenv("MSCCLPP_NCCL_LIB_PATH") && (res = shim_real_init(c)) != ncclSuccess) goto fail;
+    if (*shim_config("MSCCLPP_NCCL_LIB_PATH") && (res = shim_real_init(c)) != ncclSuccess)
+        goto fail;
     shim_info("rank %d of %d: communicator on the %s backend, %d DSL plans, fallback %s", rank,
               nranks, mscclpp_backend_name(), c->nplans, c->real ? "ready" : "none");
     *out = c;
@@ -485,8 +545,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
     return res;
 }
 
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
-                           ncclConfig_t *config)
+static ncclResult_t split_entered(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                                  ncclConfig_t *config)
 {
     ncclResult_t res = shim_check_comm(comm, "ncclCommSplit");
     if (res != ncclSuccess) return res;
@@ -549,7 +609,17 @@ out:
     return res;
 }
 
-ncclResult_t ncclCommFinalize(ncclComm_t comm)
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           ncclConfig_t *config)
+{
+    ncclResult_t res = shim_comm_enter(comm, "ncclCommSplit");
+    if (res != ncclSuccess) return res;
+    res = split_entered(comm, color, key, newcomm, config);
+    shim_comm_leave(comm);
+    return res;
+}
+
+static ncclResult_t finalize_entered(ncclComm_t comm)
 {
     ncclResult_t res = shim_check_comm(comm, "ncclCommFinalize");
     if (res != ncclSuccess) return res;
@@ -564,11 +634,22 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm)
     return ncclSuccess;
 }
 
+ncclResult_t ncclCommFinalize(ncclComm_t comm)
+{
+    ncclResult_t res = shim_comm_enter(comm, "ncclCommFinalize");
+    if (res != ncclSuccess) return res;
+    res = finalize_entered(comm);
+    shim_comm_leave(comm);
+    return res;
+}
+
 ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
     if (!comm) return ncclSuccess; /* NCCL accepts NULL here */
     ncclResult_t res = shim_check_comm(comm, "ncclCommDestroy");
     if (res != ncclSuccess) return res;
+    /* calls of other threads still inside finish first (NCCL: destroy waits for them) */
+    if ((res = close_comm(comm, false, "ncclCommDestroy")) != ncclSuccess) return res;
     const shim_real_t *rl = comm->real ? shim_real() : NULL;
     if (rl) res = rl->CommDestroy(comm->real);
     free_comm(comm);
@@ -580,14 +661,16 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
     if (!comm) return ncclSuccess;
     ncclResult_t res = shim_check_comm(comm, "ncclCommAbort");
     if (res != ncclSuccess) return res;
-    /* no barrier: peers may be gone; every wait of ours is bounded anyway */
+    /* no barrier: peers may be gone. Calls of other threads inside the communicator return
+     * an error (interrupted), and only then is anything freed. */
+    if ((res = close_comm(comm, true, "ncclCommAbort")) != ncclSuccess) return res;
     const shim_real_t *rl = comm->real ? shim_real() : NULL;
-    if (rl) (void)(rl->CommAbort ? rl->CommAbort(comm->real) : rl->CommDestroy(comm->real));
+    if (rl && !rl->CommAbort) rl->CommDestroy(comm->real);
     free_comm(comm);
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+static ncclResult_t async_error_entered(ncclComm_t comm, ncclResult_t *asyncError)
 {
     ncclResult_t res = shim_check_comm(comm, "ncclCommGetAsyncError");
     if (res != ncclSuccess) return res;
@@ -597,7 +680,16 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+    ncclResult_t res = shim_comm_enter(comm, "ncclCommGetAsyncError");
+    if (res != ncclSuccess) return res;
+    res = async_error_entered(comm, asyncError);
+    shim_comm_leave(comm);
+    return res;
+}
+
+static ncclResult_t count_entered(const ncclComm_t comm, int *count)
 {
     ncclResult_t res = shim_check_comm(comm, "ncclCommCount");
     if (res != ncclSuccess) return res;
@@ -606,7 +698,16 @@ ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
+ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+    ncclResult_t res = shim_comm_enter(comm, "ncclCommCount");
+    if (res != ncclSuccess) return res;
+    res = count_entered(comm, count);
+    shim_comm_leave(comm);
+    return res;
+}
+
+static ncclResult_t cu_device_entered(const ncclComm_t comm, int *device)
 {
     ncclResult_t res = shim_check_comm(comm, "ncclCommCuDevice");
     if (res != ncclSuccess) return res;
@@ -615,13 +716,31 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
+{
+    ncclResult_t res = shim_comm_enter(comm, "ncclCommCuDevice");
+    if (res != ncclSuccess) return res;
+    res = cu_device_entered(comm, device);
+    shim_comm_leave(comm);
+    return res;
+}
+
+static ncclResult_t user_rank_entered(const ncclComm_t comm, int *rank)
 {
     ncclResult_t res = shim_check_comm(comm, "ncclCommUserRank");
     if (res != ncclSuccess) return res;
     if (!rank) return shim_error(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
     *rank = comm->rank;
     return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
+{
+    ncclResult_t res = shim_comm_enter(comm, "ncclCommUserRank");
+    if (res != ncclSuccess) return res;
+    res = user_rank_entered(comm, rank);
+    shim_comm_leave(comm);
+    return res;
 }
 
 /* ---- buffer registration ------------------------------------------------------------------ */
@@ -635,7 +754,7 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
  */
 #define SHIM_REG_MAGIC 0x72656721u
 
-ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
+static ncclResult_t register_entered(const ncclComm_t comm, void *buff, size_t size, void **handle)
 {
     ncclResult_t res = shim_check_comm(comm, "ncclCommRegister");
     if (res != ncclSuccess) return res;
@@ -661,7 +780,16 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, vo
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
+{
+    ncclResult_t res = shim_comm_enter(comm, "ncclCommRegister");
+    if (res != ncclSuccess) return res;
+    res = register_entered(comm, buff, size, handle);
+    shim_comm_leave(comm);
+    return res;
+}
+
+static ncclResult_t deregister_entered(const ncclComm_t comm, void *handle)
 {
     ncclResult_t res = shim_check_comm(comm, "ncclCommDeregister");
     if (res != ncclSuccess) return res;
@@ -685,9 +813,18 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
     return ncclSuccess;
 }
 
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
+{
+    ncclResult_t res = shim_comm_enter(comm, "ncclCommDeregister");
+    if (res != ncclSuccess) return res;
+    res = deregister_entered(comm, handle);
+    shim_comm_leave(comm);
+    return res;
+}
+
 /* ---- PreMulSum operators ------------------------------------------------------------------ */
 
-ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+static ncclResult_t premulsum_entered(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm)
 {
     ncclResult_t res = shim_check_comm(comm, "ncclRedOpCreatePreMulSum");
@@ -728,7 +865,17 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataTyp
     return ncclSuccess;
 }
 
-ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm)
+{
+    ncclResult_t res = shim_comm_enter(comm, "ncclRedOpCreatePreMulSum");
+    if (res != ncclSuccess) return res;
+    res = premulsum_entered(op, scalar, datatype, residence, comm);
+    shim_comm_leave(comm);
+    return res;
+}
+
+static ncclResult_t redop_destroy_entered(ncclRedOp_t op, ncclComm_t comm)
 {
     ncclResult_t res = shim_check_comm(comm, "ncclRedOpDestroy");
     if (res != ncclSuccess) return res;
@@ -748,6 +895,15 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
     o->used = false;
     pthread_mutex_unlock(&comm->lock);
     return ncclSuccess;
+}
+
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
+{
+    ncclResult_t res = shim_comm_enter(comm, "ncclRedOpDestroy");
+    if (res != ncclSuccess) return res;
+    res = redop_destroy_entered(op, comm);
+    shim_comm_leave(comm);
+    return res;
 }
 
 /* ---- streams ------------------------------------------------------------------------------ */

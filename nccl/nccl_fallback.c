@@ -28,8 +28,8 @@ static void *sym(const char *name)
 
 static void load(void)
 {
-    const char *path = getenv("MSCCLPP_NCCL_LIB_PATH");
-    if (!path || !*path) return;
+    const char *path = shim_config("MSCCLPP_NCCL_LIB_PATH");
+    if (!*path) return;
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         shim_info("MSCCLPP_NCCL_LIB_PATH=%s is a directory; it must name the library file "

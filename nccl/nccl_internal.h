@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include <mscclpp/mscclpp.h>
+#include <mscclpp/nccl_ext.h>
 
 #define SHIM_COMM_MAGIC 0x6d73636eu /* "mscn": a live communicator of this library */
 #define SHIM_P2P_TAG 0x4e43434c     /* bootstrap tag of send/recv, gather and scatter */
@@ -109,6 +110,16 @@ struct ncclComm {
     ncclComm_t real; /* the parallel communicator of the fallback library, or NULL */
     ncclResult_t async_error;
     pthread_mutex_t lock; /* one call at a time per communicator */
+    /*
+     * Lifetime (issue 22 item 4): every entry point that uses the communicator enters and
+     * leaves (shim_comm_enter/leave). ncclCommDestroy and ncclCommAbort mark it closing, so
+     * no new call gets in; abort also interrupts the calls inside (mscclpp_comm_abort); both
+     * free it only once the last call left. `life` guards users and closing.
+     */
+    pthread_mutex_t life;
+    pthread_cond_t idle; /* signalled when users drops to 0 (CLOCK_MONOTONIC) */
+    int users;           /* calls inside */
+    bool closing;        /* destroy or abort started */
 };
 
 /* errors */
@@ -122,9 +133,16 @@ const char *shim_last_error(void);
 void shim_clear_error(void);
 void shim_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 bool shim_info_enabled(void);
+/** A variable of libmscclpp's table (MSCCLPP_NCCL_* are declared there, base/config_vars.h):
+ *  the value in force, "" when unset without a default. Never NULL. */
+const char *shim_config(const char *name);
 
 /* checks */
 ncclResult_t shim_check_comm(ncclComm_t comm, const char *who);
+/* shim_check_comm, then count the call in (refused once destroy or abort started); every
+ * successful enter is paired with a shim_comm_leave (nccl/nccl_comm.c) */
+ncclResult_t shim_comm_enter(ncclComm_t comm, const char *who);
+void shim_comm_leave(ncclComm_t comm);
 
 /* dtype and op helpers (nccl/nccl_util.c) */
 size_t shim_dtype_size(ncclDataType_t dt);
@@ -158,5 +176,19 @@ ncclResult_t shim_real_init(ncclComm_t comm); /* parallel real communicator, whe
 
 /* streams: synchronize the caller's stream before the shim touches its buffers */
 ncclResult_t shim_stream_sync(ncclComm_t comm, cudaStream_t stream, const char *who);
+
+/* mscclpp.ext's hook (nccl/nccl_ext.c, include/mscclpp/nccl_ext.h) */
+typedef struct {
+    const mscclpp_plan_t *plan; /* an added DSL plan for this call, or NULL */
+    int index;                  /* its index (mscclpp_nccl_plan_calls) */
+    bool selected;              /* the selector chose it (else: the first that fits) */
+    int choice;                 /* without a plan: MSCCLPP_NCCL_SELECT_* */
+} shim_ext_choice_t;
+/* Ask the selector (if any) about a collective; `msg` is the size plans are matched by (the
+ * executor's rule on the bytes the plan would run with). An error only for a bad choice. */
+ncclResult_t shim_ext_choose(ncclComm_t c, const mscclpp_nccl_request_t *req, uint64_t msg,
+                             shim_ext_choice_t *out);
+/* Count a call that added plan `index` served. */
+void shim_ext_ran(int index);
 
 #endif /* MSCCLPP_NCCL_INTERNAL_H */

@@ -22,16 +22,36 @@ void shim_clear_error(void)
     last_error[0] = '\0';
 }
 
+/* The NCCL calls that read errors live here, beside the errors (the rest: nccl_comm.c). */
+const char *ncclGetErrorString(ncclResult_t result)
+{
+    switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error";
+    case ncclSystemError: return "unhandled system error (run with MSCCLPP_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error (a bug in libmscclpp_nccl: please report it)";
+    case ncclInvalidArgument: return "invalid argument (run with MSCCLPP_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with MSCCLPP_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+    }
+}
+
+const char *ncclGetLastError(ncclComm_t comm)
+{
+    (void)comm; /* one message per thread, whichever communicator failed */
+    return shim_last_error();
+}
+
 ncclResult_t shim_error(ncclResult_t code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
-    /* WARN like the core library does, so a failing job's log says why */
-    const char *lv = getenv("MSCCLPP_DEBUG");
-    if (!lv || strcasecmp(lv, "NONE") != 0)
-        fprintf(stderr, "MSCCLPP NCCL WARN %s (%s)\n", last_error, ncclGetErrorString(code));
+    /* WARN through the core library's logger, so a failing job's log says why */
+    mscclpp_log(MSCCLPP_LOG_WARN, "NCCL %s (%s)", last_error, ncclGetErrorString(code));
     return code;
 }
 
@@ -51,7 +71,10 @@ ncclResult_t shim_from_mscclpp(mscclpp_result_t r, const char *what)
     case MSCCLPP_OK: return ncclSuccess;
     case MSCCLPP_ERR_INVALID_ARG: code = ncclInvalidArgument; break;
     case MSCCLPP_ERR_INVALID_PLAN:
-    case MSCCLPP_ERR_UNSUPPORTED: code = ncclInvalidUsage; break;
+    case MSCCLPP_ERR_UNSUPPORTED:
+    /* a call interrupted by ncclCommAbort on another thread ran on a communicator that the
+     * program was destroying: NCCL allows no use of it from then on */
+    case MSCCLPP_ERR_ABORTED: code = ncclInvalidUsage; break;
     case MSCCLPP_ERR_SYSTEM:
     case MSCCLPP_ERR_NO_MEMORY: code = ncclSystemError; break;
     case MSCCLPP_ERR_REMOTE:
@@ -61,23 +84,23 @@ ncclResult_t shim_from_mscclpp(mscclpp_result_t r, const char *what)
     return shim_error(code, "%s: %s (%s)", what, mscclpp_last_error(), mscclpp_result_string(r));
 }
 
-bool shim_info_enabled(void)
-{
-    const char *lv = getenv("MSCCLPP_DEBUG");
-    return lv && (!strcasecmp(lv, "INFO") || !strcasecmp(lv, "TRACE"));
-}
+bool shim_info_enabled(void) { return mscclpp_log_enabled(MSCCLPP_LOG_INFO) != 0; }
 
 void shim_info(const char *fmt, ...)
 {
     if (!shim_info_enabled()) return;
-    char host[64] = "";
-    gethostname(host, sizeof host - 1);
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s:%d MSCCLPP NCCL INFO %s\n", host, (int)getpid(), msg);
+    mscclpp_log(MSCCLPP_LOG_INFO, "NCCL %s", msg);
+}
+
+const char *shim_config(const char *name)
+{
+    const char *v = mscclpp_config_get(name); /* declared in libmscclpp's table */
+    return v ? v : "";
 }
 
 ncclResult_t shim_check_comm(ncclComm_t comm, const char *who)

@@ -14,6 +14,15 @@
 #   bench        mscclpp-bench: the five collectives at 2/4/8 ranks, 8 B .. 256 MiB, checked
 #   latency      allreduce 8 B at 2/4/8 ranks, 1000 iterations; tests/gpu/lat_probe at 1/2/8
 #                ranks (host enqueue time per call vs GPU time per call)
+#   graphs       graph capture through the C API: tests/gpu/graph_replay at 2 and 4 ranks (100
+#                replays of captured collectives with new data, every element checked, direct
+#                calls between), and mscclpp-bench -G (every row checked through a graph; time
+#                per call over graph replays next to direct calls)
+#   torchgraphs  torch.cuda.graph around the Python runtime's allreduce (torch tensors, torch's
+#                int stream) and around dist.all_reduce with libmscclpp_nccl.so preloaded
+#                (tests/gpu/torch_graphs.py under torchrun, 2 ranks): 100 replays, checked
+#   seed         seed 000's examples/torch-integration/dsl_with_nccl_api.py under torchrun with
+#                the library preloaded (2 ranks): the DSL plan serves the 1 MiB+ allreduce
 #   multinode    2 namespace nodes x 1 rank on the one GPU: port channels over UCX, device
 #                memory staged through pinned host memory (auto and always), checked
 #   variants     with --variants DIR: every plan in DIR (tests/gpu/gen_variants.py DIR) at its
@@ -41,7 +50,7 @@ while [ $# -gt 0 ]; do
     --variants) variants=$2; shift ;;
     --quick) quick=1 ;;
     --skip) skip=",$2,"; shift ;;
-    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h | --help) sed -n "2,37p" "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -70,7 +79,8 @@ result() {
 elapsed() { echo "$(($(date +%s) - t0)) s"; }
 
 : >"$out/summary.md"
-for f in "$bench" "$build/tests/gpu/test_gpu_hal" "$build/tests/conformance/test_conformance"; do
+for f in "$bench" "$build/tests/gpu/test_gpu_hal" "$build/tests/conformance/test_conformance" \
+    "$build/tests/gpu/graph_replay"; do
     if [ ! -x "$f" ]; then
         echo "gpu-check: $f is not built (configure --with-cuda; make check TESTS=)"
         exit 2
@@ -223,6 +233,64 @@ if want latency; then
     done
     result latency OK "8 B allreduce (bench, n=1000):$lat probe: $(grep 'rank 0/' \
         "$out/latency-probe.log" | sed 's/lat_probe rank 0//; s/ us\/call//g' | tr '\n' ';')"
+fi
+
+# ---- graphs: capture and replay (docs/graphs.md) ----
+if want graphs; then
+    fails=0
+    for n in 2 4; do
+        timeout "$limit" "$build/tests/gpu/graph_replay" "$n" 100 >"$out/graphs-c-$n.log" 2>&1 ||
+            fails=$((fails + 1))
+    done
+    cline=$(grep -h '^graph_replay' "$out"/graphs-c-*.log | sed 's/^graph_replay: //' | tr '\n' ';')
+    # the same rows direct and through graphs (-G 10: the 20 timed calls replayed 10 times)
+    for g in 0 10; do
+        timeout "$limit" "$bench" allreduce --np 2 -b 8 -e 64M -f 32 -n 20 -w 5 -G $g \
+            >"$out/graphs-bench-G$g.log" 2>&1 || fails=$((fails + 1))
+    done
+    t8=$(awk '/^ *8 / {print $6; exit}' "$out/graphs-bench-G0.log")
+    g8=$(awk '/^ *8 / {print $6; exit}' "$out/graphs-bench-G10.log")
+    grep -q '^# Out of bounds values : 0 OK' "$out/graphs-bench-G10.log" || fails=$((fails + 1))
+    [ $fails = 0 ] && result graphs OK "C API: $cline bench 8 B allreduce: $t8 us direct, $g8 us \
+per call in graphs ($(elapsed))" || result graphs FAIL "$fails failures: $cline"
+fi
+
+# ---- PyTorch: torch.cuda.graph through the Python runtime and the NCCL API; seed 000 ----
+nccl_so=$build/.libs/libmscclpp_nccl.so
+torchrun_ok() { command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; }
+pyenv() { env PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" \
+    MSCCLPP_LIBRARY="$build/.libs/libmscclpp.so" "$@"; }
+if want torchgraphs; then
+    if ! torchrun_ok; then
+        result torchgraphs SKIP "no torchrun / PyTorch here"
+    else
+        fails=0
+        lines=""
+        for mode in runtime nccl; do
+            pre=""
+            if [ $mode = nccl ]; then pre=$nccl_so; fi
+            pyenv LD_PRELOAD="$pre" timeout "$limit" torchrun --standalone --nproc_per_node=2 \
+                "$src/tests/gpu/torch_graphs.py" $mode >"$out/torchgraphs-$mode.log" 2>&1 ||
+                fails=$((fails + 1))
+            l=$(grep -m1 '^torch_graphs' "$out/torchgraphs-$mode.log")
+            lines="$lines ${l:-$mode: $(grep -m1 -i 'error\|fail' "$out/torchgraphs-$mode.log")};"
+        done
+        [ $fails = 0 ] && result torchgraphs OK "$lines" || result torchgraphs FAIL "$lines"
+    fi
+fi
+if want seed; then
+    if ! torchrun_ok; then
+        result seed SKIP "no torchrun / PyTorch here"
+    else
+        pyenv LD_PRELOAD="$nccl_so" timeout "$limit" torchrun --standalone --nproc_per_node=2 \
+            "$src/examples/torch-integration/dsl_with_nccl_api.py" >"$out/seed.log" 2>&1
+        rc=$?
+        ok=$(grep -c 'allreduce completed successfully (DSL plan allreduce_nvls served 1' \
+            "$out/seed.log")
+        [ $rc -eq 0 ] && [ "$ok" = 2 ] && result seed OK "dsl_with_nccl_api.py: 2 ranks, the DSL \
+plan served the 24 MiB allreduce" || result seed FAIL "exit $rc, $ok of 2 ranks ok: \
+$(grep -m1 -i 'error\|assert' "$out/seed.log")"
+    fi
 fi
 
 # ---- candidate plans ----

@@ -1,5 +1,9 @@
 # tests/: shared helpers and the core suites; other suites live in their module's fragment.
 EXTRA_DIST += tests/unit/mp_harness.h
+
+# The house: layers, circles, the config table and the architecture map (scripts/check-house.py).
+TESTS += tests/unit/test_house.sh
+EXTRA_DIST += tests/unit/test_house.sh scripts/check-house.py
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_channels
 TESTS += tests/unit/test_channels
@@ -31,6 +35,15 @@ tests_unit_test_executor_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_executor_LDADD = libmscclpp.la $(CHECK_LIBS)
 endif
 
+# Graph capture and replay on the host backend's capture mode (docs/graphs.md, issue 18).
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_graph
+TESTS += tests/unit/test_graph
+tests_unit_test_graph_SOURCES = tests/unit/test_graph.c tests/unit/mp_harness.c
+tests_unit_test_graph_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_graph_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
+endif
+
 # The bootstrap parser fuzz target (tests/fuzz/fuzz_boot*).
 include tests/fuzz/boot.mk
 # Executor failures (timeouts on streams, partial failure, killed ranks): issue 8.
@@ -58,4 +71,13 @@ TESTS += tests/unit/test_port_fault
 tests_unit_test_port_fault_SOURCES = tests/unit/test_port_fault.c tests/unit/mp_harness.c
 tests_unit_test_port_fault_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_port_fault_LDADD = libmscclpp.la $(CHECK_LIBS)
+endif
+
+# mscclpp_comm_abort while another thread is inside a call (issue 22 item 4).
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_comm_abort
+TESTS += tests/unit/test_comm_abort
+tests_unit_test_comm_abort_SOURCES = tests/unit/test_comm_abort.c tests/unit/mp_harness.c
+tests_unit_test_comm_abort_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_comm_abort_LDADD = libmscclpp.la $(CHECK_LIBS) -lpthread
 endif

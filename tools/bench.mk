@@ -17,6 +17,9 @@ EXTRA_DIST += tests/bench/test_bench.sh
 # The launcher when a rank is killed mid-run (survivors exit by themselves, errors shown).
 TESTS += tests/bench/test_bench_kill.sh
 EXTRA_DIST += tests/bench/test_bench_kill.sh
+# --nodes leaves no namespace, bridge or rank behind: failing run, Ctrl-C, kill, kill -9.
+TESTS += tests/bench/test_bench_cleanup.sh
+EXTRA_DIST += tests/bench/test_bench_cleanup.sh
 # nccl-tests flags, plan names in --json, the summary of failed calls, --plot (TAP).
 TESTS += tests/bench/test_bench_cli.sh
 EXTRA_DIST += tests/bench/test_bench_cli.sh

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +45,7 @@ typedef struct {
     const char *plot_path; /* --plot FILE.svg */
     int average;           /* -a: 0 rank 0's time, 1 mean, 2 min, 3 max over ranks */
     int blocking;          /* -z 1: wait for each call before the next */
+    int graph_launches;    /* -G N: time N replays of a graph of the -n calls (0: direct) */
     int cycles;            /* -N: run the whole sweep this many times */
     tune_opts_t tune; /* --tune: tune.path set */
     const char *natives[8]; /* --native MODULE.so: native algorithms to register */
@@ -58,6 +60,7 @@ typedef struct {
     double time_us;        /* max over ranks */
     long long wrong;       /* summed over ranks; -1 when not checked */
     char msg[256];         /* this rank's error message, when it failed here */
+    mscclpp_result_t local_err; /* this rank's error, when it failed here */
     const char *plan;      /* name of the plan that ran; NULL when unknown */
     uint64_t moved;        /* bytes the plan reads and writes, all ranks (0: unknown) */
     double bound;          /* algbw bound (GB/s) from moved and the copy bandwidth; 0: none */
@@ -127,8 +130,12 @@ static void usage(FILE *f, const char *prog)
             "                        (default 3)\n"
             "  -z, --blocking 0|1    1: wait for each call before starting the next (default 0)\n"
             "  -N, --run_cycles N    run the whole sweep N times (default 1)\n"
-            "  -g 1, -t 1, -G 0      accepted for nccl-tests command lines (one rank per process,\n"
-            "                        no CUDA graphs); other values are refused\n"
+            "  -G, --cudagraph N     capture the -n timed calls into one graph (a CUDA/HIP\n"
+            "                        graph; the host backend's recording) and time N replays\n"
+            "                        of it, as nccl-tests; the check also runs through a\n"
+            "                        graph (default 0: direct calls)\n"
+            "  -g 1, -t 1            accepted for nccl-tests command lines (one rank per\n"
+            "                        process); other values are refused\n"
             "      --tune FILE       sweep plans x blocks x threads per size, write the tuning\n"
             "                        table (FILE 'default': the executor's default path);\n"
             "                        COLLECTIVE optional (default: all five); docs/tuning.md\n"
@@ -178,22 +185,18 @@ enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, 
        OPT_PLOT, OPT_TUNE, OPT_TUNE_BLOCKS, OPT_TUNE_THREADS, OPT_NODES, OPT_NATIVE };
 
 /*
- * nccl-tests options that have no meaning here (-g GPUs per thread, -t threads per process,
- * -G CUDA graph launches): their neutral value is accepted so that copied command lines run;
- * anything else gets a sentence saying what to use. Returns 0, or EXIT_USAGE after printing.
+ * nccl-tests options that have no meaning here (-g GPUs per thread, -t threads per process):
+ * their neutral value is accepted so that copied command lines run; anything else gets a
+ * sentence saying what to use. Returns 0, or EXIT_USAGE after printing.
  */
 static int nccl_tests_flag(int c, const char *arg, const char *prog)
 {
     int v;
-    int neutral = c == 'G' ? 0 : 1;
-    if (parse_int(arg, 0, 1 << 20, &v) == 0 && v == neutral) return 0;
-    if (c == 'G')
-        fprintf(stderr, "%s: -G %s: CUDA graph launches are not supported; each call is "
-                        "launched directly (leave -G out or give -G 0)\n", prog, arg);
-    else
-        fprintf(stderr, "%s: -%c %s: mscclpp-bench runs one rank per process, one GPU each; "
-                        "for %s ranks use --np %s (forked here) or mpiexec -n %s\n",
-                prog, c, arg, arg, arg, arg);
+    if (parse_int(arg, 0, 1 << 20, &v) == 0 && v == 1) return 0;
+    fprintf(stderr,
+            "%s: -%c %s: mscclpp-bench runs one rank per process, one GPU each; "
+            "for %s ranks use --np %s (forked here) or mpiexec -n %s\n",
+            prog, c, arg, arg, arg, arg);
     return EXIT_USAGE;
 }
 
@@ -301,8 +304,12 @@ static int parse_args(int argc, char **argv, opts_t *o)
             if (parse_int(optarg, 1, 1 << 20, &o->cycles))
                 bad = "-N (a count >= 1; 0, run forever, is not supported)";
             break;
-        case 'g': case 't': case 'G':
+        case 'g':
+        case 't':
             if (nccl_tests_flag(c, optarg, prog)) return EXIT_USAGE;
+            break;
+        case 'G':
+            if (parse_int(optarg, 0, 1 << 20, &o->graph_launches)) bad = "-G (a count >= 0)";
             break;
         case OPT_TUNE: o->tune.path = optarg; break;
         case OPT_TUNE_BLOCKS:
@@ -573,6 +580,40 @@ static mscclpp_result_t bench_sync(bench_t *b)
     return b->stream ? mscclpp_stream_synchronize(b->stream) : MSCCLPP_OK;
 }
 
+/* -G: capture `ncalls` calls on the bench's stream into *graph (the capture always ends). */
+static mscclpp_result_t bench_capture(bench_t *b, const void *send, void *recv,
+                                      const bench_shape_t *s, mscclpp_dtype_t dt,
+                                      mscclpp_redop_t op, int ncalls, mscclpp_graph_t *graph)
+{
+    *graph = NULL;
+    if (!b->stream) return mscclpp_stream_begin_capture(NULL); /* the error says why */
+    mscclpp_result_t rc = mscclpp_stream_begin_capture(b->stream);
+    if (rc != MSCCLPP_OK) return rc;
+    for (int i = 0; i < ncalls && rc == MSCCLPP_OK; i++) rc = bench_call(b, send, recv, s, dt, op);
+    /* ended either way; a failed call's message stays the thread's last error */
+    mscclpp_result_t end = mscclpp_stream_end_capture(b->stream, graph);
+    if (rc != MSCCLPP_OK) {
+        mscclpp_graph_destroy(*graph);
+        *graph = NULL;
+        return rc;
+    }
+    return end;
+}
+
+/* One call, or (-G) one replay of a graph of one call: what the check runs. */
+static mscclpp_result_t bench_call_once(bench_t *b, const void *send, void *recv,
+                                        const bench_shape_t *s, mscclpp_dtype_t dt,
+                                        mscclpp_redop_t op)
+{
+    if (!b->o->graph_launches) return bench_call(b, send, recv, s, dt, op);
+    mscclpp_graph_t g = NULL;
+    mscclpp_result_t rc = bench_capture(b, send, recv, s, dt, op, 1, &g);
+    if (rc == MSCCLPP_OK) rc = mscclpp_graph_launch(g, b->stream);
+    if (rc == MSCCLPP_OK) rc = bench_sync(b);
+    mscclpp_result_t d = mscclpp_graph_destroy(g);
+    return rc != MSCCLPP_OK ? rc : d;
+}
+
 /* Poison the output, fill this rank's input, run once and count wrong elements. */
 static mscclpp_result_t check_once(bench_t *b, char *send, char *recv, const bench_shape_t *s,
                                    mscclpp_dtype_t dt, mscclpp_redop_t op, int inplace,
@@ -590,7 +631,7 @@ static mscclpp_result_t check_once(bench_t *b, char *send, char *recv, const ben
         rc = mscclpp_memcpy(send, b->host, sb);
         if (rc != MSCCLPP_OK) return rc;
     }
-    rc = bench_call(b, send, recv, s, dt, op);
+    rc = bench_call_once(b, send, recv, s, dt, op);
     if (rc == MSCCLPP_OK) rc = bench_sync(b);
     if (rc != MSCCLPP_OK) return rc;
     rc = mscclpp_memcpy(b->host, recv, rb);
@@ -607,8 +648,22 @@ static void note_failure(bench_t *b, column_t *col, const char *what, mscclpp_re
 {
     if (rc == MSCCLPP_OK) return;
     snprintf(col->msg, sizeof(col->msg), "%s", mscclpp_last_error());
+    col->local_err = rc;
     if (b->rank != 0) report(b, what, rc);
     (void)bench_sync(b);
+}
+
+/*
+ * agree() on a column's step. When the ranks can no longer talk (a peer died), no table row
+ * will show rank 0's own error: rank 0 prints it here (the others printed theirs already).
+ */
+static int agree_column(bench_t *b, column_t *col, const char *what, mscclpp_result_t *rc)
+{
+    if (agree(b, rc, &col->err_rank) == 0) return 0;
+    if (b->rank == 0 && col->local_err != MSCCLPP_OK)
+        fprintf(stderr, "mscclpp-bench: rank 0: %s: %s: %s\n", what,
+                mscclpp_result_string(col->local_err), col->msg);
+    return -1;
 }
 
 /* Check (when asked), warm up and time one placement. Returns -1 if the bootstrap broke. */
@@ -634,7 +689,7 @@ static int run_column(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, ms
         long long wrong = 0;
         rc = check_once(b, send, recv, s, dt, op, inplace, &wrong);
         note_failure(b, col, what, rc);
-        if (agree(b, &rc, &col->err_rank)) return -1;
+        if (agree_column(b, col, what, &rc)) return -1;
         if (rc != MSCCLPP_OK) {
             col->err = rc;
             return 0;
@@ -646,25 +701,50 @@ static int run_column(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, ms
         rc = bench_call(b, send, recv, s, dt, op);
     if (rc == MSCCLPP_OK) rc = bench_sync(b);
     note_failure(b, col, what, rc);
-    if (agree(b, &rc, &col->err_rank)) return -1;
+    if (agree_column(b, col, what, &rc)) return -1;
     if (rc != MSCCLPP_OK) {
         col->err = rc;
         return 0;
     }
+    /* -G: the timed calls captured once (not timed), then replayed */
+    mscclpp_graph_t graph = NULL;
+    int launches = b->o->graph_launches;
+    if (launches) {
+        rc = bench_capture(b, send, recv, s, dt, op, b->o->iters, &graph);
+        note_failure(b, col, what, rc);
+        if (agree(b, &rc, &col->err_rank)) {
+            mscclpp_graph_destroy(graph);
+            return -1;
+        }
+        if (rc != MSCCLPP_OK) {
+            col->err = rc;
+            return 0;
+        }
+    }
     rc = mscclpp_bootstrap_barrier(b->boot);
     if (rc != MSCCLPP_OK) {
         report(b, "barrier", rc);
+        mscclpp_graph_destroy(graph);
         return -1;
     }
     double t0 = now_s();
-    for (int i = 0; i < b->o->iters && rc == MSCCLPP_OK; i++) {
-        rc = bench_call(b, send, recv, s, dt, op);
-        if (b->o->blocking && rc == MSCCLPP_OK) rc = bench_sync(b);
+    if (graph) {
+        for (int i = 0; i < launches && rc == MSCCLPP_OK; i++) {
+            rc = mscclpp_graph_launch(graph, b->stream);
+            if (b->o->blocking && rc == MSCCLPP_OK) rc = bench_sync(b);
+        }
+    } else {
+        for (int i = 0; i < b->o->iters && rc == MSCCLPP_OK; i++) {
+            rc = bench_call(b, send, recv, s, dt, op);
+            if (b->o->blocking && rc == MSCCLPP_OK) rc = bench_sync(b);
+        }
     }
     if (rc == MSCCLPP_OK) rc = bench_sync(b);
-    double t = (now_s() - t0) * 1e6 / b->o->iters;
+    double t = (now_s() - t0) * 1e6 / b->o->iters / (launches ? launches : 1);
+    mscclpp_result_t drc = mscclpp_graph_destroy(graph);
+    if (rc == MSCCLPP_OK) rc = drc;
     note_failure(b, col, what, rc);
-    if (agree(b, &rc, &col->err_rank)) return -1;
+    if (agree_column(b, col, what, &rc)) return -1;
     if (rc != MSCCLPP_OK) {
         col->err = rc;
         return 0;
@@ -753,6 +833,10 @@ static void print_header(const bench_t *b)
     printf("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
            o->min_bytes, o->max_bytes, o->step_factor ? (size_t)o->step_factor : o->step_bytes,
            o->step_factor ? "factor" : "bytes", o->warmup, o->iters, o->check);
+    if (o->graph_launches)
+        printf("# graphs: the %d timed calls captured into one graph, replayed %d times; time "
+               "is per call\n",
+               o->iters, o->graph_launches);
     if (b->copy_gbps > 0)
         printf("# copy bandwidth %.2f GB/s (bytes read + written, %d ranks copying %zu bytes each "
                "at once); bound = algbw if the plan's bytes moved ran at that bandwidth, ideal = "
@@ -1275,6 +1359,53 @@ fail_plan:
 /* --- launchers ------------------------------------------------------------------------------ */
 
 /*
+ * The forked launcher cleans up on every path (issue 22 item 8): a signal that would end it
+ * (Ctrl-C, kill, a closed terminal) is caught, forwarded to the ranks, and the launcher removes
+ * its network namespaces before it dies of that signal; each rank asks the kernel to kill it
+ * when the launcher dies (PR_SET_PDEATHSIG), so even a launcher killed with SIGKILL leaves no
+ * rank running; what such a launcher leaves of its namespaces the next launcher sweeps away
+ * (netns_sweep).
+ */
+static const int launcher_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+#define N_LAUNCHER_SIGNALS (sizeof launcher_signals / sizeof launcher_signals[0])
+static volatile sig_atomic_t launcher_signal; /* the first one caught */
+static pid_t launcher_pid;
+static struct sigaction launcher_old[N_LAUNCHER_SIGNALS]; /* dispositions before ours */
+
+static void on_launcher_signal(int sig)
+{
+    if (!launcher_signal) launcher_signal = sig;
+}
+
+/* A signal the launcher was started with ignored (nohup, a background job of a script) stays
+ * ignored, in the launcher and its ranks. */
+static void launcher_signals_catch(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_launcher_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < N_LAUNCHER_SIGNALS; i++) {
+        sigaction(launcher_signals[i], NULL, &launcher_old[i]);
+        if (launcher_old[i].sa_handler != SIG_IGN) sigaction(launcher_signals[i], &sa, NULL);
+    }
+}
+
+static void launcher_signals_restore(void)
+{
+    for (size_t i = 0; i < N_LAUNCHER_SIGNALS; i++)
+        sigaction(launcher_signals[i], &launcher_old[i], NULL);
+}
+
+/* In a forked rank, first thing: the launcher's dispositions back, and death with it. */
+static void rank_bind_to_launcher(void)
+{
+    launcher_signals_restore();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher_pid) _exit(1); /* the launcher died before the prctl */
+}
+
+/*
  * A forked rank: get the session's unique id, join, run, and leave without atexit handlers.
  * Rank 0 creates the id (its root thread lives in rank 0) and hands it to the others through
  * `id_pipe`: the ranks are forked before any library thread exists, so no child inherits a lock
@@ -1285,6 +1416,7 @@ static void fork_child(const opts_t *o, int id_pipe[2], int rank)
     mscclpp_unique_id_t id;
     mscclpp_comm_t *comm = NULL;
     int status = 1;
+    rank_bind_to_launcher();
     if (netns_launch_enter(rank) != 0) _exit(1);
     mscclpp_result_t rc = MSCCLPP_OK;
     if (rank == 0) {
@@ -1334,27 +1466,47 @@ static void fork_child(const opts_t *o, int id_pipe[2], int rank)
     _exit(status);
 }
 
+/* The launcher was told to stop: pass the signal on to the ranks still running, give them
+ * 2 s to go, then kill what is left. */
+static void stop_ranks(const opts_t *o, pid_t *pids, int *done, int *left, int sig)
+{
+    fprintf(stderr, "mscclpp-bench: %s: stopping the ranks\n", strsignal(sig));
+    for (int r = 0; r < o->np; r++)
+        if (pids[r] && !done[r]) kill(pids[r], sig);
+    double until = now_s() + 2;
+    while (*left > 0) {
+        for (int r = 0; r < o->np; r++) {
+            if (!pids[r] || done[r]) continue;
+            if (now_s() > until) kill(pids[r], SIGKILL);
+            if (waitpid(pids[r], NULL, now_s() > until ? 0 : WNOHANG) == pids[r]) {
+                done[r] = 1;
+                (*left)--;
+            }
+        }
+        if (*left > 0) nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
+    }
+}
+
 static int run_forked(const opts_t *o)
 {
+    launcher_pid = getpid();
+    launcher_signals_catch();
     netns_launch_setup(o->nodes, o->np);
     pid_t *pids = calloc((size_t)o->np, sizeof(pid_t));
     int *done = calloc((size_t)o->np, sizeof(int));
-    int id_pipe[2];
+    int id_pipe[2] = {-1, -1};
+    int status = 0, left = 0;
     if (!pids || !done) {
         fprintf(stderr, "mscclpp-bench: out of memory\n");
-        free(pids);
-        free(done);
-        netns_launch_cleanup();
-        return 1;
+        status = 1;
+        goto out;
     }
+    if (launcher_signal) goto out; /* while the namespaces were made */
     if (pipe(id_pipe) != 0) {
         fprintf(stderr, "mscclpp-bench: pipe: %s\n", strerror(errno));
-        free(pids);
-        free(done);
-        netns_launch_cleanup();
-        return 1;
+        status = 1;
+        goto out;
     }
-    int status = 0, left = 0;
     fflush(NULL);
     for (int r = 0; r < o->np; r++) {
         pid_t pid = fork();
@@ -1380,6 +1532,10 @@ static int run_forked(const opts_t *o)
     double kill_at = status != 0 ? now_s() : 0; /* 0: nobody died */
     int first_dead = -1;
     while (left > 0) {
+        if (launcher_signal) {
+            stop_ranks(o, pids, done, &left, launcher_signal);
+            break;
+        }
         for (int r = 0; r < o->np; r++) {
             int ws;
             if (!pids[r] || done[r] || waitpid(pids[r], &ws, WNOHANG) != pids[r]) continue;
@@ -1425,9 +1581,18 @@ static int run_forked(const opts_t *o)
         }
         if (left > 0) nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
     }
+out:
     free(pids);
     free(done);
     netns_launch_cleanup();
+    launcher_signals_restore();
+    if (launcher_signal) {
+        /* die of the signal, as the caller (a shell) expects of a stopped program */
+        fflush(NULL);
+        signal(launcher_signal, SIG_DFL);
+        raise(launcher_signal);
+        return 128 + launcher_signal;
+    }
     return status;
 }
 

@@ -2,9 +2,11 @@
 #define _GNU_SOURCE
 #include "tools/netns.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,14 @@
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* The network device `name` exists in this namespace. */
+static int access_link(const char *name)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/sys/class/net/%s", name);
+    return access(path, F_OK) == 0;
+}
 
 /* Run `ip ARGS...` quietly; 0 when it exits 0. */
 static int ip_cmd(const char *fmt, ...)
@@ -62,7 +72,9 @@ int netns_create(int nodes, netns_t *ns, char *why, size_t cap)
     int pid = (int)getpid();
     ns->nodes = nodes;
     ns->subnet = 20 + pid % 200;
-    snprintf(ns->bridge, sizeof ns->bridge, "mbr%d", pid % 100000);
+    /* every name carries the whole pid (pid_max is at most 2^22: 7 digits, within IFNAMSIZ),
+     * so that netns_sweep can tell whose leftovers they are */
+    snprintf(ns->bridge, sizeof ns->bridge, "mbr%d", pid);
     if (ip_cmd("link add %s type bridge", ns->bridge) != 0) {
         snprintf(why, cap, "ip link add %s type bridge failed", ns->bridge);
         return -1;
@@ -74,10 +86,10 @@ int netns_create(int nodes, netns_t *ns, char *why, size_t cap)
         goto fail;
     }
     for (int k = 0; k < nodes; k++) {
-        char peer[16];
+        const char *peer = ns->peer[k];
         snprintf(ns->ns[k], sizeof ns->ns[k], "mscclpp-%d-n%d", pid, k);
-        snprintf(ns->veth[k], sizeof ns->veth[k], "mv%dn%d", pid % 10000, k);
-        snprintf(peer, sizeof peer, "mp%dn%d", pid % 10000, k);
+        snprintf(ns->veth[k], sizeof ns->veth[k], "mv%dn%d", pid, k);
+        snprintf(ns->peer[k], sizeof ns->peer[k], "mp%dn%d", pid, k);
         if (ip_cmd("netns add %s", ns->ns[k]) != 0) {
             snprintf(why, cap, "ip netns add %s failed", ns->ns[k]);
             goto fail;
@@ -140,13 +152,60 @@ int netns_enter(const netns_t *ns, int k, char *why, size_t cap)
 
 void netns_destroy(netns_t *ns)
 {
+    /* The veth pairs first, from this namespace's end: deleting one end takes the other at
+     * once, while a deleted namespace's devices go only when the kernel gets to it (the ends
+     * on the bridge were still listed right after `ip netns del`). */
+    for (int k = 0; k < ns->nodes; k++)
+        if (ns->peer[k][0] && access_link(ns->peer[k])) ip_cmd("link del %s", ns->peer[k]);
     for (int k = 0; k < ns->nodes; k++)
         if (ns->made[k]) {
-            ip_cmd("netns del %s", ns->ns[k]); /* takes its veth pair with it */
+            ip_cmd("netns del %s", ns->ns[k]);
             ns->made[k] = 0;
         }
+    /* a pair whose move into the namespace failed is still here */
+    for (int k = 0; k < ns->nodes; k++)
+        if (ns->veth[k][0] && access_link(ns->veth[k])) ip_cmd("link del %s", ns->veth[k]);
     if (ns->made_bridge) ip_cmd("link del %s", ns->bridge);
     ns->made_bridge = 0;
+}
+
+/* "<prefix><pid><rest>": the pid, or 0 when `name` is not of that form */
+static int name_pid(const char *name, const char *prefix, const char *rest_start)
+{
+    size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n) != 0) return 0;
+    char *end = NULL;
+    long pid = strtol(name + n, &end, 10);
+    if (end == name + n || pid <= 0 || pid > 4194304) return 0;
+    if (rest_start ? strncmp(end, rest_start, strlen(rest_start)) != 0 : *end != '\0') return 0;
+    return (int)pid;
+}
+
+/* The launcher that made these names is gone (its pid is free, or now another process's that
+ * is not a launcher of ours: then the leftovers stay, harmless, until that pid is free too). */
+static int pid_dead(int pid) { return kill((pid_t)pid, 0) != 0 && errno == ESRCH; }
+
+int netns_sweep(void)
+{
+    if (geteuid() != 0) return 0;
+    int removed = 0;
+    /* veth ends and bridges first (deleting an end takes the pair at once), then namespaces */
+    DIR *d = opendir("/sys/class/net");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        int pid = name_pid(e->d_name, "mp", "n");
+        if (!pid) pid = name_pid(e->d_name, "mv", "n");
+        if (!pid) pid = name_pid(e->d_name, "mbr", NULL);
+        if (pid && pid_dead(pid) && ip_cmd("link del %s", e->d_name) == 0) removed++;
+    }
+    if (d) closedir(d);
+    d = opendir("/var/run/netns");
+    while (d && (e = readdir(d))) {
+        int pid = name_pid(e->d_name, "mscclpp-", "-n");
+        if (pid && pid_dead(pid) && ip_cmd("netns del %s", e->d_name) == 0) removed++;
+    }
+    if (d) closedir(d);
+    return removed;
 }
 
 /* ---- launcher helpers ---------------------------------------------------------------------- */
@@ -160,6 +219,12 @@ int netns_launch_setup(int nodes, int np)
     launch_np = np;
     launch_mode = 0;
     if (nodes <= 1) return 0;
+    int swept = netns_sweep();
+    if (swept)
+        fprintf(stderr,
+                "mscclpp: removed %d namespaces and links left behind by launchers that "
+                "are gone\n",
+                swept);
     char why[256];
     if (netns_create(nodes, &launch_ns, why, sizeof why) == 0) {
         char ifname[16];

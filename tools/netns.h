@@ -21,6 +21,7 @@ typedef struct {
     char bridge[16];
     char ns[NETNS_MAX_NODES][32];  /* namespace names */
     char veth[NETNS_MAX_NODES][16];/* device inside namespace k */
+    char peer[NETNS_MAX_NODES][16]; /* its other end, on the bridge in the caller's namespace */
 } netns_t;
 
 /** Make `nodes` namespaces; 0 on success, else -1 with the reason in `why` (nothing left). */
@@ -29,6 +30,12 @@ int netns_create(int nodes, netns_t *ns, char *why, size_t cap);
 int netns_enter(const netns_t *ns, int k, char *why, size_t cap);
 /** Remove what netns_create made. */
 void netns_destroy(netns_t *ns);
+/**
+ * Remove the namespaces (mscclpp-<pid>-n<k>) and links (mbr<pid>, mp<pid>n<k>, mv<pid>n<k>)
+ * that netns_create made in processes that no longer exist: a launcher killed with SIGKILL
+ * cannot clean up after itself. Returns how many were removed (0 without root).
+ */
+int netns_sweep(void);
 
 #endif
 

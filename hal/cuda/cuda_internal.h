@@ -160,6 +160,33 @@ mscclpp_result_t cuda_event_destroy(hal_event_t e);
 mscclpp_result_t cuda_event_record(hal_event_t e, hal_stream_t s);
 mscclpp_result_t cuda_event_sync(hal_event_t e);
 mscclpp_result_t cuda_event_elapsed_ms(hal_event_t start, hal_event_t end, float *ms);
+mscclpp_result_t cuda_stream_begin_capture(hal_stream_t s);
+mscclpp_result_t cuda_stream_end_capture(hal_stream_t s, hal_graph_t *graph);
+mscclpp_result_t cuda_graph_launch(hal_graph_t graph, hal_stream_t s);
+mscclpp_result_t cuda_graph_destroy(hal_graph_t graph);
+/**
+ * The stream of the module's synchronous copies and sets: the legacy stream, unless using it
+ * now would join a capture in progress (a blocking stream capturing: CUDA then invalidates the
+ * capture); then a non-blocking stream of the module's own for the current device.
+ */
+cudaStream_t cuda_setup_stream(void);
+/*
+ * Setup work (allocations, synchronous copies, imports) may come while the application
+ * captures a stream in global mode (torch.cuda.graph does): CUDA refuses such calls then
+ * ("operation not permitted when stream is capturing") although none of them is part of the
+ * graph. The module's slots that do setup relax the calling thread's capture mode for their
+ * duration (cudaThreadExchangeStreamCaptureMode), as NCCL does for its allocations.
+ */
+static inline enum cudaStreamCaptureMode cuda_capture_relax(void)
+{
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    return mode;
+}
+static inline void cuda_capture_restore(enum cudaStreamCaptureMode mode)
+{
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+}
 /** Wait for `s` (0: the legacy stream), polling with backoff, bounded by MSCCLPP_TIMEOUT. */
 mscclpp_result_t cuda_stream_wait(cudaStream_t s, const char *who);
 /** Once per device, at its first launch: warn if other processes share it without CUDA MPS

@@ -65,8 +65,9 @@ static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 /* Zero new device memory before any stream can use it (cudaMemset alone is asynchronous). */
 static mscclpp_result_t cuda_zero_sync(void *p, size_t bytes)
 {
-    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, 0));
-    return cuda_stream_wait(0, "zeroing new memory");
+    cudaStream_t s = cuda_setup_stream();
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, s));
+    return cuda_stream_wait(s, "zeroing new memory");
 }
 
 /* ----- cuMem helpers ------------------------------------------------------------------------ */
@@ -333,8 +334,9 @@ mscclpp_result_t cuda_memcpy_sync(void *dst, const void *src, size_t bytes)
     CUDA_REQUIRE_INIT();
     if (bytes == 0) return MSCCLPP_OK;
     /* device-to-device cudaMemcpy returns before the copy is done: wait explicitly */
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, 0));
-    return cuda_stream_wait(0, "memcpy_sync");
+    cudaStream_t s = cuda_setup_stream();
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+    return cuda_stream_wait(s, "memcpy_sync");
 }
 
 static bool is_host_alloc(const void *ptr)
@@ -357,8 +359,9 @@ mscclpp_result_t cuda_memset_sync(void *dst, int value, size_t bytes)
     }
     /* the legacy stream does not wait for our non-blocking streams, so this cannot hang on a
      * kernel that waits for a peer */
-    CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, 0));
-    return cuda_stream_wait(0, "memset_sync");
+    cudaStream_t s = cuda_setup_stream();
+    CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, s));
+    return cuda_stream_wait(s, "memset_sync");
 }
 
 mscclpp_result_t cuda_memcpy_async(void *dst, const void *src, size_t bytes, hal_stream_t s)

@@ -195,8 +195,10 @@ bool cuda_device_multicast(int ordinal)
 mscclpp_result_t cuda_current_cudev(int *ordinal, CUdevice *dev)
 {
     CUDA_CHECK(cudaGetDevice(ordinal));
-    /* runtime calls make the primary context current for this thread, as driver calls need */
-    CUDA_CHECK(cudaFree(NULL));
+    /* runtime calls make the primary context current for this thread, as driver calls need:
+     * cudaSetDevice does (CUDA 12+) and, unlike cudaFree(NULL), is permitted while the
+     * application captures a stream */
+    CUDA_CHECK(cudaSetDevice(*ordinal));
     CU_CHECK(cuda_drv.device_get(dev, *ordinal));
     return MSCCLPP_OK;
 }
@@ -262,6 +264,46 @@ static mscclpp_result_t cuda_device_props(int dev, hal_device_props_t *props)
 
 /* ----- the table ---------------------------------------------------------------------------- */
 
+/*
+ * Slots that do setup run with the thread's capture mode relaxed (cuda_internal.h,
+ * cuda_capture_relax), so that a collective called first inside torch.cuda.graph can build
+ * its context and lowered plan; none of this work is captured. CUDA_RELAXED(slot, params,
+ * args) defines relaxed_<slot> around cuda_<slot>.
+ */
+#define CUDA_RELAXED(slot, params, args)                         \
+    static mscclpp_result_t relaxed_##slot params                \
+    {                                                            \
+        enum cudaStreamCaptureMode mode_ = cuda_capture_relax(); \
+        mscclpp_result_t r_ = cuda_##slot args;                  \
+        cuda_capture_restore(mode_);                             \
+        return r_;                                               \
+    }
+CUDA_RELAXED(mem_alloc, (size_t bytes, void **ptr), (bytes, ptr))
+CUDA_RELAXED(mem_alloc_shareable, (size_t bytes, void **ptr), (bytes, ptr))
+CUDA_RELAXED(mem_free, (void *ptr), (ptr))
+CUDA_RELAXED(host_alloc, (size_t bytes, void **ptr), (bytes, ptr))
+CUDA_RELAXED(host_free, (void *ptr), (ptr))
+CUDA_RELAXED(mem_range, (const void *ptr, void **base, size_t *size), (ptr, base, size))
+CUDA_RELAXED(memcpy_sync, (void *dst, const void *src, size_t bytes), (dst, src, bytes))
+CUDA_RELAXED(memset_sync, (void *dst, int value, size_t bytes), (dst, value, bytes))
+CUDA_RELAXED(mem_export, (void *base, hal_mem_handle_t *handle), (base, handle))
+CUDA_RELAXED(mem_import, (const hal_mem_handle_t *handle, void **base), (handle, base))
+CUDA_RELAXED(mem_unimport, (void *base), (base))
+CUDA_RELAXED(mc_create, (size_t bytes, int ndevices, hal_mc_t *mc, hal_mem_handle_t *handle),
+             (bytes, ndevices, mc, handle))
+CUDA_RELAXED(mc_import, (const hal_mem_handle_t *handle, hal_mc_t *mc), (handle, mc))
+CUDA_RELAXED(mc_bind, (hal_mc_t mc, void *base, size_t bytes, void **mc_ptr),
+             (mc, base, bytes, mc_ptr))
+CUDA_RELAXED(mc_free, (hal_mc_t mc), (mc))
+CUDA_RELAXED(stream_create, (hal_stream_t * s), (s))
+CUDA_RELAXED(stream_destroy, (hal_stream_t s), (s))
+/* a capturing stream still refuses to be synchronized: only other streams become legal */
+CUDA_RELAXED(stream_sync, (hal_stream_t s), (s))
+CUDA_RELAXED(event_create, (hal_event_t * e), (e))
+CUDA_RELAXED(event_destroy, (hal_event_t e), (e))
+CUDA_RELAXED(event_sync, (hal_event_t e), (e))
+#undef CUDA_RELAXED
+
 static const hal_ops_t cuda_ops = {
     .size = sizeof(hal_ops_t),
     .abi_version = HAL_ABI_VERSION,
@@ -272,32 +314,36 @@ static const hal_ops_t cuda_ops = {
     .device_set = cuda_device_set,
     .device_get = cuda_device_get,
     .device_props = cuda_device_props,
-    .mem_alloc = cuda_mem_alloc,
-    .mem_alloc_shareable = cuda_mem_alloc_shareable,
-    .mem_free = cuda_mem_free,
-    .host_alloc = cuda_host_alloc,
-    .host_free = cuda_host_free,
-    .mem_range = cuda_mem_range,
-    .memcpy_sync = cuda_memcpy_sync,
-    .memset_sync = cuda_memset_sync,
+    .mem_alloc = relaxed_mem_alloc,
+    .mem_alloc_shareable = relaxed_mem_alloc_shareable,
+    .mem_free = relaxed_mem_free,
+    .host_alloc = relaxed_host_alloc,
+    .host_free = relaxed_host_free,
+    .mem_range = relaxed_mem_range,
+    .memcpy_sync = relaxed_memcpy_sync,
+    .memset_sync = relaxed_memset_sync,
     .memcpy_async = cuda_memcpy_async,
     .memset_async = cuda_memset_async,
-    .mem_export = cuda_mem_export,
-    .mem_import = cuda_mem_import,
-    .mem_unimport = cuda_mem_unimport,
+    .mem_export = relaxed_mem_export,
+    .mem_import = relaxed_mem_import,
+    .mem_unimport = relaxed_mem_unimport,
     .mc_granularity = cuda_mc_granularity,
-    .mc_create = cuda_mc_create,
-    .mc_import = cuda_mc_import,
-    .mc_bind = cuda_mc_bind,
-    .mc_free = cuda_mc_free,
-    .stream_create = cuda_stream_create,
-    .stream_destroy = cuda_stream_destroy,
-    .stream_sync = cuda_stream_sync,
+    .mc_create = relaxed_mc_create,
+    .mc_import = relaxed_mc_import,
+    .mc_bind = relaxed_mc_bind,
+    .mc_free = relaxed_mc_free,
+    .stream_create = relaxed_stream_create,
+    .stream_destroy = relaxed_stream_destroy,
+    .stream_sync = relaxed_stream_sync,
     .stream_capturing = cuda_stream_capturing,
-    .event_create = cuda_event_create,
-    .event_destroy = cuda_event_destroy,
+    .stream_begin_capture = cuda_stream_begin_capture,
+    .stream_end_capture = cuda_stream_end_capture,
+    .graph_launch = cuda_graph_launch,
+    .graph_destroy = cuda_graph_destroy,
+    .event_create = relaxed_event_create,
+    .event_destroy = relaxed_event_destroy,
     .event_record = cuda_event_record,
-    .event_sync = cuda_event_sync,
+    .event_sync = relaxed_event_sync,
     .event_elapsed_ms = cuda_event_elapsed_ms,
     .launch = cuda_launch,
 };

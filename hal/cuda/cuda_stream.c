@@ -4,6 +4,9 @@
  * plan kernel that waits for a peer that never comes must not hang the caller.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+
 #include "base/config.h"
 #include "base/wait.h"
 #include "hal/cuda/cuda_internal.h"
@@ -133,4 +136,100 @@ mscclpp_result_t cuda_launch(const void *args, size_t args_bytes, int nblocks, i
     return ERR(MSCCLPP_ERR_UNSUPPORTED,
                "cuda launch: this build has no CUDA interpreter (kernels/libkern_cuda.la)");
 #endif
+}
+
+/* ----- capture and graphs -------------------------------------------------------------------- */
+
+#define CUDA_SETUP_DEVICES 64
+static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+static cudaStream_t setup_streams[CUDA_SETUP_DEVICES];
+
+cudaStream_t cuda_setup_stream(void)
+{
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    /* the legacy stream reports cudaErrorStreamCaptureImplicit when using it would join a
+     * capture of a blocking stream */
+    cudaError_t err = cudaStreamIsCapturing(0, &status);
+    if (err == cudaSuccess && status == cudaStreamCaptureStatusNone) return 0;
+    (void)cudaGetLastError();
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= CUDA_SETUP_DEVICES) {
+        (void)cudaGetLastError();
+        return 0; /* the caller's copy then reports what CUDA says */
+    }
+    pthread_mutex_lock(&setup_lock);
+    if (!setup_streams[dev] &&
+        cudaStreamCreateWithFlags(&setup_streams[dev], cudaStreamNonBlocking) != cudaSuccess) {
+        (void)cudaGetLastError();
+        setup_streams[dev] = 0;
+    }
+    cudaStream_t s = setup_streams[dev];
+    pthread_mutex_unlock(&setup_lock);
+    return s;
+}
+
+/* An instantiated graph and the graph it was made from. */
+struct hal_graph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+};
+
+mscclpp_result_t cuda_stream_begin_capture(hal_stream_t s)
+{
+    CUDA_REQUIRE_INIT();
+    if (!s) return ERR_ARG("cuda stream_begin_capture: the legacy stream cannot be captured");
+    /* global mode, as torch.cuda.graph: calls that are unsafe during a capture fail in any
+     * thread, so a mistake shows here rather than as a graph that replays wrong */
+    CUDA_CHECK(cudaStreamBeginCapture(cuda_stream(s), cudaStreamCaptureModeGlobal));
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t cuda_stream_end_capture(hal_stream_t s, hal_graph_t *graph)
+{
+    CHECK_ARG(graph != NULL);
+    *graph = NULL;
+    CUDA_REQUIRE_INIT();
+    if (!s) return ERR_ARG("cuda stream_end_capture: the legacy stream cannot be captured");
+    mscclpp_result_t res = MSCCLPP_OK;
+    struct hal_graph *g = calloc(1, sizeof *g);
+    cudaGraph_t cg = NULL;
+    /* always ends the capture, also an invalidated one (which returns an error) */
+    cudaError_t err = cudaStreamEndCapture(cuda_stream(s), &cg);
+    if (err != cudaSuccess) {
+        res = cuda_rt_error(err, "cudaStreamEndCapture", __FILE__, __LINE__);
+        goto fail;
+    }
+    if (!g) {
+        res = ERR(MSCCLPP_ERR_NO_MEMORY, "cuda stream_end_capture: out of memory");
+        goto fail;
+    }
+    CUDA_CHECK_GOTO(cudaGraphInstantiate(&g->exec, cg, 0), res, fail);
+    g->graph = cg;
+    *graph = g;
+    return MSCCLPP_OK;
+fail:
+    if (cg) (void)cudaGraphDestroy(cg);
+    free(g);
+    return res;
+}
+
+mscclpp_result_t cuda_graph_launch(hal_graph_t graph, hal_stream_t s)
+{
+    CHECK_ARG(graph != NULL);
+    CUDA_REQUIRE_INIT();
+    CUDA_CHECK(cudaGraphLaunch(graph->exec, cuda_stream(s)));
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t cuda_graph_destroy(hal_graph_t graph)
+{
+    if (!graph) return MSCCLPP_OK;
+    CUDA_REQUIRE_INIT();
+    /* CUDA defers the release of an executable graph until its launches are done */
+    cudaError_t e1 = cudaGraphExecDestroy(graph->exec);
+    cudaError_t e2 = cudaGraphDestroy(graph->graph);
+    free(graph);
+    if (e1 != cudaSuccess) return cuda_rt_error(e1, "cudaGraphExecDestroy", __FILE__, __LINE__);
+    if (e2 != cudaSuccess) return cuda_rt_error(e2, "cudaGraphDestroy", __FILE__, __LINE__);
+    return MSCCLPP_OK;
 }

@@ -30,6 +30,9 @@ mscclpp_result_t hip_require_init(const char *op);
 
 /** Wait for `s` (NULL: the null stream), polling with backoff, bounded by MSCCLPP_TIMEOUT. */
 mscclpp_result_t hip_stream_wait(hipStream_t s, const char *who);
+/** The stream of synchronous copies and sets: the null stream, unless using it would join a
+ * capture in progress; then a non-blocking stream of the module's own (hip_module.c). */
+hipStream_t hip_setup_stream(void);
 
 mscclpp_result_t hip_mem_alloc(size_t bytes, void **ptr);
 mscclpp_result_t hip_mem_alloc_shareable(size_t bytes, void **ptr);

@@ -71,8 +71,9 @@ static hip_alloc_t *reg_take(const void *base, unsigned mask)
 /* New device memory starts zeroed (flags, semaphores), and is zero before any stream uses it. */
 static mscclpp_result_t zero_sync(void *p, size_t bytes)
 {
-    HIP_CHECK(hipMemsetAsync(p, 0, bytes, NULL));
-    return hip_stream_wait(NULL, "zeroing new memory");
+    hipStream_t s = hip_setup_stream();
+    HIP_CHECK(hipMemsetAsync(p, 0, bytes, s));
+    return hip_stream_wait(s, "zeroing new memory");
 }
 
 static mscclpp_result_t dev_alloc(size_t bytes, hip_alloc_kind_t kind, void **ptr)
@@ -195,8 +196,9 @@ mscclpp_result_t hip_memcpy_sync(void *dst, const void *src, size_t bytes)
     CHECK_ARG(bytes == 0 || (dst != NULL && src != NULL));
     HIP_REQUIRE_INIT();
     if (bytes == 0) return MSCCLPP_OK;
-    HIP_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDefault, NULL));
-    return hip_stream_wait(NULL, "memcpy_sync");
+    hipStream_t s = hip_setup_stream();
+    HIP_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDefault, s));
+    return hip_stream_wait(s, "memcpy_sync");
 }
 
 mscclpp_result_t hip_memset_sync(void *dst, int value, size_t bytes)
@@ -208,8 +210,9 @@ mscclpp_result_t hip_memset_sync(void *dst, int value, size_t bytes)
         memset(dst, value, bytes);
         return MSCCLPP_OK;
     }
-    HIP_CHECK(hipMemsetAsync(dst, value, bytes, NULL));
-    return hip_stream_wait(NULL, "memset_sync");
+    hipStream_t s = hip_setup_stream();
+    HIP_CHECK(hipMemsetAsync(dst, value, bytes, s));
+    return hip_stream_wait(s, "memset_sync");
 }
 
 mscclpp_result_t hip_memcpy_async(void *dst, const void *src, size_t bytes, hal_stream_t s)

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -248,6 +249,125 @@ static mscclpp_result_t hip_launch(const void *args, size_t args_bytes, int nblo
 #endif
 }
 
+/* ----- capture and graphs (as hal/cuda/cuda_stream.c) --------------------------------------- */
+
+#define HIP_SETUP_DEVICES 64
+static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+static hipStream_t setup_streams[HIP_SETUP_DEVICES];
+
+hipStream_t hip_setup_stream(void)
+{
+    hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+    hipError_t err = hipStreamIsCapturing(NULL, &status);
+    if (err == hipSuccess && status == hipStreamCaptureStatusNone) return NULL;
+    (void)hipGetLastError();
+    int dev = 0;
+    if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= HIP_SETUP_DEVICES) {
+        (void)hipGetLastError();
+        return NULL;
+    }
+    pthread_mutex_lock(&setup_lock);
+    if (!setup_streams[dev] &&
+        hipStreamCreateWithFlags(&setup_streams[dev], hipStreamNonBlocking) != hipSuccess) {
+        (void)hipGetLastError();
+        setup_streams[dev] = NULL;
+    }
+    hipStream_t s = setup_streams[dev];
+    pthread_mutex_unlock(&setup_lock);
+    return s;
+}
+
+struct hal_graph {
+    hipGraph_t graph;
+    hipGraphExec_t exec;
+};
+
+static mscclpp_result_t hip_stream_begin_capture(hal_stream_t s)
+{
+    HIP_REQUIRE_INIT();
+    if (!s) return ERR_ARG("hip stream_begin_capture: the null stream cannot be captured");
+    HIP_CHECK(hipStreamBeginCapture(hip_stream(s), hipStreamCaptureModeGlobal));
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t hip_stream_end_capture(hal_stream_t s, hal_graph_t *graph)
+{
+    CHECK_ARG(graph != NULL);
+    *graph = NULL;
+    HIP_REQUIRE_INIT();
+    if (!s) return ERR_ARG("hip stream_end_capture: the null stream cannot be captured");
+    mscclpp_result_t res = MSCCLPP_OK;
+    struct hal_graph *g = calloc(1, sizeof *g);
+    hipGraph_t hg = NULL;
+    hipError_t err = hipStreamEndCapture(hip_stream(s), &hg);
+    if (err != hipSuccess) {
+        res = hip_rt_error(err, "hipStreamEndCapture", __FILE__, __LINE__);
+        goto fail;
+    }
+    if (!g) {
+        res = ERR(MSCCLPP_ERR_NO_MEMORY, "hip stream_end_capture: out of memory");
+        goto fail;
+    }
+    err = hipGraphInstantiate(&g->exec, hg, NULL, NULL, 0);
+    if (err != hipSuccess) {
+        res = hip_rt_error(err, "hipGraphInstantiate", __FILE__, __LINE__);
+        goto fail;
+    }
+    g->graph = hg;
+    *graph = g;
+    return MSCCLPP_OK;
+fail:
+    if (hg) (void)hipGraphDestroy(hg);
+    free(g);
+    return res;
+}
+
+static mscclpp_result_t hip_graph_launch(hal_graph_t graph, hal_stream_t s)
+{
+    CHECK_ARG(graph != NULL);
+    HIP_REQUIRE_INIT();
+    HIP_CHECK(hipGraphLaunch(graph->exec, hip_stream(s)));
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t hip_graph_destroy(hal_graph_t graph)
+{
+    if (!graph) return MSCCLPP_OK;
+    HIP_REQUIRE_INIT();
+    hipError_t e1 = hipGraphExecDestroy(graph->exec);
+    hipError_t e2 = hipGraphDestroy(graph->graph);
+    free(graph);
+    if (e1 != hipSuccess) return hip_rt_error(e1, "hipGraphExecDestroy", __FILE__, __LINE__);
+    if (e2 != hipSuccess) return hip_rt_error(e2, "hipGraphDestroy", __FILE__, __LINE__);
+    return MSCCLPP_OK;
+}
+
+/* Setup slots run with the thread's capture mode relaxed, as in the CUDA module
+ * (hal/cuda/cuda_module.c): a collective called first inside a capture builds what it needs
+ * outside the graph. HIP_RELAXED(slot, params, args) defines relaxed_<slot>. */
+#define HIP_RELAXED(slot, params, args)                           \
+    static mscclpp_result_t relaxed_##slot params                 \
+    {                                                             \
+        hipStreamCaptureMode mode_ = hipStreamCaptureModeRelaxed; \
+        (void)hipThreadExchangeStreamCaptureMode(&mode_);         \
+        mscclpp_result_t r_ = hip_##slot args;                    \
+        (void)hipThreadExchangeStreamCaptureMode(&mode_);         \
+        return r_;                                                \
+    }
+HIP_RELAXED(mem_alloc, (size_t bytes, void **ptr), (bytes, ptr))
+HIP_RELAXED(mem_alloc_shareable, (size_t bytes, void **ptr), (bytes, ptr))
+HIP_RELAXED(mem_free, (void *ptr), (ptr))
+HIP_RELAXED(host_alloc, (size_t bytes, void **ptr), (bytes, ptr))
+HIP_RELAXED(host_free, (void *ptr), (ptr))
+HIP_RELAXED(mem_range, (const void *ptr, void **base, size_t *size), (ptr, base, size))
+HIP_RELAXED(memcpy_sync, (void *dst, const void *src, size_t bytes), (dst, src, bytes))
+HIP_RELAXED(memset_sync, (void *dst, int value, size_t bytes), (dst, value, bytes))
+HIP_RELAXED(mem_export, (void *base, hal_mem_handle_t *handle), (base, handle))
+HIP_RELAXED(mem_import, (const hal_mem_handle_t *handle, void **base), (handle, base))
+HIP_RELAXED(mem_unimport, (void *base), (base))
+HIP_RELAXED(stream_sync, (hal_stream_t s), (s))
+#undef HIP_RELAXED
+
 /* Multicast: none on AMD; the typed stubs of hal/hal.h (hal/hal_stub.c is compiled in). */
 HAL_DEFINE_STUBS("hip")
 
@@ -261,19 +381,19 @@ static const hal_ops_t hip_ops = {
     .device_set = hip_device_set,
     .device_get = hip_device_get,
     .device_props = hip_device_props,
-    .mem_alloc = hip_mem_alloc,
-    .mem_alloc_shareable = hip_mem_alloc_shareable,
-    .mem_free = hip_mem_free,
-    .host_alloc = hip_host_alloc,
-    .host_free = hip_host_free,
-    .mem_range = hip_mem_range,
-    .memcpy_sync = hip_memcpy_sync,
-    .memset_sync = hip_memset_sync,
+    .mem_alloc = relaxed_mem_alloc,
+    .mem_alloc_shareable = relaxed_mem_alloc_shareable,
+    .mem_free = relaxed_mem_free,
+    .host_alloc = relaxed_host_alloc,
+    .host_free = relaxed_host_free,
+    .mem_range = relaxed_mem_range,
+    .memcpy_sync = relaxed_memcpy_sync,
+    .memset_sync = relaxed_memset_sync,
     .memcpy_async = hip_memcpy_async,
     .memset_async = hip_memset_async,
-    .mem_export = hip_mem_export,
-    .mem_import = hip_mem_import,
-    .mem_unimport = hip_mem_unimport,
+    .mem_export = relaxed_mem_export,
+    .mem_import = relaxed_mem_import,
+    .mem_unimport = relaxed_mem_unimport,
     .mc_granularity = hal_stub_mc_granularity,
     .mc_create = hal_stub_mc_create,
     .mc_import = hal_stub_mc_import,
@@ -281,8 +401,12 @@ static const hal_ops_t hip_ops = {
     .mc_free = hal_stub_mc_free,
     .stream_create = hip_stream_create,
     .stream_destroy = hip_stream_destroy,
-    .stream_sync = hip_stream_sync,
+    .stream_sync = relaxed_stream_sync,
     .stream_capturing = hip_stream_capturing,
+    .stream_begin_capture = hip_stream_begin_capture,
+    .stream_end_capture = hip_stream_end_capture,
+    .graph_launch = hip_graph_launch,
+    .graph_destroy = hip_graph_destroy,
     .event_create = hip_event_create,
     .event_destroy = hip_event_destroy,
     .event_record = hip_event_record,

@@ -30,9 +30,10 @@ typedef struct {
     uint64_t size;           /* bytes asked for */
     hal_fdb_ticket_t ticket; /* its pid is the exporting process: a forked child re-serves */
 } host_export_t;
-/* Export state of the allocation at `base`: if this process serves it already, its export in
- * *ex and *memfd = -1; else *ex without a ticket and a dup of its memfd for the caller to
- * serve (the caller owns it). */
+/* Export state of the allocation at `base` (shareable only): if this process serves it already,
+ * its export in *ex and *memfd = -1; else *ex without a ticket and its memfd for the caller to
+ * serve borrowed (hal_fdb_serve_borrowed: the registry closes it at mem_free, after the
+ * withdraw). */
 mscclpp_result_t host_reg_export(void *base, host_export_t *ex, int *memfd);
 /* Record that `base` is served under ex->ticket. If another thread recorded an export first,
  * *ex becomes that one and *superseded true: the caller withdraws its own ticket. */
@@ -59,6 +60,10 @@ mscclpp_result_t host_stream_create(hal_stream_t *s);
 mscclpp_result_t host_stream_destroy(hal_stream_t s);
 mscclpp_result_t host_stream_sync(hal_stream_t s);
 mscclpp_result_t host_stream_capturing(hal_stream_t s, bool *capturing);
+mscclpp_result_t host_stream_begin_capture(hal_stream_t s);
+mscclpp_result_t host_stream_end_capture(hal_stream_t s, hal_graph_t *graph);
+mscclpp_result_t host_graph_launch(hal_graph_t graph, hal_stream_t s);
+mscclpp_result_t host_graph_destroy(hal_graph_t graph);
 mscclpp_result_t host_event_create(hal_event_t *e);
 mscclpp_result_t host_event_destroy(hal_event_t e);
 mscclpp_result_t host_event_record(hal_event_t e, hal_stream_t s);

@@ -1,7 +1,11 @@
 /*
- * Host backend memory: every allocation is a memfd mapped MAP_SHARED, so any of them can be
- * handed to another process (host_share.c). A registry, sorted by base address, maps any
- * interior pointer to its allocation, for our own allocations and for imported mappings.
+ * Host backend memory: every allocation is a memfd mapped MAP_SHARED. Shareable allocations
+ * (mem_alloc_shareable, what mscclpp_malloc returns) keep their memfd open so that they can be
+ * handed to another process (host_share.c), and the fd broker serves that same descriptor (no
+ * dup). Plain device and host-mapped allocations are never exported (as on CUDA and HIP), so
+ * their memfd is closed once mapped: a process holding many contexts does not run out of
+ * descriptors (issue 22 item 6). A registry, sorted by base address, maps any interior pointer
+ * to its allocation, for our own allocations and for imported mappings.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -149,6 +153,10 @@ static mscclpp_result_t alloc_memfd(size_t bytes, alloc_kind_t kind, void **ptr)
                   "mmap of a %zu-byte memfd: %m", map_len);
         goto close_fd;
     }
+    if (kind != ALLOC_SHAREABLE) {
+        close(fd); /* the mapping keeps the memory; nothing will export it */
+        fd = -1;
+    }
     host_alloc_t entry = {.base = (uintptr_t)p, .size = bytes, .map_len = map_len, .fd = fd,
                           .kind = kind};
     pthread_mutex_lock(&reg_lock);
@@ -162,7 +170,7 @@ static mscclpp_result_t alloc_memfd(size_t bytes, alloc_kind_t kind, void **ptr)
 unmap:
     munmap(p, map_len);
 close_fd:
-    close(fd);
+    if (fd >= 0) close(fd);
     return res;
 }
 
@@ -274,18 +282,20 @@ mscclpp_result_t host_reg_export(void *base, host_export_t *ex, int *memfd)
             return ERR_ARG("mem_export(%p): imported memory cannot be exported again", base);
         return ERR_ARG("mem_export(%p): not the base of a live host-backend allocation", base);
     }
+    if (a->kind != ALLOC_SHAREABLE) {
+        alloc_kind_t kind = a->kind;
+        pthread_mutex_unlock(&reg_lock);
+        return ERR_ARG("mem_export(%p): %s memory cannot be exported; allocate it with "
+                       "mem_alloc_shareable (mscclpp_malloc)",
+                       base, kind_names[kind]);
+    }
     ex->id = a->id;
     ex->size = a->size;
+    /* served_here: one ticket per export lifetime, the same handle again; else the memfd
+     * itself, which the broker borrows (it stays open until mem_free, after the withdraw) */
     *memfd = -1;
-    if (served_here(a)) {
-        ex->ticket = a->ticket; /* one ticket per export lifetime: the same handle again */
-    } else {
-        *memfd = fcntl(a->fd, F_DUPFD_CLOEXEC, 0);
-        if (*memfd < 0) {
-            pthread_mutex_unlock(&reg_lock);
-            return ERR_SYS("mem_export(%p): dup of its memfd: %m", base);
-        }
-    }
+    if (served_here(a)) ex->ticket = a->ticket;
+    else *memfd = a->fd;
     pthread_mutex_unlock(&reg_lock);
     return MSCCLPP_OK;
 }

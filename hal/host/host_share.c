@@ -77,12 +77,9 @@ mscclpp_result_t host_mem_export(void *base, hal_mem_handle_t *handle)
     int memfd = -1;
     CHECK(host_reg_export(base, &ex, &memfd));
     if (memfd >= 0) {
-        /* First export (in this process): serve a dup of the memfd until mem_free. */
-        mscclpp_result_t res = hal_fdb_serve(memfd, &ex.ticket);
-        if (res != MSCCLPP_OK) {
-            close(memfd);
-            return res;
-        }
+        /* First export (in this process): serve the memfd, borrowed, until mem_free. */
+        mscclpp_result_t res = hal_fdb_serve_borrowed(memfd, &ex.ticket);
+        if (res != MSCCLPP_OK) return res;
         uint64_t mine = ex.ticket.key;
         bool superseded = false;
         res = host_reg_set_export(base, &ex, &superseded);

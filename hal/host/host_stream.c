@@ -8,6 +8,13 @@
  * A stream holds at most HOST_STREAM_DEPTH tasks, like a GPU driver's launch queue: an
  * enqueuer that finds it full waits for the worker, bounded by MSCCLPP_TIMEOUT without
  * progress. Finished tasks are recycled, and a drained stream keeps only a few of them.
+ *
+ * Capture (stream_begin_capture .. stream_end_capture) emulates CUDA stream capture, so that
+ * the host backend tests replay safety through the same executor code the GPUs run: while a
+ * stream captures, what is queued on it (launches with their arguments, copies, sets, event
+ * records) is recorded instead of run, and a graph replays the recording on a stream, in
+ * order, each time it is launched. As on CUDA, synchronizing a capturing stream fails and
+ * invalidates the capture. What the emulation cannot show is said in docs/graphs.md.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -311,6 +318,18 @@ struct hal_stream {
     mscclpp_result_t err; /* first error of a task since the last sync */
     char errmsg[512];
     host_pool_t pool;
+    /* capture (under lock): tasks queued while capturing are recorded here, not run */
+    bool capturing;
+    bool capture_invalid;  /* a call not permitted during capture was made */
+    char capture_why[256]; /* which one */
+    host_task_t *cap_head, *cap_tail;
+    size_t cap_n;
+};
+
+/* A recording: tasks in the order they were queued, each with its own copy of the args. */
+struct hal_graph {
+    host_task_t *tasks;
+    size_t n;
 };
 
 static mscclpp_result_t task_run(hal_stream_t s, host_task_t *t)
@@ -408,15 +427,22 @@ static host_task_t *task_get(hal_stream_t s, size_t args_bytes)
 }
 
 /*
- * Wait until the stream holds fewer than HOST_STREAM_DEPTH tasks. Lock held. A worker that
- * finishes no task for MSCCLPP_TIMEOUT (a launch whose waits are all bounded cannot take
- * longer per wait, but a long copy could) ends the wait with MSCCLPP_ERR_TIMEOUT.
+ * Wait until the stream holds fewer than HOST_STREAM_DEPTH tasks. Lock held. A task of the
+ * stream that failed ends the wait with that task's error (which names the peer it waited for:
+ * "the queue is full" alone named nobody, issue 22 item 5). A worker that finishes no task for
+ * MSCCLPP_TIMEOUT + 0.5 s (a launch whose waits are all bounded fails before that, but a long
+ * copy could take longer) ends the wait with MSCCLPP_ERR_TIMEOUT.
  */
 static mscclpp_result_t wait_for_space(hal_stream_t s, const char *who)
 {
-    uint64_t timeout = config_timeout_ns();
+    uint64_t timeout = config_timeout_ns() + 500000000ull;
     uint64_t seen = atomic_load(&s->completed), since = host_now_ns();
     while (atomic_load(&s->submitted) - atomic_load(&s->completed) >= HOST_STREAM_DEPTH) {
+        if (s->err != MSCCLPP_OK) /* left for the sync to report too */
+            return ERR(s->err,
+                       "%s: the stream's queue is full (%d tasks) behind a task that "
+                       "failed: %s",
+                       who, HOST_STREAM_DEPTH, s->errmsg);
         uint64_t now = host_now_ns(), done = atomic_load(&s->completed);
         if (done != seen) {
             seen = done;
@@ -443,12 +469,55 @@ static mscclpp_result_t wait_for_space(hal_stream_t s, const char *who)
     return MSCCLPP_OK;
 }
 
-/* Queue a task described by `tmpl` (args copied). */
+/* Append a copy of `tmpl` (and its args) to the capture of `s`. Lock held. */
+static mscclpp_result_t capture_append(hal_stream_t s, const host_task_t *tmpl, const void *args,
+                                       size_t args_bytes, const char *who)
+{
+    host_task_t *t = calloc(1, sizeof *t);
+    if (!t) return ERR(MSCCLPP_ERR_NO_MEMORY, "%s: out of memory recording a capture", who);
+    *t = *tmpl;
+    t->next = NULL;
+    t->args = NULL;
+    t->args_cap = 0;
+    if (args_bytes) {
+        if (!(t->args = malloc(args_bytes))) {
+            free(t);
+            return ERR(MSCCLPP_ERR_NO_MEMORY, "%s: out of memory recording a capture", who);
+        }
+        memcpy(t->args, args, args_bytes);
+        t->args_cap = args_bytes;
+    }
+    if (s->cap_tail) s->cap_tail->next = t;
+    else s->cap_head = t;
+    s->cap_tail = t;
+    s->cap_n++;
+    return MSCCLPP_OK;
+}
+
+static void task_list_free(host_task_t *t)
+{
+    for (host_task_t *next; t; t = next) {
+        next = t->next;
+        free(t->args);
+        free(t);
+    }
+}
+
+/*
+ * Queue a task described by `tmpl` (args copied), or record it while the stream captures. An
+ * event record counts as pending on its event only once queued for real (a recorded one is
+ * counted by each graph launch instead).
+ */
 static mscclpp_result_t submit(hal_stream_t s, const host_task_t *tmpl, const void *args,
                                size_t args_bytes, const char *who)
 {
     mscclpp_result_t res = MSCCLPP_OK;
     pthread_mutex_lock(&s->lock);
+    if (s->capturing) {
+        res = capture_append(s, tmpl, args, args_bytes, who);
+        pthread_mutex_unlock(&s->lock);
+        return res;
+    }
     CHECK_GOTO(wait_for_space(s, who), res, unlock);
     if (!s->started) {
         int err = host_thread_create(&s->worker, stream_main, s);
@@ -472,6 +541,10 @@ static mscclpp_result_t submit(hal_stream_t s, const host_task_t *tmpl, const vo
     t->args = buf;
     t->args_cap = cap;
     if (args_bytes) memcpy(t->args, args, args_bytes);
+    if (t->kind == TASK_EVENT) {
+        atomic_fetch_add(&t->event->pending, 1);
+        atomic_store(&t->event->recorded, true);
+    }
     if (s->tail) s->tail->next = t;
     else s->head = t;
     s->tail = t;
@@ -483,10 +556,27 @@ unlock:
     return res;
 }
 
-mscclpp_result_t host_stream_sync(hal_stream_t s)
+/* Refuse `what` on a capturing stream and invalidate the capture, as CUDA does. */
+static mscclpp_result_t capture_refuse(hal_stream_t s, const char *what)
 {
-    CHECK_ARG(s != NULL);
-    /* Not bounded by MSCCLPP_TIMEOUT: a kernel may run long and bounds its own waits. */
+    pthread_mutex_lock(&s->lock);
+    bool cap = s->capturing;
+    if (cap && !s->capture_invalid) {
+        s->capture_invalid = true;
+        snprintf(s->capture_why, sizeof s->capture_why, "%s during the capture", what);
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (!cap) return MSCCLPP_OK;
+    return ERR(MSCCLPP_ERR_INVALID_ARG,
+               "%s: operation not permitted when the stream is capturing (the capture is "
+               "invalidated)",
+               what);
+}
+
+/* Wait for what is queued on `s` (none of it is a recording). Not bounded by
+ * MSCCLPP_TIMEOUT: a kernel may run long and bounds its own waits. */
+static mscclpp_result_t stream_drain(hal_stream_t s)
+{
     uint64_t target = atomic_load(&s->submitted);
     host_wait_t w;
     handoff_wait_init(&w);
@@ -515,10 +605,24 @@ mscclpp_result_t host_stream_sync(hal_stream_t s)
     return MSCCLPP_OK;
 }
 
+mscclpp_result_t host_stream_sync(hal_stream_t s)
+{
+    CHECK_ARG(s != NULL);
+    CHECK(capture_refuse(s, "stream_sync"));
+    return stream_drain(s);
+}
+
 mscclpp_result_t host_stream_destroy(hal_stream_t s)
 {
     CHECK_ARG(s != NULL);
-    mscclpp_result_t res = host_stream_sync(s);
+    /* a capture in progress ends with the stream, its recording unused */
+    pthread_mutex_lock(&s->lock);
+    s->capturing = false;
+    task_list_free(s->cap_head);
+    s->cap_head = s->cap_tail = NULL;
+    s->cap_n = 0;
+    pthread_mutex_unlock(&s->lock);
+    mscclpp_result_t res = stream_drain(s);
     pthread_mutex_lock(&s->lock);
     s->stop = true;
     bool started = s->started;
@@ -542,7 +646,102 @@ mscclpp_result_t host_stream_destroy(hal_stream_t s)
 mscclpp_result_t host_stream_capturing(hal_stream_t s, bool *capturing)
 {
     CHECK_ARG(capturing != NULL);
-    *capturing = false; /* the host backend has no graphs */
+    *capturing = false;
+    if (!s) return MSCCLPP_OK; /* the synchronous NULL stream never captures */
+    pthread_mutex_lock(&s->lock);
+    *capturing = s->capturing;
+    pthread_mutex_unlock(&s->lock);
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t host_stream_begin_capture(hal_stream_t s)
+{
+    if (!s) return ERR_ARG("stream_begin_capture: the NULL stream cannot be captured");
+    mscclpp_result_t res = MSCCLPP_OK;
+    pthread_mutex_lock(&s->lock);
+    if (s->capturing) {
+        res = ERR_ARG("stream_begin_capture: the stream is capturing already");
+    } else {
+        /* work queued before keeps running; only what is queued from now on is recorded */
+        s->capturing = true;
+        s->capture_invalid = false;
+        s->capture_why[0] = '\0';
+    }
+    pthread_mutex_unlock(&s->lock);
+    return res;
+}
+
+mscclpp_result_t host_stream_end_capture(hal_stream_t s, hal_graph_t *graph)
+{
+    CHECK_ARG(graph != NULL);
+    *graph = NULL;
+    if (!s) return ERR_ARG("stream_end_capture: the NULL stream cannot be captured");
+    pthread_mutex_lock(&s->lock);
+    bool was = s->capturing, invalid = s->capture_invalid;
+    char why[sizeof s->capture_why];
+    memcpy(why, s->capture_why, sizeof why);
+    host_task_t *head = s->cap_head;
+    size_t n = s->cap_n;
+    s->capturing = false;
+    s->capture_invalid = false;
+    s->cap_head = s->cap_tail = NULL;
+    s->cap_n = 0;
+    pthread_mutex_unlock(&s->lock);
+    if (!was) return ERR_ARG("stream_end_capture: the stream is not capturing");
+    struct hal_graph *g = NULL;
+    mscclpp_result_t res = MSCCLPP_OK;
+    if (invalid) {
+        res = ERR(MSCCLPP_ERR_INVALID_ARG, "stream_end_capture: the capture was invalidated (%s)",
+                  why);
+        goto out;
+    }
+    if (!(g = calloc(1, sizeof *g)) || (n && !(g->tasks = calloc(n, sizeof *g->tasks)))) {
+        free(g);
+        res = ERR(MSCCLPP_ERR_NO_MEMORY, "stream_end_capture: out of memory");
+        goto out;
+    }
+    /* the tasks move into an array: a launch walks it in order */
+    for (host_task_t *t = head, *next; t; t = next) {
+        next = t->next;
+        g->tasks[g->n] = *t;
+        g->tasks[g->n++].next = NULL;
+        free(t);
+    }
+    head = NULL;
+    *graph = g;
+out:
+    task_list_free(head);
+    return res;
+}
+
+mscclpp_result_t host_graph_launch(hal_graph_t graph, hal_stream_t s)
+{
+    CHECK_ARG(graph != NULL);
+    /* each task as if queued now: on a stream, in order (recorded again into a capture of
+     * `s`); on the NULL stream, run here one after the other */
+    for (size_t i = 0; i < graph->n; i++) {
+        const host_task_t *t = &graph->tasks[i];
+        mscclpp_result_t r = MSCCLPP_OK;
+        switch (t->kind) {
+        case TASK_COPY: r = host_memcpy_async(t->dst, t->src, t->bytes, s); break;
+        case TASK_SET: r = host_memset_async(t->dst, t->value, t->bytes, s); break;
+        case TASK_EVENT: r = host_event_record(t->event, s); break;
+        case TASK_LAUNCH:
+            r = host_launch(t->bytes ? t->args : NULL, t->bytes, t->nblocks, 1, s);
+            break;
+        }
+        if (r != MSCCLPP_OK) return r;
+    }
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t host_graph_destroy(hal_graph_t graph)
+{
+    if (!graph) return MSCCLPP_OK;
+    /* launches queued copies of what they run: nothing queued points into the graph */
+    for (size_t i = 0; i < graph->n; i++) free(graph->tasks[i].args);
+    free(graph->tasks);
+    free(graph);
     return MSCCLPP_OK;
 }
 
@@ -591,12 +790,8 @@ mscclpp_result_t host_event_record(hal_event_t e, hal_stream_t s)
         pthread_mutex_unlock(&e->lock);
         return MSCCLPP_OK;
     }
-    atomic_fetch_add(&e->pending, 1);
-    atomic_store(&e->recorded, true);
     host_task_t t = {.kind = TASK_EVENT, .event = e};
-    mscclpp_result_t res = submit(s, &t, NULL, 0, "event_record");
-    if (res != MSCCLPP_OK) atomic_fetch_sub(&e->pending, 1);
-    return res;
+    return submit(s, &t, NULL, 0, "event_record");
 }
 
 mscclpp_result_t host_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,

@@ -39,6 +39,7 @@ typedef enum {
     MSCCLPP_ERR_TIMEOUT = -6,      /**< a wait exceeded MSCCLPP_TIMEOUT */
     MSCCLPP_ERR_INTERNAL = -7,     /**< a bug in the library */
     MSCCLPP_ERR_NO_MEMORY = -8,    /**< an allocation failed */
+    MSCCLPP_ERR_ABORTED = -9,      /**< the communicator was aborted (mscclpp_comm_abort) */
 } mscclpp_result_t;
 
 /** Short constant name of a result ("MSCCLPP_ERR_TIMEOUT"). Never NULL. */
@@ -146,6 +147,32 @@ MSCCLPP_API uint64_t mscclpp_timeout_ns(void);
 MSCCLPP_API mscclpp_result_t mscclpp_report_error(mscclpp_result_t result, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/**
+ * The value in force of a variable of the library's configuration table (every MSCCLPP_*
+ * variable, the NCCL-API library's included; `mscclpp-info --config` lists them): the
+ * environment's text, else the default ("" when there is none). NULL when the table declares no
+ * variable of that name. For code built on the library, so that its variables are declared,
+ * documented and listed in one place.
+ */
+MSCCLPP_API const char *mscclpp_config_get(const char *name);
+
+/** Levels of mscclpp_log(), as MSCCLPP_DEBUG names them. */
+typedef enum {
+    MSCCLPP_LOG_WARN = 1,
+    MSCCLPP_LOG_INFO = 2,
+    MSCCLPP_LOG_TRACE = 3,
+} mscclpp_log_level_t;
+
+/** True when mscclpp_log() at `level` would print (MSCCLPP_DEBUG, MSCCLPP_DEBUG_SUBSYS). */
+MSCCLPP_API int mscclpp_log_enabled(mscclpp_log_level_t level);
+
+/**
+ * Log a line through the library's logger (MSCCLPP_DEBUG_FILE, host, pid and time), under the
+ * subsystem NCCL: for the libraries built on this one (libmscclpp_nccl).
+ */
+MSCCLPP_API void mscclpp_log(mscclpp_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* ---------------------------------------------------------------------------------------------
  * Communicator
  * ------------------------------------------------------------------------------------------- */
@@ -169,7 +196,21 @@ MSCCLPP_API mscclpp_result_t mscclpp_comm_size(const mscclpp_comm_t *comm, int *
 MSCCLPP_API mscclpp_result_t mscclpp_comm_local_size(const mscclpp_comm_t *comm, int *nlocal);
 MSCCLPP_API mscclpp_result_t mscclpp_comm_bootstrap(mscclpp_comm_t *comm,
                                                     mscclpp_bootstrap_t **boot);
+/**
+ * Free the communicator. Destroy its executors first, and call it only once every call on the
+ * communicator and its executors has returned (mscclpp_comm_abort makes running calls return).
+ */
 MSCCLPP_API mscclpp_result_t mscclpp_comm_destroy(mscclpp_comm_t *comm);
+/**
+ * Abort the communicator (as ncclCommAbort aborts its operations), from any thread: every call
+ * in progress on it, on its bootstrap (when the communicator owns it or not) and on its
+ * executors gives up at its next poll (within about 10 ms on the host backend) and returns
+ * MSCCLPP_ERR_ABORTED, and every later call that needs a peer fails at once the same way. Peers
+ * are not told: their waits on this rank end with their own timeout or when this rank's
+ * connections close. Frees nothing: destroy the executors and then the communicator once the
+ * interrupted calls have returned. Calling it again does nothing.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_comm_abort(mscclpp_comm_t *comm);
 
 /* ---------------------------------------------------------------------------------------------
  * Backend, memory and streams (through the HAL of the selected backend)
@@ -212,6 +253,45 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_destroy(mscclpp_stream_t stream);
  * the wrapper. The host backend has no native streams: MSCCLPP_ERR_UNSUPPORTED there.
  */
 MSCCLPP_API mscclpp_result_t mscclpp_stream_wrap(void *native, mscclpp_stream_t *stream);
+
+/* ---------------------------------------------------------------------------------------------
+ * Graphs: capture work queued on a stream once, replay it many times (docs/graphs.md)
+ * ------------------------------------------------------------------------------------------- */
+
+/** Work captured from a stream: a CUDA/HIP graph (instantiated), or a recording of the host
+ * backend's stream tasks. */
+typedef struct mscclpp_graph *mscclpp_graph_t;
+
+/**
+ * Begin capturing `stream` (not NULL): until mscclpp_stream_end_capture, the work queued on it
+ * (mscclpp_execute*, the collectives, graph launches) is recorded, not run. CUDA/HIP: a stream
+ * capture in global mode (cudaStreamBeginCapture). A collective called while capturing takes
+ * the capture-safe path: whatever it must set up first (connections, scratch, the lowered
+ * plan) is done at once, outside the graph; nothing it needs on a replay lives on the host.
+ * Synchronizing a capturing stream fails and invalidates the capture, as on CUDA.
+ * Errors: INVALID_ARG (NULL, a stream capturing already), the backend's own.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_stream_begin_capture(mscclpp_stream_t stream);
+/**
+ * End the capture of `stream` and return what it recorded in *graph (destroy it with
+ * mscclpp_graph_destroy). Errors: INVALID_ARG when the stream is not capturing or the capture
+ * was invalidated (the message says by what); *graph is then NULL.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_stream_end_capture(mscclpp_stream_t stream,
+                                                        mscclpp_graph_t *graph);
+/** Whether work queued on `stream` now is captured (a capture of ours or the application's,
+ * e.g. torch.cuda.graph on a wrapped stream): *capturing 1 or 0. */
+MSCCLPP_API mscclpp_result_t mscclpp_stream_is_capturing(mscclpp_stream_t stream, int *capturing);
+/**
+ * Queue one replay of `graph` on `stream` (not NULL; it may differ from the captured stream).
+ * Collectives replay with the buffers, sizes and plans of their capture and read the buffers'
+ * contents at replay time; every rank replays its graphs in the same order, as it would call
+ * the collectives. Synchronize the stream to wait: that sync returns an error a replayed
+ * collective recorded, as for a direct call.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_graph_launch(mscclpp_graph_t graph, mscclpp_stream_t stream);
+/** Free a graph; launches of it already queued still run. NULL is a no-op. */
+MSCCLPP_API mscclpp_result_t mscclpp_graph_destroy(mscclpp_graph_t graph);
 
 /* ---------------------------------------------------------------------------------------------
  * Registered memory, semaphores, channels

@@ -42,7 +42,8 @@
  *
  * Errors: the first failing block records kern_error_t (first error wins by CAS on `code`);
  * every wait (signal, packet, barrier, semaphore) polls the record and gives up once set, and
- * gives up itself with MSCCLPP_ERR_TIMEOUT after args.timeout_ns. After a failed launch the
+ * gives up itself with MSCCLPP_ERR_TIMEOUT after args.timeout_ns, or with MSCCLPP_ERR_ABORTED
+ * once the host set *args.abort (mscclpp_comm_abort on another thread). After a failed launch the
  * context's state (semaphores, barriers, channel counters) is undefined: rebuild it.
  *
  * Launch fence: a plan's own signals order one launch after the previous launch of the same
@@ -306,6 +307,8 @@ typedef struct {
     const kern_plan_t *plan; /* device address of the lowered plan blob */
     kern_state_t *state;     /* device address of the context state */
     kern_error_t *mailbox;   /* host-mapped copy of the first error, or NULL (see Errors) */
+    const uint64_t *abort;   /* host-mapped, nonzero once the communicator was aborted
+                              * (mscclpp_comm_abort): every wait gives up; NULL: none */
     const void *input;
     void *output;
     void *scratch;

@@ -33,6 +33,7 @@
 
 #define KERN_ERR_INVALID_ARG (-1) /* MSCCLPP_ERR_INVALID_ARG */
 #define KERN_ERR_TIMEOUT (-6)     /* MSCCLPP_ERR_TIMEOUT */
+#define KERN_ERR_ABORTED (-9)     /* MSCCLPP_ERR_ABORTED */
 
 /* sources and destinations of a data op whose pointers a thread keeps in registers; an op with
  * more computes the others from their descriptors (in shared memory) when it needs them. 4 + 4
@@ -141,10 +142,11 @@ typedef struct {
 
 /*
  * Called between two polls of a wait. Returns nonzero when the waiter must give up: this
- * thread saw the launch fail before, another block recorded an error, this rank's proxy failed
- * (a wait on a live peer, say a memory-channel signal from a node-mate, would otherwise sit out
- * the whole timeout while the culprit is the dead peer the proxy names; recorded with channel
- * -1), or this wait passed the timeout (recorded here).
+ * thread saw the launch fail before, another block recorded an error, the communicator was
+ * aborted (recorded here), this rank's proxy failed (a wait on a live peer, say a memory-channel
+ * signal from a node-mate, would otherwise sit out the whole timeout while the culprit is the
+ * dead peer the proxy names; recorded with channel -1), or this wait passed the timeout
+ * (recorded here).
  */
 KERN_FN int kern_spin_poll(kern_ctx_t *c, kern_spin_t *s, uint32_t what, int32_t chan,
                            int32_t peer, uint64_t expected, uint64_t seen)
@@ -157,6 +159,10 @@ KERN_FN int kern_spin_poll(kern_ctx_t *c, kern_spin_t *s, uint32_t what, int32_t
         const kern_fifo_t *f = b->p->fifo;
         if (kern_failed(c)) {
             c->failed = 1;
+            return 1;
+        }
+        if (b->a.abort && kern_ld_acq_u64(b->a.abort) != 0) {
+            kern_fail(c, KERN_ERR_ABORTED, what, chan, peer, expected, seen);
             return 1;
         }
         if (f && what != KERN_WAIT_PROXY) {

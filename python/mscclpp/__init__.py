@@ -14,7 +14,7 @@ from ._native import compile_native, NativeModule
 _BINDING_NAMES = frozenset([
     "Executor", "ExecutionPlan", "Communicator", "CommGroup", "RawGpuBuffer",
     "AlgorithmCollectionBuilder", "Algorithm", "DataType", "ReduceOp", "is_nvls_supported",
-    "PacketType", "MscclppError", "NativeAlgorithm",
+    "PacketType", "MscclppError", "NativeAlgorithm", "Stream", "Graph",
 ])
 
 

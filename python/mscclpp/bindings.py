@@ -16,7 +16,7 @@ from .runtime import MscclppError, UNIQUE_ID_BYTES
 
 __all__ = ["CommGroup", "Communicator", "Executor", "ExecutionPlan", "DataType", "ReduceOp",
            "PacketType", "RawGpuBuffer", "is_nvls_supported", "AlgorithmCollectionBuilder",
-           "Algorithm", "NativeAlgorithm", "MscclppError", "execute_plan"]
+           "Algorithm", "NativeAlgorithm", "MscclppError", "execute_plan", "Stream", "Graph"]
 
 
 def _lib():
@@ -68,6 +68,146 @@ def is_nvls_supported():
 
 def backend_name():
     return _lib().mscclpp_backend_name().decode()
+
+
+# ---- streams and graphs ----------------------------------------------------------------------
+
+class Graph:
+    """Work captured from a :class:`Stream` (``Stream.end_capture``): ``launch(stream)`` replays
+    it (``mscclpp_graph_launch``), ``close()`` frees it. See docs/graphs.md."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    @property
+    def handle(self):
+        return self._handle
+
+    def launch(self, stream):
+        """Queue one replay on ``stream`` (a :class:`Stream`, or what a stream argument takes);
+        synchronize the stream to wait for it."""
+        if not self._handle:
+            raise MscclppError("Graph.launch: the graph was closed")
+        _check(_lib().mscclpp_graph_launch(self._handle, _stream_handle(stream, "launch")),
+               "graph launch")
+
+    def close(self):
+        if self._handle and runtime._lib is not None:
+            runtime._lib.mscclpp_graph_destroy(self._handle)
+        self._handle = None
+
+    def __del__(self):
+        self.close()
+
+
+class Stream:
+    """A stream of the library's backend: a new one (``Stream()``, ``mscclpp_stream_create``;
+    a worker queue on the host backend), or a wrap of a native ``cudaStream_t`` /
+    ``hipStream_t`` (``Stream(native=int)``, ``mscclpp_stream_wrap``: the native stream stays the
+    caller's). Every stream argument of the runtime also takes the int torch gives
+    (``torch.cuda.current_stream().cuda_stream``) or a ``torch.cuda.Stream``, and wraps it once
+    (cached per handle)."""
+
+    def __init__(self, native=None):
+        lib = _lib()
+        h = ctypes.c_void_p()
+        if native is None:
+            _check(lib.mscclpp_stream_create(ctypes.byref(h)), "mscclpp_stream_create")
+        else:
+            _check(lib.mscclpp_stream_wrap(ctypes.c_void_p(int(native)), ctypes.byref(h)),
+                   f"mscclpp_stream_wrap({int(native):#x})")
+        self._handle = h.value
+        self.native = native
+        _own_streams[self._handle] = self
+
+    @property
+    def handle(self):
+        return self._handle
+
+    def synchronize(self):
+        """Wait for the work queued on the stream; raises the first error of that work."""
+        _check(_lib().mscclpp_stream_synchronize(self._handle), "stream synchronize")
+
+    def is_capturing(self):
+        flag = ctypes.c_int(0)
+        _check(_lib().mscclpp_stream_is_capturing(self._handle, ctypes.byref(flag)),
+               "stream is_capturing")
+        return bool(flag.value)
+
+    def begin_capture(self):
+        """Record what is queued on the stream from now on (``mscclpp_stream_begin_capture``)."""
+        _check(_lib().mscclpp_stream_begin_capture(self._handle), "stream begin_capture")
+
+    def end_capture(self):
+        """End the capture and return the :class:`Graph` it recorded."""
+        g = ctypes.c_void_p()
+        _check(_lib().mscclpp_stream_end_capture(self._handle, ctypes.byref(g)),
+               "stream end_capture")
+        return Graph(g.value)
+
+    def close(self):
+        """Synchronize and free the stream (only the wrapper of a native stream)."""
+        h = self._handle
+        if h and runtime._lib is not None:
+            _own_streams.pop(h, None)
+            self._handle = None
+            _check(runtime._lib.mscclpp_stream_destroy(h), "stream destroy")
+
+
+_own_streams = {}   # handle of an mscclpp_stream_t made here -> Stream
+_wrapped = {}       # native stream handle (int) -> Stream wrapping it, made once
+
+
+def _stream_handle(stream, what="stream"):
+    """The mscclpp_stream_t for a stream argument: None or 0 (no stream: the call waits), a
+    :class:`Stream`, an object with ``cuda_stream`` (``torch.cuda.Stream``), or an int: the
+    handle of a :class:`Stream` made here, else a native stream handle, wrapped once."""
+    if stream is None:
+        return None
+    if isinstance(stream, Stream):
+        return stream.handle
+    native = getattr(stream, "cuda_stream", stream)
+    try:
+        native = int(native)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what}: a stream is an mscclpp.Stream, a torch.cuda.Stream or an int "
+                        f"handle, not {type(stream).__name__}") from None
+    if native == 0:
+        return None
+    if native in _own_streams:
+        return native
+    w = _wrapped.get(native)
+    if w is None:
+        if backend_name() == "host":
+            raise MscclppError(f"{what}: {native:#x} is not a stream of this process's "
+                               f"mscclpp.Stream objects, and the host backend has no native "
+                               f"streams to wrap")
+        w = _wrapped[native] = Stream(native=native)
+    return w.handle
+
+
+def _capturing(handle):
+    flag = ctypes.c_int(0)
+    _check(_lib().mscclpp_stream_is_capturing(handle, ctypes.byref(flag)), "stream")
+    return bool(flag.value)
+
+
+def _addr(buf):
+    """The address of a buffer argument: an int, a tensor (``data_ptr()``), a NumPy array
+    (its data pointer), a :class:`RawGpuBuffer`, or None (0). Nothing is copied."""
+    if buf is None:
+        return 0
+    if isinstance(buf, int):
+        return buf
+    if hasattr(buf, "data_ptr"):
+        return int(buf.data_ptr())
+    iface = getattr(buf, "__array_interface__", None) or \
+        getattr(buf, "__cuda_array_interface__", None)
+    if iface is not None:
+        return int(iface["data"][0])
+    if hasattr(buf, "data") and callable(buf.data):
+        return int(buf.data())
+    return int(buf)
 
 
 class Communicator:
@@ -253,10 +393,11 @@ class Executor:
         _launch_args(nblocks, nthreads_per_block)
         handle = plan._handle if isinstance(plan, ExecutionPlan) else plan
         name = getattr(plan, "name", "plan")
-        _check(_lib().mscclpp_execute_launch(self._handle, handle, send_buff, recv_buff,
-                                             send_buff_size, recv_buff_size, int(data_type),
-                                             int(op), int(packet_type), int(nblocks),
-                                             int(nthreads_per_block), stream or None),
+        _check(_lib().mscclpp_execute_launch(self._handle, handle, _addr(send_buff),
+                                             _addr(recv_buff), send_buff_size, recv_buff_size,
+                                             int(data_type), int(op), int(packet_type),
+                                             int(nblocks), int(nthreads_per_block),
+                                             _stream_handle(stream, f"execute {name}")),
                f"execute {name} (rank {rank})")
 
     def register_native(self, module, name=None, ranks_per_node=0, tags=None):
@@ -548,7 +689,8 @@ def _run_default(ex, comm, collective, inp, out, in_size, out_size, dtype, op, s
     lib = _lib()
     esz = lib.mscclpp_dtype_size(int(dtype))
     red = ReduceOp.SUM if op == ReduceOp.NOP else op
-    s = stream or None
+    s = _stream_handle(stream, collective)
+    inp, out = _addr(inp), _addr(out)
     what = f"{collective} (rank {comm.rank()}, {in_size} bytes)"
     if collective == "allreduce":
         rc = lib.mscclpp_allreduce(ex.handle, inp, out, in_size // esz, int(dtype), int(red), s)
@@ -574,6 +716,8 @@ def _run_default_launch(ex, comm, collective, inp, out, in_size, out_size, dtype
     call (tuning table, then the registry), run through mscclpp_execute_launch."""
     lib = _lib()
     rank = comm.rank()
+    inp, out = _addr(inp), _addr(out)
+    stream = _stream_handle(stream, collective)
     if collective == "allgather":
         inplace, msg = inp == out + rank * in_size, out_size
     elif collective == "reducescatter":
@@ -594,6 +738,11 @@ def _run_default_launch(ex, comm, collective, inp, out, in_size, out_size, dtype
         _check(lib.mscclpp_executor_choose_plan(ex.handle, collective.encode(), 0, msg,
                                                 ctypes.byref(plan), ctypes.byref(nth)),
                f"{collective} (rank {rank}, {in_size} bytes): no plan for a launch shape")
+        if stream and _capturing(stream):
+            raise MscclppError(f"{collective} (rank {rank}): an in-place call with nblocks / "
+                               f"nthreads_per_block stages its input through a synchronous copy, "
+                               f"which a captured stream cannot run; pass 0 for both (the "
+                               f"library stages it on the stream) or call it out of place")
         stage = RawGpuBuffer(max(in_size, 1))
         if stream:
             _check(lib.mscclpp_stream_synchronize(stream), f"{collective}: stream")
@@ -602,7 +751,7 @@ def _run_default_launch(ex, comm, collective, inp, out, in_size, out_size, dtype
     red = ReduceOp.SUM if op == ReduceOp.NOP else op
     _check(lib.mscclpp_execute_launch(ex.handle, plan, inp, out, in_size, out_size, int(dtype),
                                       int(red), int(PacketType.LL16), int(nblocks),
-                                      int(nthreads or nth.value), stream or None),
+                                      int(nthreads or nth.value), stream),
            f"{collective} (rank {rank}, {in_size} bytes, nblocks={nblocks}, "
            f"nthreads_per_block={nthreads})")
     if stage is not None and stream:
@@ -632,10 +781,11 @@ class NativeAlgorithm(Algorithm):
         comm = comm.communicator if isinstance(comm, CommGroup) else comm
         ex = executor or comm.default_executor()
         plan = ex.register_native(self.module, self.name)
-        _check(_lib().mscclpp_execute_launch(ex.handle, plan, input_buffer, output_buffer,
-                                             input_size, output_size, int(dtype), int(op),
-                                             int(PacketType.LL16), int(nblocks),
-                                             int(nthreads_per_block), stream or None),
+        _check(_lib().mscclpp_execute_launch(ex.handle, plan, _addr(input_buffer),
+                                             _addr(output_buffer), input_size, output_size,
+                                             int(dtype), int(op), int(PacketType.LL16),
+                                             int(nblocks), int(nthreads_per_block),
+                                             _stream_handle(stream, f"native {self.name}")),
                f"native {self.name} (rank {comm.rank()}, {input_size} bytes)")
         return 0
 
@@ -663,29 +813,6 @@ def execute_plan(compiled, comm, input_buffer, output_buffer, input_size, output
                         accum_dtype)
 
 
-class AlgorithmCollectionBuilder:
-    """Builds the list of algorithms (MSCCL++'s ``mscclpp.ext.AlgorithmCollectionBuilder``)."""
-
-    _instance = None
-
-    def __new__(cls):
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-            cls._instance._extra = []
-        return cls._instance
-
-    def add_algorithm(self, algorithm):
-        self._extra.append(algorithm)
-
-    def build_default_algorithms(self, scratch_buffer=0, scratch_buffer_size=0, rank=0):
-        """The default algorithms: ``default_<collective>`` for every collective the library
-        serves (each selects a registered plan by size), MSCCL++'s allreduce names, and any
-        added with :meth:`add_algorithm`. The scratch buffer is accepted for MSCCL++
-        compatibility; the executor allocates its own scratch per plan."""
-        algos = [Algorithm(f"default_{c}", c, tags={"default": 1}) for c in _COLLECTIVES]
-        algos += [Algorithm(n, "allreduce", tags={"default": 1})
-                  for n in _MSCCLPP_ALLREDUCE_NAMES]
-        return algos + list(self._extra)
-
-    def build(self):
-        return self.build_default_algorithms()
+# MSCCL++'s mscclpp.ext.AlgorithmCollectionBuilder, also reachable as
+# mscclpp.AlgorithmCollectionBuilder (one builder per process either way)
+from .ext.algorithm_collection_builder import AlgorithmCollectionBuilder  # noqa: E402

@@ -12,7 +12,7 @@ export MSCCLPP_PLAN_DIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-cli-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-echo "1..9"
+echo "1..10"
 n=0
 fails=0
 pass() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -39,21 +39,36 @@ elif ! grep -q '^# Out of bounds values : 0 OK' "$tmp/out"; then fail "$name" "n
 else pass "$name"; fi
 
 # 2: other values are refused with exit 2 and a sentence naming what to use instead
-name="-g 2, -t 4, -G 5 are refused with what to use instead"
+name="-g 2, -t 4, -G -1 are refused with what to use instead"
 why=""
 run "$bench" allreduce -g 2
 [ "$rc" -eq 2 ] && grep -q -- '--np 2' "$tmp/err" && grep -q 'mpiexec -n 2' "$tmp/err" ||
     why="$why -g 2 (rc $rc)"
 run "$bench" allreduce -t 4
 [ "$rc" -eq 2 ] && grep -q -- '--np 4' "$tmp/err" || why="$why -t 4 (rc $rc)"
-run "$bench" allreduce -G 5
-[ "$rc" -eq 2 ] && grep -q 'CUDA graph' "$tmp/err" || why="$why -G 5 (rc $rc)"
+run "$bench" allreduce -G -1
+[ "$rc" -eq 2 ] && grep -q -- '-G' "$tmp/err" || why="$why -G -1 (rc $rc)"
 run "$bench" allreduce -a 7
 [ "$rc" -eq 2 ] || why="$why -a 7 (rc $rc)"
 if [ -n "$why" ]; then fail "$name" "not refused as expected:$why"
 else pass "$name"; fi
 
-# 3: -N 2 runs the sweep twice; -N 0 (forever in nccl-tests) is refused
+# 3: -G 3: every row checked through a replayed graph and timed over replays (the host backend
+# records its stream tasks), in place and out of place, for two collectives
+name="-G 3 checks and times replays of captured calls"
+why=""
+for coll in allreduce allgather; do
+    run "$bench" --np 2 "$coll" -b 1K -e 256K -f 16 -n 3 -w 1 -G 3
+    if [ "$rc" -ne 0 ]; then why="$why $coll: exit status $rc"
+    elif [ "$(rows)" != 3 ]; then why="$why $coll: expected 3 rows, got $(rows)"
+    elif ! grep -q '^# graphs: the 3 timed calls captured into one graph, replayed 3 times' \
+        "$tmp/out"; then why="$why $coll: no graphs line"
+    elif ! grep -q '^# Out of bounds values : 0 OK' "$tmp/out"; then why="$why $coll: wrong values"
+    fi
+done
+if [ -n "$why" ]; then fail "$name" "$why"; else pass "$name"; fi
+
+# 4: -N 2 runs the sweep twice; -N 0 (forever in nccl-tests) is refused
 name="-N 2 runs the sweep twice, -N 0 is refused"
 run "$bench" --np 2 allgather -b 1K -e 4K -n 2 -w 1 -N 2
 if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
@@ -64,7 +79,7 @@ else
     else pass "$name"; fi
 fi
 
-# 4: --json names the plan that ran for the default collectives (it was null)
+# 5: --json names the plan that ran for the default collectives (it was null)
 name="--json names the selected default plan of each column"
 run "$bench" --np 2 allreduce -b 256 -e 64K -n 2 -w 1 --json "$tmp/rec.json" --plot "$tmp/p.svg"
 cp "$tmp/out" "$tmp/table"
@@ -87,7 +102,7 @@ PY
 then fail "$name" "records do not name a default plan"
 else pass "$name"; fi
 
-# 5: --plot of test 4: well-formed SVG, two panels, one line per plan and placement whose
+# 6: --plot of test 5: well-formed SVG, two panels, one line per plan and placement whose
 # points are the rows that plan ran
 name="--plot writes an SVG with one series per plan and placement"
 if [ ! -s "$tmp/p.svg" ]; then fail "$name" "no SVG written"
@@ -118,7 +133,7 @@ PY
 then fail "$name" "the SVG does not hold the expected series"
 else pass "$name"; fi
 
-# 6: a sweep whose calls all fail: exit 1, the summary says FAILED and never "0 OK"
+# 7: a sweep whose calls all fail: exit 1, the summary says FAILED and never "0 OK"
 name="failed calls: the summary says FAILED, not 0 OK"
 mkdir -p "$tmp/noplans"
 MSCCLPP_PLAN_DIR=$tmp/noplans run "$bench" --np 2 allreduce -b 1K -e 2K -n 2 -w 1
@@ -129,7 +144,7 @@ elif ! grep -q '^# Out of bounds values : 0 FAILED' "$tmp/out"; then
     fail "$name" "no FAILED out-of-bounds line"
 else pass "$name"; fi
 
-# 7: --plan: "plan" is the plan's name, "plan_file" its path
+# 8: --plan: "plan" is the plan's name, "plan_file" its path
 name="--plan: --json names the plan and its file"
 ref=$top_src/tests/plans-reference/allreduce_4.json
 run "$bench" --np 4 --plan "$ref" -b 4K -e 4K -n 2 -w 1 --json "$tmp/plan.json"
@@ -148,14 +163,14 @@ PY
 then fail "$name" "records do not name the plan"
 else pass "$name"; fi
 
-# 8: --plot into a folder that does not exist: exit 1 with a message naming the file
+# 9: --plot into a folder that does not exist: exit 1 with a message naming the file
 name="--plot to an unwritable path fails with a message"
 run "$bench" --np 2 allreduce -b 1K -e 1K -n 1 -w 0 --plot "$tmp/no/such/dir/p.svg"
 if [ "$rc" -ne 1 ]; then fail "$name" "exit status $rc, expected 1"
 elif ! grep -q "cannot write $tmp/no/such/dir/p.svg" "$tmp/err"; then fail "$name" "no message"
 else pass "$name"; fi
 
-# 9: under mpiexec with --mpi, MPI's line is in the picture
+# 10: under mpiexec with --mpi, MPI's line is in the picture
 name="--plot under mpiexec --mpi draws MPI's line"
 if [ -z "$MPIEXEC" ]; then
     skip "$name" "MPIEXEC is empty (configured without MPI)"

@@ -1,7 +1,8 @@
 # tests/gpu: tests that need a GPU (skip with exit 77 and a TAP SKIP without one), and the
 # module checks that run anywhere (tests/unit/test_hal_modules). See docs/gpu.md.
 EXTRA_DIST += tests/gpu/run-gpu-tests.sh tests/gpu/mps.sh tests/gpu/gen_variants.py \
-	tests/gpu/gpu_report.py scripts/gpu-check.sh docs/gpu.md
+	tests/gpu/gpu_report.py scripts/gpu-check.sh docs/gpu.md tests/gpu/torch_graphs.py \
+	examples/torch-integration/dsl_with_nccl_api.py
 
 # hal_get() and the fd broker (hal/fd_broker.c, one of the library's sources) are internal: link
 # the library's objects (MSCCLPP_INTERNAL_LIBS, see Makefile.am).
@@ -36,3 +37,10 @@ endif
 check_PROGRAMS += tests/gpu/lat_probe
 tests_gpu_lat_probe_SOURCES = tests/gpu/lat_probe.c tests/unit/mp_harness.c
 tests_gpu_lat_probe_LDADD = libmscclpp.la
+
+# graph_replay: graph capture and replay through the C API on the selected backend (100
+# replays with new data, every element checked); run by scripts/gpu-check.sh on CUDA. The host
+# backend's run of the same checks is tests/unit/test_graph.
+check_PROGRAMS += tests/gpu/graph_replay
+tests_gpu_graph_replay_SOURCES = tests/gpu/graph_replay.c tests/unit/mp_harness.c
+tests_gpu_graph_replay_LDADD = libmscclpp.la

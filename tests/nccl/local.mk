@@ -9,6 +9,14 @@ tests_nccl_nccl_api_test_shim_CPPFLAGS = $(NCCL_CPPFLAGS) -I$(top_srcdir)/includ
 	-DWITH_MSCCLPP_STREAM
 tests_nccl_nccl_api_test_shim_LDADD = libmscclpp_nccl.la libmscclpp.la -lm
 
+# ncclCommAbort / ncclCommDestroy while another thread is inside a call (issue 22 item 4).
+check_PROGRAMS += tests/nccl/test_nccl_abort
+TESTS += tests/nccl/test_nccl_abort
+tests_nccl_test_nccl_abort_SOURCES = tests/nccl/test_nccl_abort.c tests/unit/mp_harness.c
+tests_nccl_test_nccl_abort_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+tests_nccl_test_nccl_abort_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_nccl_test_nccl_abort_LDADD = libmscclpp_nccl.la libmscclpp.la $(CHECK_LIBS) -lpthread
+
 # The fallback library the test points MSCCLPP_NCCL_LIB_PATH at.
 check_LTLIBRARIES += tests/nccl/libfakenccl.la
 tests_nccl_libfakenccl_la_SOURCES = tests/nccl/fake_nccl.c

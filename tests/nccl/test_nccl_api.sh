@@ -5,7 +5,7 @@
 #   - ncclCommInitAll in one process; requests our plans do not serve, with and without a
 #     fallback library (tests/nccl/fake_nccl.c), and the one INFO line that says so;
 #   - the exported symbols: every nccl* entry point of nccl.h that the real library exports,
-#     unversioned like the real one, and nothing else.
+#     unversioned like the real one, and nothing else but the mscclpp_nccl_* hook.
 top_build=${MSCCLPP_TOP_BUILDDIR:-.}
 top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 limit=${NCCL_TEST_TIMEOUT:-300}
@@ -78,7 +78,7 @@ else
     fi
     # and without the preload our library plays no part (NVIDIA's needs a GPU: here it fails)
     run env MSCCLPP_DEBUG=INFO "$t_real" nofallback 1
-    if grep -q 'MSCCLPP NCCL' "$tmp/err" "$tmp/out"; then
+    if grep -q 'MSCCLPP [A-Z]* NCCL' "$tmp/err" "$tmp/out"; then
         fail "without LD_PRELOAD the program runs NVIDIA's library" "our log lines appeared"
     else
         pass "without LD_PRELOAD the program runs NVIDIA's library (exit $rc), not ours"
@@ -111,7 +111,7 @@ else
     cp "$log" "$tmp/out" 2>/dev/null
     fail "fallback: dispatch log" "allreduce $ar, reducescatter $rs, int32 $ar32, init $init"
 fi
-notes=$(grep -c 'MSCCLPP NCCL INFO falling back to' "$tmp/fallback.err")
+notes=$(grep -c 'MSCCLPP INFO NCCL falling back to' "$tmp/fallback.err")
 if [ "$notes" = 2 ]; then
     pass "fallback: said once per process at INFO"
 else
@@ -121,10 +121,11 @@ fi
 
 # 11-12: the exported symbols
 nm -D --defined-only "$shim" | awk '{print $3}' | sort >"$tmp/ours"
-others=$(grep -v -E '^p?nccl' "$tmp/ours" | tr '\n' ' ')
+# besides the NCCL API: the extension hook of include/mscclpp/nccl_ext.h (mscclpp_nccl_*)
+others=$(grep -v -E '^p?nccl|^mscclpp_nccl_' "$tmp/ours" | tr '\n' ' ')
 versioned=$(objdump -T "$shim" | grep -E ' p?nccl' | grep -v -c ' Base ')
 if [ -z "$others" ] && [ "$versioned" = 0 ]; then
-    pass "exports: only nccl*/pnccl*, unversioned like libnccl.so.2"
+    pass "exports: only nccl*/pnccl* (and the mscclpp_nccl_* hook), unversioned like libnccl.so.2"
 else
     echo "others: $others; versioned: $versioned" >"$tmp/out"
     fail "exports: only nccl*/pnccl*, unversioned" "see above"

@@ -270,6 +270,48 @@ def sem_unbalanced(p):
 case("semaphore_unbalanced", "gpus[0].semaphores[0]: rank 0 releases semaphore 0 0 times and acquires it 1 time per launch",
      sem_unbalanced)
 
+# --- cheap checks the simulator made before the loader (issue 22 item 2, issue 21 item 10)
+def reduce_sizes(p):
+    ops0(p)[3] = {"name": "re", "src_buff": [{"type": "i", "index": 0, "size": 1}],
+                  "dst_buff": [{"type": "o", "index": 0, "size": 2}]}
+case("size_mismatch_reduce", f"{O(3)}.dst_buff[0].size: 2 chunks where src_buff[0] has 1", reduce_sizes)
+case("size_mismatch_put", f"{O(4)}.dst_buff[0].size: 0 chunks where src_buff[0] has 1",
+     setkey(lambda p: ops0(p)[4]["dst_buff"][0], "size", 0))
+case("pipeline_zero_chunks", f"{O(0)}.iter_context.num_chunks: 0 is out of range",
+     lambda p: ops0(p).insert(0, {"name": "pipeline", "iter_context": {"unit_size": 1024, "num_chunks": 0},
+                                  "ops": [{"name": "nop"}]}))
+def a2a_uneven(p):
+    p["collective"] = "alltoall"
+    for g in p["gpus"]:
+        g.update(input_chunks=3, output_chunks=3)
+case("collective_alltoall_uneven", "gpus[0].input_chunks: 3 chunks do not split into 2 equal blocks",
+     a2a_uneven)
+def ranks_differ(p):
+    g = p["gpus"][1]
+    g.update(input_chunks=2, output_chunks=4)
+case("collective_ranks_differ", "gpus[1].input_chunks: 2 differs from gpus[0].input_chunks=1", ranks_differ)
+case("broadcast_root_range", "root: 2 is out of range (the plan has 2 ranks)",
+     lambda p: p.update(collective="broadcast", root=2))
+def two_blocks(p):
+    for g in p["gpus"]:
+        g["threadblocks"].append({"id": 1, "channels": [], "ops": []})
+def barrier_counts(p):
+    two_blocks(p)
+    ops0(p).insert(0, {"name": "barrier", "barrier_id": 3, "num_threadblocks": 1})
+    g0(p)["threadblocks"][1]["ops"] = [{"name": "barrier", "barrier_id": 3, "num_threadblocks": 2}]
+case("barrier_count_mismatch", "gpus[0].threadblocks[1].ops[0].num_threadblocks: 2, but gpus[0].threadblocks[0].ops[0] uses barrier 3 with 1",
+     barrier_counts)
+case("unknown_key_top", 'max_mesage_size: unknown key (did you mean "max_message_size"?)',
+     lambda p: p.update(max_mesage_size=1024))
+case("unknown_key_op", f'{O(6)}.chanel_ids: unknown key (did you mean "channel_ids"?)',
+     setkey(lambda p: ops0(p)[6], "chanel_ids", [0]))
+case("unknown_key_desc", f'{O(3)}.src_buff[0].offset: unknown key',
+     setkey(lambda p: ops0(p)[3]["src_buff"][0], "offset", 0))
+case("unknown_key_gpu", 'gpus[1].scratch_chunk: unknown key (did you mean "scratch_chunks"?)',
+     setkey(lambda p: p["gpus"][1], "scratch_chunk", 0))
+case("unknown_collective", 'collective: unknown collective "allgahter" (did you mean "allgather"?',
+     setkey(lambda p: p, "collective", "allgahter"))
+
 os.makedirs(OUT, exist_ok=True)
 with open(os.path.join(OUT, "EXPECTED"), "w") as man:
     man.write("# Malformed plans: <file><TAB><substring that mscclpp_last_error() must contain>.\n")

@@ -85,27 +85,40 @@ START_TEST(t_bad_reads_default)
 }
 END_TEST
 
-/* Logging variables warn, naming the default used, and calls go on. */
-static void check_log_warning(const char *var, const char *value, const char *def)
+/* Point MSCCLPP_DEBUG_FILE at a new temporary file (named in path, 32 bytes). */
+static void log_to_temp(char *path)
 {
-    char path[] = "/tmp/mscclpp-test-config-XXXXXX";
+    snprintf(path, 32, "/tmp/mscclpp-test-log-XXXXXX");
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
     close(fd);
     setenv("MSCCLPP_DEBUG_FILE", path, 1);
+}
+
+/* The file's text (at most cap - 1 bytes); removes the file. */
+static void slurp_and_remove(const char *path, char *text, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(text, 1, cap - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    unlink(path);
+}
+
+/* Logging variables warn, naming the default used, and calls go on. */
+static void check_log_warning(const char *var, const char *value, const char *def)
+{
+    char path[32];
+    log_to_temp(path);
     setenv(var, value, 1);
     ck_assert_int_eq(config_check(), MSCCLPP_OK);
     ck_assert(log_enabled(LOG_WARN, SUBSYS_INIT)); /* starts the logger */
     void *p = NULL;
     ck_assert_int_eq(mscclpp_malloc(64, &p), MSCCLPP_OK);
     mscclpp_free(p);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    char text[4096] = "";
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    text[n] = '\0';
-    fclose(f);
-    unlink(path);
+    char text[4096];
+    slurp_and_remove(path, text, sizeof text);
     char want[256];
     snprintf(want, sizeof want, "%s=\"%s\"", var, value);
     ck_assert_msg(strstr(text, want), "log: '%s'", text);
@@ -146,6 +159,41 @@ START_TEST(t_info_shows_value_in_force)
 }
 END_TEST
 
+/* Variables of code built on the library (libmscclpp_nccl) live in the same table: the public
+ * reader sees them, mscclpp-info lists them, and mscclpp_log writes through the library's logger
+ * under the subsystem NCCL. */
+START_TEST(t_public_config_and_log)
+{
+    unsetenv("MSCCLPP_NCCL_ZERO_COPY");
+    ck_assert_str_eq(mscclpp_config_get("MSCCLPP_NCCL_ZERO_COPY"), "1");
+    setenv("MSCCLPP_NCCL_ZERO_COPY", "0", 1);
+    ck_assert_str_eq(mscclpp_config_get("MSCCLPP_NCCL_ZERO_COPY"), "0");
+    ck_assert_str_eq(mscclpp_config_get("MSCCLPP_NCCL_LIB_PATH"), "");
+    ck_assert_ptr_null(mscclpp_config_get("MSCCLPP_NO_SUCH_VARIABLE"));
+    ck_assert_ptr_null(mscclpp_config_get(NULL));
+
+    static char out[32768];
+    ck_assert_int_eq(run_info("MSCCLPP_NCCL_PLAN_DIR=/some/plans", out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "MSCCLPP_NCCL_PLAN_DIR") && strstr(out, "/some/plans (set)"), "%s",
+                  out);
+    ck_assert_msg(strstr(out, "MSCCLPP_NCCL_LIB_PATH"), "%s", out);
+
+    char path[32];
+    log_to_temp(path);
+    setenv("MSCCLPP_DEBUG", "INFO", 1);
+    setenv("MSCCLPP_DEBUG_SUBSYS", "NCCL", 1);
+    ck_assert(mscclpp_log_enabled(MSCCLPP_LOG_INFO));
+    ck_assert(!mscclpp_log_enabled(MSCCLPP_LOG_TRACE));
+    ck_assert(!log_enabled(LOG_INFO, SUBSYS_EXEC)); /* only the subsystem asked for */
+    mscclpp_log(MSCCLPP_LOG_INFO, "NCCL hello %d", 7);
+    mscclpp_log(MSCCLPP_LOG_TRACE, "not printed");
+    char text[4096];
+    slurp_and_remove(path, text, sizeof text);
+    ck_assert_msg(strstr(text, "MSCCLPP INFO NCCL hello 7\n"), "log: '%s'", text);
+    ck_assert_msg(!strstr(text, "not printed"), "log: '%s'", text);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -164,6 +212,7 @@ int main(void)
     tcase_add_test(tc, t_debug_bogus);
     tcase_add_test(tc, t_debug_subsys_bogus);
     tcase_add_test(tc, t_info_shows_value_in_force);
+    tcase_add_test(tc, t_public_config_and_log);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

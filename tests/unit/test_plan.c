@@ -444,7 +444,7 @@ static char *all_ops_plan(void)
                      "false, 'format': 'mscclpp-plan/1', 'buffer_alignment': 64, "
                      "'num_threads_per_block': 512, 'reuse_resources': true, "
                      "'use_double_scratch_buffer': true, 'min_message_size': 1024, "
-                     "'max_message_size': 18446744073709551615, 'an_unknown_key': [1, 2], "
+                     "'max_message_size': 18446744073709551615, "
                      "'gpus': [%s, %s]}",
                      g0, g1);
     ck_assert_int_lt(n, (int)sizeof text);
@@ -592,7 +592,7 @@ START_TEST(test_pipeline_flatten)
             "'size': 4}],"
         "   'dst_buff': [{'buffer_id': 0, 'index': 0, 'size': 4}]}]},"
         "{'name': 'barrier', 'barrier_id': 0, 'num_threadblocks': 1},"
-        "{'name': 'pipeline', 'iter_context': {'unit_size': 1, 'num_chunks': 0}, 'ops': []}"));
+        "{'name': 'pipeline', 'iter_context': {'unit_size': 1, 'num_chunks': 1}, 'ops': []}"));
     const plan_block_t *blk = &p->gpus[0].blocks[0];
     ck_assert_int_eq(blk->n_ops, 7);
     ck_assert_uint_eq(blk->ops[0].type, PLAN_OP_NOP);
@@ -699,19 +699,22 @@ START_TEST(test_zero_chunks)
 }
 END_TEST
 
-/* Unpaired channel counts are accepted (setup pads them, plan-format §5.2); unknown keys ignored */
-START_TEST(test_unpaired_and_unknown_keys)
+/* Unpaired channel counts are accepted (setup pads them, plan-format §5.2); so are the keys
+ * MSCCL++'s DSL writes and its reader ignores (a channel's legacy "buff", a descriptor's "rank";
+ * unknown keys are refused: tests/plans-bad/unknown_key_*.json). */
+START_TEST(test_unpaired_and_legacy_keys)
 {
     const char *json = jq(
         "{'name': 'u', 'collective': 'sendrecv', 'protocol': 'Simple', 'inplace': false,"
-        " 'comment': 'x', 'gpus': ["
-        "{'id': 0, 'input_chunks': 1, 'output_chunks': 1, 'scratch_chunks': 0, 'extra': {},"
+        " 'gpus': ["
+        "{'id': 0, 'input_chunks': 1, 'output_chunks': 1, 'scratch_chunks': 0,"
         " 'channels': [{'channel_type': 'memory', 'connected_to': [1, 1]},"
-        "              {'channel_type': 'memory', 'connected_to': [1]}],"
-        " 'remote_buffers': [], 'threadblocks': [{'id': 0, 'note': 1,"
+        "              {'channel_type': 'memory', 'connected_to': [1], 'buff': 'i'}],"
+        " 'remote_buffers': [], 'threadblocks': [{'id': 0,"
         " 'channels': [{'channel_type': 'memory', 'channel_ids': [2, 0], 'buff': ['i']}],"
-        " 'ops': [{'name': 'signal', 'channel_type': 'memory', 'channel_ids': [1], 'whatever': "
-            "3}]}]},"
+        " 'ops': [{'name': 'signal', 'channel_type': 'memory', 'channel_ids': [1]},"
+        "         {'name': 'copy', 'src_buff': [{'type': 'i', 'index': 0, 'size': 1, 'rank': 0}],"
+        "          'dst_buff': [{'type': 'o', 'index': 0, 'size': 1}]}]}]},"
         "{'id': 1, 'input_chunks': 1, 'output_chunks': 1, 'scratch_chunks': 0,"
         " 'channels': [{'channel_type': 'memory', 'connected_to': [0]}],"
         " 'remote_buffers': [], 'threadblocks': [{'id': 0, 'channels': [{'channel_type': 'memory',"
@@ -1008,7 +1011,7 @@ static Suite *plan_suite(void)
     tcase_add_test(tc, test_verify);
     tcase_add_test(tc, test_defaults_and_versions);
     tcase_add_test(tc, test_zero_chunks);
-    tcase_add_test(tc, test_unpaired_and_unknown_keys);
+    tcase_add_test(tc, test_unpaired_and_legacy_keys);
     tcase_add_test(tc, test_null_name_from_string);
     tcase_add_test(tc, test_load_string_and_file_agree);
     tcase_add_test(tc, test_missing_file);

@@ -38,8 +38,8 @@ static struct mscclpp_plan *mk(const char *name, const char *coll, int nranks, i
                       "\"nop\"}]}]}",
                       r ? ", " : "", r,
                       /* chunk counts as the collective relates them (checked at load) */
-                      !strcmp(coll, "reducescatter") ? nranks : 1,
-                      !strcmp(coll, "allgather") ? nranks : 1);
+                      !strcmp(coll, "reducescatter") || !strcmp(coll, "alltoall") ? nranks : 1,
+                      !strcmp(coll, "allgather") || !strcmp(coll, "alltoall") ? nranks : 1);
     snprintf(text + n, sizeof text - (size_t)n, "]}");
     struct mscclpp_plan *p = NULL;
     mscclpp_result_t res = plan_load_json(text, strlen(text), name, &p);
