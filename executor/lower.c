@@ -43,8 +43,7 @@ _Static_assert((int)KERN_DT_E5M2 == (int)MSCCLPP_FP8_E5M2 &&
 _Static_assert((int)KERN_RED_MAX == (int)MSCCLPP_MAX && (int)KERN_RED_PROD == (int)MSCCLPP_PROD,
                "kernel reduce ops are mscclpp_redop_t");
 _Static_assert(KERN_MAX_BARRIERS == PLAN_MAX_BARRIERS, "barrier count");
-_Static_assert(KERN_MAX_PTRS >= PLAN_MAX_SWITCH_MEMBERS && KERN_MAX_PTRS >= PLAN_MAX_DESCS,
-               "pointer arrays of one op");
+_Static_assert(KERN_MAX_BLOCKS >= PLAN_MAX_BLOCKS, "one LL flag per block (kern_state_t.flags)");
 
 /* The loader's names: one table for the plan format and the error messages. */
 const char *exec_op_name(int type)

@@ -1058,9 +1058,13 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         kern_fence_sys();
         break;
     case KERN_OP_SEM_ACQUIRE:
+        /* the whole block waits: no thread runs the next op before every semaphore is held */
         for (i = tid; i < op->n_ids; i += nth) kern_sem_acquire(c, ids[i]);
+        KERN_SYNC(c);
         break;
     case KERN_OP_SEM_RELEASE:
+        /* every thread's earlier writes, not only the releasing thread's, come before it */
+        KERN_SYNC(c);
         for (i = tid; i < op->n_ids; i += nth) kern_add_rel_i32(&b->sems[ids[i]], 1);
         break;
     case KERN_OP_COPY:
