@@ -12,6 +12,7 @@
 
 #include "base/config.h"
 #include "base/debug.h"
+#include "base/names.h"
 
 typedef enum { K_STR, K_SECONDS, K_COUNT, K_PORT, K_LEVEL, K_SUBSYS, K_SHAREABLE } kind_t;
 
@@ -244,8 +245,70 @@ int config_invalid(config_id_t id, char *why, size_t cap)
     return bad;
 }
 
+/* MSCCLPP_* variables that are not the library's but are no typo either: read by the Python
+ * package, the tools' launchers and the test suites. */
+static const char *const elsewhere[] = {
+    "MSCCLPP_LIBRARY",           /* python: the libmscclpp.so to load */
+    "MSCCLPP_NCCL_LIBRARY",      /* python (mscclpp.ext): the libmscclpp_nccl.so to load */
+    "MSCCLPP_PLANS_DIR",         /* python: where the default plans' programs are */
+    "MSCCLPP_INCLUDE_DIR",       /* python: headers for native modules */
+    "MSCCLPP_CUDA_ARCH",         /* python: the arch native CUDA modules are built for */
+    "MSCCLPP_HIP_ARCH",          /* python: the arch native HIP modules are built for */
+    "MSCCLPP_TOP_SRCDIR",        /* tests: where the sources are */
+    "MSCCLPP_TOP_BUILDDIR",      /* tests: where the build is */
+    "MSCCLPP_CONFORMANCE_FULL",  /* tests/conformance: every case */
+    "MSCCLPP_CONFORMANCE_SCALE", /* tests/conformance: sizes */
+    "MSCCLPP_TEST_SCALE",        /* tests: sizes */
+    "MSCCLPP_SOAK_CALLS",        /* tests/unit/test_soak */
+    "MSCCLPP_SKIP_KERN_COMPILE", /* scripts/run-tests.sh */
+    "MSCCLPP_SKIP_SANITIZE",     /* scripts/run-tests.sh */
+    "MSCCLPP_SKIP_TSAN",         /* scripts/run-tests.sh */
+    NULL,
+};
+
+extern char **environ;
+
+int config_unknown(void (*fn)(const char *name, const char *nearest, void *ctx), void *ctx)
+{
+    static const char *names[CFG__COUNT + 1];
+    for (int i = 0; i < CFG__COUNT; i++) names[i] = table[i].name;
+    names[CFG__COUNT] = NULL;
+    int n = 0;
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "MSCCLPP_", 8)) continue;
+        char name[128];
+        size_t len = strcspn(*e, "=");
+        if (len >= sizeof name) len = sizeof name - 1;
+        memcpy(name, *e, len);
+        name[len] = '\0';
+        config_id_t id;
+        int known = config_find(name, &id);
+        for (const char *const *k = elsewhere; !known && *k; k++) known = !strcmp(*k, name);
+        if (known) continue;
+        n++;
+        if (fn) fn(name, names_nearest(name, names), ctx);
+    }
+    return n;
+}
+
+static void warn_one(const char *name, const char *nearest, void *ctx)
+{
+    (void)ctx;
+    if (nearest)
+        WARN(SUBSYS_INIT, "%s is not a variable of libmscclpp (did you mean %s?); mscclpp-info "
+             "lists them", name, nearest);
+    else
+        WARN(SUBSYS_INIT, "%s is not a variable of libmscclpp; mscclpp-info lists them", name);
+}
+
+static pthread_once_t unknown_once = PTHREAD_ONCE_INIT;
+static void warn_unknown(void) { config_unknown(warn_one, NULL); }
+
+void config_warn_unknown(void) { pthread_once(&unknown_once, warn_unknown); }
+
 mscclpp_result_t config_check(void)
 {
+    config_warn_unknown();
     for (int i = 0; i < CFG__COUNT; i++) {
         char why[256];
         if (warn_only(kinds[i]) || !config_invalid((config_id_t)i, why, sizeof why)) continue;

@@ -58,6 +58,16 @@ int config_invalid(config_id_t id, char *why, size_t cap);
  */
 mscclpp_result_t config_check(void);
 /**
+ * MSCCLPP_* variables set in the environment that the table does not declare (a typo, or a
+ * variable of another version) and that are not the tools' and tests' own (MSCCLPP_LIBRARY,
+ * MSCCLPP_TOP_SRCDIR, ...): calls fn(name, nearest declared name or NULL, ctx) for each, in
+ * environment order, and returns how many.
+ */
+int config_unknown(void (*fn)(const char *name, const char *nearest, void *ctx), void *ctx);
+/** WARN once per process about each unknown MSCCLPP_* variable (config_check calls it). */
+void config_warn_unknown(void);
+
+/**
  * The value in force, for mscclpp-info: e.g. "30 (set)", "60 (default)", "WARN (default:
  * MSCCLPP_DEBUG=\"bogus\" is ...)", "INVALID: ...". Returns buf.
  */

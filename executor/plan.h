@@ -163,6 +163,7 @@ struct mscclpp_plan {
     uint32_t alignment;    /* buffer_alignment: a power of two in [1, 2^30], default 16 */
     uint32_t threads_per_block;
     uint64_t min_message_size, max_message_size;
+    int root;              /* "root" (broadcast, reduce): the rank the plan is written for */
     int nranks;            /* len(gpus) */
     plan_gpu_t *gpus;      /* gpus[r].id == r */
     void *arena;           /* owner of every allocation above (plan_free releases it) */

@@ -31,6 +31,7 @@
 #include <jansson.h>
 
 #include "base/debug.h"
+#include "base/names.h"
 #include "executor/plan.h"
 
 #define PLAN_MAX_RANKS (1 << 20)        /* sanity bound: arrays are allocated per rank */
@@ -346,43 +347,6 @@ static const char *const keys_desc[] = {"type", "buffer_id", "switch_channel_id"
 static const char *const keys_iter[] = {"unit_size", "num_chunks", NULL};
 static const char *const keys_tbg[] = {"tb_id", "tbg_size", NULL};
 
-/* Edit distance (insert, delete, substitute, swap two neighbours) of two short strings, capped:
- * anything above 3 reads as 3. */
-static int near_dist(const char *a, const char *b)
-{
-    size_t n = strlen(a), m = strlen(b);
-    if (n > 63 || m > 63 || (n > m ? n - m : m - n) > 2) return 3;
-    int d[64][64];
-    for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
-    for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
-    for (size_t i = 1; i <= n; i++)
-        for (size_t j = 1; j <= m; j++) {
-            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-                d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
-        }
-    return d[n][m] > 3 ? 3 : d[n][m];
-}
-
-/* The entry of `names` nearest to `s` (at most 2 edits away), or NULL. */
-static const char *nearest(const char *s, const char *const *names)
-{
-    const char *best = NULL;
-    int bd = 3;
-    for (; *names; names++) {
-        int d = near_dist(s, *names);
-        if (d < bd) {
-            bd = d;
-            best = *names;
-        }
-    }
-    return best;
-}
-
 static void join_names(const char *const *names, char *out, size_t cap)
 {
     size_t len = 0;
@@ -404,7 +368,7 @@ static mscclpp_result_t check_keys(ld_t *ld, const json_t *obj, const char *cons
         while (*k && strcmp(*k, key)) k++;
         if (*k) continue;
         path_key(ld, key);
-        const char *near = nearest(key, known);
+        const char *near = names_nearest(key, known);
         if (near) return ld_err(ld, "unknown key (did you mean \"%s\"?)", near);
         char list[400];
         join_names(known, list, sizeof list);
@@ -1285,7 +1249,7 @@ static mscclpp_result_t parse_op(ld_t *ld, int rank, plan_block_t *blk, const js
         }
         if (!ld->bar_nb[id]) {
             ld->bar_nb[id] = (uint16_t)nb;
-            snprintf(ld->bar_where[id], sizeof ld->bar_where[id], "%s", ld->path);
+            snprintf(ld->bar_where[id], sizeof ld->bar_where[id], "%.159s", ld->path);
         } else if (ld->bar_nb[id] != nb) {
             path_key(ld, "num_threadblocks");
             return ld_err(ld, "%u, but %s uses barrier %u with %u: the blocks of one barrier "
@@ -1440,7 +1404,8 @@ static mscclpp_result_t check_collective_chunks(ld_t *ld, int rank)
                           "would differ in size (expected %llu)",
                       (unsigned long long)in, plan->nranks, (unsigned long long)out,
                       (unsigned long long)(n * out));
-    } else if (!strcmp(c, "allreduce") || !strcmp(c, "alltoall") || !strcmp(c, "broadcast")) {
+    } else if (!strcmp(c, "allreduce") || !strcmp(c, "alltoall") || !strcmp(c, "broadcast") ||
+               !strcmp(c, "reduce")) {
         want_out = in;
         why = "input and output have the same size";
     } else {
@@ -1662,9 +1627,9 @@ static mscclpp_result_t check_plan(ld_t *ld)
 /* Collectives a plan may name: those with a reference result (checked by
  * mscclpp_plan_verify() and `python3 -m mscclpp verify`), and "test" / "custom" (sizes and
  * results are the author's). */
-static const char *const collectives[] = {"allreduce", "allgather",   "reducescatter", "alltoall",
-                                          "broadcast", "sendrecv",    "test",          "custom",
-                                          NULL};
+static const char *const collectives[] = {"allreduce", "allgather", "reducescatter", "alltoall",
+                                          "broadcast", "reduce",    "sendrecv",      "test",
+                                          "custom",    NULL};
 
 static mscclpp_result_t check_collective_name(ld_t *ld, const char *s)
 {
@@ -1673,19 +1638,21 @@ static mscclpp_result_t check_collective_name(ld_t *ld, const char *s)
     path_key(ld, "collective");
     char list[200];
     join_names(collectives, list, sizeof list);
-    const char *near = nearest(s, collectives);
+    const char *near = names_nearest(s, collectives);
     if (near)
         return ld_err(ld, "unknown collective \"%s\" (did you mean \"%s\"? expected %s)", s, near,
                       list);
     return ld_err(ld, "unknown collective \"%s\" (expected %s)", s, list);
 }
 
-/* "root" (broadcast): the rank whose input every rank receives. The executor runs a broadcast
- * plan for root 0 and rotates ranks for other roots, so a plan must be written for root 0. */
+/* "root" (broadcast, reduce): the rank whose input every rank receives / whose output holds the
+ * reduction. The executor runs such a plan for root 0 and rotates ranks for other roots, so
+ * until it rotates by plan->root a plan must be written for root 0. */
 static mscclpp_result_t parse_root(ld_t *ld, const json_t *root)
 {
     uint64_t r;
     CHECK(get_u64(ld, root, "root", false, 0, UINT64_MAX, 0, &r));
+    ld->plan->root = 0;
     if (r == 0) return MSCCLPP_OK;
     path_key(ld, "root");
     if (r >= (uint64_t)ld->plan->nranks)

@@ -16,17 +16,37 @@ MSCCLPP_API const char *mscclpp_backend_name(void)
     return ops->name;
 }
 
+/* The calling thread's device of the selected backend and what it is. */
+static mscclpp_result_t current_device(int *dev, hal_device_props_t *props)
+{
+    const hal_ops_t *ops;
+    CHECK(hal_get(&ops));
+    *dev = 0;
+    memset(props, 0, sizeof *props);
+    CHECK(ops->device_get(dev));
+    return ops->device_props(*dev, props);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_device_describe(int *device, char *text, size_t cap)
+{
+    CHECK_ARG(text != NULL && cap > 0);
+    text[0] = '\0';
+    int dev;
+    hal_device_props_t p;
+    CHECK(current_device(&dev, &p));
+    if (device) *device = dev;
+    snprintf(text, cap, "%s, %s, %d multiprocessors, %.1f GiB", p.name, p.arch,
+             p.multiprocessors, (double)p.total_memory / (1 << 30));
+    return MSCCLPP_OK;
+}
+
 MSCCLPP_API mscclpp_result_t mscclpp_nvls_supported(int *supported)
 {
     CHECK_ARG(supported != NULL);
     *supported = 0;
-    const hal_ops_t *ops;
-    CHECK(hal_get(&ops));
-    int dev = 0;
+    int dev;
     hal_device_props_t props;
-    memset(&props, 0, sizeof props);
-    CHECK(ops->device_get(&dev));
-    CHECK(ops->device_props(dev, &props));
+    CHECK(current_device(&dev, &props));
     *supported = props.multicast ? 1 : 0;
     return MSCCLPP_OK;
 }

@@ -8,7 +8,8 @@ EXTRA_DIST += python/pyproject.toml python/README.md python/mscclpp/__init__.py 
 	python/mscclpp/language/internal/types.py python/mscclpp/language/loop.py \
 	python/mscclpp/language/program.py python/mscclpp/language/rank.py \
 	python/mscclpp/language/thread_block_group.py python/mscclpp/language/utils.py \
-	python/mscclpp/simulator.py python/mscclpp/runtime.py python/mscclpp/plan_view.py \
+	python/mscclpp/simulator.py python/mscclpp/plan_check.py python/mscclpp/runtime.py \
+	python/mscclpp/plan_view.py \
 	python/mscclpp/ext/__init__.py python/mscclpp/ext/algorithm_collection_builder.py
 
 # Python tests (pytest): make check-python

@@ -4,8 +4,8 @@ tools_mscclpp_bench_SOURCES = tools/mscclpp-bench.c tools/bench_data.c tools/ben
 	tools/bench_plot.c tools/bench_plot.h \
 	tools/mscclpp-tune.c tools/bench_tune.h \
 	tools/netns.c tools/netns.h
-tools_mscclpp_bench_CFLAGS = $(AM_CFLAGS)
-tools_mscclpp_bench_LDADD = libmscclpp.la -lm
+tools_mscclpp_bench_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+tools_mscclpp_bench_LDADD = libmscclpp.la $(JANSSON_LIBS) -lm
 if HAVE_MPI
 tools_mscclpp_bench_CFLAGS += $(MPI_CFLAGS)
 tools_mscclpp_bench_LDADD += libmscclpp_mpi.la $(MPI_LIBS)

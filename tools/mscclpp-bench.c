@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "mscclpp/mscclpp.h"
 #include "mscclpp/native.h"
 #ifdef MSCCLPP_HAVE_MPI
@@ -33,7 +35,7 @@
 
 typedef struct {
     int coll; /* bench_coll_t; -1 when a plan decides */
-    const char *plan_path, *plan_dir, *json_path;
+    const char *plan_path, *plan_dir, *json_path, *csv_path;
     size_t min_bytes, max_bytes, step_bytes;
     unsigned long step_factor; /* 0: linear steps of step_bytes */
     int dtypes[MSCCLPP_DTYPE_COUNT], ndtypes;
@@ -64,8 +66,6 @@ typedef struct {
     const char *plan;      /* name of the plan that ran; NULL when unknown */
     uint64_t moved;        /* bytes the plan reads and writes, all ranks (0: unknown) */
     double bound;          /* algbw bound (GB/s) from moved and the copy bandwidth; 0: none */
-    uint64_t min_moved;    /* the fewest bytes the collective needs (0: none, or unknown) */
-    double ideal;          /* algbw bound (GB/s) from min_moved and the copy bandwidth; 0: none */
 } column_t;
 
 typedef struct {
@@ -84,12 +84,13 @@ typedef struct {
     size_t buf_bytes;
     unsigned char *host;   /* staging for checks, buf_bytes */
     void *xchg;            /* nranks * 8 bytes for allgathers of results */
-    FILE *json;
+    FILE *json, *csv;
     int use_mpi;
     void *mpi_send, *mpi_recv;
     double bw_sum;
-    double copy_gbps; /* all ranks copying at once, read + written bytes (0: not measured) */
-    size_t copy_bytes;
+    double copy_gbps; /* this row: all ranks copying at once, read + written bytes (0: none) */
+    size_t copy_bytes; /* this row: bytes each rank copied */
+    int bounds;        /* the table has the bound columns (not when tuning) */
     int bw_count, failed_calls;
     long long wrong_total;
     bench_plot_t *plot; /* rank 0 with --plot */
@@ -120,6 +121,8 @@ static void usage(FILE *f, const char *prog)
             "                        mscclpp/native.h) after the plans: the tuner times them,\n"
             "                        a tuning table can choose them (repeatable, 8 at most)\n"
             "      --json FILE       write one JSON record per row to FILE\n"
+            "      --csv FILE        write the rows to FILE as CSV (a header line, then one line\n"
+            "                        per row; the fields of --json)\n"
             "      --mpi             under mpiexec: also time the MPI collective\n"
             "      --bootstrap mpi|tcp  under mpiexec: bootstrap over MPI (default) or over TCP\n"
             "                        from a unique id that rank 0 broadcasts\n"
@@ -127,7 +130,7 @@ static void usage(FILE *f, const char *prog)
             "      --plot FILE.svg   draw busbw and time against size (one line per plan and\n"
             "                        placement, MPI's with --mpi) into FILE.svg\n"
             "  -a, --average 0..3    time reported over ranks: 0 rank 0, 1 mean, 2 min, 3 max\n"
-            "                        (default 3)\n"
+            "                        (default 1, as nccl-tests)\n"
             "  -z, --blocking 0|1    1: wait for each call before starting the next (default 0)\n"
             "  -N, --run_cycles N    run the whole sweep N times (default 1)\n"
             "  -G, --cudagraph N     capture the -n timed calls into one graph (a CUDA/HIP\n"
@@ -145,6 +148,7 @@ static void usage(FILE *f, const char *prog)
             "      --nodes K         with --np: run the ranks as K nodes, each a network and UTS\n"
             "                        namespace of its own (root), else a forced node id per rank\n"
             "  -h, --help            this text\n"
+            "  -V, --version         the version of mscclpp-bench and of libmscclpp\n"
             "Sizes are nccl-tests sizes: allgather output, reducescatter input, buffer otherwise.\n"
             "Exit status: 0 all good, 1 a check or call failed, 2 bad usage.\n",
             prog, prog, DEFAULT_TIME_LIMIT);
@@ -182,7 +186,55 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 }
 
 enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, OPT_BOOT,
-       OPT_PLOT, OPT_TUNE, OPT_TUNE_BLOCKS, OPT_TUNE_THREADS, OPT_NODES, OPT_NATIVE };
+       OPT_PLOT, OPT_TUNE, OPT_TUNE_BLOCKS, OPT_TUNE_THREADS, OPT_NODES, OPT_NATIVE, OPT_CSV };
+
+/* What a value of each option may be, for the one-line answer to a bad one. */
+#define ACCEPT_SIZE "a size in bytes, optionally with K, M or G (1K = 1024)"
+#define ACCEPT_DTYPES                                                                             \
+    "float, half, bfloat16, int32, uint32, int8, uint8, double, fp8e4m3, fp8e5m2 or all"
+#define ACCEPT_OPS "sum, prod, min, max or all"
+
+/* Edit distance of two short option names (insert, delete, substitute), capped at 3. */
+static int option_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 31 || m > 31) return 3;
+    int d[32][32];
+    for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int x = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < x) x = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < x) x = d[i][j - 1] + 1;
+            d[i][j] = x;
+        }
+    return d[n][m] > 3 ? 3 : d[n][m];
+}
+
+/* One line for an option the tool does not know: the nearest long option when one is close. */
+static void unknown_option(const char *prog, const char *arg, const struct option *opts)
+{
+    const char *name = arg;
+    while (*name == '-') name++;
+    char key[64];
+    snprintf(key, sizeof key, "%.*s", (int)strcspn(name, "="), name);
+    const char *best = NULL;
+    int bd = 3;
+    for (const struct option *o = opts; o->name; o++) {
+        int d = option_distance(key, o->name);
+        if (d < bd) {
+            bd = d;
+            best = o->name;
+        }
+    }
+    if (best && arg[1] == '-')
+        fprintf(stderr, "%s: unknown option '%s' (did you mean --%s?); %s --help lists the "
+                        "options\n", prog, arg, best, prog);
+    else
+        fprintf(stderr, "%s: unknown option '%s'; %s --help lists the options\n", prog, arg,
+                prog);
+}
 
 /*
  * nccl-tests options that have no meaning here (-g GPUs per thread, -t threads per process):
@@ -223,6 +275,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"tune-blocks", required_argument, NULL, OPT_TUNE_BLOCKS},
         {"tune-threads", required_argument, NULL, OPT_TUNE_THREADS},
         {"nodes", required_argument, NULL, OPT_NODES},
+        {"csv", required_argument, NULL, OPT_CSV},   {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
     };
     const char *prog = "mscclpp-bench"; /* argv[0] may be libtool's lt- wrapper target */
@@ -234,20 +287,22 @@ static int parse_args(int argc, char **argv, opts_t *o)
     o->ops[0] = MSCCLPP_SUM, o->nops = 1;
     o->iters = 20, o->warmup = 5, o->check = 1;
     o->time_limit = DEFAULT_TIME_LIMIT;
-    o->average = 3, o->cycles = 1;
+    o->average = 1, o->cycles = 1; /* nccl-tests' -a default: the mean over ranks */
     int c, v;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":b:e:f:i:d:o:n:w:c:r:ha:z:N:g:t:G:", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":b:e:f:i:d:o:n:w:c:r:hVa:z:N:g:t:G:", longopts, NULL)) !=
+           -1) {
         const char *bad = NULL;
         switch (c) {
-        case 'b': if (parse_size(optarg, &o->min_bytes)) bad = "-b"; break;
-        case 'e': if (parse_size(optarg, &o->max_bytes)) bad = "-e"; break;
+        case 'b': if (parse_size(optarg, &o->min_bytes)) bad = "-b: expected " ACCEPT_SIZE; break;
+        case 'e': if (parse_size(optarg, &o->max_bytes)) bad = "-e: expected " ACCEPT_SIZE; break;
         case 'f':
-            if (parse_int(optarg, 2, 1 << 20, &v)) bad = "-f (an integer >= 2)";
+            if (parse_int(optarg, 2, 1 << 20, &v)) bad = "-f: expected an integer >= 2";
             else o->step_factor = (unsigned long)v;
             break;
         case 'i':
-            if (parse_size(optarg, &o->step_bytes) || o->step_bytes == 0) bad = "-i";
+            if (parse_size(optarg, &o->step_bytes) || o->step_bytes == 0)
+                bad = "-i: expected " ACCEPT_SIZE ", at least 1";
             else o->step_factor = 0;
             break;
         case 'd':
@@ -257,7 +312,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
             } else if ((v = bench_dtype_parse(optarg)) >= 0) {
                 o->dtypes[0] = v, o->ndtypes = 1;
             } else {
-                bad = "-d";
+                bad = "-d: expected " ACCEPT_DTYPES;
             }
             break;
         case 'o':
@@ -267,72 +322,92 @@ static int parse_args(int argc, char **argv, opts_t *o)
             } else if ((v = bench_redop_parse(optarg)) >= 0) {
                 o->ops[0] = v, o->nops = 1;
             } else {
-                bad = "-o";
+                bad = "-o: expected " ACCEPT_OPS;
             }
             break;
-        case 'n': if (parse_int(optarg, 1, 1 << 30, &o->iters)) bad = "-n"; break;
-        case 'w': if (parse_int(optarg, 0, 1 << 30, &o->warmup)) bad = "-w"; break;
-        case 'c': if (parse_int(optarg, 0, 1, &o->check)) bad = "-c (0 or 1)"; break;
-        case 'r': if (parse_int(optarg, 0, 1 << 20, &o->root)) bad = "-r"; break;
-        case OPT_NP: if (parse_int(optarg, 1, 1024, &o->np)) bad = "--np"; break;
-        case OPT_NODES: if (parse_int(optarg, 1, NETNS_MAX_NODES, &o->nodes)) bad = "--nodes"; break;
+        case 'n':
+            if (parse_int(optarg, 1, 1 << 30, &o->iters)) bad = "-n: expected a count >= 1";
+            break;
+        case 'w':
+            if (parse_int(optarg, 0, 1 << 30, &o->warmup)) bad = "-w: expected a count >= 0";
+            break;
+        case 'c': if (parse_int(optarg, 0, 1, &o->check)) bad = "-c: expected 0 or 1"; break;
+        case 'r': if (parse_int(optarg, 0, 1 << 20, &o->root)) bad = "-r: expected a rank"; break;
+        case OPT_NP:
+            if (parse_int(optarg, 1, 1024, &o->np)) bad = "--np: expected 1 to 1024 ranks";
+            break;
+        case OPT_NODES:
+            if (parse_int(optarg, 1, NETNS_MAX_NODES, &o->nodes))
+                bad = "--nodes: expected a node count >= 1 that divides --np";
+            break;
         case OPT_PLAN: o->plan_path = optarg; break;
         case OPT_PLAN_DIR: o->plan_dir = optarg; break;
         case OPT_NATIVE:
             if (o->nnatives == (int)(sizeof o->natives / sizeof *o->natives))
-                bad = "--native (8 modules at most)";
+                bad = "--native: 8 modules at most";
             else
                 o->natives[o->nnatives++] = optarg;
             break;
         case OPT_JSON: o->json_path = optarg; break;
+        case OPT_CSV: o->csv_path = optarg; break;
         case OPT_MPI: o->mpi = 1; break;
         case OPT_BOOT:
             if (strcmp(optarg, "tcp") == 0) o->tcp_boot = 1;
             else if (strcmp(optarg, "mpi") == 0) o->tcp_boot = 0;
-            else bad = "--bootstrap (mpi or tcp)";
+            else bad = "--bootstrap: expected mpi or tcp";
             break;
         case OPT_TIME_LIMIT: {
             char *end;
             o->time_limit = strtod(optarg, &end);
-            if (end == optarg || *end || !(o->time_limit > 0)) bad = "--time-limit";
+            if (end == optarg || *end || !(o->time_limit > 0))
+                bad = "--time-limit: expected seconds > 0";
             break;
         }
         case OPT_PLOT: o->plot_path = optarg; break;
-        case 'a': if (parse_int(optarg, 0, 3, &o->average)) bad = "-a (0, 1, 2 or 3)"; break;
-        case 'z': if (parse_int(optarg, 0, 1, &o->blocking)) bad = "-z (0 or 1)"; break;
+        case 'a':
+            if (parse_int(optarg, 0, 3, &o->average))
+                bad = "-a: expected 0 (rank 0), 1 (mean), 2 (min) or 3 (max)";
+            break;
+        case 'z': if (parse_int(optarg, 0, 1, &o->blocking)) bad = "-z: expected 0 or 1"; break;
         case 'N':
             if (parse_int(optarg, 1, 1 << 20, &o->cycles))
-                bad = "-N (a count >= 1; 0, run forever, is not supported)";
+                bad = "-N: expected a count >= 1 (0, run forever, is not supported)";
             break;
         case 'g':
         case 't':
             if (nccl_tests_flag(c, optarg, prog)) return EXIT_USAGE;
             break;
         case 'G':
-            if (parse_int(optarg, 0, 1 << 20, &o->graph_launches)) bad = "-G (a count >= 0)";
+            if (parse_int(optarg, 0, 1 << 20, &o->graph_launches))
+                bad = "-G: expected a count >= 0";
             break;
         case OPT_TUNE: o->tune.path = optarg; break;
         case OPT_TUNE_BLOCKS:
             if (tune_parse_list(optarg, 1, 1 << 16, o->tune.blocks, &o->tune.nblocks))
-                bad = "--tune-blocks (comma-separated counts >= 1)";
+                bad = "--tune-blocks: expected comma-separated counts >= 1";
             break;
         case OPT_TUNE_THREADS:
             if (tune_parse_list(optarg, 0, 1024, o->tune.threads, &o->tune.nthreads))
-                bad = "--tune-threads (comma-separated counts in 0..1024)";
+                bad = "--tune-threads: expected comma-separated counts in 0..1024";
             break;
         case 'h': usage(stdout, prog); return -1;
+        case 'V': {
+            int major, minor, patch;
+            mscclpp_version(&major, &minor, &patch);
+            printf("mscclpp-bench %s (libmscclpp %d.%d.%d)\n", PACKAGE_VERSION, major, minor,
+                   patch);
+            return -1;
+        }
         case ':':
-            fprintf(stderr, "%s: option %s needs a value\n", prog, argv[optind - 1]);
-            usage(stderr, prog);
+            fprintf(stderr, "%s: option '%s' needs a value; %s --help says which\n", prog,
+                    argv[optind - 1], prog);
             return EXIT_USAGE;
         default:
-            fprintf(stderr, "%s: unknown option %s\n", prog, argv[optind - 1]);
-            usage(stderr, prog);
+            unknown_option(prog, argv[optind - 1], longopts);
             return EXIT_USAGE;
         }
         if (bad) {
             fprintf(stderr, "%s: bad value '%s' for %s\n", prog, optarg, bad);
-            usage(stderr, prog);
             return EXIT_USAGE;
         }
     }
@@ -342,18 +417,18 @@ static int parse_args(int argc, char **argv, opts_t *o)
             return EXIT_USAGE;
         }
         if ((o->coll = bench_coll_parse(argv[optind])) < 0) {
-            fprintf(stderr, "%s: unknown collective '%s' (allreduce, allgather, reducescatter, "
-                            "alltoall, broadcast)\n", prog, argv[optind]);
+            fprintf(stderr, "%s: unknown collective '%s' (expected allreduce, allgather, "
+                            "reducescatter, alltoall or broadcast)\n", prog, argv[optind]);
             return EXIT_USAGE;
         }
         if (++optind < argc) {
-            fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
-            usage(stderr, prog);
+            fprintf(stderr, "%s: unexpected argument '%s' (one COLLECTIVE, then options)\n", prog,
+                    argv[optind]);
             return EXIT_USAGE;
         }
     } else if (!o->plan_path && !o->tune.path) {
-        fprintf(stderr, "%s: missing COLLECTIVE or --plan\n", prog);
-        usage(stderr, prog);
+        fprintf(stderr, "%s: give a COLLECTIVE (allreduce, allgather, reducescatter, alltoall, "
+                        "broadcast) or --plan FILE; %s --help lists the options\n", prog, prog);
         return EXIT_USAGE;
     }
     if (o->tune.path) {
@@ -477,68 +552,56 @@ static int sum_over_ranks(bench_t *b, long long *v)
 /* --- the bound column ----------------------------------------------------------------------- */
 
 /*
- * The memory bandwidth the ranks get together: every rank copies a buffer to another of the same
- * backend (device to device; memcpy on the host backend) at the same time, and the bytes read
- * and written per second are summed over the ranks. The ranks of a node share that memory on
- * the host backend and when several ranks share a GPU, so no plan can beat
- * bytes it moves / this bandwidth (issue 11; with one GPU per rank the bound is looser).
- * Returns -1 only when the ranks can no longer talk; a failed copy leaves copy_gbps 0.
+ * The memory bandwidth the ranks get together at one row's size: every rank copies a buffer of
+ * that size to another of the same backend (device to device; memcpy on the host backend) at the
+ * same time, -n times, best of 3 runs; the bytes read and written per second are summed over the
+ * ranks. Timed per size because a copy that fits a cache runs several times faster than one that
+ * does not: one copy timed at the largest size made small rows look faster than memory (issue
+ * 21 item 8: 189 % of the bound). The ranks of a node share that memory on the host backend, so
+ * a plan's row can be no faster than the bytes it moves / this bandwidth (issue 11; with one GPU
+ * per rank the bound is looser). Returns -1 only when the ranks can no longer talk; a failed
+ * copy leaves copy_gbps 0 (no bound for the row).
  */
-static int measure_copy(bench_t *b)
+static int measure_copy(bench_t *b, size_t bytes)
 {
-    size_t bytes = b->o->max_bytes;
-    if (bytes < ((size_t)8 << 20)) bytes = (size_t)8 << 20;   /* past the caches */
-    if (bytes > ((size_t)256 << 20)) bytes = (size_t)256 << 20;
-    void *src = NULL, *dst = NULL;
+    if (bytes > b->buf_bytes) bytes = b->buf_bytes;
+    b->copy_gbps = 0;
+    b->copy_bytes = bytes;
+    if (!bytes) return 0;
     double bw = -1e300; /* a failure on any rank makes the mean negative: no bound */
-    mscclpp_result_t rc = mscclpp_malloc(bytes, &src);
-    if (rc == MSCCLPP_OK) rc = mscclpp_malloc(bytes, &dst);
-    if (rc == MSCCLPP_OK) rc = mscclpp_memset(src, 1, bytes);
-    if (rc == MSCCLPP_OK) rc = mscclpp_memcpy(dst, src, bytes); /* first touch of dst */
-    mscclpp_result_t brc = mscclpp_bootstrap_barrier(b->boot);
-    if (brc != MSCCLPP_OK) {
-        report(b, "barrier", brc);
-        return -1;
-    }
-    if (rc == MSCCLPP_OK) {
-        const int iters = 5;
+    const int iters = b->o->iters, trials = 3;
+    /* first touch, and the check's pattern no longer matters: the columns ran already */
+    mscclpp_result_t rc = mscclpp_memcpy(b->recvbuf, b->sendbuf, bytes);
+    double best = 0;
+    for (int k = 0; k < trials; k++) {
+        mscclpp_result_t brc = mscclpp_bootstrap_barrier(b->boot);
+        if (brc != MSCCLPP_OK) {
+            report(b, "barrier", brc);
+            return -1;
+        }
+        if (rc != MSCCLPP_OK) continue;
         double t0 = now_s();
-        for (int i = 0; i < iters && rc == MSCCLPP_OK; i++) rc = mscclpp_memcpy(dst, src, bytes);
+        for (int i = 0; i < iters && rc == MSCCLPP_OK; i++)
+            rc = mscclpp_memcpy(b->recvbuf, b->sendbuf, bytes);
         double t = now_s() - t0;
-        if (rc == MSCCLPP_OK && t > 0) bw = 2.0 * (double)bytes * iters / t;
+        if (rc == MSCCLPP_OK && t > 0 && (best == 0 || t < best)) best = t;
     }
-    if (rc != MSCCLPP_OK) report(b, "copy bandwidth (the bound column is left out)", rc);
-    if (dst) mscclpp_free(dst);
-    if (src) mscclpp_free(src);
+    if (rc == MSCCLPP_OK && best > 0) bw = 2.0 * (double)bytes * iters / best;
+    if (rc != MSCCLPP_OK) report(b, "copy bandwidth (the row's bound is left out)", rc);
     if (mean_over_ranks(b, &bw)) return -1;
     b->copy_gbps = bw > 0 ? bw * b->nranks / 1e9 : 0;
-    b->copy_bytes = bytes;
     return 0;
 }
 
-/*
- * Bytes the column's plan moves and the algbw bound they imply (0 when either is unknown); and
- * the ideal: the fewest bytes the collective needs (mscclpp_collective_min_traffic) at the same
- * copy bandwidth, so a plan that moves extra bytes shows it (bound < ideal).
- */
+/* Bytes the column's plan moves and the algbw bound they imply (0 when either is unknown). */
 static void column_bound(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, uint64_t msg,
                          int inplace, size_t size, column_t *c)
 {
     c->moved = 0;
     c->bound = 0;
-    c->min_moved = 0;
-    c->ideal = 0;
     if (!c->ran || c->err != MSCCLPP_OK || b->copy_gbps <= 0) return;
     const mscclpp_plan_t *p = b->plan;
     const char *coll = bench_coll_name(b->coll);
-    size_t esz = mscclpp_dtype_size(dt);
-    uint64_t least = 0;
-    if (mscclpp_collective_min_traffic(coll, b->nranks, s->send_count * esz, s->recv_count * esz,
-                                       inplace, &least) == MSCCLPP_OK &&
-        least > 0) {
-        c->min_moved = least;
-        c->ideal = (double)size * b->copy_gbps / (double)least;
-    }
     /* the plan the call ran: an in-place call with no in-place plan runs the out-of-place one */
     if (!p && mscclpp_executor_choose_plan(b->exec, coll, inplace, msg, &p, NULL) != MSCCLPP_OK &&
         (!inplace || mscclpp_executor_choose_plan(b->exec, coll, 0, msg, &p, NULL) != MSCCLPP_OK))
@@ -818,48 +881,76 @@ static double time_mpi(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, m
 
 /* --- printing ------------------------------------------------------------------------------- */
 
-static void print_header(const bench_t *b)
+#define RANK_LINE 256
+
+/* Every rank's host, pid and device, gathered for rank 0's header as nccl-tests prints them
+ * ("#  Rank  0 Pid ... on HOST device 0 [NAME]"). Returns -1 when the ranks cannot talk. */
+static int describe_ranks(bench_t *b, char **lines)
+{
+    char *all = calloc((size_t)b->nranks, RANK_LINE);
+    if (!all) {
+        fprintf(stderr, "mscclpp-bench: rank %d: out of memory\n", b->rank);
+        return -1;
+    }
+    char host[64] = "?", dev[RANK_LINE - 96] = "";
+    gethostname(host, sizeof host - 1);
+    int idx = -1;
+    if (mscclpp_device_describe(&idx, dev, sizeof dev) != MSCCLPP_OK)
+        snprintf(dev, sizeof dev, "(unknown: %s)", mscclpp_last_error());
+    snprintf(all + (size_t)b->rank * RANK_LINE, RANK_LINE, "#  Rank %2d Pid %6d on %10s device %2d [%s]",
+             b->rank, (int)getpid(), host, idx, dev);
+    mscclpp_result_t rc = mscclpp_bootstrap_allgather(b->boot, all, RANK_LINE);
+    if (rc != MSCCLPP_OK) {
+        report(b, "exchanging device names", rc);
+        free(all);
+        return -1;
+    }
+    *lines = all;
+    return 0;
+}
+
+static void print_header(const bench_t *b, const char *ranks)
 {
     const opts_t *o = b->o;
-    printf("# mscclpp-bench: %s, %d rank(s) (%s), backend %s\n",
+    static const char *const avg[] = {"rank 0's", "the mean over ranks", "the minimum over ranks",
+                                      "the maximum over ranks"};
+    printf("# mscclpp-bench %s: %s, %d rank(s) (%s), backend %s\n", PACKAGE_VERSION,
            b->plan ? mscclpp_plan_collective(b->plan) : bench_coll_name(b->coll), b->nranks,
            b->launcher, mscclpp_backend_name());
+    for (int r = 0; ranks && r < b->nranks; r++) printf("%s\n", ranks + (size_t)r * RANK_LINE);
     if (b->plan)
         printf("# plan %s (%s, %s)\n", o->plan_path,
                mscclpp_plan_name(b->plan) ? mscclpp_plan_name(b->plan) : "unnamed",
                b->run_ip ? "in-place: in-place column only" : "out-of-place column only");
     if (!b->plan && mscclpp_executor_tuning_file(b->exec))
         printf("# tuning table %s\n", mscclpp_executor_tuning_file(b->exec));
-    printf("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
+    printf("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d "
+           "average: %d (time is %s)\n",
            o->min_bytes, o->max_bytes, o->step_factor ? (size_t)o->step_factor : o->step_bytes,
-           o->step_factor ? "factor" : "bytes", o->warmup, o->iters, o->check);
+           o->step_factor ? "factor" : "bytes", o->warmup, o->iters, o->check, o->average,
+           avg[o->average]);
     if (o->graph_launches)
         printf("# graphs: the %d timed calls captured into one graph, replayed %d times; time "
                "is per call\n",
                o->iters, o->graph_launches);
-    if (b->copy_gbps > 0)
-        printf("# copy bandwidth %.2f GB/s (bytes read + written, %d ranks copying %zu bytes each "
-               "at once); bound = algbw if the plan's bytes moved ran at that bandwidth, ideal = "
-               "algbw if only the collective's fewest bytes moved at it\n",
-               b->copy_gbps, b->nranks, b->copy_bytes);
+    if (b->bounds)
+        printf("# bound = the algbw if the plan's bytes moved ran at the copy bandwidth of the row's "
+               "size (%d ranks each copying a buffer of that size at once, device to device, -n "
+               "copies, best of 3; --json has it as copy_gbps); %% = algbw / bound\n",
+               b->nranks);
     printf("#\n");
     printf("# %10s  %12s  %8s  %6s  %6s  %29s  %29s%s%s\n", "", "", "", "", "", "out-of-place",
            "in-place", b->use_mpi ? "  MPI (out-of-place)" : "",
-           b->copy_gbps > 0 ? "        bound: oop      in-place        ideal: oop      in-place"
-                            : "");
+           b->bounds ? "        bound: oop      in-place" : "");
     printf("# %10s  %12s  %8s  %6s  %6s  %7s %7s %7s %6s  %7s %7s %7s %6s", "size", "count",
            "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
            "#wrong");
     if (b->use_mpi) printf("  %9s %6s", "time", "ratio");
-    if (b->copy_gbps > 0)
-        printf("  %8s %6s %8s %6s  %8s %6s %8s %6s", "bound", "%", "bound", "%", "ideal", "%",
-               "ideal", "%");
+    if (b->bounds) printf("  %8s %6s %8s %6s", "bound", "%", "bound", "%");
     printf("\n# %10s  %12s  %8s  %6s  %6s  %7s %7s %7s %6s  %7s %7s %7s %6s", "(B)", "(elements)",
            "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     if (b->use_mpi) printf("  %9s %6s", "(us)", "mpi/us");
-    if (b->copy_gbps > 0)
-        printf("  %8s %6s %8s %6s  %8s %6s %8s %6s", "(GB/s)", "", "(GB/s)", "", "(GB/s)", "",
-               "(GB/s)", "");
+    if (b->bounds) printf("  %8s %6s %8s %6s", "(GB/s)", "", "(GB/s)", "");
     printf("\n");
     fflush(stdout);
 }
@@ -884,63 +975,149 @@ static void print_column(const bench_t *b, const column_t *c, size_t bytes)
     printf("  %7.*f %7.2f %7.2f %6s", c->time_us < 10000 ? 2 : 0, c->time_us, algbw, busbw, wrong);
 }
 
-static void json_string(FILE *f, const char *s)
+/* --- --json and --csv records (jansson) ------------------------------------------------------ */
+
+/* A real rounded to `decimals`, as the table prints it; null for NaN/inf. */
+static json_t *jreal(double v, int decimals)
 {
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
+    if (!isfinite(v)) return json_null();
+    double scale = pow(10, decimals);
+    return json_real(round(v * scale) / scale);
 }
 
-static void json_column(const bench_t *b, const column_t *c, size_t bytes)
+static json_t *jstr(const char *s) { return s ? json_string(s) : json_null(); }
+
+static json_t *column_record(const bench_t *b, const column_t *c, size_t bytes)
 {
-    FILE *f = b->json;
-    if (!c->ran) {
-        fputs("null", f);
-        return;
-    }
-    if (c->err != MSCCLPP_OK) {
-        fprintf(f, "{\"plan\":");
-        json_string(f, c->plan);
-        fprintf(f, ",\"error\":");
-        json_string(f, mscclpp_result_string(c->err));
-        fprintf(f, ",\"error_rank\":%d}", c->err_rank);
-        return;
-    }
+    if (!c->ran) return json_null();
+    if (c->err != MSCCLPP_OK)
+        return json_pack("{s:o, s:s, s:i}", "plan", jstr(c->plan), "error",
+                         mscclpp_result_string(c->err), "error_rank", c->err_rank);
     double algbw = (double)bytes / 1e3 / c->time_us;
-    fprintf(f, "{\"plan\":");
-    json_string(f, c->plan);
-    fprintf(f, ",\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":", c->time_us, algbw,
-            algbw * bench_busbw_factor(b->coll, b->nranks));
-    if (c->wrong < 0)
-        fputs("null", f);
-    else
-        fprintf(f, "%lld", c->wrong);
-    /* the bound column: bytes the plan moves, the algbw they allow at the copy bandwidth, and
-       the share of it reached (null when unknown: a native algorithm, no copy measured) */
-    if (c->bound > 0)
-        fprintf(f, ",\"bytes_moved\":%" PRIu64 ",\"bound_algbw\":%.4f,\"bound_pct\":%.2f",
-                c->moved, c->bound, algbw / c->bound * 100);
-    else
-        fputs(",\"bytes_moved\":null,\"bound_algbw\":null,\"bound_pct\":null", f);
-    /* the ideal column: the collective's fewest bytes at the same bandwidth */
-    if (c->ideal > 0)
-        fprintf(f, ",\"min_bytes\":%" PRIu64 ",\"ideal_algbw\":%.4f,\"ideal_pct\":%.2f",
-                c->min_moved, c->ideal, algbw / c->ideal * 100);
-    else
-        fputs(",\"min_bytes\":null,\"ideal_algbw\":null,\"ideal_pct\":null", f);
-    fputs(",\"error\":null}", f);
+    json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o}", "plan", jstr(c->plan), "time_us",
+                          jreal(c->time_us, 3), "algbw", jreal(algbw, 4), "busbw",
+                          jreal(algbw * bench_busbw_factor(b->coll, b->nranks), 4), "wrong",
+                          c->wrong < 0 ? json_null() : json_integer(c->wrong));
+    /* the bound column: bytes the plan moves, the algbw they allow at the row's copy
+       bandwidth, and the share of it reached (null when unknown: a native algorithm, no copy) */
+    int known = c->bound > 0;
+    json_object_set_new(o, "bytes_moved", known ? json_integer((json_int_t)c->moved) : json_null());
+    json_object_set_new(o, "bound_algbw", known ? jreal(c->bound, 4) : json_null());
+    json_object_set_new(o, "bound_pct", known ? jreal(algbw / c->bound * 100, 2) : json_null());
+    json_object_set_new(o, "error", json_null());
+    return o;
+}
+
+/* One row as a record: what --json writes (one line each) and --csv flattens. */
+static json_t *row_record(bench_t *b, size_t bytes, size_t count, mscclpp_dtype_t dt,
+                          const char *opname, int root, const column_t *const cols[2],
+                          double mpi_us)
+{
+    json_t *rec = json_object();
+    json_object_set_new(rec, "collective",
+                        json_string(b->plan ? mscclpp_plan_collective(b->plan)
+                                            : bench_coll_name(b->coll)));
+    /* "plan": the plan of the first column that ran (each column names its own too);
+       "plan_file": the --plan path, null for the default plans */
+    json_object_set_new(rec, "plan", jstr(cols[0]->ran ? cols[0]->plan : cols[1]->plan));
+    json_object_set_new(rec, "plan_file", jstr(b->o->plan_path));
+    /* the plan a collective call runs (the tuning table's or the registry's choice) */
+    json_t *sel = json_object();
+    for (int k = 0; k < 2 && !b->plan; k++) {
+        const mscclpp_plan_t *p = NULL;
+        int ok = cols[k]->ran && mscclpp_executor_choose_plan(b->exec, bench_coll_name(b->coll),
+                                                              k, bytes, &p, NULL) == MSCCLPP_OK;
+        json_object_set_new(sel, k ? "in_place" : "out_of_place",
+                            ok ? jstr(mscclpp_plan_name(p)) : json_null());
+    }
+    json_object_set_new(rec, "selected_plan", sel);
+    json_object_set_new(rec, "tuning_file", jstr(mscclpp_executor_tuning_file(b->exec)));
+    json_object_set_new(rec, "nranks", json_integer(b->nranks));
+    json_object_set_new(rec, "copy_gbps", b->copy_gbps > 0 ? jreal(b->copy_gbps, 4) : json_null());
+    json_object_set_new(rec, "copy_bytes", b->copy_gbps > 0 ? json_integer((json_int_t)b->copy_bytes)
+                                                            : json_null());
+    json_object_set_new(rec, "backend", json_string(mscclpp_backend_name()));
+    json_object_set_new(rec, "size", json_integer((json_int_t)bytes));
+    json_object_set_new(rec, "count", json_integer((json_int_t)count));
+    json_object_set_new(rec, "type", json_string(bench_dtype_name(dt)));
+    json_object_set_new(rec, "redop", json_string(opname));
+    json_object_set_new(rec, "root", json_integer(root));
+    json_object_set_new(rec, "average", json_integer(b->o->average));
+    json_object_set_new(rec, "out_of_place", column_record(b, cols[0], bytes));
+    json_object_set_new(rec, "in_place", column_record(b, cols[1], bytes));
+    const column_t *ref = cols[0]->ran ? cols[0] : cols[1];
+    int mpi = b->use_mpi && mpi_us >= 0;
+    json_object_set_new(rec, "mpi_time_us", mpi ? jreal(mpi_us, 3) : json_null());
+    json_object_set_new(rec, "mpi_ratio", mpi && ref->err == MSCCLPP_OK
+                                              ? jreal(mpi_us / ref->time_us, 4)
+                                              : json_null());
+    return rec;
+}
+
+#define RECORD_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15) | JSON_ENCODE_ANY)
+
+/* The CSV columns: the record's fields, those of the two placements prefixed. */
+static const char *const csv_top[] = {"collective", "plan", "plan_file", "tuning_file",
+                                      "nranks", "backend", "size", "count", "type", "redop",
+                                      "root", "average", "copy_gbps", "copy_bytes",
+                                      "mpi_time_us", "mpi_ratio"};
+static const char *const csv_col[] = {"plan",   "time_us",     "algbw",     "busbw", "wrong",
+                                      "bytes_moved", "bound_algbw", "bound_pct", "error",
+                                      "error_rank"};
+#define N_CSV(a) (sizeof(a) / sizeof((a)[0]))
+
+static void csv_header(FILE *f)
+{
+    for (size_t i = 0; i < N_CSV(csv_top); i++) fprintf(f, "%s%s", i ? "," : "", csv_top[i]);
+    fputs(",selected_plan.out_of_place,selected_plan.in_place", f);
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < N_CSV(csv_col); i++)
+            fprintf(f, ",%s.%s", k ? "in_place" : "out_of_place", csv_col[i]);
+    fputc('\n', f);
+}
+
+/* A field: empty for null or absent, a string quoted when it needs it (RFC 4180). */
+static void csv_field(FILE *f, const json_t *v)
+{
+    if (!v || json_is_null(v)) return;
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        if (!s[strcspn(s, ",\"\r\n")]) {
+            fputs(s, f);
+            return;
+        }
+        fputc('"', f);
+        for (; *s; s++) {
+            if (*s == '"') fputc('"', f);
+            fputc(*s, f);
+        }
+        fputc('"', f);
+        return;
+    }
+    char *t = json_dumps(v, RECORD_FLAGS);
+    if (t) fputs(t, f);
+    free(t);
+}
+
+static void csv_row(FILE *f, const json_t *rec)
+{
+    for (size_t i = 0; i < N_CSV(csv_top); i++) {
+        if (i) fputc(',', f);
+        csv_field(f, json_object_get(rec, csv_top[i]));
+    }
+    const json_t *sel = json_object_get(rec, "selected_plan");
+    fputc(',', f);
+    csv_field(f, json_object_get(sel, "out_of_place"));
+    fputc(',', f);
+    csv_field(f, json_object_get(sel, "in_place"));
+    for (int k = 0; k < 2; k++) {
+        const json_t *c = json_object_get(rec, k ? "in_place" : "out_of_place");
+        for (size_t i = 0; i < N_CSV(csv_col); i++) {
+            fputc(',', f);
+            csv_field(f, json_object_get(c, csv_col[i]));
+        }
+    }
+    fputc('\n', f);
 }
 
 /* --plot: one series per plan and placement (and dtype/op when the sweep has several). */
@@ -1002,18 +1179,10 @@ static void emit_row(bench_t *b, size_t bytes, size_t count, mscclpp_dtype_t dt,
         else
             printf("  %9.2f %6.2f", mpi_us, mpi_us / ref->time_us);
     }
-    for (int k = 0; k < 2 && b->copy_gbps > 0; k++) {
+    for (int k = 0; k < 2 && b->bounds; k++) {
         const column_t *c = cols[k];
         if (c->bound > 0)
             printf("  %8.2f %6.1f", c->bound, (double)bytes / 1e3 / c->time_us / c->bound * 100);
-        else
-            printf("  %8s %6s", "-", "-");
-    }
-    for (int k = 0; k < 2 && b->copy_gbps > 0; k++) {
-        const column_t *c = cols[k];
-        if (c->ideal > 0)
-            printf("  %8.2f %6.1f", c->ideal,
-                   (double)bytes / 1e3 / c->time_us / c->ideal * 100);
         else
             printf("  %8s %6s", "-", "-");
     }
@@ -1027,54 +1196,22 @@ static void emit_row(bench_t *b, size_t bytes, size_t count, mscclpp_dtype_t dt,
     }
     fflush(stdout);
     if (b->plot) plot_row(b, bytes, dt, op, cols, mpi_us);
-    if (b->json) {
-        FILE *f = b->json;
-        fprintf(f, "{\"collective\":");
-        json_string(f, b->plan ? mscclpp_plan_collective(b->plan) : bench_coll_name(b->coll));
-        /* "plan": the plan of the first column that ran (each column names its own too);
-           "plan_file": the --plan path, null for the default plans */
-        fprintf(f, ",\"plan\":");
-        json_string(f, oop->ran ? oop->plan : ip->plan);
-        fprintf(f, ",\"plan_file\":");
-        json_string(f, b->o->plan_path);
-        /* the plan a collective call runs (the tuning table's or the registry's choice) */
-        fprintf(f, ",\"selected_plan\":{");
-        for (int k = 0; k < 2 && !b->plan; k++) {
-            const mscclpp_plan_t *sel = NULL;
-            fprintf(f, "%s\"%s\":", k ? "," : "", k ? "in_place" : "out_of_place");
-            if (cols[k]->ran &&
-                mscclpp_executor_choose_plan(b->exec, bench_coll_name(b->coll), k, bytes, &sel,
-                                             NULL) == MSCCLPP_OK)
-                json_string(f, mscclpp_plan_name(sel));
-            else
-                fputs("null", f);
+    if (b->json || b->csv) {
+        json_t *rec = row_record(b, bytes, count, dt, opname, root, cols, mpi_us);
+        if (!rec) {
+            fprintf(stderr, "mscclpp-bench: out of memory for the --json/--csv record\n");
+            return;
         }
-        fprintf(f, "},\"tuning_file\":");
-        json_string(f, mscclpp_executor_tuning_file(b->exec));
-        fprintf(f, ",\"nranks\":%d,\"copy_gbps\":", b->nranks);
-        if (b->copy_gbps > 0)
-            fprintf(f, "%.4f", b->copy_gbps);
-        else
-            fputs("null", f);
-        fprintf(f, ",\"backend\":");
-        json_string(f, mscclpp_backend_name());
-        fprintf(f, ",\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,"
-                   "\"out_of_place\":",
-                bytes, count, bench_dtype_name(dt), opname, root);
-        json_column(b, oop, bytes);
-        fprintf(f, ",\"in_place\":");
-        json_column(b, ip, bytes);
-        if (b->use_mpi && mpi_us >= 0) {
-            fprintf(f, ",\"mpi_time_us\":%.3f,\"mpi_ratio\":", mpi_us);
-            if (ref->err == MSCCLPP_OK)
-                fprintf(f, "%.4f", mpi_us / ref->time_us);
-            else
-                fputs("null", f);
-        } else {
-            fprintf(f, ",\"mpi_time_us\":null,\"mpi_ratio\":null");
+        if (b->json) {
+            json_dumpf(rec, b->json, RECORD_FLAGS);
+            fputc('\n', b->json);
+            fflush(b->json);
         }
-        fprintf(f, "}\n");
-        fflush(f);
+        if (b->csv) {
+            csv_row(b->csv, rec);
+            fflush(b->csv);
+        }
+        json_decref(rec);
     }
 }
 
@@ -1116,6 +1253,7 @@ static int run_row(bench_t *b, size_t bytes, mscclpp_dtype_t dt, mscclpp_redop_t
     if (b->run_ip && run_column(b, &s, dt, op, 1, &ip)) return -1;
     if (oop.ran) oop.plan = column_plan(b, msg, 0);
     if (ip.ran) ip.plan = column_plan(b, msg, 1);
+    if (measure_copy(b, size)) return -1;
     column_bound(b, &s, dt, msg, 0, size, &oop);
     column_bound(b, &s, dt, msg, 1, size, &ip);
     double mpi_us = -1;
@@ -1288,6 +1426,13 @@ static int bench_rank(const opts_t *o, mscclpp_comm_t *comm, const char *launche
         fprintf(stderr, "mscclpp-bench: cannot write %s: %s\n", o->json_path, strerror(errno));
         goto fail_host; /* other ranks then fail at the first exchange, bounded by the timeout */
     }
+    if (b.rank == 0 && o->csv_path) {
+        if (!(b.csv = fopen(o->csv_path, "w"))) {
+            fprintf(stderr, "mscclpp-bench: cannot write %s: %s\n", o->csv_path, strerror(errno));
+            goto fail_host;
+        }
+        csv_header(b.csv);
+    }
     if (b.rank == 0 && o->plot_path) {
         char title[256];
         snprintf(title, sizeof(title), "mscclpp-bench %s, %d ranks, backend %s",
@@ -1302,8 +1447,11 @@ static int bench_rank(const opts_t *o, mscclpp_comm_t *comm, const char *launche
         status = bench_tune_rank(&b);
         goto done;
     }
-    if (measure_copy(&b)) goto done;
-    if (b.rank == 0) print_header(&b);
+    b.bounds = 1;
+    char *ranks = NULL;
+    if (describe_ranks(&b, &ranks)) goto done;
+    if (b.rank == 0) print_header(&b, ranks);
+    free(ranks);
     int swept = 0;
     for (int cycle = 0; cycle < o->cycles && swept == 0; cycle++) swept = run_sweep(&b);
     if (swept == 0) {
@@ -1326,8 +1474,9 @@ static int bench_rank(const opts_t *o, mscclpp_comm_t *comm, const char *launche
         }
     }
 done:
-    if (b.json) fclose(b.json);
 fail_host:
+    if (b.json) fclose(b.json);
+    if (b.csv) fclose(b.csv);
     bench_plot_free(b.plot);
     free(b.mpi_send);
     free(b.mpi_recv);

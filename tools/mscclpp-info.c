@@ -1,6 +1,7 @@
 /*
- * mscclpp-info: what this build of libmscclpp finds on this machine — backends and their
- * devices, transports, and every MSCCLPP_* variable with its value, default and meaning.
+ * mscclpp-info: what this build of libmscclpp is and finds on this machine — how it was built,
+ * backends and their devices, transports, and every MSCCLPP_* variable with its value, default
+ * and meaning (and the MSCCLPP_* variables set that the library does not know).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,10 +16,49 @@
 
 static void usage(const char *prog)
 {
-    printf("usage: %s [--config|--backends|--help]\n"
-           "Prints the backends and devices libmscclpp finds, the transports built in, and the\n"
-           "MSCCLPP_* environment variables (value, default, meaning).\n",
+    printf("usage: %s [--build|--backends|--config|--version|--help]\n"
+           "Prints how libmscclpp was built, the backends and devices it finds, the transports\n"
+           "built in, and the MSCCLPP_* environment variables (value, default, meaning); a\n"
+           "variable set in the environment that the library does not know is named too.\n"
+           "  --build     only the build configuration\n"
+           "  --backends  only the backends, devices and transports\n"
+           "  --config    only the variables\n"
+           "  --version   the version of mscclpp-info and of libmscclpp\n"
+           "Exit status: 0, or 1 when a variable's value is invalid or an MSCCLPP_* variable is\n"
+           "unknown (so a job script can check its environment first), 2 for bad usage.\n",
            prog);
+}
+
+static void print_build(void)
+{
+    printf("Build (configure of libmscclpp %s):\n", PACKAGE_VERSION);
+    printf("  arguments   : %s\n", MSCCLPP_BUILD_ARGS[0] ? MSCCLPP_BUILD_ARGS : "(none)");
+    printf("  C compiler  : %s\n", MSCCLPP_BUILD_CC);
+    printf("  backends    : host%s%s (modules: %s)\n",
+#ifdef MSCCLPP_HAVE_CUDA
+           ", cuda",
+#else
+           "",
+#endif
+#ifdef MSCCLPP_HAVE_ROCM
+           ", hip",
+#else
+           "",
+#endif
+           MSCCLPP_HAL_MODULES[0] ? MSCCLPP_HAL_MODULES : "none");
+    printf("  CUDA        : %s\n  HIP         : %s\n", MSCCLPP_BUILD_CUDA, MSCCLPP_BUILD_HIP);
+    printf("  transports  : ipc%s%s\n",
+#ifdef MSCCLPP_HAVE_UCX
+           ", ucx",
+#else
+           "",
+#endif
+#ifdef MSCCLPP_HAVE_VERBS
+           ", ib");
+#else
+           "");
+#endif
+    printf("  MPI         : %s\n  NCCL API    : %s\n", MSCCLPP_BUILD_MPI, MSCCLPP_BUILD_NCCL);
 }
 
 static void print_backends(void)
@@ -97,29 +137,59 @@ static int print_config(void)
     return bad;
 }
 
+static void print_unknown_one(const char *name, const char *nearest, void *ctx)
+{
+    (void)ctx;
+    if (nearest) printf("  %s: not a variable of libmscclpp (did you mean %s?)\n", name, nearest);
+    else printf("  %s: not a variable of libmscclpp\n", name);
+}
+
+/* MSCCLPP_* variables set that nothing reads (typos); returns 1 when there is one. */
+static int print_unknown(void)
+{
+    if (!config_unknown(NULL, NULL)) return 0;
+    printf("Unknown variables (set in the environment, read by nothing):\n");
+    config_unknown(print_unknown_one, NULL);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
-    int want_config = 1, want_backends = 1;
+    int want_build = 1, want_config = 1, want_backends = 1, only = 0;
+    int major, minor, patch;
+    mscclpp_version(&major, &minor, &patch);
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--config")) want_backends = 0;
-        else if (!strcmp(argv[i], "--backends")) want_config = 0;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(argv[0]);
+        int *sel = !strcmp(argv[i], "--build")      ? &want_build
+                   : !strcmp(argv[i], "--config")   ? &want_config
+                   : !strcmp(argv[i], "--backends") ? &want_backends
+                                                    : NULL;
+        if (sel) {
+            if (!only++) want_build = want_config = want_backends = 0;
+            *sel = 1;
+        } else if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
+            printf("mscclpp-info %s (libmscclpp %d.%d.%d)\n", PACKAGE_VERSION, major, minor,
+                   patch);
+            return 0;
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage("mscclpp-info");
             return 0;
         } else {
-            fprintf(stderr, "mscclpp-info: unknown option '%s'\n", argv[i]);
-            usage(argv[0]);
+            fprintf(stderr, "mscclpp-info: unknown option '%s' (expected --build, --backends, "
+                            "--config, --version or --help)\n", argv[i]);
             return 2;
         }
     }
-    int major, minor, patch;
-    mscclpp_version(&major, &minor, &patch);
     printf("libmscclpp %d.%d.%d\n", major, minor, patch);
+    if (want_build) print_build();
     if (want_backends) {
         print_backends();
         print_transports();
     }
-    /* exit 1 when a variable is invalid, so scripts can check a job's environment first */
-    if (want_config && print_config()) return 1;
-    return 0;
+    /* exit 1 when a variable is invalid or unknown, so scripts can check a job's environment */
+    int bad = 0;
+    if (want_config) {
+        bad |= print_config();
+        bad |= print_unknown();
+    }
+    return bad;
 }

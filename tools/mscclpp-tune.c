@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "tools/bench_tune.h"
 
 #define TUNE_MAX_PLANS 64
@@ -49,18 +51,6 @@ static int in_list(const int *list, int n, int v)
     return 0;
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 /* mkdir -p of the directory part of `path`. */
 static int make_parent(const char *path)
 {
@@ -89,38 +79,39 @@ static int write_table(const tune_env_t *env, const tune_opts_t *o, const char *
                 strerror(errno));
         return 1;
     }
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "mscclpp-bench --tune: cannot write %s: %s\n", tmp, strerror(errno));
-        return 1;
-    }
     char when[32];
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    fprintf(f, "{\n  \"format\": \"mscclpp-tuning\",\n  \"version\": 1,\n  \"backend\": ");
-    json_str(f, mscclpp_backend_name());
-    fprintf(f, ",\n  \"device\": ");
-    json_str(f, device);
-    fprintf(f, ",\n  \"nranks\": %d,\n  \"ranks_per_node\": %d,\n  \"created\": \"%s\",\n"
-               "  \"command\": ", env->nranks, env->nlocal, when);
-    json_str(f, o->command ? o->command : "");
-    fprintf(f, ",\n  \"dtype\": \"%s\",\n  \"entries\": [", bench_dtype_name(o->dtype));
-    for (int i = 0; i < n; i++) {
-        fprintf(f, "%s\n    {\"collective\": \"%s\", \"inplace\": %s, \"min_bytes\": %llu, "
-                   "\"max_bytes\": ", i ? "," : "", bench_coll_name((bench_coll_t)c[i].coll),
-                c[i].inplace ? "true" : "false", (unsigned long long)c[i].lo);
-        if (c[i].hi == UINT64_MAX || c[i].hi > (uint64_t)INT64_MAX)
-            fputs("null", f);
-        else
-            fprintf(f, "%llu", (unsigned long long)c[i].hi);
-        fprintf(f, ", \"plan\": ");
-        json_str(f, c[i].plan);
-        fprintf(f, ", \"nblocks\": %d, \"nthreads\": %d, \"measured_bytes\": %zu, "
-                   "\"time_us\": %.3f}", c[i].nblocks, c[i].nthreads, c[i].size, c[i].us);
+    json_t *entries = json_array();
+    json_t *root = json_pack("{s:s, s:i, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:o}", "format",
+                             "mscclpp-tuning", "version", 1, "backend", mscclpp_backend_name(),
+                             "device", device, "nranks", env->nranks, "ranks_per_node",
+                             env->nlocal, "created", when, "command",
+                             o->command ? o->command : "", "dtype", bench_dtype_name(o->dtype),
+                             "entries", entries);
+    for (int i = 0; root && i < n; i++) {
+        /* max_bytes: null for "no bound" (and anything json_int_t cannot hold) */
+        json_t *hi = c[i].hi == UINT64_MAX || c[i].hi > (uint64_t)INT64_MAX
+                         ? json_null()
+                         : json_integer((json_int_t)c[i].hi);
+        json_t *e = json_pack("{s:s, s:b, s:I, s:o, s:s, s:i, s:i, s:I, s:f}", "collective",
+                              bench_coll_name((bench_coll_t)c[i].coll), "inplace", c[i].inplace,
+                              "min_bytes", (json_int_t)c[i].lo, "max_bytes", hi, "plan",
+                              c[i].plan, "nblocks", c[i].nblocks, "nthreads", c[i].nthreads,
+                              "measured_bytes", (json_int_t)c[i].size, "time_us",
+                              round(c[i].us * 1000) / 1000);
+        if (!e || json_array_append_new(entries, e)) {
+            json_decref(root);
+            root = NULL;
+        }
     }
-    fprintf(f, "\n  ]\n}\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+    if (!root) {
+        fprintf(stderr, "mscclpp-bench --tune: out of memory building %s\n", path);
+        return 1;
+    }
+    int bad = json_dump_file(root, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+    json_decref(root);
+    if (bad || rename(tmp, path) != 0) {
         fprintf(stderr, "mscclpp-bench --tune: writing %s failed: %s\n", path, strerror(errno));
         remove(tmp);
         return 1;

@@ -219,6 +219,14 @@ MSCCLPP_API mscclpp_result_t mscclpp_comm_abort(mscclpp_comm_t *comm);
 /** Name of the backend in use ("host", "cuda", "hip"); selects one on first use. */
 MSCCLPP_API const char *mscclpp_backend_name(void);
 
+/**
+ * The calling thread's device of the selected backend: its index in *device (may be NULL) and a
+ * one-line description in text[cap] ("NVIDIA H100 80GB HBM3, sm_90, 132 multiprocessors,
+ * 79.1 GiB"; on the host backend the CPU). Errors: INVALID_ARG (text NULL or cap 0), the
+ * backend's own error if no backend can be selected or the device cannot be queried.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_device_describe(int *device, char *text, size_t cap);
+
 /** Whether the calling thread's device of the selected backend supports NVLink SHARP multicast
  * (NVLS: CUDA multicast objects, sm_90+ with a fabric that has it). Sets *supported to 1 or 0;
  * 0 on the host and HIP backends. Errors: INVALID_ARG (NULL), the backend's own error if no
@@ -438,19 +446,21 @@ MSCCLPP_API mscclpp_result_t mscclpp_plan_load_string(const char *json, size_t l
                                                       mscclpp_plan_t **plan);
 MSCCLPP_API mscclpp_result_t mscclpp_plan_destroy(mscclpp_plan_t *plan);
 /**
- * Check a loaded plan more deeply than loading does (loading already checks indices, limits,
- * chunk counts against the collective, scratch bounds and signal/wait counts per channel
- * pair). Runs one launch of every rank abstractly, with no data and for no particular size:
- * every thread block steps through its ops, signals and waits pair up per channel,
- * semaphores count and barriers gather their blocks; pipeline bodies run twice.
+ * Check a loaded plan more deeply than loading does: simulate one launch of every rank chunk by
+ * chunk, for no particular size (docs/plan-checks.md §2). Every thread block steps through its
+ * ops; signals and waits pair up per channel, semaphores count, barriers gather their blocks,
+ * packet reads wait for their packets, pipeline bodies run twice; the data each op moves is
+ * followed and ordered with vector clocks; at the end each rank's output is compared with the
+ * collective's result. `python3 -m mscclpp verify` gives the same verdict on every plan.
  *
  * @param plan a plan from mscclpp_plan_load_file() or mscclpp_plan_load_string().
- * @return MSCCLPP_OK, or MSCCLPP_ERR_INVALID_PLAN when the plan deadlocks (the message names
- *         the rank, thread block, op and the peer, semaphore or barrier it waits for) or leaves
- *         state behind for the next launch (a channel counter ahead of its waits, a semaphore
- *         off its initial value, a barrier with blocks gathered); MSCCLPP_ERR_INVALID_ARG
- *         for a NULL plan. The data each op moves is checked by `python3 -m mscclpp verify`.
- *         Cost: linear in the plan's ops times its longest chain of cross-block waits.
+ * @return MSCCLPP_OK, or MSCCLPP_ERR_INVALID_PLAN when the plan deadlocks (a wait whose signal
+ *         never comes, a packet read that no op writes, a barrier never full, a semaphore never
+ *         released), races (data read or written without the signal, barrier or nop that
+ *         orders it), leaves counters for the next launch, or computes a wrong result (the
+ *         message names the rank, thread block, op and chunk); MSCCLPP_ERR_INVALID_ARG for a
+ *         NULL plan; MSCCLPP_ERR_NO_MEMORY. Cost: about the plan's ops times the chunks they
+ *         cover (all default plans together: about 1 s of CPU).
  */
 MSCCLPP_API mscclpp_result_t mscclpp_plan_verify(const mscclpp_plan_t *plan);
 /**

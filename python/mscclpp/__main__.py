@@ -40,6 +40,10 @@ def _compile(args):
     from .language import program as program_mod
 
     path = args.program
+    if not os.path.isfile(path):
+        why = "is a directory, not a program" if os.path.isdir(path) else "no such file"
+        print(f"python3 -m mscclpp compile: {path}: {why}", file=sys.stderr)
+        return 1
     captured = io.StringIO()
     last = {}
     orig_exit = program_mod.CollectiveProgram.__exit__
@@ -71,8 +75,12 @@ def _compile(args):
         text = captured.getvalue()
         try:
             plan = json.loads(text)
-        except ValueError:
-            print(f"{path} neither built a CollectiveProgram nor printed a plan", file=sys.stderr)
+        except ValueError as e:
+            what = "printed nothing" if not text.strip() else f"printed text that is not a " \
+                f"plan (JSON syntax error at line {getattr(e, 'lineno', '?')}: " \
+                f"{getattr(e, 'msg', e)})"
+            print(f"python3 -m mscclpp compile: {path} neither built a CollectiveProgram nor "
+                  f"printed a plan: it {what}", file=sys.stderr)
             return 1
     out = args.output or os.path.splitext(os.path.basename(path))[0] + ".json"
     if out == "-":
@@ -128,6 +136,10 @@ def main(argv=None):
     if argv and argv[0] == "--install":
         argv[0] = "install"
     ap = argparse.ArgumentParser(prog="python3 -m mscclpp", description=__doc__)
+    from ._version import __version__
+
+    ap.add_argument("--version", action="version",
+                    version=f"python3 -m mscclpp {__version__} (the mscclpp Python package)")
     sub = ap.add_subparsers(dest="cmd")
     p = sub.add_parser("install", help="write the default plans into the cache directory "
                        "($MSCCLPP_CACHE_DIR/default, default ~/.cache/mscclpp/default)")

@@ -17,19 +17,22 @@ carry their own flags, so packet reads are never races.
 
 At the end the output buffers are compared with what the plan's collective must produce and the
 first wrong chunk is named; counters (channel signals, semaphores) must be balanced.
+
+Before simulating, the plan is checked against every rule of the C loader (:mod:`.plan_check`).
+The C library's ``mscclpp_plan_verify()`` (executor/plan_verify.c) implements the same model:
+the two must give one verdict on every plan (tests/python/test_verify_agree.py).
 """
 
-import json
+import os
 from bisect import bisect_right
 from math import gcd
 
+from . import plan_check
+from .plan_check import PlanError
+
 _SIG = frozenset(["signal", "rlxsignal"])
 _WAIT = frozenset(["wait", "rlxwait"])
-
-
-class PlanError(Exception):
-    def __init__(self, path, msg):
-        super().__init__(f"{path}: {msg}" if path else msg)
+MAX_UNITS = 1 << 26  # sub-chunks of all buffers of all ranks (plan_verify.c VERIFY_MAX_UNITS)
 
 
 class CheckResult:
@@ -58,7 +61,8 @@ class CheckResult:
         lines = []
         head = "OK" if self.ok else "FAILED"
         what = f" ({self.collective})" if self.collective else ""
-        lines.append(f"{head}{what}: " + ", ".join(f"{k}={v}" for k, v in self.stats.items()))
+        stats = ", ".join(f"{k}={v}" for k, v in self.stats.items())
+        lines.append(f"{head}{what}" + (f": {stats}" if stats else ""))
         if self.ok and not self.checked_semantics and self.collective:
             lines.append(f"note: no reference result for collective '{self.collective}'; only "
                          "deadlocks, races and counter balance were checked")
@@ -71,14 +75,36 @@ class CheckResult:
     __repr__ = __str__
 
 
+def read_plan(path):
+    """Read a plan file as the C loader does. Raises PlanError with a sentence (a missing file,
+    a directory, JSON it would refuse)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise PlanError("", f"{path}: no such file")
+    except IsADirectoryError:
+        raise PlanError("", f"{path}: is a directory, not a plan file")
+    except OSError as e:
+        raise PlanError("", f"{path}: cannot read it ({e.strerror or e})")
+    return plan_check.parse(data, path)
+
+
 def verify_plan(plan, **kwargs):
-    """Check a plan given as a dict, a JSON string or a file path."""
-    if isinstance(plan, dict):
-        return simulate(plan, **kwargs)
-    if isinstance(plan, str) and plan.lstrip().startswith("{"):
-        return simulate(json.loads(plan), **kwargs)
-    with open(plan) as f:
-        return simulate(json.load(f), **kwargs)
+    """Check a plan given as a dict, a JSON string or a file path. Never raises for a bad plan:
+    a missing file, bad JSON or a broken rule is an error of the result."""
+    source = "<string>"
+    try:
+        if isinstance(plan, str) and plan.lstrip().startswith("{"):
+            plan = plan_check.parse(plan, source)
+        elif not isinstance(plan, dict):
+            source = os.fspath(plan)
+            plan = read_plan(source)
+    except PlanError as e:
+        res = CheckResult()
+        res.error(f"invalid plan: {e}")
+        return res
+    return simulate(plan, source=source, **kwargs)
 
 
 def _lcm(a, b):
@@ -149,8 +175,6 @@ class _Sim:
         plan = self.plan
         if not isinstance(plan, dict):
             raise PlanError("", "a plan is a JSON object")
-        if "inputChunks" in json.dumps(plan)[:4096]:
-            raise PlanError("", "camelCase (pre-0.9) plan format is not supported")
         if "rank_subset" in plan:
             raise PlanError("rank_subset", "a partial plan (only some ranks' parts) cannot be "
                             "simulated; compile the full plan")
@@ -197,6 +221,11 @@ class _Sim:
             R *= self.K
         self.R = R = max(1, min(R, max_resolution))
         self.reduce_op = reduce_ops.pop() if len(reduce_ops) == 1 else "sum"
+        units = sum(g[k] for g in gpus for k in ("input_chunks", "output_chunks",
+                                                 "scratch_chunks")) * R
+        if units > MAX_UNITS:
+            raise PlanError("", f"the plan is too large to verify: {units} sub-chunks of buffers "
+                                f"in all (chunks x {R}), the limit is {MAX_UNITS}")
 
         self.gpus = []
         self.blocks = []
@@ -318,11 +347,13 @@ class _Sim:
             return t, x
         c = self.collective
         if c == "allgather":
-            if t == "i":
-                return "o", r * self.bufsize[r]["i"] + x
+            y = r * self.bufsize[r]["i"] + x
+            if t == "i" and y < self.bufsize[r]["o"]:
+                return "o", y
         elif c == "reducescatter":
-            if t == "o":
-                return "i", r * self.bufsize[r]["o"] + x
+            y = r * self.bufsize[r]["o"] + x
+            if t == "o" and y < self.bufsize[r]["i"]:
+                return "i", y
         elif t == "i" and self.bufsize[r]["i"] == self.bufsize[r]["o"]:
             return "o", x
         return t, x
@@ -533,8 +564,9 @@ class _Sim:
         if name in _WAIT:
             ids = self._req(op, "channel_ids", path, list)
             keys = [(r,) + self._chan(blk, op, path + ".channel_ids", k) for k in ids]
-            for key in keys:
-                if not self.inbox.get(key):
+            for i, key in enumerate(keys):
+                # a channel named twice needs two signals
+                if len(self.inbox.get(key, ())) < keys[:i + 1].count(key):
                     peer = self.gpus[r]["peers"][key[1]][key[2]]
                     blk.blocked_on = f"waiting for a signal from rank {peer} on {key[1]} " \
                                      f"channel {key[2]}"
@@ -701,8 +733,9 @@ class _Sim:
                 same_len(s, d, name)
                 vals = read_plain(s)
                 (write_pkt if name == "ppkt" else write_plain)(d, vals)
-            if name in ("pws", "pwsf"):
-                # the proxy delivers the data before the flag: the signal covers the put
+            if name in ("pws", "pwsf") and ct == "port":
+                # the proxy delivers the data before the flag: the signal covers the put (on
+                # memory channels pws/pwsf are plain puts, plan-format P9)
                 for k in self._req(op, "channel_ids", path, list):
                     cty, gid = self._chan(blk, op, path + ".channel_ids", k)
                     partner = self.partner.get((r, cty, gid))
@@ -760,7 +793,7 @@ class _Sim:
             for d in rest:
                 same_len(src[0], d, name)
                 write_pkt(d, vals)
-        elif name == "glres":
+        elif name in ("glres", "glre"):
             owners, t, s, n = src[0]
             lists = [[self._read(blk, path, o, t, x) for x in range(s, s + n)] for o in owners]
             vals = reduce_lists(lists)
@@ -828,7 +861,9 @@ class _Sim:
             if cf == 0:
                 return False
             return self._leaf(c // cf, c % cf, u)
-        if col == "allreduce":
+        if col == "reduce" and r != self.plan.get("root", 0):
+            return False   # only the root's output is defined
+        if col in ("allreduce", "reduce"):
             if N == 1:
                 return self._leaf(0, c, u)
             m = 0
@@ -887,7 +922,7 @@ class _Sim:
         res = self.res
         res.collective = self.collective
         known = self.collective in ("allgather", "allreduce", "reducescatter", "alltoall",
-                                    "sendrecv", "broadcast")
+                                    "sendrecv", "broadcast", "reduce")
         # counters must be balanced
         for key, q in self.inbox.items():
             if q:
@@ -942,7 +977,7 @@ _BUF = {"i": "input", "o": "output", "s": "scratch"}
 
 
 def simulate(plan, race_check=None, pipeline_iterations=2, max_resolution=64,
-             strict_relaxed=False):
+             strict_relaxed=False, source="<string>"):
     """Simulate ``plan`` (a dict) and check it. Returns a :class:`CheckResult`.
 
     race_check: True/False, or None to check races when the plan has at most 4096 blocks.
@@ -951,6 +986,12 @@ def simulate(plan, race_check=None, pipeline_iterations=2, max_resolution=64,
     model, but MSCCL++ programs (NVLS ones included) use them after a block sync to publish
     data. By default such plans pass with a warning; with ``strict_relaxed=True`` it is an error.
     """
+    try:
+        plan = plan_check.check(plan, source)
+    except PlanError as e:
+        res = CheckResult()
+        res.error(f"invalid plan: {e}")
+        return res
     res = _simulate(plan, race_check, pipeline_iterations, max_resolution, not strict_relaxed)
     if res.ok and not strict_relaxed and res.stats.get("race_check"):
         strict = _simulate(plan, True, pipeline_iterations, max_resolution, False)

@@ -1,8 +1,9 @@
 #!/bin/sh
 # tools/mscclpp-bench as nccl-tests users drive it (TAP): the nccl-tests flags (-g -t -G -a -z
 # -N) accepted or refused with a sentence, the plan that ran named in --json, the summary of a
-# sweep whose calls failed, and --plot (a well-formed SVG with one line per plan and placement,
-# MPI's line under --mpi). Each run is bounded by "timeout $BENCH_TEST_TIMEOUT".
+# sweep whose calls failed, --plot (a well-formed SVG with one line per plan and placement,
+# MPI's line under --mpi), -a's default (1, the mean, as nccl-tests), the header naming every
+# rank's device, --csv, --version and the one-line answer to a mistyped option (issue 21 item 8). Each run is bounded by "timeout $BENCH_TEST_TIMEOUT".
 top_build=${MSCCLPP_TOP_BUILDDIR:-.}
 top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 bench=${BENCH:-$top_build/tools/mscclpp-bench}
@@ -12,7 +13,7 @@ export MSCCLPP_PLAN_DIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-cli-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-echo "1..10"
+echo "1..14"
 n=0
 fails=0
 pass() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -191,5 +192,58 @@ PY
     then fail "$name" "no MPI allreduce series with 4 points"
     else pass "$name"; fi
 fi
+
+# 11: -a defaults to 1 (the mean over ranks), as in nccl-tests; the header and --json say so
+name="-a defaults to 1 (mean over ranks) and the header says it"
+run "$bench" --np 2 allgather -b 1K -e 1K -n 2 -w 1 --json "$tmp/avg.json"
+if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
+elif ! grep -q '^# minBytes .* average: 1 (time is the mean over ranks)' "$tmp/out"; then
+    fail "$name" "the header does not say average: 1"
+elif ! grep -q '"average":1' "$tmp/avg.json"; then fail "$name" "--json lacks average 1"
+else pass "$name"; fi
+
+# 12: the header names every rank's host, pid and device, as nccl-tests does
+name="the header has one '#  Rank N Pid P on HOST device D [...]' line per rank"
+if [ "$(grep -c '^#  Rank  *[01] Pid  *[0-9][0-9]* on .* device  *[0-9]* \[.*\]$' "$tmp/out")" != 2 ]; then
+    fail "$name" "expected 2 rank lines"
+else pass "$name"; fi
+
+# 13: --csv: a header line, then one line per row with the --json record's values
+name="--csv writes the --json records as CSV"
+run "$bench" --np 2 allreduce -b 1K -e 16K -f 4 -n 2 -w 1 --json "$tmp/c.json" --csv "$tmp/c.csv"
+if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
+elif ! have_py; then skip "$name" "python3 is not installed"
+elif ! python3 - "$tmp/c.json" "$tmp/c.csv" >"$tmp/out" 2>&1 <<'PY'
+import csv, json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+rows = list(csv.DictReader(open(sys.argv[2])))
+assert len(recs) == 3 and len(rows) == 3, (len(recs), len(rows))
+for r, c in zip(recs, rows):
+    assert int(c["size"]) == r["size"] and c["type"] == r["type"], (r, c)
+    for k in ("out_of_place", "in_place"):
+        assert float(c[k + ".time_us"]) == r[k]["time_us"], (k, r, c)
+        assert c[k + ".plan"] == r[k]["plan"] and int(c[k + ".wrong"]) == r[k]["wrong"], (r, c)
+        assert c[k + ".error"] == "", c
+    assert float(c["copy_gbps"]) == r["copy_gbps"], (r, c)
+PY
+then fail "$name" "CSV and JSON differ"
+else pass "$name"; fi
+
+# 14: --version; a mistyped long option gets the nearest one, on one line
+name="--version, and '--nP 2' answered with 'did you mean --np?' on one line"
+why=""
+run "$bench" --version
+[ "$rc" -eq 0 ] && grep -q '^mscclpp-bench [0-9.]* (libmscclpp [0-9.]*)$' "$tmp/out" ||
+    why="$why --version (rc $rc)"
+run "$bench" allreduce --nP 2
+[ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q 'did you mean --np?' "$tmp/err" ||
+    why="$why --nP (rc $rc)"
+run "$bench" allreduce -b 12Q
+[ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+    grep -q "bad value '12Q' for -b: expected a size in bytes" "$tmp/err" || why="$why -b 12Q (rc $rc)"
+run "$bench"
+[ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q 'give a COLLECTIVE' "$tmp/err" ||
+    why="$why no collective (rc $rc)"
+if [ -n "$why" ]; then fail "$name" "$why"; else pass "$name"; fi
 
 [ "$fails" -eq 0 ]

@@ -14,7 +14,7 @@ echo "1..1"
 # The loader, its verifier and what they call for errors and logging: small enough to build
 # with the fuzzer's instrumentation here instead of instrumenting the whole library.
 srcs="tests/fuzz/fuzz_plan.c executor/plan_load.c executor/plan_api.c executor/plan_verify.c
-      base/status.c base/log.c base/config.c"
+      base/status.c base/log.c base/config.c base/names.c"
 src_paths=$(for s in $srcs; do printf '%s ' "$top/$s"; done)
 inc="-I$top -I$top/include -I$bld"
 export MSCCLPP_DEBUG=${MSCCLPP_DEBUG:-NONE}

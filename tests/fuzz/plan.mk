@@ -5,6 +5,6 @@ TESTS += tests/fuzz/fuzz_plan.sh
 EXTRA_DIST += tests/fuzz/fuzz_plan.sh tests/fuzz/fuzz_plan.c tests/fuzz/plan-corpus/README.md \
 	tests/fuzz/plan-corpus/allgather_2.json tests/fuzz/plan-corpus/allreduce_pkt_2.json \
 	tests/fuzz/plan-corpus/broadcast_2.json tests/fuzz/plan-corpus/pipeline_sem_barrier_2.json \
-	tests/fuzz/plan-corpus/switch_glre_2.json
+	tests/fuzz/plan-corpus/switch_glre_2.json tests/fuzz/verify_agree.py
 # The sanitizer run (scripts/run-tests.sh calls it) and what is checked where.
 EXTRA_DIST += scripts/sanitize.sh docs/plan-checks.md

@@ -328,3 +328,119 @@ with open(os.path.join(OUT, "EXPECTED"), "w") as man:
         open(os.path.join(OUT, fn), "w").write(text)
         man.write(f"{fn}\t{expect}\n")
 print(len(cases), "cases")
+
+
+# --- plans that load but compute garbage, deadlock or race: mscclpp_plan_verify() and
+# `python3 -m mscclpp verify` must refuse each (issue 22 item 2); written to verify/ with the
+# substring of the C message in verify/EXPECTED.
+vcases = []
+def vcase(name, expect, mut, base=None):
+    vcases.append((name, expect, mut, base))
+
+def ar_gpu(r):
+    """2-rank allreduce: put the input into the peer's scratch, signal, wait, reduce."""
+    p = 1 - r
+    return {"id": r, "input_chunks": 1, "output_chunks": 1, "scratch_chunks": 1,
+            "channels": [{"channel_type": "memory", "connected_to": [p]}],
+            "remote_buffers": [{"rank": p, "type": "s", "access_channel_types": ["memory"]}],
+            "semaphores": [],
+            "threadblocks": [{"id": 0,
+                "channels": [{"channel_type": "memory", "channel_ids": [0]}],
+                "remote_buffer_refs": [{"access_channel_type": "memory", "remote_buffer_ids": [0]}],
+                "ops": [
+                    {"name": "rlxsignal", "channel_ids": [0], "channel_type": "memory"},
+                    {"name": "rlxwait", "channel_ids": [0], "channel_type": "memory"},
+                    {"name": "put", "src_buff": [{"type": "i", "index": 0, "size": 1}],
+                                    "dst_buff": [{"buffer_id": 0, "index": 0, "size": 1}],
+                                    "channel_type": "memory"},
+                    {"name": "nop"},
+                    {"name": "signal", "channel_ids": [0], "channel_type": "memory"},
+                    {"name": "wait", "channel_ids": [0], "channel_type": "memory"},
+                    {"name": "nop"},
+                    {"name": "re", "reduce_op": "sum",
+                     "src_buff": [{"type": "i", "index": 0, "size": 1}, {"type": "s", "index": 0, "size": 1}],
+                     "dst_buff": [{"type": "o", "index": 0, "size": 1}]},
+                    {"name": "nop"},
+                    {"name": "signal", "channel_ids": [0], "channel_type": "memory"},
+                    {"name": "wait", "channel_ids": [0], "channel_type": "memory"}]}]}
+
+AR = {"name": "ar2", "collective": "allreduce", "protocol": "Simple", "inplace": False,
+      "gpus": [ar_gpu(0), ar_gpu(1)]}
+def arops(p, r=0): return p["gpus"][r]["threadblocks"][0]["ops"]
+
+vcase("ok_allgather", None, lambda p: None)
+vcase("ok_allreduce", None, lambda p: None, AR)
+def wrong_chunk(p):
+    for r in (0, 1):
+        p["gpus"][r]["threadblocks"][0]["ops"][3]["dst_buff"][0]["index"] = 1 - r
+        p["gpus"][r]["threadblocks"][0]["ops"][4]["dst_buff"][0]["index"] = 1 - r
+vcase("wrong_chunk", "computes a wrong allgather: rank 0 output chunk 0 holds input chunk 0 of rank 1, expected input chunk 0 of rank 0", wrong_chunk)
+def pkt_deadlock(p):
+    for g in p["gpus"]:
+        g["scratch_chunks"] = 1
+    ops0(p).insert(3, {"name": "upkt", "src_buff": [{"type": "s", "index": 0, "size": 1}],
+                       "dst_buff": [{"type": "s", "index": 0, "size": 1}]})
+vcase("packet_never_written", "deadlocks: gpus[0].threadblocks[0].ops[3] (upkt) reads packets of rank 0's scratch[0] (src_buff[0]) that no op writes", pkt_deadlock)
+def missing_nop(p):
+    for g in p["gpus"]:
+        g["threadblocks"][0]["ops"].pop(5)
+vcase("put_not_ordered", "end-of-launch race: rank 0's output[1] is written by rank 1 block 0", missing_nop)
+def read_before_sync(p):
+    for r in (0, 1):
+        arops(p, r).pop(6)
+vcase("reduce_before_sync", "read-after-write race at gpus[0].threadblocks[0].ops[6]", read_before_sync, AR)
+def double_count(p):
+    for r in (0, 1):
+        arops(p, r)[7]["src_buff"][1] = {"type": "i", "index": 0, "size": 1}
+vcase("reduce_counts_twice", "computes a wrong allreduce: rank 0 output chunk 0 holds a reduction that counts an input twice", double_count, AR)
+def mixed(p):
+    arops(p, 1)[7]["reduce_op"] = "max"
+vcase("reduce_ops_mixed", "computes a wrong allreduce: rank 1 output chunk 0 holds max of", mixed, AR)
+def uninit(p):
+    for r in (0, 1):
+        del arops(p, r)[2:6]
+vcase("reduce_reads_unwritten", "computes a wrong allreduce: rank 0 output chunk 0 holds a reduction of data never written", uninit, AR)
+def barrier_short(p):
+    for g in p["gpus"]:
+        g["threadblocks"].append({"id": 1, "channels": [], "ops": []})
+    ops0(p).insert(3, {"name": "barrier", "barrier_id": 0, "num_threadblocks": 2})
+vcase("barrier_never_full", "deadlocks: gpus[0].threadblocks[0].ops[3] (barrier) waits in barrier 0 for 2 blocks; only 1 arrive", barrier_short)
+def wait_first(p):
+    for g in p["gpus"]:
+        o = g["threadblocks"][0]["ops"]
+        o[0], o[1] = o[1], o[0]
+vcase("wait_before_signal", "deadlocks: gpus[0].threadblocks[0].ops[0] (rlxwait) waits for a signal from rank 1 on memory channel 0", wait_first)
+def sem_order(p):
+    g0(p)["semaphores"] = [{"init_value": 0}]
+    ops0(p)[0:0] = [{"name": "sem_acquire", "semaphore_ids": [0]}, {"name": "sem_release", "semaphore_ids": [0]}]
+vcase("semaphore_acquired_first", "deadlocks: gpus[0].threadblocks[0].ops[0] (sem_acquire) acquires semaphore 0", sem_order)
+def no_output(p):
+    for r in (0, 1):
+        del arops(p, r)[7]
+vcase("output_never_written", "computes a wrong allreduce: rank 0 output chunk 0 holds nothing (never written)", no_output, AR)
+def pipe_half(p):
+    # a pipeline over 2 chunks whose body copies 1: the second half of the output is never written
+    for g in p["gpus"]:
+        g.update(input_chunks=2, output_chunks=4)
+        o = g["threadblocks"][0]["ops"]
+        r = g["id"]
+        o[3] = {"name": "pipeline", "iter_context": {"unit_size": 1024, "num_chunks": 2}, "ops": [
+            {"name": "copy", "src_buff": [{"type": "i", "index": 0, "size": 1}],
+             "dst_buff": [{"type": "o", "index": 2 * r, "size": 1}]}]}
+        o[4]["src_buff"][0]["size"] = 2
+        o[4]["dst_buff"][0].update(index=2 * r, size=2)
+vcase("pipeline_covers_half", "computes a wrong allgather: rank 0 output chunk 1 holds nothing (never written)", pipe_half)
+
+vdir = os.path.join(OUT, "verify")
+os.makedirs(vdir, exist_ok=True)
+with open(os.path.join(vdir, "EXPECTED"), "w") as man:
+    man.write("# Plans that load but must not verify: <file><TAB><substring of mscclpp_last_error()\n")
+    man.write("# after mscclpp_plan_verify()>, or <file><TAB>OK for the controls that must verify.\n")
+    man.write("# `python3 -m mscclpp verify` gives each the same verdict (tests/python/test_verify_agree.py).\n")
+    for name, expect, mut, base in vcases:
+        p = copy.deepcopy(base or BASE)
+        mut(p)
+        fn = name + ".json"
+        open(os.path.join(vdir, fn), "w").write(json.dumps(p, indent=1) + "\n")
+        man.write(f"{fn}\t{expect or 'OK'}\n")
+print(len(vcases), "verify cases")

@@ -166,3 +166,41 @@ def test_pyproject_declares_the_package():
     assert meta["project"]["name"] == "mscclpp"
     assert meta["project"]["dependencies"] == []
     assert "mscclpp.language" in meta["tool"]["setuptools"]["packages"]
+
+
+def test_cli_version():
+    r = _cli("--version")
+    assert r.returncode == 0 and r.stdout.startswith("python3 -m mscclpp ") and \
+        mscclpp.__version__ in r.stdout, r.stdout + r.stderr
+
+
+def test_cli_bad_input_is_a_sentence_not_a_traceback(tmp_path):
+    """verify and compile answer a missing file, bad JSON, an unknown key or collective with a
+    sentence naming the file and the JSON path (issue 21 item 10)."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"name": "x",\n')
+    plan = P.port_allgather(2).to_dict()
+    plan["max_mesage_size"] = 1024
+    typo = tmp_path / "typo.json"
+    typo.write_text(json.dumps(plan))
+    plan = P.port_allgather(2).to_dict()
+    plan["collective"] = "allgahter"
+    coll = tmp_path / "coll.json"
+    coll.write_text(json.dumps(plan))
+    printer = tmp_path / "printer.py"
+    printer.write_text("print('not a plan')\n")
+    cases = [
+        (("verify", str(tmp_path / "missing.json")), "missing.json: no such file"),
+        (("verify", str(bad)), "bad.json: JSON syntax error at line 2"),
+        (("verify", str(typo)), 'max_mesage_size: unknown key (did you mean "max_message_size"?)'),
+        (("verify", str(coll)), 'collective: unknown collective "allgahter" (did you mean '
+                                '"allgather"?'),
+        (("compile", str(tmp_path / "missing.py")), "missing.py: no such file"),
+        (("compile", str(printer), "-o", str(tmp_path / "o.json")),
+         "neither built a CollectiveProgram nor printed a plan"),
+    ]
+    for args, want in cases:
+        r = _cli(*args)
+        out = r.stdout + r.stderr
+        assert r.returncode == 1, (args, out)
+        assert want in out and "Traceback" not in out, (args, out)

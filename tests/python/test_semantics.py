@@ -139,12 +139,20 @@ def test_relaxed_only_ordering_is_a_warning_or_strict_error():
 
 def test_deadlock_is_reported():
     plan = _ag().to_dict()
-    # drop rank 1's signals: every wait on the matching channels hangs
+    # dropping rank 1's signals unbalances the channels: refused as the C loader refuses it
     for tb in plan["gpus"][1]["threadblocks"]:
         tb["ops"] = [o for o in tb["ops"] if o["name"] != "signal"]
     res = mscclpp.simulate(plan)
+    assert not res and "invalid plan" in str(res) and "the extra waits deadlock" in str(res)
+    # every rank waits before it signals: balanced (it loads), but nobody moves
+    plan = _ag().to_dict()
+    for g in plan["gpus"]:
+        for tb in g["threadblocks"]:
+            tb["ops"] = [o for o in tb["ops"] if o["name"] == "wait"] + \
+                [o for o in tb["ops"] if o["name"] != "wait"]
+    res = mscclpp.simulate(plan)
     assert not res and res.deadlock
-    assert "deadlock" in str(res) and "waiting for a signal from rank 1" in str(res)
+    assert "deadlock" in str(res) and "waiting for a signal from rank" in str(res)
 
 
 def test_double_counted_reduction_is_wrong():

@@ -132,18 +132,23 @@ START_TEST(t_debug_subsys_bogus) { check_log_warning("MSCCLPP_DEBUG_SUBSYS", "IN
 END_TEST
 
 /* mscclpp-info prints the value in force for each variable and exits 1 on an invalid one. */
-static int run_info(const char *env, char *out, size_t cap)
+static int run_info_args(const char *env, const char *args, char *out, size_t cap)
 {
     const char *top = getenv("MSCCLPP_TOP_BUILDDIR");
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "env %s %s/tools/mscclpp-info --config 2>&1", env,
-             top ? top : ".");
+    snprintf(cmd, sizeof cmd, "env %s %s/tools/mscclpp-info %s 2>&1", env, top ? top : ".",
+             args);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     size_t n = fread(out, 1, cap - 1, p);
     out[n] = '\0';
     int status = pclose(p);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int run_info(const char *env, char *out, size_t cap)
+{
+    return run_info_args(env, "--config", out, cap);
 }
 
 START_TEST(t_info_shows_value_in_force)
@@ -194,6 +199,53 @@ START_TEST(t_public_config_and_log)
 }
 END_TEST
 
+/* An MSCCLPP_* variable nothing reads (a typo) is named, with the variable it is nearest to:
+ * by mscclpp-info (exit 1) and at library init under MSCCLPP_DEBUG=WARN, once (issue 21 item 9).
+ * The tools' and tests' own variables (MSCCLPP_TOP_SRCDIR, ...) are not typos. */
+START_TEST(t_unknown_variables)
+{
+    static char out[32768];
+    ck_assert_int_eq(run_info("MSCCLPP_DEBG=INFO MSCCLPP_FROBNICATE=1 MSCCLPP_TOP_SRCDIR=/x", out,
+                              sizeof out),
+                     1);
+    ck_assert_msg(strstr(out, "MSCCLPP_DEBG: not a variable of libmscclpp (did you mean "
+                              "MSCCLPP_DEBUG?)"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "MSCCLPP_FROBNICATE: not a variable of libmscclpp\n"), "%s", out);
+    ck_assert_msg(!strstr(out, "MSCCLPP_TOP_SRCDIR: not"), "%s", out);
+
+    char path[32];
+    log_to_temp(path);
+    setenv("MSCCLPP_DEBUG", "WARN", 1);
+    setenv("MSCCLPP_TIMOUT", "5", 1);
+    ck_assert_int_eq(config_check(), MSCCLPP_OK);
+    ck_assert_int_eq(config_check(), MSCCLPP_OK); /* once per process */
+    unsetenv("MSCCLPP_TIMOUT");
+    char text[4096];
+    slurp_and_remove(path, text, sizeof text);
+    const char *w = "MSCCLPP_TIMOUT is not a variable of libmscclpp (did you mean MSCCLPP_TIMEOUT?)";
+    const char *first = strstr(text, w);
+    ck_assert_msg(first, "log: '%s'", text);
+    ck_assert_msg(!strstr(first + 1, w), "warned twice: '%s'", text);
+}
+END_TEST
+
+/* --version and --build: which library, and how it was configured */
+START_TEST(t_info_version_and_build)
+{
+    static char out[16384];
+    ck_assert_int_eq(run_info_args("", "--version", out, sizeof out), 0);
+    ck_assert_msg(!strncmp(out, "mscclpp-info ", 13) && strstr(out, "(libmscclpp "), "%s", out);
+    ck_assert_int_eq(run_info_args("", "--build", out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "Build (configure of libmscclpp") && strstr(out, "C compiler  :") &&
+                      strstr(out, "backends    : host") && strstr(out, "transports  : ipc") &&
+                      !strstr(out, "Configuration ("),
+                  "%s", out);
+    ck_assert_int_eq(run_info_args("", "--bogus", out, sizeof out), 2);
+    ck_assert_msg(strstr(out, "unknown option '--bogus' (expected --build"), "%s", out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -213,6 +265,8 @@ int main(void)
     tcase_add_test(tc, t_debug_subsys_bogus);
     tcase_add_test(tc, t_info_shows_value_in_force);
     tcase_add_test(tc, t_public_config_and_log);
+    tcase_add_test(tc, t_unknown_variables);
+    tcase_add_test(tc, t_info_version_and_build);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

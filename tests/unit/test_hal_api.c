@@ -26,6 +26,21 @@ START_TEST(test_nvls_supported)
 }
 END_TEST
 
+/* The device line of mscclpp-bench's header: index and description of the calling thread's device */
+START_TEST(test_device_describe)
+{
+    char text[256];
+    int dev = -1;
+    ck_assert_int_eq(mscclpp_device_describe(&dev, text, sizeof text), MSCCLPP_OK);
+    ck_assert_int_eq(dev, 0);
+    ck_assert_msg(strstr(text, "host-") && strstr(text, "multiprocessors") && strstr(text, "GiB"),
+                  "%s", text);
+    ck_assert_int_eq(mscclpp_device_describe(NULL, text, sizeof text), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_device_describe(&dev, NULL, 8), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(mscclpp_device_describe(&dev, text, 0), MSCCLPP_ERR_INVALID_ARG);
+}
+END_TEST
+
 START_TEST(test_malloc_memcpy_memset)
 {
     const size_t n = 100000;
@@ -86,6 +101,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_backend_name);
     tcase_add_test(tc, test_nvls_supported);
+    tcase_add_test(tc, test_device_describe);
     tcase_add_test(tc, test_malloc_memcpy_memset);
     tcase_add_test(tc, test_bad_args);
     tcase_add_test(tc, test_stream);

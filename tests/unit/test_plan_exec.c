@@ -5,7 +5,9 @@
  *     our loader and interpreter do (switch channels are member pointers on the host);
  *   - MSCCL++'s executor limits lifted: a 16-rank allreduce whose block has more than 64 ops
  *     and whose reduces have 16 sources (MSCCL++: 64 ops per block, 10 descriptors per op).
- * Each plan is also checked by mscclpp_plan_verify().
+ * Each plan is also checked by mscclpp_plan_verify(): each ends with a signal to every peer after
+ * a block-wide sync, and a wait for every peer's, so that no rank returns while a peer still
+ * reads its input (the caller may write it as soon as the call returns).
  */
 #include <check.h>
 #include <stdarg.h>
@@ -62,7 +64,8 @@ static void check_allreduce(struct mscclpp_plan *p, const size_t *counts, int nc
 }
 
 /* glre: every rank reduces all chunks of every member's input (through one switch channel
- * bound to the inputs) into its own output. An allreduce with no multicast store. */
+ * bound to the inputs) into its own output. An allreduce with no multicast store; memory
+ * channels to both peers carry the closing handshake. */
 START_TEST(test_glre_allreduce)
 {
     const int n = 3;
@@ -74,12 +77,16 @@ START_TEST(test_glre_allreduce)
         append(&s, &len, &cap,
                "%s{\"id\": %d, \"input_chunks\": 3, \"output_chunks\": 3, \"scratch_chunks\": 0,"
                " \"channels\": [{\"channel_type\": \"switch\", \"buffer_type\": \"i\","
-               " \"rank_groups\": [{\"size\": 3, \"ranks\": [0, 1, 2]}]}], \"remote_buffers\": [],"
+               " \"rank_groups\": [{\"size\": 3, \"ranks\": [0, 1, 2]}]},"
+               " {\"channel_type\": \"memory\", \"connected_to\": [%d, %d]}], \"remote_buffers\": [],"
                " \"threadblocks\": [{\"id\": 0, \"channels\": [{\"channel_type\": \"switch\","
-               " \"channel_ids\": [0]}], \"ops\": [{\"name\": \"glre\", \"src_buff\": "
+               " \"channel_ids\": [0]}, {\"channel_type\": \"memory\", \"channel_ids\": [0, 1]}],"
+               " \"ops\": [{\"name\": \"glre\", \"src_buff\": "
                "[{\"switch_channel_id\": 0, \"index\": 0, \"size\": 3}], \"dst_buff\": "
-               "[{\"type\": \"o\", \"index\": 0, \"size\": 3}]}]}]}",
-               r ? ", " : "", r);
+               "[{\"type\": \"o\", \"index\": 0, \"size\": 3}]}, {\"name\": \"nop\"},"
+               " {\"name\": \"signal\", \"channel_type\": \"memory\", \"channel_ids\": [0, 1]},"
+               " {\"name\": \"wait\", \"channel_type\": \"memory\", \"channel_ids\": [0, 1]}]}]}",
+               r ? ", " : "", r, (r + 1) % n, (r + 2) % n);
     append(&s, &len, &cap, "]}");
     struct mscclpp_plan *p = kh_plan_load(s);
     free(s);
@@ -92,8 +99,8 @@ END_TEST
 
 /*
  * 16 ranks, one block each: for every chunk c of 16, one rre of this rank's input chunk and the
- * 15 peers' (16 sources) into the output, each followed by 4 nops: 80 ops in the block. Peers'
- * inputs are only read, so the plan needs no signal.
+ * 15 peers' (16 sources) into the output, each followed by 4 nops: 80 ops in the block, then the
+ * closing handshake with every peer (signals and waits of at most 8 channels each).
  */
 static char *big_allreduce_plan(int n, int nops_between)
 {
@@ -111,9 +118,11 @@ static char *big_allreduce_plan(int n, int nops_between)
         for (int k = 1; k < n; k++)
             append(&s, &len, &cap, "%s{\"rank\": %d, \"type\": \"i\", \"access_channel_types\": "
                                    "[\"memory\"]}", k > 1 ? ", " : "", (r + k) % n);
-        append(&s, &len, &cap, "], \"threadblocks\": [{\"id\": 0, \"channels\": [], "
-                               "\"remote_buffer_refs\": [{\"access_channel_type\": \"memory\", "
-                               "\"remote_buffer_ids\": [");
+        append(&s, &len, &cap, "], \"threadblocks\": [{\"id\": 0, \"channels\": "
+                               "[{\"channel_type\": \"memory\", \"channel_ids\": [");
+        for (int k = 0; k < n - 1; k++) append(&s, &len, &cap, "%s%d", k ? ", " : "", k);
+        append(&s, &len, &cap, "]}], \"remote_buffer_refs\": [{\"access_channel_type\": "
+                               "\"memory\", \"remote_buffer_ids\": [");
         for (int k = 0; k < n - 1; k++) append(&s, &len, &cap, "%s%d", k ? ", " : "", k);
         append(&s, &len, &cap, "]}], \"ops\": [");
         for (int c = 0; c < n; c++) {
@@ -126,6 +135,15 @@ static char *big_allreduce_plan(int n, int nops_between)
                                    "\"size\": 1}]}", c);
             for (int i = 0; i < nops_between; i++) append(&s, &len, &cap, ", {\"name\": \"nop\"}");
         }
+        append(&s, &len, &cap, ", {\"name\": \"nop\"}");
+        for (int w = 0; w < 2; w++)
+            for (int k0 = 0; k0 < n - 1; k0 += 8) {
+                append(&s, &len, &cap, ", {\"name\": \"%s\", \"channel_type\": \"memory\", "
+                                       "\"channel_ids\": [", w ? "wait" : "signal");
+                for (int k = k0; k < n - 1 && k < k0 + 8; k++)
+                    append(&s, &len, &cap, "%s%d", k > k0 ? ", " : "", k);
+                append(&s, &len, &cap, "]}");
+            }
         append(&s, &len, &cap, "]}]}");
     }
     append(&s, &len, &cap, "]}");
@@ -138,7 +156,7 @@ START_TEST(test_lifted_limits_16_ranks)
     struct mscclpp_plan *p = kh_plan_load(s);
     free(s);
     ck_assert_ptr_nonnull(p);
-    ck_assert_int_eq(p->gpus[0].blocks[0].n_ops, 16 * 5);    /* > 64 (MSCCL++'s limit) */
+    ck_assert_int_eq(p->gpus[0].blocks[0].n_ops, 16 * 5 + 5); /* > 64 (MSCCL++'s limit) */
     ck_assert_uint_eq(p->gpus[0].blocks[0].ops[0].n_src, 16); /* > 9 sources */
     static const size_t counts[] = {16, 16 * 33 + 7};
     check_allreduce(p, counts, N_OF(counts));
