@@ -20,7 +20,9 @@ CONFIG_VAR(MSCCLPP_DEBUG_FILE, STR, "",
 CONFIG_VAR(MSCCLPP_TIMEOUT, SECONDS, "60",
            "Seconds any wait (bootstrap, semaphore, packet, kernel) may take before it fails with "
            "MSCCLPP_ERR_TIMEOUT")
-CONFIG_VAR(MSCCLPP_HAL, STR, "", "Backend: host, cuda or hip (default: first that finds a device)")
+CONFIG_VAR(MSCCLPP_HAL, STR, "",
+           "Backend: host, cuda or hip (default: first that finds a device); hip takes the AMD "
+           "build, else the NVIDIA one (hipnv)")
 CONFIG_VAR(MSCCLPP_HAL_MODULE_DIR, STR, "",
            "Directory of backend modules (default: the install dir)")
 CONFIG_VAR(MSCCLPP_SOCKET_IFNAME, STR, "",
@@ -32,6 +34,9 @@ CONFIG_VAR(MSCCLPP_BOOTSTRAP_SECRET, STR, "",
 CONFIG_VAR(MSCCLPP_PLAN_DIR, STR, "",
            "Directory of default plans (default: the installed plans, else the source tree's "
            "plans/)")
+CONFIG_VAR(MSCCLPP_PLAN_MAKE, STR, "last",
+           "Plans made for the job (docs/plan-selection.md): last (after every registered plan), "
+           "first (before them: to compare with plan files), or off")
 CONFIG_VAR(MSCCLPP_TUNING_FILE, STR, "",
            "Tuning table (mscclpp-bench --tune) the executor applies; none: no table (default: "
            "~/.cache/mscclpp/tuning/<backend>-<device>-<nranks>.json when it exists)")

@@ -7,6 +7,7 @@
 #define MSCCLPP_BASE_DEBUG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 
 #include "mscclpp/mscclpp.h"
 
@@ -54,8 +55,21 @@ mscclpp_result_t core_error(mscclpp_result_t result, const char *file, int line,
 /** Same, without logging (for errors the caller expects, e.g. probing). */
 mscclpp_result_t core_error_quiet(mscclpp_result_t result, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/** Forget the calling thread's last error. */
+/** Forget the calling thread's last error (and its culprit). */
 void core_clear_error(void);
+/**
+ * The rank the calling thread's last error blames (a peer that closed, sent nothing in time, or
+ * whose memory could not be mapped), or -1: set by the code that knows the peer, read where the
+ * failure is reported and told to the other ranks (comm_fail, issue 22 item 5).
+ */
+void core_set_culprit(int rank);
+int core_culprit(void);
+/**
+ * A thread whose errors another thread reports (a proxy: the launch that needed it reports the
+ * transport's failure) records them without logging: the reporting thread logs the error once,
+ * with the rank to blame (issue 22 item 5).
+ */
+void core_set_quiet(bool quiet);
 
 #define ERR(result, ...) core_error((result), __FILE__, __LINE__, __VA_ARGS__)
 #define ERR_ARG(...) ERR(MSCCLPP_ERR_INVALID_ARG, __VA_ARGS__)

@@ -33,7 +33,18 @@ MSCCLPP_API void mscclpp_version(int *major, int *minor, int *patch)
     if (patch) *patch = MSCCLPP_VERSION_PATCH;
 }
 
-void core_clear_error(void) { last_error[0] = '\0'; }
+static _Thread_local int culprit = -1;
+static _Thread_local bool quiet;
+
+void core_clear_error(void)
+{
+    last_error[0] = '\0';
+    culprit = -1;
+}
+
+void core_set_culprit(int rank) { culprit = rank; }
+void core_set_quiet(bool q) { quiet = q; }
+int core_culprit(void) { return culprit; }
 
 static void record(const char *fmt, va_list ap)
 {
@@ -49,7 +60,7 @@ mscclpp_result_t core_error(mscclpp_result_t result, const char *file, int line,
     errno = saved; /* glibc expands %m from errno at format time */
     record(fmt, ap);
     va_end(ap);
-    if (log_enabled(LOG_WARN, SUBSYS_ALL))
+    if (!quiet && log_enabled(LOG_WARN, SUBSYS_ALL))
         log_printf(LOG_WARN, SUBSYS_ALL, file, line, "%s: %s", mscclpp_result_string(result),
                    last_error);
     errno = saved;

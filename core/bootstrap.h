@@ -31,6 +31,13 @@ typedef struct boot_ops {
     /* Optional (NULL: none): make the calls in progress on other threads give up soon with
      * MSCCLPP_ERR_ABORTED, and every later one at once. Any thread; frees nothing. */
     void (*interrupt)(mscclpp_bootstrap_t *boot);
+    /* Optional: wait up to `wait_ms` for an abort notice of a peer (reading what arrives);
+     * 1 with its sender, the rank it blames and its message, else 0. */
+    int (*notice)(mscclpp_bootstrap_t *boot, int wait_ms, int *from, int *culprit, char *msg,
+                  size_t cap);
+    /* Optional: tell every other rank (once, bounded) that this rank failed because of
+     * `culprit`, with the calling thread's last error as the message. */
+    void (*blame)(mscclpp_bootstrap_t *boot, int culprit);
 } boot_ops_t;
 
 struct mscclpp_bootstrap {
@@ -47,6 +54,12 @@ struct mscclpp_bootstrap {
  * the MPI or a custom bootstrap end by their own timeout. NULL is ignored.
  */
 void boot_interrupt(mscclpp_bootstrap_t *boot);
+
+/** boot->ops->notice, or 0 when the bootstrap has none (MPI, custom). Keeps the last error. */
+int boot_notice(mscclpp_bootstrap_t *boot, int wait_ms, int *from, int *culprit, char *msg,
+                size_t cap);
+/** boot->ops->blame when the bootstrap has one. Keeps the last error. */
+void boot_blame(mscclpp_bootstrap_t *boot, int culprit);
 
 /**
  * Wrap an implementation in a new bootstrap object. On failure `ops->destroy` is NOT called;

@@ -55,6 +55,13 @@
  * not accepted yet (two TCP connections are not ordered): wait this long for it to show up.
  */
 #define CLOSE_GRACE_NS 1000000000ull
+/* A failed send waits this long for the peer's abort notice before blaming the peer itself. */
+#define NOTICE_WAIT_NS 300000000ull
+/* A receive from a peer with no connection either way probes it this often (tcp_recv_kind),
+ * each connect bounded by PROBE_CONNECT_NS. */
+#define PROBE_NS 1000000000ull
+#define PROBE_CONNECT_NS (REFUSED_GRACE_NS + 200000000ull)
+#define QUIET_ERR(result, ...) core_error_quiet((result), __VA_ARGS__)
 /* A joiner waits this long past its own timeout for the root's verdict. */
 #define REPLY_GRACE_NS 500000000ull
 
@@ -266,6 +273,28 @@ static void roots_expect(const unsigned char *secret, int nranks)
         atomic_compare_exchange_strong(&r->expect, &zero, (uint32_t)nranks);
     }
     pthread_mutex_unlock(&roots_lock);
+}
+
+/*
+ * A rank of this process timed out joining the session of `secret`. If this process also
+ * serves that session's root, the root may still be answering the other ranks (which names the
+ * missing ones); the caller is about to report and, likely, exit, which would cut those answers
+ * off ("bootstrap root closed the connection", issue 22 item 5): wait, bounded, for it to end.
+ */
+static void roots_let_answer(const unsigned char *secret)
+{
+    uint64_t end = sock_now_ns() + 2000000000ull;
+    for (;;) {
+        bool serving = false;
+        pthread_once(&roots_once, roots_init);
+        pthread_mutex_lock(&roots_lock);
+        for (root_t *r = roots; r && !serving; r = r->next)
+            serving = secret_equal(r->secret, secret);
+        pthread_mutex_unlock(&roots_lock);
+        if (!serving || sock_now_ns() >= end) return;
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static void reply_status(int fd, uint32_t status, uint32_t nranks, uint32_t joined,
@@ -864,7 +893,8 @@ static void note_abort(tcp_t *t, int from, const msg_t *m)
     for (size_t i = 0; i < n; i++) /* it is printed: keep it printable */
         if ((unsigned char)t->abort_msg[i] < 0x20 || (unsigned char)t->abort_msg[i] > 0x7e)
             t->abort_msg[i] = '?';
-    WARN(SUBSYS_BOOT, "rank %d: rank %d reports a failure: %s", t->rank, from, t->abort_msg);
+    WARN(SUBSYS_BOOT, "rank %d: rank %d reports that it failed because of rank %d: %s", t->rank,
+         from, t->abort_culprit, t->abort_msg);
 }
 
 /* Read what is available on inbound connection i. Returns 1 when the connection was removed. */
@@ -1015,6 +1045,14 @@ static mscclpp_result_t progress(tcp_t *t, int wait_ms, int send_peer, int *writ
     return MSCCLPP_OK;
 }
 
+/* A message `take` would return is queued. */
+static bool take_ready(const tcp_t *t, int peer, uint32_t kind, int tag)
+{
+    for (const msg_t *m = t->qhead[peer]; m; m = m->next)
+        if (m->kind == kind && m->tag == tag) return true;
+    return false;
+}
+
 static msg_t *take(tcp_t *t, int peer, uint32_t kind, int tag)
 {
     msg_t *prev = NULL;
@@ -1082,6 +1120,8 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
     char what[40];
     mscclpp_result_t res = MSCCLPP_OK;
     int culprit = -1;
+    uint64_t probe_at = sock_now_ns() + PROBE_NS;
+    bool waited_notice = false;
     pthread_mutex_lock(&t->lock);
     for (;;) {
         msg_t *m = take(t, peer, kind, tag);
@@ -1118,6 +1158,35 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
                                     peer);
             break;
         }
+        /*
+         * Without a connection either way, a dead peer would only show at the deadline, and
+         * ranks waiting on this one would time out at the same moment, blaming this one
+         * (issue 22 item 5). So once a while, connect to it: a listener that is gone refuses.
+         */
+        if (!t->in_of[peer] && t->out_fd[peer] < 0 && !t->out_broken[peer] &&
+            sock_now_ns() >= probe_at) {
+            probe_at = sock_now_ns() + PROBE_NS;
+            uint64_t until = sock_now_ns() + PROBE_CONNECT_NS;
+            if (connect_peer(t, peer, until < deadline ? until : deadline) != MSCCLPP_OK &&
+                t->out_broken[peer]) {
+                char why[512];
+                snprintf(why, sizeof why, "%s", mscclpp_last_error());
+                res = ERR(MSCCLPP_ERR_REMOTE, "%s (while waiting to receive %s from it)", why,
+                          what_str(kind, tag, what, sizeof what));
+                culprit = peer;
+                break;
+            }
+            core_clear_error(); /* a slow connect: the peer may still be starting */
+        }
+        if (sock_now_ns() >= deadline && !waited_notice) {
+            /* `peer` may be waiting for a rank that failed, as this rank waits for it, and time
+             * out at the same moment: give its notice a moment to arrive, then look again */
+            waited_notice = true;
+            uint64_t end = sock_now_ns() + NOTICE_WAIT_NS;
+            while (t->abort_from < 0 && !take_ready(t, peer, kind, tag) && sock_now_ns() < end)
+                CHECK_GOTO(progress(t, sock_poll_ms(end, 10), -1, NULL), res, unlock);
+            continue;
+        }
         if (sock_now_ns() >= deadline) {
             res = ERR(MSCCLPP_ERR_TIMEOUT,
                       "rank %d: timed out after %.1f s waiting to receive %s from rank %d", t->rank,
@@ -1131,13 +1200,19 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
         sched_yield();
         pthread_mutex_lock(&t->lock);
     }
-    if (culprit >= 0) abort_peers(t, culprit);
+    if (culprit >= 0) {
+        core_set_culprit(culprit);
+        abort_peers(t, culprit);
+    } else if (res == MSCCLPP_ERR_REMOTE && t->abort_from >= 0) {
+        core_set_culprit(t->abort_culprit);
+    }
 unlock:
     pthread_mutex_unlock(&t->lock);
     return res;
 }
 
-/* Connect to `peer` and send the handshake (lock held). */
+/* Connect to `peer` and send the handshake (lock held). Errors are recorded, not logged: the
+ * sender logs them once it knows whether the peer had reported a failure of its own. */
 static mscclpp_result_t connect_peer(tcp_t *t, int peer, uint64_t deadline)
 {
     char a[80];
@@ -1145,18 +1220,20 @@ static mscclpp_result_t connect_peer(tcp_t *t, int peer, uint64_t deadline)
     sock_status_t st = sock_connect(&t->addrs[peer], deadline,
                                     t->refused_grace ? REFUSED_GRACE_NS : 0, &fd);
     if (st == SOCK_TIMEOUT)
-        return ERR(MSCCLPP_ERR_TIMEOUT,
-                   "rank %d: timed out after %.1f s connecting to rank %d at %s", t->rank,
-                   timeout_s(), peer, sock_addr_str(&t->addrs[peer], a, sizeof a));
+        return QUIET_ERR(MSCCLPP_ERR_TIMEOUT,
+                         "rank %d: timed out after %.1f s connecting to rank %d at %s", t->rank,
+                         timeout_s(), peer, sock_addr_str(&t->addrs[peer], a, sizeof a));
     if (st == SOCK_CLOSED) {
         mark_broken(t, peer);
-        return ERR(MSCCLPP_ERR_REMOTE,
-                   "rank %d: rank %d at %s refuses connections: its process is gone (exited or "
-                   "killed)", t->rank, peer, sock_addr_str(&t->addrs[peer], a, sizeof a));
+        return QUIET_ERR(
+            MSCCLPP_ERR_REMOTE,
+            "rank %d: rank %d at %s refuses connections: its process is gone (exited or "
+            "killed)",
+            t->rank, peer, sock_addr_str(&t->addrs[peer], a, sizeof a));
     }
     if (st != SOCK_OK)
-        return ERR(MSCCLPP_ERR_REMOTE, "rank %d: cannot connect to rank %d at %s: %m", t->rank,
-                   peer, sock_addr_str(&t->addrs[peer], a, sizeof a));
+        return QUIET_ERR(MSCCLPP_ERR_REMOTE, "rank %d: cannot connect to rank %d at %s: %m",
+                         t->rank, peer, sock_addr_str(&t->addrs[peer], a, sizeof a));
     unsigned char h[HS_BYTES] = {0};
     memcpy(h, CONN_MAGIC, 8);
     sock_put_u16(h + 8, PROTO_VERSION);
@@ -1167,14 +1244,15 @@ static mscclpp_result_t connect_peer(tcp_t *t, int peer, uint64_t deadline)
     if (st != SOCK_OK) {
         sock_close(fd);
         if (st != SOCK_TIMEOUT) mark_broken(t, peer);
-        return ERR(st == SOCK_TIMEOUT ? MSCCLPP_ERR_TIMEOUT : MSCCLPP_ERR_REMOTE,
-                   "rank %d: handshake with rank %d failed", t->rank, peer);
+        return QUIET_ERR(st == SOCK_TIMEOUT ? MSCCLPP_ERR_TIMEOUT : MSCCLPP_ERR_REMOTE,
+                         "rank %d: handshake with rank %d failed", t->rank, peer);
     }
     t->out_fd[peer] = fd;
     return MSCCLPP_OK;
 }
 
-/* Write all of buf to peer, driving inbound traffic while the socket is full (lock held). */
+/* Write all of buf to peer, driving inbound traffic while the socket is full (lock held).
+ * Errors are recorded, not logged (as connect_peer's). */
 static mscclpp_result_t write_peer(tcp_t *t, int peer, const void *buf, size_t bytes,
                                    uint64_t deadline, const char *what)
 {
@@ -1187,10 +1265,11 @@ static mscclpp_result_t write_peer(tcp_t *t, int peer, const void *buf, size_t b
         if (n < 0) {
             mark_broken(t, peer);
             if (st == SOCK_SYSERR)
-                return ERR(MSCCLPP_ERR_REMOTE, "rank %d: sending %s to rank %d: %m", t->rank, what,
-                           peer);
-            return ERR(MSCCLPP_ERR_REMOTE, "rank %d: connection to rank %d closed while sending %s",
-                       t->rank, peer, what);
+                return QUIET_ERR(MSCCLPP_ERR_REMOTE, "rank %d: sending %s to rank %d: %m", t->rank,
+                                 what, peer);
+            return QUIET_ERR(MSCCLPP_ERR_REMOTE,
+                             "rank %d: connection to rank %d closed while sending %s", t->rank,
+                             peer, what);
         }
         done += (size_t)n;
         if (done == bytes) break;
@@ -1201,15 +1280,42 @@ static mscclpp_result_t write_peer(tcp_t *t, int peer, const void *buf, size_t b
             }
             if (sock_now_ns() >= deadline) {
                 mark_broken(t, peer); /* a partial frame is on the wire */
-                return ERR(MSCCLPP_ERR_TIMEOUT,
-                           "rank %d: timed out after %.1f s sending %s to rank %d", t->rank,
-                           timeout_s(), what, peer);
+                return QUIET_ERR(MSCCLPP_ERR_TIMEOUT,
+                                 "rank %d: timed out after %.1f s sending %s to rank %d", t->rank,
+                                 timeout_s(), what, peer);
             }
             int writable;
             CHECK(progress(t, sock_poll_ms(deadline, 10), peer, &writable));
         }
     }
     return MSCCLPP_OK;
+}
+
+/*
+ * A send to `peer` failed with `res` (its message recorded, not logged). A peer that closed or
+ * left may have failed because of another rank and said so first: wait a moment for its
+ * notice, so that the error (and its one log line) names the rank that failed first rather
+ * than the one that left because of it (issue 22 item 5). Then tell the others. Lock held.
+ */
+static mscclpp_result_t send_failed(tcp_t *t, int peer, mscclpp_result_t res)
+{
+    char why[768];
+    snprintf(why, sizeof why, "%s", mscclpp_last_error());
+    uint64_t end = sock_now_ns() + NOTICE_WAIT_NS;
+    while (t->abort_from < 0 && sock_now_ns() < end && !is_interrupted(t))
+        if (progress(t, sock_poll_ms(end, 10), -1, NULL) != MSCCLPP_OK) break;
+    if (t->abort_from >= 0) {
+        res = ERR(MSCCLPP_ERR_REMOTE,
+                  "%s; rank %d had reported that it failed because of rank %d "
+                  "(%s)",
+                  why, t->abort_from, t->abort_culprit, t->abort_msg);
+        core_set_culprit(t->abort_culprit);
+        return res; /* no notice echoed: the others got the same one */
+    }
+    res = ERR(res, "%s", why);
+    core_set_culprit(peer);
+    abort_peers(t, peer);
+    return res;
 }
 
 static mscclpp_result_t tcp_send_kind(tcp_t *t, const void *data, size_t bytes, int peer,
@@ -1220,8 +1326,10 @@ static mscclpp_result_t tcp_send_kind(tcp_t *t, const void *data, size_t bytes, 
     mscclpp_result_t res = MSCCLPP_OK;
     pthread_mutex_lock(&t->lock);
     if (t->out_broken[peer]) {
-        res = ERR(MSCCLPP_ERR_REMOTE, "rank %d: connection to rank %d was lost; cannot send %s",
-                  t->rank, peer, what);
+        res = QUIET_ERR(MSCCLPP_ERR_REMOTE,
+                        "rank %d: connection to rank %d was lost; cannot send "
+                        "%s",
+                        t->rank, peer, what);
         goto fail;
     }
     if (t->out_fd[peer] < 0) CHECK_GOTO(connect_peer(t, peer, deadline), res, fail);
@@ -1234,7 +1342,7 @@ static mscclpp_result_t tcp_send_kind(tcp_t *t, const void *data, size_t bytes, 
     pthread_mutex_unlock(&t->lock);
     return MSCCLPP_OK;
 fail:
-    if (res != MSCCLPP_ERR_ABORTED) abort_peers(t, peer);
+    if (res != MSCCLPP_ERR_ABORTED) res = send_failed(t, peer, res);
     pthread_mutex_unlock(&t->lock);
     return res;
 }
@@ -1321,6 +1429,42 @@ static mscclpp_result_t tcp_destroy(mscclpp_bootstrap_t *boot)
     return MSCCLPP_OK;
 }
 
+static int tcp_notice(mscclpp_bootstrap_t *boot, int wait_ms, int *from, int *culprit, char *msg,
+                      size_t cap)
+{
+    tcp_t *t = boot->impl;
+    char keep[1024]; /* progress may record errors of its own: the caller's stays */
+    snprintf(keep, sizeof keep, "%s", mscclpp_last_error());
+    int keep_culprit = core_culprit();
+    uint64_t end = sock_now_ns() + (uint64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000ull;
+    pthread_mutex_lock(&t->lock);
+    for (;;) {
+        if (t->abort_from >= 0 || is_interrupted(t)) break;
+        uint64_t now = sock_now_ns();
+        if (now >= end) break;
+        if (progress(t, sock_poll_ms(end, 10), -1, NULL) != MSCCLPP_OK) break;
+    }
+    int got = t->abort_from >= 0;
+    if (got) {
+        *from = t->abort_from;
+        *culprit = t->abort_culprit;
+        snprintf(msg, cap, "%s", t->abort_msg);
+    }
+    pthread_mutex_unlock(&t->lock);
+    core_error_quiet(MSCCLPP_OK, "%s", keep);
+    core_set_culprit(keep_culprit);
+    return got;
+}
+
+static void tcp_blame(mscclpp_bootstrap_t *boot, int culprit)
+{
+    tcp_t *t = boot->impl;
+    if (culprit < 0 || culprit >= t->nranks || culprit == t->rank) return;
+    pthread_mutex_lock(&t->lock);
+    abort_peers(t, culprit);
+    pthread_mutex_unlock(&t->lock);
+}
+
 /* Lock-free: the thread that holds the lock may be the one to interrupt (it polls the flag
  * between its 10 ms polls). */
 static void tcp_interrupt(mscclpp_bootstrap_t *boot)
@@ -1337,6 +1481,8 @@ static const boot_ops_t tcp_ops = {
     .barrier = tcp_barrier,
     .destroy = tcp_destroy,
     .interrupt = tcp_interrupt,
+    .notice = tcp_notice,
+    .blame = tcp_blame,
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -1412,6 +1558,7 @@ static mscclpp_result_t tcp_join(const sock_addr_t *root, const unsigned char *s
     sock_addr_str(root, where, sizeof where);
     uint64_t deadline = sock_deadline();
     mscclpp_result_t res = MSCCLPP_OK;
+    bool session_timed_out = false; /* then this process's root may still answer the others */
     tcp_t *t = tcp_alloc(rank, nranks);
     if (!t) return ERR(MSCCLPP_ERR_NO_MEMORY, "rank %d: out of memory for %d ranks", rank, nranks);
     memcpy(t->secret, secret, SECRET_BYTES);
@@ -1460,6 +1607,7 @@ static mscclpp_result_t tcp_join(const sock_addr_t *root, const unsigned char *s
     /* The root's deadline started first (when the id was made): give its verdict, which names
        the missing ranks, a moment past ours to arrive. */
     if (st == SOCK_OK) st = sock_recv_all(rfd, r, sizeof r, deadline + REPLY_GRACE_NS);
+    session_timed_out = st == SOCK_TIMEOUT;
     if (st == SOCK_TIMEOUT) {
         res = ERR(MSCCLPP_ERR_TIMEOUT,
                   "rank %d: timed out after %.1f s waiting for the bootstrap root %s (%d ranks)",
@@ -1478,6 +1626,7 @@ static mscclpp_result_t tcp_join(const sock_addr_t *root, const unsigned char *s
         goto close_root;
     }
     if (status == REPLY_TIMEOUT && (int)sock_get_u32(r + 12) == nranks) {
+        session_timed_out = true;
         res = join_timeout_error(rfd, rank, nranks, sock_get_u32(r + 16), where,
                                  deadline + REPLY_GRACE_NS);
         goto close_root;
@@ -1523,6 +1672,7 @@ close_root:
     sock_close(rfd);
 free_t:
     tcp_free(t);
+    if (session_timed_out) roots_let_answer(secret);
     return res;
 }
 

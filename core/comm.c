@@ -151,6 +151,36 @@ MSCCLPP_API mscclpp_result_t mscclpp_comm_abort(mscclpp_comm_t *comm)
     return MSCCLPP_OK;
 }
 
+/* How long a failing rank waits for the notice of the peer it blames (comm_fail). */
+#define COMM_NOTICE_WAIT_MS 300
+
+mscclpp_result_t comm_fail(mscclpp_comm_t *comm, mscclpp_result_t r, bool logged)
+{
+    if (r == MSCCLPP_OK || r == MSCCLPP_ERR_ABORTED) return r;
+    int suspect = core_culprit();
+    char msg[1024], why[512];
+    snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
+    bool more = false;
+    int from = -1, culprit = -1;
+    /* A notice names the rank a peer failed on directly (or one that rank named in turn), so
+     * it is nearer the rank that failed first than this rank's own view (the peer it waited
+     * for may have stopped, or exited, because of that rank). */
+    if (suspect >= 0 && suspect < comm->nranks && suspect != comm->rank &&
+        boot_notice(comm->boot, COMM_NOTICE_WAIT_MS, &from, &culprit, why, sizeof why) &&
+        culprit >= 0 && culprit < comm->nranks && culprit != suspect && culprit != comm->rank) {
+        more = true;
+        suspect = culprit;
+    }
+    if (more)
+        r = ERR(r, "%s; rank %d had reported that it failed because of rank %d (%s)", msg, from,
+                culprit, why);
+    else if (!logged) r = ERR(r, "%s", msg);
+    core_set_culprit(suspect);
+    if (suspect >= 0 && suspect < comm->nranks && suspect != comm->rank)
+        boot_blame(comm->boot, suspect);
+    return r;
+}
+
 mscclpp_result_t comm_abort_error(const mscclpp_comm_t *comm, const char *what)
 {
     return ERR(MSCCLPP_ERR_ABORTED,

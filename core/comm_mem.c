@@ -47,6 +47,7 @@ mscclpp_result_t comm_import(mscclpp_comm_t *comm, int owner, const hal_mem_hand
             char why[768];
             snprintf(why, sizeof why, "%s", mscclpp_last_error());
             res = ERR(res, "rank %d: cannot map the memory of rank %d: %s", comm->rank, owner, why);
+            core_set_culprit(owner);
             goto out;
         }
         e->owner = owner;

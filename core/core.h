@@ -47,6 +47,17 @@ static inline bool comm_aborted(const mscclpp_comm_t *comm)
     return __atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE) != 0;
 }
 
+/**
+ * A collective step of this rank failed with `r` (message: the calling thread's last error;
+ * `logged`: whether it was logged already) and core_culprit() says which peer it blames. A
+ * peer that stopped because of another rank says so in an abort notice: wait a moment for one,
+ * and if it names another rank, blame that one and say so in the error.
+ * Then log the error (when not logged yet, or completed) and tell the other ranks whom this
+ * rank blames, so that ranks waiting on it name the same rank (issue 22 item 5). Returns the
+ * error to report.
+ */
+mscclpp_result_t comm_fail(mscclpp_comm_t *comm, mscclpp_result_t r, bool logged);
+
 /** The error of a call that found comm aborted: MSCCLPP_ERR_ABORTED, naming `what`. */
 mscclpp_result_t comm_abort_error(const mscclpp_comm_t *comm, const char *what);
 

@@ -34,6 +34,7 @@ struct proxy {
     pthread_t thread;
     int stop;             /* atomic */
     mscclpp_result_t err; /* first error (thread writes once, before publishing fifo->err) */
+    int culprit;          /* the rank that error blames (core_culprit), or -1 */
     char msg[768];
     char name[64];
 };
@@ -42,6 +43,7 @@ static void proxy_fail(proxy_t *p, mscclpp_result_t r)
 {
     if (p->err != MSCCLPP_OK) return;
     snprintf(p->msg, sizeof p->msg, "%s", mscclpp_last_error());
+    p->culprit = core_culprit();
     p->err = r;
     __atomic_store_n(&p->fifo->err, (uint64_t)(int64_t)r, __ATOMIC_RELEASE);
 }
@@ -68,6 +70,8 @@ static void *proxy_main(void *arg)
      * proxy between collectives costs nothing. */
     uint64_t last = base_now_ns();
     struct pollfd fds[PROXY_MAX_FDS];
+    /* the launch that needed this proxy reports its errors (and logs them, naming the rank) */
+    core_set_quiet(true);
     /* A new thread starts on device 0 (CUDA/HIP keep the current device per thread): the
      * transports' copies and allocations (ucx staging: its stream, pinned buffers) must run on
      * the device of the ranks this proxy serves. */
@@ -190,7 +194,9 @@ uint64_t *proxy_head(proxy_t *p) { return p->head; }
 mscclpp_result_t proxy_error(proxy_t *p)
 {
     if (!p || __atomic_load_n(&p->fifo->err, __ATOMIC_ACQUIRE) == 0) return MSCCLPP_OK;
-    return core_error_quiet(p->err, "proxy of %s: %s", p->name, p->msg);
+    mscclpp_result_t r = core_error_quiet(p->err, "proxy of %s: %s", p->name, p->msg);
+    core_set_culprit(p->culprit);
+    return r;
 }
 
 mscclpp_result_t proxy_drain(proxy_t *p)

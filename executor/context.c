@@ -460,8 +460,10 @@ static mscclpp_result_t get_regmem(mscclpp_executor_t *ex, exec_context_t *c, wi
     if (!m->ptr) {
         mscclpp_regmem_destroy(m);
         return ERR(MSCCLPP_ERR_UNSUPPORTED,
-                   "executor: rank %d is on another node; plans across nodes need a network "
-                   "transport, not built yet", peer);
+                   "executor: rank %d is on another node and cannot map rank %d's memory: a "
+                   "plan's memory channels and memory-access buffers must stay within a node "
+                   "(across nodes: port channels, docs/multinode.md)",
+                   ex->comm->rank, peer);
     }
     *ptr = m->ptr;
     c->mappings[c->n_mappings++] = m->import_base;
@@ -618,12 +620,32 @@ static mscclpp_result_t context_exchange(mscclpp_executor_t *ex, exec_context_t 
 
 /* ---- creation ------------------------------------------------------------------------------ */
 
+/* A plan whose memory channels join this rank to another node cannot run here: say so before
+ * any message (the peers, running the same plan, find the same and leave unharmed). */
+static mscclpp_result_t check_same_node(mscclpp_executor_t *ex, const exec_context_t *c)
+{
+    const plan_gpu_t *g = &c->plan->gpus[c->vrank];
+    const int n = ex->comm->nranks;
+    for (int i = 0; i < g->n_chan[PLAN_CH_MEMORY]; i++) {
+        int peer = vr_to_pr(c, g->peers[PLAN_CH_MEMORY][i], n);
+        if (!comm_same_node(ex->comm, peer))
+            return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                       "plan '%s' joins rank %d to rank %d, on another node, by a memory channel: "
+                       "memory channels need memory both ranks can map, so they stay within a "
+                       "node (across nodes a plan uses port channels; the executor's own plans "
+                       "do, docs/plan-selection.md)",
+                       c->plan->name, ex->comm->rank, peer);
+    }
+    return MSCCLPP_OK;
+}
+
 static mscclpp_result_t context_build(mscclpp_executor_t *ex, exec_context_t *c,
                                       mscclpp_dtype_t dtype, uint32_t seq)
 {
     mscclpp_comm_t *comm = ex->comm;
     const plan_gpu_t *g = &c->plan->gpus[c->vrank];
     const int tag = EXEC_TAG_BASE + (int)(seq % EXEC_TAG_SPAN);
+    CHECK(check_same_node(ex, c));
     CHECK(context_scratch(ex, c, dtype));
     CHECK(context_state(ex, c));
     CHECK(context_channels(ex, c));

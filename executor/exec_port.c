@@ -107,6 +107,13 @@ static int tp_index(const tp_ops_t *ops)
 
 /* ---- the proxy's side ----------------------------------------------------------------------- */
 
+/* A transport call to `peer` failed: the error blames that rank (core_culprit). */
+static mscclpp_result_t blame(const port_peer_t *peer, mscclpp_result_t r)
+{
+    if (r != MSCCLPP_OK) core_set_culprit(peer->rank);
+    return r;
+}
+
 static mscclpp_result_t port_handle(void *arg, uint64_t fst, uint64_t snd)
 {
     exec_port_t *p = arg;
@@ -136,7 +143,7 @@ static mscclpp_result_t port_handle(void *arg, uint64_t fst, uint64_t snd)
         if (!dst || !src)
             return ERR(MSCCLPP_ERR_INTERNAL, "proxy of rank %d: buffer %u of rank %d or local "
                        "source %u is not registered", p->comm->rank, rb->buf, peer->rank, loc);
-        if (bytes) CHECK(peer->ops->put(peer->ep, dst, doff, src, so, bytes));
+        if (bytes) CHECK(blame(peer, peer->ops->put(peer->ep, dst, doff, src, so, bytes)));
     }
     if (bits & KERN_TRIG_SIGNAL) {
         if (p->remote_slot[chan] == PORT_NO_SLOT)
@@ -144,14 +151,14 @@ static mscclpp_result_t port_handle(void *arg, uint64_t fst, uint64_t snd)
                        "rank %d, which has no matching port channel back (spec §5.2)",
                        p->plan->name, p->comm->rank, chan, peer->rank);
         p->out_total[chan]++;
-        CHECK(peer->ops->signal(peer->ep, peer->counters,
-                                p->remote_slot[chan] * PORT_SLOT_U64 * sizeof(uint64_t),
-                                p->out_total[chan]));
+        CHECK(blame(peer, peer->ops->signal(peer->ep, peer->counters,
+                                            p->remote_slot[chan] * PORT_SLOT_U64 * sizeof(uint64_t),
+                                            p->out_total[chan])));
     }
     /* a plan's flush: the puts' sources may be reused once the launch ends (spec §2.4); their
      * data reaches the peer before the signals that follow them, which is what peers wait on */
     if (bits & KERN_TRIG_FLUSH)
-        CHECK(peer->ops->flush(peer->ep, config_timeout_ns(), TP_FLUSH_LOCAL));
+        CHECK(blame(peer, peer->ops->flush(peer->ep, config_timeout_ns(), TP_FLUSH_LOCAL)));
     return MSCCLPP_OK;
 }
 
@@ -166,7 +173,8 @@ static mscclpp_result_t port_progress(void *arg)
     }
     /* a peer that died while we only wait for it: its connection says so */
     for (int v = 0; v < p->n; v++)
-        if (p->peers[v].used) CHECK(p->peers[v].ops->ep_status(p->peers[v].ep));
+        if (p->peers[v].used)
+            CHECK(blame(&p->peers[v], p->peers[v].ops->ep_status(p->peers[v].ep)));
     return MSCCLPP_OK;
 }
 

@@ -2,7 +2,7 @@
  * The executor's public calls: execute a plan, the collectives with registered plans, create
  * and destroy, plan registration and lookup. A call goes:
  *
- *   execute_rotated   checks the call, then exec_check (state.c: is the executor broken?)
+ *   exec_execute      checks the call, then exec_check (state.c: is the executor broken?)
  *   exec_context_get  the context for these buffers, built collectively once (context.c)
  *   exec_context_bind this call's buffer offsets (context.c)
  *   exec_context_lowered  the plan lowered for this call shape (context.c -> lower.c, layout.c)
@@ -34,7 +34,8 @@ static bool call_in_place(const char *coll, const void *send, const void *recv, 
     if (!coll) return true;
     if (!strcmp(coll, "allgather")) return s == r + (size_t)rank * send_bytes;
     if (!strcmp(coll, "reducescatter")) return r == s + (size_t)rank * recv_bytes;
-    if (!strcmp(coll, "allreduce") || !strcmp(coll, "broadcast") || !strcmp(coll, "alltoall"))
+    if (!strcmp(coll, "allreduce") || !strcmp(coll, "broadcast") || !strcmp(coll, "alltoall") ||
+        !strcmp(coll, "reduce"))
         return s == r;
     return true;
 }
@@ -111,39 +112,44 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
                                          const void *send, void *recv, size_t send_bytes,
                                          size_t recv_bytes, mscclpp_dtype_t dtype,
                                          mscclpp_redop_t op, mscclpp_packet_t packet,
-                                         mscclpp_stream_t stream, int rotation);
+                                         mscclpp_stream_t stream, int rotation, int nthreads);
 
-static mscclpp_result_t execute_rotated(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
-                                        const void *send, void *recv, size_t send_bytes,
-                                        size_t recv_bytes, mscclpp_dtype_t dtype,
-                                        mscclpp_redop_t op, mscclpp_packet_t packet,
-                                        mscclpp_stream_t stream, int rotation)
+mscclpp_result_t exec_execute(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
+                              const void *send, void *recv, size_t send_bytes, size_t recv_bytes,
+                              mscclpp_dtype_t dtype, mscclpp_redop_t op, mscclpp_packet_t packet,
+                              mscclpp_stream_t stream, int rotation, int nthreads)
 {
     CHECK_ARG(ex != NULL);
     if (comm_aborted(ex->comm)) return exec_poison(ex, comm_abort_error(ex->comm, "execute"));
+    core_set_culprit(-1); /* whom this call's failure blames, if it fails (comm_fail) */
     bool capturing = false;
     /* a stream of another backend is reported by the checks below */
     if (!stream || stream->ops == ex->hal) CHECK(stream_capturing(ex, stream, &capturing));
     bool outer = ex->capturing;
     ex->capturing = capturing;
     mscclpp_result_t r = execute_captured(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op,
-                                          packet, stream, rotation);
+                                          packet, stream, rotation, nthreads);
     ex->capturing = outer;
     return r;
 }
 
-/* execute_rotated with ex->capturing set for the call. */
+/* exec_execute with ex->capturing set for the call. */
 static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
                                          const void *send, void *recv, size_t send_bytes,
                                          size_t recv_bytes, mscclpp_dtype_t dtype,
                                          mscclpp_redop_t op, mscclpp_packet_t packet,
-                                         mscclpp_stream_t stream, int rotation)
+                                         mscclpp_stream_t stream, int rotation, int nthreads)
 {
     /* a native algorithm (executor/native.c) checks and runs its own calls */
     if (exec_native_of(plan))
         return exec_native_execute(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op, 0,
-                                   ex->launch_nthreads, rotation, stream);
+                                   nthreads, rotation, stream);
     CHECK(check_call(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet, stream));
+    int vrank = (ex->comm->rank - rotation + ex->comm->nranks) % ex->comm->nranks;
+    if (plan->partial && plan->part_rank != vrank)
+        return ERR_ARG("plan '%s' holds rank %d's part only (a plan made for one rank); this is "
+                       "rank %d",
+                       plan->name, plan->part_rank, vrank);
     CHECK(exec_check(ex));
 
     exec_context_t *c = NULL;
@@ -155,7 +161,7 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
         if (ex->setup_talked ||
             (r != MSCCLPP_ERR_UNSUPPORTED && r != MSCCLPP_ERR_INVALID_ARG &&
              r != MSCCLPP_ERR_NO_MEMORY))
-            exec_poison(ex, r);
+            r = exec_poison(ex, comm_fail(ex->comm, r, true)); /* the others learn whom to blame */
         return r;
     }
     uint64_t in_off = (uint64_t)((const char *)send - (const char *)c->send_base);
@@ -165,7 +171,8 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
                        "of their allocations)", send_bytes, recv_bytes,
                        (size_t)(c->in_alloc - in_off), (size_t)(c->out_alloc - out_off));
     r = exec_context_bind(ex, c, in_off, out_off);
-    if (r != MSCCLPP_OK) return exec_poison(ex, r); /* the offset exchange is collective */
+    if (r != MSCCLPP_OK) /* the offset exchange is collective */
+        return exec_poison(ex, comm_fail(ex->comm, r, true));
     exec_lowcache_t *l = NULL;
     CHECK(exec_context_lowered(ex, c, send_bytes, recv_bytes, dtype, op, packet, &l));
     if (ex->capturing) {
@@ -187,7 +194,7 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
      * capture in progress asks us after each replay) */
     CHECK(ex->capturing ? hal_api_stream_note_capture(stream, ex->source)
                         : hal_api_stream_note(stream, ex->source));
-    int nthreads = ex->launch_nthreads ? ex->launch_nthreads : l->low->nthreads;
+    if (!nthreads) nthreads = l->low->nthreads;
     r = ex->hal->launch(&l->low->args, sizeof l->low->args, l->low->nblocks, nthreads, hs);
     if (r != MSCCLPP_OK) {
         c->broken = true;
@@ -206,8 +213,8 @@ MSCCLPP_API mscclpp_result_t mscclpp_execute_ex(mscclpp_executor_t *exec,
                                                 mscclpp_dtype_t dtype, mscclpp_redop_t op,
                                                 mscclpp_packet_t packet, mscclpp_stream_t stream)
 {
-    return execute_rotated(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet,
-                           stream, 0);
+    return exec_execute(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet, stream,
+                        0, 0);
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_execute(mscclpp_executor_t *exec, const mscclpp_plan_t *plan,
@@ -215,8 +222,8 @@ MSCCLPP_API mscclpp_result_t mscclpp_execute(mscclpp_executor_t *exec, const msc
                                              size_t recv_bytes, mscclpp_dtype_t dtype,
                                              mscclpp_redop_t op, mscclpp_stream_t stream)
 {
-    return execute_rotated(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op,
-                           MSCCLPP_PACKET_LL16, stream, 0);
+    return exec_execute(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op,
+                        MSCCLPP_PACKET_LL16, stream, 0, 0);
 }
 
 /* ---- executor object and registry -------------------------------------------------------- */
@@ -331,8 +338,14 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
     }
     load_cache_plans(ex);
     mscclpp_result_t tr = exec_tuning_attach(ex);
+    /* the plans made for this job, registered after every loaded one */
+    if (tr == MSCCLPP_OK) tr = exec_select_attach(ex);
     if (tr != MSCCLPP_OK) {
+        exec_tuning_free(ex->tuning);
         exec_registry_fini(&ex->registry);
+        exec_select_detach(ex);
+        hal_api_source_remove(ex->source);
+        pthread_mutex_destroy(&ex->lock);
         free(ex);
         return tr;
     }
@@ -375,6 +388,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
     free(exec->offs);
     exec_tuning_free(exec->tuning);
     exec_registry_fini(&exec->registry);
+    exec_select_detach(exec);
     pthread_mutex_destroy(&exec->lock);
     free(exec);
     return res;
@@ -412,66 +426,31 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_select_plan(mscclpp_executor_t *ex
 /* What executor/tuning.c needs of an executor (the tuning table and the per-call launch). */
 void exec_tuning_view(mscclpp_executor_t *ex, exec_tuning_view_t *v)
 {
-    *v = (exec_tuning_view_t){.hal = ex->hal, .registry = &ex->registry,
-                              .nranks = ex->comm->nranks, .nlocal = ex->comm->nlocal,
-                              .tuning = &ex->tuning, .launch_nthreads = &ex->launch_nthreads};
+    *v = (exec_tuning_view_t){.hal = ex->hal,
+                              .registry = &ex->registry,
+                              .nranks = ex->comm->nranks,
+                              .nlocal = ex->comm->nlocal,
+                              .tuning = &ex->tuning};
 }
 
 /* ---- collectives with registered plans --------------------------------------------------- */
 
 /*
- * The chosen plan's chunk layout may refuse the call (a packet plan needs rank blocks of whole
- * 4-byte words: the multi-node allgather of 61 float16 per rank): then the next registered plan
- * for the size that accepts it, if any (else the chosen one, whose call reports why). Every rank
- * decides alike: the layout depends on the sizes and dtype only.
- */
-static mscclpp_result_t fit_plan(mscclpp_executor_t *ex, const char *collective, bool inplace,
-                                 uint64_t msg, size_t in_bytes, size_t out_bytes,
-                                 mscclpp_dtype_t dtype, mscclpp_result_t chosen,
-                                 const struct mscclpp_plan **plan, int *nth)
-{
-    const struct mscclpp_plan *fit = NULL;
-    if (chosen != MSCCLPP_OK || exec_native_of(*plan) ||
-        exec_layout_fits(*plan, ex->comm->rank, in_bytes, out_bytes, dtype))
-        return chosen;
-    if (exec_registry_select_fit(&ex->registry, collective, ex->comm->nranks, ex->comm->nlocal,
-                                 inplace, msg, ex->comm->rank, in_bytes, out_bytes, dtype,
-                                 &fit) == MSCCLPP_OK) {
-        *plan = fit;
-        *nth = 0;
-    } else {
-        core_clear_error();
-    }
-    return MSCCLPP_OK;
-}
-
-/*
- * Run `collective`: pick a plan for the in-place-ness of the call; when only an out-of-place
- * plan exists for an in-place call, stage the input in a temporary buffer first.
+ * Run `collective` with the plan exec_select (select.c) chooses; an in-place call served by an
+ * out-of-place plan first copies its input into a staging buffer.
  */
 static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *collective,
                                        const void *send, void *recv, size_t in_bytes,
                                        size_t out_bytes, bool inplace, const void *stage_src,
-                                       mscclpp_dtype_t dtype, mscclpp_redop_t op, int rotation,
+                                       mscclpp_dtype_t dtype, mscclpp_redop_t op, int root,
                                        mscclpp_stream_t stream)
 {
-    uint64_t msg = exec_message_size(collective, in_bytes, out_bytes);
-    const struct mscclpp_plan *plan = NULL;
-    int nth = 0;
-    mscclpp_result_t r = exec_choose_plan(ex, collective, inplace, msg, &plan, &nth);
-    r = fit_plan(ex, collective, inplace, msg, in_bytes, out_bytes, dtype, r, &plan, &nth);
-    if (r == MSCCLPP_OK) {
-        ex->launch_nthreads = nth;
-        r = execute_rotated(ex, plan, send, recv, in_bytes, out_bytes, dtype, op,
-                            MSCCLPP_PACKET_LL16, stream, rotation);
-        ex->launch_nthreads = 0;
-        return r;
-    }
-    if (!inplace) goto none;
-    /* in-place call, out-of-place plan: copy the input aside */
-    r = exec_choose_plan(ex, collective, false, msg, &plan, &nth);
-    CHECK_GOTO(fit_plan(ex, collective, false, msg, in_bytes, out_bytes, dtype, r, &plan, &nth),
-               r, none);
+    exec_call_t call = {collective, inplace, in_bytes, out_bytes, dtype, root};
+    exec_choice_t ch;
+    CHECK(exec_select(ex, &call, &ch));
+    if (!ch.staged)
+        return exec_execute(ex, ch.plan, send, recv, in_bytes, out_bytes, dtype, op,
+                            MSCCLPP_PACKET_LL16, stream, ch.rotation, ch.nthreads);
     bool capturing = false;
     CHECK(stream_capturing(ex, stream, &capturing));
     if (ex->tmp_bytes < in_bytes) {
@@ -496,19 +475,12 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
         CHECK(ex->hal->memcpy_async(ex->tmp, stage_src, in_bytes, hal_api_stream(stream)));
     else
         CHECK(ex->hal->memcpy_sync(ex->tmp, stage_src, in_bytes));
-    ex->launch_nthreads = nth;
-    r = execute_rotated(ex, plan, ex->tmp, recv, in_bytes, out_bytes, dtype, op,
-                        MSCCLPP_PACKET_LL16, stream, rotation);
-    ex->launch_nthreads = 0;
+    mscclpp_result_t r = exec_execute(ex, ch.plan, ex->tmp, recv, in_bytes, out_bytes, dtype, op,
+                                      MSCCLPP_PACKET_LL16, stream, ch.rotation, ch.nthreads);
     /* a failed call must not leave the staging copy queued behind the caller's back (a
      * capture cannot be waited for: the copy is only recorded there) */
     if (r != MSCCLPP_OK && stream && !capturing) (void)ex->hal->stream_sync(hal_api_stream(stream));
     return r;
-none:
-    return ERR(MSCCLPP_ERR_UNSUPPORTED, "no %s plan for %d ranks and %llu bytes (%s); register "
-               "one or install the default plans (MSCCLPP_PLAN_DIR=%s)", collective,
-               ex->comm->nranks, (unsigned long long)msg, inplace ? "in-place" : "out-of-place",
-               default_plan_dir());
 }
 
 static mscclpp_result_t coll_check(mscclpp_executor_t *ex, const void *send, void *recv,
@@ -581,7 +553,20 @@ MSCCLPP_API mscclpp_result_t mscclpp_broadcast(mscclpp_executor_t *exec, const v
     CHECK(coll_check(exec, send, recv, dtype, &es));
     CHECK_ARG(root >= 0 && root < exec->comm->nranks);
     size_t b = count * es;
-    /* default broadcast plans are written for root 0: rotate ranks so `root` plays rank 0 */
+    /* a loaded plan written for another root serves `root` with its ranks rotated (select.c) */
     return run_collective(exec, "broadcast", send, recv, b, b, send == recv, send, dtype,
                           MSCCLPP_REDOP_PLAN, root, stream);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_reduce(mscclpp_executor_t *exec, const void *send, void *recv,
+                                            size_t count, mscclpp_dtype_t dtype, mscclpp_redop_t op,
+                                            int root, mscclpp_stream_t stream)
+{
+    size_t es;
+    CHECK(coll_check(exec, send, recv, dtype, &es));
+    CHECK_ARG((int)op >= 0 && op < MSCCLPP_REDOP_COUNT);
+    CHECK_ARG(root >= 0 && root < exec->comm->nranks);
+    size_t b = count * es;
+    return run_collective(exec, "reduce", send, recv, b, b, send == recv, send, dtype, op, root,
+                          stream);
 }

@@ -30,7 +30,20 @@
 #include "executor/lower.h"
 #include "executor/plan.h"
 #include "executor/registry.h"
+#include "executor/select.h"
 #include "executor/tuning.h"
+
+/* A cached plan choice for one call shape (select.c). */
+#define EXEC_SELECT_CACHE 16
+typedef struct {
+    bool valid, inplace;
+    int registered; /* the registry's entry count when chosen: a registration invalidates */
+    size_t in_bytes, out_bytes;
+    mscclpp_dtype_t dtype;
+    int root;
+    char collective[24];
+    exec_choice_t choice;
+} exec_select_slot_t;
 
 /* One lowered plan of a context, for one call shape, with its device copy. */
 typedef struct exec_lowcache {
@@ -106,8 +119,8 @@ struct mscclpp_executor {
     mscclpp_result_t broken;
     char broken_msg[768];
     exec_tuning_t *tuning; /* loaded tuning table, or NULL (executor/tuning.h) */
-    int launch_nthreads;   /* threads per block for the call in progress; 0: the plan's. The
-                              executor runs one call at a time, so a field carries it. */
+    struct exec_made *made; /* this job's topology and its rooted made plans (select.c) */
+    exec_select_slot_t chosen[EXEC_SELECT_CACHE]; /* plan choices per call shape (select.c) */
     /* The launch fence (kern_args.h): a launch of another context or call shape than the
      * previous launch first waits for every peer's previous launch. */
     bool launched;
@@ -167,6 +180,17 @@ mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p);
  * captured, or another of its streams is (waiting for it would invalidate that capture). What
  * would be freed after a drain is retired instead. */
 bool exec_cannot_drain(mscclpp_executor_t *ex);
+
+/* ---- executor.c --------------------------------------------------------------------------- */
+
+/*
+ * Run `plan` for one call: `rotation` makes rank r play virtual rank (r - rotation) mod n (a
+ * loaded rooted plan serving another root), `nthreads` the threads per block (0: the plan's).
+ */
+mscclpp_result_t exec_execute(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
+                              const void *send, void *recv, size_t send_bytes, size_t recv_bytes,
+                              mscclpp_dtype_t dtype, mscclpp_redop_t op, mscclpp_packet_t packet,
+                              mscclpp_stream_t stream, int rotation, int nthreads);
 
 /* ---- state.c ------------------------------------------------------------------------------ */
 

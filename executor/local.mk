@@ -4,3 +4,18 @@ noinst_HEADERS += executor/plan.h executor/executor.h executor/state.h
 libmscclpp_la_SOURCES += executor/executor.c executor/context.c executor/state.c \
 	executor/exec_port.c
 noinst_HEADERS += executor/exec_port.h executor/exec_forget.h
+# executor/plan_make.c: one rank's part of a plan recorded like a DSL program (fusion, syncs,
+# replication); executor/made.c: the plans made for the job at hand (any rank count and node
+# layout); executor/select.c: which plan serves a call; executor/plan_json.c: plans as JSON
+libmscclpp_la_SOURCES += executor/plan_make.c executor/made.c executor/select.c \
+	executor/plan_json.c
+noinst_HEADERS += executor/plan_make.h executor/made.h executor/select.h
+
+# Made plans: the DSL's on one node, every shape loads and verifies, one rank's part (internal).
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_made
+TESTS += tests/unit/test_made
+tests_unit_test_made_SOURCES = tests/unit/test_made.c
+tests_unit_test_made_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_made_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
+endif

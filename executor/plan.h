@@ -165,6 +165,11 @@ struct mscclpp_plan {
     uint64_t min_message_size, max_message_size;
     int root;              /* "root" (broadcast, reduce): the rank the plan is written for */
     int nranks;            /* len(gpus) */
+    /* A made plan (executor/made.c) of one rank: only gpus[part_rank] has thread blocks; the
+     * peers it talks to carry their channels and remote buffers, every other rank its chunk
+     * counts. Loaded plans are whole (partial false). */
+    bool partial;
+    int part_rank;
     plan_gpu_t *gpus;      /* gpus[r].id == r */
     void *arena;           /* owner of every allocation above (plan_free releases it) */
 };

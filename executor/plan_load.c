@@ -33,6 +33,7 @@
 #include "base/debug.h"
 #include "base/names.h"
 #include "executor/plan.h"
+#include "executor/plan_make.h"
 
 #define PLAN_MAX_RANKS (1 << 20)        /* sanity bound: arrays are allocated per rank */
 #define PLAN_MAX_GPU_CHANNELS 65535     /* block tables store global indices in 16 bits */
@@ -41,7 +42,8 @@
 #define PLAN_MAX_ALIGNMENT (1u << 30)
 
 /* ------------------------------------------------------------------------------------------ */
-/* Arena: every allocation of a plan comes from here and is released at once by plan_free(). */
+/* Arena: every allocation of a plan comes from here and is released at once by plan_free()
+ * (plan_make.h: made plans use it too). */
 
 typedef struct arena_block {
     struct arena_block *next;
@@ -49,13 +51,15 @@ typedef struct arena_block {
     alignas(max_align_t) unsigned char data[];
 } arena_block_t;
 
-typedef struct {
+struct plan_arena {
     arena_block_t *head;
-} plan_arena_t;
+};
 
 #define ARENA_CHUNK (64 * 1024)
 
-static void *arena_alloc(plan_arena_t *a, size_t count, size_t size)
+plan_arena_t *plan_arena_new(void) { return calloc(1, sizeof(plan_arena_t)); }
+
+void *plan_arena_alloc(plan_arena_t *a, size_t count, size_t size)
 {
     if (size && count > SIZE_MAX / size / 2) return NULL;
     size_t n = count * size;
@@ -84,7 +88,7 @@ static void *arena_alloc(plan_arena_t *a, size_t count, size_t size)
     return b->data;
 }
 
-static void arena_destroy(plan_arena_t *a)
+void plan_arena_destroy(plan_arena_t *a)
 {
     if (!a) return;
     for (arena_block_t *b = a->head, *next; b; b = next) {
@@ -157,7 +161,7 @@ static mscclpp_result_t ld_nomem(ld_t *ld)
 
 static void *ld_alloc(ld_t *ld, size_t count, size_t size)
 {
-    return arena_alloc(ld->arena, count, size);
+    return plan_arena_alloc(ld->arena, count, size);
 }
 
 #define LD_ALLOC(ld, ptr, count)                                              \
@@ -1627,9 +1631,10 @@ static mscclpp_result_t check_plan(ld_t *ld)
 /* Collectives a plan may name: those with a reference result (checked by
  * mscclpp_plan_verify() and `python3 -m mscclpp verify`), and "test" / "custom" (sizes and
  * results are the author's). */
-static const char *const collectives[] = {"allreduce", "allgather", "reducescatter", "alltoall",
-                                          "broadcast", "reduce",    "sendrecv",      "test",
-                                          "custom",    NULL};
+static const char *const collectives[] = {"allreduce", "allgather", "reducescatter",
+                                          "alltoall",  "broadcast", "reduce",
+                                          "sendrecv",  "test",      "custom",
+                                          NULL};
 
 static mscclpp_result_t check_collective_name(ld_t *ld, const char *s)
 {
@@ -1645,22 +1650,19 @@ static mscclpp_result_t check_collective_name(ld_t *ld, const char *s)
     return ld_err(ld, "unknown collective \"%s\" (expected %s)", s, list);
 }
 
-/* "root" (broadcast, reduce): the rank whose input every rank receives / whose output holds the
- * reduction. The executor runs such a plan for root 0 and rotates ranks for other roots, so
- * until it rotates by plan->root a plan must be written for root 0. */
+/* "root" (broadcast, reduce): the rank the plan is written for. A call with another root runs
+ * it with ranks rotated so that the call's root plays the plan's (executor/select.c). */
 static mscclpp_result_t parse_root(ld_t *ld, const json_t *root)
 {
     uint64_t r;
     CHECK(get_u64(ld, root, "root", false, 0, UINT64_MAX, 0, &r));
-    ld->plan->root = 0;
-    if (r == 0) return MSCCLPP_OK;
+    if (r < (uint64_t)ld->plan->nranks) {
+        ld->plan->root = (int)r;
+        return MSCCLPP_OK;
+    }
     path_key(ld, "root");
-    if (r >= (uint64_t)ld->plan->nranks)
-        return ld_err(ld, "%llu is out of range (the plan has %d ranks)", (unsigned long long)r,
-                      ld->plan->nranks);
-    return ld_err(ld, "%llu: plans are written for root 0 (the executor rotates ranks so that "
-                      "any root plays rank 0)",
-                  (unsigned long long)r);
+    return ld_err(ld, "%llu is out of range (the plan has %d ranks)", (unsigned long long)r,
+                  ld->plan->nranks);
 }
 
 static mscclpp_result_t set_name(ld_t *ld, const json_t *root)
@@ -1831,12 +1833,12 @@ mscclpp_result_t plan_load_json(const char *json, size_t len, const char *source
 
     mscclpp_result_t res = MSCCLPP_OK;
     ld_t ld = {.source = source, .bar_rank = -1};
-    ld.arena = calloc(1, sizeof *ld.arena);
+    ld.arena = plan_arena_new();
     if (!ld.arena) {
         res = ld_nomem(&ld);
         goto drop_json;
     }
-    ld.plan = arena_alloc(ld.arena, 1, sizeof *ld.plan);
+    ld.plan = plan_arena_alloc(ld.arena, 1, sizeof *ld.plan);
     if (!ld.plan) {
         res = ld_nomem(&ld);
         goto free_arena;
@@ -1854,7 +1856,7 @@ mscclpp_result_t plan_load_json(const char *json, size_t len, const char *source
     return MSCCLPP_OK;
 
 free_arena:
-    arena_destroy(ld.arena);
+    plan_arena_destroy(ld.arena);
 drop_json:
     json_decref(root);
     return res;
@@ -1863,5 +1865,5 @@ drop_json:
 void plan_free(struct mscclpp_plan *plan)
 {
     if (!plan) return;
-    arena_destroy(plan->arena);
+    plan_arena_destroy(plan->arena);
 }

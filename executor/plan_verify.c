@@ -1286,7 +1286,7 @@ static val_t expected(sim_t *sim, int r, uint64_t x, uint32_t *ids)
     if (!strcmp(col, "reduce") && r != plan->root) return VAL_NONE;
     if (!strcmp(col, "allreduce") || !strcmp(col, "reducescatter") || !strcmp(col, "reduce")) {
         uint64_t ch = c;
-        if (col[0] == 'r') ch += (uint64_t)r * plan->gpus[r].output_chunks;
+        if (!strcmp(col, "reducescatter")) ch += (uint64_t)r * plan->gpus[r].output_chunks;
         if (N == 1) return LEAF(0, ch);
         int n = 0;
         for (int j = 0; j < N; j++) ids[n++] = (uint32_t)(sim->in_base[j] + ch * R + u);

@@ -88,6 +88,32 @@ bool exec_tags_match(const char *have, const char *want)
 
 /* ---- registration ---- */
 
+/* Does the plan join ranks of two nodes with memory or switch channels? (Port channels cross
+ * nodes; memory channels map the peer's memory, which only its node can.) */
+static bool plan_off_layout(const exec_registry_t *reg, const struct mscclpp_plan *plan)
+{
+    if (!reg->labels || plan->nranks != reg->nranks) return false;
+    const uint64_t *lab = reg->labels;
+    for (int r = 0; r < plan->nranks; r++) {
+        const plan_gpu_t *g = &plan->gpus[r];
+        for (int i = 0; i < g->n_chan[PLAN_CH_MEMORY]; i++)
+            if (lab[g->peers[PLAN_CH_MEMORY][i]] != lab[r]) return true;
+        for (int s = 0; s < g->n_chan[PLAN_CH_SWITCH]; s++)
+            for (int m = 0; m < g->switches[s].n_ranks; m++)
+                if (lab[g->switches[s].ranks[m]] != lab[r]) return true;
+    }
+    return false;
+}
+
+void exec_registry_set_layout(exec_registry_t *reg, int nranks, const uint64_t *labels)
+{
+    reg->nranks = labels ? nranks : 0;
+    reg->labels = labels;
+    for (int i = 0; i < reg->count; i++)
+        reg->entries[i].off_layout =
+            !reg->entries[i].made && plan_off_layout(reg, reg->entries[i].plan);
+}
+
 static mscclpp_result_t add_entry(exec_registry_t *reg, const struct mscclpp_plan *plan,
                                   struct mscclpp_plan *owned, int ranks_per_node,
                                   const char *tags)
@@ -104,8 +130,26 @@ static mscclpp_result_t add_entry(exec_registry_t *reg, const struct mscclpp_pla
         copy = strdup(tags);
         if (!copy) return ERR(MSCCLPP_ERR_NO_MEMORY, "no memory for plan tags");
     }
-    reg->entries[reg->count++] = (exec_registry_entry_t){
-        .plan = plan, .owned = owned, .ranks_per_node = ranks_per_node, .tags = copy};
+    bool off = plan_off_layout(reg, plan);
+    if (off)
+        INFO(SUBSYS_PLAN,
+             "plan \"%s\" joins ranks of different nodes by memory channels: it "
+             "does not serve this job's layout",
+             plan->name);
+    reg->entries[reg->count++] = (exec_registry_entry_t){.plan = plan,
+                                                         .owned = owned,
+                                                         .ranks_per_node = ranks_per_node,
+                                                         .tags = copy,
+                                                         .off_layout = off};
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t exec_registry_add_made(exec_registry_t *reg, struct mscclpp_plan *plan)
+{
+    CHECK_ARG(reg != NULL && plan != NULL);
+    CHECK(add_entry(reg, plan, plan, 0, NULL));
+    reg->entries[reg->count - 1].made = true;
+    reg->entries[reg->count - 1].off_layout = false;
     return MSCCLPP_OK;
 }
 
@@ -237,15 +281,17 @@ static mscclpp_result_t registry_select(const exec_registry_t *reg, const char *
     CHECK_ARG(collective != NULL);
     CHECK_ARG(plan != NULL);
     *plan = NULL;
-    for (int i = 0; i < reg->count; i++) {
-        const exec_registry_entry_t *e = &reg->entries[i];
+    /* registered plans in order, then the plans made for the job (whenever either came) */
+    for (int k = 0; k < 2 * reg->count; k++) {
+        const exec_registry_entry_t *e = &reg->entries[k % reg->count];
+        if (e->made != ((k >= reg->count) != reg->made_first)) continue;
         const struct mscclpp_plan *p = e->plan;
         if (strcmp(p->collective, collective) || p->nranks != world_size) continue;
         if (e->ranks_per_node && ranks_per_node > 0 && e->ranks_per_node != ranks_per_node)
             continue;
         if (p->inplace != inplace) continue;
         if (message_bytes < p->min_message_size || message_bytes > p->max_message_size) continue;
-        if (!exec_tags_match(e->tags, tags)) continue;
+        if (!exec_tags_match(e->tags, tags) || e->off_layout) continue;
         if (call && !exec_native_of(p) &&
             !exec_layout_fits(p, call->rank, call->in_bytes, call->out_bytes, call->dtype))
             continue;

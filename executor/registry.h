@@ -2,7 +2,8 @@
  * Plan registry (internal): plans registered with their constraints, and selection of the plan
  * for a call (plan-format §6.3). A plain struct the executor embeds; not thread-safe (owner locks).
  *
- * Matching rule, in registration order, first match wins (so the choice is deterministic):
+ * Matching rule, in registration order, first match wins (so the choice is deterministic), the
+ * plans made for the job (exec_registry_add_made) after every other:
  *   - collective equal (strcmp), world size == plan's len(gpus);
  *   - ranks per node equal, where 0 on either side (plan registered with 0, or a request with
  *     0) matches anything;
@@ -10,7 +11,8 @@
  *   - message size inside [min_message_size, max_message_size]. The message size is the
  *     OUTPUT size in bytes for "allgather" and the INPUT size for every other collective
  *     (the reference's checkMessageSize); exec_message_size() computes it;
- *   - every required tag present in the plan's tags (see below).
+ *   - every required tag present in the plan's tags (see below);
+ *   - the plan fits the node layout (exec_registry_set_layout).
  *
  * Tags are "k=v,k2=v2" strings. A required "k=v" needs the plan's tag k with value v; a
  * required bare "k" needs the plan to carry tag k with any value. NULL or "" requires nothing.
@@ -32,18 +34,37 @@ typedef struct {
     struct mscclpp_plan *owned; /* set when the registry loaded the plan and frees it */
     int ranks_per_node;         /* 0: any */
     char *tags;                 /* copy of the tag string, or NULL */
+    bool made;                  /* made for the job (executor/made.c), registered last */
+    bool off_layout;            /* joins ranks of two nodes by memory or switch channels */
 } exec_registry_entry_t;
 
 typedef struct {
     exec_registry_entry_t *entries;
     int count, cap;
+    bool made_first;        /* MSCCLPP_PLAN_MAKE=first: made plans before the others */
+    int nranks;             /* the layout set by exec_registry_set_layout (0: none) */
+    const uint64_t *labels; /* per rank: node label (borrowed) */
 } exec_registry_t;
 
-#define EXEC_REGISTRY_INIT {NULL, 0, 0}
+#define EXEC_REGISTRY_INIT         \
+    {                              \
+        NULL, 0, 0, false, 0, NULL \
+    }
 
 void exec_registry_init(exec_registry_t *reg);
 /** Free the table, the tag copies and the plans the registry loaded itself. Safe on NULL. */
 void exec_registry_fini(exec_registry_t *reg);
+
+/**
+ * The communicator's node layout (`labels[r]`: rank r's node, borrowed for the registry's
+ * life). From then on a plan of `nranks` ranks whose memory or switch channels join ranks of
+ * different nodes never matches: a one-node plan cannot serve a job across nodes, whatever its
+ * rank count (its setup would fail on the first peer of another node).
+ */
+void exec_registry_set_layout(exec_registry_t *reg, int nranks, const uint64_t *labels);
+
+/** Register a plan made for the job (executor/made.c); the registry owns it. */
+mscclpp_result_t exec_registry_add_made(exec_registry_t *reg, struct mscclpp_plan *plan);
 
 /**
  * Register `plan` (borrowed: it must outlive the registry) with `ranks_per_node` (>= 0, 0:

@@ -47,6 +47,10 @@ mscclpp_result_t exec_state_init(const struct mscclpp_plan *plan, int rank, void
     return MSCCLPP_OK;
 }
 
+/* Decoded errors are recorded, not logged: the caller logs the error once, after comm_fail
+ * has looked for the rank that failed first (issue 22 item 5). */
+#define DECODED(result, ...) core_error_quiet((result), __VA_ARGS__)
+
 mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *plan)
 {
     CHECK_ARG(state != NULL);
@@ -57,6 +61,8 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
     char where[96] = "";
     if (e->iter) snprintf(where, sizeof(where), " (pipeline iteration %u)", e->iter);
     mscclpp_result_t code = (mscclpp_result_t)e->code;
+    /* the peer this block waited for is whom the failure blames (comm_fail looks further) */
+    core_set_culprit(code != MSCCLPP_ERR_ABORTED && e->peer >= 0 ? e->peer : -1);
     const char *opn = exec_op_name(e->op_type);
     /* the interpreter records its own op index; split plan ops make it differ from the plan's */
     int pop = exec_plan_op_of(plan, e->rank, e->block, e->op);
@@ -69,73 +75,75 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
     else
         snprintf(at, sizeof at, "op %d (%s)%s", pop, opn, where);
     if (code == MSCCLPP_ERR_ABORTED) /* the wait was fine: another thread aborted the comm */
-        return ERR(code,
-                   "plan '%s': rank %d block %d %s: interrupted (peer %d, channel %d): the "
-                   "communicator was aborted (mscclpp_comm_abort)",
-                   name, e->rank, e->block, at, e->peer, e->channel);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d %s: interrupted (peer %d, channel %d): the "
+                       "communicator was aborted (mscclpp_comm_abort)",
+                       name, e->rank, e->block, at, e->peer, e->channel);
     switch (e->what) {
     case KERN_WAIT_SIGNAL:
-        return ERR(code,
-                   "plan '%s': rank %d block %d %s timed out waiting for a signal from "
-                   "rank %d on memory channel %d (expected %llu, got %llu)",
-                   name, e->rank, e->block, at, e->peer, e->channel,
-                   (unsigned long long)e->expected, (unsigned long long)e->seen);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d %s timed out waiting for a signal from "
+                       "rank %d on memory channel %d (expected %llu, got %llu)",
+                       name, e->rank, e->block, at, e->peer, e->channel,
+                       (unsigned long long)e->expected, (unsigned long long)e->seen);
     case KERN_WAIT_PACKET:
         if (e->peer >= 0)
-            return ERR(code,
-                       "plan '%s': rank %d block %d %s timed out waiting for LL "
-                       "packets from rank %d with flag %llu (last seen flag %llu)",
-                       name, e->rank, e->block, at, e->peer,
-                       (unsigned long long)e->expected, (unsigned long long)e->seen);
-        return ERR(code,
-                   "plan '%s': rank %d block %d %s timed out waiting for LL packets "
-                   "with flag %llu (last seen flag %llu; no op of the plan writes them)",
-                   name, e->rank, e->block, at, (unsigned long long)e->expected,
-                   (unsigned long long)e->seen);
+            return DECODED(code,
+                           "plan '%s': rank %d block %d %s timed out waiting for LL "
+                           "packets from rank %d with flag %llu (last seen flag %llu)",
+                           name, e->rank, e->block, at, e->peer, (unsigned long long)e->expected,
+                           (unsigned long long)e->seen);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d %s timed out waiting for LL packets "
+                       "with flag %llu (last seen flag %llu; no op of the plan writes them)",
+                       name, e->rank, e->block, at, (unsigned long long)e->expected,
+                       (unsigned long long)e->seen);
     case KERN_WAIT_BARRIER:
-        return ERR(code,
-                   "plan '%s': rank %d block %d %s timed out in barrier %d: %llu of "
-                   "%llu blocks arrived",
-                   name, e->rank, e->block, at, e->channel,
-                   (unsigned long long)e->seen, (unsigned long long)e->expected);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d %s timed out in barrier %d: %llu of "
+                       "%llu blocks arrived",
+                       name, e->rank, e->block, at, e->channel, (unsigned long long)e->seen,
+                       (unsigned long long)e->expected);
     case KERN_WAIT_SEMAPHORE:
-        return ERR(code,
-                   "plan '%s': rank %d block %d %s timed out acquiring semaphore %d "
-                   "(value %lld)",
-                   name, e->rank, e->block, at, e->channel,
-                   (long long)(int64_t)e->seen);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d %s timed out acquiring semaphore %d "
+                       "(value %lld)",
+                       name, e->rank, e->block, at, e->channel, (long long)(int64_t)e->seen);
     case KERN_WAIT_PORT:
-        return ERR(code,
-                   "plan '%s': rank %d block %d %s timed out waiting for a signal from "
-                   "rank %d on port channel %d (expected %llu, got %llu)",
-                   name, e->rank, e->block, at, e->peer, e->channel,
-                   (unsigned long long)e->expected, (unsigned long long)e->seen);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d %s timed out waiting for a signal from "
+                       "rank %d on port channel %d (expected %llu, got %llu)",
+                       name, e->rank, e->block, at, e->peer, e->channel,
+                       (unsigned long long)e->expected, (unsigned long long)e->seen);
     case KERN_WAIT_PROXY:
         if (code == MSCCLPP_ERR_TIMEOUT)
-            return ERR(code,
-                       "plan '%s': rank %d block %d %s timed out waiting for the proxy "
-                       "on port channel %d to rank %d (FIFO position %llu, proxy at %llu)",
-                       name, e->rank, e->block, at, e->channel, e->peer,
-                       (unsigned long long)e->expected, (unsigned long long)e->seen);
+            return DECODED(code,
+                           "plan '%s': rank %d block %d %s timed out waiting for the proxy "
+                           "on port channel %d to rank %d (FIFO position %llu, proxy at %llu)",
+                           name, e->rank, e->block, at, e->channel, e->peer,
+                           (unsigned long long)e->expected, (unsigned long long)e->seen);
         if (e->channel < 0) /* a wait of another kind gave up on this rank's failed proxy */
-            return ERR(code,
-                       "plan '%s': rank %d block %d %s stopped waiting because this "
-                       "rank's proxy failed", name, e->rank, e->block, at);
-        return ERR(code,
-                   "plan '%s': rank %d block %d %s: the proxy failed (port channel %d "
-                   "to rank %d)", name, e->rank, e->block, at, e->channel, e->peer);
+            return DECODED(code,
+                           "plan '%s': rank %d block %d %s stopped waiting because this "
+                           "rank's proxy failed",
+                           name, e->rank, e->block, at);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d %s: the proxy failed (port channel %d "
+                       "to rank %d)",
+                       name, e->rank, e->block, at, e->channel, e->peer);
     case KERN_WAIT_FENCE:
-        return ERR(code, "plan '%s': rank %d block %d timed out waiting for block 0 to pass the "
-                   "launch fence", name, e->rank, e->block);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d timed out waiting for block 0 to pass the "
+                       "launch fence",
+                       name, e->rank, e->block);
     case KERN_WAIT_PLAN:
-        return ERR(code,
-                   "plan '%s': rank %d block %d: the launch does not match its lowered plan or "
-                   "state (launched %llu blocks, plan has %llu; bad magic?)",
-                   name, e->rank, e->block, (unsigned long long)e->expected,
-                   (unsigned long long)e->seen);
+        return DECODED(code,
+                       "plan '%s': rank %d block %d: the launch does not match its lowered plan or "
+                       "state (launched %llu blocks, plan has %llu; bad magic?)",
+                       name, e->rank, e->block, (unsigned long long)e->expected,
+                       (unsigned long long)e->seen);
     default:
-        return ERR(code, "plan '%s': rank %d block %d %s failed", name, e->rank,
-                   e->block, at);
+        return DECODED(code, "plan '%s': rank %d block %d %s failed", name, e->rank, e->block, at);
     }
 }
 
@@ -167,11 +175,17 @@ static mscclpp_result_t with_proxy_reason(exec_context_t *c, mscclpp_result_t r)
     if (r == MSCCLPP_OK || !c->port) return r;
     char where[768];
     snprintf(where, sizeof where, "%s", mscclpp_last_error());
+    int culprit = core_culprit();
     mscclpp_result_t pr = exec_port_error(c->port); /* leaves the message alone when OK */
-    if (pr == MSCCLPP_OK) return r;
+    if (pr == MSCCLPP_OK) {
+        core_set_culprit(culprit);
+        return r;
+    }
     char why[768];
     snprintf(why, sizeof why, "%s", mscclpp_last_error());
-    return ERR(pr, "%s: %s", where, why);
+    /* the proxy's peer (exec_port_error set it) is whom a failed transport call blames */
+    if (core_culprit() < 0) core_set_culprit(culprit);
+    return core_error_quiet(pr, "%s: %s", where, why); /* logged by the caller */
 }
 
 /*
@@ -187,6 +201,7 @@ static bool poll_mailboxes_locked(mscclpp_executor_t *ex)
         memset(&st, 0, sizeof st);
         st.err = *(volatile kern_error_t *)c->mailbox; /* complete once code is seen */
         mscclpp_result_t r = with_proxy_reason(c, exec_state_error(&st, c->plan));
+        r = comm_fail(ex->comm, r, false);
         poison_locked(ex, r != MSCCLPP_OK ? r
                                           : ERR(MSCCLPP_ERR_INTERNAL,
                                                 "executor: undecodable error record"));
@@ -197,7 +212,7 @@ static bool poll_mailboxes_locked(mscclpp_executor_t *ex)
     for (exec_context_t *c = ex->contexts; c; c = c->next) {
         mscclpp_result_t pr = exec_port_error(c->port);
         if (pr != MSCCLPP_OK) {
-            poison_locked(ex, pr);
+            poison_locked(ex, comm_fail(ex->comm, pr, false));
             return true;
         }
     }
@@ -238,10 +253,12 @@ mscclpp_result_t exec_check_launch(mscclpp_executor_t *ex, exec_context_t *c)
     if (r != MSCCLPP_OK) {
         c->broken = true;
         r = with_proxy_reason(c, r); /* the transport call that failed, if the proxy did */
+        r = comm_fail(ex->comm, r, false);
     } else {
         /* a synchronous call returns once every trigger it pushed was handed to the
          * transport: a trailing put (no flush) that fails is this call's error */
         r = exec_port_drain(c->port);
+        if (r != MSCCLPP_OK) r = comm_fail(ex->comm, r, false);
     }
     if (r != MSCCLPP_OK) {
         pthread_mutex_lock(&ex->lock);

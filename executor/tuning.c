@@ -8,6 +8,7 @@
 
 #include "base/config.h"
 #include "base/debug.h"
+#include "executor/executor.h"
 #include "executor/tuning.h"
 
 void exec_tuning_free(exec_tuning_t *t)
@@ -252,7 +253,10 @@ void exec_tuning_candidates(const exec_registry_t *reg, const char *collective, 
                             const struct mscclpp_plan **plans, int cap, int *n)
 {
     *n = 0;
-    for (int i = 0; i < reg->count; i++) {
+    /* in the registry's order of preference: registered plans, then the made ones */
+    for (int k = 0; k < 2 * reg->count; k++) {
+        int i = k % reg->count;
+        if (reg->entries[i].made != ((k >= reg->count) != reg->made_first)) continue;
         if (!entry_matches(reg, i, collective, world_size, ranks_per_node, inplace,
                            message_bytes))
             continue;
@@ -326,19 +330,6 @@ mscclpp_result_t exec_tuning_attach(mscclpp_executor_t *ex)
     return exec_tuning_open(&key, v.tuning);
 }
 
-mscclpp_result_t exec_choose_plan(mscclpp_executor_t *ex, const char *collective, bool inplace,
-                                  uint64_t message_bytes, const struct mscclpp_plan **plan,
-                                  int *nthreads)
-{
-    exec_tuning_view_t v;
-    exec_tuning_view(ex, &v);
-    *plan = exec_tuning_pick(*v.tuning, v.registry, collective, v.nranks, v.nlocal, inplace,
-                             message_bytes, nthreads);
-    if (*plan) return MSCCLPP_OK;
-    return exec_registry_select(v.registry, collective, v.nranks, v.nlocal, inplace,
-                                message_bytes, NULL, plan);
-}
-
 MSCCLPP_API int mscclpp_plan_num_blocks(const mscclpp_plan_t *plan)
 {
     return plan ? exec_plan_nblocks(plan) : 0;
@@ -367,13 +358,8 @@ MSCCLPP_API mscclpp_result_t mscclpp_execute_launch(mscclpp_executor_t *exec,
         return ERR(MSCCLPP_ERR_UNSUPPORTED, "plan '%s' runs %d thread blocks per rank; "
                    "nblocks=%d needs a plan variant with that many (mscclpp_executor_list_plans)",
                    plan->name, exec_plan_nblocks(plan), nblocks);
-    exec_tuning_view_t v;
-    exec_tuning_view(exec, &v);
-    *v.launch_nthreads = nthreads_per_block;
-    mscclpp_result_t r = mscclpp_execute_ex(exec, plan, send, recv, send_bytes, recv_bytes, dtype,
-                                            op, packet, stream);
-    *v.launch_nthreads = 0;
-    return r;
+    return exec_execute(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet, stream,
+                        0, nthreads_per_block);
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_executor_list_plans(mscclpp_executor_t *exec,
@@ -402,9 +388,24 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_choose_plan(mscclpp_executor_t *ex
     CHECK_ARG(exec != NULL);
     CHECK_ARG(collective != NULL);
     CHECK_ARG(plan != NULL);
-    int nth = 0;
-    CHECK(exec_choose_plan(exec, collective, inplace != 0, message_bytes, plan, &nth));
-    if (nthreads_per_block) *nthreads_per_block = nth;
+    /* the call a collective of this message size makes (the data type only decides whether a
+     * plan's chunks split the sizes: bytes, the finest) */
+    int n = exec->comm->nranks;
+    uint64_t in = message_bytes, out = message_bytes;
+    if (!strcmp(collective, "allgather")) in = message_bytes / (uint64_t)n;
+    if (!strcmp(collective, "reducescatter")) out = message_bytes / (uint64_t)n;
+    exec_call_t call = {collective, inplace != 0, (size_t)in, (size_t)out, MSCCLPP_UINT8, 0};
+    exec_choice_t ch;
+    CHECK(exec_select(exec, &call, &ch));
+    /* a plan of the placement asked for: an in-place call served by an out-of-place plan stages
+     * its input, which a caller running the plan itself must do (mscclpp_execute_launch) */
+    if (ch.staged)
+        return core_error_quiet(MSCCLPP_ERR_UNSUPPORTED, "no in-place %s plan for %llu bytes: an "
+                                "in-place call runs out-of-place plan '%s' on a copy of its "
+                                "input", collective, (unsigned long long)message_bytes,
+                                ch.plan->name);
+    *plan = ch.plan;
+    if (nthreads_per_block) *nthreads_per_block = ch.nthreads;
     return MSCCLPP_OK;
 }
 

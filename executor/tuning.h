@@ -104,7 +104,6 @@ typedef struct {
     exec_registry_t *registry;
     int nranks, nlocal;
     exec_tuning_t **tuning; /* the executor's table slot */
-    int *launch_nthreads;   /* threads per block for the call in progress; 0: the plan's */
 } exec_tuning_view_t;
 
 /** Fill `v` with the executor's fields (defined in executor.c). */
@@ -112,14 +111,6 @@ void exec_tuning_view(mscclpp_executor_t *ex, exec_tuning_view_t *v);
 
 /** Open the executor's tuning table (exec_tuning_open with this device's key). */
 mscclpp_result_t exec_tuning_attach(mscclpp_executor_t *ex);
-
-/**
- * The plan a collective call runs: the tuning table's choice (with its threads per block in
- * *nthreads), else the registry's rule (*nthreads 0).
- */
-mscclpp_result_t exec_choose_plan(mscclpp_executor_t *ex, const char *collective, bool inplace,
-                                  uint64_t message_bytes, const struct mscclpp_plan **plan,
-                                  int *nthreads);
 
 #ifdef __cplusplus
 }

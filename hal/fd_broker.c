@@ -391,7 +391,10 @@ void hal_fdb_shutdown(void)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Fetching side */
+/* Fetching side. Its errors are recorded, not logged: the caller (an import) knows which rank
+ * owns the memory and logs the error once with that rank (a log line naming only a process id
+ * said nothing about which peer failed, issue 22 item 5). */
+#define FETCH_ERR(result, ...) core_error_quiet((result), __VA_ARGS__)
 
 /* Connect to the server named by the ticket, retrying a full backlog until the deadline. */
 static mscclpp_result_t fdb_connect(const hal_fdb_ticket_t *t, uint64_t deadline, int *out)
@@ -400,7 +403,7 @@ static mscclpp_result_t fdb_connect(const hal_fdb_ticket_t *t, uint64_t deadline
     socklen_t len;
     fdb_name(t->pid, t->nonce, &addr, &len);
     int sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (sock < 0) return ERR_SYS("fd broker: socket failed: %m");
+    if (sock < 0) return FETCH_ERR(MSCCLPP_ERR_SYSTEM, "fd broker: socket failed: %m");
     unsigned tries = 0;
     while (connect(sock, (struct sockaddr *)&addr, len) != 0) {
         int e = errno;
@@ -408,10 +411,11 @@ static mscclpp_result_t fdb_connect(const hal_fdb_ticket_t *t, uint64_t deadline
         if (e == EAGAIN) {
             if (base_now_ns() >= deadline) {
                 close(sock);
-                return ERR(MSCCLPP_ERR_TIMEOUT,
-                           "fd broker: pid %u accepted no connection within MSCCLPP_TIMEOUT "
-                           "(%llu s)", (unsigned)t->pid,
-                           (unsigned long long)(config_timeout_ns() / 1000000000u));
+                return FETCH_ERR(MSCCLPP_ERR_TIMEOUT,
+                                 "fd broker: pid %u accepted no connection within MSCCLPP_TIMEOUT "
+                                 "(%llu s)",
+                                 (unsigned)t->pid,
+                                 (unsigned long long)(config_timeout_ns() / 1000000000u));
             }
             /* a full backlog clears in milliseconds: yield a few times, then sleep */
             if (++tries < 8) {
@@ -425,11 +429,11 @@ static mscclpp_result_t fdb_connect(const hal_fdb_ticket_t *t, uint64_t deadline
         close(sock);
         errno = e;
         if (e == ECONNREFUSED || e == ENOENT)
-            return ERR(MSCCLPP_ERR_REMOTE,
-                       "fd broker: pid %u no longer serves (@%s: %m); did it exit?",
-                       (unsigned)t->pid, addr.sun_path + 1);
-        return ERR(MSCCLPP_ERR_REMOTE, "fd broker: cannot reach pid %u at @%s: %m",
-                   (unsigned)t->pid, addr.sun_path + 1);
+            return FETCH_ERR(MSCCLPP_ERR_REMOTE,
+                             "fd broker: pid %u no longer serves (@%s: %m); did it exit?",
+                             (unsigned)t->pid, addr.sun_path + 1);
+        return FETCH_ERR(MSCCLPP_ERR_REMOTE, "fd broker: cannot reach pid %u at @%s: %m",
+                         (unsigned)t->pid, addr.sun_path + 1);
     }
     *out = sock;
     return MSCCLPP_OK;
@@ -462,14 +466,14 @@ static mscclpp_result_t fdb_request(int sock, const hal_fdb_ticket_t *t, uint64_
         if (errno == EINTR) continue;
         int r = fdb_wait(sock, POLLOUT, -1, deadline);
         if (r == 0)
-            return ERR(MSCCLPP_ERR_TIMEOUT,
-                       "fd broker: pid %u took no request within MSCCLPP_TIMEOUT",
-                       (unsigned)t->pid);
-        if (r < 0) return ERR_SYS("fd broker: poll failed: %m");
+            return FETCH_ERR(MSCCLPP_ERR_TIMEOUT,
+                             "fd broker: pid %u took no request within MSCCLPP_TIMEOUT",
+                             (unsigned)t->pid);
+        if (r < 0) return FETCH_ERR(MSCCLPP_ERR_SYSTEM, "fd broker: poll failed: %m");
     }
     if (n != (ssize_t)sizeof req)
-        return ERR(MSCCLPP_ERR_REMOTE, "fd broker: request to pid %u failed: %m",
-                   (unsigned)t->pid);
+        return FETCH_ERR(MSCCLPP_ERR_REMOTE, "fd broker: request to pid %u failed: %m",
+                         (unsigned)t->pid);
 
     uint8_t rep[FDB_REP_BYTES + 1];
     union {
@@ -480,11 +484,12 @@ static mscclpp_result_t fdb_request(int sock, const hal_fdb_ticket_t *t, uint64_
     struct msghdr msg;
     for (;;) {
         int r = fdb_wait(sock, POLLIN, -1, deadline);
-        if (r < 0) return ERR_SYS("fd broker: poll failed: %m");
+        if (r < 0) return FETCH_ERR(MSCCLPP_ERR_SYSTEM, "fd broker: poll failed: %m");
         if (r == 0)
-            return ERR(MSCCLPP_ERR_TIMEOUT,
-                       "fd broker: pid %u did not answer within MSCCLPP_TIMEOUT (%llu s)",
-                       (unsigned)t->pid, (unsigned long long)(config_timeout_ns() / 1000000000u));
+            return FETCH_ERR(MSCCLPP_ERR_TIMEOUT,
+                             "fd broker: pid %u did not answer within MSCCLPP_TIMEOUT (%llu s)",
+                             (unsigned)t->pid,
+                             (unsigned long long)(config_timeout_ns() / 1000000000u));
         memset(&msg, 0, sizeof msg);
         memset(&ctl, 0, sizeof ctl);
         msg.msg_iov = &iov;
@@ -496,8 +501,8 @@ static mscclpp_result_t fdb_request(int sock, const hal_fdb_ticket_t *t, uint64_
         break;
     }
     if (n < 0)
-        return ERR(MSCCLPP_ERR_REMOTE, "fd broker: receive from pid %u failed: %m",
-                   (unsigned)t->pid);
+        return FETCH_ERR(MSCCLPP_ERR_REMOTE, "fd broker: receive from pid %u failed: %m",
+                         (unsigned)t->pid);
 
     /* Collect every descriptor passed, so none leaks whatever else is wrong. */
     int fds[FDB_MAX_FDS], nfds = 0;
@@ -510,17 +515,19 @@ static mscclpp_result_t fdb_request(int sock, const hal_fdb_ticket_t *t, uint64_
     mscclpp_result_t res = MSCCLPP_OK;
     uint32_t status = n >= 8 ? hal_get_u32(rep + 4) : FDB_REPLY_BAD;
     if (n == 0)
-        res = ERR(MSCCLPP_ERR_REMOTE, "fd broker: pid %u closed the connection without "
-                  "answering", (unsigned)t->pid);
+        res = FETCH_ERR(MSCCLPP_ERR_REMOTE,
+                        "fd broker: pid %u closed the connection without "
+                        "answering",
+                        (unsigned)t->pid);
     else if (n != FDB_REP_BYTES || hal_get_u32(rep) != FDB_MAGIC || (msg.msg_flags & MSG_TRUNC))
-        res = ERR(MSCCLPP_ERR_REMOTE, "fd broker: malformed answer (%zd bytes) from pid %u", n,
-                  (unsigned)t->pid);
+        res = FETCH_ERR(MSCCLPP_ERR_REMOTE, "fd broker: malformed answer (%zd bytes) from pid %u",
+                        n, (unsigned)t->pid);
     else if (status != FDB_REPLY_OK)
-        res = ERR(MSCCLPP_ERR_REMOTE, "fd broker: pid %u refused key %llu (%s)",
-                  (unsigned)t->pid, (unsigned long long)t->key, fdb_status_text(status));
+        res = FETCH_ERR(MSCCLPP_ERR_REMOTE, "fd broker: pid %u refused key %llu (%s)",
+                        (unsigned)t->pid, (unsigned long long)t->key, fdb_status_text(status));
     else if ((msg.msg_flags & MSG_CTRUNC) || nfds != 1)
-        res = ERR(MSCCLPP_ERR_REMOTE, "fd broker: pid %u sent %d descriptors, expected 1%s",
-                  (unsigned)t->pid, nfds, (msg.msg_flags & MSG_CTRUNC) ? " (truncated)" : "");
+        res = FETCH_ERR(MSCCLPP_ERR_REMOTE, "fd broker: pid %u sent %d descriptors, expected 1%s",
+                        (unsigned)t->pid, nfds, (msg.msg_flags & MSG_CTRUNC) ? " (truncated)" : "");
     if (res != MSCCLPP_OK) {
         for (int i = 0; i < nfds; i++) close(fds[i]);
         return res;

@@ -2,6 +2,11 @@
  * Backend selection: the built-in host backend and the modules configure listed
  * (MSCCLPP_HAL_MODULES), each loaded with dlopen from the module directory and initialized at
  * most once per process. hal_get() caches one choice; hal_select() chooses without caching.
+ *
+ * "hipnv" is the HIP module built a second way, against HIP's NVIDIA platform (hal/hipnv): its
+ * table is named "hip" and it is the HIP backend on an NVIDIA GPU. MSCCLPP_HAL=hip takes it when
+ * the AMD build finds no device; the default order never does (on NVIDIA the CUDA backend is
+ * the one to use: hipnv exists to run the HIP code on a GPU we have, docs/gpu.md).
  */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -34,6 +39,7 @@ typedef struct {
     char error[512];
     int devices;
     const hal_ops_t *ops;
+    char build[256]; /* the module's mscclpp_hal_module_build(), "" without one */
 } hal_backend_t;
 
 /* vsnprintf: the messages are truncated on purpose when paths are long. */
@@ -61,6 +67,9 @@ static bool valid_name(const char *name)
     return true;
 }
 
+/* The HIP module built for NVIDIA GPUs: a second build of "hip", not a backend of its own. */
+#define HAL_HIPNV "hipnv"
+
 /* Names of the configured modules in order (at most cap). */
 static int module_names(char names[][HAL_NAME_MAX], int cap)
 {
@@ -79,15 +88,20 @@ static int module_names(char names[][HAL_NAME_MAX], int cap)
     return n;
 }
 
-/* Known backend names: host, cuda, hip and whatever configure listed. */
-static bool known_name(const char *name)
+static bool module_built(const char *name)
 {
-    if (!strcmp(name, "host") || !strcmp(name, "cuda") || !strcmp(name, "hip")) return true;
     char names[HAL_MAX_BACKENDS][HAL_NAME_MAX];
     int n = module_names(names, HAL_MAX_BACKENDS);
     for (int i = 0; i < n; i++)
         if (!strcmp(names[i], name)) return true;
     return false;
+}
+
+/* Known backend names: host, cuda, hip and whatever configure listed. */
+static bool known_name(const char *name)
+{
+    if (!strcmp(name, "host") || !strcmp(name, "cuda") || !strcmp(name, "hip")) return true;
+    return module_built(name);
 }
 
 /* Called with backends_lock held. */
@@ -155,6 +169,12 @@ static mscclpp_result_t module_load(hal_backend_t *b)
         dlclose(handle);
         return MSCCLPP_ERR_UNSUPPORTED;
     }
+    /* optional: what the module was built for (mscclpp-info; HIP on AMD or on NVIDIA) */
+    hal_module_build_fn build;
+    void *build_sym = dlsym(handle, HAL_MODULE_BUILD);
+    memcpy(&build, &build_sym, sizeof build);
+    const char *text = build_sym ? build() : NULL;
+    snprintf(b->build, sizeof b->build, "%s", text ? text : "");
     /* Never dlclose a loaded module: it may own threads and driver state until exit. */
     b->ops = ops;
     return MSCCLPP_OK;
@@ -190,29 +210,45 @@ static void backend_try(hal_backend_t *b)
     INFO(SUBSYS_HAL, "backend %s (%s): %d device(s)", b->name, b->path, b->devices);
 }
 
+/* Why a tried backend cannot be used (status and devices of its one try). */
+static void unusable_why(const hal_backend_t *b, char *why, size_t cap)
+{
+    if (b->status != MSCCLPP_OK) snprintf(why, cap, "backend unavailable: %s", b->error);
+    else snprintf(why, cap, "backend %s found no device", b->path);
+}
+
 static mscclpp_result_t select_forced(const char *name, const hal_ops_t **ops)
 {
     if (!valid_name(name) || !known_name(name))
         return ERR(MSCCLPP_ERR_UNSUPPORTED,
                    "MSCCLPP_HAL=%s: unknown backend (known: host, cuda, hip; modules built: %s)",
                    name, MSCCLPP_HAL_MODULES[0] ? MSCCLPP_HAL_MODULES : "none");
-    pthread_mutex_lock(&backends_lock);
-    hal_backend_t *b = backend_slot(name);
-    if (!b) {
+    /* hip: the AMD build, then the NVIDIA one (hipnv) when it was built */
+    const char *tries[2] = {name, NULL};
+    if (!strcmp(name, "hip") && module_built(HAL_HIPNV)) tries[1] = HAL_HIPNV;
+    char why[2][600] = {"", ""};
+    for (int t = 0; t < 2 && tries[t]; t++) {
+        pthread_mutex_lock(&backends_lock);
+        hal_backend_t *b = backend_slot(tries[t]);
+        if (!b) {
+            pthread_mutex_unlock(&backends_lock);
+            return ERR(MSCCLPP_ERR_INTERNAL, "MSCCLPP_HAL=%s: too many backends", name);
+        }
+        backend_try(b);
+        hal_backend_t copy = *b;
         pthread_mutex_unlock(&backends_lock);
-        return ERR(MSCCLPP_ERR_INTERNAL, "MSCCLPP_HAL=%s: too many backends", name);
+        if (copy.status == MSCCLPP_OK && copy.devices >= 1) {
+            *ops = copy.ops;
+            return MSCCLPP_OK;
+        }
+        unusable_why(&copy, why[t], sizeof why[t]);
     }
-    backend_try(b);
-    hal_backend_t copy = *b;
-    pthread_mutex_unlock(&backends_lock);
-    if (copy.status != MSCCLPP_OK)
-        return ERR(MSCCLPP_ERR_UNSUPPORTED, "MSCCLPP_HAL=%s: backend unavailable: %s", name,
-                   copy.error);
-    if (copy.devices < 1)
-        return ERR(MSCCLPP_ERR_UNSUPPORTED, "MSCCLPP_HAL=%s: backend %s found no device", name,
-                   copy.path);
-    *ops = copy.ops;
-    return MSCCLPP_OK;
+    if (tries[1])
+        return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                   "MSCCLPP_HAL=%s: neither HIP build is usable: AMD: %s; "
+                   "NVIDIA (%s): %s",
+                   name, why[0], tries[1], why[1]);
+    return ERR(MSCCLPP_ERR_UNSUPPORTED, "MSCCLPP_HAL=%s: %s", name, why[0]);
 }
 
 mscclpp_result_t hal_select(const char *name, const hal_ops_t **ops)
@@ -225,6 +261,7 @@ mscclpp_result_t hal_select(const char *name, const hal_ops_t **ops)
     const hal_ops_t *chosen = NULL;
     pthread_mutex_lock(&backends_lock);
     for (int i = 0; i < n && !chosen; i++) {
+        if (!strcmp(names[i], HAL_HIPNV)) continue; /* only when asked for (MSCCLPP_HAL=hip) */
         hal_backend_t *b = backend_slot(names[i]);
         if (!b) break;
         backend_try(b);
@@ -289,9 +326,20 @@ int hal_list_backends(hal_backend_info_t *out, int cap)
             out[count].status = b->status;
             out[count].error = b->error;
             out[count].devices = b->devices;
+            out[count].build = b->build;
         }
         count++;
     }
     pthread_mutex_unlock(&backends_lock);
     return count;
+}
+
+const char *hal_backend_build(const hal_ops_t *ops)
+{
+    const char *text = "";
+    pthread_mutex_lock(&backends_lock);
+    for (int i = 0; i < nbackends; i++)
+        if (backends[i].tried && backends[i].ops == ops) text = backends[i].build;
+    pthread_mutex_unlock(&backends_lock);
+    return text;
 }

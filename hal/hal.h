@@ -61,7 +61,7 @@ typedef struct hal_graph *hal_graph_t;   /* captured work, backend-defined */
 typedef struct hal_ops {
     size_t size;      /* sizeof(hal_ops_t) of the builder */
     int abi_version;  /* HAL_ABI_VERSION of the builder */
-    const char *name; /* "host", "cuda", "hip" */
+    const char *name; /* "host", "cuda", "hip" (either HIP build: AMD or NVIDIA, hal/hipnv) */
 
     /* lifecycle: init returns UNSUPPORTED (quietly) when no device/driver is present */
     mscclpp_result_t (*init)(void);
@@ -211,7 +211,9 @@ mscclpp_result_t hal_ops_check(const hal_ops_t *ops, const char **bad);
  * Choose a backend now, without caching the choice (hal_get caches it). `name` is "host",
  * "cuda", "hip" (forced: an unknown or unusable one is MSCCLPP_ERR_UNSUPPORTED naming what was
  * tried) or NULL/"" for the default order: each module of MSCCLPP_HAL_MODULES that finds a
- * device, else host. Modules are loaded and initialized at most once per process.
+ * device, else host. Modules are loaded and initialized at most once per process. "hip" tries
+ * the AMD build (libmscclpp-hal-hip.so), then the NVIDIA one (libmscclpp-hal-hipnv.so) when
+ * built; the default order skips hipnv. "hipnv" names the NVIDIA build alone.
  */
 mscclpp_result_t hal_select(const char *name, const hal_ops_t **ops);
 
@@ -236,12 +238,21 @@ typedef struct {
     mscclpp_result_t status;  /* of loading + init */
     const char *error;        /* why status is not MSCCLPP_OK ("" when it is) */
     int devices;
+    const char *build; /* what the module was built for (HAL_MODULE_BUILD), "" if unsaid */
 } hal_backend_info_t;
 int hal_list_backends(hal_backend_info_t *out, int cap);
+
+/** What the module whose table is `ops` was built for ("" for host or a module that does not
+ * say): "HIP on NVIDIA ..." tells the hipnv build of the HIP module from the AMD one. */
+const char *hal_backend_build(const hal_ops_t *ops);
 
 /** Symbol a backend module exports: returns its table. */
 typedef const hal_ops_t *(*hal_module_entry_fn)(void);
 #define HAL_MODULE_ENTRY "mscclpp_hal_module"
+/** Optional symbol: a line saying what the module was built for and with what (platform,
+ * toolkit, targets), e.g. "HIP on NVIDIA (hal/hipnv over CUDA runtime 13.0; nvcc, sm_90)". */
+typedef const char *(*hal_module_build_fn)(void);
+#define HAL_MODULE_BUILD "mscclpp_hal_module_build"
 
 #ifdef __cplusplus
 }

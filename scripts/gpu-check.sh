@@ -9,6 +9,10 @@
 #   copy         the device's own device-to-device copy bandwidth (PyTorch, when installed)
 #   nomps        2 ranks on one GPU WITHOUT MPS: the library must warn (and the time it takes)
 #   hal          tests/gpu/test_gpu_hal, with cuMem and with legacy cudaIpc shareable memory
+#   hipnv        the HIP backend on this NVIDIA GPU (libmscclpp-hal-hipnv.so, docs/gpu.md §8),
+#                MSCCLPP_HAL=hip: test_gpu_hal, the conformance suite in its quick mode and a
+#                2-rank bench (allreduce, allgather, every row checked), with the CUDA module's
+#                allreduce in the same run for comparison; about 2 minutes, bounded
 #   conformance  tests/conformance/test_conformance with MSCCLPP_HAL=cuda (every plan x dtype x
 #                op x size of the host run)
 #   bench        mscclpp-bench: the five collectives at 2/4/8 ranks, 8 B .. 256 MiB, checked
@@ -56,7 +60,7 @@ while [ $# -gt 0 ]; do
     --variants) variants=$2; shift ;;
     --quick) quick=1 ;;
     --skip) skip=",$2,"; shift ;;
-    -h | --help) sed -n "2,43p" "$0"; exit 0 ;;
+    -h | --help) sed -n "2,/^set -u/{/^set -u/d;p}" "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -165,6 +169,46 @@ if want hal; then
         printf '%s: %s ok, %s not ok; ' $m "$(grep -c '^ok' "$out/hal-$m.log")" \
             "$(grep -c '^not ok' "$out/hal-$m.log")"; done)
     [ $ok = 1 ] && result hal OK "$sum" || result hal FAIL "$sum"
+fi
+
+# ---- hipnv: the HIP module's code on this NVIDIA GPU (HIP's NVIDIA platform, hal/hipnv) ----
+# What it shows and what only AMD hardware can: docs/gpu.md §8. Each run is bounded, so the step
+# takes at most about 2.5 minutes (typically well under 2).
+if want hipnv; then
+    if [ ! -f "$build/.libs/libmscclpp-hal-hipnv.so" ]; then
+        result hipnv SKIP "libmscclpp-hal-hipnv.so is not built (configure --without-hipnv?)"
+    elif ! hp=$(MSCCLPP_HAL=hip timeout 30 "$build/tests/gpu/test_gpu_hal" --probe 2>&1) ||
+        ! echo "$hp" | grep -q 'built for HIP on NVIDIA'; then
+        echo "$hp" >"$out/hipnv-probe.log"
+        result hipnv FAIL "MSCCLPP_HAL=hip did not take the NVIDIA build: $(echo "$hp" | head -n 1)"
+    else
+        echo "$hp" >"$out/hipnv-probe.log"
+        fails=""
+        MSCCLPP_HAL=hip timeout 30 "$build/tests/gpu/test_gpu_hal" >"$out/hipnv-hal.log" 2>&1 ||
+            fails="$fails test_gpu_hal;"
+        hal="$(grep -c '^ok' "$out/hipnv-hal.log") ok, $(grep -c '^not ok' "$out/hipnv-hal.log") not"
+        MSCCLPP_HAL=hip CONFORMANCE_QUICK=1 timeout 80 \
+            "$build/tests/conformance/test_conformance" >"$out/hipnv-conformance.log" 2>&1
+        rc=$?
+        conf=$(grep -E '^[0-9]+%: Checks' "$out/hipnv-conformance.log" | tail -n 1 |
+            sed 's/^[0-9]*%: //')
+        [ $rc -eq 0 ] || fails="$fails conformance exit $rc;"
+        # every row checked (the bench's default); the CUDA module's allreduce beside it
+        for run in hip:allreduce hip:allgather cuda:allreduce; do
+            be=${run%%:*} c=${run#*:}
+            MSCCLPP_HAL=$be timeout 25 "$bench" "$c" --np 2 -b 8 -e 16M -f 8 -n 10 -w 2 \
+                >"$out/hipnv-bench-$be-$c.log" 2>&1 || fails="$fails bench $be $c;"
+            grep -q "^# Out of bounds values : 0 OK" "$out/hipnv-bench-$be-$c.log" ||
+                fails="$fails bench $be $c rows;"
+        done
+        t8=$(awk '/^ *8 / {print $6; exit}' "$out/hipnv-bench-hip-allreduce.log")
+        b16=$(awk '/^ *16777216 / {print $7; exit}' "$out/hipnv-bench-hip-allreduce.log")
+        c8=$(awk '/^ *8 / {print $6; exit}' "$out/hipnv-bench-cuda-allreduce.log")
+        c16=$(awk '/^ *16777216 / {print $7; exit}' "$out/hipnv-bench-cuda-allreduce.log")
+        line="test_gpu_hal $hal; conformance (quick) ${conf:-no summary}; 2-rank allreduce 8 B \
+${t8:-?} us (cuda ${c8:-?}), 16 MiB ${b16:-?} GB/s (cuda ${c16:-?}), allgather checked ($(elapsed))"
+        [ -z "$fails" ] && result hipnv OK "$line" || result hipnv FAIL "$fails $line"
+    fi
 fi
 
 # ---- conformance ----

@@ -25,6 +25,13 @@ tests_conformance_test_conformance_SOURCES = tests/conformance/test_conformance.
 	tests/unit/mp_harness.c tools/netns.c tools/netns.h
 tests_conformance_test_conformance_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_conformance_test_conformance_LDADD = libmscclpp.la $(CHECK_LIBS) -lm
+# the plans made for the job through the collective API, every shape (tiers in the file)
+check_PROGRAMS += tests/conformance/test_made
+TESTS += tests/conformance/test_made
+tests_conformance_test_made_SOURCES = tests/conformance/test_made.c tests/unit/mp_harness.c \
+	tools/netns.c tools/netns.h
+tests_conformance_test_made_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_conformance_test_made_LDADD = libmscclpp.la $(CHECK_LIBS) -lm
 endif
 
 if HAVE_CHECK

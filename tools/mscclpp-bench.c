@@ -41,7 +41,9 @@ typedef struct {
     int dtypes[MSCCLPP_DTYPE_COUNT], ndtypes;
     int ops[MSCCLPP_REDOP_COUNT], nops;
     int iters, warmup, check, root, np, mpi;
-    int nodes; /* --nodes K: the --np ranks as K nodes (tools/netns.h) */
+    int nodes; /* --nodes K or a+b+c: the --np ranks as that many nodes (tools/netns.h) */
+    const char *nodes_spec;
+    int node_size[NETNS_MAX_NODES];
     int tcp_boot; /* under mpiexec: TCP bootstrap from a broadcast unique id, not MPI's */
     double time_limit;
     const char *plot_path; /* --plot FILE.svg */
@@ -145,8 +147,10 @@ static void usage(FILE *f, const char *prog)
             "      --tune-blocks L   thread-block counts to try, e.g. 1,4 (default: every plan's)\n"
             "      --tune-threads L  threads per block to try, e.g. 0,512,1024 (0: the plan's;\n"
             "                        default 0 on host, 0,256,512,1024 on GPUs)\n"
-            "      --nodes K         with --np: run the ranks as K nodes, each a network and UTS\n"
-            "                        namespace of its own (root), else a forced node id per rank\n"
+            "      --nodes K|a+b+..  with --np: run the ranks as K nodes (the first np %% K one\n"
+            "                        rank larger), or nodes of a, b, ... ranks (node-major), each\n"
+            "                        a network and UTS namespace of its own (root), else a forced\n"
+            "                        node id per rank\n"
             "  -h, --help            this text\n"
             "  -V, --version         the version of mscclpp-bench and of libmscclpp\n"
             "Sizes are nccl-tests sizes: allgather output, reducescatter input, buffer otherwise.\n"
@@ -336,10 +340,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case OPT_NP:
             if (parse_int(optarg, 1, 1024, &o->np)) bad = "--np: expected 1 to 1024 ranks";
             break;
-        case OPT_NODES:
-            if (parse_int(optarg, 1, NETNS_MAX_NODES, &o->nodes))
-                bad = "--nodes: expected a node count >= 1 that divides --np";
-            break;
+        case OPT_NODES: o->nodes_spec = optarg; break;
         case OPT_PLAN: o->plan_path = optarg; break;
         case OPT_PLAN_DIR: o->plan_dir = optarg; break;
         case OPT_NATIVE:
@@ -445,9 +446,22 @@ static int parse_args(int argc, char **argv, opts_t *o)
                         "--plan is not for it\n", prog);
         return EXIT_USAGE;
     }
-    if (o->nodes > 1 && (!o->np || o->np % o->nodes)) {
-        fprintf(stderr, "%s: --nodes %d needs --np N with N a multiple of it\n", prog, o->nodes);
-        return EXIT_USAGE;
+    if (o->nodes_spec) {
+        if (netns_split(o->nodes_spec, o->np, o->node_size, &o->nodes)) {
+            fprintf(stderr,
+                    "%s: --nodes %s: a node count (1..%d, at most --np) or node sizes "
+                    "a+b+...\n",
+                    prog, o->nodes_spec, NETNS_MAX_NODES);
+            return EXIT_USAGE;
+        }
+        int sum = 0;
+        for (int k = 0; k < o->nodes; k++) sum += o->node_size[k];
+        if (!o->np && strchr(o->nodes_spec, '+')) o->np = sum;
+        if (!o->np || (o->nodes > 1 && sum != o->np)) {
+            fprintf(stderr, "%s: --nodes %s needs --np N%s\n", prog, o->nodes_spec,
+                    o->np ? " equal to the sum of the node sizes" : "");
+            return EXIT_USAGE;
+        }
     }
     if (o->min_bytes > o->max_bytes) {
         fprintf(stderr, "%s: -b %zu is larger than -e %zu\n", prog, o->min_bytes, o->max_bytes);
@@ -1640,7 +1654,7 @@ static int run_forked(const opts_t *o)
 {
     launcher_pid = getpid();
     launcher_signals_catch();
-    netns_launch_setup(o->nodes, o->np);
+    if (o->nodes > 1 && netns_launch_layout(o->node_size, o->nodes, o->np)) return 1;
     pid_t *pids = calloc((size_t)o->np, sizeof(pid_t));
     int *done = calloc((size_t)o->np, sizeof(int));
     int id_pipe[2] = {-1, -1};

@@ -70,6 +70,7 @@ static void print_backends(void)
         printf("  %-5s %-10s %d device(s)  %s\n", info[i].name,
                info[i].status == MSCCLPP_OK ? "available" : "unavailable", info[i].devices,
                info[i].path ? info[i].path : "");
+        if (info[i].build && info[i].build[0]) printf("        built for: %s\n", info[i].build);
         if (info[i].status != MSCCLPP_OK)
             printf("        (%s: %s)\n", mscclpp_result_string(info[i].status),
                    info[i].error && info[i].error[0] ? info[i].error : "no detail");
@@ -79,8 +80,10 @@ static void print_backends(void)
         printf("Selected backend: none (%s)\n", mscclpp_last_error());
         return;
     }
-    printf("Selected backend: %s%s\n", ops->name,
-           config_is_set(CFG_MSCCLPP_HAL) ? " (from MSCCLPP_HAL)" : "");
+    const char *build = hal_backend_build(ops);
+    printf("Selected backend: %s%s%s%s\n", ops->name,
+           config_is_set(CFG_MSCCLPP_HAL) ? " (from MSCCLPP_HAL)" : "",
+           build[0] ? ", built for " : "", build);
     int count = 0;
     if (ops->device_count(&count) != MSCCLPP_OK) count = 0;
     for (int d = 0; d < count; d++) {

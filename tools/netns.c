@@ -212,9 +212,41 @@ int netns_sweep(void)
 
 static netns_t launch_ns;
 static int launch_nodes, launch_np, launch_mode; /* 0 none, 1 namespaces, 2 forced node ids */
+static int launch_size[NETNS_MAX_NODES];         /* ranks per node, node-major */
 
-int netns_launch_setup(int nodes, int np)
+int netns_split(const char *spec, int np, int *sizes, int *nodes)
 {
+    /* "K": np ranks as K nodes, the first np % K one rank larger; "a+b+c": those sizes */
+    char *end;
+    long k = strtol(spec, &end, 10);
+    if (!*end && end != spec) {
+        if (k < 1 || k > NETNS_MAX_NODES || (np && k > np)) return -1;
+        for (int i = 0; i < k; i++) sizes[i] = np ? np / (int)k + (i < np % (int)k) : 0;
+        *nodes = (int)k;
+        return 0;
+    }
+    int n = 0;
+    for (const char *q = spec; *q;) {
+        long v = strtol(q, &end, 10);
+        if (end == q || v < 1 || v > 1 << 16 || n == NETNS_MAX_NODES) return -1;
+        sizes[n++] = (int)v;
+        if (*end == '+') end++;
+        else if (*end) return -1;
+        q = end;
+    }
+    *nodes = n;
+    return n ? 0 : -1;
+}
+
+int netns_launch_layout(const int *sizes, int nodes, int np)
+{
+    int sum = 0;
+    for (int k = 0; k < nodes && k < NETNS_MAX_NODES; k++) sum += sizes[k];
+    if (nodes < 1 || nodes > NETNS_MAX_NODES || sum != np) {
+        fprintf(stderr, "mscclpp: node sizes add up to %d ranks, not %d\n", sum, np);
+        return -1;
+    }
+    for (int k = 0; k < nodes; k++) launch_size[k] = sizes[k];
     launch_nodes = nodes;
     launch_np = np;
     launch_mode = 0;
@@ -243,10 +275,26 @@ int netns_launch_setup(int nodes, int np)
     return 0;
 }
 
+int netns_launch_setup(int nodes, int np)
+{
+    int sizes[NETNS_MAX_NODES];
+    if (nodes <= 1) {
+        launch_nodes = nodes;
+        launch_np = np;
+        launch_mode = 0;
+        return 0;
+    }
+    if (nodes > NETNS_MAX_NODES || nodes > np) return -1;
+    for (int k = 0; k < nodes; k++) sizes[k] = np / nodes + (k < np % nodes);
+    return netns_launch_layout(sizes, nodes, np);
+}
+
 int netns_launch_enter(int rank)
 {
     if (launch_nodes <= 1 || launch_mode == 0) return 0;
-    int node = rank / (launch_np / launch_nodes);
+    int node = 0;
+    for (int first = 0; node < launch_nodes - 1 && rank >= first + launch_size[node]; node++)
+        first += launch_size[node];
     if (launch_mode == 2) {
         char id[32];
         snprintf(id, sizeof id, "forced-node-%d", node);

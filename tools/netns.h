@@ -40,8 +40,17 @@ int netns_sweep(void);
 #endif
 
 /*
- * For a forked launcher of `np` ranks as `nodes` nodes (ranks node-major: rank r on node
- * r / (np / nodes)). netns_launch_setup (parent, before the bootstrap's unique id is made)
+ * Node sizes from a command-line spec: "K" (np ranks as K nodes, the first np % K of them one
+ * rank larger; np 0: sizes 0) or "a+b+c" (those sizes, node-major). 0, or -1 when malformed.
+ */
+int netns_split(const char *spec, int np, int *sizes, int *nodes);
+
+/* As netns_launch_setup, with node k of sizes[k] ranks (node-major); -1 unless they add to np. */
+int netns_launch_layout(const int *sizes, int nodes, int np);
+
+/*
+ * For a forked launcher of `np` ranks as `nodes` nodes (ranks node-major, the first np % nodes
+ * nodes one rank larger). netns_launch_setup (parent, before the bootstrap's unique id is made)
  * creates the namespaces and points the bootstrap root at the bridge, or, where namespaces
  * cannot be made, says so on stderr and falls back to MSCCLPP_NODE_ID per rank.
  * netns_launch_enter (in each child, first thing) moves the rank to its node.

@@ -353,3 +353,23 @@ __attribute__((visibility("default"))) const hal_ops_t *mscclpp_hal_module(void)
 {
     return &cuda_ops;
 }
+
+/* What this build is (HAL_MODULE_BUILD, printed by mscclpp-info). */
+#ifndef MSCCLPP_CUDA_TARGETS
+#define MSCCLPP_CUDA_TARGETS "?"
+#endif
+static pthread_once_t build_once = PTHREAD_ONCE_INIT;
+static char build_text[128];
+
+static void build_describe(void)
+{
+    snprintf(build_text, sizeof build_text, "CUDA (runtime %d.%d; kernel: nvcc, archs %s)",
+             CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10, MSCCLPP_CUDA_TARGETS);
+}
+
+/** Module description (HAL_MODULE_BUILD). */
+__attribute__((visibility("default"))) const char *mscclpp_hal_module_build(void)
+{
+    pthread_once(&build_once, build_describe);
+    return build_text;
+}

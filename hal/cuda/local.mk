@@ -14,7 +14,7 @@ libmscclpp_hal_cuda_la_SOURCES = \
 	hal/cuda/cuda_mps.c \
 	hal/fd_broker.c base/module.c
 libmscclpp_hal_cuda_la_CPPFLAGS = -I$(top_srcdir) -I$(top_srcdir)/include -I$(top_builddir) \
-	$(CUDA_CPPFLAGS) -DMSCCLPP_HAVE_KERN_CUDA
+	$(CUDA_CPPFLAGS) -DMSCCLPP_HAVE_KERN_CUDA '-DMSCCLPP_CUDA_TARGETS="$(CUDA_ARCHS)"'
 libmscclpp_hal_cuda_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 libmscclpp_hal_cuda_la_LDFLAGS = -module -avoid-version -no-undefined \
 	-export-symbols-regex '^mscclpp_hal_module'

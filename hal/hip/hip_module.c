@@ -1,6 +1,8 @@
 /*
  * HIP backend module: lifecycle, devices, streams, events, the interpreter launch and the
- * exported ops table. No multicast on AMD: those slots report UNSUPPORTED.
+ * exported ops table. No multicast on AMD: those slots report UNSUPPORTED. Built twice when
+ * the toolkits are there: for AMD (libmscclpp-hal-hip.so) and for NVIDIA GPUs through HIP's
+ * NVIDIA platform (libmscclpp-hal-hipnv.so, hal/hipnv): the same source either way.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -419,4 +421,31 @@ static const hal_ops_t hip_ops = {
 __attribute__((visibility("default"))) const hal_ops_t *mscclpp_hal_module(void)
 {
     return &hip_ops;
+}
+
+/* What this build is (HAL_MODULE_BUILD): the same sources serve AMD (hipcc, libamdhip64) and
+ * NVIDIA (hal/hipnv's mapping onto the CUDA runtime, nvcc: libmscclpp-hal-hipnv.so). */
+#ifndef MSCCLPP_HIP_TARGETS
+#define MSCCLPP_HIP_TARGETS "?"
+#endif
+static pthread_once_t build_once = PTHREAD_ONCE_INIT;
+static char build_text[160];
+
+static void build_describe(void)
+{
+#ifdef MSCCLPP_HIPNV_API
+    snprintf(build_text, sizeof build_text,
+             "HIP on NVIDIA (hal/hipnv over CUDA runtime %d.%d; kernel: nvcc, targets %s)",
+             CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10, MSCCLPP_HIP_TARGETS);
+#else
+    snprintf(build_text, sizeof build_text, "HIP on AMD (HIP %d.%d; kernel: hipcc, targets %s)",
+             HIP_VERSION_MAJOR, HIP_VERSION_MINOR, MSCCLPP_HIP_TARGETS);
+#endif
+}
+
+/** Module description (HAL_MODULE_BUILD). */
+__attribute__((visibility("default"))) const char *mscclpp_hal_module_build(void)
+{
+    pthread_once(&build_once, build_describe);
+    return build_text;
 }

@@ -11,7 +11,7 @@ hal_hip_kern = kernels/libkern_hip.la
 libmscclpp_hal_hip_la_SOURCES = hal/hip/hip_module.c hal/hip/hip_mem.c hal/hal_stub.c \
 	base/module.c
 libmscclpp_hal_hip_la_CPPFLAGS = -I$(top_srcdir) -I$(top_srcdir)/include -I$(top_builddir) \
-	$(HIP_CPPFLAGS) -DMSCCLPP_HAVE_KERN_HIP
+	$(HIP_CPPFLAGS) -DMSCCLPP_HAVE_KERN_HIP '-DMSCCLPP_HIP_TARGETS="$(HIP_ARCHS)"'
 libmscclpp_hal_hip_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 libmscclpp_hal_hip_la_LDFLAGS = -module -avoid-version -no-undefined \
 	-export-symbols-regex '^mscclpp_hal_module'

@@ -478,6 +478,28 @@ MSCCLPP_API int mscclpp_plan_is_inplace(const mscclpp_plan_t *plan);
 MSCCLPP_API uint64_t mscclpp_plan_min_message_size(const mscclpp_plan_t *plan);
 MSCCLPP_API uint64_t mscclpp_plan_max_message_size(const mscclpp_plan_t *plan);
 
+/**
+ * The plan the library makes for a job of `nranks` ranks, rank r on node `node_of[r]` (any
+ * labels: equal labels are one node; NULL: one node), for `collective` ("allreduce",
+ * "allgather", "reducescatter", "alltoall", "broadcast", "reduce") with `protocol` "Simple" or
+ * "LL" (packets; made for allreduce on one node), rooted at `root` (broadcast, reduce). The
+ * executor makes these itself (docs/plan-selection.md); this call is for tools and tests:
+ * `rank` -1 makes every rank's part (a whole plan, for mscclpp_plan_verify and
+ * mscclpp_plan_to_json), a rank makes that rank's part only, as the executor does.
+ * MSCCLPP_ERR_UNSUPPORTED (naming what is made) for a collective or protocol not made.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_plan_make(const char *collective, const char *protocol,
+                                               int nranks, const int *node_of, int root, int rank,
+                                               mscclpp_plan_t **plan);
+
+/**
+ * The plan as JSON (docs/plan-format.md), as the DSL writes it: into `buf` (`cap` bytes, NUL
+ * terminated) when not NULL; *len gets the length without the NUL either way (call with a NULL
+ * buffer first to size one). A plan of one rank's part is written with "rank_subset".
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_plan_to_json(const mscclpp_plan_t *plan, char *buf, size_t cap,
+                                                  size_t *len);
+
 typedef struct mscclpp_executor mscclpp_executor_t;
 
 /** An executor over `comm`: caches contexts (connections, scratch) per plan and buffers. */
@@ -620,8 +642,12 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_list_plans(mscclpp_executor_t *exe
 
 /**
  * The plan (and threads per block, 0: the plan's) that a collective call such as
- * mscclpp_allreduce runs for this message size: the tuning table's entry when one is loaded
- * and its plan is registered and accepts the call, else mscclpp_executor_select_plan's choice.
+ * mscclpp_allreduce runs for this message size, chosen as the call chooses it
+ * (docs/plan-selection.md): the tuning table's entry when one is loaded and its plan is
+ * registered and accepts the call, else the first registered plan, else the plan made for the
+ * job. The plan is of the placement asked for: MSCCLPP_ERR_UNSUPPORTED when an in-place call
+ * would run an out-of-place plan on a copy of its input (ask again with inplace 0 and stage the
+ * input yourself).
  */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_choose_plan(mscclpp_executor_t *exec,
                                                           const char *collective, int inplace,
@@ -667,6 +693,11 @@ MSCCLPP_API mscclpp_result_t mscclpp_alltoall(mscclpp_executor_t *exec, const vo
 MSCCLPP_API mscclpp_result_t mscclpp_broadcast(mscclpp_executor_t *exec, const void *send,
                                                void *recv, size_t count, mscclpp_dtype_t dtype,
                                                int root, mscclpp_stream_t stream);
+/** Reduce to `root`: its recv gets the reduction of every rank's send (count elements); the
+ *  other ranks' recv is not written. */
+MSCCLPP_API mscclpp_result_t mscclpp_reduce(mscclpp_executor_t *exec, const void *send, void *recv,
+                                            size_t count, mscclpp_dtype_t dtype, mscclpp_redop_t op,
+                                            int root, mscclpp_stream_t stream);
 
 #ifdef __cplusplus
 }

@@ -118,16 +118,18 @@ def _verify(args):
 
 
 def _show(args):
-    from .plan_view import show
+    from .plan_view import parse_ranks, show
 
     try:
-        tl = show(args.plan, svg=args.svg)
+        ranks = parse_ranks(args.ranks) if args.ranks else None
+        tl = show(args.plan, svg=args.svg, trace=args.trace, ranks=ranks)
     except (OSError, ValueError) as e:
         print(f"{args.plan}: {e}", file=sys.stderr)
         return 1
     print(tl.summary())
-    if args.svg:
-        print(f"wrote {args.svg}", file=sys.stderr)
+    for path in (args.svg, args.trace):
+        if path:
+            print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -168,9 +170,14 @@ def main(argv=None):
                    help="refuse data ordered only by relaxed signals (rlxsignal), which do not "
                    "order memory in the GPU memory model (default: a warning)")
     p = sub.add_parser("show", help="summarize a plan; --svg FILE draws it as a timeline "
-                       "(ranks x thread blocks, operations as boxes, signal->wait arrows)")
+                       "(ranks x thread blocks, operations as boxes, signal->wait and packet "
+                       "arrows), --trace FILE writes it for Perfetto / chrome://tracing")
     p.add_argument("plan")
     p.add_argument("--svg", metavar="FILE", help="write the timeline picture to FILE")
+    p.add_argument("--trace", metavar="FILE", help="write a Chrome-trace / Perfetto JSON file "
+                   "(a process per rank, a thread per thread block, flows for dependencies)")
+    p.add_argument("--ranks", metavar="LIST", help="draw only these ranks (e.g. 0,2-3) and the "
+                   "arrows between them")
     prog_args = []
     if "--" in argv:
         i = argv.index("--")

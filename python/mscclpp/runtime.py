@@ -121,6 +121,11 @@ def load():
                                              ctypes.c_char_p, pp],
         "mscclpp_executor_release_natives": [c_void],
         "mscclpp_nvls_supported": [ctypes.POINTER(c_int)],
+        "mscclpp_reduce": [c_void, c_void, c_void, c_size, c_int, c_int, c_int, c_void],
+        # collective, protocol, nranks, node_of, root, rank, plan
+        "mscclpp_plan_make": [ctypes.c_char_p, ctypes.c_char_p, c_int, ctypes.POINTER(c_int),
+                              c_int, c_int, pp],
+        "mscclpp_plan_to_json": [c_void, ctypes.c_char_p, c_size, ctypes.POINTER(c_size)],
     }
     for name, args in sig.items():
         fn = getattr(lib, name)
@@ -288,3 +293,27 @@ def run_plan(plan, nranks, inputs, in_bytes, out_bytes, dtype="float32", op="pla
     if errors:
         raise MscclppError("; ".join(errors))
     return outputs
+
+
+def make_plan(collective, nranks, node_of=None, protocol="Simple", root=0, rank=-1):
+    """The plan the C library makes for a job of ``nranks`` ranks, rank r on node ``node_of[r]``
+    (default: one node), as a dict (plan-format JSON; docs/plan-selection.md). ``rank`` -1
+    gives every rank's part; a rank gives that rank's part (with ``"rank_subset"``)."""
+    lib = load()
+    nodes = None
+    if node_of is not None:
+        if len(node_of) != nranks:
+            raise ValueError(f"node_of has {len(node_of)} entries for {nranks} ranks")
+        nodes = (ctypes.c_int * nranks)(*node_of)
+    plan = ctypes.c_void_p()
+    _check(lib, lib.mscclpp_plan_make(collective.encode(), protocol.encode(), nranks, nodes, root,
+                                      rank, ctypes.byref(plan)), f"make {collective} plan")
+    try:
+        size = ctypes.c_size_t()
+        _check(lib, lib.mscclpp_plan_to_json(plan, None, 0, ctypes.byref(size)), "plan to JSON")
+        buf = ctypes.create_string_buffer(size.value + 1)
+        _check(lib, lib.mscclpp_plan_to_json(plan, buf, size.value + 1, ctypes.byref(size)),
+               "plan to JSON")
+        return json.loads(buf.value.decode())
+    finally:
+        lib.mscclpp_plan_destroy(plan)

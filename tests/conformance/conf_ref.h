@@ -3,6 +3,7 @@
 #define MSCCLPP_CONF_REF_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -78,6 +79,58 @@ static inline double conf_round(mscclpp_dtype_t dt, double v)
     uint8_t tmp[8];
     conf_store(dt, tmp, v);
     return conf_load(dt, tmp);
+}
+
+/* ---- the reference of a collective (both conformance suites) ---- */
+
+/* Input element i of rank r, chosen so sums, products, min and max are exact or nearly so in
+ * every type (small integers; products of powers of two). */
+static inline double conf_input(mscclpp_dtype_t dt, mscclpp_redop_t op, int r, size_t i)
+{
+    bool is_unsigned = dt == MSCCLPP_UINT32 || dt == MSCCLPP_UINT8;
+    if (op == MSCCLPP_PROD) {
+        static const double vals[] = {1, 2, 1, -1, 2, 1, -1, 1};
+        double v = vals[(r * 3 + i * 5) % 8];
+        return is_unsigned ? fabs(v) : v;
+    }
+    int v = (int)((r * 7 + i * 3 + i / 7) % 5);
+    return is_unsigned ? (double)v : (double)(v - 2);
+}
+
+static inline double conf_combine(mscclpp_redop_t op, double a, double b)
+{
+    switch (op) {
+    case MSCCLPP_PROD: return a * b;
+    case MSCCLPP_MIN: return a < b ? a : b;
+    case MSCCLPP_MAX: return a > b ? a : b;
+    default: return a + b;
+    }
+}
+
+static inline double conf_tolerance(mscclpp_dtype_t dt, int n, double expected)
+{
+    double eps;
+    switch (dt) {
+    case MSCCLPP_FLOAT16: eps = 1.0 / 1024; break;
+    case MSCCLPP_BFLOAT16: eps = 1.0 / 128; break;
+    case MSCCLPP_FP8_E4M3: eps = 1.0 / 8; break;
+    case MSCCLPP_FP8_E5M2: eps = 1.0 / 4; break;
+    case MSCCLPP_FLOAT32: eps = 1.0 / (1 << 23); break;
+    default: return 0; /* integers and float64 here are exact */
+    }
+    return eps * n * (1 + fabs(expected));
+}
+
+/* Wrap an exact value the way the integer types of the reduction do. */
+static inline double conf_wrap(mscclpp_dtype_t dt, double v)
+{
+    switch (dt) {
+    case MSCCLPP_INT8: return (double)(int8_t)(int64_t)v;
+    case MSCCLPP_UINT8: return (double)(uint8_t)(int64_t)v;
+    case MSCCLPP_INT32: return (double)(int32_t)(int64_t)v;
+    case MSCCLPP_UINT32: return (double)(uint32_t)(int64_t)v;
+    default: return v;
+    }
 }
 
 #endif

@@ -81,56 +81,6 @@ typedef struct {
 
 static size_t es_of(mscclpp_dtype_t dt) { return mscclpp_dtype_size(dt); }
 
-/* Input element i of rank r, chosen so sums, products, min and max are exact or nearly so in
- * every type (small integers; products of powers of two). */
-static double input_value(mscclpp_dtype_t dt, mscclpp_redop_t op, int r, size_t i)
-{
-    bool is_unsigned = dt == MSCCLPP_UINT32 || dt == MSCCLPP_UINT8;
-    if (op == MSCCLPP_PROD) {
-        static const double vals[] = {1, 2, 1, -1, 2, 1, -1, 1};
-        double v = vals[(r * 3 + i * 5) % 8];
-        return is_unsigned ? fabs(v) : v;
-    }
-    int v = (int)((r * 7 + i * 3 + i / 7) % 5);
-    return is_unsigned ? (double)v : (double)(v - 2);
-}
-
-static double combine(mscclpp_redop_t op, double a, double b)
-{
-    switch (op) {
-    case MSCCLPP_PROD: return a * b;
-    case MSCCLPP_MIN: return a < b ? a : b;
-    case MSCCLPP_MAX: return a > b ? a : b;
-    default: return a + b;
-    }
-}
-
-static double tolerance(mscclpp_dtype_t dt, int n, double expected)
-{
-    double eps;
-    switch (dt) {
-    case MSCCLPP_FLOAT16: eps = 1.0 / 1024; break;
-    case MSCCLPP_BFLOAT16: eps = 1.0 / 128; break;
-    case MSCCLPP_FP8_E4M3: eps = 1.0 / 8; break;
-    case MSCCLPP_FP8_E5M2: eps = 1.0 / 4; break;
-    case MSCCLPP_FLOAT32: eps = 1.0 / (1 << 23); break;
-    default: return 0; /* integers and float64 here are exact */
-    }
-    return eps * n * (1 + fabs(expected));
-}
-
-/* Wrap an exact value the way the integer types of the reduction do. */
-static double wrap(mscclpp_dtype_t dt, double v)
-{
-    switch (dt) {
-    case MSCCLPP_INT8: return (double)(int8_t)(int64_t)v;
-    case MSCCLPP_UINT8: return (double)(uint8_t)(int64_t)v;
-    case MSCCLPP_INT32: return (double)(int32_t)(int64_t)v;
-    case MSCCLPP_UINT32: return (double)(uint32_t)(int64_t)v;
-    default: return v;
-    }
-}
-
 /* ---- one plan on one rank ---------------------------------------------------------------- */
 
 typedef enum {
@@ -242,7 +192,7 @@ static int run_plan_rank(int rank, int nranks, const mscclpp_unique_id_t *id, vo
                 MP_CHECK(rank, mscclpp_memset(bufb, 0x5a, max_bytes));
                 for (size_t i = 0; i < n_in; i++)
                     conf_store(dt, stage + i * es,
-                               input_value(dt, reduces ? op : MSCCLPP_SUM, rank, i));
+                               conf_input(dt, reduces ? op : MSCCLPP_SUM, rank, i));
                 MP_CHECK(rank, mscclpp_memcpy(send, stage, n_in * es));
                 memset(stage, 0xa5, n_out * es); /* so a copy that moved nothing is noticed */
                 MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
@@ -266,29 +216,27 @@ static int run_plan_rank(int rank, int nranks, const mscclpp_unique_id_t *id, vo
                     case C_ALLREDUCE:
                     case C_REDUCESCATTER: {
                         size_t src = coll == C_ALLREDUCE ? i : (size_t)rank * n_out + i;
-                        double acc = input_value(dt, op, 0, src);
+                        double acc = conf_input(dt, op, 0, src);
                         for (int p = 1; p < nranks; p++)
-                            acc = combine(op, acc, input_value(dt, op, p, src));
-                        want = wrap(dt, acc);
+                            acc = conf_combine(op, acc, conf_input(dt, op, p, src));
+                        want = conf_wrap(dt, acc);
                         break;
                     }
                     case C_ALLGATHER:
-                        want = input_value(dt, MSCCLPP_SUM, (int)(i / n_in), i % n_in);
+                        want = conf_input(dt, MSCCLPP_SUM, (int)(i / n_in), i % n_in);
                         break;
                     case C_ALLTOALL:
-                        want = input_value(dt, MSCCLPP_SUM, (int)(i / unit),
-                                           (size_t)rank * unit + i % unit);
+                        want = conf_input(dt, MSCCLPP_SUM, (int)(i / unit),
+                                          (size_t)rank * unit + i % unit);
                         break;
                     case C_SENDRECV:
-                        want = input_value(dt, MSCCLPP_SUM, (rank + nranks - 1) % nranks, i);
+                        want = conf_input(dt, MSCCLPP_SUM, (rank + nranks - 1) % nranks, i);
                         break;
-                    default:
-                        want = input_value(dt, MSCCLPP_SUM, 0, i);
-                        break;
+                    default: want = conf_input(dt, MSCCLPP_SUM, 0, i); break;
                     }
                     want = conf_round(dt, want);
                     double got = conf_load(dt, stage + i * es);
-                    if (!(fabs(got - want) <= tolerance(dt, nranks, want))) {
+                    if (!(fabs(got - want) <= conf_tolerance(dt, nranks, want))) {
                         if (!wrong) {
                             first = i;
                             got_first = got;

@@ -8,3 +8,10 @@ EXTRA_DIST += tests/fuzz/fuzz_plan.sh tests/fuzz/fuzz_plan.c tests/fuzz/plan-cor
 	tests/fuzz/plan-corpus/switch_glre_2.json tests/fuzz/verify_agree.py
 # The sanitizer run (scripts/run-tests.sh calls it) and what is checked where.
 EXTRA_DIST += scripts/sanitize.sh docs/plan-checks.md
+# The verifier held to execution: verify_sound.sh makes mutants (make_verify_sound.py) and
+# verify_sound_run runs each on the host interpreter (issue 22 item 2).
+check_PROGRAMS += tests/fuzz/verify_sound_run
+tests_fuzz_verify_sound_run_SOURCES = tests/fuzz/verify_sound_run.c tests/unit/kern_harness.c
+tests_fuzz_verify_sound_run_LDADD = $(MSCCLPP_INTERNAL_LIBS)
+TESTS += tests/fuzz/verify_sound.sh
+EXTRA_DIST += tests/fuzz/verify_sound.sh tests/fuzz/make_verify_sound.py

@@ -19,6 +19,15 @@ tests_multinode_test_kill_threads_SOURCES = tests/multinode/test_kill_threads.c 
 tests_multinode_test_kill_threads_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_multinode_test_kill_threads_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(JANSSON_LIBS) $(CHECK_LIBS) -ldl
 endif
+# Every survivor of a rank killed during bootstrap, context setup or a stream of calls names
+# that rank, on one node and across 2 (issue 22 item 5)
+if HAVE_CHECK
+check_PROGRAMS += tests/multinode/test_culprit
+TESTS += tests/multinode/test_culprit
+tests_multinode_test_culprit_SOURCES = tests/multinode/test_culprit.c tests/unit/mp_harness.c
+tests_multinode_test_culprit_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_multinode_test_culprit_LDADD = libmscclpp.la $(CHECK_LIBS) -lpthread
+endif
 # ib without a device: discovery, argument and error paths (test_ib); its data path needs a
 # device and skips with the reason without one (test_ib_device) (issue 10 item 10)
 if HAVE_CHECK

@@ -159,8 +159,12 @@ static int allreduce_body(int rank, int n, const mscclpp_unique_id_t *id, void *
     const mscclpp_plan_t *cands[8];
     int nc = 0;
     MP_CHECK(rank, mscclpp_executor_list_plans(ex, "allreduce", 0, 4096, 0, cands, 8, &nc));
-    if (nc != 1 || !mscclpp_plan_is_native(cands[0]))
-        return MP_FAIL(rank, "tuning candidates: %d, not the native algorithm", nc);
+    /* the native algorithm first; after it only the plan made for the job */
+    if (nc < 1 || nc > 8 || !mscclpp_plan_is_native(cands[0]))
+        return MP_FAIL(rank, "tuning candidates: %d, not the native algorithm first", nc);
+    for (int i = 1; i < nc; i++)
+        if (strncmp(mscclpp_plan_name(cands[i]), "made_", 5))
+            return MP_FAIL(rank, "tuning candidate %d: '%s'", i, mscclpp_plan_name(cands[i]));
 
     size_t cap = 1 << 20;
     char *a = NULL, *b = NULL;

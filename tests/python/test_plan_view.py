@@ -96,3 +96,76 @@ def test_cli_show_missing_file():
     res = subprocess.run([sys.executable, "-m", "mscclpp", "show", "/no/such/plan.json"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 1 and "/no/such/plan.json" in res.stderr
+
+
+PACKET_WRITERS = {"cpkt", "ppkt", "rppkt", "repkt", "recpkt", "respkt", "recspkt", "gstorepkt"}
+PACKET_READERS = {"upkt", "ppkt", "rppkt", "repkt", "recpkt", "respkt", "recspkt", "gstorepkt"}
+
+
+def test_packet_plans_show_their_dependencies():
+    """LL plans synchronise through packets, not signals: the viewer draws writer -> reader
+    (issue 21 item 11: packet plans showed no dependency at all)."""
+    for name in ("allreduce_pkt_2.json", "allreduce_pkt_4.json"):
+        tl = Timeline(os.path.join(PLANS, name))
+        assert not tl.arrows and tl.packet_arrows, name
+        op = {(row, i): o for row, (_, _, ops) in enumerate(tl.rows)
+              for i, (o, _) in enumerate(ops)}
+        for w, r in tl.packet_arrows:
+            assert op[w]["name"] in PACKET_WRITERS and op[r]["name"] in PACKET_READERS, (w, r)
+            assert tl.start[r] > tl.start[w]
+        # every packet read has a writer
+        readers = {r for _, r in tl.packet_arrows}
+        for key, o in op.items():
+            if o["name"] in ("upkt", "respkt"):
+                assert key in readers, (name, key, o)
+        root = parse(tl.to_svg())
+        assert len(root.findall(".//s:path[@class='packet-arrow']", NS)) == len(tl.packet_arrows)
+
+
+def test_rank_filter_draws_only_those_ranks():
+    tl = Timeline(os.path.join(PLANS, "allgather_8.json"))
+    full = parse(tl.to_svg())
+    part = parse(tl.to_svg(ranks=[0, 3]))
+    ranks = {int(b.get("data-rank")) for b in part.findall(".//s:g[@class='block']", NS)}
+    assert ranks == {0, 3}
+    arrows = part.findall(".//s:path[@class='arrow']", NS)
+    assert arrows and len(arrows) < len(full.findall(".//s:path[@class='arrow']", NS))
+    for a in arrows:
+        assert int(a.get("data-from").split("/")[0]) in (0, 3)
+        assert int(a.get("data-to").split("/")[0]) in (0, 3)
+
+
+def test_trace_has_a_track_per_rank_and_block_and_flows():
+    tl = Timeline(os.path.join(ROOT, "tests", "plans-reference", "allreduce_4.json"))
+    trace = json.loads(json.dumps(tl.to_trace()))   # plain JSON
+    ev = trace["traceEvents"]
+    procs = {e["pid"]: e["args"]["name"] for e in ev if e["name"] == "process_name"}
+    assert procs == {r: f"rank {r}" for r in range(4)}
+    threads = {(e["pid"], e["tid"]) for e in ev if e["name"] == "thread_name"}
+    assert threads == {(r, tb.get("id")) for r, tb, _ in tl.rows}
+    slices = [e for e in ev if e["ph"] == "X"]
+    assert len(slices) == sum(len(ops) for _, _, ops in tl.rows)
+    starts = {e["id"]: e for e in ev if e["ph"] == "s"}
+    ends = {e["id"]: e for e in ev if e["ph"] == "f"}
+    assert len(starts) == len(ends) == len(tl.arrows) + len(tl.packet_arrows) > 0
+    for k, s in starts.items():
+        assert ends[k]["ts"] > s["ts"] and ends[k]["bp"] == "e"
+    # only the asked ranks
+    part = tl.to_trace(ranks=[1])["traceEvents"]
+    assert {e["pid"] for e in part} == {1}
+
+
+def test_cli_show_trace_and_ranks(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    out = tmp_path / "t.json"
+    plan = os.path.join(PLANS, "allreduce_pkt_4.json")
+    res = subprocess.run([sys.executable, "-m", "mscclpp", "show", plan, "--trace", str(out),
+                          "--ranks", "0,2-3", "--svg", str(tmp_path / "t.svg")],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "packet writer->reader pair(s)" in res.stdout
+    assert {e["pid"] for e in json.load(open(out))["traceEvents"]} == {0, 2, 3}
+    for bad, want in (("0,x", "expected ranks such as 0,2-3"), ("7", "the plan has ranks 0..3")):
+        res = subprocess.run([sys.executable, "-m", "mscclpp", "show", plan, "--ranks", bad],
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert res.returncode == 1 and want in res.stderr and "Traceback" not in res.stderr

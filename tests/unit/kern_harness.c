@@ -480,6 +480,16 @@ mscclpp_result_t kh_check_collective(kh_world_t *w, kh_coll_t coll, size_t count
                                      mscclpp_packet_t packet, bool inplace, int iters,
                                      char *msg, size_t cap)
 {
+    return kh_check_collective_ref(w, coll, count, dt, op,
+                                   op == MSCCLPP_REDOP_PLAN ? MSCCLPP_SUM : op, packet, inplace,
+                                   iters, msg, cap);
+}
+
+mscclpp_result_t kh_check_collective_ref(kh_world_t *w, kh_coll_t coll, size_t count,
+                                         mscclpp_dtype_t dt, mscclpp_redop_t op,
+                                         mscclpp_redop_t ref, mscclpp_packet_t packet,
+                                         bool inplace, int iters, char *msg, size_t cap)
+{
     int n = w->n;
     size_t es = kh_dtype_size(dt), in_n, out_n;
     kh_layout_t layout = KH_SEPARATE;
@@ -492,7 +502,7 @@ mscclpp_result_t kh_check_collective(kh_world_t *w, kh_coll_t coll, size_t count
     default: in_n = out_n = count * (size_t)n; layout = inplace ? KH_INPLACE : KH_SEPARATE; break;
     }
     CHECK(kh_world_buffers(w, in_n * es, out_n * es, dt, layout));
-    mscclpp_redop_t eff = op == MSCCLPP_REDOP_PLAN ? MSCCLPP_SUM : op;
+    mscclpp_redop_t eff = ref;
     for (int it = 0; it < iters; it++) {
         for (int r = 0; r < n; r++) {
             if (!inplace) memset(kh_output(w, r), 0x5a, out_n * es);

@@ -100,5 +100,14 @@ mscclpp_result_t kh_check_collective(kh_world_t *w, kh_coll_t coll, size_t count
                                      mscclpp_dtype_t dt, mscclpp_redop_t op,
                                      mscclpp_packet_t packet, bool inplace, int iters,
                                      char *msg, size_t cap);
+/**
+ * kh_check_collective with the reduction of the expected result given apart from the call's:
+ * `op` MSCCLPP_REDOP_PLAN runs each op of the plan with its own reduce_op (sum where it has
+ * none), checked against `ref`.
+ */
+mscclpp_result_t kh_check_collective_ref(kh_world_t *w, kh_coll_t coll, size_t count,
+                                         mscclpp_dtype_t dt, mscclpp_redop_t op,
+                                         mscclpp_redop_t ref, mscclpp_packet_t packet,
+                                         bool inplace, int iters, char *msg, size_t cap);
 
 #endif

@@ -1,12 +1,14 @@
 /*
  * GPU backend modules on any machine: each built module (libmscclpp-hal-cuda.so,
- * libmscclpp-hal-hip.so) loads with dlopen, exports a complete table, and without a device
+ * libmscclpp-hal-hip.so, and libmscclpp-hal-hipnv.so: the HIP module built for NVIDIA GPUs)
+ * loads with dlopen, exports a complete table and says what it was built for, and without a device
  * reports MSCCLPP_ERR_UNSUPPORTED from init() quietly, so the loader falls back to host. Also
  * the fd broker (hal/fd_broker.c) the modules and the host backend share: memfds stand in for
  * cuMem fds.
  */
 #define _GNU_SOURCE
 #include <check.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,9 +55,25 @@ static void module_open(const char *name, module_t *m)
     ck_assert_ptr_nonnull(m->ops);
 }
 
+/* The module's HAL_MODULE_BUILD line ("" when it has none). */
+static const char *module_build(const module_t *m)
+{
+    void *sym = dlsym(m->dl, HAL_MODULE_BUILD);
+    if (!sym) return "";
+    hal_module_build_fn build;
+    memcpy(&build, &sym, sizeof build);
+    const char *text = build();
+    return text ? text : "";
+}
+
 /* The table: header right, every slot set (the list comes from hal.h, so a new slot is seen). */
 static void check_table(const module_t *m, const char *name)
 {
+    /* what it was built for (HAL_MODULE_BUILD): the line mscclpp-info prints */
+    const char *want = !strcmp(name, "cuda") ? "CUDA (runtime " : "HIP on ";
+    ck_assert_msg(strncmp(module_build(m), want, strlen(want)) == 0, "%s: built for '%s'", name,
+                  module_build(m));
+
     ck_assert_uint_eq(m->ops->size, sizeof(hal_ops_t));
     ck_assert_int_eq(m->ops->abi_version, HAL_ABI_VERSION);
     ck_assert_str_eq(m->ops->name, name);
@@ -85,10 +103,11 @@ static mscclpp_result_t init_captured(const module_t *m, char *out, size_t cap)
     return res;
 }
 
-static void check_without_device(const char *name)
+/* `file`: libmscclpp-hal-<file>.so; `name`: the table's name (hipnv's is "hip") */
+static void check_without_device(const char *file, const char *name)
 {
     module_t m;
-    module_open(name, &m);
+    module_open(file, &m);
     check_table(&m, name);
 
     /* device_count needs no init and never fails for a missing driver: it says 0 */
@@ -139,11 +158,31 @@ static void check_without_device(const char *name)
 }
 
 #ifdef MSCCLPP_HAVE_CUDA
-START_TEST(t_cuda_without_device) { check_without_device("cuda"); }
+START_TEST(t_cuda_without_device) { check_without_device("cuda", "cuda"); }
 END_TEST
 #endif
 #ifdef MSCCLPP_HAVE_ROCM
-START_TEST(t_hip_without_device) { check_without_device("hip"); }
+START_TEST(t_hip_without_device)
+{
+    check_without_device("hip", "hip");
+    module_t m;
+    module_open("hip", &m);
+    ck_assert_msg(strstr(module_build(&m), "HIP on AMD (HIP "), "hip: built for '%s'",
+                  module_build(&m));
+}
+END_TEST
+#endif
+#ifdef MSCCLPP_HAVE_HIPNV
+/* The HIP module built for NVIDIA GPUs: the same table ("hip"), the same refusals, and it says
+ * it is the NVIDIA build. */
+START_TEST(t_hipnv_without_device)
+{
+    check_without_device("hipnv", "hip");
+    module_t m;
+    module_open("hipnv", &m);
+    ck_assert_msg(strstr(module_build(&m), "HIP on NVIDIA (hal/hipnv over CUDA runtime "),
+                  "hipnv: built for '%s'", module_build(&m));
+}
 END_TEST
 #endif
 
@@ -170,8 +209,9 @@ END_TEST
 
 /* ----- base services: a module's errors reach the caller ------------------------------------- */
 
-/* A directory holding `lib` (a fake module built under tests/unit) as the CUDA module. */
-static void fake_module_dir(const char *lib, char *dir, size_t cap)
+/* A directory holding `lib` (a fake module built under tests/unit) as module `as`, the only
+ * one there; MSCCLPP_HAL names it. */
+static void fake_module_dir_as(const char *lib, const char *as, char *dir, size_t cap)
 {
     const char *top = getenv("MSCCLPP_TOP_BUILDDIR");
     char src[1024], dst[1200];
@@ -179,17 +219,30 @@ static void fake_module_dir(const char *lib, char *dir, size_t cap)
     ck_assert_msg(access(src, R_OK) == 0, "%s: not built", src);
     snprintf(dir, cap, "/tmp/mscclpp-fakehal-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(dst, sizeof dst, "%s/libmscclpp-hal-cuda.so", dir);
+    snprintf(dst, sizeof dst, "%s/libmscclpp-hal-%s.so", dir, as);
     ck_assert_int_eq(symlink(src, dst), 0);
     setenv("MSCCLPP_HAL_MODULE_DIR", dir, 1);
-    setenv("MSCCLPP_HAL", "cuda", 1);
+    setenv("MSCCLPP_HAL", as, 1);
+}
+
+/* ... as the CUDA module */
+static void fake_module_dir(const char *lib, char *dir, size_t cap)
+{
+    fake_module_dir_as(lib, "cuda", dir, cap);
 }
 
 static void fake_module_dir_remove(const char *dir)
 {
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
     char path[1200];
-    snprintf(path, sizeof path, "%s/libmscclpp-hal-cuda.so", dir);
-    unlink(path);
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
     rmdir(dir);
 }
 
@@ -237,6 +290,45 @@ START_TEST(t_module_old_services_refused)
     fake_module_dir_remove(dir);
 }
 END_TEST
+
+#ifdef MSCCLPP_HAVE_HIPNV
+/* MSCCLPP_HAL=hip: the AMD build first, then the NVIDIA one (hipnv), which the default order
+ * never picks. A fake module with a device stands in for hipnv; no AMD module is there. */
+START_TEST(t_loader_hip_takes_hipnv)
+{
+    char dir[64];
+    fake_module_dir_as("libfakehal.so", "hipnv", dir, sizeof dir);
+    setenv("FAKE_HAL_DEVICES", "1", 1);
+    const hal_ops_t *ops = NULL;
+    ck_assert_int_eq(hal_select("hip", &ops), MSCCLPP_OK);
+    ck_assert_ptr_nonnull(ops);
+    ck_assert_str_eq(ops->name, "cuda"); /* the fake's table */
+    const hal_ops_t *dflt = NULL;
+    ck_assert_int_eq(hal_select(NULL, &dflt), MSCCLPP_OK);
+    ck_assert_ptr_eq(dflt, hal_host_ops());
+    const hal_ops_t *named = NULL;
+    ck_assert_int_eq(hal_select("hipnv", &named), MSCCLPP_OK);
+    ck_assert_ptr_eq(named, ops);
+    fake_module_dir_remove(dir);
+}
+END_TEST
+
+/* Neither build usable: the message says what each one answered. */
+START_TEST(t_loader_hip_names_both)
+{
+    char dir[64];
+    fake_module_dir_as("libfakehal.so", "hipnv", dir, sizeof dir);
+    unsetenv("FAKE_HAL_DEVICES");
+    const hal_ops_t *ops = NULL;
+    ck_assert_int_eq(hal_select("hip", &ops), MSCCLPP_ERR_UNSUPPORTED);
+    const char *m = mscclpp_last_error();
+    ck_assert_msg(strstr(m, "neither HIP build") && strstr(m, "libmscclpp-hal-hip.so") &&
+                      strstr(m, "fake backend: no usable device"),
+                  "last error: '%s'", m);
+    fake_module_dir_remove(dir);
+}
+END_TEST
+#endif
 
 /* ----- fd broker ---------------------------------------------------------------------------- */
 
@@ -394,6 +486,13 @@ static Suite *suite(void)
     tcase_add_test(tc, t_hip_without_device);
 #else
     printf("# the HIP module is not built (configure found no ROCm)\n");
+#endif
+#ifdef MSCCLPP_HAVE_HIPNV
+    tcase_add_test(tc, t_hipnv_without_device);
+    tcase_add_test(tc, t_loader_hip_takes_hipnv);
+    tcase_add_test(tc, t_loader_hip_names_both);
+#else
+    printf("# the HIP module for NVIDIA (hipnv) is not built (configure found no CUDA)\n");
 #endif
     tcase_add_test(tc, t_loader_falls_back);
     tcase_add_test(tc, t_module_error_reaches_last_error);

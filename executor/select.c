@@ -1,0 +1,256 @@
+/*
+ * Which plan serves a call (select.h): tuning table, registered plans, plans made for the job;
+ * the made plans themselves (made when the executor is created, rooted ones per root on first
+ * use); a cache of the choice per call shape; and the message for a call nothing serves.
+ */
+#include "executor/select.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/config.h"
+#include "base/debug.h"
+#include "executor/executor.h"
+#include "executor/layout.h"
+#include "executor/made.h"
+
+/* Largest message of the made packet allreduce: where LL wins over Simple on one node
+ * (plans/_common.py: PACKET_MAX_MESSAGE; the host backend moves packets slowly, see
+ * HOST_PACKET_MAX_MESSAGE). */
+#define MADE_PKT_MAX 262144u
+#define MADE_PKT_MAX_HOST 64u
+
+/* A rooted plan made for one root other than 0. */
+typedef struct exec_made_root {
+    struct exec_made_root *next;
+    struct mscclpp_plan *plan;
+} exec_made_root_t;
+
+struct exec_made {
+    exec_topo_t topo;
+    exec_made_root_t *rooted;
+};
+
+static bool is_rooted(const char *c) { return !strcmp(c, "broadcast") || !strcmp(c, "reduce"); }
+
+/* ---- making ---------------------------------------------------------------------------------- */
+
+static mscclpp_result_t make_one(mscclpp_executor_t *ex, const char *coll, exec_made_proto_t proto,
+                                 int root, struct mscclpp_plan **out)
+{
+    bool host = !strcmp(ex->hal->name, "host");
+    exec_made_spec_t s = {.collective = coll,
+                          .proto = proto,
+                          .root = root,
+                          .instances = exec_made_instances(ex->hal->name, coll, proto)};
+    if (proto == EXEC_MADE_PACKET) s.max_bytes = host ? MADE_PKT_MAX_HOST : MADE_PKT_MAX;
+    return exec_made_plan(&ex->made->topo, &s, ex->comm->rank, out);
+}
+
+mscclpp_result_t exec_select_attach(mscclpp_executor_t *ex)
+{
+    const char *mode = config_get(CFG_MSCCLPP_PLAN_MAKE);
+    if (strcmp(mode, "last") && strcmp(mode, "first") && strcmp(mode, "off"))
+        return ERR_ARG("MSCCLPP_PLAN_MAKE=\"%s\": last, first or off", mode);
+    ex->made = calloc(1, sizeof *ex->made);
+    if (!ex->made) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+    CHECK(exec_topo_init(&ex->made->topo, ex->comm->nranks, ex->comm->node_id));
+    exec_registry_set_layout(&ex->registry, ex->comm->nranks, ex->comm->node_id);
+    ex->registry.made_first = !strcmp(mode, "first");
+    if (!strcmp(mode, "off")) {
+        INFO(SUBSYS_EXEC, "MSCCLPP_PLAN_MAKE=off: no plans made for the job");
+        return MSCCLPP_OK;
+    }
+    int made = 0;
+    /* the packet allreduce first: the Simple one serves every size, small ones after it */
+    for (int proto = EXEC_MADE_PACKET; proto >= EXEC_MADE_SIMPLE; proto--) {
+        for (int i = 0; i < EXEC_MADE_NCOLL; i++) {
+            struct mscclpp_plan *p = NULL;
+            mscclpp_result_t r =
+                make_one(ex, exec_made_collectives[i], (exec_made_proto_t)proto, 0, &p);
+            if (r == MSCCLPP_ERR_UNSUPPORTED) { /* e.g. no packet plan for this shape */
+                core_clear_error();
+                continue;
+            }
+            CHECK(r);
+            r = exec_registry_add_made(&ex->registry, p);
+            if (r != MSCCLPP_OK) {
+                plan_free(p);
+                return r;
+            }
+            made++;
+        }
+    }
+    INFO(SUBSYS_EXEC, "rank %d: made %d plans for %d ranks on %d node(s)", ex->comm->rank, made,
+         ex->comm->nranks, ex->made->topo.nnodes);
+    return MSCCLPP_OK;
+}
+
+void exec_select_detach(mscclpp_executor_t *ex)
+{
+    if (!ex->made) return;
+    while (ex->made->rooted) {
+        exec_made_root_t *m = ex->made->rooted;
+        ex->made->rooted = m->next;
+        plan_free(m->plan);
+        free(m);
+    }
+    exec_topo_fini(&ex->made->topo);
+    free(ex->made);
+    ex->made = NULL;
+}
+
+/* The made plan like `p` (a made rooted plan of root 0) for `root`, made on first use. */
+static mscclpp_result_t made_for_root(mscclpp_executor_t *ex, const struct mscclpp_plan *p,
+                                      int root, const struct mscclpp_plan **out)
+{
+    for (exec_made_root_t *m = ex->made->rooted; m; m = m->next)
+        if (m->plan->root == root && !strcmp(m->plan->collective, p->collective) &&
+            m->plan->packet_protocol == p->packet_protocol) {
+            *out = m->plan;
+            return MSCCLPP_OK;
+        }
+    exec_made_root_t *m = calloc(1, sizeof *m);
+    if (!m) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+    mscclpp_result_t r =
+        make_one(ex, p->collective, p->packet_protocol ? EXEC_MADE_PACKET : EXEC_MADE_SIMPLE, root,
+                 &m->plan);
+    if (r != MSCCLPP_OK) {
+        free(m);
+        return r;
+    }
+    m->plan->min_message_size = p->min_message_size;
+    m->plan->max_message_size = p->max_message_size;
+    m->next = ex->made->rooted;
+    ex->made->rooted = m;
+    *out = m->plan;
+    return MSCCLPP_OK;
+}
+
+static bool entry_is_made(const exec_registry_t *reg, const struct mscclpp_plan *p)
+{
+    for (int i = reg->count - 1; i >= 0; i--)
+        if (reg->entries[i].plan == p) return reg->entries[i].made;
+    return false;
+}
+
+/* ---- choosing ---------------------------------------------------------------------------------- */
+
+/* The tuning table's plan, then the registry's first that fits, for one placement. */
+static mscclpp_result_t choose_placed(mscclpp_executor_t *ex, const exec_call_t *call, bool inplace,
+                                      exec_choice_t *out)
+{
+    mscclpp_comm_t *comm = ex->comm;
+    uint64_t msg = exec_message_size(call->collective, call->in_bytes, call->out_bytes);
+    int nth = 0;
+    const struct mscclpp_plan *p = exec_tuning_pick(ex->tuning, &ex->registry, call->collective,
+                                                    comm->nranks, comm->nlocal, inplace, msg, &nth);
+    if (p && !exec_native_of(p) &&
+        !exec_layout_fits(p, comm->rank, call->in_bytes, call->out_bytes, call->dtype)) {
+        p = NULL; /* the table's plan refuses these sizes: the registry's next that fits */
+        nth = 0;
+    }
+    if (!p) {
+        mscclpp_result_t r = exec_registry_select_fit(
+            &ex->registry, call->collective, comm->nranks, comm->nlocal, inplace, msg, comm->rank,
+            call->in_bytes, call->out_bytes, call->dtype, &p);
+        if (r != MSCCLPP_OK) return r;
+    }
+    out->plan = p;
+    out->nthreads = nth;
+    out->staged = call->inplace && !inplace;
+    out->rotation = 0;
+    if (is_rooted(call->collective)) {
+        if (entry_is_made(&ex->registry, p) && p->root != call->root)
+            CHECK(made_for_root(ex, p, call->root, &out->plan));
+        else if (!entry_is_made(&ex->registry, p))
+            out->rotation = (call->root - p->root + comm->nranks) % comm->nranks;
+    }
+    return MSCCLPP_OK;
+}
+
+/* What is served, for a call nothing serves (issue 20 item 5). */
+static mscclpp_result_t none_served(mscclpp_executor_t *ex, const exec_call_t *call)
+{
+    mscclpp_comm_t *comm = ex->comm;
+    uint64_t msg = exec_message_size(call->collective, call->in_bytes, call->out_bytes);
+    char have[512] = "";
+    size_t len = 0;
+    int shown = 0, total = 0;
+    for (int i = 0; i < ex->registry.count; i++) {
+        const struct mscclpp_plan *p = ex->registry.entries[i].plan;
+        if (strcmp(p->collective, call->collective)) continue;
+        total++;
+        if (shown < 4 && len + 120 < sizeof have) {
+            len += (size_t)snprintf(
+                have + len, sizeof have - len, "%s'%s' (%d ranks, %s, %llu..%llu bytes%s)",
+                shown ? ", " : "", p->name, p->nranks, p->inplace ? "in-place" : "out-of-place",
+                (unsigned long long)p->min_message_size, (unsigned long long)p->max_message_size,
+                ex->registry.entries[i].off_layout ? ", not this layout" : "");
+            shown++;
+        }
+    }
+    const char *made = !strcmp(config_get(CFG_MSCCLPP_PLAN_MAKE), "off")
+                           ? "MSCCLPP_PLAN_MAKE=off: no plans are made for the job"
+                       : exec_made_collective(call->collective)
+                           ? "plans made for the job refuse these sizes"
+                           : "plans are made for allreduce, allgather, reducescatter, alltoall, "
+                             "broadcast and reduce only";
+    return core_error_quiet(MSCCLPP_ERR_UNSUPPORTED,
+                            "no %s plan serves %d ranks on %d node(s), %llu-byte messages of %s "
+                            "(%zu/%zu bytes in/out), %s: %s; registered for %s: %s%s. Add "
+                            "one with mscclpp_executor_register_plan (a DSL plan: python3 -m "
+                            "mscclpp compile; docs/plan-selection.md)",
+                            call->collective, comm->nranks, ex->made->topo.nnodes,
+                            (unsigned long long)msg, mscclpp_dtype_name(call->dtype),
+                            call->in_bytes, call->out_bytes,
+                            call->inplace ? "in place" : "out of place", made, call->collective,
+                            total ? have : "none", total > shown ? ", ..." : "");
+}
+
+/* The cache: the last choices per call shape (a direct-mapped table), valid while the
+ * registry keeps its entries. */
+static uint32_t shape_hash(const exec_call_t *c)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char *s = c->collective; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    uint64_t v[5] = {c->in_bytes, c->out_bytes, (uint64_t)c->dtype, (uint64_t)c->root,
+                     (uint64_t)c->inplace};
+    for (int i = 0; i < 5; i++) h = (h ^ v[i]) * 1099511628211ull;
+    return (uint32_t)(h >> 32) % EXEC_SELECT_CACHE;
+}
+
+mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call, exec_choice_t *out)
+{
+    exec_select_slot_t *slot = &ex->chosen[shape_hash(call)];
+    if (slot->valid && slot->registered == ex->registry.count && slot->in_bytes == call->in_bytes &&
+        slot->out_bytes == call->out_bytes && slot->dtype == call->dtype &&
+        slot->root == call->root && slot->inplace == call->inplace &&
+        !strcmp(slot->collective, call->collective)) {
+        *out = slot->choice;
+        return MSCCLPP_OK;
+    }
+    mscclpp_result_t r = choose_placed(ex, call, call->inplace, out);
+    if (r == MSCCLPP_ERR_UNSUPPORTED && call->inplace) {
+        core_clear_error();
+        r = choose_placed(ex, call, false, out);
+    }
+    if (r == MSCCLPP_ERR_UNSUPPORTED) {
+        core_clear_error();
+        return none_served(ex, call);
+    }
+    CHECK(r);
+    if (strlen(call->collective) < sizeof slot->collective) {
+        *slot = (exec_select_slot_t){.valid = true,
+                                     .registered = ex->registry.count,
+                                     .in_bytes = call->in_bytes,
+                                     .out_bytes = call->out_bytes,
+                                     .dtype = call->dtype,
+                                     .root = call->root,
+                                     .inplace = call->inplace,
+                                     .choice = *out};
+        strcpy(slot->collective, call->collective);
+    }
+    return MSCCLPP_OK;
+}

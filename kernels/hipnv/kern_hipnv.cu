@@ -1,0 +1,12 @@
+/*
+ * HIP on NVIDIA: kernels/hip/kern_hip.hip, unchanged, compiled by nvcc against the HIP mapping of
+ * hal/hipnv (hip/hip_runtime.h there defines __HIPCC__, so kernels/common takes its HIP path:
+ * HIP atomics and scopes, the HIP clock and back-off, the HIP launch). Linked into
+ * libmscclpp-hal-hipnv.so through kernels/libkern_hipnv.la.
+ */
+#include "kernels/hip/kern_hip.hip"
+
+/* what this build is for: the interpreter's HIP path, never its CUDA one */
+#if !defined(KERN_HIP) || defined(KERN_CUDA)
+#error "kernels/common took its CUDA path: is -I hal/hipnv first on the include path?"
+#endif
