@@ -134,8 +134,12 @@ KERN_FN void kern_memcpy(void *d, const void *s, uint64_t n) { memmove(d, s, (si
 #include "base/wait_sched.h"
 
 #define KERN_FN static __device__ inline
-/* large functions stay out of line: one copy each keeps compile time and code size sane */
-#define KERN_BIG_FN static __device__ __noinline__
+/* Large functions stay out of line: one copy each keeps compile time and code size sane. Not
+ * __noinline__: HIP's host_defines.h defines it as nothing, and hipcc inlines every function
+ * not marked noinline (-amdgpu-early-inline-all): with it the whole interpreter (every reduce
+ * loop of every dtype and op) became one kernel body of 12 MB of LLVM IR, and gfx90a code
+ * generation ran for tens of minutes. */
+#define KERN_BIG_FN static __device__ __attribute__((noinline))
 #define KERN_UNROLL _Pragma("unroll")
 #define KERN_BLOCK_SYNC(h) __syncthreads()
 #define KERN_RED_U 2
