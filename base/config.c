@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,7 +192,7 @@ static value_t resolve(config_id_t id, int *bad, char *why, size_t cap)
     if (cache[id].have && cache[id].set == (env != NULL) && !strcmp(cache[id].text, text)) {
         v = cache[id].v;
         ok = cache[id].ok;
-        snprintf(reason, sizeof reason, "%s", cache[id].why);
+        if (why && cap) snprintf(reason, sizeof reason, "%s", cache[id].why);
         pthread_mutex_unlock(&cache_lock);
     } else {
         pthread_mutex_unlock(&cache_lock);
@@ -231,10 +232,30 @@ int64_t config_get_int(config_id_t id)
     return resolve(id, NULL, NULL, 0).i;
 }
 
+/*
+ * Every bounded wait reads the timeout (each stream sync, each bootstrap message), so each
+ * thread keeps the last value with the environment's text it came from: a call costs a getenv
+ * and a short compare, not the shared cache's lock and copies. The environment is still read,
+ * so a setenv between calls takes effect here as for every variable.
+ */
 uint64_t config_timeout_ns(void)
 {
-    double s = resolve(CFG_MSCCLPP_TIMEOUT, NULL, NULL, 0).s;
-    return (uint64_t)(s * 1e9);
+    static __thread struct {
+        bool have;
+        const char *env; /* getenv's answer, and its text then (a putenv'd string may change) */
+        char text[48];
+        uint64_t ns;
+    } last;
+    const char *env = getenv(table[CFG_MSCCLPP_TIMEOUT].name);
+    if (last.have && env == last.env && (!env || !strcmp(env, last.text))) return last.ns;
+    uint64_t ns = (uint64_t)(resolve(CFG_MSCCLPP_TIMEOUT, NULL, NULL, 0).s * 1e9);
+    last.have = !env || strlen(env) < sizeof last.text;
+    if (last.have) {
+        last.env = env;
+        snprintf(last.text, sizeof last.text, "%s", env ? env : "");
+        last.ns = ns;
+    }
+    return ns;
 }
 
 int config_invalid(config_id_t id, char *why, size_t cap)

@@ -78,7 +78,12 @@ CONFIG_VAR(MSCCLPP_PROXY_HOT_US, COUNT, "",
            "node's pollers have a core each, else 0")
 CONFIG_VAR(MSCCLPP_TEST_TRANSPORT_FAULT, STR, "",
            "Test only: OP:N (OP put, signal or flush) makes the Nth such transport call of the "
-           "process fail with MSCCLPP_ERR_REMOTE, moving nothing (transports/transport.c)")
+           "process fail with MSCCLPP_ERR_REMOTE, moving nothing; OP:N:MS delays that call MS "
+           "milliseconds instead (transports/transport.c)")
+CONFIG_VAR(MSCCLPP_TEST_NCCL_LEAVE_MS, COUNT, "0",
+           "Test only: milliseconds every NCCL-API call waits, its work done, before it leaves "
+           "its communicator (nccl/nccl_coll.c run_comm): a destroy or abort that did not wait "
+           "for the calls inside would free under them")
 CONFIG_VAR(MSCCLPP_NCCL_PLAN_DIR, STR, "",
            "NCCL-API library: ':' list of directories whose DSL plans (*.json) serve the NCCL "
            "calls before the built-in ones (docs/nccl.md)")

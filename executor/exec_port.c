@@ -37,6 +37,7 @@ typedef struct {
     tp_ep_t *ep;
     tp_rmem_t *counters;
     tp_rmem_t *buf[3];
+    bool gone; /* its connection failed while this rank waited for nothing from it */
 } port_peer_t;
 
 struct exec_port {
@@ -53,6 +54,7 @@ struct exec_port {
     size_t counters_bytes;
     bool counters_host;    /* from host_alloc (else shareable memory) */
     uint64_t *expected;    /* device memory, n_ports + 1 */
+    bool expected_host;    /* ... that this thread may read (the host backend) */
     tp_mem_t *cmem[TP__COUNT];
     void *lptr[3];
     uint64_t lbytes[3];
@@ -162,6 +164,22 @@ static mscclpp_result_t port_handle(void *arg, uint64_t fst, uint64_t snd)
     return MSCCLPP_OK;
 }
 
+/*
+ * Whether the interpreter waits for a signal from virtual rank v that has not come: a port
+ * channel from v whose consumed count (expected, raised by each wait before it polls) is
+ * ahead of its counter. Only where the proxy can read the interpreter's memory.
+ */
+static bool waits_on(const exec_port_t *p, int v)
+{
+    for (int c = 0; c < p->n_ports; c++) {
+        if (p->chan_v[c] != v) continue;
+        uint64_t want = __atomic_load_n(p->expected + c, __ATOMIC_RELAXED);
+        uint64_t got = __atomic_load_n(p->counters + (size_t)c * PORT_SLOT_U64, __ATOMIC_ACQUIRE);
+        if (want > got) return true;
+    }
+    return false;
+}
+
 static mscclpp_result_t port_progress(void *arg)
 {
     exec_port_t *p = arg;
@@ -171,10 +189,28 @@ static mscclpp_result_t port_progress(void *arg)
             if (p->peers[v].used && p->peers[v].tpi == i) ctx = p->peers[v].ctx;
         if (ctx) CHECK(tp_get(i)->progress(ctx));
     }
-    /* a peer that died while we only wait for it: its connection says so */
-    for (int v = 0; v < p->n; v++)
-        if (p->peers[v].used)
-            CHECK(blame(&p->peers[v], p->peers[v].ops->ep_status(p->peers[v].ep)));
+    /*
+     * A peer that died while we only wait for it: its connection says so. A connection that
+     * closed fails the launch only while this rank waits for that peer: a rank that finished
+     * its last call and exited must not fail a slower peer that has nothing more to receive
+     * from it (its trailing flush, its waits on others; board 2026-11-26 08:00). Where the
+     * proxy cannot see the interpreter's waits (device memory), any closed connection fails.
+     */
+    for (int v = 0; v < p->n; v++) {
+        port_peer_t *pp = &p->peers[v];
+        if (!pp->used) continue;
+        if (pp->gone) {
+            if (waits_on(p, v)) return blame(pp, pp->ops->ep_status(pp->ep));
+            continue;
+        }
+        mscclpp_result_t r = pp->ops->ep_status(pp->ep);
+        if (r == MSCCLPP_OK) continue;
+        if (!p->expected_host || waits_on(p, v)) return blame(pp, r);
+        INFO(SUBSYS_NET, "rank %d: the connection to rank %d closed while this rank waits for "
+             "nothing from it: %s", p->comm->rank, pp->rank, mscclpp_last_error());
+        core_clear_error();
+        pp->gone = true;
+    }
     return MSCCLPP_OK;
 }
 
@@ -307,6 +343,7 @@ mscclpp_result_t exec_port_create(mscclpp_comm_t *comm, const struct mscclpp_pla
                fail);
     CHECK_GOTO(p->hal->memset_sync(p->expected, 0, (size_t)(np + 1) * sizeof(uint64_t)), res,
                fail);
+    p->expected_host = p->hal == hal_host_ops();
     for (int i = 0; i < np; i++) {
         p->chans[i].inbound = p->counters + (size_t)i * PORT_SLOT_U64;
         p->chans[i].expected = p->expected + i;

@@ -37,7 +37,7 @@
 #define EXEC_SELECT_CACHE 16
 typedef struct {
     bool valid, inplace;
-    int registered; /* the registry's entry count when chosen: a registration invalidates */
+    uint64_t gen; /* the registry's generation when chosen: a registration invalidates */
     size_t in_bytes, out_bytes;
     mscclpp_dtype_t dtype;
     int root;

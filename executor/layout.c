@@ -21,7 +21,9 @@
 uint64_t exec_elem_size(mscclpp_dtype_t dt)
 {
     switch (dt) {
-    case MSCCLPP_FLOAT64: return 8;
+    case MSCCLPP_FLOAT64:
+    case MSCCLPP_INT64:
+    case MSCCLPP_UINT64: return 8;
     case MSCCLPP_FLOAT32:
     case MSCCLPP_INT32:
     case MSCCLPP_UINT32: return 4;

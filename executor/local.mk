@@ -19,3 +19,8 @@ tests_unit_test_made_SOURCES = tests/unit/test_made.c
 tests_unit_test_made_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_made_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
 endif
+
+# Benchmark: one rank's part of the made plans of a 1024-rank job (docs/performance.md).
+noinst_PROGRAMS += tests/bench/bench_plan_make
+tests_bench_bench_plan_make_SOURCES = tests/bench/bench_plan_make.c
+tests_bench_bench_plan_make_LDADD = libmscclpp.la

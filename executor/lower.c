@@ -38,6 +38,8 @@ _Static_assert((int)KERN_LOC_IN == (int)PLAN_BUF_INPUT && (int)KERN_LOC_OUT == (
                "local descriptor locations are plan buffer types");
 _Static_assert((int)KERN_DT_E5M2 == (int)MSCCLPP_FP8_E5M2 &&
                    (int)KERN_DT_F64 == (int)MSCCLPP_FLOAT64 &&
+                   (int)KERN_DT_I64 == (int)MSCCLPP_INT64 &&
+                   (int)KERN_DT_U64 == (int)MSCCLPP_UINT64 &&
                    (int)KERN_DT__COUNT == (int)MSCCLPP_DTYPE_COUNT,
                "kernel dtypes are mscclpp_dtype_t");
 _Static_assert((int)KERN_RED_MAX == (int)MSCCLPP_MAX && (int)KERN_RED_PROD == (int)MSCCLPP_PROD,

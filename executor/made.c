@@ -621,6 +621,29 @@ static void hier_begin(plan_mk_t *mk, const made_ctx_t *c, hier_peers_t *hp)
     handshake(mk, c, 0, all, na);
 }
 
+/*
+ * Two nodes of one rank: one exchange of the whole input and a local reduce
+ * (plans/multinode.py _pair_allreduce): the hierarchy would send the same bytes in two
+ * dependent network steps (reduce-scatter, then allgather across the pair).
+ */
+static void pair_allreduce(plan_mk_t *mk, const made_ctx_t *c)
+{
+    int N = c->n, p = 1 - c->me;
+    plan_mk_chan(mk, PORT, p);
+    handshake(mk, c, 0, &p, 1);
+    plan_mk_xfer(mk, 0, PLAN_OP_PWSF, PORT, R(p, SCR, 0, (uint32_t)N), L(IN, 0, (uint32_t)N));
+    plan_mk_wait(mk, 0, PORT, p, false, AFTER);
+    plan_mk_desc_t other = L(SCR, 0, (uint32_t)N);
+    plan_mk_reduce(mk, 0, false, L(OUT, 0, (uint32_t)N), L(IN, 0, (uint32_t)N), &other, 1,
+                   redop());
+}
+
+static void pair_allreduce_dims(const made_ctx_t *c, int r, uint32_t d[3])
+{
+    (void)r;
+    d[0] = d[1] = d[2] = (uint32_t)c->n;
+}
+
 static void hier_allreduce(plan_mk_t *mk, const made_ctx_t *c)
 {
     hier_peers_t hp;
@@ -843,6 +866,268 @@ static void hier_reduce_dims(const made_ctx_t *c, int r, uint32_t d[3])
     d[2] = (uint32_t)(c->t->lmax + 1 + c->t->nnodes);
 }
 
+/* ---- several nodes, LL packets (plans/multinode.py's packet plans, any layout) ------------
+ *
+ * Every byte travels as packets that carry the launch's flag: no handshake, signal or flush; a
+ * call costs one network one-way latency. A port channel relays packets already formatted in
+ * the sender's scratch (port ppkt moves whole scratch slots and waits for every flag of the
+ * slot), so every image that crosses a port is formatted from a PLAIN scratch copy: padding
+ * included, flags in every unit. Plain slots start at 2 x the packet slots (a packet slot c
+ * takes bytes [2c, 2c + 2) x the chunk size). Each rank also declares a channel to every rank
+ * that sends to it, so both ends of a pair set it up (unused channels cost a connection).
+ *
+ * Their size cap (made_pkt_cap): every port put of a packet image stays at most 16 KiB, under
+ * UCX's eager/rendezvous switch (plans/multinode.py PKT_IMAGE_MAX, docs/multinode.md).
+ */
+#define MADE_PKT_IMAGE_MAX (16u * 1024u)
+
+/* Packet slot layout of the packet allreduce (chunks): A intra slots (|Q| x L), F my formatted
+ * partials (|Q|), R partials from the other nodes (nodes x |Q|), G allgather slots (one per
+ * rank); plain from 2M: T my partials (|Q|). */
+typedef struct {
+    uint32_t qmax, a, f, r, g, m, t;
+} pkt_layout_t;
+
+static void pkt_layout(const exec_topo_t *t, pkt_layout_t *h)
+{
+    hier_layout_t hl;
+    hier_layout(t, &hl);
+    h->qmax = hl.qmax;
+    h->a = 0;
+    h->f = hl.p; /* the largest |Q| x L */
+    h->r = h->f + h->qmax;
+    h->g = h->r + (uint32_t)t->nnodes * h->qmax;
+    h->m = h->g + (uint32_t)t->n;
+    h->t = 2 * h->m;
+}
+
+/*
+ * Allreduce, one block per rank, blocks aggregated as in hier_rs (Q_x):
+ *  1. inside the node, the blocks of each local peer's Q as packets into its slots A;
+ *  2. I reduce my blocks' node partials (plain, T) and format them (F);
+ *  3. each partial to the aggregators of the same block on every other node (port ppkt: one
+ *     put per run of slots, the whole of Q_x when nodes are equal);
+ *  4. I reduce my partials with the others' into the output;
+ *  5. inside the node, my blocks as packets to every local peer (G), and I unpack theirs.
+ * With equal nodes this is plans/multinode.py _pkt_allreduce (the partial stripe to every node
+ * peer, each node peer reducing the stripe).
+ */
+/* The other aggregators of my blocks (each block's aggregator on every other node): they and I
+ * exchange partials, so the relation is symmetric. Returns the count (<= cap). */
+static int pkt_peers(const exec_topo_t *t, int x, int *out, int cap)
+{
+    int q[MADE_FLAT_MAX_PEERS * 4 + 2], n = t->node[x], np = 0;
+    int nq = qset(t, x, q, (int)(sizeof q / sizeof q[0]));
+    for (int d = 1; d < t->nnodes; d++)
+        for (int k = 0; k < nq; k++)
+            add_unique(out, &np, cap, partner(t, (n + d) % t->nnodes, q[k]));
+    return np;
+}
+
+static void pkt_allreduce(plan_mk_t *mk, const made_ctx_t *c)
+{
+    const exec_topo_t *t = c->t;
+    pkt_layout_t h;
+    pkt_layout(t, &h);
+    hier_peers_t hp;
+    int x = c->me, n = t->node[x], ln = nsize(t, n), lx = t->local[x];
+    hier_peers(c, x, &hp);
+    int rem[MADE_FLAT_MAX_PEERS * 4];
+    int nrem = pkt_peers(t, x, rem, (int)(sizeof rem / sizeof rem[0]));
+    for (int i = 0; i < hp.nloc; i++) plan_mk_chan(mk, MEM, hp.loc[i]);
+    for (int i = 0; i < nrem; i++) plan_mk_chan(mk, PORT, rem[i]);
+    int q[MADE_FLAT_MAX_PEERS * 4 + 2], yq[MADE_FLAT_MAX_PEERS * 4 + 2];
+    int nq = qset(t, x, q, (int)(sizeof q / sizeof q[0]));
+    /* 1. */
+    for (int i = 0; i < hp.nloc; i++) {
+        int y = hp.loc[i];
+        int ny = qset(t, y, yq, (int)(sizeof yq / sizeof yq[0]));
+        for (int k = 0; k < ny; k++)
+            plan_mk_xfer(mk, 0, PLAN_OP_PPKT, MEM, R(y, SCR, h.a + (uint32_t)(k * ln + lx), 1),
+                         L(IN, (uint32_t)yq[k], 1));
+    }
+    /* 2. (a sync between the reduces and the formatting: a reduce fused with its cpkt formats
+     * only the data's bytes, not the whole slot the port put moves) */
+    for (int k = 0; k < nq; k++) {
+        plan_mk_desc_t others[MADE_FLAT_MAX_PEERS];
+        int no = 0;
+        for (int j = 0; j < ln; j++)
+            if (j != lx) others[no++] = L(SCR, h.a + (uint32_t)(k * ln + j), 1);
+        if (no)
+            plan_mk_reduce(mk, 0, true, L(SCR, h.t + (uint32_t)k, 1), L(IN, (uint32_t)q[k], 1),
+                           others, no, redop());
+        else
+            plan_mk_copy(mk, 0, PLAN_OP_COPY, L(SCR, h.t + (uint32_t)k, 1),
+                         L(IN, (uint32_t)q[k], 1));
+    }
+    plan_mk_nop(mk, 0);
+    for (int k = 0; k < nq; k++)
+        plan_mk_copy(mk, 0, PLAN_OP_CPKT, L(SCR, h.f + (uint32_t)k, 1),
+                     L(SCR, h.t + (uint32_t)k, 1));
+    /* 3. runs of my partials bound for one aggregator at consecutive slots */
+    for (int d = 1; d < t->nnodes; d++) {
+        int m = (n + d) % t->nnodes;
+        for (int k = 0; k < nq;) {
+            int y = partner(t, m, q[k]), slot = qpos(t, y, q[k]);
+            int k2 = k + 1;
+            while (k2 < nq && partner(t, m, q[k2]) == y && qpos(t, y, q[k2]) == slot + (k2 - k))
+                k2++;
+            uint32_t len = (uint32_t)(k2 - k);
+            plan_mk_xfer(mk, 0, PLAN_OP_PPKT, PORT,
+                         R(y, SCR, h.r + (uint32_t)n * h.qmax + (uint32_t)slot, len),
+                         L(SCR, h.f + (uint32_t)k, len));
+            k = k2;
+        }
+    }
+    /* 4. */
+    for (int k = 0; k < nq; k++) {
+        plan_mk_desc_t others[MADE_FLAT_MAX_PEERS];
+        int no = 0;
+        for (int d = 1; d < t->nnodes; d++) {
+            int m = (n + d) % t->nnodes;
+            others[no++] = L(SCR, h.r + (uint32_t)m * h.qmax + (uint32_t)k, 1);
+        }
+        plan_mk_reduce(mk, 0, true, L(OUT, (uint32_t)q[k], 1), L(SCR, h.t + (uint32_t)k, 1),
+                       others, no, redop());
+    }
+    /* 5. */
+    for (int i = 0; i < hp.nloc; i++)
+        for (int k = 0; k < nq; k++)
+            plan_mk_xfer(mk, 0, PLAN_OP_PPKT, MEM, R(hp.loc[i], SCR, h.g + (uint32_t)q[k], 1),
+                         L(OUT, (uint32_t)q[k], 1));
+    for (int i = 0; i < hp.nloc; i++) {
+        int ny = qset(t, hp.loc[i], yq, (int)(sizeof yq / sizeof yq[0]));
+        for (int k = 0; k < ny; k++)
+            plan_mk_copy(mk, 0, PLAN_OP_UPKT, L(OUT, (uint32_t)yq[k], 1),
+                         L(SCR, h.g + (uint32_t)yq[k], 1));
+    }
+}
+
+static void pkt_allreduce_dims(const made_ctx_t *c, int r, uint32_t d[3])
+{
+    (void)r;
+    pkt_layout_t h;
+    pkt_layout(c->t, &h);
+    d[0] = d[1] = (uint32_t)c->n;
+    d[2] = h.t + h.qmax;
+}
+
+/*
+ * Allgather: my input, formatted once (from a plain copy), to my partner on every other node
+ * (port ppkt) and as packets to every local peer (memory ppkt); what my senders send me I relay
+ * to my local peers as it lands (memory rppkt). Packet slot q holds rank q's input; plain, from
+ * 2N: mine. plans/multinode.py _pkt_allgather with any node sizes.
+ */
+static void pkt_allgather(plan_mk_t *mk, const made_ctx_t *c)
+{
+    const exec_topo_t *t = c->t;
+    hier_peers_t hp;
+    int x = c->me, N = c->n;
+    uint32_t P = 2 * (uint32_t)N;
+    hier_peers(c, x, &hp);
+    for (int i = 0; i < hp.nloc; i++) plan_mk_chan(mk, MEM, hp.loc[i]);
+    for (int i = 0; i < hp.nrem; i++) plan_mk_chan(mk, PORT, hp.rem[i]);
+    plan_mk_copy(mk, 0, PLAN_OP_COPY, L(SCR, P, 1), L(IN, 0, 1));
+    plan_mk_copy(mk, 0, PLAN_OP_CPKT, L(SCR, (uint32_t)x, 1), L(SCR, P, 1));
+    for (int i = 0; i < hp.npart; i++)
+        plan_mk_xfer(mk, 0, PLAN_OP_PPKT, PORT, R(hp.part[i], SCR, (uint32_t)x, 1),
+                     L(SCR, (uint32_t)x, 1));
+    for (int i = 0; i < hp.nloc; i++)
+        plan_mk_xfer(mk, 0, PLAN_OP_PPKT, MEM, R(hp.loc[i], SCR, (uint32_t)x, 1), L(IN, 0, 1));
+    plan_mk_copy(mk, 0, PLAN_OP_COPY, L(OUT, (uint32_t)x, 1), L(IN, 0, 1));
+    int snd[MADE_FLAT_MAX_PEERS * 4];
+    int ns = senders_of(t, x, snd, (int)(sizeof snd / sizeof snd[0]));
+    for (int k = 0; k < ns; k++)
+        for (int i = 0; i < hp.nloc; i++)
+            plan_mk_xfer(mk, 0, PLAN_OP_RPPKT, MEM, R(hp.loc[i], SCR, (uint32_t)snd[k], 1),
+                         L(SCR, (uint32_t)snd[k], 1));
+    for (int k = 1; k < N; k++) {
+        int qr = (x + k) % N;
+        plan_mk_copy(mk, 0, PLAN_OP_UPKT, L(OUT, (uint32_t)qr, 1), L(SCR, (uint32_t)qr, 1));
+    }
+}
+
+static void pkt_allgather_dims(const made_ctx_t *c, int r, uint32_t d[3])
+{
+    (void)r;
+    d[0] = 1;
+    d[1] = (uint32_t)c->n;
+    d[2] = 2 * (uint32_t)c->n + 1;
+}
+
+/*
+ * Reducescatter, all pairs in one hop: chunk q of my input to rank q, as packets over memory
+ * inside the node, across nodes copied to plain scratch, formatted and relayed (port ppkt).
+ * Packet slots: [0, N) what rank q sent me, [N, 2N) my chunks for other nodes' ranks; plain
+ * from 4N. plans/multinode.py _pkt_reducescatter.
+ */
+static void pkt_reducescatter(plan_mk_t *mk, const made_ctx_t *c)
+{
+    int x = c->me, N = c->n;
+    uint32_t P = 4 * (uint32_t)N;
+    for (int k = 1; k < N; k++) {
+        int qr = (x + k) % N;
+        plan_mk_chan(mk, ctype_of(c, x, qr), qr);
+    }
+    plan_mk_desc_t others[PLAN_MAX_DESCS];
+    int no = 0;
+    for (int k = 1; k < N; k++) {
+        int qr = (x + k) % N;
+        uint32_t uq = (uint32_t)qr;
+        if (ctype_of(c, x, qr) == MEM) {
+            plan_mk_xfer(mk, 0, PLAN_OP_PPKT, MEM, R(qr, SCR, (uint32_t)x, 1), L(IN, uq, 1));
+        } else {
+            plan_mk_copy(mk, 0, PLAN_OP_COPY, L(SCR, P + uq, 1), L(IN, uq, 1));
+            plan_mk_copy(mk, 0, PLAN_OP_CPKT, L(SCR, (uint32_t)N + uq, 1), L(SCR, P + uq, 1));
+            plan_mk_xfer(mk, 0, PLAN_OP_PPKT, PORT, R(qr, SCR, (uint32_t)x, 1),
+                         L(SCR, (uint32_t)N + uq, 1));
+        }
+        others[no++] = L(SCR, uq, 1);
+    }
+    plan_mk_reduce(mk, 0, true, L(OUT, 0, 1), L(IN, (uint32_t)x, 1), others, no, redop());
+}
+
+static void pkt_reducescatter_dims(const made_ctx_t *c, int r, uint32_t d[3])
+{
+    (void)r;
+    d[0] = (uint32_t)c->n;
+    d[1] = 1;
+    d[2] = 5 * (uint32_t)c->n;
+}
+
+/* Largest message of a packet plan across nodes: every port put at most MADE_PKT_IMAGE_MAX
+ * bytes of packets (twice its data). Port puts: allreduce, runs of at most |Q| blocks of
+ * msg / N; allgather, one block (the input, msg / N); reducescatter, one chunk (msg / N). */
+uint64_t exec_made_pkt_cap(const exec_topo_t *t, const char *collective)
+{
+    uint64_t per = MADE_PKT_IMAGE_MAX / 2 * (uint64_t)t->n;
+    if (!strcmp(collective, "allreduce")) {
+        hier_layout_t hl;
+        hier_layout(t, &hl);
+        return per / (hl.qmax ? hl.qmax : 1);
+    }
+    return per;
+}
+
+/* Do the packet plans across nodes fit (hierarchical peers for allreduce and allgather, all
+ * pairs for reducescatter, within a block's channel tables and a reduce's operands)? */
+static bool pkt_fits(const exec_topo_t *t, int k)
+{
+    if (t->nnodes < 2 || !hier_fits(t)) return false;
+    if (k == 1) return true;
+    if (k == 2) { /* reducescatter: all pairs; the remote peers of each node */
+        for (int m = 0; m < t->nnodes; m++)
+            if (t->n - nsize(t, m) > MADE_FLAT_MAX_PEERS || t->n > PLAN_MAX_DESCS) return false;
+        return true;
+    }
+    for (int x = 0; x < t->n; x++) { /* allreduce: every rank's aggregator peers */
+        int peers[MADE_FLAT_MAX_PEERS * 4];
+        if (pkt_peers(t, x, peers, (int)(sizeof peers / sizeof peers[0])) > MADE_FLAT_MAX_PEERS)
+            return false;
+    }
+    return true;
+}
+
 /* ---- rings over every rank (node order), for shapes the all-pairs plans do not fit ---------- */
 
 /* Ring position of rank r: ranks by node (topo order). */
@@ -1032,6 +1317,13 @@ static void pairs_alltoall(plan_mk_t *mk, const made_ctx_t *c)
         int p = (r + k) % N;
         plan_mk_chan(mk, ctype_of(c, r, p), p);
     }
+    if (plan_mk_is_stub(mk)) { /* a peer's resources: every other rank's scratch (O(N), no ops) */
+        for (int k = 1; k < N; k++) {
+            int p = (r + k) % N;
+            plan_mk_rbuf(mk, ctype_of(c, r, p), p, SCR);
+        }
+        return;
+    }
     plan_mk_copy(mk, 0, PLAN_OP_COPY, L(OUT, (uint32_t)r, 1), L(IN, (uint32_t)r, 1));
     for (int k0 = 1, tb = 0; k0 < N; k0 += MADE_FLAT_MAX_PEERS, tb++) {
         int peers[MADE_FLAT_MAX_PEERS], np = 0, mem[MADE_FLAT_MAX_PEERS], nm = 0;
@@ -1099,15 +1391,26 @@ static const made_algo_t *choose(const exec_topo_t *t, const exec_made_spec_t *s
                "reduce";
         return NULL;
     }
+    static const made_algo_t pkt[] = {
+        {"allreduce_pkt", pkt_allreduce, pkt_allreduce_dims, 1},
+        {"allgather_pkt", pkt_allgather, pkt_allgather_dims, 1},
+        {"reducescatter_pkt", pkt_reducescatter, pkt_reducescatter_dims, 1},
+    };
     if (s->proto == EXEC_MADE_PACKET) {
         if (k == 0 && t->n > 1 && flat_fits(t)) return &flat[1];
+        if (k <= 2 && pkt_fits(t, k)) return &pkt[k];
         *why = t->n == 1 ? "one rank needs no packets"
-               : k != 0  ? "packet plans are made for allreduce only"
-                         : "packet plans are made for one node of 2 to 17 ranks";
+             : k > 2     ? "packet plans are made for allreduce, allgather and reducescatter"
+             : t->nnodes == 1
+                 ? (k ? "packet plans on one node are made for allreduce only"
+                      : "packet plans are made for one node of 2 to 17 ranks")
+                 : "this layout's ranks have too many peers for a packet plan";
         return NULL;
     }
     if (t->n == 1) return &algo_one;
     if (flat_fits(t)) return k == 0 ? &flat[0] : &flat[k + 1];
+    static const made_algo_t pair = {"allreduce_pair", pair_allreduce, pair_allreduce_dims, 1};
+    if (k == 0 && t->n == 2 && t->nnodes == 2) return &pair;
     if (t->nnodes > 1 && hier_fits(t)) return &hier[k];
     return &ring[k];
 }

@@ -55,6 +55,10 @@ typedef struct {
 mscclpp_result_t exec_made_plan(const exec_topo_t *t, const exec_made_spec_t *spec, int rank,
                                 struct mscclpp_plan **out);
 
+/** Largest message (plan-format §3.2) of the packet plan of `collective` across nodes: every
+ *  port put of a packet image at most 16 KiB (docs/multinode.md, "which plan serves which size"). */
+uint64_t exec_made_pkt_cap(const exec_topo_t *t, const char *collective);
+
 /** Thread blocks of the one-node all-pairs plans on `backend` (NULL: the generic plans'). */
 int exec_made_instances(const char *backend, const char *collective, exec_made_proto_t proto);
 

@@ -154,6 +154,7 @@ typedef struct {
 
 struct mscclpp_plan {
     char *name;            /* "name"; when null (the 0.9 DSL), the file name without .json */
+    char *file;            /* the file it was loaded from; NULL for a string or a made plan */
     char *collective;      /* "allreduce", "allgather", ... as written */
     int format_version;    /* 0: MSCCL++ 0.9 (no "format"), 1: "mscclpp-plan/1" */
     bool packet_protocol;  /* protocol == "LL" */

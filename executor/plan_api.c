@@ -92,6 +92,11 @@ MSCCLPP_API const char *mscclpp_plan_name(const mscclpp_plan_t *plan)
     return plan ? plan->name : NULL;
 }
 
+MSCCLPP_API const char *mscclpp_plan_file(const mscclpp_plan_t *plan)
+{
+    return plan ? plan->file : NULL;
+}
+
 MSCCLPP_API const char *mscclpp_plan_collective(const mscclpp_plan_t *plan)
 {
     return plan ? plan->collective : NULL;
@@ -126,6 +131,7 @@ static const struct {
     [MSCCLPP_UINT32] = {"uint32", 4},     [MSCCLPP_INT8] = {"int8", 1},
     [MSCCLPP_UINT8] = {"uint8", 1},       [MSCCLPP_FLOAT64] = {"float64", 8},
     [MSCCLPP_FP8_E4M3] = {"fp8_e4m3", 1}, [MSCCLPP_FP8_E5M2] = {"fp8_e5m2", 1},
+    [MSCCLPP_INT64] = {"int64", 8},       [MSCCLPP_UINT64] = {"uint64", 8},
 };
 
 MSCCLPP_API size_t mscclpp_dtype_size(mscclpp_dtype_t dtype)

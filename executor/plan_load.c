@@ -1849,6 +1849,15 @@ mscclpp_result_t plan_load_json(const char *json, size_t len, const char *source
         goto free_arena;
     }
     CHECK_GOTO(parse_top(&ld, root), res, free_arena);
+    if (source[0] != '<') { /* a file: "where did this plan come from" (mscclpp_plan_file) */
+        size_t n = strlen(source) + 1;
+        ld.plan->file = ld_alloc(&ld, n, 1);
+        if (!ld.plan->file) {
+            res = ld_nomem(&ld);
+            goto free_arena;
+        }
+        memcpy(ld.plan->file, source, n);
+    }
     json_decref(root);
     *plan = ld.plan;
     INFO(SUBSYS_PLAN, "loaded plan \"%s\" (%s, %d ranks) from %s", ld.plan->name,

@@ -74,16 +74,17 @@ static bool grow(plan_mk_t *mk, void **arr, int *cap, int need, size_t size)
     return true;
 }
 
-static uint32_t hash64(int64_t k)
+/* Fibonacci hashing: the top log2(cap) bits of key x 2^64/phi (cap a power of two). */
+static uint32_t slot_of(int64_t k, uint32_t cap)
 {
     uint64_t x = (uint64_t)k * 0x9e3779b97f4a7c15ull;
-    return (uint32_t)(x >> 32);
+    return (uint32_t)(x >> (64 - __builtin_ctz(cap)));
 }
 
 static int map_get(const mk_map_t *m, int64_t key)
 {
     if (!m->cap) return -1;
-    for (uint32_t i = hash64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+    for (uint32_t i = slot_of(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
         if (m->keys[i] == key) return m->vals[i];
         if (m->keys[i] < 0) return -1;
     }
@@ -104,7 +105,7 @@ static bool map_put(plan_mk_t *mk, mk_map_t *m, int64_t key, int val)
         for (uint32_t i = 0; i < cap; i++) keys[i] = -1;
         for (uint32_t i = 0; i < m->cap; i++) {
             if (m->keys[i] < 0) continue;
-            uint32_t j = hash64(m->keys[i]) & (cap - 1);
+            uint32_t j = slot_of(m->keys[i], cap);
             while (keys[j] >= 0) j = (j + 1) & (cap - 1);
             keys[j] = m->keys[i];
             vals[j] = m->vals[i];
@@ -115,7 +116,7 @@ static bool map_put(plan_mk_t *mk, mk_map_t *m, int64_t key, int val)
         m->vals = vals;
         m->cap = cap;
     }
-    uint32_t i = hash64(key) & (m->cap - 1);
+    uint32_t i = slot_of(key, m->cap);
     while (m->keys[i] >= 0) i = (i + 1) & (m->cap - 1);
     m->keys[i] = key;
     m->vals[i] = val;
@@ -209,6 +210,14 @@ int plan_mk_peers(const plan_mk_t *mk, int *peers, int cap)
 }
 
 /* The remote buffer (owner, buf) this rank addresses, with access `ctype` added. */
+static void use_rbuf(plan_mk_t *mk, int owner, int buf, int ctype);
+
+void plan_mk_rbuf(plan_mk_t *mk, int ctype, int owner, int buf)
+{
+    plan_mk_chan(mk, ctype, owner);
+    use_rbuf(mk, owner, buf, ctype);
+}
+
 static void use_rbuf(plan_mk_t *mk, int owner, int buf, int ctype)
 {
     int64_t key = (int64_t)owner * 4 + buf;

@@ -86,6 +86,13 @@ void plan_mk_dims(plan_mk_t *mk, uint32_t input_chunks, uint32_t output_chunks,
  */
 int plan_mk_chan(plan_mk_t *mk, int ctype, int peer);
 
+/**
+ * Declare that this rank addresses buffer `buf` of `owner` through its `ctype` channel (what a
+ * transfer op records): for stubs, whose ops are not kept, a generator may declare its
+ * resources without recording ops.
+ */
+void plan_mk_rbuf(plan_mk_t *mk, int ctype, int owner, int buf);
+
 /** Signal / wait / flush on the channels to `peers` (one op each, fused by emitting). */
 void plan_mk_signal(plan_mk_t *mk, int tb, int ctype, int peer, bool relaxed, unsigned sync);
 void plan_mk_wait(plan_mk_t *mk, int tb, int ctype, int peer, bool relaxed, unsigned sync);

@@ -109,6 +109,7 @@ void exec_registry_set_layout(exec_registry_t *reg, int nranks, const uint64_t *
 {
     reg->nranks = labels ? nranks : 0;
     reg->labels = labels;
+    reg->gen++;
     for (int i = 0; i < reg->count; i++)
         reg->entries[i].off_layout =
             !reg->entries[i].made && plan_off_layout(reg, reg->entries[i].plan);
@@ -141,6 +142,7 @@ static mscclpp_result_t add_entry(exec_registry_t *reg, const struct mscclpp_pla
                                                          .ranks_per_node = ranks_per_node,
                                                          .tags = copy,
                                                          .off_layout = off};
+    reg->gen++;
     return MSCCLPP_OK;
 }
 

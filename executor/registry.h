@@ -44,11 +44,13 @@ typedef struct {
     bool made_first;        /* MSCCLPP_PLAN_MAKE=first: made plans before the others */
     int nranks;             /* the layout set by exec_registry_set_layout (0: none) */
     const uint64_t *labels; /* per rank: node label (borrowed) */
+    uint64_t gen;           /* bumped by every change of what a selection could answer: a
+                             * choice cached at one generation holds while it stays */
 } exec_registry_t;
 
-#define EXEC_REGISTRY_INIT         \
-    {                              \
-        NULL, 0, 0, false, 0, NULL \
+#define EXEC_REGISTRY_INIT            \
+    {                                 \
+        NULL, 0, 0, false, 0, NULL, 0 \
     }
 
 void exec_registry_init(exec_registry_t *reg);

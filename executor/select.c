@@ -44,7 +44,10 @@ static mscclpp_result_t make_one(mscclpp_executor_t *ex, const char *coll, exec_
                           .proto = proto,
                           .root = root,
                           .instances = exec_made_instances(ex->hal->name, coll, proto)};
-    if (proto == EXEC_MADE_PACKET) s.max_bytes = host ? MADE_PKT_MAX_HOST : MADE_PKT_MAX;
+    if (proto == EXEC_MADE_PACKET && ex->made->topo.nnodes == 1)
+        s.max_bytes = host ? MADE_PKT_MAX_HOST : MADE_PKT_MAX;
+    else if (proto == EXEC_MADE_PACKET) /* across nodes: the packet images' cap (made.h) */
+        s.max_bytes = exec_made_pkt_cap(&ex->made->topo, coll);
     return exec_made_plan(&ex->made->topo, &s, ex->comm->rank, out);
 }
 
@@ -58,6 +61,7 @@ mscclpp_result_t exec_select_attach(mscclpp_executor_t *ex)
     CHECK(exec_topo_init(&ex->made->topo, ex->comm->nranks, ex->comm->node_id));
     exec_registry_set_layout(&ex->registry, ex->comm->nranks, ex->comm->node_id);
     ex->registry.made_first = !strcmp(mode, "first");
+    ex->registry.gen++; /* what a selection answers changed */
     if (!strcmp(mode, "off")) {
         INFO(SUBSYS_EXEC, "MSCCLPP_PLAN_MAKE=off: no plans made for the job");
         return MSCCLPP_OK;
@@ -210,7 +214,8 @@ static mscclpp_result_t none_served(mscclpp_executor_t *ex, const exec_call_t *c
 }
 
 /* The cache: the last choices per call shape (a direct-mapped table), valid while the
- * registry keeps its entries. */
+ * registry stays at the generation it was chosen at (registry.h: a registration or a new
+ * layout moves it on). */
 static uint32_t shape_hash(const exec_call_t *c)
 {
     uint64_t h = 1469598103934665603ull;
@@ -224,7 +229,7 @@ static uint32_t shape_hash(const exec_call_t *c)
 mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call, exec_choice_t *out)
 {
     exec_select_slot_t *slot = &ex->chosen[shape_hash(call)];
-    if (slot->valid && slot->registered == ex->registry.count && slot->in_bytes == call->in_bytes &&
+    if (slot->valid && slot->gen == ex->registry.gen && slot->in_bytes == call->in_bytes &&
         slot->out_bytes == call->out_bytes && slot->dtype == call->dtype &&
         slot->root == call->root && slot->inplace == call->inplace &&
         !strcmp(slot->collective, call->collective)) {
@@ -243,7 +248,7 @@ mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call, ex
     CHECK(r);
     if (strlen(call->collective) < sizeof slot->collective) {
         *slot = (exec_select_slot_t){.valid = true,
-                                     .registered = ex->registry.count,
+                                     .gen = ex->registry.gen,
                                      .in_bytes = call->in_bytes,
                                      .out_bytes = call->out_bytes,
                                      .dtype = call->dtype,

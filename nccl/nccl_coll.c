@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nccl/nccl_internal.h"
 
@@ -729,6 +730,12 @@ static ncclResult_t run_comm(ncclComm_t c, const task_t *tasks, size_t ntasks)
     ncclResult_t res = shim_comm_enter(c, kind_names[tasks[0].kind]);
     if (res != ncclSuccess) return res;
     res = run_comm_tasks(c, tasks, ntasks);
+    if (c->test_leave_ms) {
+        /* test hook: the call's last moment inside the communicator, made long */
+        struct timespec ts = {(time_t)(c->test_leave_ms / 1000),
+                              (long)(c->test_leave_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     shim_comm_leave(c);
     return res;
 }

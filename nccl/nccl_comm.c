@@ -437,6 +437,7 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *i
     c->rank = rank;
     c->nranks = nranks;
     c->cuda_dev = dev;
+    c->test_leave_ms = (unsigned)strtoul(shim_config("MSCCLPP_TEST_NCCL_LEAVE_MS"), NULL, 10);
     mscclpp_unique_id_t mid;
     memcpy(&mid, id, sizeof mid);
     ncclResult_t res = ncclSuccess;

@@ -120,6 +120,7 @@ struct ncclComm {
     pthread_cond_t idle; /* signalled when users drops to 0 (CLOCK_MONOTONIC) */
     int users;           /* calls inside */
     bool closing;        /* destroy or abort started */
+    unsigned test_leave_ms; /* MSCCLPP_TEST_NCCL_LEAVE_MS: a call's delay before it leaves */
 };
 
 /* errors */

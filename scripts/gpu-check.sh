@@ -17,7 +17,8 @@
 #                op x size of the host run)
 #   bench        mscclpp-bench: the five collectives at 2/4/8 ranks, 8 B .. 256 MiB, checked
 #   latency      allreduce 8 B at 2/4/8 ranks, 1000 iterations; tests/gpu/lat_probe at 1/2/8
-#                ranks (host enqueue time per call vs GPU time per call)
+#                ranks (host enqueue time per call vs GPU time per call), and at 2 ranks with
+#                ITERS=100 on the GPU and on the host backend (the host path per call)
 #   interp       the interpreter's resources and small-message costs (issue 19): registers,
 #                stack and spills of kern_cuda_entry (cuobjdump -res-usage); ncu on an 8 B
 #                1-rank call (GPU time, local-memory sectors, long-scoreboard stalls) when ncu
@@ -281,8 +282,16 @@ if want latency; then
     for n in 1 2 8; do
         timeout "$limit" "$build/tests/gpu/lat_probe" "$n" 8 2000 >>"$out/latency-probe.log" 2>&1
     done
+    # the host path per call (issue 19 item 5): ITERS=100, so the first calls count, on this
+    # GPU and on the host backend in the same run (the `host` column: library + launch call)
+    timeout "$limit" "$build/tests/gpu/lat_probe" 2 8 100 >"$out/latency-host.log" 2>&1
+    MSCCLPP_HAL=host timeout "$limit" "$build/tests/gpu/lat_probe" 2 8 100 \
+        >>"$out/latency-host.log" 2>&1
+    hostpath=$(grep 'rank 0/' "$out/latency-host.log" | sed -n 's/.* host \([0-9.]*\) us.*/\1/p' |
+        tr '\n' ' ')
     result latency OK "8 B allreduce (bench, n=1000):$lat probe: $(grep 'rank 0/' \
-        "$out/latency-probe.log" | sed 's/lat_probe rank 0//; s/ us\/call//g' | tr '\n' ';')"
+        "$out/latency-probe.log" | sed 's/lat_probe rank 0//; s/ us\/call//g' | tr '\n' ';') \
+host path per call (2 ranks, 100 calls, gpu then host backend): ${hostpath:-none} us"
 fi
 
 # ---- interp: the interpreter's resources and small-message costs (issue 19) ----

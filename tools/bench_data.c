@@ -44,10 +44,10 @@ double bench_busbw_factor(bench_coll_t coll, int nranks)
 }
 
 static const char *const dtype_names[MSCCLPP_DTYPE_COUNT] = {
-    [MSCCLPP_FLOAT32] = "float",   [MSCCLPP_FLOAT16] = "half",     [MSCCLPP_BFLOAT16] = "bfloat16",
-    [MSCCLPP_INT32] = "int32",     [MSCCLPP_UINT32] = "uint32",    [MSCCLPP_INT8] = "int8",
-    [MSCCLPP_UINT8] = "uint8",     [MSCCLPP_FLOAT64] = "double",   [MSCCLPP_FP8_E4M3] = "fp8e4m3",
-    [MSCCLPP_FP8_E5M2] = "fp8e5m2",
+    [MSCCLPP_FLOAT32] = "float",    [MSCCLPP_FLOAT16] = "half",   [MSCCLPP_BFLOAT16] = "bfloat16",
+    [MSCCLPP_INT32] = "int32",      [MSCCLPP_UINT32] = "uint32",  [MSCCLPP_INT8] = "int8",
+    [MSCCLPP_UINT8] = "uint8",      [MSCCLPP_FLOAT64] = "double", [MSCCLPP_FP8_E4M3] = "fp8e4m3",
+    [MSCCLPP_FP8_E5M2] = "fp8e5m2", [MSCCLPP_INT64] = "int64",    [MSCCLPP_UINT64] = "uint64",
 };
 
 int bench_dtype_parse(const char *name)
@@ -179,6 +179,16 @@ double bench_load(mscclpp_dtype_t dtype, const void *buf, size_t i)
         memcpy(&v, p + 4 * i, 4);
         return v;
     }
+    case MSCCLPP_INT64: {
+        int64_t v;
+        memcpy(&v, p + 8 * i, 8);
+        return (double)v;
+    }
+    case MSCCLPP_UINT64: {
+        uint64_t v;
+        memcpy(&v, p + 8 * i, 8);
+        return (double)v;
+    }
     case MSCCLPP_INT8: return (int8_t)p[i];
     case MSCCLPP_UINT8: return p[i];
     case MSCCLPP_FP8_E4M3: return mini_decode(&fmt_e4m3, p[i]);
@@ -211,6 +221,8 @@ void bench_store(mscclpp_dtype_t dtype, void *buf, size_t i, double v)
         memcpy(p + 4 * i, &u, 4);
         break;
     }
+    case MSCCLPP_INT64:
+    case MSCCLPP_UINT64: memcpy(p + 8 * i, &w, 8); break;
     case MSCCLPP_INT8:
     case MSCCLPP_UINT8: p[i] = (unsigned char)w; break;
     case MSCCLPP_FP8_E4M3: p[i] = (unsigned char)mini_encode(&fmt_e4m3, v); break;
@@ -235,7 +247,7 @@ static uint32_t mix(uint32_t rank, uint64_t idx)
 
 static int dtype_unsigned(mscclpp_dtype_t dtype)
 {
-    return dtype == MSCCLPP_UINT8 || dtype == MSCCLPP_UINT32;
+    return dtype == MSCCLPP_UINT8 || dtype == MSCCLPP_UINT32 || dtype == MSCCLPP_UINT64;
 }
 
 double bench_pattern(mscclpp_dtype_t dtype, mscclpp_redop_t op, int reduce, int rank, size_t idx)
@@ -252,7 +264,8 @@ double bench_pattern(mscclpp_dtype_t dtype, mscclpp_redop_t op, int reduce, int 
         /* Sums of a few ranks stay exact (e5m2 holds integers up to 8, e4m3 up to 16). */
         switch (dtype) {
         case MSCCLPP_UINT8:
-        case MSCCLPP_UINT32: lo = 0, hi = 6; break;
+        case MSCCLPP_UINT32:
+        case MSCCLPP_UINT64: lo = 0, hi = 6; break;
         case MSCCLPP_FP8_E5M2: lo = -1, hi = 1; break;
         case MSCCLPP_FP8_E4M3: lo = -2, hi = 2; break;
         default: lo = -3, hi = 3; break;
@@ -266,7 +279,8 @@ double bench_pattern(mscclpp_dtype_t dtype, mscclpp_redop_t op, int reduce, int 
         case MSCCLPP_FP8_E5M2: lo = -8, hi = 8; break;
         case MSCCLPP_BFLOAT16: lo = -256, hi = 256; break;
         case MSCCLPP_FLOAT16: lo = -2048, hi = 2048; break;
-        case MSCCLPP_UINT32: lo = 0, hi = 2000000; break;
+        case MSCCLPP_UINT32:
+        case MSCCLPP_UINT64: lo = 0, hi = 2000000; break;
         default: lo = -1000000, hi = 1000000; break;
         }
     }

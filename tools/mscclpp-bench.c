@@ -54,6 +54,7 @@ typedef struct {
     tune_opts_t tune; /* --tune: tune.path set */
     const char *natives[8]; /* --native MODULE.so: native algorithms to register */
     int nnatives;
+    int which; /* --which: print the plan each call of the sweep runs, run nothing */
 } opts_t;
 
 /* One column group of a row (out-of-place or in-place). */
@@ -110,7 +111,7 @@ static void usage(FILE *f, const char *prog)
             "  -f, --stepfactor N    multiply the size by N between rows (default 2)\n"
             "  -i, --stepbytes N     add N bytes between rows instead\n"
             "  -d, --datatype T      float, half, bfloat16, int32, uint32, int8, uint8, double,\n"
-            "                        fp8e4m3, fp8e5m2 or all (default float)\n"
+            "                        fp8e4m3, fp8e5m2, int64, uint64 or all (default float)\n"
             "  -o, --op OP           sum, prod, min, max or all (default sum)\n"
             "  -n, --iters N         timed iterations (default 20)\n"
             "  -w, --warmup_iters N  warmup iterations (default 5)\n"
@@ -125,6 +126,8 @@ static void usage(FILE *f, const char *prog)
             "      --json FILE       write one JSON record per row to FILE\n"
             "      --csv FILE        write the rows to FILE as CSV (a header line, then one line\n"
             "                        per row; the fields of --json)\n"
+            "      --which           run nothing: print, per size and placement, the plan a call\n"
+            "                        runs, where it comes from, and the other plans that match\n"
             "      --mpi             under mpiexec: also time the MPI collective\n"
             "      --bootstrap mpi|tcp  under mpiexec: bootstrap over MPI (default) or over TCP\n"
             "                        from a unique id that rank 0 broadcasts\n"
@@ -190,12 +193,14 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 }
 
 enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, OPT_BOOT,
-       OPT_PLOT, OPT_TUNE, OPT_TUNE_BLOCKS, OPT_TUNE_THREADS, OPT_NODES, OPT_NATIVE, OPT_CSV };
+       OPT_PLOT, OPT_TUNE, OPT_TUNE_BLOCKS, OPT_TUNE_THREADS, OPT_NODES, OPT_NATIVE, OPT_CSV,
+       OPT_WHICH };
 
 /* What a value of each option may be, for the one-line answer to a bad one. */
 #define ACCEPT_SIZE "a size in bytes, optionally with K, M or G (1K = 1024)"
 #define ACCEPT_DTYPES                                                                             \
-    "float, half, bfloat16, int32, uint32, int8, uint8, double, fp8e4m3, fp8e5m2 or all"
+    "float, half, bfloat16, int32, uint32, int8, uint8, double, fp8e4m3, fp8e5m2, int64, uint64 " \
+    "or all"
 #define ACCEPT_OPS "sum, prod, min, max or all"
 
 /* Edit distance of two short option names (insert, delete, substitute), capped at 3. */
@@ -280,6 +285,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"tune-threads", required_argument, NULL, OPT_TUNE_THREADS},
         {"nodes", required_argument, NULL, OPT_NODES},
         {"csv", required_argument, NULL, OPT_CSV},   {"version", no_argument, NULL, 'V'},
+        {"which", no_argument, NULL, OPT_WHICH},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
     };
     const char *prog = "mscclpp-bench"; /* argv[0] may be libtool's lt- wrapper target */
@@ -351,6 +357,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
             break;
         case OPT_JSON: o->json_path = optarg; break;
         case OPT_CSV: o->csv_path = optarg; break;
+        case OPT_WHICH: o->which = 1; break;
         case OPT_MPI: o->mpi = 1; break;
         case OPT_BOOT:
             if (strcmp(optarg, "tcp") == 0) o->tcp_boot = 1;
@@ -844,6 +851,8 @@ static MPI_Datatype mpi_dtype(mscclpp_dtype_t dt)
     case MSCCLPP_UINT32: return MPI_UINT32_T;
     case MSCCLPP_INT8: return MPI_INT8_T;
     case MSCCLPP_UINT8: return MPI_UINT8_T;
+    case MSCCLPP_INT64: return MPI_INT64_T;
+    case MSCCLPP_UINT64: return MPI_UINT64_T;
     default: return MPI_DATATYPE_NULL; /* half, bfloat16, fp8: no standard MPI type */
     }
 }
@@ -1294,6 +1303,84 @@ static int run_sweep(bench_t *b)
     return 0;
 }
 
+/* --- --which: the plan each call runs ------------------------------------------------------- */
+
+#define WHICH_MAX_CANDIDATES 16
+
+static void which_row(bench_t *b, size_t size, uint64_t msg, int inplace)
+{
+    const char *coll = bench_coll_name(b->coll);
+    const mscclpp_plan_t *p = b->plan;
+    int nthreads = 0, staged = 0;
+    mscclpp_result_t rc = MSCCLPP_OK;
+    if (!p) {
+        rc = mscclpp_executor_choose_plan(b->exec, coll, inplace, msg, &p, &nthreads);
+        /* an in-place call without an in-place plan runs the out-of-place one on a copy */
+        if (rc != MSCCLPP_OK && inplace &&
+            mscclpp_executor_choose_plan(b->exec, coll, 0, msg, &p, &nthreads) == MSCCLPP_OK) {
+            rc = MSCCLPP_OK;
+            staged = 1;
+        }
+    }
+    const char *where = inplace ? (staged ? "in-place (staged)" : "in-place") : "out-of-place";
+    if (rc != MSCCLPP_OK) {
+        printf("%12zu  %-17s  none: %s\n", size, where, mscclpp_last_error());
+        return;
+    }
+    char threads[32];
+    if (nthreads) snprintf(threads, sizeof threads, "%d", nthreads);
+    else snprintf(threads, sizeof threads, "plan's");
+    const char *file = mscclpp_plan_file(p);
+    printf("%12zu  %-17s  %-40s %7s  %s\n", size, where, mscclpp_plan_name(p), threads,
+           file ? file : "(not from a file: made for the job or registered by the program)");
+    if (b->plan) return;
+    const mscclpp_plan_t *cands[WHICH_MAX_CANDIDATES];
+    int n = 0;
+    if (mscclpp_executor_list_plans(b->exec, coll, staged ? 0 : inplace, msg, 0, cands,
+                                    WHICH_MAX_CANDIDATES, &n) != MSCCLPP_OK || n < 2)
+        return;
+    printf("%12s  %-17s  other plans that match, in registry order:", "", "");
+    for (int i = 0; i < n && i < WHICH_MAX_CANDIDATES; i++)
+        if (cands[i] != p) printf(" %s", mscclpp_plan_name(cands[i]));
+    printf("%s\n", n > WHICH_MAX_CANDIDATES ? " ..." : "");
+}
+
+/* --which: rank 0 prints the choice for every size of the sweep; nothing runs. */
+static int bench_which(bench_t *b)
+{
+    const opts_t *o = b->o;
+    if (b->rank == 0) {
+        printf("# mscclpp-bench %s --which: %s, %d rank(s) (%s), backend %s\n", PACKAGE_VERSION,
+               b->plan ? mscclpp_plan_collective(b->plan) : bench_coll_name(b->coll), b->nranks,
+               b->launcher, mscclpp_backend_name());
+        const char *tf = mscclpp_executor_tuning_file(b->exec);
+        printf("# tuning table: %s\n", tf ? tf : "none");
+        printf("# %10s  %-17s  %-40s %7s  %s\n", "size (B)", "placement", "plan", "threads",
+               "from");
+        size_t esize = mscclpp_dtype_size((mscclpp_dtype_t)o->dtypes[0]);
+        for (size_t bytes = o->min_bytes; bytes <= o->max_bytes;) {
+            bench_shape_t s;
+            if (bench_shape(b->coll, bytes, esize, b->nranks, &s)) {
+                size_t size = bench_shape_bytes(b->coll, &s, esize);
+                uint64_t msg = b->coll == BENCH_ALLGATHER ? s.recv_count * esize
+                                                          : s.send_count * esize;
+                for (int ip = 0; ip < 2; ip++)
+                    if (ip ? b->run_ip : b->run_oop) which_row(b, size, msg, ip);
+            }
+            size_t next = o->step_factor ? bytes * o->step_factor : bytes + o->step_bytes;
+            if (next <= bytes) break;
+            bytes = next;
+        }
+        fflush(stdout);
+    }
+    mscclpp_result_t rc = mscclpp_bootstrap_barrier(b->boot);
+    if (rc != MSCCLPP_OK) {
+        report(b, "barrier", rc);
+        return 1;
+    }
+    return 0;
+}
+
 /* --- tuning (tools/mscclpp-tune.c runs the sweep; this times one candidate) ---------------- */
 
 static int tune_time(void *ctx, bench_coll_t coll, const mscclpp_plan_t *plan, int nblocks,
@@ -1459,6 +1546,10 @@ static int bench_rank(const opts_t *o, mscclpp_comm_t *comm, const char *launche
     }
     if (o->tune.path) {
         status = bench_tune_rank(&b);
+        goto done;
+    }
+    if (o->which) {
+        status = bench_which(&b);
         goto done;
     }
     b.bounds = 1;

@@ -3,9 +3,13 @@
  * backends and their devices, transports, and every MSCCLPP_* variable with its value, default
  * and meaning (and the MSCCLPP_* variables set that the library does not know).
  */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "base/config.h"
@@ -17,6 +21,7 @@
 static void usage(const char *prog)
 {
     printf("usage: %s [--build|--backends|--config|--version|--help]\n"
+           "       %s --plan COLLECTIVE NRANKS SIZE [--nodes K]\n"
            "Prints how libmscclpp was built, the backends and devices it finds, the transports\n"
            "built in, and the MSCCLPP_* environment variables (value, default, meaning); a\n"
            "variable set in the environment that the library does not know is named too.\n"
@@ -24,9 +29,65 @@ static void usage(const char *prog)
            "  --backends  only the backends, devices and transports\n"
            "  --config    only the variables\n"
            "  --version   the version of mscclpp-info and of libmscclpp\n"
+           "  --plan COLLECTIVE NRANKS SIZE [--nodes K]\n"
+           "              which plan serves that call (SIZE in bytes as mscclpp-bench counts\n"
+           "              them, K/M/G allowed), out of place and in place, where it comes from\n"
+           "              and the other plans that match: NRANKS local ranks (as K nodes) ask\n"
+           "              the executor (mscclpp-bench COLLECTIVE --np NRANKS --which)\n"
            "Exit status: 0, or 1 when a variable's value is invalid or an MSCCLPP_* variable is\n"
            "unknown (so a job script can check its environment first), 2 for bad usage.\n",
-           prog);
+           prog, prog);
+}
+
+/* --plan: the executor decides for a world of NRANKS ranks, so ask it in one: run
+ * mscclpp-bench --which (beside this program, or on PATH) with that many forked ranks. */
+static int which_plan(int argc, char **argv, int i)
+{
+    if (argc - i < 4) {
+        fprintf(stderr, "mscclpp-info: --plan needs COLLECTIVE NRANKS SIZE (e.g. --plan "
+                        "allreduce 8 1M)\n");
+        return 2;
+    }
+    char *args[16];
+    int n = 0;
+    static char bench[PATH_MAX + 32] = "mscclpp-bench";
+    char self[PATH_MAX], last[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) {
+        self[len] = '\0';
+        char *dir = dirname(self);
+        snprintf(last, sizeof last, "%s", dir);
+        char cand[PATH_MAX + 32];
+        /* in a build tree the program runs from tools/.libs; the bench's wrapper is in tools/ */
+        const char *up = !strcmp(basename(last), ".libs") ? "/.." : "";
+        snprintf(cand, sizeof cand, "%.4000s%s/mscclpp-bench", dir, up);
+        if (access(cand, X_OK) == 0) memcpy(bench, cand, sizeof cand);
+    }
+    args[n++] = bench;
+    args[n++] = argv[i + 1];
+    args[n++] = "--np";
+    args[n++] = argv[i + 2];
+    args[n++] = "-b";
+    args[n++] = argv[i + 3];
+    args[n++] = "-e";
+    args[n++] = argv[i + 3];
+    args[n++] = "--which";
+    for (int k = i + 4; k < argc && n < 14; k++) {
+        if (!strcmp(argv[k], "--nodes") && k + 1 < argc) {
+            args[n++] = argv[k++];
+            args[n++] = argv[k];
+        } else {
+            fprintf(stderr, "mscclpp-info: --plan: unexpected '%s' (only --nodes K may "
+                            "follow)\n", argv[k]);
+            return 2;
+        }
+    }
+    args[n] = NULL;
+    fflush(NULL);
+    execvp(bench, args);
+    fprintf(stderr, "mscclpp-info: --plan runs mscclpp-bench, which was not found beside this "
+                    "program or on PATH (%s)\n", strerror(errno));
+    return 1;
 }
 
 static void print_build(void)
@@ -169,6 +230,8 @@ int main(int argc, char **argv)
         if (sel) {
             if (!only++) want_build = want_config = want_backends = 0;
             *sel = 1;
+        } else if (!strcmp(argv[i], "--plan")) {
+            return which_plan(argc, argv, i);
         } else if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
             printf("mscclpp-info %s (libmscclpp %d.%d.%d)\n", PACKAGE_VERSION, major, minor,
                    patch);
@@ -178,7 +241,7 @@ int main(int argc, char **argv)
             return 0;
         } else {
             fprintf(stderr, "mscclpp-info: unknown option '%s' (expected --build, --backends, "
-                            "--config, --version or --help)\n", argv[i]);
+                            "--config, --plan, --version or --help)\n", argv[i]);
             return 2;
         }
     }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -61,6 +62,8 @@ static const tp_ops_t *tp_raw(int id)
  * paths of a transport failing mid-run (a proxy failing after its launch ended, a port channel
  * put failing) without breaking a real network. Decided once per process (again in a forked
  * child) when a table is first asked for; unset, tp_get() returns the transports' own tables.
+ * OP:N:MS delays that call MS milliseconds instead, then makes it (a peer that is late, for
+ * the paths of a rank still inside a launch while others are done or gone).
  */
 enum { FAULT_UNDECIDED = 0, FAULT_OFF = 1, FAULT_ON = 2 };
 #define FAULT_MAX_EPS 1024
@@ -70,6 +73,7 @@ static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
 static char fault_spec[64];
 static const char *fault_op; /* "put", "signal" or "flush" */
 static uint64_t fault_nth, fault_calls; /* fault_calls: atomic */
+static unsigned long fault_delay_ms;    /* OP:N:MS: delay the call instead of failing it */
 static tp_ops_t fault_tables[TP__COUNT];
 /* connections made through the wrapped tables: which transport and peer each one is */
 static struct {
@@ -95,6 +99,12 @@ static bool fault_hit(const char *op, int id, int peer)
     if (strcmp(op, fault_op) != 0) return false;
     uint64_t n = __atomic_add_fetch(&fault_calls, 1, __ATOMIC_RELAXED);
     if (n != fault_nth) return false;
+    if (fault_delay_ms) {
+        struct timespec ts = {(time_t)(fault_delay_ms / 1000),
+                              (long)(fault_delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        return false;
+    }
     (void)ERR(MSCCLPP_ERR_REMOTE, "%s transport: %s #%llu to rank %d failed (injected by "
               "MSCCLPP_TEST_TRANSPORT_FAULT=%s)", tp_raw(id)->name, op, (unsigned long long)n,
               peer, fault_spec);
@@ -197,16 +207,23 @@ static int fault_decide(void)
             const char *colon = strchr(spec, ':');
             char *end = NULL;
             unsigned long long n = colon ? strtoull(colon + 1, &end, 10) : 0;
+            unsigned long long ms = 0;
+            if (end && *end == ':' && end[1] >= '0' && end[1] <= '9') {
+                ms = strtoull(end + 1, &end, 10);
+                if (ms == 0 || ms > 600000) end = NULL; /* 1 ms to 10 minutes */
+            }
             for (int i = 0; i < 3 && colon; i++)
                 if ((size_t)(colon - spec) == strlen(ops[i]) &&
                     !strncmp(spec, ops[i], strlen(ops[i])) && n >= 1 && end && !*end) {
                     fault_op = ops[i];
                     fault_nth = n;
+                    fault_delay_ms = (unsigned long)ms;
                     st = FAULT_ON;
                 }
             if (st == FAULT_OFF)
-                WARN(SUBSYS_NET, "MSCCLPP_TEST_TRANSPORT_FAULT=\"%s\" is not OP:N (OP put, "
-                     "signal or flush; N >= 1): no fault is injected", spec);
+                WARN(SUBSYS_NET, "MSCCLPP_TEST_TRANSPORT_FAULT=\"%s\" is not OP:N or OP:N:MS (OP "
+                     "put, signal or flush; N >= 1; MS 1 to 600000): no fault is injected",
+                     spec);
         }
         if (st == FAULT_ON) {
             snprintf(fault_spec, sizeof fault_spec, "%s", spec);
@@ -221,7 +238,8 @@ static int fault_decide(void)
             fault_tables[1].connect = fault_connect_1;
             fault_tables[2].connect = fault_connect_2;
             INFO(SUBSYS_NET, "MSCCLPP_TEST_TRANSPORT_FAULT=%s: %s #%llu of this process will "
-                 "fail (test only)", fault_spec, fault_op, (unsigned long long)fault_nth);
+                 "%s (test only)", fault_spec, fault_op, (unsigned long long)fault_nth,
+                 fault_delay_ms ? "be late" : "fail");
         }
         __atomic_store_n(&fault_state, st, __ATOMIC_RELEASE);
     }

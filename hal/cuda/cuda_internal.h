@@ -190,8 +190,10 @@ static inline void cuda_capture_restore(enum cudaStreamCaptureMode mode)
 /** Wait for `s` (0: the legacy stream), polling with backoff, bounded by MSCCLPP_TIMEOUT. */
 mscclpp_result_t cuda_stream_wait(cudaStream_t s, const char *who);
 /** Once per device, at its first launch: warn if other processes share it without CUDA MPS
- * (cuda_mps.c). Never fails. */
+ * (cuda_mps.c). Never fails; costs a thread-local test on later launches. */
 void cuda_mps_check(void);
+/** The calling thread chose a device (device_set): its next launch checks that device. */
+void cuda_mps_device_changed(void);
 mscclpp_result_t cuda_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,
                              hal_stream_t s);
 

@@ -225,6 +225,7 @@ static mscclpp_result_t cuda_device_set(int dev)
     if (dev < 0 || dev >= ndevices)
         return ERR_ARG("cuda device_set: device %d out of range [0, %d)", dev, ndevices);
     CUDA_CHECK(cudaSetDevice(dev));
+    cuda_mps_device_changed();
     return MSCCLPP_OK;
 }
 

@@ -88,19 +88,35 @@ static int claim_device(int ordinal, const char **uuid_out, char *uuid, size_t s
     return err == EADDRINUSE ? 1 : -1;
 }
 
+/*
+ * Every launch calls this; only the first on a device does the check. The launch path must not
+ * pay for asking which device it is on (cudaGetDevice and a lock per launch, issue 19 item 5),
+ * so a thread that has seen its device checked asks again only every MPS_RECHECK launches, or
+ * after it chose another device through the HAL (cuda_mps_device_changed): a thread that
+ * switches with its own cudaSetDevice has its new device checked within MPS_RECHECK launches.
+ */
+#define MPS_RECHECK 256u
+
+static __thread bool thread_checked; /* this thread's current device has been checked */
+static __thread unsigned thread_launches;
+
+void cuda_mps_device_changed(void) { thread_checked = false; }
+
 void cuda_mps_check(void)
 {
+    if (thread_checked && (++thread_launches % MPS_RECHECK) != 0) return;
     int ordinal = -1;
     if (cudaGetDevice(&ordinal) != cudaSuccess || ordinal < 0 || ordinal >= MPS_MAX_DEVICES) {
         (void)cudaGetLastError();
         return;
     }
+    thread_checked = true;
+    if (__atomic_load_n(&checked[ordinal], __ATOMIC_ACQUIRE)) return;
     pthread_mutex_lock(&mps_lock);
     if (checked[ordinal]) {
         pthread_mutex_unlock(&mps_lock);
         return;
     }
-    checked[ordinal] = true;
     int mps = mps_enabled(ordinal);
     char uuid[40] = "";
     const char *id = "?";
@@ -118,5 +134,6 @@ void cuda_mps_check(void)
     } else if (shared < 0) {
         INFO(SUBSYS_HAL, "cuda: could not tell whether other processes share GPU %d", ordinal);
     }
+    __atomic_store_n(&checked[ordinal], true, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&mps_lock);
 }

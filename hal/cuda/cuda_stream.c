@@ -19,22 +19,21 @@ mscclpp_result_t kern_cuda_launch(const void *args, size_t args_bytes, int nbloc
 #endif
 
 /* Poll `query` until it stops answering "not ready", with the one wait policy (base/wait.h). */
-#define BOUNDED_WAIT(query, what, who, obj)                                                   \
-    do {                                                                                      \
-        uint64_t limit_ = config_timeout_ns();                                                \
-        base_wait_t w_;                                                                       \
-        base_wait_init(&w_, limit_, base_wait_spin(0));                                       \
-        for (;;) {                                                                            \
-            cudaError_t err_ = (query);                                                       \
-            if (err_ == cudaSuccess) return MSCCLPP_OK;                                       \
+#define BOUNDED_WAIT(query, what, who, obj)                                                      \
+    do {                                                                                         \
+        uint64_t limit_ = config_timeout_ns();                                                   \
+        base_wait_t w_;                                                                          \
+        base_wait_init(&w_, limit_, base_wait_spin(0));                                          \
+        for (;;) {                                                                               \
+            cudaError_t err_ = (query);                                                          \
+            if (err_ == cudaSuccess) return MSCCLPP_OK;                                          \
             if (err_ != cudaErrorNotReady) return cuda_rt_error(err_, what, __FILE__, __LINE__); \
-            if (!base_wait_pause(&w_))                                                        \
-                return ERR(MSCCLPP_ERR_TIMEOUT,                                               \
-                           "cuda %s: %s %p still busy after %llu ms (a kernel waiting for a "  \
-                           "peer?)",                                                          \
-                           who, what, (void *)(obj),                                          \
-                           (unsigned long long)(limit_ / 1000000u));                          \
-        }                                                                                     \
+            if (!base_wait_pause_rel(&w_))                                                       \
+                return ERR(MSCCLPP_ERR_TIMEOUT,                                                  \
+                           "cuda %s: %s %p still busy after %llu ms (a kernel waiting for a "    \
+                           "peer?)",                                                             \
+                           who, what, (void *)(obj), (unsigned long long)(limit_ / 1000000u));   \
+        }                                                                                        \
     } while (0)
 
 mscclpp_result_t cuda_stream_wait(cudaStream_t s, const char *who)

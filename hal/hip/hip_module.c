@@ -148,7 +148,7 @@ static mscclpp_result_t bounded_wait(hipStream_t s, hipEvent_t e, const char *wh
         if (err == hipSuccess) return MSCCLPP_OK;
         if (err != hipErrorNotReady)
             return hip_rt_error(err, e ? "hipEventQuery" : "hipStreamQuery", __FILE__, __LINE__);
-        if (!base_wait_pause(&w))
+        if (!base_wait_pause_rel(&w))
             return ERR(MSCCLPP_ERR_TIMEOUT,
                        "hip %s: %s %p still busy after %llu ms (a kernel waiting for a peer?)",
                        who, e ? "event" : "stream", e ? (void *)e : (void *)s,

@@ -415,6 +415,8 @@ typedef enum {
     MSCCLPP_FLOAT64 = 7,
     MSCCLPP_FP8_E4M3 = 8,
     MSCCLPP_FP8_E5M2 = 9,
+    MSCCLPP_INT64 = 10,
+    MSCCLPP_UINT64 = 11,
     MSCCLPP_DTYPE_COUNT
 } mscclpp_dtype_t;
 
@@ -472,6 +474,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_plan_chunks(const mscclpp_plan_t *plan, int
                                                  uint32_t *input_chunks, uint32_t *output_chunks,
                                                  uint32_t *scratch_chunks);
 MSCCLPP_API const char *mscclpp_plan_name(const mscclpp_plan_t *plan);
+/** The file a plan was loaded from (mscclpp_plan_load_file, a plan directory), as given; NULL
+ * for a plan loaded from a string, made by the library for the job, or a NULL plan. */
+MSCCLPP_API const char *mscclpp_plan_file(const mscclpp_plan_t *plan);
 MSCCLPP_API const char *mscclpp_plan_collective(const mscclpp_plan_t *plan);
 MSCCLPP_API int mscclpp_plan_world_size(const mscclpp_plan_t *plan);
 MSCCLPP_API int mscclpp_plan_is_inplace(const mscclpp_plan_t *plan);

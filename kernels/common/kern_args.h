@@ -130,6 +130,8 @@ enum {
     KERN_DT_F64 = 7,
     KERN_DT_E4M3 = 8,
     KERN_DT_E5M2 = 9,
+    KERN_DT_I64 = 10,
+    KERN_DT_U64 = 11,
     KERN_DT__COUNT
 };
 enum { KERN_RED_SUM = 0, KERN_RED_PROD = 1, KERN_RED_MIN = 2, KERN_RED_MAX = 3 };

@@ -139,7 +139,9 @@ KERN_FN uint8_t kern_f32_to_e5m2(float f)
     X(U8, uint8_t, uint32_t, uint32_t, (uint32_t), (uint8_t))                                 \
     X(F64, double, double, double, KERN_LD_SAME, (double))                                    \
     X(E4M3, uint8_t, float, float, kern_e4m3_to_f32, kern_f32_to_e4m3)                        \
-    X(E5M2, uint8_t, float, float, kern_e5m2_to_f32, kern_f32_to_e5m2)
+    X(E5M2, uint8_t, float, float, kern_e5m2_to_f32, kern_f32_to_e5m2)                        \
+    X(I64, int64_t, int64_t, uint64_t, KERN_LD_SAME, (int64_t))                               \
+    X(U64, uint64_t, uint64_t, uint64_t, KERN_LD_SAME, (uint64_t))
 
 #define KERN_RED_OP_SUM(AT, UT, a, b) ((AT)((UT)(a) + (UT)(b)))
 #define KERN_RED_OP_PROD(AT, UT, a, b) ((AT)((UT)(a) * (UT)(b)))
@@ -156,7 +158,9 @@ KERN_FN uint8_t kern_f32_to_e5m2(float f)
 KERN_FN uint32_t kern_dtype_size(uint32_t dt)
 {
     switch (dt) {
-    case KERN_DT_F64: return 8;
+    case KERN_DT_F64:
+    case KERN_DT_I64:
+    case KERN_DT_U64: return 8;
     case KERN_DT_F32:
     case KERN_DT_I32:
     case KERN_DT_U32: return 4;

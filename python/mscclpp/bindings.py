@@ -42,6 +42,8 @@ class DataType(enum.IntEnum):
     float64 = 7
     float8_e4m3 = 8
     float8_e5m2 = 9
+    int64 = 10
+    uint64 = 11
 
 
 class ReduceOp(enum.IntEnum):
@@ -475,6 +477,7 @@ _DLManagedTensorVersioned._fields_ = [("version", _DLPackVersion),
 _DL_TYPES = {
     "float16": (2, 16), "float32": (2, 32), "float64": (2, 64), "bfloat16": (4, 16),
     "int8": (0, 8), "int32": (0, 32), "int64": (0, 64), "uint8": (1, 8), "uint32": (1, 32),
+    "uint64": (1, 64),
     # fp8 types travel as bytes (as MSCCL++ does for fp8_e4m3b15)
     "float8_e4m3fn": (1, 8), "float8_e5m2": (1, 8), "float8_e4m3fnuz": (1, 8),
     "float8_e5m2fnuz": (1, 8), "float8_e4m3": (1, 8),

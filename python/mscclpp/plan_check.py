@@ -982,11 +982,10 @@ class _Loader:
         rt = self.get_u64(root, "root", "", False, 0, U64, 0)
         if rt >= N:
             raise PlanError("root", f"{rt} is out of range (the plan has {N} ranks)")
-        if rt:
-            raise PlanError("root", f"{rt}: plans are written for root 0 (the executor rotates "
-                                    "ranks so that any root plays rank 0)")
+        # any root of the plan: a call with another root runs it with ranks rotated so that the
+        # call's root plays the plan's (executor/select.c)
         if "root" in root and root["root"] is not None:
-            out["root"] = 0
+            out["root"] = rt
         G = [self.gpu(r, g, f"gpus[{r}]", N) for r, g in enumerate(gpus)]
         blocks = []
         for r, g in enumerate(gpus):

@@ -16,7 +16,8 @@ import os
 import struct
 
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2, "int32": 3, "uint32": 4, "int8": 5,
-          "uint8": 6, "float64": 7, "fp8_e4m3": 8, "fp8_e5m2": 9}
+          "uint8": 6, "float64": 7, "fp8_e4m3": 8, "fp8_e5m2": 9, "int64": 10,
+          "uint64": 11}
 REDOPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "plan": -1}
 UNIQUE_ID_BYTES = 128  # MSCCLPP_UNIQUE_ID_BYTES
 

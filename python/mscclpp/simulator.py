@@ -887,13 +887,6 @@ class _Sim:
             return self._leaf((r - 1) % N, c, u)
         if col == "broadcast":
             return self._leaf(self.plan.get("root", 0), c, u)
-        if col == "reduce":   # only the root's output is defined
-            if r != self.plan.get("root", 0):
-                return False
-            m = 0
-            for j in range(N):
-                m |= 1 << (self.in_base[j] + c * R + u)
-            return (self.reduce_op, m) if N > 1 else self._leaf(0, c, u)
         return False
 
     def _describe(self, v):

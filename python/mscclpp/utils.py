@@ -15,6 +15,7 @@ def torch_dtype_to_mscclpp_dtype(dtype):
         "float64": DataType.float64, "double": DataType.float64,
         "bfloat16": DataType.bfloat16, "int32": DataType.int32, "int": DataType.int32,
         "uint32": DataType.uint32, "int8": DataType.int8, "uint8": DataType.uint8,
+        "int64": DataType.int64, "long": DataType.int64, "uint64": DataType.uint64,
         "float8_e4m3fn": DataType.float8_e4m3, "float8_e4m3fnuz": DataType.float8_e4m3,
         "float8_e5m2": DataType.float8_e5m2, "float8_e5m2fnuz": DataType.float8_e5m2,
     }

@@ -13,7 +13,7 @@ export MSCCLPP_PLAN_DIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-cli-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-echo "1..14"
+echo "1..15"
 n=0
 fails=0
 pass() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -244,6 +244,24 @@ run "$bench" allreduce -b 12Q
 run "$bench"
 [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q 'give a COLLECTIVE' "$tmp/err" ||
     why="$why no collective (rc $rc)"
+if [ -n "$why" ]; then fail "$name" "$why"; else pass "$name"; fi
+
+# 15: --which (and mscclpp-info --plan, which runs it): the plan each call runs and its file
+name="--which and mscclpp-info --plan name the plan a call runs and where it comes from"
+why=""
+run "$bench" --np 2 allgather -b 1K -e 4K -f 4 --which
+if [ "$rc" -ne 0 ]; then why="$why --which: exit status $rc"
+elif [ "$(grep -c '^ *[0-9]* *out-of-place *default_allgather.*\.json$' "$tmp/out")" != 2 ]; then
+    why="$why --which: expected 2 out-of-place rows naming a plan file"
+elif grep -q '^# Out of bounds' "$tmp/out"; then why="$why --which ran the sweep"
+fi
+run "$top_build/tools/mscclpp-info" --plan allreduce 2 64K
+if [ "$rc" -ne 0 ]; then why="$why info --plan: exit status $rc"
+elif ! grep -q '^ *65536 *out-of-place *default_allreduce[a-z_]*_2 .*\.json$' "$tmp/out"; then
+    why="$why info --plan: no row for 64K"
+fi
+run "$top_build/tools/mscclpp-info" --plan allreduce
+[ "$rc" -eq 2 ] && grep -q 'needs COLLECTIVE NRANKS SIZE' "$tmp/err" || why="$why info --plan alone (rc $rc)"
 if [ -n "$why" ]; then fail "$name" "$why"; else pass "$name"; fi
 
 [ "$fails" -eq 0 ]

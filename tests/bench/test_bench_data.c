@@ -104,7 +104,7 @@ static int check_collective(bench_coll_t coll, mscclpp_dtype_t dt, mscclpp_redop
 
 int main(void)
 {
-    printf("1..15\n");
+    printf("1..16\n");
     ok(bits(MSCCLPP_FLOAT16, 1.0) == 0x3C00 && bits(MSCCLPP_FLOAT16, -2.0) == 0xC000 &&
            bits(MSCCLPP_FLOAT16, 65504) == 0x7BFF && bits(MSCCLPP_FLOAT16, 0x1p-24) == 0x0001 &&
            bits(MSCCLPP_FLOAT16, 1.0 / 3) == 0x3555 && bits(MSCCLPP_FLOAT16, 1e6) == 0x7C00,
@@ -135,6 +135,16 @@ int main(void)
         ok(w, "integers wrap modulo 2^bits");
     }
     {
+        unsigned char b[16];
+        int64_t x;
+        bench_store(MSCCLPP_INT64, b, 1, -1099511627781.0); /* -(2^40 + 5) */
+        memcpy(&x, b + 8, 8);
+        bench_store(MSCCLPP_UINT64, b, 0, 1099511627781.0);
+        ok(x == -1099511627781LL && bench_load(MSCCLPP_INT64, b, 1) == -1099511627781.0 &&
+               bench_load(MSCCLPP_UINT64, b, 0) == 1099511627781.0,
+           "int64/uint64 store and load all 64 bits");
+    }
+    {
         bench_shape_t s;
         int w = bench_shape(BENCH_ALLGATHER, 1000, 4, 3, &s) && s.block == 83 &&
                 s.send_count == 83 && s.recv_count == 249 &&
@@ -154,6 +164,8 @@ int main(void)
     ok(bench_coll_parse("reducescatter") == BENCH_REDUCESCATTER && bench_coll_parse("foo") < 0 &&
            bench_dtype_parse("bf16") == MSCCLPP_BFLOAT16 &&
            bench_dtype_parse("fp8e5m2") == MSCCLPP_FP8_E5M2 && bench_dtype_parse("x") < 0 &&
+           bench_dtype_parse("int64") == MSCCLPP_INT64 &&
+           bench_dtype_parse("uint64") == MSCCLPP_UINT64 &&
            bench_redop_parse("max") == MSCCLPP_MAX && bench_redop_parse("avg") < 0,
        "names parse");
     {

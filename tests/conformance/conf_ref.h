@@ -52,6 +52,8 @@ static inline void conf_store(mscclpp_dtype_t dt, void *p, double v)
     case MSCCLPP_UINT32: { uint32_t x = (uint32_t)(int64_t)v; memcpy(p, &x, 4); break; }
     case MSCCLPP_INT8: *(int8_t *)p = (int8_t)(int64_t)v; break;
     case MSCCLPP_UINT8: *(uint8_t *)p = (uint8_t)(int64_t)v; break;
+    case MSCCLPP_INT64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
+    case MSCCLPP_UINT64: { uint64_t x = (uint64_t)(int64_t)v; memcpy(p, &x, 8); break; }
     default: break;
     }
 }
@@ -69,6 +71,8 @@ static inline double conf_load(mscclpp_dtype_t dt, const void *p)
     case MSCCLPP_UINT32: { uint32_t x; memcpy(&x, p, 4); return x; }
     case MSCCLPP_INT8: return *(const int8_t *)p;
     case MSCCLPP_UINT8: return *(const uint8_t *)p;
+    case MSCCLPP_INT64: { int64_t x; memcpy(&x, p, 8); return (double)x; }
+    case MSCCLPP_UINT64: { uint64_t x; memcpy(&x, p, 8); return (double)x; }
     default: return NAN;
     }
 }
@@ -87,7 +91,7 @@ static inline double conf_round(mscclpp_dtype_t dt, double v)
  * every type (small integers; products of powers of two). */
 static inline double conf_input(mscclpp_dtype_t dt, mscclpp_redop_t op, int r, size_t i)
 {
-    bool is_unsigned = dt == MSCCLPP_UINT32 || dt == MSCCLPP_UINT8;
+    bool is_unsigned = dt == MSCCLPP_UINT32 || dt == MSCCLPP_UINT8 || dt == MSCCLPP_UINT64;
     if (op == MSCCLPP_PROD) {
         static const double vals[] = {1, 2, 1, -1, 2, 1, -1, 1};
         double v = vals[(r * 3 + i * 5) % 8];

@@ -19,7 +19,7 @@ if ! command -v "$cc" >/dev/null ||
 fi
 bin=$build/tests/fuzz/fuzz_boot_libfuzzer
 mkdir -p "$build/tests/fuzz"
-srcs=(core/bootstrap_tcp.c core/bootstrap.c core/socket.c base/config.c base/log.c base/status.c)
+srcs=(core/bootstrap_tcp.c core/bootstrap.c core/socket.c base/config.c base/names.c base/log.c base/status.c)
 if ! (cd "$top" && "$cc" -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
         -fno-sanitize-recover=undefined -I. -Iinclude -I"$build" -DMSCCLPP_BUILDING_LIBRARY \
         "${srcs[@]}" tests/fuzz/fuzz_boot.c -o "$bin" -lpthread) >"$work/cc.log" 2>&1; then

@@ -1,12 +1,17 @@
 /*
- * lat_probe: where does the time of a small collective go? (issue 11, item 5; a measurement
- * tool, not a test). For N forked ranks it times, per allreduce of BYTES (default 8):
- *   enqueue  host time to issue ITERS back-to-back calls on a stream (no sync in between):
- *            the library's host-side work per call plus the launch itself;
+ * lat_probe: where does the time of a small collective go? (issue 11 item 5, issue 19 item 5;
+ * a measurement tool, not a test). For N forked ranks it times, per allreduce of BYTES
+ * (default 8):
+ *   host     the library's host work per call plus the backend's launch call, with nothing
+ *            queued: batches of up to 64 calls, each after a stream sync, only the issuing timed
+ *            (the mean, the best batch, which a loaded machine disturbs least, and the calling
+ *            thread's CPU time per call, which others' load does not inflate);
+ *   enqueue  host time to issue ITERS back-to-back calls on a stream (no sync in between); once
+ *            the stream's queue is full (1024 on the host backend) it follows the execution;
  *   total    the same ITERS calls plus one stream sync, as mscclpp-bench times them: when it is
- *            much above `enqueue`, the GPU (kernel run time, cross-rank waits) is the limit;
+ *            much above `enqueue`, the device (kernel run time, cross-rank waits) is the limit;
  *   sync     one call + a stream sync, ITERS times: the round-trip latency of one call.
- * usage: lat_probe [NRANKS [BYTES [ITERS]]]   (MSCCLPP_HAL picks the backend)
+ * usage: lat_probe [NRANKS [BYTES [ITERS]]]   (MSCCLPP_HAL picks the backend; host works too)
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -19,12 +24,14 @@
 static size_t bytes = 8;
 static int iters = 1000;
 
-static double now_us(void)
+static double clock_us(clockid_t clk)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clk, &ts);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
+
+static double now_us(void) { return clock_us(CLOCK_MONOTONIC); }
 
 static int body(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg)
 {
@@ -45,6 +52,23 @@ static int body(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg)
         MP_CHECK(rank, mscclpp_allreduce(ex, a, b, count, MSCCLPP_FLOAT32, MSCCLPP_SUM, s));
     MP_CHECK(rank, mscclpp_stream_synchronize(s));
 
+    /* host: batches issued onto an empty stream */
+    enum { BATCH = 64 };
+    double host = 0, best = 1e30, cpu = 0;
+    for (int done = 0; done < iters;) {
+        int k = iters - done < BATCH ? iters - done : BATCH;
+        MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+        double c0 = clock_us(CLOCK_THREAD_CPUTIME_ID), b0 = now_us();
+        for (int i = 0; i < k; i++)
+            MP_CHECK(rank, mscclpp_allreduce(ex, a, b, count, MSCCLPP_FLOAT32, MSCCLPP_SUM, s));
+        double dt = now_us() - b0;
+        cpu += clock_us(CLOCK_THREAD_CPUTIME_ID) - c0;
+        MP_CHECK(rank, mscclpp_stream_synchronize(s));
+        host += dt;
+        if (dt / k < best) best = dt / k;
+        done += k;
+    }
+
     MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
     double t0 = now_us();
     for (int i = 0; i < iters; i++)
@@ -60,9 +84,10 @@ static int body(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg)
         MP_CHECK(rank, mscclpp_stream_synchronize(s));
     }
     double t4 = now_us();
-    printf("lat_probe rank %d/%d %zu B: enqueue %.2f us/call, total %.2f us/call, "
-           "call+sync %.2f us/call (%d calls)\n",
-           rank, nranks, bytes, (t1 - t0) / iters, (t2 - t0) / iters, (t4 - t3) / iters, iters);
+    printf("lat_probe rank %d/%d %zu B: host %.2f us/call (best batch %.2f, cpu %.2f), enqueue "
+           "%.2f us/call, total %.2f us/call, call+sync %.2f us/call (%d calls)\n",
+           rank, nranks, bytes, host / iters, best, cpu / iters, (t1 - t0) / iters,
+           (t2 - t0) / iters, (t4 - t3) / iters, iters);
     fflush(stdout);
     mscclpp_stream_destroy(s);
     mscclpp_free(a);

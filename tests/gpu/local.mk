@@ -33,10 +33,13 @@ tests_unit_libfakehal_old_la_LDFLAGS = -module -avoid-version -rpath /nowhere -n
 endif
 
 # lat_probe: where the time of a small collective goes (host enqueue vs GPU); a measurement tool
-# for scripts/gpu-check.sh, built with the tests but not run by make check.
+# for scripts/gpu-check.sh, built with the tests.
 check_PROGRAMS += tests/gpu/lat_probe
 tests_gpu_lat_probe_SOURCES = tests/gpu/lat_probe.c tests/unit/mp_harness.c
 tests_gpu_lat_probe_LDADD = libmscclpp.la
+# ... and it runs on the host backend in make check (a few seconds), so it keeps working
+TESTS += tests/gpu/lat_probe_host.sh
+EXTRA_DIST += tests/gpu/lat_probe_host.sh
 
 # graph_replay: graph capture and replay through the C API on the selected backend (100
 # replays with new data, every element checked); run by scripts/gpu-check.sh on CUDA. The host

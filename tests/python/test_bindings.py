@@ -63,6 +63,12 @@ def test_names_exist_with_seed_signatures():
     assert mscclpp_utils.torch_dtype_to_mscclpp_dtype("torch.float16") == mscclpp.DataType.float16
     assert mscclpp_utils.torch_dtype_to_mscclpp_dtype("torch.bfloat16") == \
         mscclpp.DataType.bfloat16
+    assert mscclpp_utils.torch_dtype_to_mscclpp_dtype("torch.int64") == mscclpp.DataType.int64
+    assert mscclpp_utils.numpy_dtype_to_mscclpp_dtype(np.uint64) == mscclpp.DataType.uint64
+    # the enum's values are the C library's
+    from mscclpp.runtime import DTYPES
+    for t in mscclpp.DataType:
+        assert DTYPES[t.name.replace("float8_", "fp8_")] == int(t)
     with pytest.raises(ValueError):
         mscclpp_utils.torch_dtype_to_mscclpp_dtype("torch.complex64")
     assert int(mscclpp.ReduceOp.SUM) == 0 and int(mscclpp.DataType.float32) == 0

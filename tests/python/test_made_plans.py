@@ -53,13 +53,21 @@ for name, sizes, cyclic in SHAPES:
             CASES.append((name, sizes, cyclic, coll, "Simple", root))
     if 1 < n <= 17 and len(sizes) == 1:
         CASES.append((name, sizes, cyclic, "allreduce", "LL", 0))
+    if len(sizes) > 1:   # packet plans across nodes (where the layout fits one)
+        for coll in ("allreduce", "allgather", "reducescatter"):
+            CASES.append((name, sizes, cyclic, coll, "LL", 0))
 
 
 @pytest.mark.parametrize("shape,sizes,cyclic,coll,proto,root", CASES,
                          ids=[f"{c[0]}-{c[3]}-{c[4]}-root{c[5]}" for c in CASES])
 def test_made_plan_computes_its_collective(shape, sizes, cyclic, coll, proto, root):
     n = sum(sizes)
-    plan = runtime.make_plan(coll, n, node_of(sizes, cyclic), protocol=proto, root=root)
+    try:
+        plan = runtime.make_plan(coll, n, node_of(sizes, cyclic), protocol=proto, root=root)
+    except runtime.MscclppError as e:
+        if proto == "LL" and "too many peers" in str(e):
+            pytest.skip(f"no packet plan for this layout: {e}")
+        raise
     res = mscclpp.verify_plan(plan, strict_relaxed=True)
     assert res, f"{plan['name']}: {res}"
     assert res.checked_semantics

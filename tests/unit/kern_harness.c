@@ -371,6 +371,8 @@ double kh_get(const void *buf, size_t i, mscclpp_dtype_t dt)
     case MSCCLPP_FLOAT64: return ((const double *)buf)[i];
     case MSCCLPP_FP8_E4M3: return kern_e4m3_to_f32(((const uint8_t *)buf)[i]);
     case MSCCLPP_FP8_E5M2: return kern_e5m2_to_f32(((const uint8_t *)buf)[i]);
+    case MSCCLPP_INT64: return (double)((const int64_t *)buf)[i];
+    case MSCCLPP_UINT64: return (double)((const uint64_t *)buf)[i];
     default: return NAN;
     }
 }
@@ -400,6 +402,9 @@ void kh_set(void *buf, size_t i, mscclpp_dtype_t dt, double v)
     case MSCCLPP_FLOAT64: ((double *)buf)[i] = v; break;
     case MSCCLPP_FP8_E4M3: ((uint8_t *)buf)[i] = kern_f32_to_e4m3((float)v); break;
     case MSCCLPP_FP8_E5M2: ((uint8_t *)buf)[i] = kern_f32_to_e5m2((float)v); break;
+    /* 64-bit patterns are exact doubles and their results stay so (kh_pattern) */
+    case MSCCLPP_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case MSCCLPP_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
     default: break;
     }
 }
@@ -409,6 +414,8 @@ static bool is_int(mscclpp_dtype_t dt)
     return dt == MSCCLPP_INT32 || dt == MSCCLPP_UINT32 || dt == MSCCLPP_INT8 ||
            dt == MSCCLPP_UINT8;
 }
+
+static bool is_int64(mscclpp_dtype_t dt) { return dt == MSCCLPP_INT64 || dt == MSCCLPP_UINT64; }
 
 double kh_eps(mscclpp_dtype_t dt)
 {
@@ -430,6 +437,23 @@ double kh_pattern(int r, size_t i, int it, mscclpp_dtype_t dt, mscclpp_redop_t o
     h ^= h >> 31;
     h *= 0xd6e8feb86659fd39ull;
     h ^= h >> 29;
+    if (is_int64(dt)) {
+        /* past 32 bits, yet exact in a double through every reduction of up to 256 ranks:
+         * sums of values under 2^44; min/max over the whole range with the low 12 bits clear
+         * (the sign bit of uint64 set half the time); products of one value over 2^32 (rank
+         * 0's) with -1 and 1 */
+        bool u = dt == MSCCLPP_UINT64;
+        if (op == MSCCLPP_PROD) {
+            if (r == 0) return (double)((h >> 24) | (1ull << 32)) * (u || !(h & 1) ? 1 : -1);
+            return u || (h & 2) ? 1 : -1;
+        }
+        if (op == MSCCLPP_MIN || op == MSCCLPP_MAX) {
+            uint64_t b = h & ~0xfffull;
+            return u ? (double)b : (double)(int64_t)b;
+        }
+        h &= (1ull << 44) - 1;
+        return u ? (double)h : (double)h - (double)(1ull << 43);
+    }
     if (is_int(dt)) {
         /* full range: sums and products wrap */
         switch (dt) {
@@ -470,7 +494,7 @@ double kh_apply(double a, double b, mscclpp_dtype_t dt, mscclpp_redop_t op)
 
 static bool close_enough(double got, double want, mscclpp_dtype_t dt, int n)
 {
-    if (is_int(dt)) return got == want;
+    if (is_int(dt) || is_int64(dt)) return got == want;
     if (isnan(want)) return isnan(got);
     return fabs(got - want) <= kh_eps(dt) * n * (1 + fabs(want));
 }

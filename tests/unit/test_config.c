@@ -71,6 +71,15 @@ START_TEST(t_good_values)
     setenv("MSCCLPP_TIMEOUT", "", 1);
     ck_assert_int_eq(config_check(), MSCCLPP_OK);
     ck_assert_uint_eq(config_timeout_ns(), 60000000000ull);
+    /* a putenv'd string changed in place: the same pointer, another value (config_timeout_ns
+     * keeps the last value per thread, keyed on the text) */
+    static char put[] = "MSCCLPP_TIMEOUT=3";
+    ck_assert_int_eq(putenv(put), 0);
+    ck_assert_uint_eq(config_timeout_ns(), 3000000000ull);
+    put[sizeof put - 2] = '4';
+    ck_assert_uint_eq(config_timeout_ns(), 4000000000ull);
+    unsetenv("MSCCLPP_TIMEOUT");
+    ck_assert_uint_eq(config_timeout_ns(), 60000000000ull);
 }
 END_TEST
 

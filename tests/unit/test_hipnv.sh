@@ -51,17 +51,27 @@ else
     echo "not ok 4 - kern_hip_entry missing or kern_cuda_entry present"
 fi
 
-# 5: kernels/hip/kern_hip.hip through nvcc as HIP, warnings as errors; kern_hipnv.cu itself stops
-# the build with #error when kernels/common takes its CUDA path instead of its HIP one
+# 5: kernels/hip/kern_hip.hip through nvcc as HIP, warnings as errors (to PTX: the build already
+# ran ptxas); kern_hipnv.cu itself stops with #error when kernels/common takes its CUDA path. The
+# PTX shows the HIP builtins mapped: system-scope acquire loads (__hip_atomic_load), the clock
+# (__builtin_amdgcn_s_memrealtime) and the back-off (__builtin_amdgcn_s_sleep).
 nvcc=$(sed -n 's/^NVCC = //p' "$bld/Makefile")
 cuinc=$(sed -n 's/^CUDA_CPPFLAGS = //p' "$bld/Makefile")
 if [ -n "$MSCCLPP_SKIP_KERN_COMPILE" ]; then
     echo "ok 5 # SKIP MSCCLPP_SKIP_KERN_COMPILE is set"
-elif "$nvcc" -O3 -std=c++17 -Werror all-warnings -gencode arch=compute_90,code=sm_90 \
+elif ! "$nvcc" -O3 -std=c++17 -Werror all-warnings -arch=compute_90 -ptx \
         -I"$top/hal/hipnv" -I"$top" -I"$top/include" -I"$bld" $cuinc \
-        -c "$top/kernels/hipnv/kern_hipnv.cu" -o "$tmp/k.o" >"$tmp/log" 2>&1; then
-    echo "ok 5 - kern_hip.hip compiles as HIP through nvcc (sm_90, -Werror)"
-else
+        "$top/kernels/hipnv/kern_hipnv.cu" -o "$tmp/k.ptx" >"$tmp/log" 2>&1; then
     sed 's/^/# /' "$tmp/log"
     echo "not ok 5 - kern_hip.hip does not compile as HIP through nvcc"
+else
+    miss=""
+    for w in 'ld.acquire.sys' '%globaltimer' 'nanosleep'; do
+        grep -q -- "$w" "$tmp/k.ptx" || miss="$miss $w"
+    done
+    if [ -z "$miss" ]; then
+        echo "ok 5 - kern_hip.hip compiles as HIP through nvcc (compute_90, -Werror); PTX has the mapped builtins"
+    else
+        echo "not ok 5 - the PTX lacks:$miss"
+    fi
 fi

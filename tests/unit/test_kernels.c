@@ -17,9 +17,10 @@
 
 #define MS (1000000ull)
 
-static const mscclpp_dtype_t all_dtypes[] = {
-    MSCCLPP_FLOAT32, MSCCLPP_FLOAT16, MSCCLPP_BFLOAT16, MSCCLPP_INT32,    MSCCLPP_UINT32,
-    MSCCLPP_INT8,    MSCCLPP_UINT8,   MSCCLPP_FLOAT64,  MSCCLPP_FP8_E4M3, MSCCLPP_FP8_E5M2};
+static const mscclpp_dtype_t all_dtypes[] = {MSCCLPP_FLOAT32,  MSCCLPP_FLOAT16, MSCCLPP_BFLOAT16,
+                                             MSCCLPP_INT32,    MSCCLPP_UINT32,  MSCCLPP_INT8,
+                                             MSCCLPP_UINT8,    MSCCLPP_FLOAT64, MSCCLPP_FP8_E4M3,
+                                             MSCCLPP_FP8_E5M2, MSCCLPP_INT64,   MSCCLPP_UINT64};
 #define N_DTYPES ((int)(sizeof(all_dtypes) / sizeof(all_dtypes[0])))
 static const mscclpp_redop_t all_ops[] = {MSCCLPP_SUM, MSCCLPP_PROD, MSCCLPP_MIN, MSCCLPP_MAX};
 

@@ -927,6 +927,10 @@ START_TEST(test_load_string_and_file_agree)
     ck_assert_int_eq(mscclpp_plan_load_file(path, &b), MSCCLPP_OK);
     ck_assert_str_eq(mscclpp_plan_name(a), "unnamed");
     ck_assert_str_eq(mscclpp_plan_name(b), "allgather_pkt_rppkt_4");
+    /* where each came from: the file as given, none for a string */
+    ck_assert_ptr_null(mscclpp_plan_file(a));
+    ck_assert_str_eq(mscclpp_plan_file(b), path);
+    ck_assert_ptr_null(mscclpp_plan_file(NULL));
     ck_assert_int_eq(a->nranks, b->nranks);
     for (int r = 0; r < a->nranks; r++) {
         ck_assert_int_eq(a->gpus[r].n_blocks, b->gpus[r].n_blocks);
@@ -996,11 +1000,12 @@ START_TEST(test_dtype_redop_names)
         size_t size;
         const char *name;
     } d[] = {
-        {MSCCLPP_FLOAT32, 4, "float32"}, {MSCCLPP_FLOAT16, 2, "float16"},
+        {MSCCLPP_FLOAT32, 4, "float32"},   {MSCCLPP_FLOAT16, 2, "float16"},
         {MSCCLPP_BFLOAT16, 2, "bfloat16"}, {MSCCLPP_INT32, 4, "int32"},
-        {MSCCLPP_UINT32, 4, "uint32"},   {MSCCLPP_INT8, 1, "int8"},
-        {MSCCLPP_UINT8, 1, "uint8"},     {MSCCLPP_FLOAT64, 8, "float64"},
+        {MSCCLPP_UINT32, 4, "uint32"},     {MSCCLPP_INT8, 1, "int8"},
+        {MSCCLPP_UINT8, 1, "uint8"},       {MSCCLPP_FLOAT64, 8, "float64"},
         {MSCCLPP_FP8_E4M3, 1, "fp8_e4m3"}, {MSCCLPP_FP8_E5M2, 1, "fp8_e5m2"},
+        {MSCCLPP_INT64, 8, "int64"},       {MSCCLPP_UINT64, 8, "uint64"},
     };
     ck_assert_int_eq((int)(sizeof d / sizeof d[0]), MSCCLPP_DTYPE_COUNT);
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {

@@ -11,6 +11,8 @@
  * mscclpp_executor_get_async_error; and every later call says the executor is broken.
  * A second plan flushes after the put, so the kernel itself sees the proxy fail: its message
  * ("the proxy failed (port channel 0 to rank 1)") must carry the transport's sentence too.
+ * t_peer_left: a peer that finished its last call and exited must not fail a slower rank that
+ * needs nothing more from it (3 ranks over ucx; see left_json).
  */
 #include <check.h>
 #include <stdio.h>
@@ -218,6 +220,126 @@ static int no_fault_body(int rank, int n, const mscclpp_unique_id_t *id, void *a
     return 0;
 }
 
+/*
+ * A peer that finished and left (issue 22, board 2026-11-26 08:00): 3 ranks as 3 nodes (ucx
+ * over tcp). Rank 1 exchanges its input with rank 0 and, its call done, destroys everything and
+ * exits. Rank 0's launch still waits (for rank 2, whose signal is 3 s late) and
+ * then flushes its put to rank 1. Rank 0 needs nothing more from rank 1: its call must
+ * succeed with rank 1's data, although rank 1's connection closed under it (before: the proxy
+ * failed the launch, "connection to rank 1 failed ... is rank 1 alive?").
+ */
+static char *left_json(void)
+{
+    const char *tail_ops[3] = {
+        /* rank 0: needs rank 1's signal, answers it, waits for rank 2, flushes to rank 1 */
+        "{\"name\": \"wait\", \"channel_ids\": [0], \"channel_type\": \"port\"}, "
+        "{\"name\": \"put\", \"src_buff\": [{\"type\": \"i\", \"index\": 0, \"size\": 1}], "
+        "\"dst_buff\": [{\"buffer_id\": 0, \"index\": 0, \"size\": 1}], \"channel_ids\": [0], "
+        "\"channel_type\": \"port\"}, "
+        "{\"name\": \"signal\", \"channel_ids\": [0], \"channel_type\": \"port\"}, "
+        "{\"name\": \"wait\", \"channel_ids\": [1], \"channel_type\": \"port\"}, "
+        "{\"name\": \"flush\", \"channel_ids\": [0], \"channel_type\": \"port\"}",
+        /* rank 1: puts its input into rank 0's output, signals, waits for rank 0's answer */
+        "{\"name\": \"put\", \"src_buff\": [{\"type\": \"i\", \"index\": 0, \"size\": 1}], "
+        "\"dst_buff\": [{\"buffer_id\": 0, \"index\": 0, \"size\": 1}], \"channel_ids\": [0], "
+        "\"channel_type\": \"port\"}, "
+        "{\"name\": \"signal\", \"channel_ids\": [0], \"channel_type\": \"port\"}, "
+        "{\"name\": \"flush\", \"channel_ids\": [0], \"channel_type\": \"port\"}, "
+        "{\"name\": \"wait\", \"channel_ids\": [0], \"channel_type\": \"port\"}",
+        /* rank 2: one signal to rank 0 */
+        "{\"name\": \"signal\", \"channel_ids\": [0], \"channel_type\": \"port\"}"};
+    const char *peers[3] = {"[1, 2]", "[0]", "[0]"};
+    const char *tb_chans[3] = {"[0, 1]", "[0]", "[0]"};
+    char *buf = malloc(16384);
+    size_t len = (size_t)snprintf(buf, 16384,
+        "{\"format\": \"mscclpp-plan/1\", \"name\": \"peer_left\", \"collective\": \"custom\", "
+        "\"protocol\": \"Simple\", \"inplace\": false, \"reuse_resources\": false, "
+        "\"num_threads_per_block\": 1024, \"use_double_scratch_buffer\": false, "
+        "\"buffer_alignment\": 16, \"min_message_size\": 0, "
+        "\"max_message_size\": 18446744073709551615, \"gpus\": [");
+    for (int r = 0; r < 3; r++) {
+        const char *rb = r == 2 ? "" : "{\"rank\": %d, \"type\": \"o\", \"access_channel_types\": [\"port\"]}";
+        char rbuf[160];
+        snprintf(rbuf, sizeof rbuf, rb, 1 - r);
+        len += (size_t)snprintf(buf + len, 16384 - len,
+            "%s{\"id\": %d, \"input_chunks\": 1, \"output_chunks\": 1, \"scratch_chunks\": 0, "
+            "\"channels\": [{\"channel_type\": \"port\", \"connected_to\": %s}], "
+            "\"remote_buffers\": [%s], \"semaphores\": [], \"threadblocks\": [{\"id\": 0, "
+            "\"ops\": [%s], \"channels\": [{\"channel_type\": \"port\", \"channel_ids\": %s}], "
+            "\"remote_buffer_refs\": [%s]}]}",
+            r ? ", " : "", r, peers[r], rbuf, tail_ops[r], tb_chans[r],
+            r == 2 ? "" : "{\"access_channel_type\": \"port\", \"remote_buffer_ids\": [0]}");
+    }
+    snprintf(buf + len, 16384 - len, "]}");
+    return buf;
+}
+
+static int left_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    char node[32];
+    snprintf(node, sizeof node, "peer-left-node-%d", rank); /* a node each: ucx */
+    setenv("MSCCLPP_NODE_ID", node, 1);
+    setenv("MSCCLPP_TIMEOUT", "20", 1);
+    setenv("UCX_TLS", "tcp", 1);
+    setenv("UCX_NET_DEVICES", "lo", 1);
+    /* UCX finds a peer gone by its keepalive (20 s by default): make it find out at once */
+    setenv("UCX_KEEPALIVE_INTERVAL", "100ms", 1);
+    /* rank 2's signal of the second call is 3 s late: rank 0 waits for it, rank 1 leaves */
+    if (rank == 2) setenv("MSCCLPP_TEST_TRANSPORT_FAULT", "signal:2:3000", 1);
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    char *json = left_json();
+    mscclpp_plan_t *plan = NULL;
+    mscclpp_result_t lr = mscclpp_plan_load_string(json, strlen(json), &plan);
+    free(json);
+    MP_CHECK(rank, lr);
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    float *in = NULL, *out = NULL;
+    MP_CHECK(rank, mscclpp_malloc(COUNT * sizeof(float), (void **)&in));
+    MP_CHECK(rank, mscclpp_malloc(COUNT * sizeof(float), (void **)&out));
+    for (int i = 0; i < COUNT; i++) in[i] = (float)(rank * 10000 + i);
+    size_t b = COUNT * sizeof(float);
+    mscclpp_bootstrap_t *boot = NULL;
+    MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
+    for (int call = 0; call < 2; call++) {
+        if (call == 1) MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+        memset(out, 0, b);
+        double t0 = now_s();
+        mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, b, b, MSCCLPP_FLOAT32,
+                                             MSCCLPP_SUM, NULL);
+        if (r != MSCCLPP_OK)
+            return MP_FAIL(rank, "call %d (%.2f s): %s", call, now_s() - t0,
+                           mscclpp_last_error());
+        for (int i = 0; rank < 2 && i < COUNT; i++)
+            if (out[i] != (float)((1 - rank) * 10000 + i))
+                return MP_FAIL(rank, "call %d: out[%d] = %g, want %g", call, i, out[i],
+                               (double)((1 - rank) * 10000 + i));
+        if (rank == 0 && call == 1) printf("# rank 0: call 1 done in %.2f s\n", now_s() - t0);
+    }
+    /* rank 1 exits at once (its last call is done), with no destroy: a destroy waits for the
+     * others; the others leave once rank 0 is done */
+    if (rank == 1) _exit(0);
+    if (rank != 1) MP_CHECK(rank, mscclpp_bootstrap_send(boot, "x", 1, rank ? 0 : 2, 77));
+    if (rank != 1) {
+        char x;
+        MP_CHECK(rank, mscclpp_bootstrap_recv(boot, &x, 1, rank ? 0 : 2, 77));
+    }
+    mscclpp_executor_destroy(ex);
+    mscclpp_plan_destroy(plan);
+    mscclpp_free(in);
+    mscclpp_free(out);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_peer_left)
+{
+    ck_assert_int_eq(mp_run(3, left_body, NULL, 90, NULL), 0);
+}
+END_TEST
+
 START_TEST(t_knob_off)
 {
     static const char *const specs[] = {"put:1000", "put", "put:0", "wire:1", "put:2x"};
@@ -233,6 +355,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, t_put_fails_after_launch, 0, MODE__COUNT);
     tcase_add_loop_test(tc, t_knob_off, 0, 5);
+    tcase_add_test(tc, t_peer_left);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

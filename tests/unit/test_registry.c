@@ -81,6 +81,31 @@ START_TEST(test_size_boundaries)
 }
 END_TEST
 
+/* The executor caches its choices per call shape at the registry's generation (select.c):
+ * every change that can alter a selection must move it on. */
+START_TEST(test_generation)
+{
+    exec_registry_t reg = EXEC_REGISTRY_INIT;
+    struct mscclpp_plan *a = mk("a", "allreduce", 4, 1, 0, 4096);
+    struct mscclpp_plan *b = mk("b", "allreduce", 4, 1, 0, 4096);
+    uint64_t g = reg.gen;
+    ck_assert_int_eq(exec_registry_register(&reg, a, 0, NULL), MSCCLPP_OK);
+    ck_assert_uint_gt(reg.gen, g);
+    g = reg.gen;
+    ck_assert_int_ne(exec_registry_register(&reg, NULL, 0, NULL), MSCCLPP_OK);
+    ck_assert_uint_eq(reg.gen, g); /* a refused registration changes nothing */
+    uint64_t labels[4] = {0, 0, 1, 1};
+    exec_registry_set_layout(&reg, 4, labels);
+    ck_assert_uint_gt(reg.gen, g);
+    g = reg.gen;
+    ck_assert_int_eq(exec_registry_register(&reg, b, 0, NULL), MSCCLPP_OK);
+    ck_assert_uint_gt(reg.gen, g);
+    exec_registry_fini(&reg);
+    plan_free(a);
+    plan_free(b);
+}
+END_TEST
+
 START_TEST(test_collective_world_inplace)
 {
     exec_registry_t reg;
@@ -325,6 +350,7 @@ int main(void)
     TCase *tc = tcase_create("select");
     tcase_add_test(tc, test_size_boundaries);
     tcase_add_test(tc, test_collective_world_inplace);
+    tcase_add_test(tc, test_generation);
     tcase_add_test(tc, test_ranks_per_node);
     tcase_add_test(tc, test_tags);
     tcase_add_test(tc, test_first_registered_wins);

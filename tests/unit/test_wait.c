@@ -69,6 +69,29 @@ START_TEST(t_sleeps_are_short)
 }
 END_TEST
 
+/* A wait whose end a poll notices (a GPU stream) sleeps at most a share of the time waited so
+ * far, so the sleep spanning the end overshoots it by a bounded share (issue 19 item 5). */
+START_TEST(t_relative_sleeps)
+{
+    uint32_t n = 2 + BASE_WAIT_YIELDS + 10; /* deep in the sleep phase: the policy's longest */
+    ck_assert_uint_eq(base_wait_sleep_ns(n, 2), BASE_WAIT_SLEEP_MAX_NS);
+    ck_assert_uint_eq(base_wait_sleep_rel_ns(n, 2, 0), BASE_WAIT_SLEEP_MIN_NS);
+    ck_assert_uint_eq(base_wait_sleep_rel_ns(n, 2, 160000), 160000 / BASE_WAIT_SLEEP_REL);
+    ck_assert_uint_eq(base_wait_sleep_rel_ns(n, 2, 1000000000ull), BASE_WAIT_SLEEP_MAX_NS);
+    ck_assert_uint_eq(base_wait_sleep_rel_ns(2 + BASE_WAIT_YIELDS, 2, 1000000000ull),
+                      BASE_WAIT_SLEEP_MIN_NS); /* never longer than the policy's */
+    /* and the wait still ends at its deadline */
+    base_wait_t w;
+    uint64_t t0 = base_now_ns();
+    base_wait_init(&w, 20000000ull, 8);
+    while (base_wait_pause_rel(&w)) {
+    }
+    uint64_t dt = base_now_ns() - t0;
+    ck_assert_uint_ge(dt, 20000000ull);
+    ck_assert_msg(dt < 2000000000ull, "waited %llu ns", (unsigned long long)dt);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("wait");
@@ -78,6 +101,7 @@ int main(void)
     tcase_add_test(tc, t_spin_unknown);
     tcase_add_test(tc, t_deadline);
     tcase_add_test(tc, t_sleeps_are_short);
+    tcase_add_test(tc, t_relative_sleeps);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -143,6 +143,7 @@ struct tp_ep {
     volatile ucs_status_t failed; /* set by the error handler */
     bool closing;                 /* in ucx_close: a peer that closed first is no news */
     uint64_t inflight;            /* messages whose send has not completed */
+    bool lost;                    /* a message's send completed with an error */
     ucx_send_t *pending;          /* a put held back for a following signal */
     const void *pbuf;
     size_t plen;
@@ -900,6 +901,7 @@ static void ucx_send_done(void *req, ucs_status_t st, void *user)
     ucx_send_t *m = user;
     tp_ep_t *ep = m->ep;
     ep->inflight--;
+    if (st != UCS_OK) ep->lost = true;
     if (st != UCS_OK && ep->failed == UCS_OK && !ep->closing) ep->failed = st;
     ucx_msg_free(ep->ctx, m);
     ucp_request_free(req);
@@ -1142,8 +1144,16 @@ static mscclpp_result_t ucx_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off
 
 static mscclpp_result_t ucx_flush(tp_ep_t *ep, uint64_t timeout_ns, tp_flush_t how)
 {
-    if (ep->failed != UCS_OK) return ucx_failed(ep, "flush");
     tp_ctx_t *c = ep->ctx;
+    if (ep->failed != UCS_OK) {
+        /* The connection is gone. A local flush still holds when every message went out
+         * before: a peer that finished its last call and left had all it waited for, and a
+         * rank that no longer needs it must not fail (issue 22, board 2026-11-26 08:00) */
+        pthread_mutex_lock(&c->lock);
+        bool clean = how == TP_FLUSH_LOCAL && !ep->pending && ep->inflight == 0 && !ep->lost;
+        pthread_mutex_unlock(&c->lock);
+        return clean ? MSCCLPP_OK : ucx_failed(ep, "flush");
+    }
     pthread_mutex_lock(&c->lock);
     mscclpp_result_t res = ucx_send_pending(ep);
     /* every message sent (a rendezvous one: received by the peer): its source is free again;
