@@ -24,7 +24,8 @@ CONFIG_VAR(MSCCLPP_HAL, STR, "",
            "Backend: host, cuda or hip (default: first that finds a device); hip takes the AMD "
            "build, else the NVIDIA one (hipnv)")
 CONFIG_VAR(MSCCLPP_HAL_MODULE_DIR, STR, "",
-           "Directory of backend modules (default: the install dir)")
+           "Directory of backend modules (default: the install dir; an uninstalled build: its own "
+           ".libs)")
 CONFIG_VAR(MSCCLPP_SOCKET_IFNAME, STR, "",
            "Network interface for the TCP bootstrap (default: first up, non-loopback)")
 CONFIG_VAR(MSCCLPP_MASTER_ADDR, STR, "", "Bootstrap root address when no unique id is passed")
@@ -32,8 +33,8 @@ CONFIG_VAR(MSCCLPP_MASTER_PORT, PORT, "", "Bootstrap root port when no unique id
 CONFIG_VAR(MSCCLPP_BOOTSTRAP_SECRET, STR, "",
            "Extra secret mixed into address-based bootstrap sessions")
 CONFIG_VAR(MSCCLPP_PLAN_DIR, STR, "",
-           "Directory of default plans (default: the installed plans, else the source tree's "
-           "plans/)")
+           "Directory of default plans (default: the installed plans; an uninstalled build, loaded "
+           "from its build folder: the source tree's plans/)")
 CONFIG_VAR(MSCCLPP_PLAN_MAKE, STR, "last",
            "Plans made for the job (docs/plan-selection.md): last (after every registered plan), "
            "first (before them: to compare with plan files), or off")
@@ -41,7 +42,9 @@ CONFIG_VAR(MSCCLPP_TUNING_FILE, STR, "",
            "Tuning table (mscclpp-bench --tune) the executor applies; none: no table (default: "
            "~/.cache/mscclpp/tuning/<backend>-<device>-<nranks>.json when it exists)")
 CONFIG_VAR(MSCCLPP_CACHE_DIR, STR, "",
-           "Python DSL: where mscclpp.compile and --install write plans (default ~/.cache/mscclpp)")
+           "Python DSL: where mscclpp.compile and --install write plans (Python's default "
+           "~/.cache/mscclpp); when set (the Python package sets it for its processes), "
+           "executors also load its plans, after the default ones")
 CONFIG_VAR(MSCCLPP_HOST_SPIN, COUNT, "",
            "Polls a host-side wait spins before it yields the CPU (default: chosen from the cores "
            "and the threads that poll on the node; see base/wait.h)")

@@ -57,6 +57,15 @@ mscclpp_result_t core_error_quiet(mscclpp_result_t result, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /** Forget the calling thread's last error (and its culprit). */
 void core_clear_error(void);
+/** The calling thread's last error and culprit, kept across clean-up that records (and then
+ * forgets) errors of its own - closing an endpoint after a failed set-up, say - so that the
+ * failed call still returns its own message and blames its own rank. */
+typedef struct {
+    char msg[1024];
+    int culprit;
+} core_error_kept_t;
+void core_error_keep(core_error_kept_t *kept);
+void core_error_put_back(const core_error_kept_t *kept);
 /**
  * The rank the calling thread's last error blames (a peer that closed, sent nothing in time, or
  * whose memory could not be mapped), or -1: set by the code that knows the peer, read where the

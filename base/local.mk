@@ -2,9 +2,9 @@
 # configuration variables, wire encoding, the clock and the one wait policy). It includes nothing
 # of ours above it.
 libmscclpp_la_SOURCES += base/status.c base/log.c base/config.c base/wait.c base/services.c \
-	base/names.c
+	base/names.c base/self.c
 noinst_HEADERS += base/debug.h base/config.h base/config_vars.h base/wire.h base/clock.h base/names.h \
-	base/wait.h base/wait_sched.h base/services.h
+	base/wait.h base/wait_sched.h base/services.h base/self.h
 # base/module.c is compiled into each loadable HAL module instead of the files above: it
 # forwards to the services table the library hands the module at load (base/services.h).
 EXTRA_DIST += base/module.c

@@ -42,6 +42,18 @@ void core_clear_error(void)
     culprit = -1;
 }
 
+void core_error_keep(core_error_kept_t *kept)
+{
+    snprintf(kept->msg, sizeof kept->msg, "%s", last_error);
+    kept->culprit = culprit;
+}
+
+void core_error_put_back(const core_error_kept_t *kept)
+{
+    snprintf(last_error, sizeof last_error, "%s", kept->msg);
+    culprit = kept->culprit;
+}
+
 void core_set_culprit(int rank) { culprit = rank; }
 void core_set_quiet(bool q) { quiet = q; }
 int core_culprit(void) { return culprit; }

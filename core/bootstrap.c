@@ -1,4 +1,8 @@
-/* Public bootstrap API: argument checks, then dispatch through the ops table. */
+/*
+ * Public bootstrap API: the object, argument checks, then dispatch through the ops table; and
+ * bootstraps the user provides. The TCP bootstrap's entry points (mscclpp_get_unique_id,
+ * mscclpp_bootstrap_create*) live with it in core/bootstrap_tcp.c, which uses this file.
+ */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,34 +52,6 @@ static mscclpp_result_t interrupted(const mscclpp_bootstrap_t *boot, const char 
                "rank %d: bootstrap %s refused: the communicator was aborted "
                "(mscclpp_comm_abort)",
                boot->rank, what);
-}
-
-MSCCLPP_API mscclpp_result_t mscclpp_get_unique_id(mscclpp_unique_id_t *id)
-{
-    CHECK_ARG(id != NULL);
-    return boot_tcp_unique_id(id);
-}
-
-MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create(const mscclpp_unique_id_t *id, int rank,
-                                                      int nranks, mscclpp_bootstrap_t **boot)
-{
-    CHECK_ARG(boot != NULL);
-    *boot = NULL;
-    CHECK_ARG(id != NULL);
-    CHECK_ARG(nranks > 0);
-    CHECK_ARG(rank >= 0 && rank < nranks);
-    return boot_tcp_create(id, rank, nranks, boot);
-}
-
-MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create_from_address(const char *address, int rank,
-                                                                   int nranks,
-                                                                   mscclpp_bootstrap_t **boot)
-{
-    CHECK_ARG(boot != NULL);
-    *boot = NULL;
-    CHECK_ARG(nranks > 0);
-    CHECK_ARG(rank >= 0 && rank < nranks);
-    return boot_tcp_create_from_address(address, rank, nranks, boot);
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_rank(const mscclpp_bootstrap_t *boot, int *rank)

@@ -1,6 +1,7 @@
 /*
- * Bootstrap internals: the object behind mscclpp_bootstrap_t and the ops table that the TCP and
- * MPI bootstraps (and later user-provided ones) fill. The public wrappers in core/bootstrap.c
+ * Bootstrap internals: the object behind mscclpp_bootstrap_t and the ops table that the TCP
+ * bootstrap (core/bootstrap_tcp.c) and user-provided ones (the MPI bootstrap among them) fill.
+ * The public wrappers in core/bootstrap.c
  * check arguments before calling an op, so ops may assume valid arguments (peer != rank, in
  * range, non-NULL data when bytes > 0).
  *

@@ -1963,3 +1963,33 @@ int boot_tcp_fuzz_rank(const uint8_t *data, size_t len)
     tcp_free(t);
     return 0;
 }
+
+/* ---- the public entry points of the TCP bootstrap ------------------------------------------ */
+
+MSCCLPP_API mscclpp_result_t mscclpp_get_unique_id(mscclpp_unique_id_t *id)
+{
+    CHECK_ARG(id != NULL);
+    return boot_tcp_unique_id(id);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create(const mscclpp_unique_id_t *id, int rank,
+                                                      int nranks, mscclpp_bootstrap_t **boot)
+{
+    CHECK_ARG(boot != NULL);
+    *boot = NULL;
+    CHECK_ARG(id != NULL);
+    CHECK_ARG(nranks > 0);
+    CHECK_ARG(rank >= 0 && rank < nranks);
+    return boot_tcp_create(id, rank, nranks, boot);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_bootstrap_create_from_address(const char *address, int rank,
+                                                                   int nranks,
+                                                                   mscclpp_bootstrap_t **boot)
+{
+    CHECK_ARG(boot != NULL);
+    *boot = NULL;
+    CHECK_ARG(nranks > 0);
+    CHECK_ARG(rank >= 0 && rank < nranks);
+    return boot_tcp_create_from_address(address, rank, nranks, boot);
+}

@@ -8,6 +8,7 @@
 #include "core/core.h"
 #include "base/debug.h"
 #include "core/bootstrap.h"
+#include "transports/ipc/ipc_map.h"
 #include "transports/transport.h"
 
 /*
@@ -64,6 +65,13 @@ MSCCLPP_API mscclpp_result_t mscclpp_comm_create(mscclpp_bootstrap_t *boot, mscc
         if (r < c->rank) c->local_rank++;
         c->nlocal++;
     }
+    CHECK_GOTO(ipc_map_create(c->hal, c->rank, &c->world.maps), res, fail);
+    c->world.rank = c->rank;
+    c->world.nranks = c->nranks;
+    c->world.local_rank = c->local_rank;
+    c->world.nlocal = c->nlocal;
+    c->world.node_id = c->node_id;
+    c->world.hal = c->hal;
     INFO(SUBSYS_INIT, "rank %d/%d: communicator on backend %s, %d ranks on this node", c->rank,
          c->nranks, c->hal->name, c->nlocal);
     *comm = c;
@@ -128,6 +136,18 @@ MSCCLPP_API mscclpp_result_t mscclpp_comm_bootstrap(mscclpp_comm_t *comm,
 bool comm_same_node(const mscclpp_comm_t *comm, int peer)
 {
     return peer >= 0 && peer < comm->nranks && comm->node_id[peer] == comm->node_id[comm->rank];
+}
+
+mscclpp_result_t comm_tp_ctx(mscclpp_comm_t *comm, const tp_ops_t *ops, tp_ctx_t **ctx)
+{
+    int id = tp_index(ops);
+    if (id < 0) return ERR_ARG("comm_tp_ctx: unknown transport table");
+    mscclpp_result_t res = MSCCLPP_OK;
+    pthread_mutex_lock(&comm->lock);
+    if (!comm->tp[id]) res = ops->init(&comm->world, &comm->tp[id]);
+    if (res == MSCCLPP_OK) *ctx = comm->tp[id];
+    pthread_mutex_unlock(&comm->lock);
+    return res;
 }
 
 void comm_release_resources(mscclpp_comm_t *comm); /* core/comm_mem.c */
@@ -213,7 +233,8 @@ mscclpp_result_t comm_abort_word(mscclpp_comm_t *comm, uint64_t **word)
 MSCCLPP_API mscclpp_result_t mscclpp_comm_destroy(mscclpp_comm_t *comm)
 {
     if (!comm) return MSCCLPP_OK;
-    tp_comm_release(comm);
+    for (int i = 0; i < TP__COUNT; i++) /* the contexts before the world they see */
+        if (comm->tp[i]) tp_get(i)->fini(comm->tp[i]);
     comm_release_resources(comm);
     if (comm->own_boot) mscclpp_bootstrap_destroy(comm->boot);
     if (comm->abort_word) comm->hal->host_free(comm->abort_word);

@@ -1,7 +1,8 @@
 /*
- * The communicator's memory bookkeeping: the cache of peer allocations mapped into this process
- * (each mapped once, refcounted), the slabs of shareable memory semaphore counters live in, the
- * exchange of one address with a peer, and their release when the communicator goes.
+ * The communicator's memory bookkeeping: peer allocations mapped into this process (through the
+ * cache beside the ipc transport, transports/ipc/ipc_map.h), the slabs of shareable memory
+ * semaphore counters live in, the exchange of one address with a peer, and their release when
+ * the communicator goes.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,77 +10,17 @@
 
 #include "base/debug.h"
 #include "core/core.h"
-
-/* ---- import cache: each peer allocation is mapped once per process ------------------------ */
-
-struct comm_import {
-    struct comm_import *next;
-    int owner;
-    hal_mem_handle_t handle;
-    void *base;
-    int refs;
-};
-
-static bool same_handle(const hal_mem_handle_t *a, const hal_mem_handle_t *b)
-{
-    return a->kind == b->kind && a->len == b->len && a->alloc_size == b->alloc_size &&
-           memcmp(a->data, b->data, a->len) == 0;
-}
+#include "transports/ipc/ipc_map.h"
 
 mscclpp_result_t comm_import(mscclpp_comm_t *comm, int owner, const hal_mem_handle_t *handle,
                              void **base, void **mapping)
 {
-    mscclpp_result_t res = MSCCLPP_OK;
-    pthread_mutex_lock(&comm->lock);
-    struct comm_import *e;
-    for (e = comm->imports; e; e = e->next)
-        if (e->owner == owner && same_handle(&e->handle, handle)) break;
-    if (!e) {
-        e = calloc(1, sizeof *e);
-        if (!e) {
-            res = ERR(MSCCLPP_ERR_NO_MEMORY, "import: out of memory");
-            goto out;
-        }
-        res = comm->hal->mem_import(handle, &e->base);
-        if (res != MSCCLPP_OK) {
-            free(e);
-            /* the backend names a process (the fd broker's pid); the caller needs the rank */
-            char why[768];
-            snprintf(why, sizeof why, "%s", mscclpp_last_error());
-            res = ERR(res, "rank %d: cannot map the memory of rank %d: %s", comm->rank, owner, why);
-            core_set_culprit(owner);
-            goto out;
-        }
-        e->owner = owner;
-        e->handle = *handle;
-        e->next = comm->imports;
-        comm->imports = e;
-        TRACE(SUBSYS_MEM, "rank %d: mapped %llu bytes of rank %d at %p", comm->rank,
-              (unsigned long long)handle->alloc_size, owner, e->base);
-    }
-    e->refs++;
-    *base = e->base;
-    *mapping = e;
-out:
-    pthread_mutex_unlock(&comm->lock);
-    return res;
+    return ipc_map_import(comm->world.maps, owner, handle, base, mapping);
 }
 
 void comm_unmap_peer(mscclpp_comm_t *comm, void *mapping)
 {
-    if (!mapping) return;
-    pthread_mutex_lock(&comm->lock);
-    for (struct comm_import **pp = &comm->imports; *pp; pp = &(*pp)->next) {
-        if (*pp != mapping) continue;
-        struct comm_import *e = *pp;
-        if (--e->refs == 0) {
-            *pp = e->next;
-            comm->hal->mem_unimport(e->base);
-            free(e);
-        }
-        break;
-    }
-    pthread_mutex_unlock(&comm->lock);
+    ipc_map_release(comm->world.maps, mapping);
 }
 
 /* ---- counter slabs ----------------------------------------------------------------------- */
@@ -183,12 +124,8 @@ out:
 
 void comm_release_resources(mscclpp_comm_t *comm)
 {
-    while (comm->imports) {
-        struct comm_import *e = comm->imports;
-        comm->imports = e->next;
-        comm->hal->mem_unimport(e->base);
-        free(e);
-    }
+    ipc_map_destroy(comm->world.maps);
+    comm->world.maps = NULL;
     while (comm->slabs) {
         struct sem_slab *s = comm->slabs;
         comm->slabs = s->next;

@@ -11,13 +11,11 @@
 
 #include "hal/hal.h"
 #include "mscclpp/mscclpp.h"
+#include "transports/transport.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-struct comm_import; /* cache of peer allocations mapped into this process */
-struct tp_comm;     /* transport contexts (transports/transport.h) */
 
 struct mscclpp_comm {
     mscclpp_bootstrap_t *boot;
@@ -28,15 +26,19 @@ struct mscclpp_comm {
     uint64_t *node_id;   /* per rank: hash of host name and boot id */
     const hal_ops_t *hal;
     pthread_mutex_t lock;
-    struct comm_import *imports;
-    struct sem_slab *slabs; /* counter memory for semaphores */
-    struct tp_comm *tp;     /* transport contexts, made on first use */
+    tp_world_t world;        /* what the transports see of it (world.maps: the peer
+                              * allocations mapped into this process, transports/ipc) */
+    struct sem_slab *slabs;  /* counter memory for semaphores */
+    tp_ctx_t *tp[TP__COUNT]; /* transport contexts, made on first use (comm_tp_ctx) */
     /* mscclpp_comm_abort: `aborted` (atomic) is what host code checks; `abort_word` is the same
      * fact in host-mapped, device-visible memory for the interpreter's waits (kern_args_t.abort),
      * made by the first executor (comm_abort_word) and freed with the communicator. */
     int aborted;
     uint64_t *abort_word;
 };
+
+/** The communicator's context of a transport, created on first use (thread-safe). */
+mscclpp_result_t comm_tp_ctx(mscclpp_comm_t *comm, const tp_ops_t *ops, tp_ctx_t **ctx);
 
 /** True when `peer` shares this rank's node (and so its shared memory). */
 bool comm_same_node(const mscclpp_comm_t *comm, int peer);
@@ -116,7 +118,8 @@ mscclpp_result_t comm_exchange_address(mscclpp_comm_t *comm, int peer, int tag, 
                                        size_t bytes, void **theirs, void **mapping);
 void comm_unmap_peer(mscclpp_comm_t *comm, void *mapping);
 
-/** Map a peer allocation described by `handle` once per process (refcounted). */
+/** Map a peer allocation described by `handle` once per communicator (refcounted: the
+ *  cache of transports/ipc/ipc_map.h); release with comm_unmap_peer(). */
 mscclpp_result_t comm_import(mscclpp_comm_t *comm, int owner, const hal_mem_handle_t *handle,
                              void **base, void **mapping);
 

@@ -25,6 +25,7 @@
 #include "executor/exec_forget.h"
 #include "executor/executor.h"
 #include "executor/layout.h"
+#include "executor/native_exec.h"
 #include "hal/hal_api.h"
 
 #define EXEC_WIRE_MAGIC 0x43584550u /* "PEXC": context setup message */
@@ -300,6 +301,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_forget(mscclpp_executor_t *exec, c
     CHECK_ARG(base != NULL);
     int n = 0;
     mscclpp_result_t r = contexts_drop(exec, base, true, &n);
+    n += exec_native_forget(exec, base); /* native algorithms' mappings of it too */
     if (dropped) *dropped = n;
     return r;
 }

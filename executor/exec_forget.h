@@ -29,7 +29,8 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_usable(mscclpp_executor_t *exec, c
 
 /*
  * Drop every context of this executor whose input or output allocation starts at `base`
- * (with its scratch, state and peer mappings); *dropped (may be NULL) says how many. Call it
+ * (with its scratch, state and peer mappings), and the peer mappings its native algorithms
+ * keep for buffer sets on that allocation; *dropped (may be NULL) says how many. Call it
  * between collectives, from the thread that runs them, before `base` is used again.
  */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_forget(mscclpp_executor_t *exec, const void *base,

@@ -2,11 +2,11 @@
  * Port channels of an executor context (spec §5.1-5.4 for the port half).
  *
  * Setup, per peer this rank has a port relation with (port channels either way, or a remote
- * buffer one of us reaches through a port channel), in ascending virtual rank:
- *   1. pick the transport (ipc within a node, else ib/ucx) and connect;
- *   2. send one message: the transport bit, the key of my counter region and the slot of each
- *      of my port channels to the peer (in channel order), then the keys of my buffers the peer
- *      writes through port channels; receive the peer's;
+ * buffer one of us reaches through a port channel), in ascending virtual rank, through the port
+ * links of core/port_setup.h (the transport, the connection and one message each way):
+ *   1. open a link to each such peer (ipc within a node, else ib/ucx);
+ *   2. offer it my counter region with the slot of each of my port channels to it (in channel
+ *      order) and the buffers it writes through port channels; exchange;
  *   3. my j-th port channel to the peer signals the slot of the peer's j-th channel to me
  *      (the pairing rule of spec §5.2).
  * Then a proxy (core/proxy.h) drains the interpreter's triggers into put / signal / flush.
@@ -18,25 +18,20 @@
 #include "base/config.h"
 #include "base/wait.h"
 #include "base/debug.h"
+#include "core/port_setup.h"
 #include "core/proxy.h"
-#include "base/wire.h"
 #include "executor/exec_port.h"
-#include "transports/transport.h"
 
-#define PORT_WIRE_MAGIC 0x54524f50u /* "PORT" */
-#define PORT_WIRE_VERSION 2u /* 2: the sender's machine (boot id) */
-#define PORT_SLOT_U64 8 /* counters 64 bytes apart */
+#define PORT_SLOT_U64 (PORT_SLOT_BYTES / 8) /* counters 64 bytes apart */
 #define PORT_NO_SLOT UINT64_MAX
+_Static_assert(PORT_LINK_BUFS == 3, "a plan's port channels write input, output or scratch");
 
 typedef struct {
     bool used;
     int rank;  /* physical */
     int tpi;   /* TP_* */
-    const tp_ops_t *ops;
-    tp_ctx_t *ctx;
-    tp_ep_t *ep;
-    tp_rmem_t *counters;
-    tp_rmem_t *buf[3];
+    port_link_t link; /* transport, connection, the peer's counters and buffers */
+    uint64_t *slots;  /* my counter slots for the peer's channels (my channels to it, in order) */
     bool gone; /* its connection failed while this rank waited for nothing from it */
 } port_peer_t;
 
@@ -100,13 +95,6 @@ static bool related(const struct mscclpp_plan *plan, int me, int v)
            port_needs(plan, v, me) || port_needs(plan, me, v);
 }
 
-static int tp_index(const tp_ops_t *ops)
-{
-    for (int i = 0; i < TP__COUNT; i++)
-        if (tp_get(i) == ops) return i;
-    return 0;
-}
-
 /* ---- the proxy's side ----------------------------------------------------------------------- */
 
 /* A transport call to `peer` failed: the error blames that rank (core_culprit). */
@@ -140,12 +128,12 @@ static mscclpp_result_t port_handle(void *arg, uint64_t fst, uint64_t snd)
             return ERR(MSCCLPP_ERR_INVALID_PLAN, "plan '%s' rank %d: a put on port channel %u "
                        "(to rank %d) writes a buffer of rank %d", plan->name, p->comm->rank, chan,
                        peer->rank, (rb->owner + p->rotation) % p->n);
-        tp_rmem_t *dst = peer->buf[rb->buf];
+        tp_rmem_t *dst = peer->link.theirs.buf[rb->buf];
         tp_mem_t *src = p->lmem[loc][peer->tpi];
         if (!dst || !src)
             return ERR(MSCCLPP_ERR_INTERNAL, "proxy of rank %d: buffer %u of rank %d or local "
                        "source %u is not registered", p->comm->rank, rb->buf, peer->rank, loc);
-        if (bytes) CHECK(blame(peer, peer->ops->put(peer->ep, dst, doff, src, so, bytes)));
+        if (bytes) CHECK(blame(peer, peer->link.ops->put(peer->link.ep, dst, doff, src, so, bytes)));
     }
     if (bits & KERN_TRIG_SIGNAL) {
         if (p->remote_slot[chan] == PORT_NO_SLOT)
@@ -153,14 +141,16 @@ static mscclpp_result_t port_handle(void *arg, uint64_t fst, uint64_t snd)
                        "rank %d, which has no matching port channel back (spec §5.2)",
                        p->plan->name, p->comm->rank, chan, peer->rank);
         p->out_total[chan]++;
-        CHECK(blame(peer, peer->ops->signal(peer->ep, peer->counters,
-                                            p->remote_slot[chan] * PORT_SLOT_U64 * sizeof(uint64_t),
-                                            p->out_total[chan])));
+        CHECK(blame(peer, peer->link.ops->signal(peer->link.ep, peer->link.theirs.counters,
+                                                 p->remote_slot[chan] * PORT_SLOT_U64 *
+                                                     sizeof(uint64_t),
+                                                 p->out_total[chan])));
     }
     /* a plan's flush: the puts' sources may be reused once the launch ends (spec §2.4); their
      * data reaches the peer before the signals that follow them, which is what peers wait on */
     if (bits & KERN_TRIG_FLUSH)
-        CHECK(blame(peer, peer->ops->flush(peer->ep, config_timeout_ns(), TP_FLUSH_LOCAL)));
+        CHECK(blame(peer, peer->link.ops->flush(peer->link.ep, config_timeout_ns(),
+                                                TP_FLUSH_LOCAL)));
     return MSCCLPP_OK;
 }
 
@@ -186,7 +176,7 @@ static mscclpp_result_t port_progress(void *arg)
     for (int i = 0; i < TP__COUNT; i++) {
         tp_ctx_t *ctx = NULL;
         for (int v = 0; v < p->n && !ctx; v++)
-            if (p->peers[v].used && p->peers[v].tpi == i) ctx = p->peers[v].ctx;
+            if (p->peers[v].used && p->peers[v].tpi == i) ctx = p->peers[v].link.ctx;
         if (ctx) CHECK(tp_get(i)->progress(ctx));
     }
     /*
@@ -200,10 +190,10 @@ static mscclpp_result_t port_progress(void *arg)
         port_peer_t *pp = &p->peers[v];
         if (!pp->used) continue;
         if (pp->gone) {
-            if (waits_on(p, v)) return blame(pp, pp->ops->ep_status(pp->ep));
+            if (waits_on(p, v)) return blame(pp, pp->link.ops->ep_status(pp->link.ep));
             continue;
         }
-        mscclpp_result_t r = pp->ops->ep_status(pp->ep);
+        mscclpp_result_t r = pp->link.ops->ep_status(pp->link.ep);
         if (r == MSCCLPP_OK) continue;
         if (!p->expected_host || waits_on(p, v)) return blame(pp, r);
         INFO(SUBSYS_NET, "rank %d: the connection to rank %d closed while this rank waits for "
@@ -222,7 +212,7 @@ static mscclpp_result_t port_arm(void *arg, struct pollfd *fds, int cap, int *n)
     for (int i = 0; i < TP__COUNT; i++) {
         tp_ctx_t *ctx = NULL;
         for (int v = 0; v < p->n && !ctx; v++)
-            if (p->peers[v].used && p->peers[v].tpi == i) ctx = p->peers[v].ctx;
+            if (p->peers[v].used && p->peers[v].tpi == i) ctx = p->peers[v].link.ctx;
         if (!ctx) continue;
         int fd = -1;
         mscclpp_result_t r = tp_get(i)->arm(ctx, &fd);
@@ -247,29 +237,6 @@ static mscclpp_result_t port_arm(void *arg, struct pollfd *fds, int cap, int *n)
 
 /* ---- setup ---------------------------------------------------------------------------------- */
 
-/*
- * This machine: a hash of the kernel's boot id (0 when unreadable). Ranks of different nodes
- * with the same value share one machine's cores: namespace "nodes" (mscclpp-bench --nodes,
- * containers). Node detection cannot count them as local ranks (they are other nodes), but the
- * wait policy must: each of their interpreters spinning the long "own core" spin while its
- * proxy waited for that very core made every port-channel step cost one whole spin (2000
- * polls, ~75 us on the 2-core VM: the trigger -> proxy gap of the 8-byte allreduce).
- */
-static uint64_t machine_id(void)
-{
-    char text[128] = {0};
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (!f) return 0;
-    if (!fgets(text, (int)sizeof text, f)) text[0] = '\0';
-    fclose(f);
-    if (!text[0]) return 0;
-    uint64_t h = 1469598103934665603ull;
-    for (const char *q = text; *q; q++) h = (h ^ (uint8_t)*q) * 1099511628211ull;
-    return h ? h : 1;
-}
-
-static size_t msg_cap(int nslots) { return 64 + 4 * (size_t)TP_RKEY_MAX + 8 * (size_t)nslots; }
-
 mscclpp_result_t exec_port_create(mscclpp_comm_t *comm, const struct mscclpp_plan *plan, int vrank,
                                   int rotation, void *const lptr[3], const uint64_t lbytes[3],
                                   int tag, exec_port_t **out)
@@ -293,9 +260,10 @@ mscclpp_result_t exec_port_create(mscclpp_comm_t *comm, const struct mscclpp_pla
     p->peers = calloc((size_t)n, sizeof *p->peers);
     p->chans = calloc((size_t)np + 1, sizeof *p->chans);
     p->pbufs = calloc((size_t)g->n_rbufs + 1, sizeof *p->pbufs);
-    uint8_t *msg = malloc(msg_cap(np + 1));
+    port_link_t **links = calloc((size_t)n, sizeof *links);
+    int nlinks = 0;
     if (!p->chan_v || !p->remote_slot || !p->out_total || !p->peers || !p->chans || !p->pbufs ||
-        !msg) {
+        !links) {
         res = ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
         goto fail;
     }
@@ -320,14 +288,13 @@ mscclpp_result_t exec_port_create(mscclpp_comm_t *comm, const struct mscclpp_pla
         if (v == me || !related(plan, me, v)) continue;
         port_peer_t *pp = &p->peers[v];
         pp->rank = (v + rotation) % n;
-        CHECK_GOTO(tp_select(comm, pp->rank, &pp->ops), res, fail);
-        pp->tpi = tp_index(pp->ops);
+        pp->used = true; /* from here on destroy closes what the link holds */
+        CHECK_GOTO(port_link_open(comm, pp->rank, &pp->link), res, fail);
+        pp->tpi = tp_index(pp->link.ops);
         if (pp->tpi != TP_IPC) any_net = true;
-        CHECK_GOTO(tp_ctx_get(comm, pp->ops, &pp->ctx), res, fail);
-        CHECK_GOTO(pp->ops->connect(pp->ctx, pp->rank, tag, &pp->ep), res, fail);
-        pp->used = true;
+        links[nlinks++] = &pp->link;
         INFO(SUBSYS_NET, "rank %d: port channels to rank %d over %s", comm->rank, pp->rank,
-             pp->ops->name);
+             pp->link.ops->name);
     }
 
     /* 2. counters: device-visible memory the transports can write */
@@ -360,38 +327,37 @@ mscclpp_result_t exec_port_create(mscclpp_comm_t *comm, const struct mscclpp_pla
                           comm->rank, p->hal->name);
                 goto fail;
             }
-            CHECK_GOTO(pp->ops->mem_reg(pp->ctx, p->counters, p->counters_bytes,
-                                        &p->cmem[pp->tpi]),
+            CHECK_GOTO(pp->link.ops->mem_reg(pp->link.ctx, p->counters, p->counters_bytes,
+                                             &p->cmem[pp->tpi]),
                        res, fail);
         }
         for (int t = 0; t < 3; t++)
             if (lptr[t] && lbytes[t] && !p->lmem[t][pp->tpi])
-                CHECK_GOTO(pp->ops->mem_reg(pp->ctx, lptr[t], lbytes[t], &p->lmem[t][pp->tpi]),
-                           res, fail);
+                CHECK_GOTO(
+                    pp->link.ops->mem_reg(pp->link.ctx, lptr[t], lbytes[t], &p->lmem[t][pp->tpi]),
+                    res, fail);
     }
 
-    /* 4. exchange: send to every related peer, then receive from each */
-    const uint64_t machine = machine_id();
-    int same_machine = 0; /* peers of other nodes on this machine */
+    /* 4. what each peer gets: my counter region with my channels' slots, and the buffers it
+     * writes; then one exchange with every related peer (core/port_setup.c) */
     for (int v = 0; v < n; v++) {
         port_peer_t *pp = &p->peers[v];
         if (!pp->used) continue;
-        wire_writer_t w = {msg, msg_cap(np + 1), 0, false};
-        wire_put_u32(&w, PORT_WIRE_MAGIC);
-        wire_put_u32(&w, PORT_WIRE_VERSION);
-        wire_put_u32(&w, pp->ops->bit);
-        wire_put_u64(&w, machine);
         int k = chan_count(g, v);
-        wire_put_u32(&w, (uint32_t)k);
-        if (k > 0) {
-            CHECK_GOTO(tp_mem_pack(pp->ops, pp->ctx, p->cmem[pp->tpi], p->counters,
-                                   p->counters_bytes, &w),
-                       res, fail);
-            for (int i = 0; i < np; i++)
-                if (p->chan_v[i] == v) wire_put_u64(&w, (uint64_t)i);
+        pp->slots = calloc((size_t)k + 1, sizeof *pp->slots);
+        if (!pp->slots) {
+            res = ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+            goto fail;
         }
+        for (int i = 0, j = 0; i < np; i++)
+            if (p->chan_v[i] == v) pp->slots[j++] = (uint64_t)i;
+        pp->link.mine.counters_mem = p->cmem[pp->tpi];
+        pp->link.mine.counters = p->counters;
+        pp->link.mine.counters_bytes = p->counters_bytes;
+        pp->link.mine.nslots = (uint32_t)k;
+        pp->link.mine.slots = pp->slots;
         unsigned need = port_needs(plan, v, me);
-        wire_put_u32(&w, need);
+        pp->link.mine.bufs = need;
         for (int t = 0; t < 3; t++) {
             if (!(need & (1u << t))) continue;
             if (!p->lmem[t][pp->tpi]) {
@@ -400,80 +366,47 @@ mscclpp_result_t exec_port_create(mscclpp_comm_t *comm, const struct mscclpp_pla
                               pp->rank, t, comm->rank);
                 goto fail;
             }
-            CHECK_GOTO(tp_mem_pack(pp->ops, pp->ctx, p->lmem[t][pp->tpi], lptr[t], lbytes[t], &w),
-                       res, fail);
+            pp->link.mine.buf_mem[t] = p->lmem[t][pp->tpi];
+            pp->link.mine.buf[t] = lptr[t];
+            pp->link.mine.buf_bytes[t] = lbytes[t];
         }
-        if (w.overflow) {
-            res = ERR(MSCCLPP_ERR_INTERNAL, "executor: port setup message overflow");
-            goto fail;
-        }
-        uint64_t len = w.len;
-        CHECK_GOTO(mscclpp_bootstrap_send(comm->boot, &len, sizeof len, pp->rank, tag), res, fail);
-        CHECK_GOTO(mscclpp_bootstrap_send(comm->boot, msg, w.len, pp->rank, tag), res, fail);
     }
+    CHECK_GOTO(port_links_exchange(comm, links, nlinks, tag), res, fail);
+    int same_machine = 0; /* peers of other nodes on this machine */
     for (int v = 0; v < n; v++) {
         port_peer_t *pp = &p->peers[v];
         if (!pp->used) continue;
-        uint64_t len = 0;
-        CHECK_GOTO(mscclpp_bootstrap_recv(comm->boot, &len, sizeof len, pp->rank, tag), res, fail);
+        if (pp->link.theirs.same_machine) same_machine++;
         int their_np = plan->gpus[v].n_chan[PLAN_CH_PORT];
-        if (len > msg_cap(their_np + 1)) {
-            res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d sent a %llu-byte port setup message",
-                      pp->rank, (unsigned long long)len);
-            goto fail;
-        }
-        uint8_t *in = malloc(len ? len : 1);
-        if (!in) {
-            res = ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
-            goto fail;
-        }
-        res = mscclpp_bootstrap_recv(comm->boot, in, (size_t)len, pp->rank, tag);
-        wire_reader_t r = {in, (size_t)len, 0, false};
-        uint32_t magic = wire_get_u32(&r), ver = wire_get_u32(&r), bit = wire_get_u32(&r);
-        uint64_t their_machine = wire_get_u64(&r);
-        uint32_t k = wire_get_u32(&r);
-        if (machine && their_machine == machine && !comm_same_node(comm, pp->rank))
-            same_machine++;
-        if (res == MSCCLPP_OK && (r.bad || magic != PORT_WIRE_MAGIC || ver != PORT_WIRE_VERSION))
-            res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d sent a port setup message of another "
-                      "format or version", pp->rank);
-        if (res == MSCCLPP_OK && bit != pp->ops->bit)
-            res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d chose transport bit 0x%x for our "
-                      "port channels, rank %d chose %s (MSCCLPP_TRANSPORTS differs?)", pp->rank,
-                      bit, comm->rank, pp->ops->name);
-        if (res == MSCCLPP_OK && k != (uint32_t)chan_count(&plan->gpus[v], me))
+        uint32_t k = pp->link.theirs.nslots;
+        if (k != (uint32_t)chan_count(&plan->gpus[v], me)) {
             res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d announces %u port channels to rank "
                       "%d, the plan says %d (different plans?)", pp->rank, k, comm->rank,
                       chan_count(&plan->gpus[v], me));
-        if (res == MSCCLPP_OK && k > 0) {
-            res = tp_rmem_unpack(pp->ops, pp->ep, &r, &pp->counters, NULL);
-            /* my j-th channel to v signals the slot of its j-th channel to me */
-            uint32_t j = 0;
-            for (int i = 0; i < np && res == MSCCLPP_OK; i++) {
-                if (p->chan_v[i] != v) continue;
-                if (j < k) {
-                    uint64_t slot = wire_get_u64(&r);
-                    if (slot >= (uint64_t)their_np)
-                        res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d sent counter slot %llu",
-                                  pp->rank, (unsigned long long)slot);
-                    p->remote_slot[i] = slot;
-                }
-                j++;
-            }
-            for (; j < k; j++) (void)wire_get_u64(&r); /* its extra channels: never signalled */
+            goto fail;
         }
-        uint32_t need = res == MSCCLPP_OK ? wire_get_u32(&r) : 0;
-        if (res == MSCCLPP_OK && need != port_needs(plan, me, v))
-            res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d offers buffers 0x%x for port "
-                      "channels, rank %d needs 0x%x (different plans?)", pp->rank, need,
-                      comm->rank, port_needs(plan, me, v));
-        for (int t = 0; t < 3 && res == MSCCLPP_OK; t++)
-            if (need & (1u << t)) res = tp_rmem_unpack(pp->ops, pp->ep, &r, &pp->buf[t], NULL);
-        if (res == MSCCLPP_OK && (r.bad || r.pos != r.len))
-            res = ERR(MSCCLPP_ERR_REMOTE, "executor: malformed port setup message from rank %d",
-                      pp->rank);
-        free(in);
-        if (res != MSCCLPP_OK) goto fail;
+        /* my j-th channel to v signals the slot of its j-th channel to me (its extra channels,
+         * if any, are never signalled) */
+        for (int i = 0, j = 0; i < np; i++) {
+            if (p->chan_v[i] != v) continue;
+            if ((uint32_t)j < k) {
+                uint64_t slot = pp->link.theirs.slots[j];
+                if (slot >= (uint64_t)their_np) {
+                    res = ERR(MSCCLPP_ERR_REMOTE, "executor: rank %d sent counter slot %llu",
+                              pp->rank, (unsigned long long)slot);
+                    goto fail;
+                }
+                p->remote_slot[i] = slot;
+            }
+            j++;
+        }
+        if (pp->link.theirs.bufs != port_needs(plan, me, v)) {
+            res = ERR(MSCCLPP_ERR_REMOTE,
+                      "executor: rank %d offers buffers 0x%x for port "
+                      "channels, rank %d needs 0x%x (different plans?)",
+                      pp->rank, pp->link.theirs.bufs, comm->rank, port_needs(plan, me, v));
+            goto fail;
+        }
     }
 
     /* 5. the proxy */
@@ -503,11 +436,11 @@ mscclpp_result_t exec_port_create(mscclpp_comm_t *comm, const struct mscclpp_pla
                                 spin, port_handle, port_progress, port_arm, p, name, &p->proxy),
                    res, fail);
     }
-    free(msg);
+    free(links);
     *out = p;
     return MSCCLPP_OK;
 fail:
-    free(msg);
+    free(links);
     exec_port_destroy(p);
     return res;
 }
@@ -548,18 +481,16 @@ void exec_port_destroy(exec_port_t *p)
     if (p->peers)
         for (int v = 0; v < p->n; v++) {
             port_peer_t *pp = &p->peers[v];
-            if (!pp->ops) continue;
-            for (int t = 0; t < 3; t++) pp->ops->rmem_release(pp->buf[t]);
-            if (pp->counters) pp->ops->rmem_release(pp->counters);
+            free(pp->slots);
             /* no flush: the peer may have stopped driving its transport already (a flush
              * would then wait for the timeout); every launch completed, and a launch sees its
              * data only after the signals that follow it */
-            if (pp->ep) pp->ops->close(pp->ep);
+            port_link_close(&pp->link);
         }
     for (int i = 0; i < TP__COUNT; i++) {
         tp_ctx_t *ctx = NULL;
         for (int v = 0; p->peers && v < p->n && !ctx; v++)
-            if (p->peers[v].ops && p->peers[v].tpi == i) ctx = p->peers[v].ctx;
+            if (p->peers[v].link.ctx && p->peers[v].tpi == i) ctx = p->peers[v].link.ctx;
         if (!ctx) continue;
         if (p->cmem[i]) tp_get(i)->mem_dereg(ctx, p->cmem[i]);
         for (int t = 0; t < 3; t++)

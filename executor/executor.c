@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/config.h"
@@ -24,21 +23,6 @@
 #include "hal/hal_api.h"
 
 /* ---- execution --------------------------------------------------------------------------- */
-
-/* Whether a call's buffers are in place for its collective (as the NCCL API defines it); true
- * for collectives this file does not know (a "test" plan: the author decides). */
-static bool call_in_place(const char *coll, const void *send, const void *recv, size_t send_bytes,
-                          size_t recv_bytes, int rank)
-{
-    const char *s = send, *r = recv;
-    if (!coll) return true;
-    if (!strcmp(coll, "allgather")) return s == r + (size_t)rank * send_bytes;
-    if (!strcmp(coll, "reducescatter")) return r == s + (size_t)rank * recv_bytes;
-    if (!strcmp(coll, "allreduce") || !strcmp(coll, "broadcast") || !strcmp(coll, "alltoall") ||
-        !strcmp(coll, "reduce"))
-        return s == r;
-    return true;
-}
 
 /* The checks of a call that need no peer: a context for unusable buffers would be built for
  * nothing. */
@@ -64,8 +48,8 @@ static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t 
                        (unsigned long long)plan->max_message_size, (unsigned long long)msg);
     /* an in-place plan reads its input from the output buffer (or the reverse): called out of
      * place it would compute on bytes the caller never wrote */
-    if (plan->inplace && !call_in_place(plan->collective, send, recv, send_bytes, recv_bytes,
-                                        ex->comm->rank))
+    if (plan->inplace &&
+        !exec_call_in_place(plan->collective, ex->comm->rank, send, recv, send_bytes, recv_bytes))
         return ERR_ARG("plan '%s' is in-place: %s; call it that way, or use an out-of-place plan",
                        plan->name,
                        plan->collective && !strcmp(plan->collective, "allgather")
@@ -228,61 +212,6 @@ MSCCLPP_API mscclpp_result_t mscclpp_execute(mscclpp_executor_t *exec, const msc
 
 /* ---- executor object and registry -------------------------------------------------------- */
 
-/* MSCCLPP_PLAN_DIR, else the installed plans, else (a build that is not installed) the plans
- * of the source tree it was built from. */
-static const char *default_plan_dir(void)
-{
-    const char *d = config_get(CFG_MSCCLPP_PLAN_DIR);
-    if (*d) return d;
-    struct stat st;
-    if (stat(MSCCLPP_PLAN_DIR, &st) != 0 && stat(MSCCLPP_SRC_PLAN_DIR, &st) == 0 &&
-        S_ISDIR(st.st_mode))
-        return MSCCLPP_SRC_PLAN_DIR;
-    return MSCCLPP_PLAN_DIR;
-}
-
-/* The Python DSL's plan cache (mscclpp.compile writes there, `python3 -m mscclpp --install`
- * into its default/ folder), so compiled plans are found without setting variables:
- * MSCCLPP_CACHE_DIR, else $HOME/.cache/mscclpp. Returns 0 when there is none to read; also
- * when MSCCLPP_PLAN_DIR is set, so that variable keeps naming exactly the plans a run uses. */
-static int cache_plan_dir(char *out, size_t n)
-{
-    if (*config_get(CFG_MSCCLPP_PLAN_DIR)) return 0;
-    const char *c = config_get(CFG_MSCCLPP_CACHE_DIR);
-    const char *home = getenv("HOME");
-    int len;
-    if (*c)
-        len = snprintf(out, n, "%s", c);
-    else if (home && *home)
-        len = snprintf(out, n, "%s/.cache/mscclpp", home);
-    else
-        return 0;
-    struct stat st;
-    return len > 0 && (size_t)len < n && stat(out, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* Load the cache's plans after the default ones (the first registered match wins, so a plan
- * that the installed defaults already serve keeps its tested default; the cache adds the
- * rest). As for the default directory, a folder named after the backend comes first. A plan
- * there that does not parse is skipped with a warning by the registry. */
-static void load_cache_plans(mscclpp_executor_t *ex)
-{
-    char dir[4096], dirs[4][4400];
-    if (!cache_plan_dir(dir, sizeof dir)) return;
-    snprintf(dirs[0], sizeof dirs[0], "%s/default/%s", dir, ex->hal->name);
-    snprintf(dirs[1], sizeof dirs[1], "%s/default", dir);
-    snprintf(dirs[2], sizeof dirs[2], "%s/%s", dir, ex->hal->name);
-    snprintf(dirs[3], sizeof dirs[3], "%s", dir);
-    for (int i = 0; i < 4; i++) {
-        struct stat st;
-        if (stat(dirs[i], &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-        int n = 0, skipped = 0;
-        if (exec_registry_load_dir(&ex->registry, dirs[i], &n, &skipped) != MSCCLPP_OK)
-            core_clear_error();
-        INFO(SUBSYS_EXEC, "loaded %d cached plans from %s (%d skipped)", n, dirs[i], skipped);
-    }
-}
-
 MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
                                                      mscclpp_executor_t **exec)
 {
@@ -307,36 +236,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
         return res;
     }
     exec_registry_init(&ex->registry);
-    int loaded = 0, skipped = 0;
-    const char *dir = default_plan_dir();
-    /* several nodes of equal size: the multi-node plans for that layout come first */
-    if (comm->nlocal > 0 && comm->nlocal < comm->nranks && comm->nranks % comm->nlocal == 0) {
-        char mn_dir[4096];
-        int n_mn = 0;
-        snprintf(mn_dir, sizeof mn_dir, "%s/multinode/%dx%d", dir, comm->nranks / comm->nlocal,
-                 comm->nlocal);
-        if (exec_registry_load_dir(&ex->registry, mn_dir, &n_mn, &skipped) != MSCCLPP_OK)
-            core_clear_error();
-        INFO(SUBSYS_EXEC, "loaded %d multi-node plans from %s", n_mn, mn_dir);
-    }
-    /* plans tuned for this backend first: the first registered plan that matches wins */
-    char backend_dir[4096];
-    snprintf(backend_dir, sizeof backend_dir, "%s/%s", dir, ex->hal->name);
-    struct stat st;
-    if (stat(backend_dir, &st) == 0 && S_ISDIR(st.st_mode)) {
-        int n_backend = 0;
-        if (exec_registry_load_dir(&ex->registry, backend_dir, &n_backend, &skipped) !=
-            MSCCLPP_OK)
-            core_clear_error();
-        INFO(SUBSYS_EXEC, "loaded %d %s plans from %s", n_backend, ex->hal->name, backend_dir);
-    }
-    if (exec_registry_load_dir(&ex->registry, dir, &loaded, &skipped) != MSCCLPP_OK) {
-        core_clear_error();
-        INFO(SUBSYS_EXEC, "no default plans: cannot read %s", dir);
-    } else {
-        INFO(SUBSYS_EXEC, "loaded %d default plans from %s (%d skipped)", loaded, dir, skipped);
-    }
-    load_cache_plans(ex);
+    exec_plans_load_defaults(&ex->registry, ex->hal->name, comm->nranks, comm->nlocal);
     mscclpp_result_t tr = exec_tuning_attach(ex);
     /* the plans made for this job, registered after every loaded one */
     if (tr == MSCCLPP_OK) tr = exec_select_attach(ex);
@@ -408,7 +308,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_load_plan_dir(mscclpp_executor_t *
                                                             const char *dir, int *nloaded)
 {
     CHECK_ARG(exec != NULL);
-    return exec_registry_load_dir(&exec->registry, dir ? dir : default_plan_dir(), nloaded, NULL);
+    return exec_registry_load_dir(&exec->registry, dir ? dir : exec_plan_dir(), nloaded, NULL);
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_executor_select_plan(mscclpp_executor_t *exec,

@@ -110,6 +110,9 @@ struct mscclpp_executor {
     uint32_t context_seq;
     void *tmp;        /* staging input for in-place calls served by out-of-place plans */
     size_t tmp_bytes;
+    /* mscclpp_alltoallv's staging pair (alltoallv.c), kept (exec_keep) until the executor goes */
+    void *a2av_in, *a2av_out;
+    size_t a2av_bytes;
     uint64_t *offs;   /* allgather scratch for per-call offsets, 2 per rank */
     uint64_t source;  /* id as an error source of streams (hal_api.h) */
     bool setup_talked; /* the context setup in progress has sent or received a message */

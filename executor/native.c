@@ -292,6 +292,31 @@ void exec_native_release(mscclpp_executor_t *ex)
     pthread_mutex_unlock(&g_lock);
 }
 
+int exec_native_forget(mscclpp_executor_t *ex, const void *base)
+{
+    int dropped = 0;
+    uint64_t b = (uintptr_t)base;
+    pthread_mutex_lock(&g_lock);
+    for (mscclpp_native_t *m = g_mods; m; m = m->next)
+        for (native_plan_t *np = m->plans; np; np = np->next) {
+            if (np->exec != ex) continue;
+            int me = np->comm ? np->comm->rank : 0;
+            for (native_ctx_t **pp = &np->ctxs; *pp;) {
+                native_ctx_t *c = *pp;
+                /* this rank's input or output allocation (key: in base, size, out base, size) */
+                if (c->key[me * 4 + 0] == b || c->key[me * 4 + 2] == b) {
+                    *pp = c->next;
+                    ctx_free(np, c);
+                    dropped++;
+                } else {
+                    pp = &c->next;
+                }
+            }
+        }
+    pthread_mutex_unlock(&g_lock);
+    return dropped;
+}
+
 MSCCLPP_API mscclpp_result_t mscclpp_executor_release_natives(mscclpp_executor_t *exec)
 {
     if (exec) exec_native_release(exec);
@@ -626,17 +651,6 @@ static mscclpp_result_t peer_memory(native_plan_t *np, const void *send, void *r
     return MSCCLPP_OK;
 }
 
-/* In-place as the collectives define it (the executor's rule for each collective). */
-static bool call_inplace(const char *coll, int rank, const void *send, const void *recv,
-                         size_t in_bytes, size_t out_bytes)
-{
-    if (!strcmp(coll, "allgather"))
-        return (const char *)send == (const char *)recv + rank * in_bytes;
-    if (!strcmp(coll, "reducescatter"))
-        return (const char *)recv == (const char *)send + rank * out_bytes;
-    return send == recv;
-}
-
 mscclpp_result_t exec_native_execute(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
                                      const void *send, void *recv, size_t send_bytes,
                                      size_t recv_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
@@ -665,7 +679,8 @@ mscclpp_result_t exec_native_execute(mscclpp_executor_t *ex, const struct mscclp
         return ERR_ARG("native algorithm '%s' accepts messages of %llu to %llu bytes, got %llu",
                        a->name, (unsigned long long)plan->min_message_size,
                        (unsigned long long)plan->max_message_size, (unsigned long long)msg);
-    bool inplace = call_inplace(a->collective, comm->rank, send, recv, send_bytes, recv_bytes);
+    bool inplace =
+        exec_call_in_place(a->collective, comm->rank, send, recv, send_bytes, recv_bytes);
     uint32_t need = inplace ? MSCCLPP_NATIVE_INPLACE : MSCCLPP_NATIVE_OUT_OF_PLACE;
     if (!(a->flags & need))
         return ERR(MSCCLPP_ERR_UNSUPPORTED, "native algorithm '%s' does not serve %s calls",

@@ -266,6 +266,19 @@ uint64_t exec_message_size(const char *collective, uint64_t in_bytes, uint64_t o
     return collective && !strcmp(collective, "allgather") ? out_bytes : in_bytes;
 }
 
+bool exec_call_in_place(const char *coll, int rank, const void *send, const void *recv,
+                        size_t send_bytes, size_t recv_bytes)
+{
+    const char *s = send, *r = recv;
+    if (!coll) return true;
+    if (!strcmp(coll, "allgather")) return s == r + (size_t)rank * send_bytes;
+    if (!strcmp(coll, "reducescatter")) return r == s + (size_t)rank * recv_bytes;
+    if (!strcmp(coll, "allreduce") || !strcmp(coll, "broadcast") || !strcmp(coll, "alltoall") ||
+        !strcmp(coll, "reduce"))
+        return s == r;
+    return true;
+}
+
 /* The call a plan must also fit (exec_registry_select_fit); NULL: any. */
 typedef struct {
     int rank;

@@ -85,6 +85,17 @@ mscclpp_result_t exec_registry_register(exec_registry_t *reg, const struct msccl
 mscclpp_result_t exec_registry_load_dir(exec_registry_t *reg, const char *dir, int *nloaded,
                                         int *nskipped);
 
+/** The folder of default plans: MSCCLPP_PLAN_DIR when set, else the installed plans
+ *  (executor/plan_dirs.c). */
+const char *exec_plan_dir(void);
+
+/**
+ * Register the default plans of an executor of `nranks` ranks, `nlocal` per node, on `backend`
+ * (executor/plan_dirs.c: MSCCLPP_PLAN_DIR or the installed plans, then MSCCLPP_CACHE_DIR's when
+ * set). Never fails: a plan that does not load is skipped with a WARN; no plan at all is a WARN.
+ */
+void exec_plans_load_defaults(exec_registry_t *reg, const char *backend, int nranks, int nlocal);
+
 /**
  * The first registered plan that matches (see the rule above), or MSCCLPP_ERR_UNSUPPORTED with
  * a message describing the request (not logged as a warning: callers may fall back).
@@ -108,6 +119,16 @@ mscclpp_result_t exec_registry_select_fit(const exec_registry_t *reg, const char
 
 /** The message size used for matching: out_bytes for "allgather", in_bytes otherwise. */
 uint64_t exec_message_size(const char *collective, uint64_t in_bytes, uint64_t out_bytes);
+
+/**
+ * Whether a call's buffers are in place for its collective, as the NCCL API defines it (what
+ * a plan's "inplace" and a native algorithm's in-place flag mean): the input is rank's block of
+ * the output (allgather), the output rank's block of the input (reducescatter), or the same
+ * buffer (allreduce, broadcast, alltoall, reduce). True for a collective this rule does not
+ * know (a "test" plan: its author decides) and for NULL.
+ */
+bool exec_call_in_place(const char *collective, int rank, const void *send, const void *recv,
+                        size_t send_bytes, size_t recv_bytes);
 
 /** True when `have` ("k=v,...", may be NULL) satisfies every tag of `want`. */
 bool exec_tags_match(const char *have, const char *want);

@@ -18,6 +18,7 @@
 #include "base/config.h"
 #include "base/debug.h"
 #include "base/services.h"
+#include "base/self.h"
 #include "hal/hal.h"
 
 #ifndef MSCCLPP_HAL_MODULES
@@ -119,6 +120,7 @@ static hal_backend_t *backend_slot(const char *name)
 static void module_path(const char *name, char *path, size_t cap)
 {
     const char *dir = config_get(CFG_MSCCLPP_HAL_MODULE_DIR);
+    if (!dir[0]) dir = self_build_module_dir(); /* an uninstalled build: its own .libs */
     if (!dir[0]) dir = MSCCLPP_HAL_MODULE_DIR;
     if (dir[0]) snprintf(path, cap, "%s/libmscclpp-hal-%s.so", dir, name);
     else snprintf(path, cap, "libmscclpp-hal-%s.so", name); /* the dynamic loader's search */

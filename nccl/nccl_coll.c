@@ -207,7 +207,7 @@ static mscclpp_dtype_t move_dtype(ncclDataType_t dt)
 {
     mscclpp_dtype_t md;
     if (shim_dtype_map(dt, &md)) return md;
-    return MSCCLPP_FLOAT64; /* int64/uint64: only copied, never combined */
+    return MSCCLPP_FLOAT64; /* a dtype NCCL added after this library: moved as 8-byte words */
 }
 
 /*
@@ -670,6 +670,7 @@ static ncclResult_t run_comm_tasks(ncclComm_t c, const task_t *tasks, size_t nta
         if (ours) {
             res = run_ours(t, reducing ? &op : NULL, &unsupported);
             if (!unsupported) continue;
+            res = ncclSuccess; /* its message stays the last error, for the case below */
         } else {
             shim_quiet_error(ncclInvalidUsage, "%s with %s is not computed by libmscclpp's "
                              "plans", shim_dtype_name(t->dt), shim_op_name(t->op));

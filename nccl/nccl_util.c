@@ -154,7 +154,9 @@ bool shim_dtype_map(ncclDataType_t dt, mscclpp_dtype_t *out)
     case ncclBfloat16: *out = MSCCLPP_BFLOAT16; return true;
     case ncclFloat8e4m3: *out = MSCCLPP_FP8_E4M3; return true;
     case ncclFloat8e5m2: *out = MSCCLPP_FP8_E5M2; return true;
-    default: return false; /* 64-bit integers: no reduction kernels of ours */
+    case ncclInt64: *out = MSCCLPP_INT64; return true;
+    case ncclUint64: *out = MSCCLPP_UINT64; return true;
+    default: return false;
     }
 }
 

@@ -1,6 +1,7 @@
 # python/: the pure-Python package (DSL, mscclpp.compile, plan checker); pip install ./python
 EXTRA_DIST += python/pyproject.toml python/README.md python/mscclpp/__init__.py \
 	python/mscclpp/__main__.py python/mscclpp/_binding.py python/mscclpp/_compiler.py \
+	python/mscclpp/_paths.py \
 	python/mscclpp/_version.py python/mscclpp/_native.py python/mscclpp/default_plans.py python/mscclpp/language/__init__.py \
 	python/mscclpp/language/channel.py python/mscclpp/language/collectives.py \
 	python/mscclpp/language/general.py python/mscclpp/language/internal/__init__.py \

@@ -11,8 +11,9 @@ CHECK is any of:
            call each other in a circle (read from the objects of a build: `nm`);
   config   no library code reads an MSCCLPP_* variable with getenv(): every one is declared in
            base/config_vars.h and read through the table (mscclpp-info lists them);
-  map      every top-level folder of the tree is on the map of docs/architecture.md §2 and every
-           folder the map names exists; every folder of tests/ is in its §8 test list.
+  map      every top-level folder of the tree is on the map of docs/architecture.md ("Layers and
+           folders") and every folder the map names exists; every folder of tests/ is in its
+           test list ("Tests"); configure's summary has a line per transport folder.
 Default: all. Each finding names the files and what ties them. Exit 0 when every check holds;
 with --tap, one TAP line per check (a check that cannot run here, e.g. `calls` without a
 build, is a skip that says why).
@@ -42,7 +43,12 @@ INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 def tracked_files(src):
     """The tree's files: git's list when it is a checkout, else a walk without build output."""
     try:
-        out = subprocess.run(["git", "-C", src, "ls-files"], capture_output=True, text=True,
+        top = subprocess.run(["git", "-C", src, "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        if os.path.realpath(top) != os.path.realpath(src):
+            raise OSError("not the top of a checkout")  # e.g. a tarball unpacked in a checkout
+        out = subprocess.run(["git", "-C", src, "ls-files", "--cached", "--others",
+                              "--exclude-standard"], capture_output=True, text=True,
                              check=True).stdout.split("\n")
         files = [f for f in out if f and os.path.exists(os.path.join(src, f))]
         if files:
@@ -53,7 +59,7 @@ def tracked_files(src):
     skip = {"autom4te.cache", ".libs", ".deps", "__pycache__"}
     for root, dirs, names in os.walk(src):
         dirs[:] = [d for d in dirs if not d.startswith(".") and d not in skip
-                   and not (root == src and d.startswith("build"))]
+                   and not (root == src and re.match(r"_?build($|-)(?!aux$)", d))]
         files += [os.path.relpath(os.path.join(root, n), src) for n in names]
     return files
 
@@ -83,8 +89,9 @@ def check_layers(src, files):
     return bad
 
 
-def objects(build):
-    """(unit, source folder, object path) of every object of the build's libraries."""
+def objects(build, src):
+    """(unit, source folder, object path) of every object of the build's libraries whose source
+    still exists (a build folder keeps the objects of deleted files)."""
     out = []
     for root, dirs, names in os.walk(build):
         dirs[:] = [d for d in dirs if d not in ("test-logs", "autom4te.cache")]
@@ -93,7 +100,10 @@ def objects(build):
         folder = os.path.relpath(os.path.dirname(root), build)
         for n in names:
             m = re.match(r"(lib[A-Za-z0-9_]+?_la)-.*\.o$", n)
-            if m and folder.split("/", 1)[0] in LIBRARY_DIRS:
+            if not m or folder.split("/", 1)[0] not in LIBRARY_DIRS:
+                continue
+            stem = os.path.join(src, source_name(n, folder))
+            if any(os.path.exists(stem + ext) for ext in (".c", ".cu", ".hip", ".cpp", ".cc")):
                 out.append((m.group(1), folder, os.path.join(root, n)))
     return out
 
@@ -159,8 +169,8 @@ def strongly_connected(nodes, edges):
     return comps
 
 
-def check_calls(build):
-    objs = objects(build)
+def check_calls(build, src):
+    objs = objects(build, src)
     if not objs:
         return None, f"no library objects under {build} (build first)"
     bad = []
@@ -218,8 +228,9 @@ def check_config(src, files):
     return bad
 
 
-def map_section(text, number):
-    m = re.search(rf"^## {number}\..*?(?=^## |\Z)", text, re.M | re.S)
+def map_section(text, title):
+    """The section of docs/architecture.md whose heading is "## N. <title>"."""
+    m = re.search(rf"^## [0-9]+\. {title}\b.*?(?=^## |\Z)", text, re.M | re.S)
     return m.group(0) if m else ""
 
 
@@ -232,7 +243,7 @@ def check_map(src, files):
         return [f"docs/architecture.md: {e.strerror}"]
     bad = []
     folders = {f.split("/", 1)[0] for f in files if "/" in f and not f.startswith(".")}
-    layers = map_section(text, 2)
+    layers = map_section(text, "Layers and folders")
     block = re.search(r"```\n(.*?)```", layers, re.S)
     named = set()
     if block:
@@ -246,11 +257,11 @@ def check_map(src, files):
                     break
                 named.add(m.group(1))
     else:
-        bad.append("docs/architecture.md §2: no folder diagram (a ``` block)")
+        bad.append("docs/architecture.md, Layers and folders: no folder diagram (a ``` block)")
     for f in sorted(folders - named):
-        bad.append(f"docs/architecture.md §2: the folder {f}/ is missing from the map")
+        bad.append(f"docs/architecture.md, Layers and folders: the folder {f}/ is missing from the map")
     for f in sorted(named - folders):
-        bad.append(f"docs/architecture.md §2: the map names {f}/, which does not exist")
+        bad.append(f"docs/architecture.md, Layers and folders: the map names {f}/, which does not exist")
     # configure's summary: a line per transport folder, and no "not implemented" left over
     try:
         with open(os.path.join(src, "configure.ac"), encoding="utf-8") as fh:
@@ -265,13 +276,13 @@ def check_map(src, files):
             bad.append(f"configure.ac: the summary has no line for transport {t} (transports/{t}/)")
     if "not implemented" in summary:
         bad.append("configure.ac: the summary says something is not implemented")
-    tests = map_section(text, 8)
+    tests = map_section(text, "Tests")
     test_dirs = {f.split("/")[1] for f in files if f.startswith("tests/") and f.count("/") >= 2}
     listed = set(re.findall(r"`tests/([a-z0-9_-]+)/`", tests))
     for d in sorted(test_dirs - listed):
-        bad.append(f"docs/architecture.md §8: tests/{d}/ is missing from the test list")
+        bad.append(f"docs/architecture.md, Tests: tests/{d}/ is missing from the test list")
     for d in sorted(listed - test_dirs):
-        bad.append(f"docs/architecture.md §8: the test list names tests/{d}/, which does not "
+        bad.append(f"docs/architecture.md, Tests: the test list names tests/{d}/, which does not "
                    f"exist")
     return bad
 
@@ -295,7 +306,7 @@ def main():
         if name == "layers":
             bad = check_layers(a.src, files)
         elif name == "calls":
-            bad, skip = check_calls(build)
+            bad, skip = check_calls(build, a.src)
         elif name == "config":
             bad = check_config(a.src, files)
         elif name == "map":

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build and run every suite: Check unit tests, multi-process and MPI tests, conformance
-# (through make check), and the Python DSL tests (pytest). Ends with one line
+# (through make check), the Python DSL tests (pytest), a quick subset again from an in-tree
+# build (scripts/check-intree.sh), and the C suites under ASan+UBSan and TSan. Ends with one line
 # "N passed, N failed, N skipped" summing all suites; exits non-zero if anything failed.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -72,51 +73,46 @@ if [ -d tests/python ]; then
 fi
 echo "pytest: $py_pass passed, $py_fail failed, $py_skip skipped"
 
-# ---- Sanitizers (issue 8): the C suites again under ASan+UBSan (build-asan), then TSan -----
-# scripts/sanitize.sh prints "sanitize: N passed, N failed, N skipped" last; its counts join the
-# total. MSCCLPP_SKIP_SANITIZE=1 leaves it out (counted as one skipped suite, never silently).
-san_pass=0 san_fail=0 san_skip=0
-if [ -n "${MSCCLPP_SKIP_SANITIZE:-}" ]; then
-    echo "sanitize: skipped (MSCCLPP_SKIP_SANITIZE is set)"
-    san_skip=1
-else
-    "$top/scripts/sanitize.sh" >"$logdir/sanitize.out" 2>&1
-    san_rc=$?
-    grep -E '^(FAIL|SKIP):|sanitizer report|^    ' "$logdir/sanitize.out" | head -n 60
-    line=$(grep -E '^sanitize: [0-9]+ passed' "$logdir/sanitize.out" | tail -n 1)
-    if [ -n "$line" ]; then
-        read -r san_pass san_fail san_skip < <(echo "$line" |
-            sed -E 's/sanitize: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/')
+# ---- Stages that build the tree again: each prints "NAME: N passed, N failed, N skipped" last,
+# and its counts join the total; STAGE_SKIP (a variable that is set) leaves it out, counted as
+# one skipped suite, never silently.
+#   stage NAME "SKIP_VAR ..." "what it does" COMMAND...
+stage_pass=0 stage_fail=0 stage_skip=0
+stage() {
+    local name=$1 skips=$2 what=$3 v set="" line p=0 f=0 s=0 rc
+    shift 3
+    for v in $skips; do [ -n "${!v:-}" ] && set="$set $v"; done
+    if [ -n "$set" ]; then
+        echo "$name: skipped (set:$set)"
+        stage_skip=$((stage_skip + 1))
+        return
     fi
-    if [ $san_rc -ne 0 ] && [ "$san_fail" -eq 0 ]; then san_fail=1; fi
-    echo "sanitize: $san_pass passed, $san_fail failed, $san_skip skipped"
-fi
+    echo "$name: $what (log: $logdir/$name.out)"
+    "$@" >"$logdir/$name.out" 2>&1
+    rc=$?
+    grep -E '^(FAIL|SKIP):|sanitizer report|^    ' "$logdir/$name.out" | head -n 60
+    line=$(grep -E "^$name: [0-9]+ passed" "$logdir/$name.out" | tail -n 1)
+    [ -n "$line" ] && read -r p f s < <(echo "$line" |
+        sed -E "s/$name: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/")
+    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    echo "$name: $p passed, $f failed, $s skipped"
+    stage_pass=$((stage_pass + p)) stage_fail=$((stage_fail + f)) stage_skip=$((stage_skip + s))
+}
 
-# ThreadSanitizer over the suites that run host streams, the proxy and port channels
-# (scripts/sanitize.sh --tsan, in build-tsan); its counts join the total too.
-# MSCCLPP_SKIP_TSAN=1 leaves it out (counted as one skipped suite).
-tsan_pass=0 tsan_fail=0 tsan_skip=0
-if [ -n "${MSCCLPP_SKIP_TSAN:-}" ] || [ -n "${MSCCLPP_SKIP_SANITIZE:-}" ]; then
-    echo "sanitize-tsan: skipped (MSCCLPP_SKIP_TSAN or MSCCLPP_SKIP_SANITIZE is set)"
-    tsan_skip=1
-else
-    "$top/scripts/sanitize.sh" --tsan >"$logdir/sanitize-tsan.out" 2>&1
-    tsan_rc=$?
-    grep -E '^(FAIL|SKIP):|sanitizer report|^    ' "$logdir/sanitize-tsan.out" | head -n 60
-    line=$(grep -E '^sanitize-tsan: [0-9]+ passed' "$logdir/sanitize-tsan.out" | tail -n 1)
-    if [ -n "$line" ]; then
-        read -r tsan_pass tsan_fail tsan_skip < <(echo "$line" |
-            sed -E 's/sanitize-tsan: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/')
-    fi
-    if [ $tsan_rc -ne 0 ] && [ "$tsan_fail" -eq 0 ]; then tsan_fail=1; fi
-    echo "sanitize-tsan: $tsan_pass passed, $tsan_fail failed, $tsan_skip skipped"
-fi
+# In-tree build (issue 21): ./configure && make check in a copy of the tree, a quick subset.
+stage intree MSCCLPP_SKIP_INTREE "./configure && make check in a copy of the tree" \
+    "$top/scripts/check-intree.sh"
+# Sanitizers (issue 8): the C suites again under ASan+UBSan (build-asan), then TSan over the
+# suites that run host streams, the proxy and port channels (build-tsan).
+stage sanitize MSCCLPP_SKIP_SANITIZE "the C suites under ASan+UBSan" "$top/scripts/sanitize.sh"
+stage sanitize-tsan "MSCCLPP_SKIP_TSAN MSCCLPP_SKIP_SANITIZE" "the C suites under TSan" \
+    "$top/scripts/sanitize.sh" --tsan
 # ---------------------------------------------------------------------------------------------
 
 read -r c_pass c_fail c_skip < <(sed -E 's/check: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/' "$logdir/check.summary")
 if [ $check_rc -ne 0 ] && [ "$c_fail" -eq 0 ]; then c_fail=1; fi
-total_pass=$((c_pass + py_pass + san_pass + tsan_pass))
-total_fail=$((c_fail + py_fail + san_fail + tsan_fail))
-total_skip=$((c_skip + py_skip + san_skip + tsan_skip))
+total_pass=$((c_pass + py_pass + stage_pass))
+total_fail=$((c_fail + py_fail + stage_fail))
+total_skip=$((c_skip + py_skip + stage_skip))
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

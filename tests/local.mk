@@ -1,5 +1,7 @@
 # tests/: shared helpers and the core suites; other suites live in their module's fragment.
 EXTRA_DIST += tests/unit/mp_harness.h
+# the preamble every TAP shell test sources (top_src, top_build, tmp, pass/skip/fail/run, mk)
+EXTRA_DIST += tests/tap.sh
 
 # The house: layers, circles, the config table and the architecture map (scripts/check-house.py).
 TESTS += tests/unit/test_house.sh

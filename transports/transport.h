@@ -4,16 +4,24 @@
  * cannot do points at a shared stub that returns MSCCLPP_ERR_UNSUPPORTED), and the table
  * starts with its own size.
  *
+ * A transport knows of the communicator only its world (tp_world_t: ranks, nodes, the HAL,
+ * the cache of mapped peer memory), never a core object: core owns the contexts (one per
+ * communicator and transport) and does every exchange between ranks.
+ *
  * Objects, per communicator and transport:
  *   tp_ctx_t   the transport's state for one communicator (UCX: context + worker)
- *   tp_ep_t    a connection to one peer (UCX: ucp_ep), made by a collective pair call
+ *   tp_ep_t    a connection to one peer (UCX: ucp_ep), made in two steps: ep_open packs this
+ *              side's address, ep_connect completes it with the peer's
  *   tp_mem_t   local memory registered with the transport (UCX: ucp_mem_h)
  *   tp_rmem_t  a peer's registration, unpacked (UCX: ucp_rkey_h + remote address)
  *
- * What travels between ranks is the packed remote key: tp_mem_pack() writes a versioned,
- * size-prefixed encoding (magic, version, total length, transport, base address, size, then
- * the transport's own bytes); tp_rmem_unpack() checks every field before it trusts one.
- *
+ * What travels between ranks is packed by the transport and carried by core in one message per
+ * pair (core/port_setup.c): the connection's address (ep_open) and the remote keys of memory
+ * (tp_mem_pack() writes a versioned, size-prefixed encoding: magic, version, total length,
+ * transport, base address, size, then the transport's own bytes; tp_rmem_unpack() checks every
+ * field before it trusts one). NCCL's transports work the same way (connect info exchanged by
+ * the caller).
+
  * Signals are "remote counter add" with one writer per counter: the caller keeps the running
  * total of a channel and passes the new total; the transport makes it visible at the peer after
  * every put issued before it on the same connection (see each transport for how).
@@ -30,16 +38,18 @@
 #include <stdint.h>
 
 #include "base/wire.h"
+#include "hal/hal.h"
 #include "mscclpp/mscclpp.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define TP_ABI_VERSION 1
+#define TP_ABI_VERSION 2          /* 2: a world instead of the communicator; ep_open + ep_connect */
 #define TP_RKEY_MAGIC 0x4b525054u /* "TPRK" */
 #define TP_RKEY_VERSION 1u
 #define TP_RKEY_MAX 1024 /* bytes of one packed remote key, at most */
+#define TP_ADDR_MAX 4096 /* bytes of one packed connection address, at most */
 
 typedef struct tp_ctx tp_ctx_t;
 typedef struct tp_ep tp_ep_t;
@@ -51,6 +61,18 @@ typedef enum {
     TP_FLUSH_LOCAL = 0,  /* the sources of earlier puts may be reused */
     TP_FLUSH_REMOTE = 1, /* earlier puts and signals completed at the peer */
 } tp_flush_t;
+
+struct ipc_map;
+
+/** What a transport knows of the communicator. core/comm.c fills it once; it stays valid until
+ *  the communicator is destroyed, after every context made with it. */
+typedef struct tp_world {
+    int rank, nranks;
+    int local_rank, nlocal;  /* among the ranks of this rank's node */
+    const uint64_t *node_id; /* per rank: node identity (equal values: one node) */
+    const hal_ops_t *hal;
+    struct ipc_map *maps; /* peer allocations mapped into this process (ipc/ipc_map.h) */
+} tp_world_t;
 
 /** What can_connect() knows about each side of a pair. */
 typedef struct {
@@ -69,7 +91,7 @@ typedef struct tp_ops {
     /* Priority (higher wins) for this pair, or -1 when the transport cannot link it. */
     int (*can_connect)(const tp_peer_t *local, const tp_peer_t *remote);
 
-    mscclpp_result_t (*init)(mscclpp_comm_t *comm, tp_ctx_t **ctx);
+    mscclpp_result_t (*init)(const tp_world_t *world, tp_ctx_t **ctx);
     void (*fini)(tp_ctx_t *ctx);
 
     /* memory: register, pack the transport part of the remote key, release */
@@ -81,8 +103,11 @@ typedef struct tp_ops {
                                     tp_rmem_t **rmem);
     mscclpp_result_t (*rmem_release)(tp_rmem_t *rmem);
 
-    /* Connect to `peer` (both call it with the same tag; addresses travel on the bootstrap). */
-    mscclpp_result_t (*connect)(tp_ctx_t *ctx, int peer, int tag, tp_ep_t **ep);
+    /* Open this side of a connection to `peer` and pack into `addr` what the peer needs to
+     * reach it (at most TP_ADDR_MAX bytes); the caller carries it to the peer. */
+    mscclpp_result_t (*ep_open)(tp_ctx_t *ctx, int peer, tp_ep_t **ep, wire_writer_t *addr);
+    /* Complete a connection with what the peer's ep_open packed (all of `addr`). */
+    mscclpp_result_t (*ep_connect)(tp_ep_t *ep, wire_reader_t *addr);
     /* Copy bytes from local src+src_off to remote dst+dst_off (non-blocking where it can). */
     mscclpp_result_t (*put)(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, tp_mem_t *src,
                             uint64_t src_off, uint64_t bytes);
@@ -96,7 +121,8 @@ typedef struct tp_ops {
     mscclpp_result_t (*progress)(tp_ctx_t *ctx);
     /* OK while the connection works; REMOTE naming the peer once it failed (peer gone) */
     mscclpp_result_t (*ep_status)(tp_ep_t *ep);
-    /* Release the connection at once (callers flush first while the peer still progresses) */
+    /* Release the connection at once, connected or only opened (callers flush first while
+     * the peer still progresses) */
     mscclpp_result_t (*close)(tp_ep_t *ep);
     /* Before the caller sleeps (an idle proxy): arm the context's event descriptor. OK with
      * *fd >= 0: poll it for POLLIN, readable once progress has work (an inbound put); *fd = -1:
@@ -109,21 +135,22 @@ typedef struct tp_ops {
     X(probe, (void))                                                                            \
     TP_OPS_CTX_SLOTS(X)
 /* The same without probe: the slots that need a context. */
-#define TP_OPS_CTX_SLOTS(X)                                                                     \
-    X(init, (mscclpp_comm_t * comm, tp_ctx_t * *ctx))                                           \
-    X(mem_reg, (tp_ctx_t * ctx, void *ptr, size_t bytes, tp_mem_t **mem))                       \
-    X(mem_pack, (tp_ctx_t * ctx, tp_mem_t * mem, wire_writer_t * w))                            \
-    X(mem_dereg, (tp_ctx_t * ctx, tp_mem_t * mem))                                              \
-    X(rmem_unpack, (tp_ep_t * ep, uint64_t base, uint64_t bytes, wire_reader_t * r,            \
-                    tp_rmem_t * *rmem))                                                         \
-    X(rmem_release, (tp_rmem_t * rmem))                                                         \
-    X(connect, (tp_ctx_t * ctx, int peer, int tag, tp_ep_t **ep))                               \
+#define TP_OPS_CTX_SLOTS(X)                                                                    \
+    X(init, (const tp_world_t *world, tp_ctx_t **ctx))                                         \
+    X(mem_reg, (tp_ctx_t * ctx, void *ptr, size_t bytes, tp_mem_t **mem))                      \
+    X(mem_pack, (tp_ctx_t * ctx, tp_mem_t * mem, wire_writer_t * w))                           \
+    X(mem_dereg, (tp_ctx_t * ctx, tp_mem_t * mem))                                             \
+    X(rmem_unpack,                                                                             \
+      (tp_ep_t * ep, uint64_t base, uint64_t bytes, wire_reader_t * r, tp_rmem_t * *rmem))     \
+    X(rmem_release, (tp_rmem_t * rmem))                                                        \
+    X(ep_open, (tp_ctx_t * ctx, int peer, tp_ep_t **ep, wire_writer_t *addr))                  \
+    X(ep_connect, (tp_ep_t * ep, wire_reader_t * addr))                                        \
     X(put, (tp_ep_t * ep, tp_rmem_t * dst, uint64_t dst_off, tp_mem_t * src, uint64_t src_off, \
-            uint64_t bytes))                                                                    \
+            uint64_t bytes))                                                                   \
     X(signal, (tp_ep_t * ep, tp_rmem_t * dst, uint64_t dst_off, uint64_t total))               \
-    X(flush, (tp_ep_t * ep, uint64_t timeout_ns, tp_flush_t how))                               \
-    X(progress, (tp_ctx_t * ctx))                                                               \
-    X(ep_status, (tp_ep_t * ep))                                                                \
+    X(flush, (tp_ep_t * ep, uint64_t timeout_ns, tp_flush_t how))                              \
+    X(progress, (tp_ctx_t * ctx))                                                              \
+    X(ep_status, (tp_ep_t * ep))                                                               \
     X(close, (tp_ep_t * ep))                                                                   \
     X(arm, (tp_ctx_t * ctx, int *fd))
 
@@ -174,16 +201,14 @@ bool tp_built(int id);
 mscclpp_result_t tp_status(int id, char *why, size_t cap);
 
 /**
- * The transport for the pair (comm's rank, peer): the highest-priority usable transport whose
+ * The transport for the pair (world's rank, peer): the highest-priority usable transport whose
  * can_connect() accepts it, among those MSCCLPP_TRANSPORTS allows. UNSUPPORTED names the pair
  * and what each candidate said.
  */
-mscclpp_result_t tp_select(mscclpp_comm_t *comm, int peer, const tp_ops_t **ops);
+mscclpp_result_t tp_select(const tp_world_t *world, int peer, const tp_ops_t **ops);
 
-/** The communicator's context of a transport, created on first use (thread-safe). */
-mscclpp_result_t tp_ctx_get(mscclpp_comm_t *comm, const tp_ops_t *ops, tp_ctx_t **ctx);
-/** Release every transport context of a communicator (called by mscclpp_comm_destroy). */
-void tp_comm_release(mscclpp_comm_t *comm);
+/** Index (TP_*) of a table tp_get() returned, or -1. */
+int tp_index(const tp_ops_t *ops);
 
 /* ---- remote keys ---------------------------------------------------------------------------- */
 

@@ -695,6 +695,23 @@ MSCCLPP_API mscclpp_result_t mscclpp_reducescatter(mscclpp_executor_t *exec, con
 MSCCLPP_API mscclpp_result_t mscclpp_alltoall(mscclpp_executor_t *exec, const void *send,
                                               void *recv, size_t count, mscclpp_dtype_t dtype,
                                               mscclpp_stream_t stream);
+/**
+ * All-to-all with counts and displacements per peer (as MPI_Alltoallv; counts and
+ * displacements in elements, arrays of nranks in host memory): recvcounts[j] elements from rank
+ * j land at recv + rdispls[j]; sendcounts[j] elements at send + sdispls[j] go to rank j. Rank
+ * i's sendcounts[j] must equal rank j's recvcounts[i]: when the ranks' counts disagree, every
+ * rank returns MSCCLPP_ERR_INVALID_ARG and nothing moves. send and recv may be the same
+ * buffer (every send block is read before any receive block is written). The call agrees on
+ * the largest count with the other ranks on the host (a bootstrap exchange of 24 bytes per
+ * rank; no device synchronisation) and runs the alltoall plans with blocks of that size
+ * through staging buffers the executor keeps: it moves nranks x the largest count per rank
+ * (docs/plans.md). Elements of recv outside the received blocks are not written.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_alltoallv(mscclpp_executor_t *exec, const void *send,
+                                               const size_t *sendcounts, const size_t *sdispls,
+                                               void *recv, const size_t *recvcounts,
+                                               const size_t *rdispls, mscclpp_dtype_t dtype,
+                                               mscclpp_stream_t stream);
 MSCCLPP_API mscclpp_result_t mscclpp_broadcast(mscclpp_executor_t *exec, const void *send,
                                                void *recv, size_t count, mscclpp_dtype_t dtype,
                                                int root, mscclpp_stream_t stream);

@@ -7,7 +7,8 @@ use of a name that needs them.
 from ._version import __version__
 from .language.utils import AlgoSpec
 from .language.internal.types import ReduceOperationType, BufferType, SyncType
-from ._compiler import compile, CompiledAlgorithm, Constraint, default_cache_dir
+from ._compiler import compile, CompiledAlgorithm, Constraint
+from ._paths import default_cache_dir
 from .simulator import simulate, verify_plan, CheckResult
 from ._native import compile_native, NativeModule
 

@@ -11,7 +11,7 @@ import time
 
 
 def _install(args):
-    from ._compiler import default_cache_dir
+    from ._paths import default_cache_dir
     from . import default_plans
 
     out = args.cache_dir or os.path.join(default_cache_dir(), "default")

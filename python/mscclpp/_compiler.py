@@ -7,6 +7,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
+from ._paths import default_cache_dir  # noqa: F401 (also mscclpp.default_cache_dir)
 from ._version import __version__
 
 
@@ -17,14 +18,6 @@ def _hasher():
         return blake3.blake3()
     except ImportError:
         return hashlib.sha256()
-
-
-def default_cache_dir():
-    """``$MSCCLPP_CACHE_DIR``, else ``~/.cache/mscclpp``."""
-    d = os.environ.get("MSCCLPP_CACHE_DIR")
-    if d:
-        return d
-    return os.path.join(os.path.expanduser("~"), ".cache", "mscclpp")
 
 
 @dataclass(frozen=True)

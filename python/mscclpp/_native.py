@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 
 from . import runtime
-from ._compiler import default_cache_dir
+from ._paths import default_cache_dir
 from .runtime import MscclppError
 
 __all__ = ["compile_native", "NativeModule", "native_include_dir"]

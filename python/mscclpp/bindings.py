@@ -373,6 +373,10 @@ class Executor:
 
     def __init__(self, communicator):
         comm = communicator.communicator if isinstance(communicator, CommGroup) else communicator
+        # The library reads the DSL's plan cache only when asked (MSCCLPP_CACHE_DIR set): a
+        # Python process asks for the one mscclpp.compile writes to, C programs never see it.
+        from ._paths import default_cache_dir
+        os.environ.setdefault("MSCCLPP_CACHE_DIR", default_cache_dir())
         h = ctypes.c_void_p()
         _check(_lib().mscclpp_executor_create(comm.handle, ctypes.byref(h)), "executor")
         self._handle = h

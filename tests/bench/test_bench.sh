@@ -2,33 +2,13 @@
 # Smoke tests of tools/mscclpp-bench (TAP): forked ranks, every dtype x op, every collective,
 # a reference plan (in-place column only), JSON records, usage errors, and a run under mpiexec
 # (skipped when MPIEXEC is empty). Each run is bounded by "timeout $BENCH_TEST_TIMEOUT".
-top_build=${MSCCLPP_TOP_BUILDDIR:-.}
-top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/../tap.sh" bench-test
 bench=$top_build/tools/mscclpp-bench
 limit=${BENCH_TEST_TIMEOUT:-300}
 : "${MSCCLPP_PLAN_DIR:=$top_src/plans}"
 export MSCCLPP_PLAN_DIR
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-test.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
 
 echo "1..14"
-n=0
-fails=0
-
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-fail() {
-    n=$((n + 1))
-    sed 's/^/# /' "$tmp/out" "$tmp/err" 2>/dev/null | tail -n 40
-    echo "not ok $n - $1: $2"
-    fails=$((fails + 1))
-}
-
-# run ARGS...: the tool with a time bound; stdout in $tmp/out, stderr in $tmp/err, status in $rc
-run() {
-    timeout -k 5 "$limit" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-    rc=$?
-}
 
 # Data rows (they start with the size); $1 = the number expected.
 rows() { grep -c '^ *[0-9]' "$tmp/out"; }

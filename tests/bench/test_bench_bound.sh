@@ -6,26 +6,16 @@
 # 189 % of their "bound"). The bytes moved by the Simple allreduce of
 # plans/ must be 2(3N-2) message sizes over all N ranks (the model of tests/gpu/gpu_report.py:
 # per rank, put N-1 chunks, reduce N chunks and send N-1 copies, copy N-1 chunks out).
-top_build=${MSCCLPP_TOP_BUILDDIR:-.}
-top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/../tap.sh" bench-bound
 bench=$top_build/tools/mscclpp-bench
 MSCCLPP_PLAN_DIR=$top_src/plans MSCCLPP_TUNING_FILE=none MSCCLPP_HAL=host
 export MSCCLPP_PLAN_DIR MSCCLPP_TUNING_FILE MSCCLPP_HAL
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-bound.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
 
 if ! command -v python3 >/dev/null; then
     echo "1..0 # SKIP python3 is needed to read the --json records"
     exit 0
 fi
 echo "1..4"
-n=0
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-fail() {
-    n=$((n + 1))
-    sed 's/^/# /' "$tmp/out" "$tmp/err" 2>/dev/null | tail -n 30
-    echo "not ok $n - $1: $2"
-}
 
 # check NRANKS: the Simple plan at 1 MiB; the JSON fields agree with each other and the model
 check() {

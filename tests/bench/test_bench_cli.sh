@@ -3,31 +3,15 @@
 # -N) accepted or refused with a sentence, the plan that ran named in --json, the summary of a
 # sweep whose calls failed, --plot (a well-formed SVG with one line per plan and placement,
 # MPI's line under --mpi), -a's default (1, the mean, as nccl-tests), the header naming every
-# rank's device, --csv, --version and the one-line answer to a mistyped option (issue 21 item 8). Each run is bounded by "timeout $BENCH_TEST_TIMEOUT".
-top_build=${MSCCLPP_TOP_BUILDDIR:-.}
-top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+# rank's device, --csv, --version and the one-line answer to a mistyped option (issue 21 item
+# 8). Each run is bounded by "timeout $BENCH_TEST_TIMEOUT".
+. "$(dirname "$0")/../tap.sh" bench-cli-test
 bench=${BENCH:-$top_build/tools/mscclpp-bench}
 limit=${BENCH_TEST_TIMEOUT:-300}
 : "${MSCCLPP_PLAN_DIR:=$top_src/plans}"
 export MSCCLPP_PLAN_DIR
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-cli-test.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
 
 echo "1..15"
-n=0
-fails=0
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-fail() {
-    n=$((n + 1))
-    sed 's/^/# /' "$tmp/out" "$tmp/err" 2>/dev/null | tail -n 30
-    echo "not ok $n - $1: $2"
-    fails=$((fails + 1))
-}
-run() {
-    timeout -k 5 "$limit" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-    rc=$?
-}
 rows() { grep -c '^ *[0-9]' "$tmp/out"; }
 have_py() { command -v python3 >/dev/null 2>&1; }
 

@@ -4,11 +4,8 @@
 # stream; the bench must print the library's error (plan, rank, op, peer) and exit 1, never
 # "0 OK". (A plan with a signal deleted is refused at load now, so the deadlock keeps the
 # signal/wait counts balanced and only reorders them.)
-top_build=${MSCCLPP_TOP_BUILDDIR:-.}
-top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/../tap.sh" bench-fail
 bench=$top_build/tools/mscclpp-bench
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-fail.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
 echo "1..1"
 name="a plan that deadlocks fails the bench with the timeout"
 if ! command -v python3 >/dev/null 2>&1; then

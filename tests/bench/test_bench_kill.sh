@@ -3,15 +3,12 @@
 # killed; the survivors are left to fail and exit by themselves (their own error lines show)
 # instead of being killed at once and labelled "killed by signal 9"; the launcher returns within
 # MSCCLPP_TIMEOUT + its 5 s grace.
-top_build=${MSCCLPP_TOP_BUILDDIR:-.}
-top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/../tap.sh" bench-kill
 bench=$top_build/tools/mscclpp-bench
 : "${MSCCLPP_PLAN_DIR:=$top_src/plans}"
 export MSCCLPP_PLAN_DIR
 MSCCLPP_TIMEOUT=3
 export MSCCLPP_TIMEOUT
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-kill.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
 echo "1..1"
 
 now() { date +%s.%N; }

@@ -3,8 +3,10 @@
  * every shape a job may have: every rank count from 1 to 16 on one node, node layouts 2x1 ...
  * 4x4, 3x2, 5x3 and uneven ones (2+3+1), each node a network namespace (root; else a forced node
  * id per rank), ranks as forked processes. Every collective (allreduce, allgather,
- * reducescatter, alltoall, broadcast, reduce) runs out of place and in place, and every element
- * of every rank's output is checked against a reference (tests/conformance/conf_ref.h).
+ * reducescatter, alltoall, broadcast, reduce, and mscclpp_alltoallv on them) runs out of place
+ * and in place, and every element of every rank's output is checked against a reference
+ * (tests/conformance/conf_ref.h); alltoallv also checks that the gaps between its received
+ * blocks keep their bytes, and that counts the ranks disagree on are refused by every rank.
  *
  * The default plans of plans/ are not loaded (MSCCLPP_PLAN_DIR points at an empty folder), so
  * every call runs a made plan; on one node of up to 8 ranks those are the DSL's plans op for op
@@ -42,11 +44,12 @@ typedef enum {
     C_ALLTOALL,
     C_BROADCAST,
     C_REDUCE,
+    C_ALLTOALLV,
     C_N
 } coll_t;
 
-static const char *const coll_names[C_N] = {"allreduce", "allgather", "reducescatter",
-                                            "alltoall",  "broadcast", "reduce"};
+static const char *const coll_names[C_N] = {"allreduce", "allgather", "reducescatter", "alltoall",
+                                            "broadcast", "reduce",    "alltoallv"};
 
 typedef struct {
     char name[32];
@@ -174,6 +177,111 @@ static long run_case(const rank_env_t *e, const char *shape, coll_t c, bool inpl
     return wrong;
 }
 
+/* alltoallv's count from rank `src` to rank `dst`: 0 for some pairs, up to `unit` for others */
+static size_t v_count(int src, int dst, size_t unit)
+{
+    return (src * 7 + dst * 3) % 5 == 0 ? 0 : 1 + (size_t)(src * 5 + dst * 11) % unit;
+}
+
+/* This rank's alltoallv arrays: send blocks in reverse peer order with one element between
+ * them, receive blocks in peer order with two, after one; returns the elements each spans. */
+static void v_layout(int rank, int n, size_t unit, size_t *sc, size_t *sd, size_t *rc, size_t *rd,
+                     size_t *send_span, size_t *recv_span)
+{
+    size_t off = 0;
+    for (int j = n - 1; j >= 0; j--) {
+        sc[j] = v_count(rank, j, unit);
+        sd[j] = off;
+        off += sc[j] + 1;
+    }
+    *send_span = off;
+    off = 1;
+    for (int j = 0; j < n; j++) {
+        rc[j] = v_count(j, rank, unit);
+        rd[j] = off;
+        off += rc[j] + 2;
+    }
+    *recv_span = off;
+}
+
+/* mscclpp_alltoallv once (element t of the block from rank p to rank q holds conf_input(p, q *
+ * unit + t)), every element and every gap byte checked; with `mismatch`, rank 0 sends rank 1
+ * one element more than rank 1 receives: every rank must refuse the call. Returns the number of
+ * wrong elements, -1 when the call failed. */
+static long run_alltoallv(const rank_env_t *e, const char *shape, bool inplace, size_t unit,
+                          mscclpp_dtype_t dt, bool mismatch)
+{
+    int n = e->n, rank = e->rank;
+    size_t es = mscclpp_dtype_size(dt);
+    size_t *v = malloc(4 * (size_t)n * sizeof *v);
+    if (!v) {
+        MP_FAIL(rank, "out of memory");
+        return -1;
+    }
+    size_t *sc = v, *sd = v + n, *rc = v + 2 * n, *rd = v + 3 * n, sspan, rspan;
+    v_layout(rank, n, unit, sc, sd, rc, rd, &sspan, &rspan);
+    uint8_t *send = inplace ? e->b : e->a, *recv = e->b;
+    long wrong = -1;
+    if (mscclpp_memset(e->b, 0x5a, e->cap) != MSCCLPP_OK) goto out;
+    memset(e->stage, 0x5a, sspan * es);
+    for (int j = 0; j < n; j++)
+        for (size_t t = 0; t < sc[j]; t++)
+            conf_store(dt, e->stage + (sd[j] + t) * es,
+                       conf_input(dt, MSCCLPP_SUM, rank, (size_t)j * unit + t));
+    if (mscclpp_memcpy(send, e->stage, sspan * es) != MSCCLPP_OK) goto out;
+    if (mismatch && rank == 0 && n > 1) sc[1]++;
+    mscclpp_result_t r = mscclpp_alltoallv(e->ex, send, sc, sd, recv, rc, rd, dt, NULL);
+    if (mismatch) {
+        if (r != MSCCLPP_ERR_INVALID_ARG || !strstr(mscclpp_last_error(), "disagree")) {
+            MP_FAIL(rank, "%s alltoallv with counts the ranks disagree on: %s: %s", shape,
+                    mscclpp_result_string(r), mscclpp_last_error());
+            goto out;
+        }
+        wrong = 0;
+        goto out;
+    }
+    if (r != MSCCLPP_OK) {
+        MP_FAIL(rank, "%s alltoallv %s %s unit %zu: %s: %s", shape,
+                inplace ? "in-place" : "out-of-place", mscclpp_dtype_name(dt), unit,
+                mscclpp_result_string(r), mscclpp_last_error());
+        goto out;
+    }
+    if (mscclpp_memcpy(e->stage, recv, rspan * es) != MSCCLPP_OK) goto out;
+    wrong = 0;
+    size_t at = 0; /* the next element of recv not in a block: a gap */
+    for (int j = 0; j <= n; j++) {
+        size_t end = j < n ? rd[j] : rspan;
+        /* in place, the gaps hold what the send layout left there */
+        for (; at < end && !inplace; at++)
+            for (size_t k = 0; k < es; k++)
+                if (e->stage[at * es + k] != 0x5a) {
+                    if (!wrong)
+                        MP_FAIL(rank, "%s alltoallv %s unit %zu: gap element %zu was written",
+                                shape, mscclpp_dtype_name(dt), unit, at);
+                    wrong++;
+                    break;
+                }
+        if (j == n) break;
+        for (size_t t = 0; t < rc[j]; t++) {
+            double want = conf_round(dt, conf_input(dt, MSCCLPP_SUM, j, (size_t)rank * unit + t));
+            double got = conf_load(dt, e->stage + (rd[j] + t) * es);
+            if (!(fabs(got - want) <= conf_tolerance(dt, n, want))) {
+                if (!wrong)
+                    MP_FAIL(rank,
+                            "%s alltoallv %s %s unit %zu: element %zu of the block from "
+                            "rank %d is %g, want %g",
+                            shape, inplace ? "in-place" : "out-of-place", mscclpp_dtype_name(dt),
+                            unit, t, j, got, want);
+                wrong++;
+            }
+        }
+        at = rd[j] + rc[j];
+    }
+out:
+    free(v);
+    return wrong;
+}
+
 static int shape_rank(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg)
 {
     const shape_t *sh = arg;
@@ -212,14 +320,24 @@ static int shape_rank(int rank, int nranks, const mscclpp_unique_id_t *id, void 
                     for (int k = 0; k < nroots; k++)
                         for (int ip = 0; ip < 2; ip++) {
                             MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
-                            long w = run_case(&e, sh->name, (coll_t)c, ip, units[u], dt, op,
-                                              rooted ? roots[k] : 0);
+                            long w = c == C_ALLTOALLV
+                                         ? run_alltoallv(&e, sh->name, ip, units[u], dt, false)
+                                         : run_case(&e, sh->name, (coll_t)c, ip, units[u], dt, op,
+                                                    rooted ? roots[k] : 0);
                             runs++;
                             if (w) failures++;
                             if (w < 0) goto done; /* the executor is broken now */
                         }
             }
         }
+    }
+    /* counts the ranks disagree on: refused by every rank, and the executor still serves */
+    if (!failures && (sh->colls & (1u << C_ALLTOALLV)) && nranks > 1) {
+        MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+        long w = run_alltoallv(&e, sh->name, false, 5, MSCCLPP_FLOAT32, true);
+        if (!w) w = run_alltoallv(&e, sh->name, false, 5, MSCCLPP_FLOAT32, false);
+        runs += 2;
+        if (w) failures++;
     }
 done:
     /* nobody leaves while a peer's last launch may still flush its puts to it: a port channel

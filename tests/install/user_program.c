@@ -2,13 +2,16 @@
  * A user's program, built against an installed libmscclpp with pkg-config only (mscclpp and
  * mscclpp_mpi): prints the version, finds the installed default plans through the path compiled
  * into the library, and touches the MPI bootstrap library so that it is loaded too.
+ * `user_program list COLLECTIVE` prints instead the name of every plan the executor registered
+ * at creation that serves an 8-byte out-of-place call of COLLECTIVE ("plan: NAME").
  */
 #include <stdio.h>
+#include <string.h>
 
 #include <mscclpp/mscclpp.h>
 #include <mscclpp/mscclpp_mpi.h>
 
-int main(void)
+int main(int argc, char **argv)
 {
     int major, minor, patch, nloaded = 0;
     mscclpp_version(&major, &minor, &patch);
@@ -20,6 +23,16 @@ int main(void)
     mscclpp_result_t rc = mscclpp_get_unique_id(&id);
     if (rc == MSCCLPP_OK) rc = mscclpp_comm_init_rank(&id, 0, 1, &comm);
     if (rc == MSCCLPP_OK) rc = mscclpp_executor_create(comm, &exec);
+    if (rc == MSCCLPP_OK && argc == 3 && !strcmp(argv[1], "list")) {
+        const mscclpp_plan_t *plans[64];
+        int n = 0;
+        rc = mscclpp_executor_list_plans(exec, argv[2], 0, 8, 0, plans, 64, &n);
+        for (int i = 0; rc == MSCCLPP_OK && i < n && i < 64; i++)
+            printf("plan: %s\n", mscclpp_plan_name(plans[i]));
+        mscclpp_executor_destroy(exec);
+        mscclpp_comm_destroy(comm);
+        return rc == MSCCLPP_OK ? 0 : 1;
+    }
     /* NULL: the default plan directory, the one compiled into the library at install time */
     if (rc == MSCCLPP_OK) rc = mscclpp_executor_load_plan_dir(exec, NULL, &nloaded);
     if (rc != MSCCLPP_OK) {

@@ -21,13 +21,6 @@
 #include "tests/unit/mp_harness.h"
 #include "transports/transport.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* What discovery says about ib here: the reason it is unusable. */
 static char ib_why[256];
 
@@ -136,12 +129,9 @@ END_TEST
 static int ib_only_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     (void)arg;
-    char node[32];
-    snprintf(node, sizeof node, "ib-node-%d", rank);
-    setenv("MSCCLPP_NODE_ID", node, 1);
-    setenv("MSCCLPP_TIMEOUT", "10", 1);
+    mp_set_timeout(10);
     mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    if (mp_join_node(rank, n, 1, "ib", id, &comm)) return 1;
     void *buf = NULL;
     MP_CHECK(rank, mscclpp_malloc(4096, &buf));
     /* registering for ib: refused, naming the transport and why */
@@ -161,10 +151,10 @@ static int ib_only_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
 
     setenv("MSCCLPP_TRANSPORTS", "ib", 1);
     /* a port channel: no transport reaches the peer, and the message says why for ib */
-    double t0 = now_s();
+    double t0 = mp_now_s();
     mscclpp_port_channel_t *ch = NULL;
     r = mscclpp_port_channel_create(comm, 1 - rank, 3, buf, 4096, buf, 4096, &ch);
-    double dt = now_s() - t0;
+    double dt = mp_now_s() - t0;
     char want[64];
     snprintf(want, sizeof want, "no transport reaches rank %d", 1 - rank);
     if (r != MSCCLPP_ERR_UNSUPPORTED || ch || !strstr(mscclpp_last_error(), want) ||
@@ -184,10 +174,10 @@ static int ib_only_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
     float *in = NULL, *out = NULL;
     MP_CHECK(rank, mscclpp_malloc(1024 * 4, (void **)&in));
     MP_CHECK(rank, mscclpp_malloc(2048 * 4, (void **)&out));
-    t0 = now_s();
+    t0 = mp_now_s();
     r = mscclpp_execute(ex, plan, in, out, 1024 * 4, 2048 * 4, MSCCLPP_FLOAT32, MSCCLPP_SUM,
                         NULL);
-    dt = now_s() - t0;
+    dt = mp_now_s() - t0;
     if (r == MSCCLPP_OK) return MP_FAIL(rank, "a plan across nodes ran over ib only");
     if (!strstr(mscclpp_last_error(), "ib: ") || !strstr(mscclpp_last_error(), ib_why))
         return MP_FAIL(rank, "the plan's error does not say why ib is unusable: %s",

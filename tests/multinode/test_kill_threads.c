@@ -25,13 +25,6 @@
 #define TIMEOUT_S 5
 #define COUNT (64 * 1024)
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 typedef struct {
     int total;     /* threads of this process */
     int process;   /* process-wide: host block pool, stream workers, fd broker */
@@ -77,15 +70,9 @@ typedef struct {
 static int kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     const kill_case_t *kc = arg;
-    char node[32];
-    snprintf(node, sizeof node, "kill-node-%d", rank / kc->per_node);
-    setenv("MSCCLPP_NODE_ID", node, 1);
-    setenv("UCX_TLS", "tcp", 1);
-    /* loopback only: other interfaces come and go on a machine that runs namespace tests */
-    setenv("UCX_NET_DEVICES", "lo", 1);
-    setenv("MSCCLPP_TIMEOUT", "30", 1); /* setup on a loaded machine; the failure gets 5 s */
+    mp_set_timeout(30); /* setup on a loaded machine; the failure gets TIMEOUT_S */
     mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    if (mp_join_node(rank, n, kc->per_node, "kill", id, &comm)) return 1;
     char path[4096];
     snprintf(path, sizeof path, "%s/plans/multinode/%dx%d/allgather.json",
              getenv("MSCCLPP_TOP_SRCDIR"), n / kc->per_node, kc->per_node);
@@ -112,42 +99,34 @@ static int kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     if (during.proxy != 1)
         return MP_FAIL(rank, "%d proxy threads while running, want 1 (%s)", during.proxy,
                        during.names);
-    mscclpp_bootstrap_t *boot = NULL;
-    MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
-    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
-    if (rank >= kc->first_dead && rank < kc->first_dead + kc->n_dead) raise(SIGKILL);
+    bool dies = rank >= kc->first_dead && rank < kc->first_dead + kc->n_dead;
+    if (mp_barrier_then_die(rank, comm, dies)) return 1;
 
     /* the short bound, for a size not lowered yet (a lowering keeps the bound it was made with) */
-    setenv("MSCCLPP_TIMEOUT", "5", 1);
-    double t0 = now_s();
+    mp_set_timeout(TIMEOUT_S);
+    double t0 = mp_now_s();
     mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, COUNT * 2, COUNT * 2 * (size_t)n,
                                          MSCCLPP_FLOAT32, MSCCLPP_SUM, s);
     if (r == MSCCLPP_OK && s) r = mscclpp_stream_synchronize(s);
-    double dt = now_s() - t0;
+    double dt = mp_now_s() - t0;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
     if (r == MSCCLPP_OK) return MP_FAIL(rank, "the call with dead ranks returned OK");
     if (dt > TIMEOUT_S + 1.0) return MP_FAIL(rank, "the error took %.2f s: %s", dt, msg);
     bool named = false;
-    for (int d = kc->first_dead; d < kc->first_dead + kc->n_dead; d++) {
-        char want[16];
-        snprintf(want, sizeof want, "rank %d", d);
-        const char *p = msg;
-        /* "rank 1" must not match "rank 10" */
-        while ((p = strstr(p, want)) && (p[strlen(want)] >= '0' && p[strlen(want)] <= '9')) p++;
-        if (p) named = true;
-    }
+    for (int d = kc->first_dead; d < kc->first_dead + kc->n_dead; d++)
+        named = named || mp_names_rank(msg, d);
     if (!named) return MP_FAIL(rank, "the error names no dead rank: %s", msg);
 
     /* teardown is bounded too, and leaves no thread of ours behind */
-    double t1 = now_s();
+    double t1 = mp_now_s();
     if (s) mscclpp_stream_destroy(s);
     mscclpp_executor_destroy(ex);
     mscclpp_plan_destroy(plan);
     mscclpp_free(in);
     mscclpp_free(out);
     mscclpp_comm_destroy(comm);
-    double td = now_s() - t1;
+    double td = mp_now_s() - t1;
     threads_t after;
     threads_read(&after);
     /* UCX's async thread ends on its own once its last context is cleaned up; under

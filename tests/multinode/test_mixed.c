@@ -36,39 +36,6 @@
 #define SETUP_TIMEOUT_S 30
 #define TIMEOUT_S 3
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void set_timeout(int seconds)
-{
-    char t[16];
-    snprintf(t, sizeof t, "%d", seconds);
-    setenv("MSCCLPP_TIMEOUT", t, 1);
-}
-
-/* Rank r on node r / per_node; UCX over loopback tcp between nodes (see test_multinode.c:
- * interfaces that come and go on a shared machine made other devices flaky). */
-static int join_node(int rank, int n, int per_node, const mscclpp_unique_id_t *id,
-                     mscclpp_comm_t **comm)
-{
-    char node[32];
-    snprintf(node, sizeof node, "mixed-node-%d", rank / per_node);
-    setenv("MSCCLPP_NODE_ID", node, 1);
-    setenv("UCX_TLS", "tcp", 1);
-    setenv("UCX_NET_DEVICES", "lo", 0);
-    set_timeout(SETUP_TIMEOUT_S);
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, comm));
-    int nlocal = 0;
-    MP_CHECK(rank, mscclpp_comm_local_size(*comm, &nlocal));
-    if (nlocal != per_node)
-        return MP_FAIL(rank, "%d ranks on my node, expected %d", nlocal, per_node);
-    return 0;
-}
-
 /* ---- the launch fence through the proxy ------------------------------------------------- */
 
 typedef struct {
@@ -111,7 +78,8 @@ static int fence_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     const fence_case_t *fc = arg;
     mscclpp_comm_t *comm = NULL;
-    if (join_node(rank, n, fc->per_node, id, &comm)) return 1;
+    mp_set_timeout(SETUP_TIMEOUT_S);
+    if (mp_join_node(rank, n, fc->per_node, "mixed", id, &comm)) return 1;
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", getenv("MSCCLPP_TOP_SRCDIR"), fc->file);
     mscclpp_plan_t *plan = NULL;
@@ -232,7 +200,8 @@ static int fence_kill_body(int rank, int n, const mscclpp_unique_id_t *id, void 
         setenv("MSCCLPP_UCX_STAGE_CHUNK", "4096", 1);
     }
     mscclpp_comm_t *comm = NULL;
-    if (join_node(rank, n, 1, id, &comm)) return 1;
+    mp_set_timeout(SETUP_TIMEOUT_S);
+    if (mp_join_node(rank, n, 1, "mixed", id, &comm)) return 1;
     char path[4096];
     snprintf(path, sizeof path, "%s/plans/multinode/2x1/allgather.json",
              getenv("MSCCLPP_TOP_SRCDIR"));
@@ -254,17 +223,14 @@ static int fence_kill_body(int rank, int n, const mscclpp_unique_id_t *id, void 
         if (out[i] != fence_value((int)(i / count), 0, i % count))
             return MP_FAIL(rank, "call 1: out[%zu] = %g", i, out[i]);
     /* every rank is done with call 1 (its trailing flush waits on the peer) */
-    mscclpp_bootstrap_t *boot = NULL;
-    MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
-    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
-    if (rank == FENCE_VICTIM) raise(SIGKILL);
-    set_timeout(TIMEOUT_S); /* the next call, of another size, is lowered under it */
+    if (mp_barrier_then_die(rank, comm, rank == FENCE_VICTIM)) return 1;
+    mp_set_timeout(TIMEOUT_S); /* the next call, of another size, is lowered under it */
     count = 1000;
-    double t0 = now_s();
+    double t0 = mp_now_s();
     mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, count * 4, count * 4 * (size_t)n,
                                          MSCCLPP_FLOAT32, MSCCLPP_SUM, s);
     if (r == MSCCLPP_OK && s) r = mscclpp_stream_synchronize(s);
-    double dt = now_s() - t0;
+    double dt = mp_now_s() - t0;
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
     const char *route = s ? (staged ? "stream, staged" : "stream")
@@ -405,7 +371,8 @@ static int chain_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     /* rank 0's second put (the second call's) fails in its proxy */
     if (rank == CHAIN_FAULT_RANK) setenv("MSCCLPP_TEST_TRANSPORT_FAULT", "put:2", 1);
     mscclpp_comm_t *comm = NULL;
-    if (join_node(rank, n, 2, id, &comm)) return 1;
+    mp_set_timeout(SETUP_TIMEOUT_S);
+    if (mp_join_node(rank, n, 2, "mixed", id, &comm)) return 1;
     char *json = chain_plan();
     if (!json) return MP_FAIL(rank, "out of memory");
     mscclpp_plan_t *plan = NULL;
@@ -444,13 +411,13 @@ static int chain_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 
     /* call 2, of another size (lowered under the short timeout; it fences first, through
      * both kinds of channel): rank 0's put fails */
-    set_timeout(TIMEOUT_S);
+    mp_set_timeout(TIMEOUT_S);
     count = CHAIN_COUNT / 2;
-    double t0 = now_s();
+    double t0 = mp_now_s();
     r = mscclpp_execute(ex, plan, in, out, count * 4, count * 4 * (size_t)n, MSCCLPP_FLOAT32,
                         MSCCLPP_SUM, s);
     if (r == MSCCLPP_OK && s) r = mscclpp_stream_synchronize(s);
-    double dt = now_s() - t0;
+    double dt = mp_now_s() - t0;
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
     const char *route = s ? "stream" : "no stream";

@@ -5,6 +5,7 @@
  * with one network namespace per node. Every element moved is checked.
  */
 #include <check.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "core/core.h"
 #include "core/proxy.h"
 #include "mscclpp/mscclpp.h"
+#include "tests/multinode/mn_link.h"
 #include "tests/unit/mp_harness.h"
 #include "transports/tp_check.h"
 #include "transports/transport.h"
@@ -90,14 +92,14 @@ static int register_body(int rank, int n, const mscclpp_unique_id_t *id, void *a
     /* only ib allowed between two nodes: no transport, and the message says why */
     setenv("MSCCLPP_TRANSPORTS", "ib", 1);
     const tp_ops_t *ops = NULL;
-    r = tp_select(comm, 1 - rank, &ops);
+    r = tp_select(&comm->world, 1 - rank, &ops);
     unsetenv("MSCCLPP_TRANSPORTS");
     if (r != MSCCLPP_ERR_UNSUPPORTED || !strstr(mscclpp_last_error(), "ib: "))
         return MP_FAIL(rank, "select with ib only: %s: %s", mscclpp_result_string(r),
                        mscclpp_last_error());
     /* default: ucx between nodes (ib has no device here) */
     if (tp_built(TP_UCX)) {
-        MP_CHECK(rank, tp_select(comm, 1 - rank, &ops));
+        MP_CHECK(rank, tp_select(&comm->world, 1 - rank, &ops));
         if (ops != tp_get(TP_UCX)) return MP_FAIL(rank, "selected %s between nodes", ops->name);
     }
     /* node detection: two forced node ids are two nodes */
@@ -862,32 +864,20 @@ static int ucx_stray_body(int rank, int n, const mscclpp_unique_id_t *id, void *
     use_tls("tcp");
     mscclpp_comm_t *comm = NULL;
     MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    const tp_ops_t *ops = tp_ucx_ops();
-    tp_ctx_t *ctx = NULL;
-    tp_ep_t *ep = NULL;
-    tp_mem_t *mem = NULL, *cnt = NULL;
     static uint8_t region[4096] __attribute__((aligned(64)));
     static uint64_t counter[8] __attribute__((aligned(64)));
     int peer = 1 - rank;
-    MP_CHECK(rank, tp_ctx_get(comm, ops, &ctx));
-    MP_CHECK(rank, ops->connect(ctx, peer, 9, &ep));
+    port_link_t link;
+    MP_CHECK(rank, mn_link_open(comm, "ucx", peer, &link));
+    const tp_ops_t *ops = link.ops;
+    tp_ctx_t *ctx = link.ctx;
+    tp_ep_t *ep = link.ep;
+    tp_mem_t *mem = NULL, *cnt = NULL;
     MP_CHECK(rank, ops->mem_reg(ctx, region, sizeof region, &mem));
     MP_CHECK(rank, ops->mem_reg(ctx, counter, sizeof counter, &cnt));
-    uint8_t key[2 * TP_RKEY_MAX];
-    wire_writer_t w = {key, sizeof key, 0, false};
-    MP_CHECK(rank, tp_mem_pack(ops, ctx, mem, region, sizeof region, &w));
-    MP_CHECK(rank, tp_mem_pack(ops, ctx, cnt, counter, sizeof counter, &w));
-    uint64_t len = w.len;
-    MP_CHECK(rank, mscclpp_bootstrap_send(comm->boot, &len, sizeof len, peer, 9));
-    MP_CHECK(rank, mscclpp_bootstrap_send(comm->boot, key, w.len, peer, 9));
-    uint8_t in[2 * TP_RKEY_MAX];
-    MP_CHECK(rank, mscclpp_bootstrap_recv(comm->boot, &len, sizeof len, peer, 9));
-    if (len > sizeof in) return MP_FAIL(rank, "key message of %llu bytes", (unsigned long long)len);
-    MP_CHECK(rank, mscclpp_bootstrap_recv(comm->boot, in, (size_t)len, peer, 9));
-    wire_reader_t r = {in, (size_t)len, 0, false};
-    tp_rmem_t *rregion = NULL, *rcnt = NULL;
-    MP_CHECK(rank, tp_rmem_unpack(ops, ep, &r, &rregion, NULL));
-    MP_CHECK(rank, tp_rmem_unpack(ops, ep, &r, &rcnt, NULL));
+    MP_CHECK(rank, mn_link_exchange(comm, &link, 9, mem, region, sizeof region, cnt, counter,
+                                    sizeof counter));
+    tp_rmem_t *rregion = link.theirs.buf[0], *rcnt = link.theirs.counters;
     memset(region, 0x5a, sizeof region);
     if (rank == 1) MP_CHECK(rank, ops->mem_dereg(ctx, mem)); /* no longer ours to write */
     MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
@@ -917,9 +907,7 @@ static int ucx_stray_body(int rank, int n, const mscclpp_unique_id_t *id, void *
             return MP_FAIL(rank, "the signal of the dropped put was applied");
     }
     MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
-    ops->rmem_release(rregion);
-    ops->rmem_release(rcnt);
-    ops->close(ep);
+    port_link_close(&link);
     if (rank == 0) ops->mem_dereg(ctx, mem);
     ops->mem_dereg(ctx, cnt);
     mscclpp_comm_destroy(comm);
@@ -929,6 +917,76 @@ static int ucx_stray_body(int rank, int n, const mscclpp_unique_id_t *id, void *
 START_TEST(t_ucx_stray_message)
 {
     ck_assert_int_eq(mp_run(2, ucx_stray_body, NULL, 120, NULL), 0);
+}
+END_TEST
+
+
+/*
+ * A peer's death seen by two threads at once (board 09:25, rel-sys): executor contexts share a
+ * communicator's UCX worker, so one proxy thread drives the worker - where UCX calls our error
+ * handler, which marks the endpoint failed - while another asks the endpoint for its status
+ * (or puts, signals, flushes) without the worker's lock. Rank 1 is killed after the set-up;
+ * on rank 0 a thread drives progress while the test's thread polls ep_status, until the death
+ * shows (bounded). The status must name rank 1. Under TSan (scripts/sanitize.sh --tsan runs
+ * this suite) the endpoint's failure word written by one thread and read by the other was a
+ * data race while it was a plain (volatile) field; it is atomic now.
+ */
+typedef struct {
+    const tp_ops_t *ops;
+    tp_ctx_t *ctx;
+    int stop; /* __atomic: the polling thread is done */
+} death_drive_t;
+
+static void *death_drive(void *arg)
+{
+    death_drive_t *d = arg;
+    while (!__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) {
+        (void)d->ops->progress(d->ctx); /* fails once the peer is gone: keep driving */
+        usleep(200);
+    }
+    return NULL;
+}
+
+static int ucx_death_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mscclpp_comm_t *comm = NULL;
+    if (mp_join_node(rank, n, 1, "death", id, &comm)) return 1;
+    static uint8_t region[4096] __attribute__((aligned(64)));
+    static uint64_t counter[8] __attribute__((aligned(64)));
+    port_link_t link;
+    MP_CHECK(rank, mn_link_open(comm, "ucx", 1 - rank, &link));
+    const tp_ops_t *ops = link.ops;
+    tp_mem_t *mem = NULL, *cnt = NULL;
+    MP_CHECK(rank, ops->mem_reg(link.ctx, region, sizeof region, &mem));
+    MP_CHECK(rank, ops->mem_reg(link.ctx, counter, sizeof counter, &cnt));
+    MP_CHECK(rank, mn_link_exchange(comm, &link, 9, mem, region, sizeof region, cnt, counter,
+                                    sizeof counter));
+    if (mp_barrier_then_die(rank, comm, rank == 1)) return 1;
+    death_drive_t d = {.ops = ops, .ctx = link.ctx};
+    pthread_t th;
+    if (pthread_create(&th, NULL, death_drive, &d) != 0) return MP_FAIL(rank, "pthread_create");
+    mscclpp_result_t st = MSCCLPP_OK;
+    double until = mp_now_s() + 20;
+    while ((st = ops->ep_status(link.ep)) == MSCCLPP_OK && mp_now_s() < until) usleep(100);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
+    __atomic_store_n(&d.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    if (st == MSCCLPP_OK) return MP_FAIL(rank, "the endpoint of the killed rank 1 is still fine");
+    if (!mp_names_rank(msg, 1)) return MP_FAIL(rank, "the error does not name rank 1: %s", msg);
+    port_link_close(&link);
+    ops->mem_dereg(link.ctx, mem);
+    ops->mem_dereg(link.ctx, cnt);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_ucx_death_two_threads)
+{
+    unsigned failed = 0;
+    mp_run(2, ucx_death_body, NULL, 120, &failed);
+    ck_assert_msg(!(failed & 1u), "rank 0 failed (see its lines above)");
 }
 END_TEST
 
@@ -948,6 +1006,7 @@ static Suite *suite(void)
     if (tp_built(TP_UCX)) ADD(tc, t_port_api_tcp);
     if (tp_built(TP_UCX)) ADD(tc, t_ucx_rndv_signal_order);
     if (tp_built(TP_UCX)) ADD(tc, t_ucx_stray_message);
+    if (tp_built(TP_UCX)) ADD(tc, t_ucx_death_two_threads);
     suite_add_tcase(s, tc);
     TCase *pc = tcase_create("port_channels");
     tcase_set_timeout(pc, 300);

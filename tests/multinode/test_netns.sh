@@ -5,29 +5,14 @@
 # Where namespaces cannot be made (not root, no `ip`) the launcher falls back to a forced node
 # id per rank: the collectives are still checked, the namespace checks are skipped with the
 # reason. Everything is skipped when the ucx transport is not usable.
-top_build=${MSCCLPP_TOP_BUILDDIR:-.}
-top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/../tap.sh" netns-test
 bench=$top_build/tools/mscclpp-bench
 info=$top_build/tools/mscclpp-info
 limit=${BENCH_TEST_TIMEOUT:-300}
 : "${MSCCLPP_PLAN_DIR:=$top_src/plans}"
 export MSCCLPP_PLAN_DIR
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/netns-test.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
 
 echo "1..9"
-n=0
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-fail() {
-    n=$((n + 1))
-    sed 's/^/# /' "$tmp/out" "$tmp/err" 2>/dev/null | tail -n 40
-    echo "not ok $n - $1: $2"
-}
-run() {
-    timeout -k 5 "$limit" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-    rc=$?
-}
 
 want_plan="" # the plan the executor must pick (case_run), if any
 why=""      # no namespaces: why

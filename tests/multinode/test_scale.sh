@@ -5,18 +5,14 @@
 # element checked. 64 processes with a proxy thread each take minutes on a small machine, so it
 # runs only with MSCCLPP_TEST_SCALE=1 (else skipped with that reason); each run is bounded by
 # SCALE_TEST_TIMEOUT seconds (default 900). docs/multinode.md says what ran and how long it took.
-top_build=${MSCCLPP_TOP_BUILDDIR:-.}
-top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/../tap.sh" scale-test
 bench=$top_build/tools/mscclpp-bench
 info=$top_build/tools/mscclpp-info
 limit=${SCALE_TEST_TIMEOUT:-900}
 : "${MSCCLPP_PLAN_DIR:=$top_src/plans}"
 export MSCCLPP_PLAN_DIR
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/scale-test.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
 
 echo "1..2"
-n=0
 why=""
 [ "${MSCCLPP_TEST_SCALE:-0}" = 1 ] ||
     why="64 ranks take minutes here: set MSCCLPP_TEST_SCALE=1 to run"

@@ -20,6 +20,7 @@
 #include "base/wire.h"
 #include "core/core.h"
 #include "mscclpp/mscclpp.h"
+#include "tests/multinode/mn_link.h"
 #include "tests/unit/mp_harness.h"
 #include "transports/transport.h"
 
@@ -124,7 +125,7 @@ static int decide_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg
     MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
     const tp_ops_t *ops = tp_ucx_ops();
     tp_ctx_t *ctx = NULL;
-    mscclpp_result_t r = tp_ctx_get(comm, ops, &ctx);
+    mscclpp_result_t r = comm_tp_ctx(comm, ops, &ctx);
     if (!strcmp(mode, "bogus")) { /* a typo fails the context, naming the variable */
         if (r != MSCCLPP_ERR_INVALID_ARG || !strstr(mscclpp_last_error(), "MSCCLPP_UCX_STAGING"))
             return MP_FAIL(rank, "MSCCLPP_UCX_STAGING=bogus: %s: %s", mscclpp_result_string(r),
@@ -185,24 +186,6 @@ static void *prog_main(void *arg)
     return NULL;
 }
 
-static int exchange_key(int rank, mscclpp_comm_t *comm, const tp_ops_t *ops, tp_ctx_t *ctx,
-                        tp_ep_t *ep, tp_mem_t *mem, void *ptr, size_t bytes, tp_rmem_t **rmem)
-{
-    uint8_t key[TP_RKEY_MAX], in[TP_RKEY_MAX];
-    wire_writer_t w = {key, sizeof key, 0, false};
-    MP_CHECK(rank, tp_mem_pack(ops, ctx, mem, ptr, bytes, &w));
-    uint64_t len = w.len;
-    int peer = 1 - rank;
-    MP_CHECK(rank, mscclpp_bootstrap_send(comm->boot, &len, sizeof len, peer, 9));
-    MP_CHECK(rank, mscclpp_bootstrap_send(comm->boot, key, w.len, peer, 9));
-    MP_CHECK(rank, mscclpp_bootstrap_recv(comm->boot, &len, sizeof len, peer, 9));
-    if (len > sizeof in) return MP_FAIL(rank, "key of %llu bytes", (unsigned long long)len);
-    MP_CHECK(rank, mscclpp_bootstrap_recv(comm->boot, in, (size_t)len, peer, 9));
-    wire_reader_t r = {in, (size_t)len, 0, false};
-    MP_CHECK(rank, tp_rmem_unpack(ops, ep, &r, rmem, NULL));
-    return 0;
-}
-
 static uint8_t pattern(size_t i, int round) { return (uint8_t)(i * 13 + round * 7 + 1); }
 
 /*
@@ -220,11 +203,11 @@ static int order_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     env_common(rank, "stage", "always");
     mscclpp_comm_t *comm = NULL;
     MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    const tp_ops_t *ops = tp_ucx_ops();
-    tp_ctx_t *ctx = NULL;
-    tp_ep_t *ep = NULL;
-    MP_CHECK(rank, tp_ctx_get(comm, ops, &ctx));
-    MP_CHECK(rank, ops->connect(ctx, 1 - rank, 9, &ep));
+    port_link_t link;
+    MP_CHECK(rank, mn_link_open(comm, "ucx", 1 - rank, &link));
+    const tp_ops_t *ops = link.ops;
+    tp_ctx_t *ctx = link.ctx;
+    tp_ep_t *ep = link.ep;
     uint8_t *buf = NULL;
     uint64_t *counter = NULL;
     MP_CHECK(rank, mscclpp_malloc(ORDER_BYTES, (void **)&buf));
@@ -239,10 +222,8 @@ static int order_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     if (!tp_ucx_mem_staged(mbuf) || tp_ucx_mem_staged(mcnt) != counter_staged)
         return MP_FAIL(rank, "staged: buffer %d counter %d, want 1 %d", tp_ucx_mem_staged(mbuf),
                        tp_ucx_mem_staged(mcnt), counter_staged);
-    tp_rmem_t *rbuf = NULL, *rcnt = NULL;
-    if (exchange_key(rank, comm, ops, ctx, ep, mbuf, buf, ORDER_BYTES, &rbuf) ||
-        exchange_key(rank, comm, ops, ctx, ep, mcnt, counter, 64, &rcnt))
-        return 1;
+    MP_CHECK(rank, mn_link_exchange(comm, &link, 9, mbuf, buf, ORDER_BYTES, mcnt, counter, 64));
+    tp_rmem_t *rbuf = link.theirs.buf[0], *rcnt = link.theirs.counters;
     prog_t prog = {ops, ctx, 0, MSCCLPP_OK, ""};
     pthread_t t;
     if (rank == 1 && pthread_create(&t, NULL, prog_main, &prog) != 0)
@@ -291,9 +272,7 @@ static int order_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         if (prog.res != MSCCLPP_OK) return MP_FAIL(rank, "progress failed: %s", prog.err);
     }
     MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
-    ops->rmem_release(rbuf);
-    ops->rmem_release(rcnt);
-    ops->close(ep);
+    port_link_close(&link);
     MP_CHECK(rank, ops->mem_dereg(ctx, mbuf));
     MP_CHECK(rank, ops->mem_dereg(ctx, mcnt));
     mscclpp_free(buf);

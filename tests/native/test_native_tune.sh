@@ -3,25 +3,15 @@
 # example C allreduce (examples/native) next to the default plans, --tune sweeps both on 2 forked
 # ranks of the host backend, and the table it writes is valid; a module that cannot be loaded
 # fails the bench with the library's message.
-top_build=${MSCCLPP_TOP_BUILDDIR:-.}
-top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/../tap.sh" native-tune
 bench=$top_build/tools/mscclpp-bench
 mod=$top_build/tests/native/.libs/libnative_example.so
 MSCCLPP_PLAN_DIR=$top_src/plans MSCCLPP_TUNING_FILE=none MSCCLPP_HAL=host
 export MSCCLPP_PLAN_DIR MSCCLPP_TUNING_FILE MSCCLPP_HAL
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/native-tune.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
 XDG_CACHE_HOME=$tmp/cache
 export XDG_CACHE_HOME
 
 echo "1..2"
-n=0
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-fail() {
-    n=$((n + 1))
-    sed 's/^/# /' "$tmp/out" "$tmp/err" 2>/dev/null | tail -n 30
-    echo "not ok $n - $1: $2"
-}
 
 name="--tune times the native allreduce next to the plans, out of place and in place"
 timeout -k 5 120 "$bench" --np 2 allreduce -b 1K -e 64K -f 64 -n 3 -w 1 --native "$mod" \

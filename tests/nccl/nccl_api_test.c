@@ -7,8 +7,9 @@
  *                             collective, several dtypes and ops, send/recv and gather/scatter
  *                             in groups, split, PreMulSum, registration, error paths
  *   nccl_api_test initall N   ncclCommInitAll in one process, a group over its communicators
- *   nccl_api_test fallback N  requests our plans do not serve (int64 sums): checks the result
- *                             the fake library of tests/nccl/fake_nccl.c writes
+ *   nccl_api_test fallback N  requests a selector sends to the real library (int64/uint64
+ *                             reductions): checks the result the fake library of
+ *                             tests/nccl/fake_nccl.c writes
  *   nccl_api_test nofallback N  the same requests fail with ncclInvalidUsage and say why
  *   nccl_api_test backtoback N  collectives of changing sizes and kinds back to back on the
  *                             same buffers, nothing between them (malloc'd, then ncclMemAlloc'd)
@@ -18,7 +19,9 @@
  * Every element is checked; each failure prints rank, call and index, and the exit status is
  * non-zero.
  */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <nccl.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -28,6 +31,9 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* the extension hook's types only (a header of libmscclpp_nccl's own, standalone) */
+#include "../../include/mscclpp/nccl_ext.h"
 
 static int g_rank = -1, g_fails;
 
@@ -204,7 +210,8 @@ static bool near(double got, double want, ncclDataType_t dt, bool rounded)
     } while (0)
 
 static const ncclDataType_t dtypes[] = {ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32,
-                                        ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16};
+                                        ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16,
+                                        ncclInt64,   ncclUint64};
 static const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
 static const char *const op_names[] = {"sum", "prod", "max", "min", "avg"};
 static const size_t counts[] = {1, 1000, 70000};
@@ -536,9 +543,30 @@ static void t_errors(ncclComm_t comm, int rank, int n)
     (void)rank;
 }
 
-/* Requests no plan of ours computes: 64-bit integer reductions. */
+/*
+ * A selector (include/mscclpp/nccl_ext.h) sends the 64-bit integer reductions to the real
+ * library; everything else stays ours. dtype 10 and 11 are mscclpp_dtype_t's MSCCLPP_INT64 and
+ * MSCCLPP_UINT64 (this program includes no libmscclpp header).
+ */
+static int int64_to_fallback(const mscclpp_nccl_request_t *q, void *user)
+{
+    (void)user;
+    bool reduces = !strcmp(q->collective, "allreduce") || !strcmp(q->collective, "reducescatter");
+    return reduces && (q->dtype == 10 || q->dtype == 11) ? MSCCLPP_NCCL_SELECT_FALLBACK
+                                                         : MSCCLPP_NCCL_SELECT_DEFAULT;
+}
+
+/* Requests the selector above sends to the real library (found with dlsym: under LD_PRELOAD
+ * the program built against the real libnccl.so.2 reaches our hook too). */
 static void t_fallback(ncclComm_t comm, int rank, int n, bool have_fallback)
 {
+    int (*set_selector)(mscclpp_nccl_selector_fn, void *);
+    *(void **)&set_selector = dlsym(RTLD_DEFAULT, "mscclpp_nccl_set_selector");
+    if (!set_selector) {
+        FAIL("mscclpp_nccl_set_selector is not in the process: %s", dlerror());
+        return;
+    }
+    set_selector(int64_to_fallback, NULL);
     size_t count = 100;
     int64_t *s = alloc(count, ncclInt64), *r = alloc(count, ncclInt64);
     fill(s, ncclInt64, count, rank);
@@ -575,6 +603,14 @@ static void t_fallback(ncclComm_t comm, int rank, int n, bool have_fallback)
     int64_t *g = alloc(count * n, ncclInt64);
     if (ncclAllGather(s, g, count, ncclInt64, comm, NULL) != ncclSuccess)
         FAIL("int64 allgather: %s", ncclGetLastError(comm));
+    /* without the selector, 64-bit integer sums are ours */
+    set_selector(NULL, NULL);
+    fill(s, ncclInt64, count, rank);
+    if (ncclAllReduce(s, r, count, ncclInt64, ncclSum, comm, NULL) != ncclSuccess)
+        FAIL("int64 allreduce of ours: %s", ncclGetLastError(comm));
+    else
+        CHECK_ELEMS("int64 allreduce of ours", r, ncclInt64, count,
+                    expect_reduced(ncclSum, ncclInt64, n, i), false);
     free(s);
     free(r);
     free(g);

@@ -6,8 +6,7 @@
 #     fallback library (tests/nccl/fake_nccl.c), and the one INFO line that says so;
 #   - the exported symbols: every nccl* entry point of nccl.h that the real library exports,
 #     unversioned like the real one, and nothing else but the mscclpp_nccl_* hook.
-top_build=${MSCCLPP_TOP_BUILDDIR:-.}
-top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/../tap.sh" nccl-test
 limit=${NCCL_TEST_TIMEOUT:-300}
 shim=$top_build/.libs/libmscclpp_nccl.so
 t_shim=$top_build/tests/nccl/nccl_api_test_shim
@@ -19,24 +18,8 @@ export MSCCLPP_PLAN_DIR
 MSCCLPP_HAL=host
 export MSCCLPP_HAL
 unset MSCCLPP_NCCL_LIB_PATH MSCCLPP_NCCL_PLAN_DIR
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nccl-test.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
 
 echo "1..19"
-n=0
-fails=0
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-fail() {
-    n=$((n + 1))
-    sed 's/^/# /' "$tmp/out" "$tmp/err" 2>/dev/null | tail -n 40
-    echo "not ok $n - $1: $2"
-    fails=$((fails + 1))
-}
-run() {
-    timeout -k 5 "$limit" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-    rc=$?
-}
 # case NAME CMD...: pass when the command exits 0
 case_ok() {
     name=$1
@@ -89,8 +72,8 @@ prog=$t_real
 runp=""
 [ $have_real = yes ] && runp=$preload
 
-# 7: requests we do not serve, without a fallback: ncclInvalidUsage naming the variable
-case_ok "no fallback: int64 sums fail with ncclInvalidUsage and say why" $runp "$prog" nofallback 2
+# 7: requests a selector sends to the fallback, without one: ncclInvalidUsage naming the variable
+case_ok "no fallback: int64 sums a selector sends to it fail with ncclInvalidUsage and say why" $runp "$prog" nofallback 2
 
 # 8-10: with a fallback library: dispatched, results from it, one INFO line per process
 log=$tmp/fake.log

@@ -4,15 +4,12 @@
 # the table's plans (its --json records the plan each call runs); a hand-made table moves the
 # choice off the default; bad tables (other version, other rank count) are refused with a message
 # naming the file and the reason; a bad table at the default path only warns.
-top_build=${MSCCLPP_TOP_BUILDDIR:-.}
-top_src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/../tap.sh" tune-test
 bench=$top_build/tools/mscclpp-bench
 limit=${BENCH_TEST_TIMEOUT:-120}
 : "${MSCCLPP_PLAN_DIR:=$top_src/plans}"
 export MSCCLPP_PLAN_DIR
 unset MSCCLPP_TUNING_FILE
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tune-test.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
 # keep a real ~/.cache table out of the test
 XDG_CACHE_HOME=$tmp/cache
 export XDG_CACHE_HOME
@@ -25,17 +22,6 @@ MSCCLPP_HAL=host
 export MSCCLPP_HAL
 
 echo "1..6"
-n=0
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-fail() {
-    n=$((n + 1))
-    sed 's/^/# /' "$tmp/out" "$tmp/err" 2>/dev/null | tail -n 40
-    echo "not ok $n - $1: $2"
-}
-run() {
-    timeout -k 5 "$limit" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-    rc=$?
-}
 # field NAME FILE: every value of "NAME": "..." in FILE, one a line
 field() { grep -o "\"$1\": *\"[^\"]*\"" "$2" | sed 's/.*: *"\(.*\)"/\1/'; }
 

@@ -1,4 +1,4 @@
-/* Fork-based multi-rank runner for tests (see mp_harness.h). */
+/* Fork-based multi-rank runner for tests and the set-up its ranks share (see mp_harness.h). */
 #include "tests/unit/mp_harness.h"
 
 #include <signal.h>
@@ -124,4 +124,53 @@ int mp_run(int nranks, mp_rank_fn fn, void *arg, int timeout_s, unsigned *failed
         usleep(2000);
     }
     return failures;
+}
+
+double mp_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void mp_set_timeout(int seconds)
+{
+    char t[16];
+    snprintf(t, sizeof t, "%d", seconds);
+    setenv("MSCCLPP_TIMEOUT", t, 1);
+}
+
+int mp_join_node(int rank, int nranks, int per_node, const char *tag, const mscclpp_unique_id_t *id,
+                 mscclpp_comm_t **comm)
+{
+    char node[64];
+    snprintf(node, sizeof node, "%s-node-%d", tag, rank / per_node);
+    setenv("MSCCLPP_NODE_ID", node, 1);
+    setenv("UCX_TLS", "tcp", 1);
+    setenv("UCX_NET_DEVICES", "lo", 0);
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, nranks, comm));
+    int nlocal = 0;
+    MP_CHECK(rank, mscclpp_comm_local_size(*comm, &nlocal));
+    if (nlocal != per_node)
+        return MP_FAIL(rank, "%d ranks on my node, expected %d", nlocal, per_node);
+    return 0;
+}
+
+int mp_barrier_then_die(int rank, mscclpp_comm_t *comm, bool die)
+{
+    mscclpp_bootstrap_t *boot = NULL;
+    MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+    if (die) raise(SIGKILL);
+    return 0;
+}
+
+bool mp_names_rank(const char *msg, int r)
+{
+    char want[24];
+    snprintf(want, sizeof want, "rank %d", r);
+    size_t n = strlen(want);
+    for (const char *p = msg; (p = strstr(p, want)); p++)
+        if (p[n] < '0' || p[n] > '9') return true;
+    return false;
 }

@@ -1,6 +1,12 @@
-/* Run a function as N forked ranks that share one bootstrap session (test helper). */
+/*
+ * The multi-process test harness: run a function as N forked ranks that share one bootstrap
+ * session, and the set-up those ranks share (forced nodes, timeouts, killed peers). Public API
+ * only, so every suite can link it.
+ */
 #ifndef MSCCLPP_TEST_MP_HARNESS_H
 #define MSCCLPP_TEST_MP_HARNESS_H
+
+#include <stdbool.h>
 
 #include "mscclpp/mscclpp.h"
 
@@ -35,5 +41,29 @@ int mp_fail(int rank, const char *file, int line, const char *fmt, ...)
             return mp_fail(rank, __FILE__, __LINE__, "%s -> %s: %s", #call,                    \
                            mscclpp_result_string(mp_r_), mscclpp_last_error());                \
     } while (0)
+
+/** Seconds on the monotonic clock (how long an error took to come). */
+double mp_now_s(void);
+
+/** MSCCLPP_TIMEOUT of this process from now on, in whole seconds (a plan lowered earlier keeps
+ *  the bound it was lowered with). */
+void mp_set_timeout(int seconds);
+
+/**
+ * Put `rank` on the forced node "<tag>-node-<rank / per_node>" (MSCCLPP_NODE_ID), with UCX over
+ * loopback tcp between nodes (UCX_TLS=tcp, UCX_NET_DEVICES=lo unless set: other interfaces come
+ * and go on a machine that runs namespace tests, and a worker address that listed one gone made
+ * ucp_ep_create fail now and then), and create its communicator. Fails the rank (returns 1)
+ * when node detection does not see `per_node` ranks on its node.
+ */
+int mp_join_node(int rank, int nranks, int per_node, const char *tag, const mscclpp_unique_id_t *id,
+                 mscclpp_comm_t **comm);
+
+/** Wait for every rank at the communicator's bootstrap, then, if `die`, end this process with
+ *  SIGKILL (a rank killed between calls); returns 1 when the barrier failed. */
+int mp_barrier_then_die(int rank, mscclpp_comm_t *comm, bool die);
+
+/** True when `msg` names "rank R" (and not only "rank R0", "rank R1", ...). */
+bool mp_names_rank(const char *msg, int r);
 
 #endif

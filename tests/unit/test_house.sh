@@ -8,4 +8,4 @@ if ! command -v python3 >/dev/null 2>&1; then
     exit 77
 fi
 exec python3 "$top_src/scripts/check-house.py" --tap --src "$top_src" --build "$top_build" \
-    config map
+    layers calls config map

@@ -31,13 +31,6 @@ enum { MODE_SYNC, MODE_STREAM, MODE_ASYNC, MODE_FLUSH, MODE__COUNT };
 static const char *const mode_name[] = {"call without stream", "stream sync", "async query",
                                         "flush on a stream"};
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Rank r: copy i[0] to o[r] and put i[0] into the peer's scratch chunk r (then flush). */
 static char *plan_json(int flush)
 {
@@ -81,12 +74,11 @@ static int names(int rank, const char *what, const char *msg, const char *const 
 static int fault_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     int mode = *(int *)arg;
-    setenv("MSCCLPP_NODE_ID", "port-fault-node", 1); /* one node: the ipc transport */
-    setenv("MSCCLPP_TIMEOUT", "5", 1);
+    mp_set_timeout(TIMEOUT_S);
     /* rank 0's second put fails: the first call works, the second fails after its launch */
     if (rank == 0) setenv("MSCCLPP_TEST_TRANSPORT_FAULT", "put:2", 1);
     mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    if (mp_join_node(rank, n, n, "port-fault", id, &comm)) return 1; /* one node: ipc */
     char *json = plan_json(mode == MODE_FLUSH);
     mscclpp_plan_t *plan = NULL;
     MP_CHECK(rank, mscclpp_plan_load_string(json, strlen(json), &plan));
@@ -116,7 +108,7 @@ static int fault_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     /* call 2: rank 0's put fails in its proxy */
     const char *const want[] = {"put #2 to rank 1 failed", "MSCCLPP_TEST_TRANSPORT_FAULT",
                                 "ipc transport", "rank 0"};
-    double t0 = now_s();
+    double t0 = mp_now_s();
     mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, ib, ob, MSCCLPP_FLOAT32,
                                          MSCCLPP_SUM, s);
     char msg[2048];
@@ -135,7 +127,7 @@ static int fault_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
             return MP_FAIL(rank, "%s: call 2's launch: %s", mode_name[mode], msg);
         if (mode == MODE_ASYNC) {
             mscclpp_result_t async = MSCCLPP_OK;
-            while (async == MSCCLPP_OK && now_s() - t0 < TIMEOUT_S + 1.0) {
+            while (async == MSCCLPP_OK && mp_now_s() - t0 < TIMEOUT_S + 1.0) {
                 MP_CHECK(rank, mscclpp_executor_get_async_error(ex, &async));
                 if (async == MSCCLPP_OK) usleep(2000);
             }
@@ -156,7 +148,7 @@ static int fault_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         }
     }
     if (rank == 0) {
-        double dt = now_s() - t0;
+        double dt = mp_now_s() - t0;
         if (dt > TIMEOUT_S + 1.0)
             return MP_FAIL(rank, "%s: the error took %.2f s", mode_name[mode], dt);
         printf("# %s: rank 0 got %s in %.3f s: %s\n", mode_name[mode], mscclpp_result_string(r),
@@ -191,10 +183,9 @@ END_TEST
 /* A malformed knob injects nothing (and says so); a put count never reached changes nothing. */
 static int no_fault_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
-    setenv("MSCCLPP_NODE_ID", "port-fault-node", 1);
     setenv("MSCCLPP_TEST_TRANSPORT_FAULT", arg, 1);
     mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    if (mp_join_node(rank, n, n, "port-fault", id, &comm)) return 1; /* one node: ipc */
     char *json = plan_json(1);
     mscclpp_plan_t *plan = NULL;
     MP_CHECK(rank, mscclpp_plan_load_string(json, strlen(json), &plan));
@@ -209,9 +200,7 @@ static int no_fault_body(int rank, int n, const mscclpp_unique_id_t *id, void *a
         MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, COUNT * sizeof(float),
                                        2 * COUNT * sizeof(float), MSCCLPP_FLOAT32, MSCCLPP_SUM,
                                        NULL));
-    mscclpp_bootstrap_t *boot = NULL;
-    MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
-    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+    if (mp_barrier_then_die(rank, comm, false)) return 1;
     mscclpp_executor_destroy(ex);
     mscclpp_plan_destroy(plan);
     mscclpp_free(in);
@@ -306,17 +295,17 @@ static int left_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     for (int call = 0; call < 2; call++) {
         if (call == 1) MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
         memset(out, 0, b);
-        double t0 = now_s();
+        double t0 = mp_now_s();
         mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, b, b, MSCCLPP_FLOAT32,
                                              MSCCLPP_SUM, NULL);
         if (r != MSCCLPP_OK)
-            return MP_FAIL(rank, "call %d (%.2f s): %s", call, now_s() - t0,
+            return MP_FAIL(rank, "call %d (%.2f s): %s", call, mp_now_s() - t0,
                            mscclpp_last_error());
         for (int i = 0; rank < 2 && i < COUNT; i++)
             if (out[i] != (float)((1 - rank) * 10000 + i))
                 return MP_FAIL(rank, "call %d: out[%d] = %g, want %g", call, i, out[i],
                                (double)((1 - rank) * 10000 + i));
-        if (rank == 0 && call == 1) printf("# rank 0: call 1 done in %.2f s\n", now_s() - t0);
+        if (rank == 0 && call == 1) printf("# rank 0: call 1 done in %.2f s\n", mp_now_s() - t0);
     }
     /* rank 1 exits at once (its last call is done), with no destroy: a destroy waits for the
      * others; the others leave once rank 0 is done */

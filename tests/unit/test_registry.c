@@ -141,6 +141,28 @@ START_TEST(test_collective_world_inplace)
 }
 END_TEST
 
+/* The one in-place rule (plans' "inplace" and native algorithms' flags both use it). */
+START_TEST(test_call_in_place)
+{
+    static char buf[4096];
+    /* allgather: the input is this rank's block of the output */
+    ck_assert(exec_call_in_place("allgather", 2, buf + 2 * 64, buf, 64, 256));
+    ck_assert(!exec_call_in_place("allgather", 1, buf + 2 * 64, buf, 64, 256));
+    /* reducescatter: the output is this rank's block of the input */
+    ck_assert(exec_call_in_place("reducescatter", 3, buf, buf + 3 * 64, 256, 64));
+    ck_assert(!exec_call_in_place("reducescatter", 0, buf, buf + 3 * 64, 256, 64));
+    /* the rest: the same buffer */
+    ck_assert(exec_call_in_place("allreduce", 1, buf, buf, 64, 64));
+    ck_assert(!exec_call_in_place("allreduce", 1, buf, buf + 64, 64, 64));
+    ck_assert(!exec_call_in_place("alltoall", 0, buf, buf + 8, 64, 64));
+    ck_assert(exec_call_in_place("broadcast", 0, buf, buf, 64, 64));
+    ck_assert(!exec_call_in_place("reduce", 0, buf, buf + 64, 64, 64));
+    /* a collective the rule does not know: its plan's author decides */
+    ck_assert(exec_call_in_place("test", 0, buf, buf + 8, 64, 64));
+    ck_assert(exec_call_in_place(NULL, 0, buf, buf + 8, 64, 64));
+}
+END_TEST
+
 START_TEST(test_ranks_per_node)
 {
     exec_registry_t reg = EXEC_REGISTRY_INIT;
@@ -350,6 +372,7 @@ int main(void)
     TCase *tc = tcase_create("select");
     tcase_add_test(tc, test_size_boundaries);
     tcase_add_test(tc, test_collective_world_inplace);
+    tcase_add_test(tc, test_call_in_place);
     tcase_add_test(tc, test_generation);
     tcase_add_test(tc, test_ranks_per_node);
     tcase_add_test(tc, test_tags);

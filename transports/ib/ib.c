@@ -1,6 +1,7 @@
 /*
- * The ib transport: libibverbs directly. One RC queue pair per connection (its own CQ),
- * addresses exchanged on the bootstrap in an explicit encoding; put = signaled RDMA write;
+ * The ib transport: libibverbs directly. One RC queue pair per connection (its own CQ): ep_open
+ * creates it and packs its address in an explicit encoding, core carries it to the peer,
+ * ep_connect moves the pair to RTR and RTS with the peer's; put = signaled RDMA write;
  * signal = RDMA write of the channel's new total from a ring of registered slots (RC executes
  * writes in order, so the counter lands after the data; a counter has one writer, so no atomic
  * is needed and HCAs without atomics work too); flush = poll the CQ until every signaled work
@@ -17,7 +18,6 @@
 
 #include "config.h"
 #include "base/config.h"
-#include "core/core.h"
 #include "base/debug.h"
 #include "base/wait.h"
 #include "transports/tp_check.h"
@@ -63,7 +63,7 @@ static mscclpp_result_t ib_probe(void)
 #define IB_SIG_SLOTS 256
 
 struct tp_ctx {
-    mscclpp_comm_t *comm;
+    const tp_world_t *world;
     pthread_mutex_t lock;
     struct ibv_context *dev;
     struct ibv_pd *pd;
@@ -98,7 +98,7 @@ struct tp_rmem {
     uint32_t rkey;
 };
 
-static mscclpp_result_t ib_init(mscclpp_comm_t *comm, tp_ctx_t **out)
+static mscclpp_result_t ib_init(const tp_world_t *world, tp_ctx_t **out)
 {
     int n = 0;
     struct ibv_device **list = ibv_get_device_list(&n);
@@ -112,10 +112,10 @@ static mscclpp_result_t ib_init(mscclpp_comm_t *comm, tp_ctx_t **out)
         return ERR(MSCCLPP_ERR_NO_MEMORY, "ib transport: out of memory");
     }
     pthread_mutex_init(&c->lock, NULL);
-    c->comm = comm;
-    c->spin = base_wait_spin(3u * (unsigned)(comm->nlocal > 0 ? comm->nlocal : 1));
+    c->world = world;
+    c->spin = base_wait_spin(3u * (unsigned)(world->nlocal > 0 ? world->nlocal : 1));
     /* one device per rank of a node, round robin (as MSCCL++ picks IB[rank % nranksPerNode]) */
-    struct ibv_device *d = list[comm->local_rank % n];
+    struct ibv_device *d = list[world->local_rank % n];
     c->dev = ibv_open_device(d);
     ibv_free_device_list(list);
     if (!c->dev) goto fail_sys;
@@ -219,9 +219,20 @@ static void ib_put_qp(wire_writer_t *w, const tp_ctx_t *c, const struct ibv_qp *
     wire_put_bytes(w, c->gid.raw, 16);
 }
 
-static mscclpp_result_t ib_connect(tp_ctx_t *c, int peer, int tag, tp_ep_t **out)
+/* Release a connection, connected or only opened (any part may be missing). */
+static mscclpp_result_t ib_close(tp_ep_t *ep)
 {
-    mscclpp_comm_t *comm = c->comm;
+    if (!ep) return MSCCLPP_OK;
+    if (ep->qp) ibv_destroy_qp(ep->qp);
+    if (ep->sig_mr) ibv_dereg_mr(ep->sig_mr);
+    if (ep->cq) ibv_destroy_cq(ep->cq);
+    free(ep);
+    return MSCCLPP_OK;
+}
+
+/* This side: a queue pair in INIT, and its address for the peer. */
+static mscclpp_result_t ib_ep_open(tp_ctx_t *c, int peer, tp_ep_t **out, wire_writer_t *w)
+{
     tp_ep_t *ep = calloc(1, sizeof *ep);
     if (!ep) return ERR(MSCCLPP_ERR_NO_MEMORY, "ib transport: out of memory");
     ep->ctx = c;
@@ -260,21 +271,26 @@ static mscclpp_result_t ib_connect(tp_ctx_t *c, int peer, int tag, tp_ep_t **out
         res = ERR(MSCCLPP_ERR_SYSTEM, "ib transport: QP to INIT (rank %d): %m", peer);
         goto fail;
     }
-    /* exchange addresses on the bootstrap */
-    uint8_t mine[64], theirs[64];
-    wire_writer_t w = {mine, sizeof mine, 0, false};
-    ib_put_qp(&w, c, ep->qp);
-    CHECK_GOTO(mscclpp_bootstrap_send(comm->boot, mine, w.len, peer, tag), res, fail);
-    CHECK_GOTO(mscclpp_bootstrap_recv(comm->boot, theirs, w.len, peer, tag), res, fail);
-    wire_reader_t r = {theirs, w.len, 0, false};
-    uint32_t magic = wire_get_u32(&r), ver = wire_get_u32(&r), qpn = wire_get_u32(&r);
-    uint32_t lid = wire_get_u32(&r), mtu = wire_get_u32(&r), link = wire_get_u32(&r);
+    ib_put_qp(w, c, ep->qp);
+    *out = ep;
+    return MSCCLPP_OK;
+fail:
+    ib_close(ep);
+    return res;
+}
+
+/* RTR with the peer's address, then RTS. */
+static mscclpp_result_t ib_ep_connect(tp_ep_t *ep, wire_reader_t *r)
+{
+    tp_ctx_t *c = ep->ctx;
+    int peer = ep->peer;
+    struct ibv_qp_attr a;
+    uint32_t magic = wire_get_u32(r), ver = wire_get_u32(r), qpn = wire_get_u32(r);
+    uint32_t lid = wire_get_u32(r), mtu = wire_get_u32(r), link = wire_get_u32(r);
     union ibv_gid gid;
-    wire_get_bytes(&r, gid.raw, 16);
-    if (r.bad || magic != 0x50514249u || ver != 1) {
-        res = ERR(MSCCLPP_ERR_REMOTE, "ib transport: rank %d sent a malformed QP address", peer);
-        goto fail;
-    }
+    wire_get_bytes(r, gid.raw, 16);
+    if (r->bad || r->pos != r->len || magic != 0x50514249u || ver != 1)
+        return ERR(MSCCLPP_ERR_REMOTE, "ib transport: rank %d sent a malformed QP address", peer);
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = (enum ibv_mtu)(mtu < (uint32_t)c->port_attr.active_mtu ? mtu
@@ -291,12 +307,10 @@ static mscclpp_result_t ib_connect(tp_ctx_t *c, int peer, int tag, tp_ep_t **out
         a.ah_attr.grh.sgid_index = (uint8_t)c->gid_index;
         a.ah_attr.grh.hop_limit = 255;
     }
-    if (ibv_modify_qp(ep->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                      IBV_QP_MIN_RNR_TIMER)) {
-        res = ERR(MSCCLPP_ERR_SYSTEM, "ib transport: QP to RTR (rank %d): %m", peer);
-        goto fail;
-    }
+    if (ibv_modify_qp(ep->qp, &a,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+        return ERR(MSCCLPP_ERR_SYSTEM, "ib transport: QP to RTR (rank %d): %m", peer);
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_RTS;
     a.timeout = 18;
@@ -304,19 +318,11 @@ static mscclpp_result_t ib_connect(tp_ctx_t *c, int peer, int tag, tp_ep_t **out
     a.rnr_retry = 7;
     a.sq_psn = 0;
     a.max_rd_atomic = 1;
-    if (ibv_modify_qp(ep->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
-        res = ERR(MSCCLPP_ERR_SYSTEM, "ib transport: QP to RTS (rank %d): %m", peer);
-        goto fail;
-    }
-    *out = ep;
+    if (ibv_modify_qp(ep->qp, &a,
+                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                          IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+        return ERR(MSCCLPP_ERR_SYSTEM, "ib transport: QP to RTS (rank %d): %m", peer);
     return MSCCLPP_OK;
-fail:
-    if (ep->sig_mr) ibv_dereg_mr(ep->sig_mr);
-    if (ep->qp) ibv_destroy_qp(ep->qp);
-    if (ep->cq) ibv_destroy_cq(ep->cq);
-    free(ep);
-    return res;
 }
 
 /* Reap completions (lock held); a failed one marks the connection failed. Returns how many. */
@@ -446,16 +452,6 @@ static mscclpp_result_t ib_ep_status(tp_ep_t *ep)
     return failed ? ib_failed(ep, "connection") : MSCCLPP_OK;
 }
 
-static mscclpp_result_t ib_close(tp_ep_t *ep)
-{
-    if (!ep) return MSCCLPP_OK;
-    ibv_destroy_qp(ep->qp);
-    ibv_dereg_mr(ep->sig_mr);
-    ibv_destroy_cq(ep->cq);
-    free(ep);
-    return MSCCLPP_OK;
-}
-
 #else
 int tp_ib_device_count(char *names, size_t cap)
 {
@@ -493,7 +489,8 @@ static const tp_ops_t ib_ops = {
     .mem_dereg = ib_mem_dereg,
     .rmem_unpack = ib_rmem_unpack,
     .rmem_release = ib_rmem_release,
-    .connect = ib_connect,
+    .ep_open = ib_ep_open,
+    .ep_connect = ib_ep_connect,
     .put = ib_put,
     .signal = ib_signal,
     .flush = ib_flush,

@@ -7,15 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
 #include "base/debug.h"
+#include "transports/ipc/ipc_map.h"
 #include "transports/tp_check.h"
 #include "transports/transport.h"
 
 TP_DEFINE_STUBS("ipc")
 
 struct tp_ctx {
-    mscclpp_comm_t *comm;
+    const tp_world_t *world;
 };
 
 struct tp_ep {
@@ -46,11 +46,11 @@ static int ipc_can_connect(const tp_peer_t *l, const tp_peer_t *r)
     return l->node_id == r->node_id ? 100 : -1;
 }
 
-static mscclpp_result_t ipc_init(mscclpp_comm_t *comm, tp_ctx_t **ctx)
+static mscclpp_result_t ipc_init(const tp_world_t *world, tp_ctx_t **ctx)
 {
     tp_ctx_t *c = calloc(1, sizeof *c);
     if (!c) return ERR(MSCCLPP_ERR_NO_MEMORY, "ipc transport: out of memory");
-    c->comm = comm;
+    c->world = world;
     *ctx = c;
     return MSCCLPP_OK;
 }
@@ -59,7 +59,7 @@ static void ipc_fini(tp_ctx_t *ctx) { free(ctx); }
 
 static mscclpp_result_t ipc_mem_reg(tp_ctx_t *ctx, void *ptr, size_t bytes, tp_mem_t **mem)
 {
-    const hal_ops_t *hal = ctx->comm->hal;
+    const hal_ops_t *hal = ctx->world->hal;
     tp_mem_t *m = calloc(1, sizeof *m);
     if (!m) return ERR(MSCCLPP_ERR_NO_MEMORY, "ipc transport: out of memory");
     if (hal->mem_range(ptr, &m->base, &m->alloc) != MSCCLPP_OK) {
@@ -83,7 +83,7 @@ static mscclpp_result_t ipc_mem_reg(tp_ctx_t *ctx, void *ptr, size_t bytes, tp_m
 
 static mscclpp_result_t ipc_mem_pack(tp_ctx_t *ctx, tp_mem_t *mem, wire_writer_t *w)
 {
-    wire_put_u32(w, (uint32_t)ctx->comm->rank);
+    wire_put_u32(w, (uint32_t)ctx->world->rank);
     wire_put_u64(w, (uint64_t)(mem->ptr - (char *)mem->base));
     wire_put_u32(w, mem->handle.kind);
     wire_put_u32(w, mem->handle.len);
@@ -103,7 +103,6 @@ static mscclpp_result_t ipc_rmem_unpack(tp_ep_t *ep, uint64_t base, uint64_t byt
                                         wire_reader_t *r, tp_rmem_t **rmem)
 {
     (void)base;
-    mscclpp_comm_t *comm = ep->ctx->comm;
     hal_mem_handle_t h = {0};
     uint32_t owner = wire_get_u32(r);
     uint64_t off = wire_get_u64(r);
@@ -123,7 +122,7 @@ static mscclpp_result_t ipc_rmem_unpack(tp_ep_t *ep, uint64_t base, uint64_t byt
     tp_rmem_t *m = calloc(1, sizeof *m);
     if (!m) return ERR(MSCCLPP_ERR_NO_MEMORY, "ipc transport: out of memory");
     void *mapped = NULL;
-    mscclpp_result_t res = comm_import(comm, ep->peer, &h, &mapped, &m->mapping);
+    mscclpp_result_t res = ipc_map_import(ep->ctx->world->maps, ep->peer, &h, &mapped, &m->mapping);
     if (res != MSCCLPP_OK) {
         free(m);
         return res;
@@ -138,17 +137,21 @@ static mscclpp_result_t ipc_rmem_unpack(tp_ep_t *ep, uint64_t base, uint64_t byt
 static mscclpp_result_t ipc_rmem_release(tp_rmem_t *rmem)
 {
     if (!rmem) return MSCCLPP_OK;
-    comm_unmap_peer(rmem->ctx->comm, rmem->mapping);
+    ipc_map_release(rmem->ctx->world->maps, rmem->mapping);
     free(rmem);
     return MSCCLPP_OK;
 }
 
-static mscclpp_result_t ipc_connect(tp_ctx_t *ctx, int peer, int tag, tp_ep_t **ep)
+/* Nothing to say to the peer: its memory is mapped when its keys arrive. */
+static mscclpp_result_t ipc_ep_open(tp_ctx_t *ctx, int peer, tp_ep_t **ep, wire_writer_t *addr)
 {
-    (void)tag;
-    if (!comm_same_node(ctx->comm, peer))
-        return ERR(MSCCLPP_ERR_UNSUPPORTED, "ipc transport: rank %d is on another node than "
-                   "rank %d", peer, ctx->comm->rank);
+    (void)addr;
+    const tp_world_t *w = ctx->world;
+    if (peer < 0 || peer >= w->nranks || w->node_id[peer] != w->node_id[w->rank])
+        return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                   "ipc transport: rank %d is on another node than "
+                   "rank %d",
+                   peer, w->rank);
     tp_ep_t *e = calloc(1, sizeof *e);
     if (!e) return ERR(MSCCLPP_ERR_NO_MEMORY, "ipc transport: out of memory");
     e->ctx = ctx;
@@ -157,19 +160,29 @@ static mscclpp_result_t ipc_connect(tp_ctx_t *ctx, int peer, int tag, tp_ep_t **
     return MSCCLPP_OK;
 }
 
+static mscclpp_result_t ipc_ep_connect(tp_ep_t *ep, wire_reader_t *addr)
+{
+    if (addr->len != 0)
+        return ERR(MSCCLPP_ERR_REMOTE,
+                   "ipc transport: rank %d sent a %zu-byte address, expected "
+                   "none",
+                   ep->peer, addr->len);
+    return MSCCLPP_OK;
+}
+
 static mscclpp_result_t ipc_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, tp_mem_t *src,
                                 uint64_t src_off, uint64_t bytes)
 {
     CHECK(tp_check_put("ipc", ep->peer, dst_off, dst->bytes, src_off, src->bytes, bytes));
     if (bytes == 0) return MSCCLPP_OK;
-    return ep->ctx->comm->hal->memcpy_sync(dst->ptr + dst_off, src->ptr + src_off, bytes);
+    return ep->ctx->world->hal->memcpy_sync(dst->ptr + dst_off, src->ptr + src_off, bytes);
 }
 
 static mscclpp_result_t ipc_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, uint64_t total)
 {
     CHECK(tp_check_signal("ipc", ep->peer, dst_off, dst->bytes));
     uint64_t *p = (uint64_t *)(dst->ptr + dst_off);
-    const hal_ops_t *hal = ep->ctx->comm->hal;
+    const hal_ops_t *hal = ep->ctx->world->hal;
     if (hal == hal_host_ops()) {
         /* release: the puts before it (plain copies by this thread) are visible first */
         __atomic_store_n(p, total, __ATOMIC_RELEASE);
@@ -217,7 +230,8 @@ static const tp_ops_t ipc_ops = {
     .mem_dereg = ipc_mem_dereg,
     .rmem_unpack = ipc_rmem_unpack,
     .rmem_release = ipc_rmem_release,
-    .connect = ipc_connect,
+    .ep_open = ipc_ep_open,
+    .ep_connect = ipc_ep_connect,
     .put = ipc_put,
     .signal = ipc_signal,
     .flush = ipc_flush,

@@ -4,8 +4,9 @@
  *
  *   context/worker  one per communicator; every worker call holds `lock` (the worker is
  *                   created SERIALIZED: proxies of several executor contexts share it)
- *   connect         worker addresses travel on the bootstrap; the endpoint uses peer error
- *                   handling, so a dead peer fails the next operation instead of hanging it
+ *   connect         ep_open packs the worker's address, core carries it to the peer with the
+ *                   memory keys, ep_connect makes the endpoint from the peer's; it uses peer
+ *                   error handling, so a dead peer fails the next operation instead of hanging it
  *   put, signal     one active message (ucp_am_send_nbx) each, or ONE message for a put
  *                   followed by a signal on the same connection (the proxy's put-with-signal):
  *                   a header {sender, destination address, counter address, new total} and
@@ -42,7 +43,10 @@
  *                   backend whose UCX lacks that memory type; always stages every registration
  *                   (how CI runs the whole path on the host backend); never stages nothing.
  */
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +54,6 @@
 
 #include "config.h"
 #include "base/config.h"
-#include "core/core.h"
 #include "base/debug.h"
 #include "base/wait.h"
 #include "transports/tp_check.h"
@@ -107,7 +110,7 @@ typedef struct {
 } ucx_defer_t;
 
 struct tp_ctx {
-    mscclpp_comm_t *comm;
+    const tp_world_t *world;
     pthread_mutex_t lock;
     ucp_context_h context;
     ucp_worker_h worker;
@@ -140,14 +143,27 @@ struct tp_ep {
     tp_ctx_t *ctx;
     int peer;
     ucp_ep_h ep;
-    volatile ucs_status_t failed; /* set by the error handler */
-    bool closing;                 /* in ucx_close: a peer that closed first is no news */
-    uint64_t inflight;            /* messages whose send has not completed */
-    bool lost;                    /* a message's send completed with an error */
+    /* a ucs_status_t: set inside ucp_worker_progress (the error handler, a failed send), lock
+     * held, by whichever thread drives the worker - several executor contexts' proxies share one
+     * worker - and read without the lock by every call: atomic (ucx_ep_failed/ucx_ep_fail) */
+    _Atomic int failed;
+    bool closing;      /* in ucx_close: a peer that closed first is no news */
+    uint64_t inflight; /* messages whose send has not completed (lock held, always) */
+    bool lost;         /* a message's send completed with an error (lock held) */
     ucx_send_t *pending;          /* a put held back for a following signal */
     const void *pbuf;
     size_t plen;
 };
+
+static ucs_status_t ucx_ep_failed(tp_ep_t *ep)
+{
+    return (ucs_status_t)atomic_load_explicit(&ep->failed, memory_order_acquire);
+}
+
+static void ucx_ep_fail(tp_ep_t *ep, ucs_status_t st)
+{
+    atomic_store_explicit(&ep->failed, (int)st, memory_order_release);
+}
 
 struct tp_mem {
     struct tp_mem *next;
@@ -315,8 +331,10 @@ static void ucx_bad_msg(tp_ctx_t *c, int src, const char *fmt, ...)
 static void ucx_bad_msg(tp_ctx_t *c, int src, const char *fmt, ...)
 {
     if (c->am_res != MSCCLPP_OK) return;
-    int n = snprintf(c->am_err, sizeof c->am_err, "ucx transport: rank %d: a message from rank "
-                     "%d ", c->comm->rank, src);
+    int n = snprintf(c->am_err, sizeof c->am_err,
+                     "ucx transport: rank %d: a message from rank "
+                     "%d ",
+                     c->world->rank, src);
     if (n > 0 && (size_t)n < sizeof c->am_err) {
         va_list ap;
         va_start(ap, fmt);
@@ -581,7 +599,7 @@ static bool ucx_decide(const tp_ctx_t *c, const void *ptr, size_t bytes, const c
     return true;
 }
 
-static mscclpp_result_t ucx_init(mscclpp_comm_t *comm, tp_ctx_t **out)
+static mscclpp_result_t ucx_init(const tp_world_t *world, tp_ctx_t **out)
 {
     CHECK(ucx_stage_mode_check());
     int64_t chunk = config_get_int(CFG_MSCCLPP_UCX_STAGE_CHUNK);
@@ -591,15 +609,15 @@ static mscclpp_result_t ucx_init(mscclpp_comm_t *comm, tp_ctx_t **out)
     tp_ctx_t *c = calloc(1, sizeof *c);
     if (!c) return ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
     pthread_mutex_init(&c->lock, NULL);
-    c->comm = comm;
-    c->hal = comm->hal ? comm->hal : hal_host_ops();
+    c->world = world;
+    c->hal = world->hal ? world->hal : hal_host_ops();
     c->chunk = (size_t)chunk;
     if (c->hal->device_get(&c->dev) != MSCCLPP_OK) c->dev = -1;
     core_clear_error();
     ucs_status_t st = ucx_context_create(&c->context);
     if (st != UCS_OK) {
         free(c);
-        return ucx_status("ucp_init", comm->rank, st);
+        return ucx_status("ucp_init", world->rank, st);
     }
     c->ucx_devmem = ucx_has_devmem(c->context, c->hal);
     ucp_worker_params_t wp = {0};
@@ -609,10 +627,10 @@ static mscclpp_result_t ucx_init(mscclpp_comm_t *comm, tp_ctx_t **out)
     if (st != UCS_OK) {
         ucp_cleanup(c->context);
         free(c);
-        return ucx_status("ucp_worker_create", comm->rank, st);
+        return ucx_status("ucp_worker_create", world->rank, st);
     }
     if (ucp_worker_get_efd(c->worker, &c->efd) != UCS_OK) c->efd = -1; /* sleeps stay timed */
-    c->nsrc = comm->nranks;
+    c->nsrc = world->nranks;
     c->rndv_started = calloc((size_t)c->nsrc + 1, sizeof *c->rndv_started);
     c->rndv_done = calloc((size_t)c->nsrc + 1, sizeof *c->rndv_done);
     ucp_am_handler_param_t hp = {0};
@@ -630,10 +648,10 @@ static mscclpp_result_t ucx_init(mscclpp_comm_t *comm, tp_ctx_t **out)
         free(c->rndv_started);
         free(c->rndv_done);
         free(c);
-        return ucx_status("ucp_worker_set_am_recv_handler", comm->rank, st);
+        return ucx_status("ucp_worker_set_am_recv_handler", world->rank, st);
     }
     /* a flush runs in a proxy while, per local rank, its interpreter and stream poll too */
-    c->spin = base_wait_spin(3u * (unsigned)(comm->nlocal > 0 ? comm->nlocal : 1));
+    c->spin = base_wait_spin(3u * (unsigned)(world->nlocal > 0 ? world->nlocal : 1));
     *out = c;
     return MSCCLPP_OK;
 }
@@ -641,6 +659,8 @@ static mscclpp_result_t ucx_init(mscclpp_comm_t *comm, tp_ctx_t **out)
 static void ucx_fini(tp_ctx_t *c)
 {
     if (!c) return;
+    core_error_kept_t kept; /* a failure's message outlives the clean-up (ucx_close) */
+    core_error_keep(&kept);
     ucp_worker_destroy(c->worker);
     ucp_cleanup(c->context);
     if (c->copying) (void)ucx_stage_op(c, NULL, NULL, 0, true); /* before their bounces go */
@@ -662,7 +682,7 @@ static void ucx_fini(tp_ctx_t *c)
     for (size_t i = 0; i < c->nall; i++) (void)c->hal->host_free(c->ball[i]);
     free(c->ball);
     free(c->bfree);
-    core_clear_error();
+    core_error_put_back(&kept);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -674,7 +694,7 @@ static mscclpp_result_t ucx_mem_reg(tp_ctx_t *c, void *ptr, size_t bytes, tp_mem
     if (!m) return ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
     const char *why = "";
     m->staged = ucx_decide(c, ptr, bytes, &why);
-    INFO(SUBSYS_NET, "rank %d: ucx registration [%p,+%zu) %s: %s", c->comm->rank, ptr, bytes,
+    INFO(SUBSYS_NET, "rank %d: ucx registration [%p,+%zu) %s: %s", c->world->rank, ptr, bytes,
          m->staged ? "staged through pinned host memory" : "handed to UCX", why);
     if (!m->staged) { /* staged memory is never mapped: only base and size travel */
         ucp_mem_map_params_t mp = {0};
@@ -791,45 +811,49 @@ static void ucx_ep_error(void *arg, ucp_ep_h uep, ucs_status_t status)
 {
     (void)uep;
     tp_ep_t *ep = arg;
-    ep->failed = status;
+    ucx_ep_fail(ep, status);
 }
 
-static mscclpp_result_t ucx_connect(tp_ctx_t *c, int peer, int tag, tp_ep_t **out)
+/* This side: the worker's address (every endpoint of the context shares the worker). */
+static mscclpp_result_t ucx_ep_open(tp_ctx_t *c, int peer, tp_ep_t **out, wire_writer_t *w)
 {
-    mscclpp_comm_t *comm = c->comm;
     ucp_address_t *addr = NULL;
     size_t alen = 0;
     pthread_mutex_lock(&c->lock);
     ucs_status_t st = ucp_worker_get_address(c->worker, &addr, &alen);
+    if (st == UCS_OK) {
+        wire_put_u32(w, (uint32_t)alen);
+        wire_put_bytes(w, addr, alen);
+        ucp_worker_release_address(c->worker, addr);
+    }
     pthread_mutex_unlock(&c->lock);
     if (st != UCS_OK) return ucx_status("ucp_worker_get_address", peer, st);
-    uint64_t len = alen, plen = 0;
-    mscclpp_result_t res = mscclpp_bootstrap_send(comm->boot, &len, sizeof len, peer, tag);
-    if (res == MSCCLPP_OK) res = mscclpp_bootstrap_send(comm->boot, addr, alen, peer, tag);
-    pthread_mutex_lock(&c->lock);
-    ucp_worker_release_address(c->worker, addr);
-    pthread_mutex_unlock(&c->lock);
-    CHECK(res);
-    CHECK(mscclpp_bootstrap_recv(comm->boot, &plen, sizeof plen, peer, tag));
-    if (plen == 0 || plen > (1u << 20))
-        return ERR(MSCCLPP_ERR_REMOTE, "ucx transport: rank %d announced a %llu-byte address",
-                   peer, (unsigned long long)plen);
-    void *paddr = malloc(plen);
+    if (w->overflow)
+        return ERR(MSCCLPP_ERR_INTERNAL,
+                   "ucx transport: a %zu-byte worker address does not fit "
+                   "the connection message",
+                   alen);
     tp_ep_t *ep = calloc(1, sizeof *ep);
-    if (!paddr || !ep) {
-        free(paddr);
-        free(ep);
-        return ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
-    }
-    res = mscclpp_bootstrap_recv(comm->boot, paddr, plen, peer, tag);
-    if (res != MSCCLPP_OK) {
-        free(paddr);
-        free(ep);
-        return res;
-    }
+    if (!ep) return ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
     ep->ctx = c;
     ep->peer = peer;
-    ep->failed = UCS_OK;
+    atomic_init(&ep->failed, (int)UCS_OK);
+    *out = ep;
+    return MSCCLPP_OK;
+}
+
+/* The endpoint, from the peer's worker address. */
+static mscclpp_result_t ucx_ep_connect(tp_ep_t *ep, wire_reader_t *r)
+{
+    tp_ctx_t *c = ep->ctx;
+    uint32_t plen = wire_get_u32(r);
+    if (r->bad || plen == 0 || plen != r->len - r->pos)
+        return ERR(MSCCLPP_ERR_REMOTE,
+                   "ucx transport: rank %d sent a malformed address (%u of "
+                   "%zu bytes)",
+                   ep->peer, plen, r->len);
+    const void *paddr = r->buf + r->pos;
+    r->pos = r->len;
     ucp_ep_params_t ep_params = {0};
     ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
                            UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -838,7 +862,7 @@ static mscclpp_result_t ucx_connect(tp_ctx_t *c, int peer, int tag, tp_ep_t **ou
     ep_params.err_handler.cb = ucx_ep_error;
     ep_params.err_handler.arg = ep;
     pthread_mutex_lock(&c->lock);
-    st = ucp_ep_create(c->worker, &ep_params, &ep->ep);
+    ucs_status_t st = ucp_ep_create(c->worker, &ep_params, &ep->ep);
     if (st == UCS_ERR_UNREACHABLE) {
         /* shared-memory transports have no peer failure detection: connect without it (a
          * dead peer then shows as a timeout of the wait on it) */
@@ -851,13 +875,11 @@ static mscclpp_result_t ucx_connect(tp_ctx_t *c, int peer, int tag, tp_ep_t **ou
         c->eps = ep;
     }
     pthread_mutex_unlock(&c->lock);
-    free(paddr);
     if (st != UCS_OK) {
-        free(ep);
-        return ucx_status("ucp_ep_create", peer, st);
+        ep->ep = NULL;
+        return ucx_status("ucp_ep_create", ep->peer, st);
     }
-    INFO(SUBSYS_NET, "rank %d: ucx endpoint to rank %d", comm->rank, peer);
-    *out = ep;
+    INFO(SUBSYS_NET, "rank %d: ucx endpoint to rank %d", c->world->rank, ep->peer);
     return MSCCLPP_OK;
 }
 
@@ -873,9 +895,9 @@ static mscclpp_result_t ucx_failed_at(tp_ep_t *ep, const char *what, bool quiet)
     if (quiet || ep->closing)
         return core_error_quiet(MSCCLPP_ERR_REMOTE, "ucx transport: %s to rank %d: the "
                                 "connection failed (%s); is rank %d alive?", what, ep->peer,
-                                ucs_status_string(ep->failed), ep->peer);
+                                ucs_status_string(ucx_ep_failed(ep)), ep->peer);
     return ERR(MSCCLPP_ERR_REMOTE, "ucx transport: %s to rank %d: the connection failed (%s); "
-               "is rank %d alive?", what, ep->peer, ucs_status_string(ep->failed), ep->peer);
+               "is rank %d alive?", what, ep->peer, ucs_status_string(ucx_ep_failed(ep)), ep->peer);
 }
 
 static mscclpp_result_t ucx_failed(tp_ep_t *ep, const char *what)
@@ -902,7 +924,7 @@ static void ucx_send_done(void *req, ucs_status_t st, void *user)
     tp_ep_t *ep = m->ep;
     ep->inflight--;
     if (st != UCS_OK) ep->lost = true;
-    if (st != UCS_OK && ep->failed == UCS_OK && !ep->closing) ep->failed = st;
+    if (st != UCS_OK && ucx_ep_failed(ep) == UCS_OK && !ep->closing) ucx_ep_fail(ep, st);
     ucx_msg_free(ep->ctx, m);
     ucp_request_free(req);
 }
@@ -944,7 +966,7 @@ static ucx_send_t *ucx_msg(tp_ep_t *ep, uint32_t flags)
     if (!m) return NULL;
     m->hdr.magic = UCX_AM_MAGIC;
     m->hdr.flags = flags;
-    m->hdr.src = ep->ctx->comm->rank;
+    m->hdr.src = ep->ctx->world->rank;
     return m;
 }
 
@@ -1043,7 +1065,7 @@ static mscclpp_result_t ucx_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, t
                                 uint64_t src_off, uint64_t bytes)
 {
     CHECK(tp_check_put("ucx", ep->peer, dst_off, dst->bytes, src_off, src->bytes, bytes));
-    if (ep->failed != UCS_OK) return ucx_failed(ep, "put");
+    if (ucx_ep_failed(ep) != UCS_OK) return ucx_failed(ep, "put");
     if (bytes == 0) return MSCCLPP_OK;
     tp_ctx_t *c = ep->ctx;
     pthread_mutex_lock(&c->lock);
@@ -1081,7 +1103,7 @@ static mscclpp_result_t ucx_wait_until(tp_ep_t *ep, bool (*done)(tp_ep_t *, void
         /* a transfer that moves stays in the spin phase; only an idle one backs off */
         if (ucp_worker_progress(c->worker)) w.polls = 0;
         ucx_copies_settle(c);
-        if (ep->failed != UCS_OK && !ep->closing) return ucx_failed(ep, what);
+        if (ucx_ep_failed(ep) != UCS_OK && !ep->closing) return ucx_failed(ep, what);
         if (!base_wait_pause(&w))
             return ERR(MSCCLPP_ERR_TIMEOUT, "ucx transport: %s to rank %d did not complete in "
                        "%.1f s", what, ep->peer, (double)timeout_ns / 1e9);
@@ -1113,7 +1135,7 @@ static mscclpp_result_t ucx_wait_req(tp_ep_t *ep, void *req, uint64_t timeout_ns
     }
     ucs_status_t st = ucp_request_check_status(req);
     ucp_request_free(req);
-    if (ep->failed != UCS_OK && !ep->closing) return ucx_failed(ep, what);
+    if (ucx_ep_failed(ep) != UCS_OK && !ep->closing) return ucx_failed(ep, what);
     if (st != UCS_OK) return ucx_status(what, ep->peer, st);
     return MSCCLPP_OK;
 }
@@ -1121,7 +1143,7 @@ static mscclpp_result_t ucx_wait_req(tp_ep_t *ep, void *req, uint64_t timeout_ns
 static mscclpp_result_t ucx_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, uint64_t total)
 {
     CHECK(tp_check_signal("ucx", ep->peer, dst_off, dst->bytes));
-    if (ep->failed != UCS_OK) return ucx_failed(ep, "signal");
+    if (ucx_ep_failed(ep) != UCS_OK) return ucx_failed(ep, "signal");
     tp_ctx_t *c = ep->ctx;
     mscclpp_result_t res = MSCCLPP_OK;
     pthread_mutex_lock(&c->lock);
@@ -1145,7 +1167,7 @@ static mscclpp_result_t ucx_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off
 static mscclpp_result_t ucx_flush(tp_ep_t *ep, uint64_t timeout_ns, tp_flush_t how)
 {
     tp_ctx_t *c = ep->ctx;
-    if (ep->failed != UCS_OK) {
+    if (ucx_ep_failed(ep) != UCS_OK) {
         /* The connection is gone. A local flush still holds when every message went out
          * before: a peer that finished its last call and left had all it waited for, and a
          * rank that no longer needs it must not fail (issue 22, board 2026-11-26 08:00) */
@@ -1205,20 +1227,23 @@ static mscclpp_result_t ucx_arm(tp_ctx_t *c, int *fd)
     pthread_mutex_unlock(&c->lock);
     CHECK(res);
     if (st == UCS_OK) *fd = c->efd;
-    else if (st != UCS_ERR_BUSY) return ucx_status("ucp_worker_arm", c->comm->rank, st);
+    else if (st != UCS_ERR_BUSY) return ucx_status("ucp_worker_arm", c->world->rank, st);
     return MSCCLPP_OK;
 }
 
 /* a peer that died while we only wait for it shows up here, not in a call of ours */
 static mscclpp_result_t ucx_ep_status(tp_ep_t *ep)
 {
-    return ep->failed == UCS_OK ? MSCCLPP_OK : ucx_failed_at(ep, "connection", true);
+    return ucx_ep_failed(ep) == UCS_OK ? MSCCLPP_OK : ucx_failed_at(ep, "connection", true);
 }
 
 static mscclpp_result_t ucx_close(tp_ep_t *ep)
 {
     if (!ep) return MSCCLPP_OK;
     tp_ctx_t *c = ep->ctx;
+    /* a close is often clean-up after a failure: that failure's message and culprit stay */
+    core_error_kept_t kept;
+    core_error_keep(&kept);
     pthread_mutex_lock(&c->lock);
     ep->closing = true;
     ucx_msg_free(c, ep->pending); /* callers flush first: a put held back has no reader left */
@@ -1233,14 +1258,15 @@ static mscclpp_result_t ucx_close(tp_ep_t *ep)
     /* forced: callers flush first; a flushing close would wait for a peer that may already
      * have stopped driving its worker */
     p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t req = ucp_ep_close_nbx(ep->ep, &p);
+    ucs_status_ptr_t req = ep->ep ? ucp_ep_close_nbx(ep->ep, &p) : NULL; /* NULL: only opened */
     if (UCS_PTR_IS_PTR(req)) (void)ucx_wait_req(ep, req, config_timeout_ns(), "close");
     /* a forced close completes every message still in flight (canceled): their callbacks
      * must run before `ep` goes */
     (void)ucx_wait_until(ep, ucx_sent, NULL, config_timeout_ns(), "close");
-    core_clear_error(); /* the peer may have closed first; nothing left to lose */
+    core_error_put_back(&kept); /* the peer may have closed first; nothing left to lose */
+    bool idle = ep->inflight == 0; /* read under the lock: callbacks change it under it */
     pthread_mutex_unlock(&c->lock);
-    if (ep->inflight == 0) free(ep); /* else leaked rather than freed under a live callback */
+    if (idle) free(ep); /* else leaked rather than freed under a live callback */
     return MSCCLPP_OK;
 }
 
@@ -1300,7 +1326,8 @@ static const tp_ops_t ucx_ops = {
     .mem_dereg = ucx_mem_dereg,
     .rmem_unpack = ucx_rmem_unpack,
     .rmem_release = ucx_rmem_release,
-    .connect = ucx_connect,
+    .ep_open = ucx_ep_open,
+    .ep_connect = ucx_ep_connect,
     .put = ucx_put,
     .signal = ucx_signal,
     .flush = ucx_flush,

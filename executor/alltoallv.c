@@ -1,0 +1,146 @@
+/*
+ * mscclpp_alltoallv: all-to-all with per-peer counts and displacements (as MPI_Alltoallv).
+ *
+ * A plan addresses buffers in fixed chunks, and what rank i sends to rank j lands at an offset
+ * only j knows (its rdispls[i]); a plan per count matrix would also mean a context (and its
+ * connections) per call shape. So a call runs on the alltoall plans (registered or made for the
+ * job, port channels across nodes) through two staging buffers of nranks equal blocks:
+ *
+ *   1. the ranks agree on the block: one bootstrap allgather (host memory only, no device sync)
+ *      of each rank's largest count and two 64-bit sums that tell whether the count matrices
+ *      agree (rank i's sendcounts[j] == rank j's recvcounts[i]); every rank refuses alike when
+ *      they do not;
+ *   2. pack: send block j (sendcounts[j] elements at sdispls[j]) to staging block j;
+ *   3. mscclpp_alltoall of `block` elements per rank;
+ *   4. unpack: staging block j's first recvcounts[j] elements to recv + rdispls[j].
+ *
+ * Copies and the alltoall are queued on the caller's stream (synchronous without one). Traffic
+ * is nranks * the largest count per rank: balanced counts cost what an alltoall costs, skewed
+ * ones more (docs/plans.md). The staging buffers grow by doubling and are kept until the
+ * executor goes (a graph may replay a capture that uses an older pair).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "base/debug.h"
+#include "core/core.h"
+#include "executor/executor.h"
+#include "hal/hal_api.h"
+
+/* A 64-bit mix of one matrix entry (splitmix64 finaliser), so that sums over entries differ
+ * when any entry does (a hash: equal sums do not prove equal matrices, unequal ones disprove). */
+static uint64_t entry_hash(uint64_t from, uint64_t to, uint64_t count)
+{
+    uint64_t x = (from << 40) ^ (to << 20) ^ count ^ 0x9e3779b97f4a7c15ull;
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x + count;
+}
+
+/* Staging pair of at least `bytes` each; a smaller older pair stays kept (exec_keep). */
+static mscclpp_result_t stage_get(mscclpp_executor_t *ex, size_t bytes)
+{
+    if (ex->a2av_bytes >= bytes) return MSCCLPP_OK;
+    size_t want = ex->a2av_bytes ? ex->a2av_bytes : 65536;
+    while (want < bytes) want = want > SIZE_MAX / 2 ? bytes : 2 * want;
+    /* each buffer is kept as soon as it exists: an error after it loses nothing */
+    void *in = NULL, *out = NULL;
+    CHECK(ex->hal->mem_alloc_shareable(want, &in));
+    mscclpp_result_t r = exec_keep(ex, in);
+    if (r != MSCCLPP_OK) {
+        ex->hal->mem_free(in);
+        return r;
+    }
+    CHECK(ex->hal->mem_alloc_shareable(want, &out));
+    r = exec_keep(ex, out);
+    if (r != MSCCLPP_OK) {
+        ex->hal->mem_free(out);
+        return r;
+    }
+    ex->a2av_in = in;
+    ex->a2av_out = out;
+    ex->a2av_bytes = want;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t copy(mscclpp_executor_t *ex, void *dst, const void *src, size_t bytes,
+                             mscclpp_stream_t stream)
+{
+    if (!bytes) return MSCCLPP_OK;
+    if (stream) return ex->hal->memcpy_async(dst, src, bytes, hal_api_stream(stream));
+    return ex->hal->memcpy_sync(dst, src, bytes);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_alltoallv(mscclpp_executor_t *exec, const void *send,
+                                               const size_t *sendcounts, const size_t *sdispls,
+                                               void *recv, const size_t *recvcounts,
+                                               const size_t *rdispls, mscclpp_dtype_t dtype,
+                                               mscclpp_stream_t stream)
+{
+    CHECK_ARG(exec != NULL);
+    CHECK_ARG(sendcounts != NULL && sdispls != NULL && recvcounts != NULL && rdispls != NULL);
+    CHECK_ARG((int)dtype >= 0 && dtype < MSCCLPP_DTYPE_COUNT);
+    if (stream && stream->ops != exec->hal)
+        return ERR_ARG("mscclpp_alltoallv: the stream belongs to another backend than the "
+                       "executor's");
+    mscclpp_comm_t *comm = exec->comm;
+    int n = comm->nranks, rank = comm->rank;
+    size_t es = mscclpp_dtype_size(dtype);
+    /* what this rank brings: its largest count and its halves of the matrix check */
+    uint64_t mine[3] = {0, 0, 0};
+    for (int j = 0; j < n; j++) {
+        size_t lim = SIZE_MAX / es;
+        if (sendcounts[j] > lim || sdispls[j] > lim - sendcounts[j] || recvcounts[j] > lim ||
+            rdispls[j] > lim - recvcounts[j])
+            return ERR_ARG("mscclpp_alltoallv: rank %d: peer %d's count or displacement "
+                           "overflows the address space in %s elements",
+                           rank, j, mscclpp_dtype_name(dtype));
+        if ((sendcounts[j] && !send) || (recvcounts[j] && !recv))
+            return ERR_ARG("mscclpp_alltoallv: rank %d: a NULL buffer with elements to %s "
+                           "peer %d",
+                           rank, sendcounts[j] && !send ? "send to" : "receive from", j);
+        if (sendcounts[j] > mine[0]) mine[0] = sendcounts[j];
+        if (recvcounts[j] > mine[0]) mine[0] = recvcounts[j];
+        mine[1] += entry_hash((uint64_t)rank, (uint64_t)j, sendcounts[j]);
+        mine[2] += entry_hash((uint64_t)j, (uint64_t)rank, recvcounts[j]);
+    }
+    uint64_t *all = malloc((size_t)n * sizeof mine);
+    if (!all) return ERR(MSCCLPP_ERR_NO_MEMORY, "mscclpp_alltoallv: out of memory");
+    for (int k = 0; k < 3; k++) all[(size_t)rank * 3 + (size_t)k] = mine[k];
+    mscclpp_result_t r = mscclpp_bootstrap_allgather(comm->boot, all, sizeof mine);
+    if (r != MSCCLPP_OK) {
+        free(all);
+        return comm_fail(comm, r, false);
+    }
+    uint64_t block = 0, sent = 0, received = 0;
+    for (int i = 0; i < n; i++) {
+        if (all[(size_t)i * 3] > block) block = all[(size_t)i * 3];
+        sent += all[(size_t)i * 3 + 1];
+        received += all[(size_t)i * 3 + 2];
+    }
+    free(all);
+    if (sent != received)
+        return ERR_ARG("mscclpp_alltoallv: the ranks' counts disagree: rank i's sendcounts[j] "
+                       "must equal rank j's recvcounts[i] for every pair (every rank refuses "
+                       "this call)");
+    if (!block) return MSCCLPP_OK; /* nothing moves anywhere */
+    if (block > SIZE_MAX / es / (size_t)n)
+        return ERR_ARG("mscclpp_alltoallv: %d blocks of %llu elements overflow the address "
+                       "space",
+                       n, (unsigned long long)block);
+    size_t bb = (size_t)block * es; /* bytes of one staging block */
+
+    CHECK(stage_get(exec, bb * (size_t)n));
+    char *in = exec->a2av_in, *out = exec->a2av_out;
+    for (int j = 0; j < n && r == MSCCLPP_OK; j++)
+        r = copy(exec, in + (size_t)j * bb, (const char *)send + sdispls[j] * es,
+                 sendcounts[j] * es, stream);
+    if (r == MSCCLPP_OK) r = mscclpp_alltoall(exec, in, out, (size_t)block, dtype, stream);
+    for (int j = 0; j < n && r == MSCCLPP_OK; j++)
+        r = copy(exec, (char *)recv + rdispls[j] * es, out + (size_t)j * bb, recvcounts[j] * es,
+                 stream);
+    return r;
+}

@@ -1,0 +1,98 @@
+/*
+ * Where an executor's default plans come from, in this order and nowhere else:
+ *   1. MSCCLPP_PLAN_DIR, when set: that folder (the tests and scripts name the source tree's
+ *      plans/ this way);
+ *   2. otherwise, for a library loaded from the build folder it was made in (base/self.h: the
+ *      build tree's programs, ./build/tools/mscclpp-bench as the README runs it), the source
+ *      tree's plans/;
+ *   3. otherwise the installed plans ($(pkgdatadir)/plans);
+ *   4. then, only when MSCCLPP_CACHE_DIR is set and MSCCLPP_PLAN_DIR is not, the plans the
+ *      Python DSL compiled into that cache (the Python package sets it for its own processes).
+ * In a plan folder, the plans for the job's node layout (multinode/<nodes>x<ranks per node>/)
+ * and for the backend (<backend>/) are registered before the generic ones: the first registered
+ * match wins. An installed library thus never reads the build tree it came from, nor a user's
+ * cache unasked; with no plan found at all, executor creation warns, naming where it looked.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "base/config.h"
+#include "base/debug.h"
+#include "base/self.h"
+#include "executor/registry.h"
+
+#ifndef MSCCLPP_PLAN_DIR
+#define MSCCLPP_PLAN_DIR "" /* a build outside automake: explicit settings only */
+#endif
+
+const char *exec_plan_dir(void)
+{
+    const char *d = config_get(CFG_MSCCLPP_PLAN_DIR);
+    if (*d) return d;
+    d = self_build_plan_dir();
+    return *d ? d : MSCCLPP_PLAN_DIR;
+}
+
+static bool is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Register the plans of `dir` if it is a folder; how many, for the log. */
+static int load_if_dir(exec_registry_t *reg, const char *dir, const char *what)
+{
+    int n = 0, skipped = 0;
+    if (!is_dir(dir)) return 0;
+    if (exec_registry_load_dir(reg, dir, &n, &skipped) != MSCCLPP_OK) core_clear_error();
+    INFO(SUBSYS_EXEC, "loaded %d %s plans from %s (%d skipped)", n, what, dir, skipped);
+    return n;
+}
+
+/* A plan folder: the node layout's plans, the backend's, then the generic ones. */
+static int load_plan_folder(exec_registry_t *reg, const char *dir, const char *backend, int nranks,
+                            int nlocal)
+{
+    char sub[4400];
+    int n = 0;
+    /* several nodes of equal size: the multi-node plans for that layout come first */
+    if (nlocal > 0 && nlocal < nranks && nranks % nlocal == 0) {
+        snprintf(sub, sizeof sub, "%s/multinode/%dx%d", dir, nranks / nlocal, nlocal);
+        n += load_if_dir(reg, sub, "multi-node");
+    }
+    snprintf(sub, sizeof sub, "%s/%s", dir, backend);
+    n += load_if_dir(reg, sub, backend);
+    return n + load_if_dir(reg, dir, "default");
+}
+
+/* The DSL's cache, when asked for: MSCCLPP_CACHE_DIR (`python3 -m mscclpp --install` writes
+ * its default/ folder, mscclpp.compile the folder itself), backend folders first. */
+static int load_cache(exec_registry_t *reg, const char *backend)
+{
+    const char *cache = config_get(CFG_MSCCLPP_CACHE_DIR);
+    if (!*cache || *config_get(CFG_MSCCLPP_PLAN_DIR)) return 0;
+    char dirs[4][4400];
+    snprintf(dirs[0], sizeof dirs[0], "%s/default/%s", cache, backend);
+    snprintf(dirs[1], sizeof dirs[1], "%s/default", cache);
+    snprintf(dirs[2], sizeof dirs[2], "%s/%s", cache, backend);
+    snprintf(dirs[3], sizeof dirs[3], "%s", cache);
+    int n = 0;
+    for (int i = 0; i < 4; i++) n += load_if_dir(reg, dirs[i], "cached");
+    return n;
+}
+
+void exec_plans_load_defaults(exec_registry_t *reg, const char *backend, int nranks, int nlocal)
+{
+    const char *dir = exec_plan_dir();
+    int n = *dir ? load_plan_folder(reg, dir, backend, nranks, nlocal) : 0;
+    n += load_cache(reg, backend);
+    if (n > 0 || reg->count > 0) return;
+    bool cache = *config_get(CFG_MSCCLPP_CACHE_DIR) && !*config_get(CFG_MSCCLPP_PLAN_DIR);
+    WARN(SUBSYS_EXEC,
+         "no plans found in %s%s%s; collectives fail until plans are registered "
+         "(install the library, or set MSCCLPP_PLAN_DIR to a folder of plans such as the source "
+         "tree's plans/)",
+         *config_get(CFG_MSCCLPP_PLAN_DIR) ? "MSCCLPP_PLAN_DIR=" : "",
+         *dir ? dir : "(no plan folder compiled in)", cache ? " nor in MSCCLPP_CACHE_DIR" : "");
+}

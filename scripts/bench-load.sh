@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Host waits under background load (issue 22 item 9): our allreduce against MPICH's, timed in
+# the same processes (mscclpp-bench --mpi under mpiexec -n 2), with K busy loops running beside
+# the two ranks on this machine's cores, and without them; variants and loads interleaved in
+# every round, so that all of them see the machine's moment.
+#
+#   scripts/bench-load.sh [-r ROUNDS] [-k BUSY_LOOPS] [-d BUILD] [-v NAME=LIBDIR]... [-- ARGS]
+#
+# -d: the build whose mscclpp-bench runs (default ./build). -v: a variant, the directory of the
+# libmscclpp.so.0 it runs with (put first on LD_LIBRARY_PATH; a copy of main's library beside
+# a branch's, say); default one variant "build" with BUILD/.libs. ARGS: the bench's arguments
+# (default "allreduce -b 8 -e 16M -f 8 -n 200 -w 20", the issue's sweep). Needs mpiexec
+# (MPICH) and a build with MPI.
+# Prints, per run, "RUN variant loops load1" and per size "size ours_us mpich_us ours/mpich";
+# at the end the medians of ours/mpich and of our time over the rounds, per variant, loops and
+# size (variants run back to back in each round: compare them with each other).
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+rounds=3
+loops=2
+build=$top/build
+variants=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    -r) rounds=$2; shift 2 ;;
+    -k) loops=$2; shift 2 ;;
+    -d) build=$2; shift 2 ;;
+    -v) variants+=("$2"); shift 2 ;;
+    --) shift; break ;;
+    *) echo "bench-load: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+[ ${#variants[@]} -eq 0 ] && variants=("build=$build/.libs")
+args=("$@")
+[ ${#args[@]} -eq 0 ] && args=(allreduce -b 8 -e 16M -f 8 -n 200 -w 20)
+command -v mpiexec >/dev/null || { echo "bench-load: mpiexec not found" >&2; exit 1; }
+bench=$build/tools/.libs/mscclpp-bench
+[ -x "$bench" ] || bench=$build/tools/mscclpp-bench
+: "${MSCCLPP_PLAN_DIR:=$top/plans}"
+export MSCCLPP_PLAN_DIR
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-load.XXXXXX") || exit 1
+busy=()
+stop_busy() {
+    for p in "${busy[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${busy[@]}"; do wait "$p" 2>/dev/null; done
+    busy=()
+}
+trap 'stop_busy; rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
+start_busy() {
+    for _ in $(seq 1 "$1"); do
+        sh -c 'while :; do :; done' &
+        busy+=($!)
+    done
+}
+
+# run NAME LIBDIR LOOPS: one bench run; rows "size ours mpich ratio" (the table's out-of-place
+# time is column 6, MPICH's time column 14, as mscclpp-bench --mpi prints them)
+run() {
+    local name=$1 lib=$2 k=$3 load
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    echo "RUN $name loops=$k load=$load"
+    if ! LD_LIBRARY_PATH="$lib:$build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 600 \
+        mpiexec -n 2 "$bench" "${args[@]}" --mpi >"$tmp/out" 2>"$tmp/err"; then
+        echo "bench-load: $name with $k loops failed:" >&2
+        tail -n 5 "$tmp/err" >&2
+        return
+    fi
+    awk -v v="$name" -v k="$k" '!/^#/ && NF >= 15 && $1 ~ /^[0-9]+$/ && $14 > 0 {
+        printf "  %10s %10s %10s %8.3f\n", $1, $6, $14, $6 / $14
+        printf "R %s %s %s %.4f %s\n", v, k, $1, $6 / $14, $6 >> "'"$tmp/all"'" }' "$tmp/out"
+}
+
+for _ in $(seq 1 "$rounds"); do
+    for k in 0 "$loops"; do
+        start_busy "$k"
+        sleep 1
+        for v in "${variants[@]}"; do run "${v%%=*}" "${v#*=}" "$k"; done
+        stop_busy
+    done
+done
+echo "# medians over $rounds rounds: variant, busy loops, size, ours/MPICH, ours (us)"
+[ -f "$tmp/all" ] && awk 'function med(s, a, n, i, j, t) { n = split(s, a, " ");
+          for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
+              if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+          return a[int((n + 1) / 2)] }
+    { key = $2 " " $3 " " $4; r[key] = r[key] " " $5; u[key] = u[key] " " $6 }
+    END { for (key in r) print key, med(r[key]), med(u[key]) }' "$tmp/all" |
+    sort -k1,1 -k2,2n -k3,3n
