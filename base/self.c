@@ -27,12 +27,20 @@ static void self_find(void)
     if (!MSCCLPP_BUILD_LIBDIR[0]) return;
     if (!dladdr((void *)&self_find, &info) || !info.dli_fname || !info.dli_fname[0]) return;
     if (!realpath(info.dli_fname, file) || !realpath(MSCCLPP_BUILD_LIBDIR, libs)) return;
+    char exe[PATH_MAX];
+    bool in_program = realpath("/proc/self/exe", exe) && strcmp(file, exe) == 0;
     char *slash = strrchr(file, '/');
     if (!slash) return;
     *slash = '\0';
-    /* a static link puts this code into the program itself: that program's folder is never
-     * the library's .libs, so a static build reads installed paths only */
     self_built = strcmp(file, libs) == 0;
+    if (self_built || !in_program) return;
+    /* a static link puts this code into the program itself: an installed program reads
+     * installed paths only; one still in the build folder (a tool of the build, such as
+     * mscclpp-info, linked with the library's objects) is the build's, as its libmscclpp.so */
+    size_t n = strlen(libs);
+    if (n < 6 || strcmp(libs + n - 6, "/.libs")) return;
+    libs[n - 5] = '\0'; /* the build folder, with its slash */
+    self_built = strncmp(exe, libs, n - 5) == 0;
 }
 
 bool self_in_build_tree(void)

@@ -3,13 +3,23 @@
  * on first use and kept, most recently used first, up to MSCCLPP_EXEC_CONTEXTS of them (then
  * the least recently used goes: context_evict).
  *
- *   exec_context_get     look one up, or build it: context_scratch (sized by layout.c, halves
- *                        agreed by all ranks), context_state (device state and error mailbox),
- *                        context_channels (counters and tables), context_exchange (one setup
- *                        message to and from every peer the plan pairs us with: counters and
- *                        buffers to map), then port channels and a barrier
+ *   exec_context_get     look one up, or build it: context_scratch (sized by layout.c for the
+ *                        call's sizes rounded up, halves agreed by all ranks), context_state
+ *                        (device state and error mailbox), context_channels (counters and
+ *                        tables), context_exchange (one setup message to and from every peer
+ *                        the plan pairs us with: counters and buffers to map), then port
+ *                        channels and a barrier
  *   exec_context_bind    this call's buffers: remote buffer and switch member pointers
  *   exec_context_lowered the lowered plan of this call shape (lower.c), cached, on the device
+ *
+ * Buffers (docs/architecture.md "Buffers"): a plan that addresses a peer's input or output has
+ * its context keyed by the allocations holding the call's buffers, which may be any memory the
+ * backend can share, the application's own included (hal mem_info: cudaMalloc'd, PyTorch's
+ * allocator, cuMem; on the host backend shared file mappings). They are registered whole,
+ * once, when the context is built; each call then addresses the peers' buffers at this rank's
+ * own in-allocation offsets, with no message: ranks use their buffers alike (the same program
+ * on every rank), and the launch fence, which such a context runs on every launch, checks it.
+ * Any other plan needs no registration: one context per plan.
  *
  * Rank rotation: a context may run the plan with virtual rank v = (rank - rotation) mod n, so a
  * broadcast plan written for root 0 serves any root.
@@ -29,23 +39,24 @@
 #include "hal/hal_api.h"
 
 #define EXEC_WIRE_MAGIC 0x43584550u /* "PEXC": context setup message */
-#define EXEC_WIRE_VERSION 1u
-/* Bootstrap tags of context setup: base + sequence, inside the 0..32767 every MPI allows */
-#define EXEC_TAG_BASE 0x6000
-#define EXEC_TAG_SPAN 0x2000
+#define EXEC_WIRE_VERSION 2u /* 2: counter slots 128 bytes apart */
+/* A point-to-point executor's setups (mscclpp_executor_set_p2p): one tag, since its contexts
+ * are built by two ranks each, one after the other in the same order on both (the others:
+ * exec_setup_tag, state.c) */
+#define EXEC_TAG_P2P 0x5800
 
-#define SLOT_U64 8 /* counters are 64 bytes apart */
+/* Memory channel counters are 128 bytes apart: word 0 the counter, words 8-11 the offsets the
+ * launch fence publishes (kern_args.h), the others free for the fence's own records */
+#define SLOT_U64 16
 
 static int vr_to_pr(const exec_context_t *c, int v, int n) { return (v + c->rotation) % n; }
 
-void exec_alloc_of(const hal_ops_t *hal, const void *p, void **base, size_t *size)
+void exec_mem_of(const hal_ops_t *hal, const void *p, hal_mem_info_t *m)
 {
-    *base = (void *)p;
-    *size = 0;
-    if (p && hal->mem_range(p, base, size) != MSCCLPP_OK) {
+    memset(m, 0, sizeof *m);
+    if (p && hal->mem_info(p, m) != MSCCLPP_OK) {
         core_clear_error();
-        *base = (void *)p;
-        *size = 0;
+        memset(m, 0, sizeof *m);
     }
 }
 
@@ -77,8 +88,9 @@ static unsigned needs_from(const struct mscclpp_plan *plan, int peer, int me)
     return mask;
 }
 
-/* True when some rank of the plan addresses another rank's input or output buffer. */
-static bool plan_addresses_io(const struct mscclpp_plan *plan)
+/* Whether some rank of the plan addresses another rank's input or output buffer (through a
+ * memory, switch or port channel). */
+bool exec_plan_reaches_io(const struct mscclpp_plan *plan)
 {
     for (int r = 0; r < plan->nranks; r++)
         for (int v = 0; v < plan->nranks; v++)
@@ -89,6 +101,12 @@ static bool plan_addresses_io(const struct mscclpp_plan *plan)
                 plan->gpus[r].rbufs[q].owner != r)
                 return true;
     return false;
+}
+
+bool exec_plan_shares_io(const struct mscclpp_plan *plan)
+{
+    /* port channels also move this rank's own buffers: the proxy reads registered memory */
+    return exec_port_needed(plan) || exec_plan_reaches_io(plan);
 }
 
 static bool pair_talks(const struct mscclpp_plan *plan, int a, int b)
@@ -128,6 +146,7 @@ static const char *buf_name(int type)
 static void lowcache_free(mscclpp_executor_t *ex, exec_lowcache_t *l)
 {
     if (l->dev_blob) ex->hal->mem_free(l->dev_blob);
+    if (l->host_blob) ex->hal->host_free(l->host_blob);
     exec_lowered_free(l->low);
     free(l);
 }
@@ -158,6 +177,7 @@ static void lowcache_flush(mscclpp_executor_t *ex, exec_context_t *c, bool retir
             lowcache_free(ex, l);
         }
     }
+    c->n_lowered = 0;
 }
 
 /* After a drain: free the retired lowered plans no graph launches. */
@@ -285,12 +305,13 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_usable(mscclpp_executor_t *exec, c
 {
     CHECK_ARG(exec != NULL);
     CHECK_ARG(base != NULL);
-    void *b;
-    size_t size;
-    exec_alloc_of(exec->hal, ptr, &b, &size);
-    bool inside = ptr && size && (size_t)((const char *)ptr - (const char *)b) <= size &&
-                  bytes <= size - (size_t)((const char *)ptr - (const char *)b);
-    *base = inside ? b : NULL;
+    hal_mem_info_t m;
+    exec_mem_of(exec->hal, ptr, &m);
+    const char *b = m.base;
+    bool inside = ptr && m.size && m.shareable && (const char *)ptr >= b &&
+                  (size_t)((const char *)ptr - b) <= m.size &&
+                  bytes <= m.size - (size_t)((const char *)ptr - b);
+    *base = inside ? m.base : NULL;
     return MSCCLPP_OK;
 }
 
@@ -342,32 +363,27 @@ void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too)
 static mscclpp_result_t oom(void) { return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory"); }
 
 /*
- * Scratch for the largest call these allocations allow. Double-scratch plans: every rank must
- * put the upper half at the same offset for every call (lower.c), so the ranks agree on half of
- * the smallest scratch any rank has.
+ * Scratch for the calls of up to in_cap/out_cap bytes (any dtype: the widest and the narrowest
+ * element round chunks differently). Double-scratch plans: every rank must put the upper half
+ * at the same offset for every call (lower.c), so the ranks agree on half of the smallest
+ * scratch any rank has (context_agree sets scratch_half).
  */
-static mscclpp_result_t context_scratch(mscclpp_executor_t *ex, exec_context_t *c,
-                                        mscclpp_dtype_t dtype)
+static mscclpp_result_t context_scratch(mscclpp_executor_t *ex, exec_context_t *c)
 {
-    mscclpp_comm_t *comm = ex->comm;
-    const int n = comm->nranks;
-    uint64_t bytes = exec_scratch_for_allocs(c->plan, c->vrank, c->in_alloc, c->out_alloc, dtype);
-    if (c->plan->double_scratch) {
-        uint64_t *all = calloc((size_t)n, sizeof *all);
-        if (!all) return oom();
-        all[comm->rank] = bytes;
-        mscclpp_result_t res = mscclpp_bootstrap_allgather(comm->boot, all, sizeof *all);
-        uint64_t least = bytes;
-        for (int r = 0; r < n; r++)
-            if (all[r] < least) least = all[r];
-        free(all);
-        CHECK(res);
-        c->scratch_half = least / 2 / 64 * 64;
+    uint64_t bytes = 0;
+    const mscclpp_dtype_t widths[] = {MSCCLPP_UINT8, MSCCLPP_FLOAT16, MSCCLPP_FLOAT32,
+                                      MSCCLPP_FLOAT64};
+    if (c->plan->double_scratch && ex->p2p)
+        return ERR(MSCCLPP_ERR_UNSUPPORTED, "plan '%s': a double scratch needs every rank to "
+                   "take part (its halves are agreed by all)", c->plan->name);
+    for (int i = 0; i < 4; i++) {
+        uint64_t b = exec_scratch_for_allocs(c->plan, c->vrank, c->in_cap, c->out_cap, widths[i]);
+        if (b > bytes) bytes = b;
     }
+    c->scratch_bytes = bytes; /* what this rank needs, for the agreement, even if it fails */
     if (!bytes) return MSCCLPP_OK;
     CHECK(ex->hal->mem_alloc_shareable(bytes, &c->scratch));
     CHECK(ex->hal->memset_sync(c->scratch, 0, bytes));
-    c->scratch_bytes = bytes;
     return MSCCLPP_OK;
 }
 
@@ -429,6 +445,14 @@ static mscclpp_result_t context_channels(mscclpp_executor_t *ex, exec_context_t 
         if (!c->peer_ptr[t] || (t < 2 && !c->peer_off[t])) return oom();
         c->peer_ptr[t][c->vrank] = buffer_of(c, t);
     }
+    c->off[0] = c->off[1] = UINT64_MAX; /* nothing bound yet */
+    /* remote input/output addresses the lowering embeds: port and switch channels, and memory
+     * channels to an owner that cannot publish its offsets */
+    for (int q = 0; q < g->n_rbufs; q++)
+        if (g->rbufs[q].buf != PLAN_BUF_SCRATCH && exec_rbuf_published(c->plan, c->vrank, q) < 0)
+            c->baked_off = true;
+    for (int s = 0; s < n_sw; s++)
+        if (g->switches[s].buf != PLAN_BUF_SCRATCH) c->baked_off = true;
     return MSCCLPP_OK;
 }
 
@@ -499,17 +523,8 @@ static mscclpp_result_t setup_message(mscclpp_executor_t *ex, exec_context_t *c,
     }
     unsigned need = needs_from(plan, v, me);
     wire_put_u32(w, need);
-    for (int t = 0; t < 3; t++) {
-        if (!(need & (1u << t))) continue;
-        void *p = buffer_of(c, t);
-        size_t bytes = buffer_bytes(c, t);
-        if (!p || bytes == 0)
-            return ERR_ARG("plan '%s': rank %d addresses the %s buffer of rank %d, which must "
-                           "then be memory the backend can share (mscclpp_malloc; got %p)",
-                           plan->name, vr_to_pr(c, v, ex->comm->nranks), buf_name(t),
-                           ex->comm->rank, p);
-        CHECK(put_regmem(ex, w, p, bytes));
-    }
+    for (int t = 0; t < 3; t++)
+        if (need & (1u << t)) CHECK(put_regmem(ex, w, buffer_of(c, t), buffer_bytes(c, t)));
     if (w->overflow) return ERR(MSCCLPP_ERR_INTERNAL, "executor: setup message overflow");
     return MSCCLPP_OK;
 }
@@ -622,8 +637,27 @@ static mscclpp_result_t context_exchange(mscclpp_executor_t *ex, exec_context_t 
 
 /* ---- creation ------------------------------------------------------------------------------ */
 
+/* Nobody may leave (and stop serving its memory) before the peers that map it have: a barrier
+ * of all ranks, or, on a point-to-point executor, a token to and from each peer this rank talks
+ * to. */
+static mscclpp_result_t setup_barrier(mscclpp_executor_t *ex, exec_context_t *c, int tag)
+{
+    if (!ex->p2p) return mscclpp_bootstrap_barrier(ex->comm->boot); /* see takes_part */
+    const int n = ex->comm->nranks;
+    uint64_t token = c->seq;
+    for (int v = 0; v < n; v++)
+        if (v != c->vrank && pair_talks(c->plan, c->vrank, v))
+            CHECK(mscclpp_bootstrap_send(ex->comm->boot, &token, sizeof token, vr_to_pr(c, v, n),
+                                         tag));
+    for (int v = 0; v < n; v++)
+        if (v != c->vrank && pair_talks(c->plan, c->vrank, v))
+            CHECK(mscclpp_bootstrap_recv(ex->comm->boot, &token, sizeof token, vr_to_pr(c, v, n),
+                                         tag));
+    return MSCCLPP_OK;
+}
+
 /* A plan whose memory channels join this rank to another node cannot run here: say so before
- * any message (the peers, running the same plan, find the same and leave unharmed). */
+ * any commitment (context_prepare; every rank refuses in the agreement step, unharmed). */
 static mscclpp_result_t check_same_node(mscclpp_executor_t *ex, const exec_context_t *c)
 {
     const plan_gpu_t *g = &c->plan->gpus[c->vrank];
@@ -641,16 +675,155 @@ static mscclpp_result_t check_same_node(mscclpp_executor_t *ex, const exec_conte
     return MSCCLPP_OK;
 }
 
-static mscclpp_result_t context_build(mscclpp_executor_t *ex, exec_context_t *c,
-                                      mscclpp_dtype_t dtype, uint32_t seq)
+/*
+ * What this rank can find out alone before any peer commits to the setup: its own resources
+ * (device state, counters, scratch), that the buffers the peers address can be shared, and
+ * that a transport reaches every peer of its port channels.
+ */
+static mscclpp_result_t context_prepare(mscclpp_executor_t *ex, exec_context_t *c)
+{
+    const struct mscclpp_plan *plan = c->plan;
+    const int n = ex->comm->nranks, me = c->vrank;
+    CHECK(check_same_node(ex, c));
+    CHECK(context_state(ex, c));
+    CHECK(context_channels(ex, c));
+    CHECK(context_scratch(ex, c));
+    for (int v = 0; v < n; v++) {
+        if (v == me || !pair_talks(plan, me, v)) continue;
+        unsigned need = needs_from(plan, v, me);
+        for (int t = 0; t < 3; t++) {
+            void *p = buffer_of(c, t);
+            if ((need & (1u << t)) && (!p || buffer_bytes(c, t) == 0))
+                return ERR_ARG("plan '%s': rank %d addresses the %s buffer of rank %d, which "
+                               "must then be memory the backend can share (got %p)",
+                               plan->name, vr_to_pr(c, v, n), buf_name(t), ex->comm->rank, p);
+        }
+    }
+    if (exec_port_needed(plan)) {
+        uint64_t lbytes[3] = {c->in_alloc, c->out_alloc, c->scratch_bytes};
+        CHECK(exec_port_check(ex->comm, plan, c->vrank, c->rotation, lbytes));
+    }
+    return MSCCLPP_OK;
+}
+
+/* Whether rank p (not this one) takes part in setting up context c: every rank, but on a
+ * point-to-point executor (two-rank plans, set up pair by pair) only the ranks this one talks
+ * to. Not decided from the plan elsewhere: a made plan holds one rank's part, with stubs for
+ * the peers, so ranks would judge a pair differently. */
+static bool takes_part(const mscclpp_executor_t *ex, const exec_context_t *c, int p, int n)
+{
+    int v = (p - c->rotation + n) % n;
+    return v != c->vrank && (!ex->p2p || pair_talks(c->plan, c->vrank, v));
+}
+
+/*
+ * Every rank refuses the setup (context_agree): withdraw our announcement, then one more
+ * message each way, so that no rank runs its next call before every peer's announcement is
+ * gone: its launch would find the record and take it for a peer that disagrees (seen in
+ * test_exec_agree t_refused_setup, 1 run in 3 under load). Returns the error that breaks the
+ * executor instead of the refusal, if any.
+ */
+static mscclpp_result_t agree_withdraw(mscclpp_executor_t *ex, const exec_context_t *c, int tag,
+                                       const exec_agree_t *mine)
+{
+    const int n = ex->comm->nranks;
+    mscclpp_result_t res = MSCCLPP_OK;
+    if (ex->announcing) {
+        res = exec_setup_withdraw(ex, ex->announcing);
+        ex->announcing->prev = NULL; /* nothing left to settle */
+    }
+    for (int p = 0; p < n && res == MSCCLPP_OK; p++)
+        if (takes_part(ex, c, p, n)) res = exec_agree_send(ex, p, tag, mine);
+    exec_agree_t theirs;
+    for (int p = 0; p < n && res == MSCCLPP_OK; p++)
+        if (takes_part(ex, c, p, n)) res = exec_agree_recv(ex, p, tag, &theirs);
+    return res;
+}
+
+/*
+ * First step of a setup that talks: every rank tells every other the call it builds the
+ * context for (kern_args.h, "Call signature"), whether it could prepare it (`local`), and its
+ * scratch size. Before this nobody has committed anything: ranks that disagree, or any rank
+ * that cannot serve the call, stop here, every one of them, told why, with nothing shared yet,
+ * so the executor stays usable (ex->setup_refused). A rank that repeats its previous call
+ * instead sends its own call's signature here once it found our announcement
+ * (exec_setup_announce): then the ranks disagree and its launch failed midway
+ * (ex->setup_disagreed: every rank resynchronises).
+ */
+static mscclpp_result_t context_agree(mscclpp_executor_t *ex, exec_context_t *c, int tag,
+                                      mscclpp_result_t local)
+{
+    const int n = ex->comm->nranks, me = ex->comm->rank;
+    exec_agree_t mine, theirs;
+    memset(&mine, 0, sizeof mine);
+    exec_call_sig(c->plan->collective, exec_sig_seq(ex, c), c->digest, &ex->shape, mine.sig);
+    mine.status = local;
+    mine.scratch = c->scratch_bytes;
+    if (local != MSCCLPP_OK) snprintf(mine.why, sizeof mine.why, "%s", mscclpp_last_error());
+    char my_why[sizeof mine.why + 1];
+    snprintf(my_why, sizeof my_why, "%s", mine.why);
+    ex->setup_talked = true;
+    mscclpp_result_t res = MSCCLPP_OK;
+    for (int p = 0; p < n && res == MSCCLPP_OK; p++)
+        if (takes_part(ex, c, p, n)) res = exec_agree_send(ex, p, tag, &mine);
+    int differs = -1, others = 0, refuses = local != MSCCLPP_OK ? me : -1, answered = -1;
+    uint64_t differs_sig[KERN_SIG_WORDS], least = mine.scratch;
+    mscclpp_result_t refusal = local;
+    char refusal_why[sizeof mine.why + 1];
+    snprintf(refusal_why, sizeof refusal_why, "%s", mine.why);
+    for (int p = 0; p < n && res == MSCCLPP_OK; p++) {
+        if (!takes_part(ex, c, p, n)) continue;
+        res = exec_agree_recv(ex, p, tag, &theirs);
+        if (res != MSCCLPP_OK) break;
+        if (theirs.answer && answered < 0) answered = p;
+        if (theirs.status != MSCCLPP_OK && refuses < 0) {
+            refuses = p;
+            refusal = theirs.status;
+            snprintf(refusal_why, sizeof refusal_why, "%s", theirs.why);
+        }
+        if (theirs.scratch < least) least = theirs.scratch;
+        if (!memcmp(mine.sig, theirs.sig, KERN_SIG_CMP * sizeof(uint64_t))) continue;
+        if (differs < 0) {
+            differs = p;
+            memcpy(differs_sig, theirs.sig, sizeof differs_sig);
+        } else {
+            others++;
+        }
+    }
+    CHECK(res);
+    if (differs >= 0) {
+        char how[96] = "";
+        if (others)
+            snprintf(how, sizeof how, " (and %d more rank%s)", others, others > 1 ? "s" : "");
+        if (answered >= 0) {
+            ex->setup_disagreed = true; /* the answering ranks' launches failed midway */
+        } else {
+            CHECK(agree_withdraw(ex, c, tag, &mine));
+            ex->setup_refused = true; /* every rank stopped here: nothing to repair */
+            ex->setup_talked = false;
+        }
+        return exec_disagree_error(me, mine.sig, c->plan->name, differs, differs_sig, how);
+    }
+    if (refuses >= 0) {
+        CHECK(agree_withdraw(ex, c, tag, &mine));
+        ex->setup_refused = true;
+        ex->setup_talked = false;
+        if (refuses == me) return core_error_quiet(local, "%s", my_why); /* logged already */
+        return ERR(refusal,
+                   "rank %d cannot serve this call with plan '%s' (so no rank runs it): "
+                   "%s",
+                   refuses, c->plan->name, refusal_why);
+    }
+    if (c->plan->double_scratch) c->scratch_half = least / 2 / 64 * 64;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t context_build(mscclpp_executor_t *ex, exec_context_t *c, uint32_t seq)
 {
     mscclpp_comm_t *comm = ex->comm;
     const plan_gpu_t *g = &c->plan->gpus[c->vrank];
-    const int tag = EXEC_TAG_BASE + (int)(seq % EXEC_TAG_SPAN);
-    CHECK(check_same_node(ex, c));
-    CHECK(context_scratch(ex, c, dtype));
-    CHECK(context_state(ex, c));
-    CHECK(context_channels(ex, c));
+    const int tag = ex->p2p ? EXEC_TAG_P2P : exec_setup_tag(seq);
+    CHECK(context_agree(ex, c, tag, context_prepare(ex, c)));
     CHECK(context_exchange(ex, c, tag));
     if (exec_port_needed(c->plan)) {
         void *lptr[3] = {c->send_base, c->recv_base, c->scratch};
@@ -658,34 +831,41 @@ static mscclpp_result_t context_build(mscclpp_executor_t *ex, exec_context_t *c,
         CHECK(exec_port_create(comm, c->plan, c->vrank, c->rotation, lptr, lbytes, tag,
                                &c->port));
     }
-    /* nobody may leave (and stop serving its memory) before everyone has mapped it */
-    CHECK(mscclpp_bootstrap_barrier(comm->boot));
+    CHECK(setup_barrier(ex, c, tag));
     INFO(SUBSYS_EXEC, "rank %d: context %u for plan '%s' (virtual rank %d): %d memory channels, "
-         "%d remote buffers, %d switch channels, %llu bytes scratch", comm->rank, seq,
-         c->plan->name, c->vrank, g->n_chan[PLAN_CH_MEMORY], g->n_rbufs,
-         g->n_chan[PLAN_CH_SWITCH], (unsigned long long)c->scratch_bytes);
+         "%d remote buffers, %d switch channels, %llu bytes scratch for calls up to %llu/%llu "
+         "bytes%s", comm->rank, seq, c->plan->name, c->vrank, g->n_chan[PLAN_CH_MEMORY],
+         g->n_rbufs, g->n_chan[PLAN_CH_SWITCH], (unsigned long long)c->scratch_bytes,
+         (unsigned long long)c->in_cap, (unsigned long long)c->out_cap,
+         c->shares_io ? ", on the call's allocations" : "");
     return MSCCLPP_OK;
 }
 
 static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
-                                       void *send_base, size_t in_alloc, void *recv_base,
-                                       size_t out_alloc, int rotation, mscclpp_dtype_t dtype,
-                                       exec_context_t **out)
+                                       const exec_bufs_t *bufs, bool shares_io, uint64_t in_cap,
+                                       uint64_t out_cap, int rotation, exec_context_t **out)
 {
     const int n = ex->comm->nranks;
     exec_context_t *c = calloc(1, sizeof *c);
     if (!c) return oom();
     c->plan = plan;
-    c->send_base = send_base;
-    c->recv_base = recv_base;
-    c->in_alloc = in_alloc;
-    c->out_alloc = out_alloc;
-    c->io_offsets = plan_addresses_io(plan);
+    c->shares_io = shares_io;
+    c->reaches_io = exec_plan_reaches_io(plan);
+    if (shares_io) {
+        c->send_base = bufs->in.base;
+        c->recv_base = bufs->out.base;
+        c->send_id = bufs->in.id;
+        c->recv_id = bufs->out.id;
+        c->in_alloc = bufs->in.size;
+        c->out_alloc = bufs->out.size;
+    }
+    c->in_cap = in_cap;
+    c->out_cap = out_cap;
     c->rotation = rotation;
     c->vrank = (ex->comm->rank - rotation + n) % n;
     c->seq = ex->context_seq++;
-
-    mscclpp_result_t res = context_build(ex, c, dtype, c->seq);
+    c->digest = exec_plan_digest(plan);
+    mscclpp_result_t res = context_build(ex, c, c->seq);
     if (res == MSCCLPP_OK) {
         *out = c;
         return MSCCLPP_OK;
@@ -699,6 +879,50 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     }
     context_free(ex, c);
     return res;
+}
+
+/*
+ * The sizes a new context's scratch serves, from the call's: both multiplied by the smallest
+ * power of two that brings the larger side to EXEC_SCRATCH_MIN_CALL, doubled once more unless
+ * that is a power of two itself (a power of two keeps every divisibility the layout needs, and
+ * the headroom keeps growth steps few). The same on every rank, since the call's sizes are.
+ */
+#define EXEC_SCRATCH_MIN_CALL ((uint64_t)256 << 10)
+
+static void scratch_caps(uint64_t in_bytes, uint64_t out_bytes, uint64_t *in_cap,
+                         uint64_t *out_cap)
+{
+    uint64_t big = in_bytes > out_bytes ? in_bytes : out_bytes, m = 1;
+    if (big == 0) big = 1;
+    while (big * m < EXEC_SCRATCH_MIN_CALL) m *= 2;
+    if ((big * m) & (big * m - 1)) m *= 2; /* not a power of two: the next one is < 2x */
+    *in_cap = in_bytes * m;
+    *out_cap = out_bytes * m;
+}
+
+/* Drop context `c`, whose scratch is too small for this call, after the launches queued on it
+ * (a context a graph launches stays, with the dead ones, until the executor goes). */
+static mscclpp_result_t drop_context(mscclpp_executor_t *ex, exec_context_t *c)
+{
+    if (exec_cannot_drain(ex))
+        return ERR(MSCCLPP_ERR_UNSUPPORTED, "plan '%s': a larger call than before needs a larger "
+                   "scratch, which cannot be made while a stream is captured: run the call once "
+                   "at this size before the capture", c->plan->name);
+    CHECK(hal_api_source_drain(ex->source)); /* launches queued on its scratch end first */
+    retired_sweep(ex);
+    pthread_mutex_lock(&ex->lock);
+    for (exec_context_t **pp = &ex->contexts; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    if (c->captured) {
+        c->next = ex->dead;
+        ex->dead = c;
+    }
+    pthread_mutex_unlock(&ex->lock);
+    if (!c->captured) context_free(ex, c);
+    return MSCCLPP_OK;
 }
 
 /*
@@ -716,6 +940,9 @@ static mscclpp_result_t context_evict(mscclpp_executor_t *ex)
     /* contexts a graph launches stay (and do not count); during a capture nothing can be
      * waited for, so the bound applies again at the first miss after it */
     if (cap <= 0 || ex->capturing) return MSCCLPP_OK;
+    /* a point-to-point executor's contexts are each two ranks': they cannot all meet (its
+     * contexts are few: one per pair and direction, and per allocation for port channels) */
+    if (ex->p2p) return MSCCLPP_OK;
     int64_t n = 0;
     for (exec_context_t *c = ex->contexts; c; c = c->next) n += !c->captured;
     if (n < cap) return MSCCLPP_OK;
@@ -747,20 +974,23 @@ static mscclpp_result_t context_evict(mscclpp_executor_t *ex)
     return MSCCLPP_OK;
 }
 
+
 mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
-                                  const void *send, void *recv, int rotation,
-                                  mscclpp_dtype_t dtype, exec_context_t **out)
+                                  const exec_bufs_t *bufs, size_t in_bytes, size_t out_bytes,
+                                  int rotation, mscclpp_dtype_t dtype, exec_context_t **out)
 {
-    void *send_base, *recv_base;
-    size_t in_alloc, out_alloc;
-    exec_alloc_of(ex->hal, send, &send_base, &in_alloc);
-    exec_alloc_of(ex->hal, recv, &recv_base, &out_alloc);
-    const uint64_t send_id = hal_api_alloc_id(send_base), recv_id = hal_api_alloc_id(recv_base);
+    (void)dtype; /* the scratch serves every dtype */
+    const bool shares_io = exec_plan_shares_io(plan);
+    void *send_base = shares_io ? bufs->in.base : NULL, *recv_base = shares_io ? bufs->out.base
+                                                                                : NULL;
+    const uint64_t send_id = shares_io ? bufs->in.id : 0, recv_id = shares_io ? bufs->out.id : 0;
     /* a failed context breaks the executor (exec_check), so every context here is sound */
+    exec_context_t *c = NULL;
     for (exec_context_t **pp = &ex->contexts; *pp; pp = &(*pp)->next) {
-        exec_context_t *c = *pp;
-        if (c->plan == plan && c->send_base == send_base && c->recv_base == recv_base &&
-            c->rotation == rotation && c->send_id == send_id && c->recv_id == recv_id) {
+        exec_context_t *e = *pp;
+        if (e->plan == plan && e->send_base == send_base && e->recv_base == recv_base &&
+            e->rotation == rotation && e->send_id == send_id && e->recv_id == recv_id) {
+            c = e;
             if (pp != &ex->contexts) { /* most recently used first */
                 pthread_mutex_lock(&ex->lock);
                 *pp = c->next;
@@ -768,9 +998,25 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
                 ex->contexts = c;
                 pthread_mutex_unlock(&ex->lock);
             }
-            *out = c;
-            return MSCCLPP_OK;
+            /* stop here: after the move *pp may be NULL, and the loop's step would take
+             * &NULL->next (UBSan: test_executor t_size_cycle) */
+            break;
         }
+    }
+    if (c && in_bytes <= c->in_cap && out_bytes <= c->out_cap) {
+        *out = c;
+        return MSCCLPP_OK;
+    }
+    /* A new context: say so in the context of our previous launch first, where peers that
+     * disagree (they repeat their previous call) are waiting for us (state.c). */
+    exec_announce_t ann;
+    CHECK(exec_setup_announce(ex, plan, rotation, &ann));
+    if (c) {
+        /* a larger call than its scratch serves: every rank makes the same call, so every
+         * rank rebuilds it here, larger */
+        INFO(SUBSYS_EXEC, "rank %d: context %u of plan '%s' grows for %zu/%zu bytes",
+             ex->comm->rank, c->seq, plan->name, in_bytes, out_bytes);
+        CHECK(drop_context(ex, c));
     }
     /*
      * Contexts on an earlier allocation at one of these addresses (freed, then allocated
@@ -779,14 +1025,15 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
      * new context is built collectively as on first use.
      */
     int dropped = 0;
-    for (;;) {
+    for (; shares_io;) {
         const void *gone = NULL;
-        for (exec_context_t *c = ex->contexts; c && !gone; c = c->next) {
-            if ((c->send_base == send_base && c->send_id != send_id) ||
-                (c->recv_base == send_base && c->recv_id != send_id))
+        for (exec_context_t *e = ex->contexts; e && !gone; e = e->next) {
+            if (!e->shares_io) continue;
+            if ((e->send_base == send_base && e->send_id != send_id) ||
+                (e->recv_base == send_base && e->recv_id != send_id))
                 gone = send_base;
-            else if ((c->send_base == recv_base && c->send_id != recv_id) ||
-                     (c->recv_base == recv_base && c->recv_id != recv_id))
+            else if ((e->send_base == recv_base && e->send_id != recv_id) ||
+                     (e->recv_base == recv_base && e->recv_id != recv_id))
                 gone = recv_base;
         }
         if (!gone) break;
@@ -797,12 +1044,22 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
     if (dropped)
         INFO(SUBSYS_EXEC, "rank %d: dropped %d context(s) of freed allocations at %p / %p",
              ex->comm->rank, dropped, send_base, recv_base);
+    uint64_t in_cap, out_cap;
+    scratch_caps(in_bytes, out_bytes, &in_cap, &out_cap);
     CHECK(context_evict(ex));
-    exec_context_t *c = NULL;
-    CHECK(context_create(ex, plan, send_base, in_alloc, recv_base, out_alloc, rotation, dtype,
-                         &c));
-    c->send_id = send_id;
-    c->recv_id = recv_id;
+    /* the announcement went with its context if a drop or the eviction took it */
+    bool kept = false;
+    for (exec_context_t *k = ex->contexts; k && !kept; k = k->next) kept = k == ann.prev;
+    if (!kept) ann.prev = NULL;
+    c = NULL;
+    ex->announcing = &ann; /* a setup every rank refuses withdraws it (context_agree) */
+    mscclpp_result_t res =
+        context_create(ex, plan, bufs, shares_io, in_cap, out_cap, rotation, &c);
+    ex->announcing = NULL;
+    /* peers that repeat their previous call instead of building this context with us found
+     * our announcement (above) and answered it: that is why this setup failed */
+    res = exec_setup_settle(ex, &ann, res);
+    if (res != MSCCLPP_OK) return res;
     pthread_mutex_lock(&ex->lock);
     c->next = ex->contexts;
     ex->contexts = c;
@@ -813,29 +1070,6 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
 
 /* ---- per call ------------------------------------------------------------------------------ */
 
-/* Every rank's in-allocation offsets of this call (one small allgather); true if one moved. */
-static mscclpp_result_t exchange_offsets(mscclpp_executor_t *ex, exec_context_t *c,
-                                         uint64_t in_off, uint64_t out_off, bool *changed)
-{
-    const int n = ex->comm->nranks;
-    if (!ex->offs) {
-        ex->offs = calloc((size_t)n * 2, sizeof(uint64_t));
-        if (!ex->offs) return oom();
-    }
-    ex->offs[2 * ex->comm->rank] = in_off;
-    ex->offs[2 * ex->comm->rank + 1] = out_off;
-    CHECK(mscclpp_bootstrap_allgather(ex->comm->boot, ex->offs, 2 * sizeof(uint64_t)));
-    for (int p = 0; p < n; p++) {
-        int v = (p - c->rotation + n) % n;
-        for (int t = 0; t < 2; t++)
-            if (c->peer_off[t][v] != ex->offs[2 * p + t]) {
-                c->peer_off[t][v] = ex->offs[2 * p + t];
-                *changed = true;
-            }
-    }
-    return MSCCLPP_OK;
-}
-
 /* Owner's buffer of type `buf` at this call's offset (scratch has none). */
 static void *peer_buffer(const exec_context_t *c, int buf, int owner)
 {
@@ -844,54 +1078,37 @@ static void *peer_buffer(const exec_context_t *c, int buf, int owner)
 }
 
 /*
- * Plans that address a peer's input or output learn every rank's in-allocation offsets per
- * call (whether a plan does is a property of the whole plan, so all ranks agree); lowered plans
- * embed the pointers, so they are dropped when an offset moved.
+ * Plans that address a peer's input or output through memory channels reach its allocation's
+ * base plus the offset the peer publishes at each launch's fence (kern_args.h): nothing here
+ * talks to the peers, and the lowered plan does not depend on the offsets. Where the owner
+ * cannot publish (port channels, switch channels), the peer's buffer is addressed at this
+ * rank's own offset (peer_off holds it for every rank), which the lowered plan embeds: those
+ * are cached per offset pair (exec_context_lowered).
  */
 mscclpp_result_t exec_context_bind(mscclpp_executor_t *ex, exec_context_t *c, uint64_t in_off,
                                    uint64_t out_off)
 {
-    const int me = c->vrank;
-    bool changed = !c->resolved;
-    if (c->io_offsets) {
-        CHECK(exchange_offsets(ex, c, in_off, out_off, &changed));
-    } else if (c->peer_off[0][me] != in_off || c->peer_off[1][me] != out_off) {
-        c->peer_off[0][me] = in_off; /* only this rank's own buffers can be bound here */
-        c->peer_off[1][me] = out_off;
-        changed = true;
+    (void)ex;
+    if (c->off[0] == in_off && c->off[1] == out_off) return MSCCLPP_OK;
+    c->off[0] = in_off;
+    c->off[1] = out_off;
+    const int n = ex->comm->nranks;
+    for (int v = 0; v < n; v++) {
+        c->peer_off[0][v] = in_off;
+        c->peer_off[1][v] = out_off;
     }
-    if (!changed) return MSCCLPP_OK;
-    /* Lowered plans embed the peers' buffer pointers (and, with port channels, offsets): they
-     * must go only if one of those moved. A plan that reaches only scratch keeps its lowered
-     * plans when this rank alone moves its own buffers (a caching allocator does, every call),
-     * and so skips the stream drain below. */
-    bool moved = !c->resolved || c->port != NULL;
-    const plan_gpu_t *g = &c->plan->gpus[me];
-    for (int q = 0; q < g->n_rbufs; q++) {
-        void *p = peer_buffer(c, g->rbufs[q].buf, g->rbufs[q].owner);
-        if (p != c->rbufs[q]) moved = true;
-        c->rbufs[q] = p;
-    }
+    const plan_gpu_t *g = &c->plan->gpus[c->vrank];
+    for (int q = 0; q < g->n_rbufs; q++)
+        c->rbufs[q] = exec_rbuf_published(c->plan, c->vrank, q) >= 0
+                          ? c->peer_ptr[g->rbufs[q].buf][g->rbufs[q].owner] /* + published */
+                          : peer_buffer(c, g->rbufs[q].buf, g->rbufs[q].owner);
     int m0 = 0;
     for (int s = 0; s < g->n_chan[PLAN_CH_SWITCH]; s++) {
         const plan_switch_t *sw = &g->switches[s];
-        for (int m = 0; m < sw->n_ranks; m++) {
-            void *p = peer_buffer(c, sw->buf, sw->ranks[m]);
-            if (p != c->members[m0 + m]) moved = true;
-            c->members[m0 + m] = p;
-        }
+        for (int m = 0; m < sw->n_ranks; m++)
+            c->members[m0 + m] = peer_buffer(c, sw->buf, sw->ranks[m]);
         m0 += sw->n_ranks;
     }
-    if (!moved) return MSCCLPP_OK;
-    /* launches still queued on streams read the lowered plans freed below: let them end (not
-     * during a capture, which forbids waiting for the stream: they are retired instead) */
-    bool defer = exec_cannot_drain(ex);
-    if (c->lowered && !defer) {
-        CHECK(hal_api_source_drain(ex->source));
-        retired_sweep(ex);
-    }
-    lowcache_flush(ex, c, defer);
-    c->resolved = true;
     return MSCCLPP_OK;
 }
 
@@ -915,8 +1132,8 @@ static mscclpp_result_t context_resources(mscclpp_executor_t *ex, exec_context_t
 {
     const plan_gpu_t *g = &c->plan->gpus[c->vrank];
     memset(res, 0, sizeof *res);
-    res->input = (char *)c->send_base + c->peer_off[0][c->vrank];
-    res->output = (char *)c->recv_base + c->peer_off[1][c->vrank];
+    res->input = (char *)c->send_base + c->off[0];
+    res->output = (char *)c->recv_base + c->off[1];
     res->scratch = c->scratch;
     res->scratch_bytes = c->scratch_bytes;
     res->scratch_half = c->scratch_half;
@@ -931,33 +1148,61 @@ static mscclpp_result_t context_resources(mscclpp_executor_t *ex, exec_context_t
     return exec_port_fill(c->port, c->peer_off, res);
 }
 
-/* Lower for this call shape and copy the blob to the device. */
+/* Lowered plans a context keeps (different shapes, or offsets of plans that share their
+ * input/output); past this the cache starts over, after the launches that use it. */
+#define EXEC_LOWCACHE_MAX 64
+
+/*
+ * Lower for this call shape and copy the blob to the device. On a GPU the copy is queued on
+ * the call's stream from pinned memory (no host synchronisation: a new blob is used only by
+ * launches queued after it); the host backend's device memory is host memory, copied at once.
+ */
 static mscclpp_result_t lowcache_add(mscclpp_executor_t *ex, exec_context_t *c, size_t in_bytes,
                                      size_t out_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
-                                     mscclpp_packet_t packet, exec_lowcache_t **out)
+                                     mscclpp_packet_t packet, hal_stream_t stream,
+                                     exec_lowcache_t **out)
 {
+    if (c->n_lowered >= EXEC_LOWCACHE_MAX) {
+        /* queued launches read these blobs: waited for, or (during a capture) retired */
+        bool defer = exec_cannot_drain(ex);
+        if (!defer) {
+            CHECK(hal_api_source_drain(ex->source));
+            retired_sweep(ex);
+        }
+        lowcache_flush(ex, c, defer);
+    }
     exec_resources_t res;
     CHECK(context_resources(ex, c, &res));
     exec_lowcache_t *l = calloc(1, sizeof *l);
     if (!l) return oom();
     mscclpp_result_t r = exec_lower(c->plan, c->vrank, in_bytes, out_bytes, dtype, op, packet,
                                     &res, &l->low);
-    if (r == MSCCLPP_OK) r = ex->hal->mem_alloc(l->low->blob_bytes, &l->dev_blob);
-    if (r == MSCCLPP_OK) r = ex->hal->memcpy_sync(l->dev_blob, l->low->blob, l->low->blob_bytes);
+    const size_t bytes = r == MSCCLPP_OK ? l->low->blob_bytes : 0;
+    if (r == MSCCLPP_OK) r = ex->hal->mem_alloc(bytes, &l->dev_blob);
+    if (r == MSCCLPP_OK && stream && !ex->host_memory) {
+        r = ex->hal->host_alloc(bytes, &l->host_blob);
+        if (r == MSCCLPP_OK) {
+            memcpy(l->host_blob, l->low->blob, bytes);
+            r = ex->hal->memcpy_async(l->dev_blob, l->host_blob, bytes, stream);
+        }
+    } else if (r == MSCCLPP_OK) {
+        r = ex->hal->memcpy_sync(l->dev_blob, l->low->blob, bytes);
+    }
     if (r != MSCCLPP_OK) {
-        if (l->dev_blob) ex->hal->mem_free(l->dev_blob);
-        exec_lowered_free(l->low);
-        free(l);
+        lowcache_free(ex, l);
         return r;
     }
     l->low->args.plan = l->dev_blob;
     l->in_bytes = in_bytes;
     l->out_bytes = out_bytes;
+    l->in_off = c->baked_off ? c->off[0] : 0;
+    l->out_off = c->baked_off ? c->off[1] : 0;
     l->dtype = dtype;
     l->op = op;
     l->packet = packet;
     l->next = c->lowered;
     c->lowered = l;
+    c->n_lowered++;
     *out = l;
     return MSCCLPP_OK;
 }
@@ -965,13 +1210,14 @@ static mscclpp_result_t lowcache_add(mscclpp_executor_t *ex, exec_context_t *c, 
 mscclpp_result_t exec_context_lowered(mscclpp_executor_t *ex, exec_context_t *c,
                                       size_t in_bytes, size_t out_bytes, mscclpp_dtype_t dtype,
                                       mscclpp_redop_t op, mscclpp_packet_t packet,
-                                      exec_lowcache_t **out)
+                                      hal_stream_t stream, exec_lowcache_t **out)
 {
+    const uint64_t in_off = c->baked_off ? c->off[0] : 0, out_off = c->baked_off ? c->off[1] : 0;
     for (exec_lowcache_t *l = c->lowered; l; l = l->next)
         if (l->in_bytes == in_bytes && l->out_bytes == out_bytes && l->dtype == dtype &&
-            l->op == op && l->packet == packet) {
+            l->op == op && l->packet == packet && l->in_off == in_off && l->out_off == out_off) {
             *out = l;
             return MSCCLPP_OK;
         }
-    return lowcache_add(ex, c, in_bytes, out_bytes, dtype, op, packet, out);
+    return lowcache_add(ex, c, in_bytes, out_bytes, dtype, op, packet, stream, out);
 }

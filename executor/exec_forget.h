@@ -21,8 +21,9 @@
 
 /*
  * *base = the start of the allocation holding [ptr, ptr + bytes) when that range lies inside
- * one allocation the executor can run plans on (the backend knows it: mscclpp_malloc memory),
- * the key its contexts use; else NULL. Nothing is registered.
+ * one allocation the peers can map (hal mem_info: mscclpp_malloc memory, the application's
+ * device memory, on the host backend a shared mapping), the key of the contexts of plans that
+ * reach the peers' buffers; else NULL. Nothing is registered.
  */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_usable(mscclpp_executor_t *exec, const void *ptr,
                                                      size_t bytes, void **base);
@@ -35,5 +36,37 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_usable(mscclpp_executor_t *exec, c
  */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_forget(mscclpp_executor_t *exec, const void *base,
                                                      int *dropped);
+
+/*
+ * Whether a call runs its plan on the caller's very buffers. With `plan` (a plan to be run with
+ * mscclpp_execute): its chunk layout accepts the sizes and the buffers are memory it can use
+ * (memory the peers can map when the plan reaches their input or output: mscclpp_malloc, the
+ * application's device memory, on the host backend a shared mapping; else any memory its kernel
+ * can use: device memory, any memory on the host backend). Without (plan NULL): the same for
+ * the plan the collective `collective` (mscclpp_allreduce and friends) would choose, with
+ * send_bytes/recv_bytes as it computes them. *direct = 0: stage the buffers (copies into
+ * mscclpp_malloc memory, padded to sizes the layout takes), or no plan serves the call at all
+ * (which the call itself then reports). Records no error.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_executor_direct(mscclpp_executor_t *exec,
+                                                     const mscclpp_plan_t *plan,
+                                                     const char *collective, const void *send,
+                                                     const void *recv, size_t send_bytes,
+                                                     size_t recv_bytes, mscclpp_dtype_t dtype,
+                                                     int *direct);
+
+/*
+ * Make `exec` (new, no call made yet) an executor of point-to-point plans: plans that two
+ * ranks of the communicator take part in (blocks and channels on those two only), run by
+ * those two alone. Their setups meet only the plan's ranks (no barrier of all), under a tag of
+ * their own, in the order each pair calls them; every launch fences, so that when the plan's
+ * first op runs its peer has reached the same call. Use a separate executor for them: the
+ * launch fence of collective plans assumes every rank launches alike.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_executor_set_p2p(mscclpp_executor_t *exec);
+
+/* *local = 1 when `peer` shares this rank's node (a memory channel can reach it), else 0. */
+MSCCLPP_API mscclpp_result_t mscclpp_executor_peer_local(mscclpp_executor_t *exec, int peer,
+                                                         int *local);
 
 #endif /* MSCCLPP_EXECUTOR_EXEC_FORGET_H */

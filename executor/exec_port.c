@@ -114,6 +114,20 @@ static mscclpp_result_t port_handle(void *arg, uint64_t fst, uint64_t snd)
         return ERR(MSCCLPP_ERR_INTERNAL, "proxy of rank %d: trigger for port channel %u, the "
                    "plan has %d", p->comm->rank, chan, p->n_ports);
     port_peer_t *peer = &p->peers[p->chan_v[chan]];
+    if (snd & KERN_TRIG_WORD) {
+        /* a word of a launch-fence record (kern_args.h): into the peer's slot of this channel,
+         * in order with the signals before and after it */
+        uint64_t word = snd & 7u;
+        if (p->remote_slot[chan] == PORT_NO_SLOT || word == 0)
+            return ERR(MSCCLPP_ERR_INTERNAL,
+                       "proxy of rank %d: fence record word %llu on port "
+                       "channel %u, which has no slot at rank %d",
+                       p->comm->rank, (unsigned long long)word, chan, peer->rank);
+        return blame(peer, peer->link.ops->signal(peer->link.ep, peer->link.theirs.counters,
+                                                  (p->remote_slot[chan] * PORT_SLOT_U64 + word) *
+                                                      sizeof(uint64_t),
+                                                  fst));
+    }
     TRACE(SUBSYS_NET, "rank %d proxy: chan %u bits %u: %llu bytes src %u+%llu -> rbuf %u+%llu",
           p->comm->rank, chan, bits, (unsigned long long)bytes, loc, (unsigned long long)so, q,
           (unsigned long long)doff);
@@ -237,6 +251,25 @@ static mscclpp_result_t port_arm(void *arg, struct pollfd *fds, int cap, int *n)
 
 /* ---- setup ---------------------------------------------------------------------------------- */
 
+mscclpp_result_t exec_port_check(mscclpp_comm_t *comm, const struct mscclpp_plan *plan, int vrank,
+                                 int rotation, const uint64_t lbytes[3])
+{
+    const int n = comm->nranks;
+    for (int t = 0; t < 3; t++)
+        if (lbytes[t] > UINT32_MAX)
+            return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                       "plan '%s' rank %d: port channels address "
+                       "allocations of at most 4 GiB (triggers carry 32-bit offsets); this one "
+                       "has %llu bytes",
+                       plan->name, comm->rank, (unsigned long long)lbytes[t]);
+    for (int v = 0; v < n; v++) {
+        if (v == vrank || !related(plan, vrank, v)) continue;
+        const tp_ops_t *ops = NULL;
+        CHECK(tp_select(&comm->world, (v + rotation) % n, &ops));
+    }
+    return MSCCLPP_OK;
+}
+
 mscclpp_result_t exec_port_create(mscclpp_comm_t *comm, const struct mscclpp_plan *plan, int vrank,
                                   int rotation, void *const lptr[3], const uint64_t lbytes[3],
                                   int tag, exec_port_t **out)
@@ -274,13 +307,8 @@ mscclpp_result_t exec_port_create(mscclpp_comm_t *comm, const struct mscclpp_pla
     for (int t = 0; t < 3; t++) {
         p->lptr[t] = lptr[t];
         p->lbytes[t] = lbytes[t];
-        if (lbytes[t] > UINT32_MAX) {
-            res = ERR(MSCCLPP_ERR_UNSUPPORTED, "plan '%s' rank %d: port channels address "
-                      "allocations of at most 4 GiB (triggers carry 32-bit offsets); this one "
-                      "has %llu bytes", plan->name, comm->rank, (unsigned long long)lbytes[t]);
-            goto fail;
-        }
     }
+    CHECK_GOTO(exec_port_check(comm, plan, vrank, rotation, lbytes), res, fail);
 
     /* 1. transports and connections */
     bool any_net = false;

@@ -18,6 +18,11 @@ typedef struct exec_port exec_port_t;
 /** True when some rank of the plan uses port channels (then every rank builds its part). */
 bool exec_port_needed(const struct mscclpp_plan *plan);
 
+/* What exec_port_create would refuse before talking to anyone: allocations above 4 GiB, a
+ * port peer no transport reaches. `lbytes`: input, output and scratch allocation sizes. */
+mscclpp_result_t exec_port_check(mscclpp_comm_t *comm, const struct mscclpp_plan *plan, int vrank,
+                                 int rotation, const uint64_t lbytes[3]);
+
 /**
  * Build the port channels of virtual rank `vrank` (physical rank = (v + rotation) % n):
  * connect to every peer a port channel or port remote buffer relates us to (transport chosen

@@ -12,6 +12,7 @@
  * See executor/executor.h for the objects and how the files divide the work.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,8 @@
 static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
                                    const void *send, void *recv, size_t send_bytes,
                                    size_t recv_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
-                                   mscclpp_packet_t packet, mscclpp_stream_t stream)
+                                   mscclpp_packet_t packet, mscclpp_stream_t stream,
+                                   exec_bufs_t *bufs)
 {
     CHECK_ARG(ex != NULL);
     CHECK_ARG(plan != NULL);
@@ -41,6 +43,12 @@ static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t 
                        plan->nranks, ex->comm->nranks);
     if ((send_bytes && !send) || (recv_bytes && !recv))
         return ERR_ARG("execute: NULL buffer with a non-zero size");
+    /* the interpreter works in whole elements: a partial one would be dropped, not moved */
+    size_t es = mscclpp_dtype_size(dtype);
+    if (es > 1 && (send_bytes % es || recv_bytes % es))
+        return ERR_ARG("execute: %zu bytes in, %zu out is not a whole number of %s elements "
+                       "(%zu bytes each)",
+                       send_bytes, recv_bytes, mscclpp_dtype_name(dtype), es);
     uint64_t msg = exec_message_size(plan->collective, send_bytes, recv_bytes);
     if (msg < plan->min_message_size || msg > plan->max_message_size)
         return ERR_ARG("plan '%s' accepts messages of %llu to %llu bytes, got %llu", plan->name,
@@ -60,27 +68,37 @@ static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t 
     if (stream && stream->ops != ex->hal)
         return ERR_ARG("execute: stream of backend %s, executor runs on %s", stream->ops->name,
                        ex->hal->name);
-    void *base;
-    size_t in_alloc, out_alloc;
-    exec_alloc_of(ex->hal, send, &base, &in_alloc);
-    exec_alloc_of(ex->hal, recv, &base, &out_alloc);
-    if (!in_alloc || !out_alloc)
-        return ERR_ARG("execute: buffers must be memory of the %s backend (mscclpp_malloc); "
-                       "%s is not", ex->hal->name, !in_alloc ? "send" : "recv");
+    /*
+     * The buffers: a plan that reaches a peer's input or output needs memory the peers can map
+     * (exec_context_t); any other plan needs memory its kernel can use: the backend's device
+     * memory, or any memory on a backend whose device memory is host memory (host backend).
+     */
+    exec_mem_of(ex->hal, send, &bufs->in);
+    exec_mem_of(ex->hal, recv, &bufs->out);
+    if (exec_plan_shares_io(plan)) {
+        const hal_mem_info_t *bad = !bufs->in.shareable ? &bufs->in
+                                    : !bufs->out.shareable ? &bufs->out : NULL;
+        if (bad)
+            return ERR_ARG("execute: plan '%s' shares its input and output with its peers "
+                           "(it reaches theirs, or its port channels move its own), so they "
+                           "must be memory the %s backend can share with other processes "
+                           "(mscclpp_malloc, or device memory from the driver; host backend: a "
+                           "shared mapping); the %s buffer %p is not", plan->name,
+                           ex->hal->name, bad == &bufs->in ? "send" : "recv",
+                           bad == &bufs->in ? send : (const void *)recv);
+        uint64_t in_off = (uint64_t)((const char *)send - (const char *)bufs->in.base);
+        uint64_t out_off = (uint64_t)((const char *)recv - (const char *)bufs->out.base);
+        if (send_bytes > bufs->in.size - in_off || recv_bytes > bufs->out.size - out_off)
+            return ERR_ARG("execute: %zu/%zu bytes do not fit the buffers (%zu/%zu bytes to the "
+                           "end of their allocations)", send_bytes, recv_bytes,
+                           (size_t)(bufs->in.size - in_off), (size_t)(bufs->out.size - out_off));
+    } else if (!ex->host_memory && ((send_bytes && !bufs->in.size) ||
+                                    (recv_bytes && !bufs->out.size))) {
+        return ERR_ARG("execute: buffers must be device memory of the %s backend; %s %p is not",
+                       ex->hal->name, send_bytes && !bufs->in.size ? "send" : "recv",
+                       send_bytes && !bufs->in.size ? send : (const void *)recv);
+    }
     return MSCCLPP_OK;
-}
-
-/*
- * The launch fence's decision for this call (kern_args.h, "Launch fence"). It is made on the
- * host, so a captured launch keeps the decision of its capture on every replay, and replays
- * may run between any two calls: a captured launch always fences, and once the executor has
- * captured, so does every later launch (docs/graphs.md). A decision taken on the device would
- * spare those fences.
- */
-static bool fence_decide(const mscclpp_executor_t *ex, const exec_call_key_t *key)
-{
-    if (ex->capturing || ex->captured_any) return true;
-    return ex->launched && memcmp(key, &ex->last_call, sizeof *key) != 0;
 }
 
 /* Whether the call's stream is being captured (no stream: never). */
@@ -128,37 +146,53 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
     if (exec_native_of(plan))
         return exec_native_execute(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op, 0,
                                    nthreads, rotation, stream);
-    CHECK(check_call(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet, stream));
+    exec_bufs_t bufs;
+    CHECK(check_call(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet, stream,
+                     &bufs));
     int vrank = (ex->comm->rank - rotation + ex->comm->nranks) % ex->comm->nranks;
     if (plan->partial && plan->part_rank != vrank)
         return ERR_ARG("plan '%s' holds rank %d's part only (a plan made for one rank); this is "
                        "rank %d",
                        plan->name, plan->part_rank, vrank);
-    CHECK(exec_check(ex));
+    CHECK(exec_ready(ex));
 
+    /* what a new context's agreement step carries, and every launch's signature: the caller's
+     * in-place-ness and root (a staged call runs an out-of-place plan; a made rooted plan runs
+     * unrotated), the tuning table's digest (run_collective's ex->hint) */
+    const exec_hint_t *h = ex->hint.set ? &ex->hint : NULL;
+    ex->shape = (exec_shape_t){send_bytes, recv_bytes, dtype, op, packet,
+                               h ? h->inplace
+                                 : exec_call_in_place(plan->collective, ex->comm->rank, send,
+                                                      recv, send_bytes, recv_bytes),
+                               h ? h->root : (plan->root + rotation) % ex->comm->nranks,
+                               h ? h->tuning : 0};
     exec_context_t *c = NULL;
     ex->setup_talked = false;
-    mscclpp_result_t r = exec_context_get(ex, plan, send, recv, rotation, dtype, &c);
+    ex->setup_disagreed = false;
+    ex->setup_refused = false;
+    mscclpp_result_t r =
+        exec_context_get(ex, plan, &bufs, send_bytes, recv_bytes, rotation, dtype, &c);
     if (r != MSCCLPP_OK) {
-        /* a setup that failed before any message (an unsupported plan, local memory) left
-         * the peers where they were; one that talked did not */
+        /* a setup that failed before any message (an unsupported plan, local memory), or that
+         * every rank refused in its agreement step, left the peers where they were; one that
+         * failed later did not */
+        if (ex->setup_disagreed) return exec_disagree(ex, r);
+        if (ex->setup_refused) return r;
         if (ex->setup_talked ||
             (r != MSCCLPP_ERR_UNSUPPORTED && r != MSCCLPP_ERR_INVALID_ARG &&
              r != MSCCLPP_ERR_NO_MEMORY))
             r = exec_poison(ex, comm_fail(ex->comm, r, true)); /* the others learn whom to blame */
         return r;
     }
-    uint64_t in_off = (uint64_t)((const char *)send - (const char *)c->send_base);
-    uint64_t out_off = (uint64_t)((const char *)recv - (const char *)c->recv_base);
-    if (send_bytes > c->in_alloc - in_off || recv_bytes > c->out_alloc - out_off)
-        return ERR_ARG("execute: %zu/%zu bytes do not fit the buffers (%zu/%zu bytes to the end "
-                       "of their allocations)", send_bytes, recv_bytes,
-                       (size_t)(c->in_alloc - in_off), (size_t)(c->out_alloc - out_off));
-    r = exec_context_bind(ex, c, in_off, out_off);
-    if (r != MSCCLPP_OK) /* the offset exchange is collective */
-        return exec_poison(ex, comm_fail(ex->comm, r, true));
+    uint64_t in_off = 0, out_off = 0;
+    if (c->shares_io) {
+        in_off = (uint64_t)((const char *)send - (const char *)c->send_base);
+        out_off = (uint64_t)((const char *)recv - (const char *)c->recv_base);
+    }
+    CHECK(exec_context_bind(ex, c, in_off, out_off));
+    hal_stream_t hs = hal_api_stream(stream);
     exec_lowcache_t *l = NULL;
-    CHECK(exec_context_lowered(ex, c, send_bytes, recv_bytes, dtype, op, packet, &l));
+    CHECK(exec_context_lowered(ex, c, send_bytes, recv_bytes, dtype, op, packet, hs, &l));
     if (ex->capturing) {
         /* a graph launches them from now on: never freed or changed while the executor lives */
         l->captured = true;
@@ -166,14 +200,24 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
     }
     l->low->args.input = send;
     l->low->args.output = recv;
+    l->low->args.io_off[0] = in_off; /* published to the peers at the fence */
+    l->low->args.io_off[1] = out_off;
     l->low->args.mailbox = c->mailbox;
     l->low->args.abort = __atomic_load_n(&ex->comm->abort_word, __ATOMIC_ACQUIRE);
-    /* Only what every rank agrees on decides the fence: the context (built collectively, so
-     * its sequence number is the same everywhere) and the call shape. Not the lowered plan's
-     * identity: it is also rebuilt when this rank alone moved its buffers in their allocation. */
-    exec_call_key_t key = {c->seq, send_bytes, recv_bytes, dtype, op, packet};
-    l->low->args.fence = fence_decide(ex, &key);
-    hal_stream_t hs = hal_api_stream(stream);
+    /* The signature decides the fence on the device (kern_args.h, "Launch fence"), so a
+     * replayed graph fences where it must with nothing decided at capture. Only what every rank
+     * agrees on goes in: the context (built collectively, so its sequence number is the same
+     * everywhere) and the call. Not the buffers' offsets in their allocations, which one rank
+     * alone may move. */
+    exec_call_sig(c->plan->collective, exec_sig_seq(ex, c), c->digest, &ex->shape,
+                  l->low->args.sig);
+    l->low->args.last_sig = ex->last_sig;
+    /* A context that reaches the peers' input or output fences every launch: those buffers
+     * are the callers', ready (input written, output no longer read by the caller's earlier
+     * work) only once the peer's stream has reached this launch, and the peers publish their
+     * offsets there (kern_args.h). So does a point-to-point executor's every launch
+     * (mscclpp_executor_set_p2p): its contexts alternate between pairs. */
+    l->low->args.fence = ex->p2p || c->reaches_io;
     /* before the launch: a sync that races with it must already ask us (a graph made by the
      * capture in progress asks us after each replay) */
     CHECK(ex->capturing ? hal_api_stream_note_capture(stream, ex->source)
@@ -184,8 +228,8 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
         c->broken = true;
         return exec_poison(ex, r);
     }
+    ex->last_seq = c->seq; /* the context a new one's setup announces itself on */
     ex->launched = true;
-    ex->last_call = key;
     if (ex->capturing) ex->captured_any = true;
     if (!hs) return exec_check_launch(ex, c);
     return MSCCLPP_OK;
@@ -222,6 +266,13 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
     if (!ex) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
     ex->comm = comm;
     ex->hal = comm->hal;
+    hal_device_props_t props;
+    memset(&props, 0, sizeof props);
+    int dev = 0;
+    if (ex->hal->device_get(&dev) == MSCCLPP_OK && ex->hal->device_props(dev, &props) == MSCCLPP_OK)
+        ex->host_memory = props.host_memory;
+    else
+        core_clear_error();
     uint64_t *abort_word = NULL; /* for the launches (kern_args_t.abort) */
     mscclpp_result_t aw = comm_abort_word(comm, &abort_word);
     if (aw != MSCCLPP_OK) {
@@ -229,8 +280,14 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
         return aw;
     }
     pthread_mutex_init(&ex->lock, NULL);
-    mscclpp_result_t res = hal_api_source_add(exec_stream_check, ex, &ex->source);
+    /* the launch fence's record of the previous launch (kern_args.h): none yet */
+    mscclpp_result_t res =
+        ex->hal->mem_alloc(KERN_EXEC_WORDS * sizeof(uint64_t), (void **)&ex->last_sig);
+    if (res == MSCCLPP_OK)
+        res = ex->hal->memset_sync(ex->last_sig, 0, KERN_EXEC_WORDS * sizeof(uint64_t));
+    if (res == MSCCLPP_OK) res = hal_api_source_add(exec_stream_check, ex, &ex->source);
     if (res != MSCCLPP_OK) {
+        if (ex->last_sig) ex->hal->mem_free(ex->last_sig);
         pthread_mutex_destroy(&ex->lock);
         free(ex);
         return res;
@@ -245,11 +302,29 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
         exec_registry_fini(&ex->registry);
         exec_select_detach(ex);
         hal_api_source_remove(ex->source);
+        ex->hal->mem_free(ex->last_sig);
         pthread_mutex_destroy(&ex->lock);
         free(ex);
         return tr;
     }
     *exec = ex;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_set_p2p(mscclpp_executor_t *exec)
+{
+    CHECK_ARG(exec != NULL);
+    CHECK_ARG(exec->contexts == NULL);
+    exec->p2p = true;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_peer_local(mscclpp_executor_t *exec, int peer,
+                                                         int *local)
+{
+    CHECK_ARG(exec != NULL && local != NULL);
+    CHECK_ARG(peer >= 0 && peer < exec->comm->nranks);
+    *local = exec->comm->node_id[peer] == exec->comm->node_id[exec->comm->rank];
     return MSCCLPP_OK;
 }
 
@@ -285,7 +360,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
     exec_native_release(exec); /* before the communicator may go */
     exec_contexts_free_all(exec, true);
     if (exec->tmp) exec->hal->mem_free(exec->tmp);
-    free(exec->offs);
+    exec->hal->mem_free(exec->last_sig);
     exec_tuning_free(exec->tuning);
     exec_registry_fini(&exec->registry);
     exec_select_detach(exec);
@@ -335,6 +410,11 @@ void exec_tuning_view(mscclpp_executor_t *ex, exec_tuning_view_t *v)
 
 /* ---- collectives with registered plans --------------------------------------------------- */
 
+static mscclpp_result_t run_staged(mscclpp_executor_t *ex, const exec_choice_t *ch,
+                                   const void *stage_src, void *recv, size_t in_bytes,
+                                   size_t out_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
+                                   mscclpp_stream_t stream);
+
 /*
  * Run `collective` with the plan exec_select (select.c) chooses; an in-place call served by an
  * out-of-place plan first copies its input into a staging buffer.
@@ -348,9 +428,26 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     exec_call_t call = {collective, inplace, in_bytes, out_bytes, dtype, root};
     exec_choice_t ch;
     CHECK(exec_select(ex, &call, &ch));
-    if (!ch.staged)
-        return exec_execute(ex, ch.plan, send, recv, in_bytes, out_bytes, dtype, op,
-                            MSCCLPP_PACKET_LL16, stream, ch.rotation, ch.nthreads);
+    /* what the call's signature says that exec_execute cannot see (kern_args.h) */
+    ex->hint = (exec_hint_t){true, inplace, root, ex->tuning ? ex->tuning->digest : 0};
+    mscclpp_result_t r;
+    if (!ch.staged) {
+        r = exec_execute(ex, ch.plan, send, recv, in_bytes, out_bytes, dtype, op,
+                         MSCCLPP_PACKET_LL16, stream, ch.rotation, ch.nthreads);
+        ex->hint.set = false;
+        return r;
+    }
+    r = run_staged(ex, &ch, stage_src, recv, in_bytes, out_bytes, dtype, op, stream);
+    ex->hint.set = false;
+    return r;
+}
+
+/* An in-place call served by an out-of-place plan: its input is copied into `tmp` first. */
+static mscclpp_result_t run_staged(mscclpp_executor_t *ex, const exec_choice_t *ch,
+                                   const void *stage_src, void *recv, size_t in_bytes,
+                                   size_t out_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
+                                   mscclpp_stream_t stream)
+{
     bool capturing = false;
     CHECK(stream_capturing(ex, stream, &capturing));
     if (ex->tmp_bytes < in_bytes) {
@@ -359,7 +456,9 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
              * be waited for now: it stays, with its contexts, until the executor goes */
             CHECK(exec_keep(ex, ex->tmp));
         } else if (ex->tmp) {
-            /* contexts keyed on the old staging buffer go with it */
+            /* launches still queued read the old staging buffer: they end first; contexts
+             * keyed on it (plans that reach their peers' input) go with it */
+            CHECK(hal_api_source_drain(ex->source));
             CHECK(exec_contexts_free_input(ex, ex->tmp));
             ex->hal->mem_free(ex->tmp);
         }
@@ -375,22 +474,90 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
         CHECK(ex->hal->memcpy_async(ex->tmp, stage_src, in_bytes, hal_api_stream(stream)));
     else
         CHECK(ex->hal->memcpy_sync(ex->tmp, stage_src, in_bytes));
-    mscclpp_result_t r = exec_execute(ex, ch.plan, ex->tmp, recv, in_bytes, out_bytes, dtype, op,
-                                      MSCCLPP_PACKET_LL16, stream, ch.rotation, ch.nthreads);
+    mscclpp_result_t r = exec_execute(ex, ch->plan, ex->tmp, recv, in_bytes, out_bytes, dtype, op,
+                                      MSCCLPP_PACKET_LL16, stream, ch->rotation, ch->nthreads);
     /* a failed call must not leave the staging copy queued behind the caller's back (a
      * capture cannot be waited for: the copy is only recorded there) */
     if (r != MSCCLPP_OK && stream && !capturing) (void)ex->hal->stream_sync(hal_api_stream(stream));
     return r;
 }
 
-static mscclpp_result_t coll_check(mscclpp_executor_t *ex, const void *send, void *recv,
-                                   mscclpp_dtype_t dtype, size_t *es)
+/* Whether `plan` would run on these very buffers: its chunk layout takes the sizes, and the
+ * buffers are memory it can use (check_call's rules, without recording an error). */
+static bool runs_on(mscclpp_executor_t *ex, const struct mscclpp_plan *plan, const void *send,
+                    const void *recv, size_t send_bytes, size_t recv_bytes,
+                    mscclpp_dtype_t dtype)
+{
+    exec_bufs_t b;
+    if (exec_native_of(plan)) { /* maps the callers' allocations itself */
+        exec_mem_of(ex->hal, send, &b.in);
+        exec_mem_of(ex->hal, recv, &b.out);
+        return b.in.shareable && b.out.shareable;
+    }
+    if (!exec_layout_fits(plan, ex->comm->rank, send_bytes, recv_bytes, dtype)) return false;
+    exec_mem_of(ex->hal, send, &b.in);
+    exec_mem_of(ex->hal, recv, &b.out);
+    if (exec_plan_shares_io(plan)) {
+        if (!b.in.shareable || !b.out.shareable) return false;
+        uint64_t in_off = (uint64_t)((const char *)send - (const char *)b.in.base);
+        uint64_t out_off = (uint64_t)((const char *)recv - (const char *)b.out.base);
+        return send_bytes <= b.in.size - in_off && recv_bytes <= b.out.size - out_off;
+    }
+    return ex->host_memory || ((!send_bytes || b.in.size) && (!recv_bytes || b.out.size));
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_direct(mscclpp_executor_t *exec,
+                                                     const mscclpp_plan_t *plan,
+                                                     const char *collective, const void *send,
+                                                     const void *recv, size_t send_bytes,
+                                                     size_t recv_bytes, mscclpp_dtype_t dtype,
+                                                     int *direct)
+{
+    CHECK_ARG(exec != NULL);
+    CHECK_ARG(direct != NULL);
+    CHECK_ARG((int)dtype >= 0 && dtype < MSCCLPP_DTYPE_COUNT);
+    *direct = 0;
+    if (plan) {
+        *direct = runs_on(exec, plan, send, recv, send_bytes, recv_bytes, dtype);
+        return MSCCLPP_OK;
+    }
+    CHECK_ARG(collective != NULL);
+    bool inplace =
+        exec_call_in_place(collective, exec->comm->rank, send, recv, send_bytes, recv_bytes);
+    exec_call_t call = {collective, inplace, send_bytes, recv_bytes, dtype, 0};
+    exec_choice_t ch;
+    if (exec_select(exec, &call, &ch) != MSCCLPP_OK) {
+        core_clear_error(); /* no plan: the call itself says why */
+        return MSCCLPP_OK;
+    }
+    const struct mscclpp_plan *p = ch.plan;
+    if (!ch.staged)
+        *direct = runs_on(exec, p, send, recv, send_bytes, recv_bytes, dtype);
+    else /* run_collective: the input goes to the executor's own staging buffer, on the stream */
+        *direct = exec_native_of(p) ? 0
+                  : exec_plan_shares_io(p)
+                      ? 0 /* the staging buffer's contexts would follow its growth: stage outside */
+                      : runs_on(exec, p, recv, recv, send_bytes, recv_bytes, dtype);
+    return MSCCLPP_OK;
+}
+
+/* The checks every collective makes: *bytes = count elements of dtype, times `ranks` (the
+ * buffer that holds every rank's block), refused when it does not fit a size_t. */
+static mscclpp_result_t coll_check(mscclpp_executor_t *ex, const char *coll, const void *send,
+                                   void *recv, size_t count, mscclpp_dtype_t dtype, int ranks,
+                                   size_t *bytes)
 {
     CHECK_ARG(ex != NULL);
+    CHECK_ARG((int)dtype >= 0 && dtype < MSCCLPP_DTYPE_COUNT);
+    size_t es = mscclpp_dtype_size(dtype);
+    if (count > SIZE_MAX / es / (size_t)ranks)
+        return ERR_ARG("%s: a count of %zu %s elements%s overflows the byte count (%zu elements "
+                       "at most)",
+                       coll, count, mscclpp_dtype_name(dtype), ranks > 1 ? " for every rank" : "",
+                       SIZE_MAX / es / (size_t)ranks);
     CHECK_ARG(send != NULL);
     CHECK_ARG(recv != NULL);
-    CHECK_ARG((int)dtype >= 0 && dtype < MSCCLPP_DTYPE_COUNT);
-    *es = mscclpp_dtype_size(dtype);
+    *bytes = count * es;
     return MSCCLPP_OK;
 }
 
@@ -398,10 +565,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_allreduce(mscclpp_executor_t *exec, const v
                                                void *recv, size_t count, mscclpp_dtype_t dtype,
                                                mscclpp_redop_t op, mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
+    size_t b;
+    CHECK(coll_check(exec, "allreduce", send, recv, count, dtype, 1, &b));
     CHECK_ARG((int)op >= 0 && op < MSCCLPP_REDOP_COUNT);
-    size_t b = count * es;
     return run_collective(exec, "allreduce", send, recv, b, b, send == recv, send, dtype, op, 0,
                           stream);
 }
@@ -410,10 +576,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_allgather(mscclpp_executor_t *exec, const v
                                                void *recv, size_t send_count,
                                                mscclpp_dtype_t dtype, mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
+    size_t in;
+    CHECK_ARG(exec != NULL);
     int n = exec->comm->nranks, rank = exec->comm->rank;
-    size_t in = send_count * es;
+    CHECK(coll_check(exec, "allgather", send, recv, send_count, dtype, n, &in));
     bool inplace = (const char *)send == (char *)recv + (size_t)rank * in;
     return run_collective(exec, "allgather", send, recv, in, in * (size_t)n, inplace, send, dtype,
                           MSCCLPP_REDOP_PLAN, 0, stream);
@@ -424,11 +590,11 @@ MSCCLPP_API mscclpp_result_t mscclpp_reducescatter(mscclpp_executor_t *exec, con
                                                    mscclpp_dtype_t dtype, mscclpp_redop_t op,
                                                    mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
-    CHECK_ARG((int)op >= 0 && op < MSCCLPP_REDOP_COUNT);
+    size_t out;
+    CHECK_ARG(exec != NULL);
     int n = exec->comm->nranks, rank = exec->comm->rank;
-    size_t out = recv_count * es;
+    CHECK(coll_check(exec, "reducescatter", send, recv, recv_count, dtype, n, &out));
+    CHECK_ARG((int)op >= 0 && op < MSCCLPP_REDOP_COUNT);
     bool inplace = (char *)recv == (const char *)send + (size_t)rank * out;
     return run_collective(exec, "reducescatter", send, recv, out * (size_t)n, out, inplace, send,
                           dtype, op, 0, stream);
@@ -438,9 +604,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_alltoall(mscclpp_executor_t *exec, const vo
                                               void *recv, size_t count, mscclpp_dtype_t dtype,
                                               mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
-    size_t b = count * es * (size_t)exec->comm->nranks;
+    size_t b;
+    CHECK_ARG(exec != NULL);
+    CHECK(coll_check(exec, "alltoall", send, recv, count, dtype, exec->comm->nranks, &b));
+    b *= (size_t)exec->comm->nranks;
     return run_collective(exec, "alltoall", send, recv, b, b, send == recv, send, dtype,
                           MSCCLPP_REDOP_PLAN, 0, stream);
 }
@@ -449,10 +616,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_broadcast(mscclpp_executor_t *exec, const v
                                                void *recv, size_t count, mscclpp_dtype_t dtype,
                                                int root, mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
+    size_t b;
+    CHECK(coll_check(exec, "broadcast", send, recv, count, dtype, 1, &b));
     CHECK_ARG(root >= 0 && root < exec->comm->nranks);
-    size_t b = count * es;
     /* a loaded plan written for another root serves `root` with its ranks rotated (select.c) */
     return run_collective(exec, "broadcast", send, recv, b, b, send == recv, send, dtype,
                           MSCCLPP_REDOP_PLAN, root, stream);
@@ -462,11 +628,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_reduce(mscclpp_executor_t *exec, const void
                                             size_t count, mscclpp_dtype_t dtype, mscclpp_redop_t op,
                                             int root, mscclpp_stream_t stream)
 {
-    size_t es;
-    CHECK(coll_check(exec, send, recv, dtype, &es));
+    size_t b;
+    CHECK(coll_check(exec, "reduce", send, recv, count, dtype, 1, &b));
     CHECK_ARG((int)op >= 0 && op < MSCCLPP_REDOP_COUNT);
     CHECK_ARG(root >= 0 && root < exec->comm->nranks);
-    size_t b = count * es;
     return run_collective(exec, "reduce", send, recv, b, b, send == recv, send, dtype, op, root,
                           stream);
 }

@@ -45,41 +45,79 @@ typedef struct {
     exec_choice_t choice;
 } exec_select_slot_t;
 
-/* One lowered plan of a context, for one call shape, with its device copy. */
+/* One lowered plan of a context, for one call shape (and, for plans that address the peers'
+ * input/output, one pair of in-allocation offsets: they are embedded), with its device copy. */
 typedef struct exec_lowcache {
     struct exec_lowcache *next;
     size_t in_bytes, out_bytes;
+    uint64_t in_off, out_off;
     mscclpp_dtype_t dtype;
     mscclpp_redop_t op;
     mscclpp_packet_t packet;
     exec_lowered_t *low;
-    void *dev_blob; /* device copy of low->blob */
-    bool captured;  /* a graph launches it: kept, unchanged, until the executor goes */
+    void *dev_blob;  /* device copy of low->blob */
+    void *host_blob; /* pinned copy it was uploaded from on a stream (GPU backends), or NULL */
+    bool captured;   /* a graph launches it: kept, unchanged, until the executor goes */
 } exec_lowcache_t;
 
-/* What identifies a call for the launch fence; compared with memcmp (zero-initialised). */
+/* What a collective call adds to its signature (kern_args.h, "Call signature") that
+ * exec_execute cannot see: whether the caller's buffers are in place (a staged call runs an
+ * out-of-place plan), its root (a made rooted plan runs unrotated) and the digest of the tuning
+ * table that chose the plan. Set by run_collective around its exec_execute. */
 typedef struct {
-    uint64_t context_seq;
-    uint64_t in_bytes, out_bytes;
-    int32_t dtype, op, packet, pad;
-} exec_call_key_t;
+    bool set;
+    bool inplace;
+    int root;
+    uint64_t tuning;
+} exec_hint_t;
+
+/* The call in progress, as its signature sees it. */
+typedef struct {
+    size_t send_bytes, recv_bytes;
+    mscclpp_dtype_t dtype;
+    mscclpp_redop_t op;
+    mscclpp_packet_t packet;
+    bool inplace;
+    int root;
+    uint64_t tuning;
+} exec_shape_t;
+
+/* The buffers of one call as the backend knows them (hal mem_info). */
+typedef struct {
+    hal_mem_info_t in, out;
+} exec_bufs_t;
 
 typedef struct exec_context {
     struct exec_context *next;
     const struct mscclpp_plan *plan;
-    void *send_base, *recv_base; /* key: the allocations holding the buffers */
-    uint64_t send_id, recv_id;   /* and which ones (hal_api_alloc_id; 0: not mscclpp_malloc's) */
+    /*
+     * Key. A plan that addresses a peer's input or output (memory, port or switch channels:
+     * shares_io) needs the two allocations holding the call's buffers registered and mapped by
+     * the peers: its context is keyed by them (base and the backend's allocation id, which
+     * tells a freed-and-reused range apart). Any other plan touches only scratch and this
+     * rank's own buffers, which each call passes: one context per plan (bases NULL, ids 0).
+     */
+    void *send_base, *recv_base;
+    uint64_t send_id, recv_id;
+    size_t in_alloc, out_alloc; /* sizes of those allocations (shares_io) */
+    bool shares_io;
+    bool reaches_io;            /* some rank addresses a peer's input/output: fence every launch
+                                 * (peers publish their offsets there, kern_args.h) */
+    bool baked_off;             /* the lowered plan embeds peers' buffers at this rank's own
+                                 * offsets (port/switch channels): cached per offset pair */
     int rotation;
     int vrank;
     uint32_t seq;               /* the executor's context_seq when it was built: unique */
-    size_t in_alloc, out_alloc; /* sizes of those allocations */
+    /* The scratch serves calls of up to these sizes (the same on every rank: derived from the
+     * call, not from the allocations); a larger call rebuilds the context, on every rank. */
+    uint64_t in_cap, out_cap;
     bool broken;                /* a launch failed: state undefined, rebuild before reuse */
+    uint64_t off[2];            /* the current call's in-allocation offsets (shares_io) */
     bool captured;              /* a graph launches with it: freed only with the executor */
-    bool io_offsets;            /* some rank addresses a peer's input/output: exchange the
-                                 * in-allocation offsets of every call */
-    bool resolved;              /* rbufs/members hold pointers for peer_off */
     void **peer_ptr[3];         /* per virtual rank: input/output allocation base, scratch */
-    uint64_t *peer_off[2];      /* per virtual rank: offsets of the current call's buffers */
+    uint64_t *peer_off[2];      /* per virtual rank: offsets of the current call's buffers (all
+                                 * this rank's own: ranks use their buffers alike) */
+    int n_lowered;              /* entries of `lowered` */
 
     void *scratch;
     uint64_t scratch_bytes;
@@ -96,6 +134,7 @@ typedef struct exec_context {
     void **mappings; /* peer mappings to release */
     int n_mappings;
     exec_lowcache_t *lowered;
+    uint64_t digest;       /* of the plan, for call signatures (exec_plan_digest) */
     kern_error_t *mailbox; /* host-mapped copy of the interpreter's first error (kern_args.h) */
     exec_port_t *port; /* port channels and their proxy (executor/exec_port.c), or NULL */
 } exec_context_t;
@@ -103,6 +142,9 @@ typedef struct exec_context {
 struct mscclpp_executor {
     mscclpp_comm_t *comm;
     const hal_ops_t *hal;
+    bool host_memory; /* the backend's device memory is host memory (hal_device_props_t) */
+    bool p2p;         /* runs plans of two ranks each (mscclpp_executor_set_p2p): setups meet
+                       * only the plan's ranks, under one tag; every launch fences */
     exec_registry_t registry;
     exec_context_t *contexts;
     exec_context_t *dead; /* setups that failed after talking: peers may still map their
@@ -113,21 +155,34 @@ struct mscclpp_executor {
     /* mscclpp_alltoallv's staging pair (alltoallv.c), kept (exec_keep) until the executor goes */
     void *a2av_in, *a2av_out;
     size_t a2av_bytes;
-    uint64_t *offs;   /* allgather scratch for per-call offsets, 2 per rank */
     uint64_t source;  /* id as an error source of streams (hal_api.h) */
     bool setup_talked; /* the context setup in progress has sent or received a message */
+    bool setup_disagreed; /* it failed because the ranks disagree on the call, midway */
+    bool setup_refused;   /* every rank refused it before committing anything: usable */
+    struct exec_announce *announcing; /* that setup's announcement (context.c), or NULL */
+    exec_shape_t shape;   /* the call in progress (one at a time) */
+    exec_hint_t hint;     /* what run_collective adds to it */
     /* The executor is broken once a collective failed (state.c). A stream sync may poll the
      * mailboxes from another thread: the lock guards the context list and these. */
     pthread_mutex_t lock;
     mscclpp_result_t broken;
+    bool disagreed; /* `broken` is ranks disagreeing on a call: the next call resynchronises */
     char broken_msg[768];
     exec_tuning_t *tuning; /* loaded tuning table, or NULL (executor/tuning.h) */
     struct exec_made *made; /* this job's topology and its rooted made plans (select.c) */
     exec_select_slot_t chosen[EXEC_SELECT_CACHE]; /* plan choices per call shape (select.c) */
-    /* The launch fence (kern_args.h): a launch of another context or call shape than the
-     * previous launch first waits for every peer's previous launch. */
-    bool launched;
-    exec_call_key_t last_call;
+    /* The launch fence (kern_args.h): the signature of the previous launch, then the first
+     * error of any launch, in device memory (KERN_EXEC_WORDS words) the launches read and
+     * update. */
+    uint64_t *last_sig;
+    bool launched; /* some launch happened: last_seq names its context */
+    uint32_t last_seq;
+    /* our call's signature, owed to a peer that sets up a context we do not (state.c) */
+    struct {
+        bool pending;
+        int peer, tag;
+        uint64_t sig[KERN_SIG_WORDS];
+    } answer;
     /*
      * Capture (docs/graphs.md): `capturing` holds for the call in progress (its stream is being
      * captured). What a graph launches (lowered plans, contexts, the staging buffer) is never
@@ -144,28 +199,37 @@ struct mscclpp_executor {
 
 /* ---- context.c ---------------------------------------------------------------------------- */
 
-/* The allocation holding p (base and size); for memory the backend does not know, the pointer
- * itself and size 0. */
-void exec_alloc_of(const hal_ops_t *hal, const void *p, void **base, size_t *size);
+/* What the backend knows of the allocation holding p (hal mem_info); all zero for NULL or for
+ * memory it does not know (no error recorded). */
+void exec_mem_of(const hal_ops_t *hal, const void *p, hal_mem_info_t *m);
+
+/* Whether a plan addresses some rank's input or output from another rank, or moves it through
+ * a port channel: its contexts need the call's allocations registered (exec_context_t). */
+bool exec_plan_shares_io(const struct mscclpp_plan *plan);
+/* Whether some rank of the plan addresses another rank's input or output. */
+bool exec_plan_reaches_io(const struct mscclpp_plan *plan);
 
 /*
- * The context of (plan, send allocation, recv allocation, rotation), built (collectively) on
- * first use. Keyed by allocations, not pointers, so that every rank hits or misses together as
- * long as each keeps its buffers in the same allocations.
+ * The context of (plan, rotation) for a call of these sizes, and for plans that share their
+ * input/output also of the allocations holding the buffers, built (collectively) on first use
+ * and again, larger, for a call its scratch does not fit. Every rank hits or misses together
+ * as long as each uses its buffers alike (the same program on every rank).
  */
 mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
-                                  const void *send, void *recv, int rotation,
-                                  mscclpp_dtype_t dtype, exec_context_t **out);
+                                  const exec_bufs_t *bufs, size_t in_bytes, size_t out_bytes,
+                                  int rotation, mscclpp_dtype_t dtype, exec_context_t **out);
 
-/* Bind this call's buffers (in-allocation offsets): collective for plans with io_offsets. */
+/* Bind this call's buffers: their in-allocation offsets (plans that share input/output
+ * address the peers' buffers at this rank's own offsets; nothing is exchanged). */
 mscclpp_result_t exec_context_bind(mscclpp_executor_t *ex, exec_context_t *c, uint64_t in_off,
                                    uint64_t out_off);
 
-/* The lowered plan of this call shape (cached per context), its blob copied to the device. */
+/* The lowered plan of this call shape and bound offsets (cached per context), its blob copied
+ * to the device (ordered on `stream` when there is one). */
 mscclpp_result_t exec_context_lowered(mscclpp_executor_t *ex, exec_context_t *c,
                                       size_t in_bytes, size_t out_bytes, mscclpp_dtype_t dtype,
                                       mscclpp_redop_t op, mscclpp_packet_t packet,
-                                      exec_lowcache_t **out);
+                                      hal_stream_t stream, exec_lowcache_t **out);
 
 /* Free every context whose input allocation is `send_base` (the staging buffer goes), after the
  * launches queued on the executor's streams, whose error it returns. */
@@ -197,8 +261,81 @@ mscclpp_result_t exec_execute(mscclpp_executor_t *ex, const struct mscclpp_plan 
 
 /* ---- state.c ------------------------------------------------------------------------------ */
 
+/* A digest of what a plan makes every rank do: equal digests, one program. Never 0. */
+uint64_t exec_plan_digest(const struct mscclpp_plan *plan);
+
+/* The signature of a call (kern_args.h, "Call signature") on the context of (collective, seq,
+ * plan digest). */
+void exec_call_sig(const char *collective, uint32_t seq, uint64_t digest, const exec_shape_t *shape,
+                   uint64_t sig[KERN_SIG_WORDS]);
+
+/* The context number a call's signature carries: its sequence number, the same on every rank
+ * since contexts are built collectively; 0 on a point-to-point executor, whose contexts are
+ * built pair by pair, so numbered differently on each rank (the plan names the pair). */
+static inline uint32_t exec_sig_seq(const mscclpp_executor_t *ex, const exec_context_t *c)
+{
+    return ex->p2p ? 0 : c->seq;
+}
+
+/* The error of ranks that disagree: rank `me` calls `mine` (its plan's name `plan_name`, or
+ * NULL), rank `peer` `theirs`; `how` ends the sentence (or ""). INVALID_ARG. */
+mscclpp_result_t exec_disagree_error(int me, const uint64_t *mine, const char *plan_name, int peer,
+                                     const uint64_t *theirs, const char *how);
+
+/* Bootstrap tag of the setup of context `seq`. */
+int exec_setup_tag(uint32_t seq);
+
+/* One rank's message in the agreement step of a context setup (context.c, context_agree). */
+#define EXEC_AGREE_WHY 192
+typedef struct {
+    uint64_t sig[KERN_SIG_WORDS]; /* the call it builds the context for */
+    mscclpp_result_t status;      /* whether it could prepare it */
+    bool answer;                  /* sent by a rank that repeats its previous call instead */
+    uint64_t scratch;             /* its scratch bytes */
+    char why[EXEC_AGREE_WHY];     /* why not (status != OK) */
+} exec_agree_t;
+
+mscclpp_result_t exec_agree_send(mscclpp_executor_t *ex, int peer, int tag, const exec_agree_t *a);
+mscclpp_result_t exec_agree_recv(mscclpp_executor_t *ex, int peer, int tag, exec_agree_t *a);
+
+/* A context setup announced in the context of the executor's previous launch. */
+typedef struct exec_announce {
+    exec_context_t *prev; /* NULL: nothing announced */
+    uint32_t flag;        /* the flag of prev's next launch */
+    uint64_t sig[KERN_SIG_WORDS];
+    const char *plan_name;
+} exec_announce_t;
+
+/*
+ * Before building a context for the call in progress (ex->shape) on (plan, rotation): write a
+ * KERN_REC_SETUP record with its signature into the peers' slots of the launch fence channels
+ * of the previous launch's context (memory channels; kern_args.h, "Launch fence"), after the
+ * launches queued there ended (their error, if any, is returned).
+ */
+mscclpp_result_t exec_setup_announce(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
+                                     int rotation, exec_announce_t *a);
+
+/* Withdraw the announcement (zero its records; again is harmless). */
+mscclpp_result_t exec_setup_withdraw(mscclpp_executor_t *ex, const exec_announce_t *a);
+
+/* After the setup (result `r`): withdraw the announcement when it succeeded; when it failed
+ * and a peer answered the announcement, the ranks disagree: that error instead of `r`. */
+mscclpp_result_t exec_setup_settle(mscclpp_executor_t *ex, exec_announce_t *a, mscclpp_result_t r);
+
 /* Break the executor with `r`, whose message the calling thread holds; returns r. */
 mscclpp_result_t exec_poison(mscclpp_executor_t *ex, mscclpp_result_t r);
+
+/* Same for ranks that disagree on a call (nothing is lost: the next call resynchronises the
+ * executors of every rank, exec_ready). */
+mscclpp_result_t exec_disagree(mscclpp_executor_t *ex, mscclpp_result_t r);
+
+/*
+ * At the start of a call: MSCCLPP_OK, or the error that broke the executor (exec_check). After
+ * ranks disagreed, whose error has been reported, first resynchronise with every rank (they all
+ * got that error): wait for the queued launches, agree that every rank is there, drop every
+ * context (their counters and flags are past repair), reset the launch fence.
+ */
+mscclpp_result_t exec_ready(mscclpp_executor_t *ex);
 
 /*
  * MSCCLPP_OK, or the error that broke the executor: the original message the first time it is

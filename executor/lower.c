@@ -581,7 +581,7 @@ typedef struct {
     uint64_t n_ops, n_descs, n_ids, n_members;
     int n_chans, n_switch, n_ports, n_fence;
     uint64_t o_blocks, o_ops, o_descs, o_ids, o_chans, o_rbufs, o_switch, o_members, o_ports,
-        o_pbufs, o_fence;
+        o_pbufs, o_fence, o_rpub;
     uint64_t bytes;
 } blob_t;
 
@@ -595,28 +595,48 @@ static int first_chan(const plan_gpu_t *g, int type, int to)
 
 /*
  * The launch fence's channels (kern_args.h, "Launch fence"): per peer, my first memory channel
- * to it when the peer has one to me too (ordinal 0 pairs with ordinal 0, spec §5.2), else my
- * first port channel on the same condition. The rule is symmetric, so the peer fences with us
- * through the matching channel. Peers reached through switch channels only are not fenced.
- * Writes the ids to `out` when not NULL; returns their number.
+ * to it when the peer has one to me too (ordinal 0 pairs with ordinal 0, spec §5.2), else (with
+ * `ports`: the context has a proxy) my first port channel on the same condition. The rule is
+ * symmetric, so the peer fences with us through the matching channel. Peers reached through
+ * switch channels only are not fenced. Writes the ids to `out` when not NULL; returns their
+ * number.
  */
-static int fence_ids(const lower_t *L, uint32_t *out)
+int exec_fence_ids(const struct mscclpp_plan *plan, int rank, bool ports, uint32_t *out)
 {
+    const plan_gpu_t *g = &plan->gpus[rank];
     int k = 0;
-    for (int v = 0; v < L->plan->nranks; v++) {
-        if (v == L->rank) continue;
-        const plan_gpu_t *peer = &L->plan->gpus[v];
-        int m = first_chan(L->g, PLAN_CH_MEMORY, v);
-        int p = first_chan(L->g, PLAN_CH_PORT, v);
+    for (int v = 0; v < plan->nranks; v++) {
+        if (v == rank) continue;
+        const plan_gpu_t *peer = &plan->gpus[v];
+        int m = first_chan(g, PLAN_CH_MEMORY, v);
+        int p = first_chan(g, PLAN_CH_PORT, v);
         uint32_t id;
-        if (m >= 0 && first_chan(peer, PLAN_CH_MEMORY, L->rank) >= 0) id = (uint32_t)m;
-        else if (p >= 0 && L->res->fifo && first_chan(peer, PLAN_CH_PORT, L->rank) >= 0)
+        if (m >= 0 && first_chan(peer, PLAN_CH_MEMORY, rank) >= 0) id = (uint32_t)m;
+        else if (p >= 0 && ports && first_chan(peer, PLAN_CH_PORT, rank) >= 0)
             id = (uint32_t)p | KERN_FENCE_PORT;
         else continue;
         if (out) out[k] = id;
         k++;
     }
     return k;
+}
+
+int exec_rbuf_published(const struct mscclpp_plan *plan, int rank, int q)
+{
+    const plan_gpu_t *g = &plan->gpus[rank];
+    const plan_rbuf_t *rb = &g->rbufs[q];
+    if (rb->buf == PLAN_BUF_SCRATCH || !(rb->access & (1u << PLAN_CH_MEMORY)) ||
+        (rb->access & (1u << PLAN_CH_PORT)) || rb->owner == rank)
+        return -1;
+    /* the fence's memory channel with the owner (fence_ids' rule) */
+    int m = first_chan(g, PLAN_CH_MEMORY, rb->owner);
+    if (m < 0 || first_chan(&plan->gpus[rb->owner], PLAN_CH_MEMORY, rank) < 0) return -1;
+    return m;
+}
+
+static int fence_ids(const lower_t *L, uint32_t *out)
+{
+    return exec_fence_ids(L->plan, L->rank, L->res->fifo != NULL, out);
 }
 
 static void blob_count(const lower_t *L, blob_t *bl)
@@ -663,6 +683,7 @@ static void blob_offsets(const plan_gpu_t *g, blob_t *bl)
     PLACE(o_ports, bl->n_ports, kern_chan_t);
     PLACE(o_pbufs, g->n_rbufs, uint64_t);
     PLACE(o_fence, bl->n_fence, uint32_t);
+    PLACE(o_rpub, g->n_rbufs, uint32_t);
 #undef PLACE
     bl->bytes = off;
 }
@@ -696,6 +717,7 @@ static void blob_header(const lower_t *L, const blob_t *bl, kern_plan_t *kp)
     kp->off_pbufs = (uint32_t)bl->o_pbufs;
     kp->n_fence = (uint32_t)bl->n_fence;
     kp->off_fence = (uint32_t)bl->o_fence;
+    kp->off_rpub = (uint32_t)bl->o_rpub;
     kp->fifo = (kern_fifo_t *)res->fifo;
     kp->fifo_head = res->fifo_head;
     for (int t = 0; t < 3; t++) kp->lbase[t] = (uint64_t)(uintptr_t)res->lbase[t];
@@ -726,9 +748,13 @@ static void blob_resources(const lower_t *L, const blob_t *bl, char *blob)
     fence_ids(L, (uint32_t *)(blob + bl->o_fence));
     void **krb = (void **)(blob + bl->o_rbufs);
     uint64_t *kpb = (uint64_t *)(blob + bl->o_pbufs);
+    uint32_t *kpub = (uint32_t *)(blob + bl->o_rpub);
     for (int q = 0; q < g->n_rbufs; q++) {
         krb[q] = res->rbufs && q < res->n_rbufs ? res->rbufs[q] : NULL;
         kpb[q] = res->pbufs ? res->pbufs[q] : 0;
+        int m = exec_rbuf_published(L->plan, L->rank, q);
+        kpub[q] = m < 0 ? KERN_RPUB_NONE
+                        : (uint32_t)m | (g->rbufs[q].buf == PLAN_BUF_OUTPUT ? KERN_RPUB_OUT : 0);
     }
     kern_switch_t *ksw = (kern_switch_t *)(blob + bl->o_switch);
     void **kmem = (void **)(blob + bl->o_members);

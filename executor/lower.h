@@ -15,7 +15,10 @@
  *   3. Fill exec_resources_t: one exec_memchan_t per memory channel of the plan (global index
  *      of plan-format §1.3, i.e. plan->gpus[rank].peers[PLAN_CH_MEMORY][g] is the peer), one mapped
  *      pointer per remote buffer (gpu-level id of plan-format §1.4; memory-access ones must be set,
- *      pointing at the owner's buffer start for this call, in-allocation offset included),
+ *      pointing at the owner's buffer start for this call, in-allocation offset included; except
+ *      that one whose owner publishes its offsets at the launch fence (exec_rbuf_published) points
+ *      at the allocation's start: the kernel adds the offset the owner published in
+ *      args.io_off, and such a plan's every launch must fence),
  *      one exec_switch_t per switch channel (members in the plan's rank order, each the bound
  *      buffer of that member, offset included).
  * Per call:
@@ -29,6 +32,7 @@
 #ifndef MSCCLPP_EXECUTOR_LOWER_H
 #define MSCCLPP_EXECUTOR_LOWER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -84,6 +88,14 @@ typedef struct {
     void *lbase[3];                  /**< registered input/output/scratch allocation bases */
 } exec_resources_t;
 
+/**
+ * Whether remote buffer q of `rank` (an input or output buffer of a peer, reached through memory
+ * channels only) gets its offset from its owner at each launch's fence (kern_args.h, "Offsets
+ * published at the fence"): the memory channel whose counter slot carries it, else -1 (the
+ * resource pointer must include the offset).
+ */
+int exec_rbuf_published(const struct mscclpp_plan *plan, int rank, int q);
+
 /** Result of exec_lower(): one allocation, released with exec_lowered_free(). */
 typedef struct {
     kern_args_t args; /**< args.plan points at `blob` until the executor repoints it */
@@ -105,6 +117,12 @@ mscclpp_result_t exec_lower(const struct mscclpp_plan *plan, int rank, size_t in
                             exec_lowered_t **lowered);
 
 void exec_lowered_free(exec_lowered_t *lowered);
+
+/**
+ * The launch fence's channel ids of `rank` (kern_plan_t fence ids: memory channel, or port
+ * channel | KERN_FENCE_PORT when `ports`), written to `out` (may be NULL); returns how many.
+ */
+int exec_fence_ids(const struct mscclpp_plan *plan, int rank, bool ports, uint32_t *out);
 
 /** Name of an op type ("rres"), "?" if out of range. */
 const char *exec_op_name(int type);

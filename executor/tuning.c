@@ -57,13 +57,25 @@ static mscclpp_result_t parse_entry(const char *path, const json_t *e, int i,
     const char *coll = NULL, *plan = NULL;
     long long lo = 0, hi = 0, nb = 0, nt = 0;
     CHECK(want_string(path, e, "collective", where, &coll));
+    /* the collectives that consult the table (select.c, exec_select): an entry for any
+     * other name would never be used, which is a mistake to report, not to ignore */
+    static const char *const known[] = {"allreduce", "allgather", "reducescatter", "alltoall",
+                                        "broadcast", "reduce"};
+    bool found = false;
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) found |= !strcmp(coll, known[k]);
+    if (!found)
+        return BAD("tuning table %s: %s\"collective\": \"%s\" is not a collective the table "
+                   "can choose plans for (allreduce, allgather, reducescatter, alltoall, "
+                   "broadcast, reduce)",
+                   path, where, coll);
     CHECK(want_string(path, e, "plan", where, &plan));
     CHECK(want_int(path, e, "min_bytes", where, 0, INT64_MAX, &lo));
     /* null: no upper bound (jansson integers stop at INT64_MAX) */
     const json_t *jmax = json_object_get(e, "max_bytes");
     if (!json_is_null(jmax)) CHECK(want_int(path, e, "max_bytes", where, lo, INT64_MAX, &hi));
     CHECK(want_int(path, e, "nblocks", where, 0, 1 << 16, &nb));
-    CHECK(want_int(path, e, "nthreads", where, 0, 1 << 16, &nt));
+    /* what mscclpp_execute_launch accepts (0: the plan's) */
+    CHECK(want_int(path, e, "nthreads", where, 0, 1024, &nt));
     const json_t *ip = json_object_get(e, "inplace");
     if (!json_is_boolean(ip))
         return BAD("tuning table %s: %s\"inplace\" must be true or false", path, where);
@@ -77,6 +89,29 @@ static mscclpp_result_t parse_entry(const char *path, const json_t *e, int i,
     out->nblocks = (int)nb;
     out->nthreads = (int)nt;
     return MSCCLPP_OK;
+}
+
+static uint64_t fnv_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* A digest of what the table decides (not of its path or formatting): ranks that loaded
+ * different tables can be told so when they pick different plans. Never 0. */
+static uint64_t entries_digest(const exec_tuning_t *t)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < t->count; i++) {
+        const exec_tuning_entry_t *e = &t->entries[i];
+        uint64_t v[5] = {e->inplace, e->min_bytes, e->max_bytes, (uint64_t)e->nblocks,
+                         (uint64_t)e->nthreads};
+        h = fnv_bytes(h, e->collective, strlen(e->collective) + 1);
+        h = fnv_bytes(h, e->plan, strlen(e->plan) + 1);
+        h = fnv_bytes(h, v, sizeof v);
+    }
+    return h ? h : 1;
 }
 
 /* Check the header against this machine: every mismatch names both sides. */
@@ -157,6 +192,7 @@ mscclpp_result_t exec_tuning_load(const char *path, const exec_tuning_key_t *key
         t->count = (int)i + 1; /* freed with the table, parsed or not */
         if (r != MSCCLPP_OK) goto done;
     }
+    t->digest = entries_digest(t);
     INFO(SUBSYS_EXEC, "tuning table %s: %d entries for %s on %s, %d ranks", path, t->count,
          key->backend, key->device, key->nranks);
 done:

@@ -41,6 +41,8 @@ typedef struct exec_tuning {
     char *path;
     exec_tuning_entry_t *entries;
     int count;
+    uint64_t digest; /* of the entries: carried in call signatures, so that ranks whose tables
+                      * made them pick different plans are told so (executor.c) */
 } exec_tuning_t;
 
 /** What the table must have been written for. */

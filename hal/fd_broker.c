@@ -173,7 +173,12 @@ static void fdb_answer(int conn, int wake)
     ssize_t sent;
     do sent = sendmsg(conn, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     while (sent < 0 && errno == EINTR);
-    if (sent < 0) WARN(SUBSYS_MEM, "fd broker: reply to pid %d failed: %m", (int)cred.pid);
+    if (sent < 0 && (errno == EPIPE || errno == ECONNRESET))
+        /* The asker went away (it died or gave up): its own error names the cause, and this
+         * process has nothing wrong, so this is not a warning of ours. */
+        INFO(SUBSYS_MEM, "fd broker: pid %d left before its reply: %m", (int)cred.pid);
+    else if (sent < 0)
+        WARN(SUBSYS_MEM, "fd broker: reply to pid %d failed: %m", (int)cred.pid);
     if (fd >= 0) close(fd);
     if (status != FDB_REPLY_OK)
         INFO(SUBSYS_MEM, "fd broker: refused key %llu to pid %d (status %u)",

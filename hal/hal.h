@@ -19,7 +19,8 @@
 extern "C" {
 #endif
 
-#define HAL_ABI_VERSION 3 /* 2: hal_device_props_t.host_memory; 3: capture and graph slots */
+#define HAL_ABI_VERSION 4 /* 2: hal_device_props_t.host_memory; 3: capture and graph slots;
+                           * 4: mem_info, launch_scale, launch_host_func, stream_wait_event */
 
 /** What a backend tells about a device. */
 typedef struct {
@@ -53,6 +54,25 @@ enum {
     HAL_HANDLE_HIP_IPC = 4,    /* hipIpcMemHandle_t */
 };
 
+/**
+ * What a backend knows of the allocation containing a pointer (mem_info). Memory the backend did
+ * not allocate counts too when it can tell where its allocation starts and ends: device memory
+ * from the application's own cudaMalloc/hipMalloc/cuMem calls (PyTorch's caching allocator
+ * included), and on the host backend shared file mappings (a memfd mapped MAP_SHARED).
+ */
+typedef struct {
+    void *base;     /* start of the allocation (NULL when unknown) */
+    size_t size;    /* its bytes; 0: the backend does not know this memory */
+    uint64_t id;    /* unique for the life of the process: an allocation made later at the same
+                     * address gets another id (0 when size is 0) */
+    bool shareable; /* mem_export accepts base: peers can map it */
+    bool foreign;   /* not allocated by this backend (the application's own memory) */
+} hal_mem_info_t;
+
+/** A host function queued on a stream (launch_host_func): runs once the work before it is
+ * done, and the work after it waits for it. It must not call the backend. */
+typedef void (*hal_host_fn_t)(void *arg);
+
 typedef struct hal_stream *hal_stream_t; /* backend-defined */
 typedef struct hal_event *hal_event_t;   /* backend-defined */
 typedef struct hal_mc *hal_mc_t;         /* multicast object, backend-defined */
@@ -81,6 +101,11 @@ typedef struct hal_ops {
     mscclpp_result_t (*host_free)(void *ptr);
     /* allocation containing ptr (from this backend, or imported); ERR_INVALID_ARG if unknown */
     mscclpp_result_t (*mem_range)(const void *ptr, void **base, size_t *size);
+    /* The allocation containing ptr, as hal_mem_info_t says, including memory the application
+     * allocated itself (found through the driver, or on the host backend /proc/self/maps, and
+     * remembered so that it can be exported). Memory the backend cannot tell apart gives
+     * size 0 and MSCCLPP_OK, with no error recorded: callers probe. */
+    mscclpp_result_t (*mem_info)(const void *ptr, hal_mem_info_t *info);
     mscclpp_result_t (*memcpy_sync)(void *dst, const void *src, size_t bytes);
     mscclpp_result_t (*memset_sync)(void *dst, int value, size_t bytes);
     mscclpp_result_t (*memcpy_async)(void *dst, const void *src, size_t bytes, hal_stream_t s);
@@ -123,6 +148,8 @@ typedef struct hal_ops {
     mscclpp_result_t (*event_record)(hal_event_t e, hal_stream_t s);
     mscclpp_result_t (*event_sync)(hal_event_t e);
     mscclpp_result_t (*event_elapsed_ms)(hal_event_t start, hal_event_t end, float *ms);
+    /* work queued on s from now on waits until e's last record (queued before) is reached */
+    mscclpp_result_t (*stream_wait_event)(hal_stream_t s, hal_event_t e);
 
     /*
      * Launch the plan interpreter: `nblocks` blocks of `nthreads` threads run
@@ -131,6 +158,11 @@ typedef struct hal_ops {
      */
     mscclpp_result_t (*launch)(const void *args, size_t args_bytes, int nblocks, int nthreads,
                                hal_stream_t s);
+    /* Elementwise scaling (kernels/common/kern_scale.h): `args` is a kern_scale_args_t,
+     * copied at the call; queued on s, NULL: done now */
+    mscclpp_result_t (*launch_scale)(const void *args, size_t args_bytes, hal_stream_t s);
+    /* Queue fn(arg) on s (NULL: run it now): cudaLaunchHostFunc / hipLaunchHostFunc */
+    mscclpp_result_t (*launch_host_func)(hal_host_fn_t fn, void *arg, hal_stream_t s);
 } hal_ops_t;
 
 /*
@@ -149,6 +181,7 @@ typedef struct hal_ops {
     X(host_alloc, (size_t bytes, void **ptr))                                                   \
     X(host_free, (void *ptr))                                                                   \
     X(mem_range, (const void *ptr, void **base, size_t *size))                                  \
+    X(mem_info, (const void *ptr, hal_mem_info_t *info))                                        \
     X(memcpy_sync, (void *dst, const void *src, size_t bytes))                                  \
     X(memset_sync, (void *dst, int value, size_t bytes))                                        \
     X(memcpy_async, (void *dst, const void *src, size_t bytes, hal_stream_t s))                 \
@@ -174,7 +207,10 @@ typedef struct hal_ops {
     X(event_record, (hal_event_t e, hal_stream_t s))                                            \
     X(event_sync, (hal_event_t e))                                                              \
     X(event_elapsed_ms, (hal_event_t start, hal_event_t end, float *ms))                        \
-    X(launch, (const void *args, size_t args_bytes, int nblocks, int nthreads, hal_stream_t s))
+    X(stream_wait_event, (hal_stream_t s, hal_event_t e))                                       \
+    X(launch, (const void *args, size_t args_bytes, int nblocks, int nthreads, hal_stream_t s)) \
+    X(launch_scale, (const void *args, size_t args_bytes, hal_stream_t s))                     \
+    X(launch_host_func, (hal_host_fn_t fn, void *arg, hal_stream_t s))
 
 /**
  * Report that `backend` cannot do `op`: records MSCCLPP_ERR_UNSUPPORTED with the message

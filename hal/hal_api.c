@@ -8,6 +8,7 @@
 #include "base/debug.h"
 #include "hal/hal.h"
 #include "hal/hal_api.h"
+#include "kernels/common/kern_scale.h"
 
 MSCCLPP_API const char *mscclpp_backend_name(void)
 {
@@ -51,70 +52,13 @@ MSCCLPP_API mscclpp_result_t mscclpp_nvls_supported(int *supported)
     return MSCCLPP_OK;
 }
 
-/* ---- allocation ids (hal_api_alloc_id) ------------------------------------------------------ */
-
-typedef struct {
-    const void *base;
-    uint64_t id;
-} alloc_id_t;
-
-static pthread_mutex_t allocs_lock = PTHREAD_MUTEX_INITIALIZER;
-static alloc_id_t *allocs; /* live mscclpp_malloc allocations (few: a linear scan is enough) */
-static size_t n_allocs, cap_allocs;
-static uint64_t next_alloc_id = 1;
-
-static mscclpp_result_t alloc_note(const void *base)
-{
-    mscclpp_result_t res = MSCCLPP_OK;
-    pthread_mutex_lock(&allocs_lock);
-    if (n_allocs == cap_allocs) {
-        size_t cap = cap_allocs ? 2 * cap_allocs : 16;
-        alloc_id_t *a = realloc(allocs, cap * sizeof *a);
-        if (a) {
-            allocs = a;
-            cap_allocs = cap;
-        }
-    }
-    if (n_allocs < cap_allocs) allocs[n_allocs++] = (alloc_id_t){base, next_alloc_id++};
-    else res = ERR(MSCCLPP_ERR_NO_MEMORY, "mscclpp_malloc: out of memory");
-    pthread_mutex_unlock(&allocs_lock);
-    return res;
-}
-
-static void alloc_forget(const void *base)
-{
-    pthread_mutex_lock(&allocs_lock);
-    for (size_t i = 0; i < n_allocs; i++)
-        if (allocs[i].base == base) {
-            allocs[i] = allocs[--n_allocs];
-            break;
-        }
-    pthread_mutex_unlock(&allocs_lock);
-}
-
-uint64_t hal_api_alloc_id(const void *base)
-{
-    uint64_t id = 0;
-    pthread_mutex_lock(&allocs_lock);
-    for (size_t i = 0; i < n_allocs && !id; i++)
-        if (allocs[i].base == base) id = allocs[i].id;
-    pthread_mutex_unlock(&allocs_lock);
-    return id;
-}
-
 MSCCLPP_API mscclpp_result_t mscclpp_malloc(size_t bytes, void **ptr)
 {
     CHECK_ARG(ptr != NULL);
     CHECK_ARG(bytes > 0);
     const hal_ops_t *ops;
     CHECK(hal_get(&ops));
-    CHECK(ops->mem_alloc_shareable(bytes, ptr));
-    mscclpp_result_t res = alloc_note(*ptr);
-    if (res != MSCCLPP_OK) {
-        ops->mem_free(*ptr);
-        *ptr = NULL;
-    }
-    return res;
+    return ops->mem_alloc_shareable(bytes, ptr);
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_free(void *ptr)
@@ -122,9 +66,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_free(void *ptr)
     if (!ptr) return MSCCLPP_OK; /* like free(NULL): cleanup paths need not test */
     const hal_ops_t *ops;
     CHECK(hal_get(&ops));
-    mscclpp_result_t res = ops->mem_free(ptr);
-    if (res == MSCCLPP_OK) alloc_forget(ptr);
-    return res;
+    return ops->mem_free(ptr);
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_memcpy(void *dst, const void *src, size_t bytes)
@@ -436,6 +378,93 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_wrap(void *native, mscclpp_stream_t 
     return MSCCLPP_OK;
 }
 
+MSCCLPP_API mscclpp_result_t mscclpp_memcpy_async(void *dst, const void *src, size_t bytes,
+                                                  mscclpp_stream_t stream)
+{
+    CHECK_ARG(bytes == 0 || (dst != NULL && src != NULL));
+    const hal_ops_t *ops;
+    CHECK(hal_get(&ops));
+    if (stream && stream->ops != ops) return ERR_ARG("mscclpp_memcpy_async: stream of another backend");
+    if (!stream) return ops->memcpy_sync(dst, src, bytes);
+    return ops->memcpy_async(dst, src, bytes, stream->hal);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_memset_async(void *dst, int value, size_t bytes,
+                                                  mscclpp_stream_t stream)
+{
+    CHECK_ARG(bytes == 0 || dst != NULL);
+    const hal_ops_t *ops;
+    CHECK(hal_get(&ops));
+    if (stream && stream->ops != ops) return ERR_ARG("mscclpp_memset_async: stream of another backend");
+    if (!stream) return ops->memset_sync(dst, value, bytes);
+    return ops->memset_async(dst, value, bytes, stream->hal);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_stream_launch_host_func(mscclpp_stream_t stream,
+                                                             void (*fn)(void *), void *arg)
+{
+    CHECK_ARG(fn != NULL);
+    const hal_ops_t *ops;
+    CHECK(hal_get(&ops));
+    if (!stream) {
+        fn(arg);
+        return MSCCLPP_OK;
+    }
+    return stream->ops->launch_host_func(fn, arg, stream->hal);
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_scale_async(void *dst, const void *src, size_t count,
+                                                 mscclpp_dtype_t dtype, int divisor,
+                                                 const void *scalar, int scalar_on_device,
+                                                 mscclpp_stream_t stream)
+{
+    CHECK_ARG(count == 0 || (dst != NULL && src != NULL));
+    CHECK_ARG((int)dtype >= 0 && dtype < MSCCLPP_DTYPE_COUNT);
+    CHECK_ARG(divisor > 0 || scalar != NULL);
+    const hal_ops_t *ops;
+    CHECK(hal_get(&ops));
+    if (stream && stream->ops != ops) return ERR_ARG("mscclpp_scale_async: stream of another backend");
+    if (count == 0) return MSCCLPP_OK;
+    kern_scale_args_t a;
+    memset(&a, 0, sizeof a);
+    a.dst = dst;
+    a.src = src;
+    a.count = count;
+    a.dtype = (int32_t)dtype;
+    a.divisor = divisor > 0 ? divisor : 0;
+    if (divisor <= 0 && scalar_on_device) a.scalar_ptr = scalar;
+    else if (divisor <= 0) memcpy(&a.scalar, scalar, kern_dtype_size((uint32_t)dtype));
+    return ops->launch_scale(&a, sizeof a, hal_api_stream(stream));
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_stream_wait_stream(mscclpp_stream_t stream,
+                                                        mscclpp_stream_t other)
+{
+    if (!other || other == stream) return MSCCLPP_OK;
+    /* a stream destroyed since (destroying synchronizes it) has nothing left to wait for */
+    pthread_mutex_lock(&streams_lock);
+    bool live = false;
+    for (int i = 0; i < n_streams && !live; i++) live = streams[i] == other;
+    if (live) pthread_mutex_lock(&other->lock); /* before streams_lock goes: it stays alive */
+    pthread_mutex_unlock(&streams_lock);
+    if (!live) return MSCCLPP_OK;
+    if (!stream) {
+        pthread_mutex_unlock(&other->lock);
+        return mscclpp_stream_synchronize(other);
+    }
+    if (stream->ops != other->ops) {
+        pthread_mutex_unlock(&other->lock);
+        return ERR_ARG("mscclpp_stream_wait_stream: streams of two backends");
+    }
+    const hal_ops_t *ops = other->ops;
+    mscclpp_result_t res = MSCCLPP_OK;
+    if (!other->mark) res = ops->event_create(&other->mark);
+    if (res == MSCCLPP_OK) res = ops->event_record(other->mark, other->hal);
+    if (res == MSCCLPP_OK) res = ops->stream_wait_event(stream->hal, other->mark);
+    pthread_mutex_unlock(&other->lock);
+    return res;
+}
+
 MSCCLPP_API mscclpp_result_t mscclpp_stream_destroy(mscclpp_stream_t stream)
 {
     CHECK_ARG(stream != NULL);
@@ -446,6 +475,12 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_destroy(mscclpp_stream_t stream)
         mscclpp_result_t r = stream->ops->stream_destroy(stream->hal);
         if (res == MSCCLPP_OK) res = r;
     }
+    /* a mscclpp_stream_wait_stream that found it live before streams_remove may still hold
+     * its lock (to record the mark): let it finish */
+    pthread_mutex_lock(&stream->lock);
+    hal_event_t mark = stream->mark;
+    pthread_mutex_unlock(&stream->lock);
+    if (mark) (void)stream->ops->event_destroy(mark);
     pthread_mutex_destroy(&stream->lock);
     free(stream->watch);
     free(stream->captured);

@@ -24,6 +24,7 @@ struct mscclpp_stream {
     uint64_t *captured; /* sources that queued work into the capture in progress, each once:
                            * a graph of it asks them after each replay's sync */
     int n_captured, cap_captured;
+    hal_event_t mark;     /* recorded here for mscclpp_stream_wait_stream (lazily made) */
 };
 
 /** The HAL stream behind a public stream (NULL for a NULL stream: synchronous). */
@@ -73,12 +74,5 @@ mscclpp_result_t hal_api_stream_note(mscclpp_stream_t stream, uint64_t id);
  */
 mscclpp_result_t hal_api_stream_note_capture(mscclpp_stream_t stream, uint64_t id);
 
-/**
- * Which mscclpp_malloc allocation starts at `base`: an id unique for the process's life, or 0
- * when `base` is not the start of a live one. Freeing and allocating again may hand back the
- * same address; the id tells the two allocations apart (the executor keys contexts, which hold
- * the peers' mappings of these buffers, by both).
- */
-uint64_t hal_api_alloc_id(const void *base);
 
 #endif /* MSCCLPP_HAL_API_H */

@@ -1,17 +1,19 @@
 # kernels/: the plan interpreter (common), compiled for the host (gcc), CUDA (nvcc), HIP (hipcc)
 noinst_HEADERS += kernels/common/kern_entry.h kernels/common/kern_args.h \
-	kernels/common/kern_port.h kernels/common/kern_dtype.h kernels/common/kern_interp.h
-libmscclpp_la_SOURCES += kernels/host/kern_host.c
-EXTRA_DIST += kernels/cuda/kern_cuda.cu kernels/hip/kern_hip.hip
+	kernels/common/kern_port.h kernels/common/kern_dtype.h kernels/common/kern_interp.h \
+	kernels/common/kern_scale.h
+libmscclpp_la_SOURCES += kernels/host/kern_host.c kernels/host/kern_host_scale.c
+EXTRA_DIST += kernels/cuda/kern_cuda.cu kernels/hip/kern_hip.hip kernels/cuda/kern_scale.cu \
+	kernels/hip/kern_scale.hip
 
 # GPU builds of the same interpreter, as convenience libraries the HAL modules link.
 if HAVE_CUDA
 noinst_LTLIBRARIES += kernels/libkern_cuda.la
-kernels_libkern_cuda_la_SOURCES = kernels/cuda/kern_cuda.cu
+kernels_libkern_cuda_la_SOURCES = kernels/cuda/kern_cuda.cu kernels/cuda/kern_scale.cu
 endif
 if HAVE_ROCM
 noinst_LTLIBRARIES += kernels/libkern_hip.la
-kernels_libkern_hip_la_SOURCES = kernels/hip/kern_hip.hip
+kernels_libkern_hip_la_SOURCES = kernels/hip/kern_hip.hip kernels/hip/kern_scale.hip
 endif
 # The .cu/.hip suffix rules (Makefile.am) get no depfiles from automake's dependency tracking,
 # which covers only the C compiler: name every header they include (kern_cuda.cu and
@@ -24,6 +26,8 @@ KERN_GPU_DEPS = $(top_srcdir)/kernels/common/kern_entry.h \
 	$(top_srcdir)/include/mscclpp/mscclpp.h
 kernels/cuda/kern_cuda.lo: $(KERN_GPU_DEPS)
 kernels/hip/kern_hip.lo: $(KERN_GPU_DEPS)
+kernels/cuda/kern_scale.lo: $(KERN_GPU_DEPS) $(top_srcdir)/kernels/common/kern_scale.h
+kernels/hip/kern_scale.lo: $(KERN_GPU_DEPS) $(top_srcdir)/kernels/common/kern_scale.h
 
 # Portability check: kernels/common through nvcc (sm_80, sm_90) and hipcc (gfx90a), TAP.
 EXTRA_DIST += tests/unit/kern_compile.sh

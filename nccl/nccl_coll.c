@@ -2,28 +2,27 @@
  * libmscclpp_nccl: collectives, point-to-point and groups.
  *
  * Every call is a task; outside ncclGroupStart/End a call is a group of one. At the end of a
- * group each communicator runs its tasks in the order they were issued (one thread per
+ * group each communicator queues its tasks in the order they were issued (one thread per
  * communicator when a group spans several, as ncclCommInitAll programs do):
  *
  *   - collectives on our executor: a registered DSL plan (MSCCLPP_NCCL_PLAN_DIR) first, then
- *     the built-in plans. Plans need memory the backend can share (mscclpp_malloc): they run
- *     on ncclMemAlloc'd or registered buffers directly (zero-copy), and other buffers are
- *     staged through two buffers per communicator;
+ *     the built-in plans, queued on the caller's stream with no host synchronisation (docs/
+ *     nccl.md "Streams"). The plan runs on the caller's buffers when it can (any device memory
+ *     for plans that touch only scratch, which every built-in plan does; memory the peers can
+ *     map for plans that reach their buffers); otherwise the buffers are staged through two
+ *     buffers per communicator, by copies queued on the same stream;
  *   - what our plans do not serve (64-bit integer reductions, a world or size without a plan)
  *     goes to the real NCCL/RCCL of MSCCLPP_NCCL_LIB_PATH, inside one real group;
- *   - send/recv, gather and scatter move through the communicator's bootstrap (host copies
- *     over its TCP connections, which drain inbound traffic while a send blocks, so all sends
- *     first and then all receives cannot deadlock). GPU buffers bounce through host memory.
- *
- * Every task completes before ncclGroupEnd (or the call) returns: the caller's stream is
- * synchronized before its buffers are read, so the work it queued earlier is done, and nothing
- * is left queued afterwards.
+ *   - send/recv, gather and scatter move over memory channels (port channels across nodes),
+ *     one plan of two ranks per transfer, queued on the caller's stream too ("point-to-point"
+ *     below).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "executor/exec_forget.h"
 #include "nccl/nccl_internal.h"
 
 typedef enum {
@@ -66,8 +65,10 @@ static _Thread_local char group_error_msg[1024];
 
 /*
  * Grow both staging buffers to `bytes`. Every rank grows at the same call (sizes follow the
- * call's arguments), so the executor reset that must come first (its contexts name the old
- * buffers, and a new buffer may reuse an old address) is collective on all ranks together.
+ * call's arguments). The old buffers may still be read by queued work: this communicator's last
+ * stream is waited for first (a host synchronisation, once per growth), and the executor
+ * forgets its contexts on them (plans that reach the peers' buffers keyed contexts by them;
+ * every rank forgets alike).
  */
 static ncclResult_t stage_reserve(ncclComm_t c, size_t bytes, const char *who)
 {
@@ -75,8 +76,29 @@ static ncclResult_t stage_reserve(ncclComm_t c, size_t bytes, const char *who)
     size_t want = (size_t)1 << 20;
     while (want < bytes) want *= 2;
     mscclpp_result_t r = MSCCLPP_OK;
-    if (c->stage_in) {
-        r = mscclpp_executor_reset(c->exec);
+    if (c->stage_in && c->captured_any) {
+        /* a graph may stage through them at any replay: they stay until the communicator goes
+         * (nothing is waited for during a capture) */
+        if (c->n_kept + 2 > c->cap_kept) {
+            int cap = c->cap_kept ? 2 * c->cap_kept : 8;
+            void **k = realloc(c->kept, (size_t)cap * sizeof *k);
+            if (!k) return shim_error(ncclSystemError, "%s: out of memory", who);
+            c->kept = k;
+            c->cap_kept = cap;
+        }
+        c->kept[c->n_kept++] = c->stage_in;
+        c->kept[c->n_kept++] = c->stage_out;
+        c->stage_in = c->stage_out = NULL;
+        c->stage_bytes = 0;
+    } else if (c->stage_in) {
+        ncclResult_t res = shim_stream_drain(c, who);
+        if (res != ncclSuccess) return res;
+        r = mscclpp_executor_forget(c->exec, c->stage_in, NULL);
+        if (r == MSCCLPP_OK) r = mscclpp_executor_forget(c->exec, c->stage_out, NULL);
+        if (r == MSCCLPP_OK && c->p2p_exec)
+            r = mscclpp_executor_forget(c->p2p_exec, c->stage_in, NULL);
+        if (r == MSCCLPP_OK && c->p2p_exec)
+            r = mscclpp_executor_forget(c->p2p_exec, c->stage_out, NULL);
         mscclpp_free(c->stage_in);
         mscclpp_free(c->stage_out);
         c->stage_in = c->stage_out = NULL;
@@ -93,10 +115,12 @@ static ncclResult_t stage_reserve(ncclComm_t c, size_t bytes, const char *who)
     return ncclSuccess;
 }
 
-static ncclResult_t copy(void *dst, const void *src, size_t bytes, const char *who)
+/* A copy queued on st (NULL: now). */
+static ncclResult_t copy_on(void *dst, const void *src, size_t bytes, mscclpp_stream_t st,
+                            const char *who)
 {
     if (!bytes || dst == src) return ncclSuccess;
-    mscclpp_result_t r = mscclpp_memcpy(dst, src, bytes);
+    mscclpp_result_t r = mscclpp_memcpy_async(dst, src, bytes, st);
     return r == MSCCLPP_OK ? ncclSuccess : shim_from_mscclpp(r, who);
 }
 
@@ -106,14 +130,11 @@ typedef struct {
     mscclpp_redop_t op;       /* what our plans compute */
     bool scale, average;      /* PreMulSum before, or divide by nranks after */
     unsigned char scalar[8];  /* PreMulSum scalar, in the call's dtype */
+    const void *scalar_ptr;   /* or, device residence: where to read it when the call runs */
     ncclRedOp_t real_op;      /* what to hand the fallback */
     bool real_op_ok;
 } op_plan_t;
 
-static bool is_host_math_dtype(ncclDataType_t dt)
-{
-    return dt != ncclFloat8e4m3 && dt != ncclFloat8e5m2;
-}
 
 /* Resolve `op` for `dt`; *ours false when our plans cannot compute it (fallback). */
 static ncclResult_t resolve_op(const task_t *t, op_plan_t *p, bool *ours, const char *who)
@@ -131,7 +152,6 @@ static ncclResult_t resolve_op(const task_t *t, op_plan_t *p, bool *ours, const 
     case ncclAvg:
         p->op = MSCCLPP_SUM;
         p->average = true;
-        *ours = *ours && is_host_math_dtype(t->dt);
         return ncclSuccess;
     default: break;
     }
@@ -151,40 +171,42 @@ static ncclResult_t resolve_op(const task_t *t, op_plan_t *p, bool *ours, const 
     p->scale = true;
     p->real_op = o.real_op;
     p->real_op_ok = o.has_real_op;
-    *ours = *ours && is_host_math_dtype(t->dt);
     if (o.residence == ncclScalarHostImmediate) {
         memcpy(p->scalar, o.value, sizeof p->scalar);
         return ncclSuccess;
     }
-    /* device residence: read now, when the collective runs */
-    return copy(p->scalar, o.scalar_ptr, shim_dtype_size(t->dt), who);
+    /* device residence: read when the call runs, in stream order */
+    p->scalar_ptr = o.scalar_ptr;
+    (void)who;
+    return ncclSuccess;
 }
 
-/* dst (staging) = src * scalar, through host memory so any backend's buffers work */
-static ncclResult_t scaled_copy(void *dst, const void *src, size_t count, ncclDataType_t dt,
-                                const void *scalar, const char *who)
-{
-    size_t bytes = count * shim_dtype_size(dt);
-    void *tmp = malloc(bytes ? bytes : 1);
-    if (!tmp) return shim_error(ncclSystemError, "%s: out of host memory (%zu bytes)", who, bytes);
-    ncclResult_t res = copy(tmp, src, bytes, who);
-    if (res == ncclSuccess) shim_scale(tmp, tmp, count, dt, scalar);
-    if (res == ncclSuccess) res = copy(dst, tmp, bytes, who);
-    free(tmp);
-    return res;
-}
+/*
+ * The arithmetic of ncclAvg (divide the result by nranks) and PreMulSum (scale the input), on
+ * the device, queued on the stream (mscclpp_scale_async: a kernel on GPUs, a stream task on the
+ * host backend; capturable; a device-resident scalar is read when it runs, as NCCL's is).
+ */
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t count;
+    ncclDataType_t dt;
+    int divisor;                /* > 0: divide (ncclAvg); else scale by the scalar */
+    const unsigned char *scalar; /* the scalar, in dt (host-immediate) */
+    const void *scalar_ptr;     /* or where the device reads it */
+} math_job_t;
 
-static ncclResult_t divided_copy(void *dst, const void *src, size_t count, ncclDataType_t dt,
-                                 int n, const char *who)
+static ncclResult_t math_on(const math_job_t *j, mscclpp_stream_t st, const char *who)
 {
-    size_t bytes = count * shim_dtype_size(dt);
-    void *tmp = malloc(bytes ? bytes : 1);
-    if (!tmp) return shim_error(ncclSystemError, "%s: out of host memory (%zu bytes)", who, bytes);
-    ncclResult_t res = copy(tmp, src, bytes, who);
-    if (res == ncclSuccess) shim_divide(tmp, count, dt, n);
-    if (res == ncclSuccess) res = copy(dst, tmp, bytes, who);
-    free(tmp);
-    return res;
+    mscclpp_dtype_t md;
+    if (!shim_dtype_map(j->dt, &md))
+        return shim_error(ncclInternalError, "%s: no device arithmetic for %s", who,
+                          shim_dtype_name(j->dt));
+    mscclpp_result_t r = mscclpp_scale_async(j->dst, j->src, j->count, md, j->divisor,
+                                             j->scalar_ptr ? j->scalar_ptr
+                                                           : (const void *)j->scalar,
+                                             j->scalar_ptr != NULL, st);
+    return r == MSCCLPP_OK ? ncclSuccess : shim_from_mscclpp(r, who);
 }
 
 /* ---- collectives on our executor ---------------------------------------------------------- */
@@ -210,65 +232,102 @@ static mscclpp_dtype_t move_dtype(ncclDataType_t dt)
     return MSCCLPP_FLOAT64; /* a dtype NCCL added after this library: moved as 8-byte words */
 }
 
-/*
- * Whether this call runs the plan on the caller's buffers instead of staging them: both are
- * ncclMemAlloc'd or registered memory the backend can share (shim_zc_base), the sizes need no
- * padding, no PreMulSum scales the input, and the collective is one every rank passes both
- * buffers to (allreduce, allgather, reducescatter, alltoall; broadcast and reduce ignore a
- * buffer on some ranks). Buffers must not overlap, unless exactly in place as NCCL defines
- * it, which the built-in collectives handle (DSL plans are called out of place). The
- * allocations are noted, so that the executor forgets their contexts once they are freed.
- */
-static bool zero_copy(const task_t *t, const op_plan_t *op, bool unpadded, size_t in_b,
-                      size_t out_b)
+/* The sizes the collective entry points of libmscclpp compute for `count` elements per block
+ * (mscclpp_allreduce and friends), for mscclpp_executor_direct. */
+static void entry_sizes(const task_t *t, size_t cb, int n, size_t *in_b, size_t *out_b)
+{
+    *in_b = *out_b = cb;
+    if (t->kind == T_ALLGATHER) *out_b = cb * (size_t)n;
+    if (t->kind == T_REDUCESCATTER) *in_b = cb * (size_t)n;
+    if (t->kind == T_ALLTOALL) *in_b = *out_b = cb * (size_t)n;
+}
+
+/* One collective through the entry point of libmscclpp for its kind, or the DSL plan. */
+static mscclpp_result_t run_plan(const task_t *t, const mscclpp_plan_t *plan, const void *in,
+                                 void *out, size_t count, size_t in_b, size_t out_b,
+                                 mscclpp_dtype_t md, mscclpp_redop_t mop, mscclpp_stream_t st)
 {
     ncclComm_t c = t->comm;
-    if (!unpadded || (op && op->scale)) return false;
+    if (plan) return mscclpp_execute(c->exec, plan, in, out, in_b, out_b, md, mop, st);
+    switch (t->kind) {
+    case T_ALLREDUCE:
+    case T_REDUCE: return mscclpp_allreduce(c->exec, in, out, count, md, mop, st);
+    case T_BROADCAST: return mscclpp_broadcast(c->exec, in, out, count, md, t->root, st);
+    case T_ALLGATHER: return mscclpp_allgather(c->exec, in, out, count, md, st);
+    case T_REDUCESCATTER: return mscclpp_reducescatter(c->exec, in, out, count, md, mop, st);
+    case T_ALLTOALL: return mscclpp_alltoall(c->exec, in, out, count, md, st);
+    default: return MSCCLPP_ERR_INTERNAL;
+    }
+}
+
+/*
+ * Whether the plan runs on the caller's buffers (docs/nccl.md "Zero-copy"): the executor says
+ * the plan takes these buffers and sizes as they are (mscclpp_executor_direct), no PreMulSum
+ * scales the caller's input, and the collective is one every rank passes both buffers to with
+ * the same meaning (allreduce, allgather, reducescatter, alltoall: broadcast and reduce ignore
+ * a buffer on some ranks, so ranks could choose different plans; they are staged). A DSL plan
+ * runs as written: an in-place one only on a call in place as NCCL defines it, any other only
+ * on buffers that do not overlap. The allocations are noted, so that the executor forgets
+ * their contexts once they are freed.
+ */
+static bool zero_copy(const task_t *t, const op_plan_t *op, const mscclpp_plan_t *plan,
+                      mscclpp_dtype_t md, bool unpadded, size_t in_b, size_t out_b)
+{
+    ncclComm_t c = t->comm;
+    if (!c->zero_copy || !unpadded || (op && op->scale)) return false;
     if (t->kind != T_ALLREDUCE && t->kind != T_ALLGATHER && t->kind != T_REDUCESCATTER &&
         t->kind != T_ALLTOALL)
         return false;
     const char *s = t->send, *r = t->recv;
-    size_t rank_off = (size_t)c->rank * (t->kind == T_ALLGATHER ? in_b : out_b);
-    bool inplace = t->kind == T_ALLGATHER       ? s == r + rank_off
-                   : t->kind == T_REDUCESCATTER ? r == s + rank_off
-                                                : s == r;
-    bool disjoint = s + in_b <= r || r + out_b <= s;
-    if (!disjoint && !(inplace && c->nplans == 0)) return false;
-    void *in_base = shim_zc_base(c, s, in_b);
-    void *out_base = in_base ? shim_zc_base(c, r, out_b) : NULL;
-    if (!out_base) return false;
+    if (plan) {
+        bool inplace = t->kind == T_ALLGATHER       ? s == r + (size_t)c->rank * in_b
+                       : t->kind == T_REDUCESCATTER ? r == s + (size_t)c->rank * out_b
+                                                    : s == r;
+        if (mscclpp_plan_is_inplace(plan) ? !inplace : !(s + in_b <= r || r + out_b <= s))
+            return false;
+    }
+    int direct = 0;
+    if (mscclpp_executor_direct(c->exec, plan, plan ? NULL : collective_of(t->kind), s, r, in_b,
+                                out_b, md, &direct) != MSCCLPP_OK ||
+        !direct)
+        return false;
+    /* memory the peers may map: noted, to be forgotten once ncclMemFree'd or deregistered */
+    void *in_base = shim_zc_base(c, s, in_b), *out_base = shim_zc_base(c, r, out_b);
     const char *who = kind_names[t->kind];
-    if (shim_zc_note(c, in_base, who) != ncclSuccess) return false;
-    if (shim_zc_note(c, out_base, who) != ncclSuccess) return false;
+    if (in_base && shim_zc_note(c, in_base, who) != ncclSuccess) return false;
+    if (out_base && shim_zc_note(c, out_base, who) != ncclSuccess) return false;
     return true;
 }
 
 /*
- * Run one collective with our plans. *unsupported is set (and nothing written to the caller's
- * buffers) when no plan of ours serves it, so the caller may fall back.
+ * Run one collective with our plans, queued on st. *unsupported is set (and nothing written to
+ * the caller's buffers) when no plan of ours serves it, so the caller may fall back.
  */
-static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsupported)
+static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, mscclpp_stream_t st,
+                             bool *unsupported)
 {
     ncclComm_t c = t->comm;
     const char *who = kind_names[t->kind];
     int n = c->nranks, rank = c->rank;
     bool reducing = t->kind == T_ALLREDUCE || t->kind == T_REDUCE || t->kind == T_REDUCESCATTER;
     *unsupported = false;
-    /*
-     * Staging also pads: plans split a message into per-rank chunks whose offsets must stay
-     * 4-byte aligned (packet plans), and the caller's count need not divide. Each block (the
-     * message, or one rank's part of it) is padded to 16 bytes, times nranks for a message the
-     * plan itself splits; the padding is zeroed and never copied back.
-     */
-    size_t nb_in = 1, nb_out = 1;
-    if (t->kind == T_ALLGATHER) nb_out = (size_t)n;
-    if (t->kind == T_REDUCESCATTER) nb_in = (size_t)n;
-    if (t->kind == T_ALLTOALL) nb_in = nb_out = (size_t)n;
-    bool split = t->kind == T_ALLREDUCE || t->kind == T_REDUCE || t->kind == T_BROADCAST;
-    size_t es = shim_dtype_size(t->dt), align = split ? 16 * (size_t)n : 16;
-    size_t cb = t->count * es, pb = (cb + align - 1) / align * align, pc = pb / es;
-    size_t in_b = nb_in * pb, out_b = nb_out * pb;
+    mscclpp_dtype_t md = reducing ? (mscclpp_dtype_t)0 : move_dtype(t->dt);
+    if (reducing) shim_dtype_map(t->dt, &md);
+    mscclpp_redop_t mop = reducing ? op->op : MSCCLPP_REDOP_PLAN;
     const char *coll = collective_of(t->kind);
+    /*
+     * Blocks (the message, or one rank's part of it) of whole 4-byte words, times nranks for a
+     * message the plan itself splits, are taken by every plan (chunk offsets of packet plans
+     * must stay 4-byte aligned, and the lowering does not split odd tails yet); others are
+     * staged, padded with zeroes to 16 bytes (times nranks). Only calls whose blocks need no
+     * padding run on the caller's buffers, and plans are chosen for the sizes they run with.
+     */
+    bool split = t->kind == T_ALLREDUCE || t->kind == T_REDUCE || t->kind == T_BROADCAST;
+    size_t es = shim_dtype_size(t->dt), word = split ? 4 * (size_t)n : 4;
+    size_t align = split ? 16 * (size_t)n : 16, cb = t->count * es;
+    size_t pb = cb % word == 0 ? cb : (cb + align - 1) / align * align, pc = pb / es;
+    size_t in_b, out_b;
+    entry_sizes(t, pb, n, &in_b, &out_b);
     uint64_t msg = t->kind == T_ALLGATHER ? out_b : in_b;
 
     /* 0. what mscclpp.ext chose (nccl/nccl_ext.c): an added DSL plan, or what runs instead */
@@ -303,79 +362,82 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
                               who, t->root, mscclpp_plan_name(ext.plan));
         ext.plan = NULL;
     }
-    /* an in-place DSL plan runs in place on the staging buffers (NCCL's in-place layouts) */
-    bool ext_inplace = ext.plan && mscclpp_plan_is_inplace(ext.plan);
 
-    const void *in = NULL;
-    void *out = NULL;
-    /* DSL plans of mscclpp.ext run on staged buffers */
-    bool zc = !ext.plan && zero_copy(t, op, cb == pb, in_b, out_b);
-    if (zc) {
-        in = t->send;
-        out = t->recv;
+    /* 1. a DSL plan: of mscclpp.ext, else registered for this call (MSCCLPP_NCCL_PLAN_DIR;
+     * broadcast plans are written for root 0); the selector may skip both */
+    const mscclpp_plan_t *plan = ext.plan;
+    if (!plan && ext.choice != MSCCLPP_NCCL_SELECT_NATIVE && c->nplans &&
+        (t->kind != T_BROADCAST || t->root == 0) &&
+        mscclpp_executor_select_plan(c->exec, coll, 0, msg, "source=nccl-dsl", &plan) !=
+            MSCCLPP_OK)
+        plan = NULL;
+    bool plan_inplace = plan && mscclpp_plan_is_inplace(plan);
+
+    mscclpp_result_t r;
+    if (zero_copy(t, op, plan, md, pb == cb, in_b, out_b)) {
         if (!c->zc_logged) {
             c->zc_logged = true;
             shim_info("rank %d: %s of %zu bytes runs on the caller's buffers (zero-copy)", rank,
                       who, cb);
         }
+        r = run_plan(t, plan, t->send, t->recv, t->count, in_b, out_b, md, mop, st);
+        if (r == MSCCLPP_OK && op && op->average) {
+            math_job_t j = {t->recv, t->recv, t->count, t->dt, n, NULL, NULL};
+            res = math_on(&j, st, who);
+        }
     } else {
+        /* Staged: the caller's blocks are copied into the staging buffers, each padded with
+         * zeroes, the plan runs there and the result is copied out, every copy queued on st.
+         * An in-place DSL plan runs in place on them, in NCCL's in-place layouts. */
+        size_t nb_in = 1, nb_out = 1;
+        if (t->kind == T_ALLGATHER) nb_out = (size_t)n;
+        if (t->kind == T_REDUCESCATTER) nb_in = (size_t)n;
+        if (t->kind == T_ALLTOALL) nb_in = nb_out = (size_t)n;
         res = stage_reserve(c, in_b > out_b ? in_b : out_b, who);
         if (res != ncclSuccess) return res;
-        in = c->stage_in;
-        out = c->stage_out;
-        if (ext_inplace && t->kind == T_ALLGATHER) in = (char *)c->stage_out + (size_t)rank * pb;
-        else if (ext_inplace && t->kind == T_REDUCESCATTER)
+        void *in = c->stage_in, *out = c->stage_out;
+        if (plan_inplace && t->kind == T_ALLGATHER) in = (char *)c->stage_out + (size_t)rank * pb;
+        else if (plan_inplace && t->kind == T_REDUCESCATTER)
             out = (char *)c->stage_in + (size_t)rank * pb;
-        else if (ext_inplace) in = c->stage_out;
-    }
-    /* the input into staging (scaled for PreMulSum); a broadcast reads only the root's */
-    for (size_t b = 0; !zc && b < nb_in && (t->kind != T_BROADCAST || rank == t->root); b++) {
-        char *dst = (char *)in + b * pb;
-        const char *src = (const char *)t->send + b * cb;
-        if (op && op->scale)
-            res = scaled_copy(dst, src, t->count, t->dt, op->scalar, who);
-        else
-            res = copy(dst, src, cb, who);
-        if (res == ncclSuccess && pb > cb) {
-            mscclpp_result_t m = mscclpp_memset(dst + cb, 0, pb - cb);
-            if (m != MSCCLPP_OK) res = shim_from_mscclpp(m, who);
+        else if (plan_inplace) in = c->stage_out;
+        /* the input (scaled for PreMulSum); a broadcast reads only the root's */
+        for (size_t b = 0; b < nb_in && (t->kind != T_BROADCAST || rank == t->root); b++) {
+            char *dst = (char *)in + b * pb;
+            const char *src = (const char *)t->send + b * cb;
+            if (op && op->scale) {
+                math_job_t j = {dst, src, t->count, t->dt, 0, op->scalar, op->scalar_ptr};
+                res = math_on(&j, st, who);
+            } else {
+                res = copy_on(dst, src, cb, st, who);
+            }
+            if (res == ncclSuccess && pb > cb) {
+                mscclpp_result_t m = mscclpp_memset_async(dst + cb, 0, pb - cb, st);
+                if (m != MSCCLPP_OK) res = shim_from_mscclpp(m, who);
+            }
+            if (res != ncclSuccess) return res;
         }
-        if (res != ncclSuccess) return res;
+        r = run_plan(t, plan, in, out, pc, in_b, out_b, md, mop, st);
+        /* the result, out of staging (an average divided on the way) */
+        for (size_t b = 0; r == MSCCLPP_OK && b < nb_out && res == ncclSuccess &&
+                           (t->kind != T_REDUCE || rank == t->root);
+             b++) {
+            char *dst = (char *)t->recv + b * cb;
+            const char *src = (const char *)out + b * pb;
+            if (op && op->average) {
+                math_job_t j = {dst, src, t->count, t->dt, n, NULL, NULL};
+                res = math_on(&j, st, who);
+            } else {
+                res = copy_on(dst, src, cb, st, who);
+            }
+        }
     }
-    /*
-     * No barrier before the plan: back-to-back calls on the same buffers are ordered by the
-     * plans' own signals, and a call of another shape or plan by the executor's launch fence
-     * (kernels/common/kern_args.h), which waits for every peer's previous launch to end.
-     */
-    mscclpp_dtype_t md = reducing ? (mscclpp_dtype_t)0 : move_dtype(t->dt);
-    if (reducing) shim_dtype_map(t->dt, &md);
-    mscclpp_redop_t mop = reducing ? op->op : MSCCLPP_REDOP_PLAN;
-    /*
-     * Where the plan runs. A NULL stream runs it in this thread, with no hand-off to a stream
-     * worker (about 15 us per call on the host backend); but NULL-stream launches of one
-     * process share one pool of block threads, one launch at a time, so ranks of one process
-     * (ncclCommInitAll, a thread per communicator) would wait for each other forever. So: the
-     * NULL stream on the host backend while this process has one communicator, else ours.
-     */
-    mscclpp_stream_t st = c->stream;
-    if (shim_sole_comm() && strcmp(mscclpp_backend_name(), "host") == 0) st = NULL;
-
-    /* 1. a DSL plan: of mscclpp.ext, else registered for this call (MSCCLPP_NCCL_PLAN_DIR;
-     * broadcast plans are written for root 0); the selector may skip both */
-    const mscclpp_plan_t *plan = NULL;
-    mscclpp_result_t r = MSCCLPP_ERR_UNSUPPORTED;
-    if (ext.plan) {
-        r = mscclpp_execute(c->exec, ext.plan, in, out, in_b, out_b, md, mop, st);
+    if (plan && plan == ext.plan) {
         if (r == MSCCLPP_OK) shim_ext_ran(ext.index);
         if (shim_info_enabled())
             shim_info("rank %d: %s of %llu bytes ran DSL plan '%s' of mscclpp.ext (%s)", rank, who,
                       (unsigned long long)msg, mscclpp_plan_name(ext.plan),
                       ext.selected ? "selected" : "first that fits");
-    } else if (ext.choice != MSCCLPP_NCCL_SELECT_NATIVE && c->nplans &&
-               (t->kind != T_BROADCAST || t->root == 0) &&
-               mscclpp_executor_select_plan(c->exec, coll, 0, msg, "source=nccl-dsl", &plan) ==
-                   MSCCLPP_OK) {
-        r = mscclpp_execute(c->exec, plan, in, out, in_b, out_b, md, mop, st);
+    } else if (plan) {
         /* said once per plan and communicator: enough to see which plan serves what */
         for (int i = 0; i < c->nplans && i < 64; i++)
             if (c->plans[i] == plan && !(c->dsl_logged & (1ull << i))) {
@@ -383,29 +445,7 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
                 shim_info("rank %d: %s of %llu bytes ran DSL plan '%s'", rank, who,
                           (unsigned long long)msg, mscclpp_plan_name(plan));
             }
-    } else {
-        /* 2. the built-in plans */
-        switch (t->kind) {
-        case T_ALLREDUCE:
-        case T_REDUCE:
-            r = mscclpp_allreduce(c->exec, in, out, pc, md, mop, st);
-            break;
-        case T_BROADCAST:
-            r = mscclpp_broadcast(c->exec, in, out, pc, md, t->root, st);
-            break;
-        case T_ALLGATHER:
-            r = mscclpp_allgather(c->exec, in, out, pc, md, st);
-            break;
-        case T_REDUCESCATTER:
-            r = mscclpp_reducescatter(c->exec, in, out, pc, md, mop, st);
-            break;
-        case T_ALLTOALL:
-            r = mscclpp_alltoall(c->exec, in, out, pc, md, st);
-            break;
-        default: return shim_error(ncclInternalError, "%s: not a collective", who);
-        }
     }
-    if (r == MSCCLPP_OK && st) r = mscclpp_stream_synchronize(st);
     if (r == MSCCLPP_ERR_UNSUPPORTED) {
         *unsupported = true; /* keep the message, in case there is no fallback */
         return shim_quiet_error(ncclInvalidUsage, "%s", mscclpp_last_error());
@@ -418,29 +458,20 @@ static ncclResult_t run_ours(const task_t *t, const op_plan_t *op, bool *unsuppo
         if (r == MSCCLPP_ERR_REMOTE || r == MSCCLPP_ERR_TIMEOUT) c->async_error = res;
         return res;
     }
-    if (t->kind == T_REDUCE && rank != t->root) return ncclSuccess;
-    if (zc) /* the result is in place; an average still divides it */
-        return op && op->average ? divided_copy(t->recv, t->recv, t->count, t->dt, n, who)
-                                 : ncclSuccess;
-    for (size_t b = 0; b < nb_out && res == ncclSuccess; b++) {
-        char *dst = (char *)t->recv + b * cb;
-        const char *src = (const char *)out + b * pb;
-        if (op && op->average)
-            res = divided_copy(dst, src, t->count, t->dt, n, who);
-        else
-            res = copy(dst, src, cb, who);
-    }
     return res;
 }
 
-/* One rank: every collective is a local copy (scaled or averaged as asked). */
-static ncclResult_t run_single(const task_t *t, const op_plan_t *op)
+/* One rank: every collective is a local copy (scaled or averaged as asked), queued on st. */
+static ncclResult_t run_single(const task_t *t, const op_plan_t *op, mscclpp_stream_t st)
 {
     const char *who = kind_names[t->kind];
     size_t es = shim_dtype_size(t->dt), bytes = t->count * es;
-    if (op && op->scale) return scaled_copy(t->recv, t->send, t->count, t->dt, op->scalar, who);
+    if (op && op->scale) {
+        math_job_t j = {t->recv, t->send, t->count, t->dt, 0, op->scalar, op->scalar_ptr};
+        return math_on(&j, st, who);
+    }
     /* average over one rank is the value itself */
-    return copy(t->recv, t->send, bytes, who);
+    return copy_on(t->recv, t->send, bytes, st, who);
 }
 
 static ncclResult_t run_real(const task_t *t, const op_plan_t *op, const shim_real_t *rl)
@@ -491,12 +522,27 @@ static ncclResult_t run_real(const task_t *t, const op_plan_t *op, const shim_re
 
 /* ---- point-to-point ----------------------------------------------------------------------- */
 
+/*
+ * ncclSend/ncclRecv (and ncclGather/ncclScatter, which become sends and receives) move data
+ * between GPUs over channels, queued on the caller's stream like the collectives; the bootstrap
+ * carries none of it (docs/nccl.md "Point-to-point"). Each transfer from rank s to rank t runs
+ * a plan of those two ranks only (p2p_plan): s puts its buffer into t's scratch over a memory
+ * channel (a port channel when t is on another node, through the proxy, flushed before the
+ * launch ends), signals, and t copies the scratch into its buffer. The plans run on the
+ * communicator's point-to-point executor (mscclpp_executor_set_p2p), whose every launch
+ * fences: when the plan's first op runs, the peer has reached the same transfer, so its
+ * scratch is free. Transfers of a group are queued in one order every rank agrees on (the
+ * pair, then the direction, then their order to that peer), so the first transfer not yet
+ * done always has both its ranks ready: no deadlock, whatever the group holds.
+ */
+
 typedef struct {
     const void *send; /* sends */
     void *recv;       /* receives */
     size_t bytes;
     int peer;
     const char *who;
+    cudaStream_t stream;
 } xfer_t;
 
 typedef struct {
@@ -523,111 +569,223 @@ static ncclResult_t p2p_expand(const task_t *t, xfers_t *sends, xfers_t *recvs)
     ncclComm_t c = t->comm;
     size_t b = t->count * shim_dtype_size(t->dt);
     const char *who = kind_names[t->kind];
+    cudaStream_t st = t->stream;
     ncclResult_t res = ncclSuccess;
     switch (t->kind) {
-    case T_SEND: return xfer_push(sends, (xfer_t){t->send, NULL, b, t->root, who});
-    case T_RECV: return xfer_push(recvs, (xfer_t){NULL, t->recv, b, t->root, who});
+    case T_SEND: return xfer_push(sends, (xfer_t){t->send, NULL, b, t->root, who, st});
+    case T_RECV: return xfer_push(recvs, (xfer_t){NULL, t->recv, b, t->root, who, st});
     case T_GATHER:
-        if (c->rank != t->root) return xfer_push(sends, (xfer_t){t->send, NULL, b, t->root, who});
+        if (c->rank != t->root)
+            return xfer_push(sends, (xfer_t){t->send, NULL, b, t->root, who, st});
         for (int r = 0; r < c->nranks && res == ncclSuccess; r++)
-            res = xfer_push(recvs, (xfer_t){NULL, (char *)t->recv + (size_t)r * b, b, r, who});
-        if (res == ncclSuccess) res = xfer_push(sends, (xfer_t){t->send, NULL, b, c->rank, who});
+            res = xfer_push(recvs,
+                            (xfer_t){NULL, (char *)t->recv + (size_t)r * b, b, r, who, st});
+        if (res == ncclSuccess)
+            res = xfer_push(sends, (xfer_t){t->send, NULL, b, c->rank, who, st});
         return res;
     case T_SCATTER:
-        if (c->rank != t->root) return xfer_push(recvs, (xfer_t){NULL, t->recv, b, t->root, who});
+        if (c->rank != t->root)
+            return xfer_push(recvs, (xfer_t){NULL, t->recv, b, t->root, who, st});
         for (int r = 0; r < c->nranks && res == ncclSuccess; r++)
-            res = xfer_push(sends,
-                            (xfer_t){(const char *)t->send + (size_t)r * b, NULL, b, r, who});
-        if (res == ncclSuccess) res = xfer_push(recvs, (xfer_t){NULL, t->recv, b, c->rank, who});
+            res = xfer_push(
+                sends, (xfer_t){(const char *)t->send + (size_t)r * b, NULL, b, r, who, st});
+        if (res == ncclSuccess)
+            res = xfer_push(recvs, (xfer_t){NULL, t->recv, b, c->rank, who, st});
         return res;
     default: return shim_error(ncclInternalError, "%s: not point-to-point", who);
     }
 }
 
-static ncclResult_t p2p_run(ncclComm_t c, xfers_t *sends, xfers_t *recvs)
+/* The plan that moves a buffer from rank s to rank t (JSON, loaded once per pair and
+ * direction): memory channels within a node, port channels across nodes. */
+static ncclResult_t p2p_plan(ncclComm_t c, int s, int t, const mscclpp_plan_t **out,
+                             const char *who)
 {
-    if (!sends->n && !recvs->n) return ncclSuccess;
-    mscclpp_bootstrap_t *boot = NULL;
-    mscclpp_result_t r = mscclpp_comm_bootstrap(c->comm, &boot);
-    if (r != MSCCLPP_OK) return shim_from_mscclpp(r, "ncclGroupEnd: send/recv");
-    bool host = strcmp(mscclpp_backend_name(), "host") == 0;
+    const int n = c->nranks;
+    mscclpp_plan_t **slot = &c->p2p_plans[(size_t)s * (size_t)n + (size_t)t];
+    if (*slot) {
+        *out = *slot;
+        return ncclSuccess;
+    }
+    int local = 1;
+    if (mscclpp_executor_peer_local(c->exec, s == c->rank ? t : s, &local) != MSCCLPP_OK)
+        return shim_from_mscclpp(MSCCLPP_ERR_INTERNAL, who);
+    const char *ch = local ? "memory" : "port";
+    size_t cap = 1024 + (size_t)n * 200;
+    char *json = malloc(cap);
+    if (!json) return shim_error(ncclSystemError, "%s: out of memory", who);
+    size_t len = (size_t)snprintf(
+        json, cap, "{\"name\":\"nccl_p2p_%d_to_%d\",\"collective\":\"custom\","
+        "\"protocol\":\"Simple\",\"inplace\":false,\"reuse_resources\":false,"
+        "\"use_double_scratch_buffer\":false,\"buffer_alignment\":16,"
+        "\"num_threads_per_block\":1024,\"min_message_size\":0,"
+        "\"max_message_size\":18446744073709551615,\"gpus\":[", s, t);
+    for (int r = 0; r < n && len < cap; r++) {
+        const char *sep = r ? "," : "";
+        if (r == s)
+            len += (size_t)snprintf(
+                json + len, cap - len,
+                "%s{\"id\":%d,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
+                "\"channels\":[{\"channel_type\":\"%s\",\"connected_to\":[%d]}],"
+                "\"remote_buffers\":[{\"rank\":%d,\"type\":\"s\",\"access_channel_types\":"
+                "[\"%s\"]}],\"semaphores\":[],\"threadblocks\":[{\"id\":0,\"channels\":"
+                "[{\"channel_type\":\"%s\",\"channel_ids\":[0]}],\"remote_buffer_refs\":"
+                "[{\"access_channel_type\":\"%s\",\"remote_buffer_ids\":[0]}],\"ops\":["
+                "{\"name\":\"put\",\"src_buff\":[{\"type\":\"i\",\"index\":0,\"size\":1}],"
+                "\"dst_buff\":[{\"buffer_id\":0,\"index\":0,\"size\":1}],"
+                "\"channel_ids\":[0],\"channel_type\":\"%s\"},"
+                "{\"name\":\"signal\",\"channel_ids\":[0],\"channel_type\":\"%s\"}%s]}]}",
+                sep, r, ch, t, t, ch, ch, ch, ch, ch,
+                local ? "" : ",{\"name\":\"flush\",\"channel_ids\":[0],"
+                             "\"channel_type\":\"port\"}");
+        else if (r == t)
+            len += (size_t)snprintf(
+                json + len, cap - len,
+                "%s{\"id\":%d,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":1,"
+                "\"channels\":[{\"channel_type\":\"%s\",\"connected_to\":[%d]}],"
+                "\"remote_buffers\":[],\"semaphores\":[],\"threadblocks\":[{\"id\":0,"
+                "\"channels\":[{\"channel_type\":\"%s\",\"channel_ids\":[0]}],"
+                "\"remote_buffer_refs\":[],\"ops\":["
+                "{\"name\":\"wait\",\"channel_ids\":[0],\"channel_type\":\"%s\"},"
+                "{\"name\":\"copy\",\"src_buff\":[{\"type\":\"s\",\"index\":0,\"size\":1}],"
+                "\"dst_buff\":[{\"type\":\"o\",\"index\":0,\"size\":1}]}]}]}",
+                sep, r, ch, s, ch, ch);
+        else
+            len += (size_t)snprintf(json + len, cap - len,
+                                    "%s{\"id\":%d,\"input_chunks\":1,\"output_chunks\":1,"
+                                    "\"scratch_chunks\":0,\"channels\":[],\"remote_buffers\":[],"
+                                    "\"semaphores\":[],\"threadblocks\":[]}",
+                                    sep, r);
+    }
+    if (len < cap) len += (size_t)snprintf(json + len, cap - len, "]}");
+    mscclpp_result_t r = len < cap ? mscclpp_plan_load_string(json, len, slot)
+                                   : MSCCLPP_ERR_INTERNAL;
+    free(json);
+    if (r != MSCCLPP_OK) {
+        char what[160];
+        snprintf(what, sizeof what, "%s: the send/recv plan from rank %d to rank %d", who, s, t);
+        return shim_from_mscclpp(r, what);
+    }
+    *out = *slot;
+    return ncclSuccess;
+}
+
+/* One transfer of this rank's group, in the order every rank agrees on (p2p_order). */
+typedef struct {
+    int lo, hi;     /* the pair */
+    int from_lo;    /* direction: lo -> hi */
+    size_t k;       /* its place among the pair's transfers in that direction */
+    const xfer_t *x;
+    bool is_send;
+} p2p_op_t;
+
+static int p2p_order(const void *a, const void *b)
+{
+    const p2p_op_t *x = a, *y = b;
+    if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+    if (x->hi != y->hi) return x->hi < y->hi ? -1 : 1;
+    if (x->from_lo != y->from_lo) return x->from_lo > y->from_lo ? -1 : 1;
+    if (x->k != y->k) return x->k < y->k ? -1 : 1;
+    if (x->is_send != y->is_send) return x->is_send ? -1 : 1; /* to itself: the send first */
+    return 0;
+}
+
+static ncclResult_t p2p_run(ncclComm_t c, const xfers_t *sends, const xfers_t *recvs)
+{
+    const int me = c->rank, n = c->nranks;
+    size_t nops = sends->n + recvs->n;
+    if (!nops) return ncclSuccess;
     ncclResult_t res = ncclSuccess;
-    void *bounce = NULL;
-    size_t bounce_b = 0;
-    char what[160];
-    /* to itself: matched in order with the receives from itself below */
-    size_t self_next = 0;
-    for (size_t i = 0; i < sends->n && res == ncclSuccess; i++) {
-        xfer_t *x = &sends->v[i];
-        if (x->peer == c->rank) continue;
-        const void *data = x->send;
-        if (!host && x->bytes) { /* device memory: bounce through the host */
-            if (bounce_b < x->bytes) {
-                free(bounce);
-                bounce_b = 0;
-                if (!(bounce = malloc(x->bytes))) {
-                    res = shim_error(ncclSystemError, "%s: out of host memory", x->who);
-                    break;
-                }
-                bounce_b = x->bytes;
-            }
-            if ((res = copy(bounce, x->send, x->bytes, x->who)) != ncclSuccess) break;
-            data = bounce;
+    if (!c->p2p_exec) {
+        mscclpp_result_t r = mscclpp_executor_create(c->comm, &c->p2p_exec);
+        if (r == MSCCLPP_OK) r = mscclpp_executor_set_p2p(c->p2p_exec);
+        if (r == MSCCLPP_OK && !c->p2p_plans) {
+            c->p2p_plans = calloc((size_t)n * (size_t)n, sizeof *c->p2p_plans);
+            if (!c->p2p_plans) r = MSCCLPP_ERR_NO_MEMORY;
         }
-        r = mscclpp_bootstrap_send(boot, data, x->bytes, x->peer, SHIM_P2P_TAG);
         if (r != MSCCLPP_OK) {
-            snprintf(what, sizeof what, "%s (rank %d to rank %d, %zu bytes)", x->who, c->rank,
-                     x->peer, x->bytes);
-            res = shim_from_mscclpp(r, what);
+            mscclpp_executor_destroy(c->p2p_exec);
+            c->p2p_exec = NULL;
+            return shim_from_mscclpp(r, "ncclGroupEnd: send/recv");
         }
     }
-    for (size_t i = 0; i < recvs->n && res == ncclSuccess; i++) {
-        xfer_t *x = &recvs->v[i];
-        if (x->peer == c->rank) {
-            while (self_next < sends->n && sends->v[self_next].peer != c->rank) self_next++;
-            if (self_next == sends->n) {
-                res = shim_error(ncclInvalidUsage, "%s: rank %d receives from itself with no "
-                                 "matching send in the group", x->who, c->rank);
-                break;
-            }
-            xfer_t *s = &sends->v[self_next++];
-            if (s->bytes != x->bytes) {
+    p2p_op_t *ops = calloc(nops, sizeof *ops);
+    size_t *count = calloc((size_t)n * 2, sizeof *count); /* per peer: sends, receives so far */
+    if (!ops || !count) {
+        free(ops);
+        free(count);
+        return shim_error(ncclSystemError, "ncclGroupEnd: out of memory");
+    }
+    size_t k = 0;
+    for (int dir = 0; dir < 2; dir++) {
+        const xfers_t *l = dir ? recvs : sends;
+        for (size_t i = 0; i < l->n; i++) {
+            const xfer_t *x = &l->v[i];
+            int from = dir ? x->peer : me, to = dir ? me : x->peer;
+            ops[k] = (p2p_op_t){from < to ? from : to, from < to ? to : from, from < to,
+                                count[(size_t)x->peer * 2 + (size_t)dir]++, x, !dir};
+            k++;
+        }
+    }
+    qsort(ops, nops, sizeof *ops, p2p_order);
+    /* to itself: the k-th send meets the k-th receive (both sorted next to each other) */
+    size_t self_sends = count[(size_t)me * 2], self_recvs = count[(size_t)me * 2 + 1];
+    if (self_sends != self_recvs)
+        res = shim_error(ncclInvalidUsage, "%s: rank %d sends %zu buffers to itself and receives "
+                         "%zu in the group", ops[0].x->who, me, self_sends, self_recvs);
+    char what[200];
+    for (size_t i = 0; i < nops && res == ncclSuccess; i++) {
+        const p2p_op_t *o = &ops[i];
+        const xfer_t *x = o->x;
+        mscclpp_stream_t st = NULL;
+        bool wait = false;
+        if ((res = shim_stream_get(c, x->stream, &st, &wait, x->who)) != ncclSuccess) break;
+        if ((res = shim_stream_enter(c, st, x->who)) != ncclSuccess) break;
+        if (wait) c->p2p_sync_after = true;
+        if (x->peer == me) {
+            if (!o->is_send) continue; /* done with its send */
+            const xfer_t *r = NULL;
+            for (size_t j = 0; j < nops && !r; j++)
+                if (!ops[j].is_send && ops[j].lo == me && ops[j].hi == me && ops[j].k == o->k)
+                    r = ops[j].x;
+            if (!r || r->bytes != x->bytes) {
                 res = shim_error(ncclInvalidUsage, "%s: rank %d sends %zu bytes to itself but "
-                                 "receives %zu", x->who, c->rank, s->bytes, x->bytes);
+                                 "receives %zu", x->who, me, x->bytes, r ? r->bytes : 0);
                 break;
             }
-            res = copy(x->recv, s->send, x->bytes, x->who);
+            res = copy_on(r->recv, x->send, x->bytes, st, x->who);
             continue;
         }
-        void *dst = x->recv;
-        if (!host && x->bytes) {
-            if (bounce_b < x->bytes) {
-                free(bounce);
-                bounce_b = 0;
-                if (!(bounce = malloc(x->bytes))) {
-                    res = shim_error(ncclSystemError, "%s: out of host memory", x->who);
-                    break;
-                }
-                bounce_b = x->bytes;
-            }
-            dst = bounce;
+        if (!x->bytes) continue;
+        const mscclpp_plan_t *plan = NULL;
+        int from = o->is_send ? me : x->peer, to = o->is_send ? x->peer : me;
+        if ((res = p2p_plan(c, from, to, &plan, x->who)) != ncclSuccess) break;
+        void *buf = o->is_send ? (void *)x->send : x->recv;
+        /* a port channel's proxy moves registered memory only: other memory (malloc'd on the
+         * host backend) is staged, the copies queued on the stream */
+        int direct = 0;
+        if (mscclpp_executor_direct(c->p2p_exec, plan, NULL, buf, buf, x->bytes, x->bytes,
+                                    MSCCLPP_UINT8, &direct) != MSCCLPP_OK)
+            direct = 0;
+        if (!direct) {
+            if ((res = stage_reserve(c, x->bytes, x->who)) != ncclSuccess) break;
+            buf = o->is_send ? c->stage_in : c->stage_out;
+            if (o->is_send && (res = copy_on(buf, x->send, x->bytes, st, x->who)) != ncclSuccess)
+                break;
         }
-        r = mscclpp_bootstrap_recv(boot, dst, x->bytes, x->peer, SHIM_P2P_TAG);
+        mscclpp_result_t r = mscclpp_execute(c->p2p_exec, plan, buf, buf, x->bytes, x->bytes,
+                                             MSCCLPP_UINT8, MSCCLPP_REDOP_PLAN, st);
+        if (r == MSCCLPP_OK && !direct && !o->is_send)
+            res = copy_on(x->recv, buf, x->bytes, st, x->who);
         if (r != MSCCLPP_OK) {
-            snprintf(what, sizeof what, "%s (rank %d from rank %d, %zu bytes)", x->who, c->rank,
-                     x->peer, x->bytes);
+            snprintf(what, sizeof what, "%s (rank %d %s rank %d, %zu bytes)", x->who, me,
+                     o->is_send ? "to" : "from", x->peer, x->bytes);
             res = shim_from_mscclpp(r, what);
             if (r == MSCCLPP_ERR_REMOTE || r == MSCCLPP_ERR_TIMEOUT) c->async_error = res;
-        } else if (dst != x->recv) {
-            res = copy(x->recv, dst, x->bytes, x->who);
         }
     }
-    /* a send to itself nobody received is a mismatch too */
-    for (size_t i = self_next; i < sends->n && res == ncclSuccess; i++)
-        if (sends->v[i].peer == c->rank)
-            res = shim_error(ncclInvalidUsage, "%s: rank %d sends to itself with no matching "
-                             "receive in the group", sends->v[i].who, c->rank);
-    free(bounce);
+    free(ops);
+    free(count);
     return res;
 }
 
@@ -637,13 +795,8 @@ static ncclResult_t run_comm_tasks(ncclComm_t c, const task_t *tasks, size_t nta
 {
     /* before any plan runs: contexts on memory freed or deregistered since the last group */
     ncclResult_t res = shim_zc_forget_stale(c, kind_names[tasks[0].kind]);
-    /* the caller's earlier work on its streams must be done before we read its buffers */
-    for (size_t i = 0; i < ntasks && res == ncclSuccess; i++) {
-        bool seen = false;
-        for (size_t j = 0; j < i && !seen; j++) seen = tasks[j].stream == tasks[i].stream;
-        if (!seen) res = shim_stream_sync(c, tasks[i].stream, kind_names[tasks[i].kind]);
-    }
     if (res != ncclSuccess) return res;
+    bool sync_after = false; /* host backend, NULL stream, several communicators */
 
     xfers_t sends = {0}, recvs = {0};
     task_t *fallback = NULL;
@@ -662,13 +815,21 @@ static ncclResult_t run_comm_tasks(ncclComm_t c, const task_t *tasks, size_t nta
         op_plan_t op;
         bool ours = true;
         if (reducing && (res = resolve_op(t, &op, &ours, who)) != ncclSuccess) break;
+        mscclpp_stream_t st = NULL;
+        bool wait = false;
+        if (ours) {
+            /* queued on the caller's stream, after this communicator's earlier work */
+            if ((res = shim_stream_get(c, t->stream, &st, &wait, who)) != ncclSuccess) break;
+            if ((res = shim_stream_enter(c, st, who)) != ncclSuccess) break;
+            sync_after = sync_after || wait;
+        }
         if (c->nranks == 1 && ours) {
-            res = run_single(t, reducing ? &op : NULL);
+            res = run_single(t, reducing ? &op : NULL, st);
             continue;
         }
         bool unsupported = !ours;
         if (ours) {
-            res = run_ours(t, reducing ? &op : NULL, &unsupported);
+            res = run_ours(t, reducing ? &op : NULL, st, &unsupported);
             if (!unsupported) continue;
             res = ncclSuccess; /* its message stays the last error, for the case below */
         } else {
@@ -716,7 +877,13 @@ static ncclResult_t run_comm_tasks(ncclComm_t c, const task_t *tasks, size_t nta
                 res = shim_error(e, "ncclGroupEnd of the fallback library %s failed", rl->path);
         }
     }
+    c->p2p_sync_after = false;
     if (res == ncclSuccess) res = p2p_run(c, &sends, &recvs);
+    sync_after = sync_after || c->p2p_sync_after;
+    if (res == ncclSuccess && sync_after) {
+        mscclpp_result_t r = mscclpp_stream_synchronize(c->stream);
+        if (r != MSCCLPP_OK) res = shim_from_mscclpp(r, kind_names[tasks[0].kind]);
+    }
     free(sends.v);
     free(recvs.v);
     free(fallback);

@@ -390,7 +390,13 @@ static void free_comm(ncclComm_t c)
         free(r);
     }
     free(c->zc);
+    for (int i = 0; i < c->n_kept; i++) mscclpp_free(c->kept[i]);
+    free(c->kept);
     if (c->stream) mscclpp_stream_destroy(c->stream);
+    mscclpp_executor_destroy(c->p2p_exec);
+    for (int i = 0; c->p2p_plans && i < c->nranks * c->nranks; i++)
+        mscclpp_plan_destroy(c->p2p_plans[i]);
+    free(c->p2p_plans);
     mscclpp_executor_destroy(c->exec);
     for (int i = 0; i < c->nplans; i++) mscclpp_plan_destroy(c->plans[i]);
     free(c->plans);
@@ -624,8 +630,10 @@ static ncclResult_t finalize_entered(ncclComm_t comm)
 {
     ncclResult_t res = shim_check_comm(comm, "ncclCommFinalize");
     if (res != ncclSuccess) return res;
-    /* every operation completed before it returned; what is left is to let peers finish
-     * reading our buffers before anyone destroys them */
+    /* the work queued on the caller's streams first, then let peers finish reading our
+     * buffers before anyone destroys them */
+    res = shim_stream_drain(comm, "ncclCommFinalize");
+    if (res != ncclSuccess) return res;
     mscclpp_bootstrap_t *boot = NULL;
     mscclpp_result_t r = mscclpp_comm_bootstrap(comm->comm, &boot);
     if (r == MSCCLPP_OK) r = mscclpp_bootstrap_barrier(boot);
@@ -651,6 +659,9 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
     if (res != ncclSuccess) return res;
     /* calls of other threads still inside finish first (NCCL: destroy waits for them) */
     if ((res = close_comm(comm, false, "ncclCommDestroy")) != ncclSuccess) return res;
+    /* the work it queued (copies through its staging buffers included) ends first; a failure
+     * there is the program's to see through ncclCommGetAsyncError, as in NCCL */
+    if (shim_stream_drain(comm, "ncclCommDestroy") != ncclSuccess) shim_clear_error();
     const shim_real_t *rl = comm->real ? shim_real() : NULL;
     if (rl) res = rl->CommDestroy(comm->real);
     free_comm(comm);
@@ -677,6 +688,19 @@ static ncclResult_t async_error_entered(ncclComm_t comm, ncclResult_t *asyncErro
     if (res != ncclSuccess) return res;
     if (!asyncError)
         return shim_error(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+    /* work queued on streams reports its failures in memory the executor polls, without
+     * waiting for any stream (mscclpp_executor_get_async_error) */
+    if (comm->async_error == ncclSuccess) {
+        mscclpp_result_t r = MSCCLPP_OK;
+        if (mscclpp_executor_get_async_error(comm->exec, &r) == MSCCLPP_OK && r == MSCCLPP_OK &&
+            comm->p2p_exec)
+            (void)mscclpp_executor_get_async_error(comm->p2p_exec, &r);
+        if (r != MSCCLPP_OK) {
+            char what[96];
+            snprintf(what, sizeof what, "ncclCommGetAsyncError (rank %d)", comm->rank);
+            comm->async_error = shim_from_mscclpp(r, what);
+        }
+    }
     *asyncError = comm->async_error;
     return ncclSuccess;
 }
@@ -909,35 +933,81 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 
 /* ---- streams ------------------------------------------------------------------------------ */
 
-ncclResult_t shim_stream_sync(ncclComm_t comm, cudaStream_t stream, const char *who)
+/* On CUDA the legacy default stream has a handle of its own (cudaStreamLegacy), so that a
+ * NULL cudaStream_t is queued on like any stream instead of meaning "synchronous". */
+#define SHIM_CUDA_STREAM_LEGACY ((void *)0x1)
+
+/*
+ * The stream a task's work goes on (docs/nccl.md "Streams"). GPU backends: the caller's stream,
+ * wrapped once (cached per communicator; a NULL cudaStream_t is the legacy default stream). Host
+ * backend: a cudaStream_t is one of our streams cast to it; NULL means "synchronous": the work
+ * runs in the calling thread while this process has one communicator, else on the
+ * communicator's own stream, which the call then waits for (*sync_after).
+ */
+ncclResult_t shim_stream_get(ncclComm_t c, cudaStream_t native, mscclpp_stream_t *st,
+                             bool *sync_after, const char *who)
 {
-    mscclpp_stream_t s = NULL;
-    mscclpp_result_t r = MSCCLPP_OK;
+    *st = NULL;
+    *sync_after = false;
     if (strcmp(mscclpp_backend_name(), "host") == 0) {
-        /* host backend: a cudaStream_t argument is NULL or one of our streams */
-        if (!stream) return ncclSuccess;
-        s = (mscclpp_stream_t)(void *)stream;
-    } else {
-        pthread_mutex_lock(&comm->lock);
-        for (int i = 0; i < comm->nstreams && !s; i++)
-            if (comm->streams[i].native == (void *)stream) s = comm->streams[i].stream;
-        if (!s) {
-            r = mscclpp_stream_wrap((void *)stream, &s);
-            if (r == MSCCLPP_OK && comm->nstreams < SHIM_MAX_STREAMS) {
-                comm->streams[comm->nstreams].native = (void *)stream;
-                comm->streams[comm->nstreams++].stream = s;
-            } else if (r == MSCCLPP_OK) {
-                /* table full: use the wrapper once */
-                pthread_mutex_unlock(&comm->lock);
-                r = mscclpp_stream_synchronize(s);
-                mscclpp_stream_destroy(s);
-                return r == MSCCLPP_OK ? ncclSuccess : shim_from_mscclpp(r, who);
-            }
+        if (native) {
+            *st = (mscclpp_stream_t)(void *)native;
+        } else if (!shim_sole_comm()) {
+            *st = c->stream;
+            *sync_after = true;
         }
-        pthread_mutex_unlock(&comm->lock);
+        return ncclSuccess;
+    }
+    void *key = (void *)native;
+    if (!key && strcmp(mscclpp_backend_name(), "cuda") == 0) key = SHIM_CUDA_STREAM_LEGACY;
+    mscclpp_result_t r = MSCCLPP_OK;
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < c->nstreams && !*st; i++)
+        if (c->streams[i].native == key) *st = c->streams[i].stream;
+    if (!*st && c->nstreams < SHIM_MAX_STREAMS) {
+        r = mscclpp_stream_wrap(key, st);
+        if (r == MSCCLPP_OK) {
+            c->streams[c->nstreams].native = key;
+            c->streams[c->nstreams++].stream = *st;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (r != MSCCLPP_OK) return shim_from_mscclpp(r, who);
+    if (!*st)
+        return shim_error(ncclInvalidUsage, "%s: rank %d has queued work on %d different streams "
+                          "of one communicator, the most libmscclpp_nccl keeps", who, c->rank,
+                          SHIM_MAX_STREAMS);
+    return ncclSuccess;
+}
+
+/*
+ * Before queueing a communicator's work on `st`: a communicator's calls run in issue order (its
+ * plans' state persists from one launch to the next), so work on another stream than the last
+ * one first waits for what that stream has queued, on the device (an event), not on the host.
+ */
+ncclResult_t shim_stream_enter(ncclComm_t c, mscclpp_stream_t st, const char *who)
+{
+    int capturing = 0;
+    if (st && mscclpp_stream_is_capturing(st, &capturing) != MSCCLPP_OK) capturing = 0;
+    c->capturing = capturing != 0;
+    if (capturing) c->captured_any = true;
+    /* a capture may not wait for work outside it (CUDA refuses the event): the program orders
+     * the capture after its other work itself (torch.cuda.graph synchronizes first) */
+    if (c->last_stream && c->last_stream != st && !capturing) {
+        mscclpp_result_t r = mscclpp_stream_wait_stream(st, c->last_stream);
         if (r != MSCCLPP_OK) return shim_from_mscclpp(r, who);
     }
-    r = mscclpp_stream_synchronize(s);
+    c->last_stream = st;
+    return ncclSuccess;
+}
+
+/* Wait (on the host) for the work this communicator queued last: before freeing what it uses. */
+ncclResult_t shim_stream_drain(ncclComm_t c, const char *who)
+{
+    if (!c->last_stream) return ncclSuccess;
+    /* a NULL stream waiting for another synchronizes it, unless the program destroyed it since
+     * (host backend: the program's own stream; destroying synchronized it) */
+    mscclpp_result_t r = mscclpp_stream_wait_stream(NULL, c->last_stream);
     return r == MSCCLPP_OK ? ncclSuccess : shim_from_mscclpp(r, who);
 }
 

@@ -19,9 +19,8 @@
 #include <mscclpp/nccl_ext.h>
 
 #define SHIM_COMM_MAGIC 0x6d73636eu /* "mscn": a live communicator of this library */
-#define SHIM_P2P_TAG 0x4e43434c     /* bootstrap tag of send/recv, gather and scatter */
 #define SHIM_MAX_REDOPS 64
-#define SHIM_MAX_STREAMS 16
+#define SHIM_MAX_STREAMS 64
 
 /* Functions of the real NCCL/RCCL (MSCCLPP_NCCL_LIB_PATH); any may be NULL but the first three. */
 typedef struct {
@@ -78,7 +77,8 @@ struct ncclComm {
     int rank, nranks, cuda_dev;
     mscclpp_comm_t *comm;
     mscclpp_executor_t *exec;
-    mscclpp_stream_t stream; /* where our plans run */
+    mscclpp_stream_t stream; /* host backend, NULL stream, several communicators: ours */
+    mscclpp_stream_t last_stream; /* where this communicator queued work last (or NULL) */
     /* Staging buffers (mscclpp_malloc): plans need registered memory, user buffers are not. */
     void *stage_in, *stage_out;
     size_t stage_bytes;
@@ -107,6 +107,16 @@ struct ncclComm {
         bool stale;
     } *zc;
     int nzc, zc_cap;
+    /* Point-to-point (nccl_coll.c): an executor of two-rank plans, one plan per (from, to). */
+    mscclpp_executor_t *p2p_exec;
+    mscclpp_plan_t **p2p_plans; /* nranks * nranks, made on first use */
+    bool p2p_sync_after;        /* the group's transfers ran on the host-backend NULL stream
+                                 * of a communicator among several: wait for its stream */
+    /* Graph capture (docs/nccl.md "Streams"): the call in progress queues into a capture; some
+     * call did; staging buffers a graph may still use, freed with the communicator */
+    bool capturing, captured_any;
+    void **kept;
+    int n_kept, cap_kept;
     ncclComm_t real; /* the parallel communicator of the fallback library, or NULL */
     ncclResult_t async_error;
     pthread_mutex_t lock; /* one call at a time per communicator */
@@ -150,10 +160,6 @@ size_t shim_dtype_size(ncclDataType_t dt);
 const char *shim_dtype_name(ncclDataType_t dt);
 bool shim_dtype_map(ncclDataType_t dt, mscclpp_dtype_t *out);
 const char *shim_op_name(ncclRedOp_t op);
-/* dst[i] = src[i] * scalar (scalar given in dtype dt); false for dtypes without host math */
-bool shim_scale(void *dst, const void *src, size_t count, ncclDataType_t dt, const void *scalar);
-/* x[i] /= n (ncclAvg); false for dtypes without host math */
-bool shim_divide(void *x, size_t count, ncclDataType_t dt, int n);
 
 /* memory allocated by ncclMemAlloc (nccl/nccl_comm.c) */
 bool shim_is_our_memory(const void *ptr);
@@ -175,8 +181,14 @@ const shim_real_t *shim_real(void);     /* NULL when unset or unusable (reason l
 void shim_note_fallback(const char *why); /* one INFO line per process */
 ncclResult_t shim_real_init(ncclComm_t comm); /* parallel real communicator, when configured */
 
-/* streams: synchronize the caller's stream before the shim touches its buffers */
-ncclResult_t shim_stream_sync(ncclComm_t comm, cudaStream_t stream, const char *who);
+/* streams (nccl/nccl_comm.c, docs/nccl.md "Streams") */
+/* The stream a task's work goes on; *sync_after: the call must wait for it (host, NULL). */
+ncclResult_t shim_stream_get(ncclComm_t c, cudaStream_t native, mscclpp_stream_t *st,
+                             bool *sync_after, const char *who);
+/* Order work about to be queued on st after this communicator's work on other streams. */
+ncclResult_t shim_stream_enter(ncclComm_t c, mscclpp_stream_t st, const char *who);
+/* Wait for the work this communicator queued last (before freeing what it uses). */
+ncclResult_t shim_stream_drain(ncclComm_t c, const char *who);
 
 /* mscclpp.ext's hook (nccl/nccl_ext.c, include/mscclpp/nccl_ext.h) */
 typedef struct {

@@ -29,6 +29,15 @@
 #                replays of captured collectives with new data, every element checked, direct
 #                calls between), and mscclpp-bench -G (every row checked through a graph; time
 #                per call over graph replays next to direct calls)
+#   agree        ranks that disagree on a call (count, dtype, op, root, collective, plan,
+#                in-place-ness) get an error naming both calls, then agree and are right; and
+#                launches queued behind a lost peer fail at once (tests/unit/test_exec_agree,
+#                cases "agree" and "queue", MSCCLPP_TEST_HAL=cuda: the fence records across
+#                GPUs and the device-side fence decision)
+#   torchnccl    PyTorch with libmscclpp_nccl.so preloaded (tests/gpu/torch_nccl.py, torchrun,
+#                2 ranks): every collective and send/recv checked 8 B .. 256 MiB, each call
+#                returning while the stream is busy (no host sync), dist.all_reduce per call
+#                next to mscclpp-bench's in-place allreduce and their ratio (aim <= 1.3x)
 #   torchgraphs  torch.cuda.graph around the Python runtime's allreduce (torch tensors, torch's
 #                int stream) and around dist.all_reduce with libmscclpp_nccl.so preloaded
 #                (tests/gpu/torch_graphs.py under torchrun, 2 ranks): 100 replays, checked
@@ -349,11 +358,69 @@ if want graphs; then
 per call in graphs ($(elapsed))" || result graphs FAIL "$fails failures: $cline"
 fi
 
+# ---- agree: disagreements and queued launches on the GPU (issue 22 items 1, 3) ----
+if want agree; then
+    fails=0
+    line=""
+    for case in agree queue; do
+        MSCCLPP_TEST_HAL=cuda CK_RUN_CASE=$case timeout 900 "$build/tests/unit/test_exec_agree" \
+            >"$out/agree-$case.log" 2>&1 || fails=$((fails + 1))
+        line="$line $case: $(grep -m1 '^[0-9]*%: Checks' "$out/agree-$case.log");"
+    done
+    [ $fails = 0 ] && result agree OK "$line ($(elapsed))" || result agree FAIL "$line"
+fi
+
 # ---- PyTorch: torch.cuda.graph through the Python runtime and the NCCL API; seed 000 ----
 nccl_so=$build/.libs/libmscclpp_nccl.so
 torchrun_ok() { command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; }
 pyenv() { env PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" \
     MSCCLPP_LIBRARY="$build/.libs/libmscclpp.so" "$@"; }
+# torchnccl: PyTorch through the preloaded NCCL-API library: every collective and send/recv
+# checked (8 B .. 256 MiB), each call returning while the stream is busy (no host sync), and
+# dist.all_reduce per call next to mscclpp-bench's in-place allreduce (the direct
+# mscclpp_allreduce) of the same sizes on the same GPU, with their ratio (aim: <= 1.3x)
+if want torchnccl; then
+    if ! torchrun_ok; then
+        result torchnccl SKIP "no torchrun / PyTorch here"
+    else
+        tq=""
+        [ $quick = 1 ] && tq=--quick
+        pyenv LD_PRELOAD="$nccl_so" timeout $((limit * 4)) torchrun --standalone \
+            --nproc_per_node=2 "$src/tests/gpu/torch_nccl.py" $tq --json "$out/torchnccl.json" \
+            >"$out/torchnccl.log" 2>&1
+        rc=$?
+        tmax=256M
+        [ $quick = 1 ] && tmax=16M
+        timeout "$limit" "$bench" allreduce --np 2 -b 8 -e $tmax -f 8 -n 20 -w 5 \
+            >"$out/torchnccl-bench.log" 2>&1
+        ratios=$(python3 - "$out/torchnccl.json" "$out/torchnccl-bench.log" <<'PY' 2>&1
+import json, sys
+try:
+    torch_us = {int(k): v for k, v in json.load(open(sys.argv[1])).items()}
+except Exception as e:
+    print(f"no torch times ({e})"); sys.exit(0)
+direct = {}
+for line in open(sys.argv[2]):
+    f = line.split()
+    if len(f) > 10 and f[0].isdigit():
+        direct[int(f[0])] = float(f[9])  # the in-place time, as torch calls it
+worst, parts = 0.0, []
+for b in sorted(torch_us):
+    d = direct.get(b)
+    if d:
+        worst = max(worst, torch_us[b] / d)
+        parts.append(f"{b} B {torch_us[b]:.1f}/{d:.1f} us {torch_us[b] / d:.2f}x")
+print(f"torch/direct (in place): {'; '.join(parts)}; worst {worst:.2f}x "
+      f"({'within' if worst <= 1.3 else 'above'} the 1.3x aim)")
+PY
+)
+        echo "$ratios" >>"$out/torchnccl.log"
+        lines=$(grep '^torch_nccl' "$out/torchnccl.log" | sed 's/^torch_nccl //' | tr '\n' ';')
+        [ $rc -eq 0 ] && [ -n "$lines" ] && result torchnccl OK "$lines $ratios" ||
+            result torchnccl FAIL "exit $rc: ${lines:-$(grep -m1 -i 'error\|torch_nccl:' \
+                "$out/torchnccl.log")}"
+    fi
+fi
 if want torchgraphs; then
     if ! torchrun_ok; then
         result torchgraphs SKIP "no torchrun / PyTorch here"

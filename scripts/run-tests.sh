@@ -90,7 +90,7 @@ stage() {
     echo "$name: $what (log: $logdir/$name.out)"
     "$@" >"$logdir/$name.out" 2>&1
     rc=$?
-    grep -E '^(FAIL|SKIP):|sanitizer report|^    ' "$logdir/$name.out" | head -n 60
+    grep -E '^(FAIL|SKIP):|sanitizer report|^    |^  not ok |^[^ ].*: [0-9]+ passed, [1-9][0-9]* failed' "$logdir/$name.out" | head -n 60
     line=$(grep -E "^$name: [0-9]+ passed" "$logdir/$name.out" | tail -n 1)
     [ -n "$line" ] && read -r p f s < <(echo "$line" |
         sed -E "s/$name: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/")

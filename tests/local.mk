@@ -44,6 +44,16 @@ tests_unit_test_executor_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_executor_LDADD = libmscclpp.la $(CHECK_LIBS)
 endif
 
+# The executor on the caller's own buffers: the application's memory registered by allocation,
+# scratch that follows the call (issue 18).
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_buffers
+TESTS += tests/unit/test_buffers
+tests_unit_test_buffers_SOURCES = tests/unit/test_buffers.c tests/unit/mp_harness.c
+tests_unit_test_buffers_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_buffers_LDADD = libmscclpp.la $(CHECK_LIBS)
+endif
+
 # Graph capture and replay on the host backend's capture mode (docs/graphs.md, issue 18).
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_graph
@@ -62,6 +72,15 @@ TESTS += tests/unit/test_exec_fail
 tests_unit_test_exec_fail_SOURCES = tests/unit/test_exec_fail.c tests/unit/mp_harness.c
 tests_unit_test_exec_fail_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_exec_fail_LDADD = libmscclpp.la $(CHECK_LIBS)
+endif
+
+# Ranks that disagree on a call, queued launches after a failure, unserved calls (issue 22).
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_exec_agree
+TESTS += tests/unit/test_exec_agree
+tests_unit_test_exec_agree_SOURCES = tests/unit/test_exec_agree.c tests/unit/mp_harness.c
+tests_unit_test_exec_agree_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_exec_agree_LDADD = libmscclpp.la $(CHECK_LIBS)
 endif
 
 # Soak: many small collectives, RSS and fds flat (issue 8).

@@ -3,6 +3,7 @@
  * backends and their devices, transports, and every MSCCLPP_* variable with its value, default
  * and meaning (and the MSCCLPP_* variables set that the library does not know).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
@@ -13,6 +14,8 @@
 
 #include "config.h"
 #include "base/config.h"
+#include "base/self.h"
+#include "executor/registry.h"
 #include "base/wait.h"
 #include "transports/transport.h"
 #include "hal/hal.h"
@@ -20,13 +23,15 @@
 
 static void usage(const char *prog)
 {
-    printf("usage: %s [--build|--backends|--config|--version|--help]\n"
+    printf("usage: %s [--build|--backends|--plans|--config|--version|--help]\n"
            "       %s --plan COLLECTIVE NRANKS SIZE [--nodes K]\n"
            "Prints how libmscclpp was built, the backends and devices it finds, the transports\n"
            "built in, and the MSCCLPP_* environment variables (value, default, meaning); a\n"
            "variable set in the environment that the library does not know is named too.\n"
            "  --build     only the build configuration\n"
            "  --backends  only the backends, devices and transports\n"
+           "  --plans     only the plans in force: the folders an executor loads, in order,\n"
+           "              with their counts, then the cache, made plans and tuning table\n"
            "  --config    only the variables\n"
            "  --version   the version of mscclpp-info and of libmscclpp\n"
            "  --plan COLLECTIVE NRANKS SIZE [--nodes K]\n"
@@ -179,6 +184,87 @@ static void print_transports(void)
     printf("\n");
 }
 
+/* Plan files of the registry, one line per folder in registration order (a call runs the
+ * first registered plan that serves it). */
+static void print_plan_groups(const exec_registry_t *reg)
+{
+    int i = 0;
+    while (i < reg->count) {
+        const char *f = mscclpp_plan_file(reg->entries[i].plan);
+        size_t len = f && strrchr(f, '/') ? (size_t)(strrchr(f, '/') - f) : 0;
+        int n = 1;
+        while (i + n < reg->count) {
+            const char *g = mscclpp_plan_file(reg->entries[i + n].plan);
+            if (!g || !f || strncmp(f, g, len) || g[len] != '/' || strchr(g + len + 1, '/'))
+                break;
+            n++;
+        }
+        printf("    %d plan%s from %.*s/\n", n, n == 1 ? "" : "s", (int)len, f ? f : "?");
+        i += n;
+    }
+}
+
+/* The multi-node layouts of a plan folder (multinode/<nodes>x<ranks per node>/). */
+static void print_layouts(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/multinode", dir);
+    DIR *d = opendir(path);
+    if (!d) return;
+    printf("    multi-node plans, registered first for a job of that layout: %s/", path);
+    const char *sep = " ";
+    struct dirent *e;
+    int nodes, per_node;
+    char end;
+    while ((e = readdir(d)))
+        if (sscanf(e->d_name, "%dx%d%c", &nodes, &per_node, &end) == 2)
+            printf("%s%s", sep, e->d_name), sep = ", ";
+    closedir(d);
+    printf("\n");
+}
+
+/*
+ * The plans in force and where they come from: what executor/plan_dirs.c registers for an
+ * executor on the selected backend (the same function), then the plans made for the job and the
+ * tuning table, which depend on the job (mscclpp-info --plan answers for one call).
+ */
+static void print_plans(void)
+{
+    const hal_ops_t *ops = NULL;
+    const char *backend = hal_get(&ops) == MSCCLPP_OK ? ops->name : "host";
+    const char *dir = exec_plan_dir();
+    const char *from = *config_get(CFG_MSCCLPP_PLAN_DIR) ? "from MSCCLPP_PLAN_DIR"
+                       : *self_build_plan_dir()
+                           ? "the source tree's: this library runs from its build folder"
+                           : "the installed plans";
+    printf("Plans (an executor registers them in this order; a call runs the first that serves "
+           "it):\n");
+    printf("  plan folder: %s (%s)\n", *dir ? dir : "none", *dir ? from : "none compiled in");
+    exec_registry_t reg = EXEC_REGISTRY_INIT;
+    exec_plans_load_defaults(&reg, backend, 1, 1);
+    print_plan_groups(&reg);
+    if (reg.count == 0) printf("    no plan found\n");
+    if (*dir) print_layouts(dir);
+    exec_registry_fini(&reg);
+    const char *cache = config_get(CFG_MSCCLPP_CACHE_DIR);
+    printf("  Python DSL cache: %s\n",
+           !*cache ? "not read (MSCCLPP_CACHE_DIR is unset)"
+           : *config_get(CFG_MSCCLPP_PLAN_DIR) ? "not read (MSCCLPP_PLAN_DIR is set)"
+                                                : "read after the plan folder (above)");
+    const char *make = config_get(CFG_MSCCLPP_PLAN_MAKE);
+    printf("  plans made for the job: %s (MSCCLPP_PLAN_MAKE=%s)\n",
+           !strcmp(make, "off")     ? "none"
+           : !strcmp(make, "first") ? "before the registered plans"
+                                    : "after the registered plans",
+           make);
+    const char *tuning = config_get(CFG_MSCCLPP_TUNING_FILE);
+    printf("  tuning table (applied before all of these): %s\n",
+           !*tuning ? "~/.cache/mscclpp/tuning/<backend>-<device>-<nranks>.json when it exists"
+           : !strcmp(tuning, "none") ? "none (MSCCLPP_TUNING_FILE=none)"
+                                     : tuning);
+    printf("  which plan serves a call: mscclpp-info --plan COLLECTIVE NRANKS SIZE\n");
+}
+
 /* Every variable with the value in force (as the library parses it), its default and meaning;
  * returns 1 when a value is invalid (library calls would fail), else 0. */
 static int print_config(void)
@@ -219,16 +305,17 @@ static int print_unknown(void)
 
 int main(int argc, char **argv)
 {
-    int want_build = 1, want_config = 1, want_backends = 1, only = 0;
+    int want_build = 1, want_config = 1, want_backends = 1, want_plans = 1, only = 0;
     int major, minor, patch;
     mscclpp_version(&major, &minor, &patch);
     for (int i = 1; i < argc; i++) {
         int *sel = !strcmp(argv[i], "--build")      ? &want_build
                    : !strcmp(argv[i], "--config")   ? &want_config
                    : !strcmp(argv[i], "--backends") ? &want_backends
+                   : !strcmp(argv[i], "--plans")    ? &want_plans
                                                     : NULL;
         if (sel) {
-            if (!only++) want_build = want_config = want_backends = 0;
+            if (!only++) want_build = want_config = want_backends = want_plans = 0;
             *sel = 1;
         } else if (!strcmp(argv[i], "--plan")) {
             return which_plan(argc, argv, i);
@@ -241,7 +328,7 @@ int main(int argc, char **argv)
             return 0;
         } else {
             fprintf(stderr, "mscclpp-info: unknown option '%s' (expected --build, --backends, "
-                            "--config, --plan, --version or --help)\n", argv[i]);
+                            "--plans, --config, --plan, --version or --help)\n", argv[i]);
             return 2;
         }
     }
@@ -251,6 +338,7 @@ int main(int argc, char **argv)
         print_backends();
         print_transports();
     }
+    if (want_plans) print_plans();
     /* exit 1 when a variable is invalid or unknown, so scripts can check a job's environment */
     int bad = 0;
     if (want_config) {

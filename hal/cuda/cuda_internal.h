@@ -20,6 +20,9 @@ typedef struct {
     PFN_cuDeviceGet_v2000 device_get;
     PFN_cuDeviceGetAttribute_v2000 device_get_attribute;
     PFN_cuMemGetAddressRange_v3020 mem_get_address_range;
+    /* the application's own memory (mem_info, exporting it) */
+    PFN_cuPointerGetAttributes_v7000 pointer_get_attributes;
+    PFN_cuMemRetainAllocationHandle_v11000 mem_retain_handle;
     /* virtual memory management (cuMem) */
     PFN_cuMemCreate_v10020 mem_create;
     PFN_cuMemRelease_v10020 mem_release;
@@ -101,6 +104,8 @@ typedef enum {
     CUDA_ALLOC_HOST,      /* cudaHostAlloc, mapped */
     CUDA_IMPORT_VMM,      /* a peer's cuMem allocation mapped here */
     CUDA_IMPORT_LEGACY,   /* a peer's cudaMalloc opened with cudaIpcOpenMemHandle */
+    CUDA_ALLOC_FOREIGN,   /* the application's own device memory, remembered once exported
+                           * or described (cudaMalloc, PyTorch's allocator, cuMem) */
 } cuda_alloc_kind_t;
 
 typedef struct cuda_alloc {
@@ -114,6 +119,11 @@ typedef struct cuda_alloc {
     uint64_t fdb_key;
     uint8_t ticket[64];                   /* encoded broker ticket, valid when exported */
     int aliases;                          /* same-process imports of a legacy allocation */
+    uint64_t id;                          /* mem_info's id: ours from a counter, foreign the
+                                           * driver's buffer id (high bit set) */
+    bool legacy_ipc;                      /* foreign: cudaIpcGetMemHandle works on it */
+    bool vmm_fd;                          /* foreign: cuMem, exportable as a POSIX fd */
+    bool retained;                        /* foreign cuMem: `handle` was retained by export */
 } cuda_alloc_t;
 
 /** Find the allocation containing [ptr, ptr + 1), or NULL. Call with cuda_reg_lock() held. */
@@ -129,6 +139,7 @@ mscclpp_result_t cuda_mem_free(void *ptr);
 mscclpp_result_t cuda_host_alloc(size_t bytes, void **ptr);
 mscclpp_result_t cuda_host_free(void *ptr);
 mscclpp_result_t cuda_mem_range(const void *ptr, void **base, size_t *size);
+mscclpp_result_t cuda_mem_info(const void *ptr, hal_mem_info_t *info);
 mscclpp_result_t cuda_memcpy_sync(void *dst, const void *src, size_t bytes);
 mscclpp_result_t cuda_memset_sync(void *dst, int value, size_t bytes);
 mscclpp_result_t cuda_memcpy_async(void *dst, const void *src, size_t bytes, hal_stream_t s);
@@ -196,6 +207,9 @@ void cuda_mps_check(void);
 void cuda_mps_device_changed(void);
 mscclpp_result_t cuda_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,
                              hal_stream_t s);
+mscclpp_result_t cuda_launch_host_func(hal_host_fn_t fn, void *arg, hal_stream_t s);
+mscclpp_result_t cuda_launch_scale(const void *args, size_t args_bytes, hal_stream_t s);
+mscclpp_result_t cuda_stream_wait_event(hal_stream_t s, hal_event_t e);
 
 /* Handle payload layout (explicit, little-endian; version byte first). */
 #define CUDA_HANDLE_VERSION 1

@@ -10,9 +10,12 @@
 #include "hal/cuda/cuda_internal.h"
 #include "hal/fd_broker.h"
 
-/* Every allocation this module made or mapped: kinds decide how to free, export, unmap. */
+/* Every allocation this module made or mapped: kinds decide how to free, export, unmap. The
+ * application's own memory enters as CUDA_ALLOC_FOREIGN once mem_info or mem_export met it. */
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static cuda_alloc_t *reg_head;
+static uint64_t reg_next_id = 1; /* ids of our own allocations (under reg_lock) */
+#define FOREIGN_ID_BIT (1ull << 63) /* foreign ids are the driver's buffer ids with this bit */
 
 void cuda_reg_lock(void) { pthread_mutex_lock(&reg_lock); }
 void cuda_reg_unlock(void) { pthread_mutex_unlock(&reg_lock); }
@@ -36,6 +39,7 @@ static mscclpp_result_t reg_add(cuda_alloc_kind_t kind, void *base, size_t size,
     a->handle = handle;
     a->device = device;
     cuda_reg_lock();
+    a->id = reg_next_id++;
     a->next = reg_head;
     reg_head = a;
     cuda_reg_unlock();
@@ -302,6 +306,7 @@ mscclpp_result_t cuda_mem_range(const void *ptr, void **base, size_t *size)
     CUDA_REQUIRE_INIT();
     cuda_reg_lock();
     cuda_alloc_t *a = cuda_reg_find(ptr);
+    if (a && a->kind == CUDA_ALLOC_FOREIGN) a = NULL; /* the driver says what is there now */
     if (a) {
         *base = a->base;
         *size = a->size;
@@ -323,6 +328,110 @@ mscclpp_result_t cuda_mem_range(const void *ptr, void **base, size_t *size)
     }
     *base = (void *)(uintptr_t)b;
     *size = s;
+    return MSCCLPP_OK;
+}
+
+/* ----- the application's own memory (mem_info, mem_export) ----------------------------------- */
+
+/* What the driver says of the allocation containing ptr: false when it is not device memory
+ * of this process that the driver can describe (host memory, managed memory, an old driver). */
+typedef struct {
+    void *base;
+    size_t size;
+    uint64_t id;
+    bool legacy_ipc, vmm_fd;
+} foreign_desc_t;
+
+static bool foreign_describe(const void *ptr, foreign_desc_t *d)
+{
+    memset(d, 0, sizeof *d);
+    if (!cuda_drv.pointer_get_attributes) return false;
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                   CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                                   CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES,
+                                   CU_POINTER_ATTRIBUTE_IS_MANAGED};
+    unsigned int mtype = 0;
+    unsigned long long bid = 0, handle_types = 0;
+    int legacy = 0, managed = 0;
+    void *data[] = {&mtype, &bid, &legacy, &handle_types, &managed};
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
+    if (cuda_drv.pointer_get_attributes(5, attrs, data, p) != CUDA_SUCCESS) return false;
+    if (mtype != CU_MEMORYTYPE_DEVICE || managed || bid == 0) return false;
+    CUdeviceptr b = 0;
+    size_t s = 0;
+    if (cuda_drv.mem_get_address_range(&b, &s, p) != CUDA_SUCCESS || s == 0) return false;
+    d->base = (void *)(uintptr_t)b;
+    d->size = s;
+    d->id = (uint64_t)bid | FOREIGN_ID_BIT;
+    d->legacy_ipc = legacy != 0;
+    d->vmm_fd = (handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0 &&
+                cuda_drv.mem_retain_handle != NULL && cuda_drv.have_vmm;
+    return true;
+}
+
+/* Free a foreign entry already taken out of the registry (its mapping is the application's). */
+static void foreign_release(cuda_alloc_t *a)
+{
+    if (a->exported) hal_fdb_withdraw(a->fdb_key);
+    if (a->retained) (void)cuda_drv.mem_release(a->handle);
+    free(a);
+}
+
+/*
+ * The registry entry of the application's allocation containing ptr, valid now: an entry whose
+ * allocation was freed (another buffer id at that address) is dropped and described again.
+ * Returns NULL (no error) when the driver cannot describe the memory. Lock held; the driver is
+ * asked under it (no callback into this module).
+ */
+static cuda_alloc_t *foreign_entry(const void *ptr)
+{
+    cuda_alloc_t *a = cuda_reg_find(ptr);
+    if (a && a->kind != CUDA_ALLOC_FOREIGN) return a;
+    foreign_desc_t d;
+    if (!foreign_describe(ptr, &d)) return NULL;
+    if (a && a->id == d.id && a->base == d.base && a->size == d.size) return a;
+    if (a) { /* freed by the application, and something else lives there now */
+        for (cuda_alloc_t **pp = &reg_head; *pp; pp = &(*pp)->next)
+            if (*pp == a) {
+                *pp = a->next;
+                break;
+            }
+        if (a->aliases > 0)
+            WARN(SUBSYS_MEM, "cuda: allocation %p was freed while still imported here", a->base);
+        foreign_release(a);
+    }
+    a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    a->kind = CUDA_ALLOC_FOREIGN;
+    a->base = d.base;
+    a->size = d.size;
+    a->id = d.id;
+    a->legacy_ipc = d.legacy_ipc;
+    a->vmm_fd = d.vmm_fd;
+    (void)cudaGetDevice(&a->device);
+    a->next = reg_head;
+    reg_head = a;
+    return a;
+}
+
+mscclpp_result_t cuda_mem_info(const void *ptr, hal_mem_info_t *info)
+{
+    CHECK_ARG(ptr != NULL);
+    CHECK_ARG(info != NULL);
+    memset(info, 0, sizeof *info);
+    CUDA_REQUIRE_INIT();
+    cuda_reg_lock();
+    cuda_alloc_t *a = foreign_entry(ptr);
+    if (a) {
+        info->base = a->base;
+        info->size = a->size;
+        info->id = a->id;
+        info->foreign = a->kind == CUDA_ALLOC_FOREIGN;
+        info->shareable = a->kind == CUDA_ALLOC_VMM || a->kind == CUDA_ALLOC_LEGACY ||
+                          (a->kind == CUDA_ALLOC_FOREIGN && (a->legacy_ipc || a->vmm_fd));
+    }
+    cuda_reg_unlock();
     return MSCCLPP_OK;
 }
 
@@ -392,16 +501,29 @@ mscclpp_result_t cuda_mem_export(void *base, hal_mem_handle_t *handle)
     memset(handle, 0, sizeof *handle);
 
     cuda_reg_lock();
-    cuda_alloc_t *a = cuda_reg_find(base);
-    if (!a || a->base != base || (a->kind != CUDA_ALLOC_VMM && a->kind != CUDA_ALLOC_LEGACY)) {
+    cuda_alloc_t *a = foreign_entry(base);
+    bool foreign = a && a->kind == CUDA_ALLOC_FOREIGN;
+    if (!a || a->base != base ||
+        (a->kind != CUDA_ALLOC_VMM && a->kind != CUDA_ALLOC_LEGACY &&
+         !(foreign && (a->legacy_ipc || a->vmm_fd)))) {
         cuda_reg_unlock();
         return ERR_ARG("cuda mem_export: %p is not the base of a shareable allocation "
-                       "(mem_alloc_shareable)", base);
+                       "(mem_alloc_shareable, or the application's cudaMalloc or cuMem memory "
+                       "with POSIX fd handles)", base);
     }
     mscclpp_result_t res = MSCCLPP_OK;
     handle->alloc_size = a->size;
     handle->data[0] = CUDA_HANDLE_VERSION;
-    if (a->kind == CUDA_ALLOC_VMM) {
+    if (foreign && !a->legacy_ipc && !a->retained) {
+        /* the application's cuMem allocation: export the physical allocation mapped here */
+        CUresult err = cuda_drv.mem_retain_handle(&a->handle, base);
+        if (err != CUDA_SUCCESS) {
+            cuda_reg_unlock();
+            return cuda_drv_error(err, "cuMemRetainAllocationHandle", __FILE__, __LINE__);
+        }
+        a->retained = true;
+    }
+    if (a->kind == CUDA_ALLOC_VMM || (foreign && !a->legacy_ipc)) {
         /* one fd per allocation, served until mem_free; later exports reuse the ticket */
         if (!a->exported) {
             res = cuda_export_fd(a->handle, a->ticket, &a->fdb_key);
@@ -478,7 +600,8 @@ static mscclpp_result_t import_legacy(const hal_mem_handle_t *handle, void **bas
         mscclpp_result_t res = MSCCLPP_OK;
         cuda_reg_lock();
         cuda_alloc_t *a = cuda_reg_find(orig);
-        if (a && a->base == orig && a->kind == CUDA_ALLOC_LEGACY)
+        if (a && a->base == orig &&
+            (a->kind == CUDA_ALLOC_LEGACY || (a->kind == CUDA_ALLOC_FOREIGN && a->legacy_ipc)))
             a->aliases++;
         else
             res = ERR(MSCCLPP_ERR_REMOTE,
@@ -532,7 +655,8 @@ mscclpp_result_t cuda_mem_unimport(void *base)
         mscclpp_result_t res = MSCCLPP_OK;
         cuda_reg_lock();
         cuda_alloc_t *o = cuda_reg_find(base);
-        if (o && o->base == base && o->kind == CUDA_ALLOC_LEGACY && o->aliases > 0)
+        if (o && o->base == base &&
+            (o->kind == CUDA_ALLOC_LEGACY || o->kind == CUDA_ALLOC_FOREIGN) && o->aliases > 0)
             o->aliases--;
         else
             res = ERR_ARG("cuda mem_unimport: %p was not imported", base);

@@ -85,6 +85,9 @@ mscclpp_result_t cuda_driver_load(void)
                          FETCH(device_get, "cuDeviceGet", 2000) &
                          FETCH(device_get_attribute, "cuDeviceGetAttribute", 2000) &
                          FETCH(mem_get_address_range, "cuMemGetAddressRange", 3020);
+    /* optional: without them the application's own memory is not shared (it is staged) */
+    (void)FETCH(pointer_get_attributes, "cuPointerGetAttributes", 7000);
+    (void)FETCH(mem_retain_handle, "cuMemRetainAllocationHandle", 11000);
     cuda_drv.have_vmm = FETCH(mem_create, "cuMemCreate", 10020) &
                         FETCH(mem_release, "cuMemRelease", 10020) &
                         FETCH(mem_address_reserve, "cuMemAddressReserve", 10020) &
@@ -285,6 +288,7 @@ CUDA_RELAXED(mem_free, (void *ptr), (ptr))
 CUDA_RELAXED(host_alloc, (size_t bytes, void **ptr), (bytes, ptr))
 CUDA_RELAXED(host_free, (void *ptr), (ptr))
 CUDA_RELAXED(mem_range, (const void *ptr, void **base, size_t *size), (ptr, base, size))
+CUDA_RELAXED(mem_info, (const void *ptr, hal_mem_info_t *info), (ptr, info))
 CUDA_RELAXED(memcpy_sync, (void *dst, const void *src, size_t bytes), (dst, src, bytes))
 CUDA_RELAXED(memset_sync, (void *dst, int value, size_t bytes), (dst, value, bytes))
 CUDA_RELAXED(mem_export, (void *base, hal_mem_handle_t *handle), (base, handle))
@@ -321,6 +325,7 @@ static const hal_ops_t cuda_ops = {
     .host_alloc = relaxed_host_alloc,
     .host_free = relaxed_host_free,
     .mem_range = relaxed_mem_range,
+    .mem_info = relaxed_mem_info,
     .memcpy_sync = relaxed_memcpy_sync,
     .memset_sync = relaxed_memset_sync,
     .memcpy_async = cuda_memcpy_async,
@@ -346,7 +351,10 @@ static const hal_ops_t cuda_ops = {
     .event_record = cuda_event_record,
     .event_sync = relaxed_event_sync,
     .event_elapsed_ms = cuda_event_elapsed_ms,
+    .stream_wait_event = cuda_stream_wait_event,
     .launch = cuda_launch,
+    .launch_scale = cuda_launch_scale,
+    .launch_host_func = cuda_launch_host_func,
 };
 
 /** Module entry (HAL_MODULE_ENTRY): the loader dlsym()s it and checks size and ABI. */

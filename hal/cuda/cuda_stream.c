@@ -137,6 +137,43 @@ mscclpp_result_t cuda_launch(const void *args, size_t args_bytes, int nblocks, i
 #endif
 }
 
+mscclpp_result_t cuda_launch_scale(const void *args, size_t args_bytes, hal_stream_t s)
+{
+    CHECK_ARG(args != NULL && args_bytes > 0);
+    CUDA_REQUIRE_INIT();
+#ifdef MSCCLPP_HAVE_KERN_CUDA
+    if (kern_cuda_scale_launch(args, args_bytes, (void *)cuda_stream(s)) != MSCCLPP_OK)
+        return cuda_rt_error(cudaGetLastError(), "launching the scaling kernel", __FILE__,
+                             __LINE__);
+    if (!s) return cuda_stream_wait(0, "launch_scale"); /* NULL: done now, as elsewhere */
+    return MSCCLPP_OK;
+#else
+    return ERR(MSCCLPP_ERR_UNSUPPORTED,
+               "cuda launch_scale: this build has no CUDA kernels (kernels/libkern_cuda.la)");
+#endif
+}
+
+mscclpp_result_t cuda_launch_host_func(hal_host_fn_t fn, void *arg, hal_stream_t s)
+{
+    CHECK_ARG(fn != NULL);
+    CUDA_REQUIRE_INIT();
+    if (!s) { /* like the other NULL-stream operations: now, in the calling thread */
+        CHECK(cuda_stream_wait(0, "launch_host_func"));
+        fn(arg);
+        return MSCCLPP_OK;
+    }
+    CUDA_CHECK(cudaLaunchHostFunc(cuda_stream(s), fn, arg));
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t cuda_stream_wait_event(hal_stream_t s, hal_event_t e)
+{
+    CHECK_ARG(e != NULL);
+    CUDA_REQUIRE_INIT();
+    CUDA_CHECK(cudaStreamWaitEvent(cuda_stream(s), (cudaEvent_t)(void *)e, 0));
+    return MSCCLPP_OK;
+}
+
 /* ----- capture and graphs -------------------------------------------------------------------- */
 
 #define CUDA_SETUP_DEVICES 64

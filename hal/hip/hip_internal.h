@@ -40,6 +40,7 @@ mscclpp_result_t hip_mem_free(void *ptr);
 mscclpp_result_t hip_host_alloc(size_t bytes, void **ptr);
 mscclpp_result_t hip_host_free(void *ptr);
 mscclpp_result_t hip_mem_range(const void *ptr, void **base, size_t *size);
+mscclpp_result_t hip_mem_info(const void *ptr, hal_mem_info_t *info);
 mscclpp_result_t hip_memcpy_sync(void *dst, const void *src, size_t bytes);
 mscclpp_result_t hip_memset_sync(void *dst, int value, size_t bytes);
 mscclpp_result_t hip_memcpy_async(void *dst, const void *src, size_t bytes, hal_stream_t s);

@@ -16,6 +16,7 @@ typedef enum {
     HIP_ALLOC_SHAREABLE, /* fine-grained, shared through hipIpc */
     HIP_ALLOC_HOST,
     HIP_IMPORT,          /* a peer's allocation opened with hipIpcOpenMemHandle */
+    HIP_FOREIGN,         /* the application's own hipMalloc memory (mem_info, mem_export) */
 } hip_alloc_kind_t;
 
 typedef struct hip_alloc {
@@ -24,10 +25,13 @@ typedef struct hip_alloc {
     void *base;
     size_t size;
     int aliases; /* same-process imports (hipIpcOpenMemHandle refuses its own handles) */
+    uint64_t id; /* mem_info's id: ours from a counter, foreign the runtime's buffer id */
 } hip_alloc_t;
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static hip_alloc_t *reg_head;
+static uint64_t reg_next_id = 1;
+#define FOREIGN_ID_BIT (1ull << 63)
 
 #define KIND(k) (1u << (k))
 
@@ -47,6 +51,7 @@ static mscclpp_result_t reg_add(hip_alloc_kind_t kind, void *base, size_t size)
     a->base = base;
     a->size = size;
     pthread_mutex_lock(&reg_lock);
+    a->id = reg_next_id++;
     a->next = reg_head;
     reg_head = a;
     pthread_mutex_unlock(&reg_lock);
@@ -163,6 +168,7 @@ mscclpp_result_t hip_mem_range(const void *ptr, void **base, size_t *size)
     HIP_REQUIRE_INIT();
     pthread_mutex_lock(&reg_lock);
     hip_alloc_t *a = reg_find(ptr);
+    if (a && a->kind == HIP_FOREIGN) a = NULL; /* the runtime says what is there now */
     if (a) {
         *base = a->base;
         *size = a->size;
@@ -179,6 +185,68 @@ mscclpp_result_t hip_mem_range(const void *ptr, void **base, size_t *size)
     }
     *base = (void *)b;
     *size = s;
+    return MSCCLPP_OK;
+}
+
+/*
+ * The entry of the allocation containing ptr, valid now. The application's own device memory
+ * (hipMalloc, PyTorch's allocator) enters as HIP_FOREIGN, keyed by the runtime's buffer id: an
+ * entry whose allocation was freed and replaced is dropped and made again. NULL (no error) for
+ * memory HIP cannot describe. Lock held.
+ */
+static hip_alloc_t *foreign_entry(const void *ptr)
+{
+    hip_alloc_t *a = reg_find(ptr);
+    if (a && a->kind != HIP_FOREIGN) return a;
+    hipDeviceptr_t dp = (hipDeviceptr_t)(uintptr_t)ptr;
+    unsigned int mtype = 0;
+    unsigned long long bid = 0;
+    hipDeviceptr_t b = NULL;
+    size_t s = 0;
+    if (hipPointerGetAttribute(&mtype, HIP_POINTER_ATTRIBUTE_MEMORY_TYPE, dp) != hipSuccess ||
+        mtype != hipMemoryTypeDevice ||
+        hipPointerGetAttribute(&bid, HIP_POINTER_ATTRIBUTE_BUFFER_ID, dp) != hipSuccess ||
+        hipMemGetAddressRange(&b, &s, dp) != hipSuccess || s == 0) {
+        (void)hipGetLastError();
+        return NULL;
+    }
+    uint64_t id = (uint64_t)bid | FOREIGN_ID_BIT;
+    if (a && a->id == id && a->base == (void *)b && a->size == s) return a;
+    if (a) {
+        for (hip_alloc_t **pp = &reg_head; *pp; pp = &(*pp)->next)
+            if (*pp == a) {
+                *pp = a->next;
+                break;
+            }
+        free(a);
+    }
+    a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    a->kind = HIP_FOREIGN;
+    a->base = (void *)b;
+    a->size = s;
+    a->id = id;
+    a->next = reg_head;
+    reg_head = a;
+    return a;
+}
+
+mscclpp_result_t hip_mem_info(const void *ptr, hal_mem_info_t *info)
+{
+    CHECK_ARG(ptr != NULL);
+    CHECK_ARG(info != NULL);
+    memset(info, 0, sizeof *info);
+    HIP_REQUIRE_INIT();
+    pthread_mutex_lock(&reg_lock);
+    hip_alloc_t *a = foreign_entry(ptr);
+    if (a) {
+        info->base = a->base;
+        info->size = a->size;
+        info->id = a->id;
+        info->foreign = a->kind == HIP_FOREIGN;
+        info->shareable = a->kind == HIP_ALLOC_SHAREABLE || a->kind == HIP_FOREIGN;
+    }
+    pthread_mutex_unlock(&reg_lock);
     return MSCCLPP_OK;
 }
 
@@ -240,13 +308,13 @@ mscclpp_result_t hip_mem_export(void *base, hal_mem_handle_t *handle)
     HIP_REQUIRE_INIT();
     memset(handle, 0, sizeof *handle);
     pthread_mutex_lock(&reg_lock);
-    hip_alloc_t *a = reg_find(base);
-    bool ok = a && a->base == base && a->kind == HIP_ALLOC_SHAREABLE;
+    hip_alloc_t *a = foreign_entry(base);
+    bool ok = a && a->base == base && (a->kind == HIP_ALLOC_SHAREABLE || a->kind == HIP_FOREIGN);
     size_t size = ok ? a->size : 0;
     pthread_mutex_unlock(&reg_lock);
     if (!ok)
         return ERR_ARG("hip mem_export: %p is not the base of a shareable allocation "
-                       "(mem_alloc_shareable)", base);
+                       "(mem_alloc_shareable, or the application's hipMalloc memory)", base);
     hipIpcMemHandle_t ipc;
     HIP_CHECK(hipIpcGetMemHandle(&ipc, base));
     handle->kind = HAL_HANDLE_HIP_IPC;
@@ -279,7 +347,7 @@ mscclpp_result_t hip_mem_import(const hal_mem_handle_t *handle, void **base)
         mscclpp_result_t res = MSCCLPP_OK;
         pthread_mutex_lock(&reg_lock);
         hip_alloc_t *a = reg_find(orig);
-        if (a && a->base == orig && a->kind == HIP_ALLOC_SHAREABLE)
+        if (a && a->base == orig && (a->kind == HIP_ALLOC_SHAREABLE || a->kind == HIP_FOREIGN))
             a->aliases++;
         else
             res = ERR(MSCCLPP_ERR_REMOTE, "hip mem_import: allocation %p of this process was freed",
@@ -309,7 +377,8 @@ mscclpp_result_t hip_mem_unimport(void *base)
         mscclpp_result_t res = MSCCLPP_OK;
         pthread_mutex_lock(&reg_lock);
         hip_alloc_t *o = reg_find(base);
-        if (o && o->base == base && o->kind == HIP_ALLOC_SHAREABLE && o->aliases > 0)
+        if (o && o->base == base &&
+            (o->kind == HIP_ALLOC_SHAREABLE || o->kind == HIP_FOREIGN) && o->aliases > 0)
             o->aliases--;
         else
             res = ERR_ARG("hip mem_unimport: %p was not imported", base);

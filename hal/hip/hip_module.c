@@ -5,8 +5,10 @@
  * NVIDIA platform (libmscclpp-hal-hipnv.so, hal/hipnv): the same source either way.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,6 +237,90 @@ static mscclpp_result_t hip_event_elapsed_ms(hal_event_t start, hal_event_t end,
     return MSCCLPP_OK;
 }
 
+static mscclpp_result_t hip_stream_wait_event(hal_stream_t s, hal_event_t e)
+{
+    CHECK_ARG(e != NULL);
+    HIP_REQUIRE_INIT();
+    HIP_CHECK(hipStreamWaitEvent(hip_stream(s), (hipEvent_t)(void *)e, 0));
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t hip_launch_scale(const void *args, size_t args_bytes, hal_stream_t s)
+{
+    CHECK_ARG(args != NULL && args_bytes > 0);
+    HIP_REQUIRE_INIT();
+#ifdef MSCCLPP_HAVE_KERN_HIP
+    if (kern_hip_scale_launch(args, args_bytes, (void *)hip_stream(s)) != MSCCLPP_OK) {
+        hipError_t e = hipGetLastError();
+        return ERR(MSCCLPP_ERR_SYSTEM, "hip: launching the scaling kernel: %s",
+                   hipGetErrorString(e));
+    }
+    if (!s) return hip_stream_wait(NULL, "launch_scale");
+    return MSCCLPP_OK;
+#else
+    return ERR(MSCCLPP_ERR_UNSUPPORTED,
+               "hip launch_scale: this build has no HIP kernels (kernels/libkern_hip.la)");
+#endif
+}
+
+#ifndef MSCCLPP_HIPNV_API
+/* hipLaunchHostFunc is declared by HIP 5.2's headers but not exported by its libamdhip64 (a
+ * direct reference made the module fail to load there): it is looked up when the library has
+ * it, else the host function runs from a stream callback (same order on the stream; not
+ * capturable, as such HIP cannot capture host nodes anyway). */
+typedef hipError_t (*hip_launch_host_func_fn)(hipStream_t, hipHostFn_t, void *);
+static hip_launch_host_func_fn hip_lhf;
+static pthread_once_t hip_lhf_once = PTHREAD_ONCE_INIT;
+static void hip_lhf_find(void)
+{
+    hip_lhf = (hip_launch_host_func_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "hipLaunchHostFunc");
+}
+
+typedef struct {
+    hal_host_fn_t fn;
+    void *arg;
+} hip_host_call_t;
+
+static void hip_host_call(hipStream_t stream, hipError_t status, void *user)
+{
+    (void)stream;
+    hip_host_call_t *c = user;
+    /* like hipLaunchHostFunc, the function runs once its turn comes, whatever came before it
+     * (an earlier failure is reported by the stream's next sync) */
+    (void)status;
+    c->fn(c->arg);
+    free(c);
+}
+#endif
+
+static mscclpp_result_t hip_launch_host_func(hal_host_fn_t fn, void *arg, hal_stream_t s)
+{
+    CHECK_ARG(fn != NULL);
+    HIP_REQUIRE_INIT();
+    if (!s) {
+        CHECK(hip_stream_wait(NULL, "launch_host_func"));
+        fn(arg);
+        return MSCCLPP_OK;
+    }
+#ifdef MSCCLPP_HIPNV_API
+    HIP_CHECK(hipLaunchHostFunc(hip_stream(s), fn, arg));
+#else
+    pthread_once(&hip_lhf_once, hip_lhf_find);
+    if (hip_lhf) {
+        HIP_CHECK(hip_lhf(hip_stream(s), fn, arg));
+        return MSCCLPP_OK;
+    }
+    hip_host_call_t *c = malloc(sizeof *c);
+    if (!c) return ERR(MSCCLPP_ERR_NO_MEMORY, "hip launch_host_func: out of memory");
+    c->fn = fn;
+    c->arg = arg;
+    hipError_t e = hipStreamAddCallback(hip_stream(s), hip_host_call, c, 0);
+    if (e != hipSuccess) free(c);
+    HIP_CHECK(e);
+#endif
+    return MSCCLPP_OK;
+}
+
 static mscclpp_result_t hip_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,
                                    hal_stream_t s)
 {
@@ -362,6 +448,7 @@ HIP_RELAXED(mem_free, (void *ptr), (ptr))
 HIP_RELAXED(host_alloc, (size_t bytes, void **ptr), (bytes, ptr))
 HIP_RELAXED(host_free, (void *ptr), (ptr))
 HIP_RELAXED(mem_range, (const void *ptr, void **base, size_t *size), (ptr, base, size))
+HIP_RELAXED(mem_info, (const void *ptr, hal_mem_info_t *info), (ptr, info))
 HIP_RELAXED(memcpy_sync, (void *dst, const void *src, size_t bytes), (dst, src, bytes))
 HIP_RELAXED(memset_sync, (void *dst, int value, size_t bytes), (dst, value, bytes))
 HIP_RELAXED(mem_export, (void *base, hal_mem_handle_t *handle), (base, handle))
@@ -389,6 +476,7 @@ static const hal_ops_t hip_ops = {
     .host_alloc = relaxed_host_alloc,
     .host_free = relaxed_host_free,
     .mem_range = relaxed_mem_range,
+    .mem_info = relaxed_mem_info,
     .memcpy_sync = relaxed_memcpy_sync,
     .memset_sync = relaxed_memset_sync,
     .memcpy_async = hip_memcpy_async,
@@ -414,7 +502,10 @@ static const hal_ops_t hip_ops = {
     .event_record = hip_event_record,
     .event_sync = hip_event_sync,
     .event_elapsed_ms = hip_event_elapsed_ms,
+    .stream_wait_event = hip_stream_wait_event,
     .launch = hip_launch,
+    .launch_scale = hip_launch_scale,
+    .launch_host_func = hip_launch_host_func,
 };
 
 /** Module entry (HAL_MODULE_ENTRY). */

@@ -27,7 +27,8 @@ libmscclpp_hal_hipnv_la_DEPENDENCIES = kernels/libkern_hipnv.la
 # Not the .cu suffix rule: the mapping's include folder goes first and the targets are
 # HIPNV_ARCHS. The suffix rules get no depfiles (kernels/local.mk), so name what it includes.
 kernels/hipnv/kern_hipnv.lo: $(top_srcdir)/kernels/hipnv/kern_hipnv.cu \
-		$(top_srcdir)/kernels/hip/kern_hip.hip $(KERN_GPU_DEPS) $(HIPNV_MAP_H)
+		$(top_srcdir)/kernels/hip/kern_hip.hip $(top_srcdir)/kernels/hip/kern_scale.hip \
+		$(top_srcdir)/kernels/common/kern_scale.h $(KERN_GPU_DEPS) $(HIPNV_MAP_H)
 	$(AM_V_CC)$(LIBTOOL) $(AM_V_lt) --tag=CC --mode=compile $(NVCC_WRAP) -O3 -std=c++17 \
 	  $(HIPNV_GENCODE) $(DEFS) -I$(top_srcdir)/hal/hipnv -I$(top_srcdir) \
 	  -I$(top_srcdir)/include -I$(top_builddir) $(CUDA_CPPFLAGS) -c -o $@ \

@@ -19,6 +19,8 @@ mscclpp_result_t host_mem_free(void *ptr);
 mscclpp_result_t host_host_alloc(size_t bytes, void **ptr);
 mscclpp_result_t host_host_free(void *ptr);
 mscclpp_result_t host_mem_range(const void *ptr, void **base, size_t *size);
+/* Also adopts the application's shared file mappings (host_mem.c, "Foreign memory"). */
+mscclpp_result_t host_mem_info(const void *ptr, hal_mem_info_t *info);
 mscclpp_result_t host_memcpy_sync(void *dst, const void *src, size_t bytes);
 mscclpp_result_t host_memset_sync(void *dst, int value, size_t bytes);
 size_t host_page_size(void);
@@ -71,6 +73,9 @@ mscclpp_result_t host_event_sync(hal_event_t e);
 mscclpp_result_t host_event_elapsed_ms(hal_event_t start, hal_event_t end, float *ms);
 mscclpp_result_t host_launch(const void *args, size_t args_bytes, int nblocks, int nthreads,
                              hal_stream_t s);
+mscclpp_result_t host_launch_host_func(hal_host_fn_t fn, void *arg, hal_stream_t s);
+mscclpp_result_t host_launch_scale(const void *args, size_t args_bytes, hal_stream_t s);
+mscclpp_result_t host_stream_wait_event(hal_stream_t s, hal_event_t e);
 
 /* What a launch runs per block; kern_host_run_block unless a test replaces it. */
 typedef void (*host_block_fn_t)(const void *args, int block, int nblocks);

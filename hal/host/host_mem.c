@@ -6,15 +6,29 @@
  * their memfd is closed once mapped: a process holding many contexts does not run out of
  * descriptors (issue 22 item 6). A registry, sorted by base address, maps any interior pointer
  * to its allocation, for our own allocations and for imported mappings.
+ *
+ * Foreign memory (mem_info): a shared file mapping the application made itself (a memfd or a
+ * /dev/shm file mapped MAP_SHARED from offset 0) is found in /proc/self/maps, its file opened
+ * again (/proc/self/map_files, else the process's fd table, else its path) and entered in the
+ * registry as "foreign": from then on it is exported like our own shareable memory (the broker
+ * serves that descriptor), and it is never unmapped by us. Each mem_info call checks that the
+ * mapping is still the same file (one stat of /proc/self/map_files when permitted, else a read
+ * of /proc/self/maps); a mapping replaced at the same address gets a new entry and a new id.
+ * Private memory (malloc, the stack) cannot be shared: mem_info reports it unknown, and
+ * remembers the private ranges it saw so that probing them again costs no /proc read.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "base/debug.h"
@@ -25,9 +39,10 @@ typedef enum {
     ALLOC_SHAREABLE = 1, /* mem_alloc_shareable */
     ALLOC_HOST = 2,      /* host_alloc */
     ALLOC_IMPORTED = 3,  /* mapping of another process's allocation */
+    ALLOC_FOREIGN = 4,   /* the application's own shared file mapping (mem_info) */
 } alloc_kind_t;
 
-static const char *const kind_names[] = {"device", "shareable", "host", "imported"};
+static const char *const kind_names[] = {"device", "shareable", "host", "imported", "foreign"};
 
 typedef struct {
     uintptr_t base;
@@ -42,6 +57,8 @@ typedef struct {
     bool freed;     /* own allocation freed while self-imports still hold it */
     int refs;       /* own: self-imports; imported: imports */
     pid_t pid;      /* imported: the exporter */
+    dev_t dev;      /* foreign: the mapped file, to tell a replaced mapping apart */
+    ino_t ino;
 } host_alloc_t;
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -198,6 +215,10 @@ mscclpp_result_t host_host_alloc(size_t bytes, void **ptr)
 /* Unmap and close an entry already removed from the registry (outside the lock). */
 static void release(host_alloc_t entry)
 {
+    if (entry.kind == ALLOC_FOREIGN) { /* the application's mapping: only our fd goes */
+        if (entry.fd >= 0) close(entry.fd);
+        return;
+    }
     if (munmap((void *)entry.base, entry.map_len) != 0)
         WARN(SUBSYS_MEM, "munmap of %p (%zu bytes): %m", (void *)entry.base, entry.map_len);
     if (entry.fd >= 0) close(entry.fd);
@@ -212,13 +233,14 @@ static mscclpp_result_t free_kind(void *ptr, bool host, const char *who)
         pthread_mutex_unlock(&reg_lock);
         return ERR_ARG("%s(%p): not the base of a live host-backend allocation", who, ptr);
     }
-    if (a->kind == ALLOC_IMPORTED || (a->kind == ALLOC_HOST) != host) {
+    if (a->kind == ALLOC_IMPORTED || a->kind == ALLOC_FOREIGN || (a->kind == ALLOC_HOST) != host) {
         alloc_kind_t kind = a->kind;
         pthread_mutex_unlock(&reg_lock);
-        return ERR_ARG("%s(%p): the pointer is %s memory (use %s)", who, ptr, kind_names[kind],
-                       kind == ALLOC_IMPORTED ? "mem_unimport"
-                       : kind == ALLOC_HOST   ? "host_free"
-                                              : "mem_free");
+        return ERR_ARG("%s(%p): the pointer is %s memory (%s)", who, ptr, kind_names[kind],
+                       kind == ALLOC_IMPORTED  ? "use mem_unimport"
+                       : kind == ALLOC_FOREIGN ? "the application's own mapping: unmap it"
+                       : kind == ALLOC_HOST    ? "use host_free"
+                                               : "use mem_free");
     }
     /* Freeing stops the broker serving it (withdrawn outside our lock: no lock nesting). */
     bool withdraw = served_here(a);
@@ -282,7 +304,7 @@ mscclpp_result_t host_reg_export(void *base, host_export_t *ex, int *memfd)
             return ERR_ARG("mem_export(%p): imported memory cannot be exported again", base);
         return ERR_ARG("mem_export(%p): not the base of a live host-backend allocation", base);
     }
-    if (a->kind != ALLOC_SHAREABLE) {
+    if (a->kind != ALLOC_SHAREABLE && a->kind != ALLOC_FOREIGN) {
         alloc_kind_t kind = a->kind;
         pthread_mutex_unlock(&reg_lock);
         return ERR_ARG("mem_export(%p): %s memory cannot be exported; allocate it with "
@@ -408,4 +430,256 @@ mscclpp_result_t host_mem_unimport(void *base)
     pthread_mutex_unlock(&reg_lock);
     release(entry);
     return MSCCLPP_OK;
+}
+
+/* ---- mem_info: our allocations, imports, and the application's shared mappings ------------ */
+
+/* One line of /proc/self/maps. */
+typedef struct {
+    uintptr_t start, end;
+    char perms[8];
+    unsigned long long offset, ino;
+    unsigned maj, min;
+    char path[256];
+} map_line_t;
+
+/* Private ranges seen by mem_info (ring, under reg_lock): probing them again reads no /proc. A
+ * stale range only makes memory mapped there later look private, which callers treat as memory
+ * to stage: safe. */
+#define PRIV_RANGES 32
+static struct {
+    uintptr_t start, end;
+} priv_ranges[PRIV_RANGES];
+static int priv_next;
+
+static bool priv_known(uintptr_t p)
+{
+    for (int i = 0; i < PRIV_RANGES; i++)
+        if (p >= priv_ranges[i].start && p < priv_ranges[i].end) return true;
+    return false;
+}
+
+/* The mapping of this process that contains addr (false when none, or /proc is unreadable). */
+static bool maps_find(uintptr_t addr, map_line_t *m)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f) return false;
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long s, e;
+        int pos = 0;
+        memset(m, 0, sizeof *m);
+        if (sscanf(line, "%lx-%lx %7s %llx %x:%x %llu %n", &s, &e, m->perms, &m->offset, &m->maj,
+                   &m->min, &m->ino, &pos) < 7)
+            continue;
+        if (addr < s || addr >= e) continue;
+        m->start = s;
+        m->end = e;
+        if (pos > 0) {
+            size_t n = strcspn(line + pos, "\n");
+            snprintf(m->path, sizeof m->path, "%.*s", (int)n, line + pos);
+        }
+        found = true;
+    }
+    fclose(f);
+    return found;
+}
+
+static bool same_file(int fd, dev_t dev, ino_t ino, size_t bytes)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino &&
+           (uint64_t)st.st_size >= bytes;
+}
+
+/* A descriptor of the file mapped as m, opened read-write, or -1: through /proc/self/map_files
+ * (needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE), else a descriptor the process still holds,
+ * else the file's path while it has one. */
+static int foreign_open(const map_line_t *m)
+{
+    dev_t dev = makedev(m->maj, m->min);
+    size_t bytes = m->end - m->start;
+    char path[320];
+    snprintf(path, sizeof path, "/proc/self/map_files/%lx-%lx", (unsigned long)m->start,
+             (unsigned long)m->end);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd >= 0 && same_file(fd, dev, (ino_t)m->ino, bytes)) return fd;
+    if (fd >= 0) close(fd);
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        struct dirent *e;
+        int self = dirfd(d);
+        while ((e = readdir(d))) {
+            char *end = NULL;
+            long n = strtol(e->d_name, &end, 10);
+            if (!end || *end || n < 0 || n == self) continue;
+            if (!same_file((int)n, dev, (ino_t)m->ino, bytes)) continue;
+            snprintf(path, sizeof path, "/proc/self/fd/%ld", n);
+            fd = open(path, O_RDWR | O_CLOEXEC); /* a new description, read-write */
+            if (fd >= 0 && same_file(fd, dev, (ino_t)m->ino, bytes)) break;
+            if (fd >= 0) close(fd);
+            fd = -1;
+        }
+        closedir(d);
+        if (fd >= 0) return fd;
+    }
+    if (m->path[0] == '/' && !strstr(m->path, " (deleted)")) {
+        fd = open(m->path, O_RDWR | O_CLOEXEC);
+        if (fd >= 0 && same_file(fd, dev, (ino_t)m->ino, bytes)) return fd;
+        if (fd >= 0) close(fd);
+    }
+    return -1;
+}
+
+/* Whether the foreign entry still describes the mapping at its address. */
+static bool foreign_current(uintptr_t base, size_t len, dev_t dev, ino_t ino)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/map_files/%lx-%lx", (unsigned long)base,
+             (unsigned long)(base + len));
+    struct stat st;
+    if (stat(path, &st) == 0) return st.st_dev == dev && st.st_ino == ino;
+    if (errno == ENOENT) return false; /* no mapping with exactly this range any more */
+    map_line_t m;
+    return maps_find(base, &m) && m.start == base && m.end == base + len && m.perms[3] == 's' &&
+           makedev(m.maj, m.min) == dev && (ino_t)m.ino == ino;
+}
+
+/* Drop a foreign entry that no longer describes its mapping (if it is still the entry `id`). */
+static void foreign_drop(uintptr_t base, uint64_t id)
+{
+    pthread_mutex_lock(&reg_lock);
+    host_alloc_t *a = reg_find_base(base);
+    if (!a || a->kind != ALLOC_FOREIGN || a->id != id) {
+        pthread_mutex_unlock(&reg_lock);
+        return;
+    }
+    bool withdraw = served_here(a);
+    uint64_t key = a->ticket.key;
+    host_alloc_t entry = *a;
+    reg_remove(a);
+    pthread_mutex_unlock(&reg_lock);
+    if (withdraw) hal_fdb_withdraw(key);
+    TRACE(SUBSYS_MEM, "host: foreign mapping %p (%zu bytes) is gone or replaced", (void *)base,
+          entry.size);
+    release(entry);
+}
+
+/* Drop foreign entries whose mappings are gone: each holds a descriptor that keeps the file's
+ * memory alive. Run before adopting another mapping (rarely: once per new mapping). */
+static void foreign_sweep(void)
+{
+    for (;;) {
+        uintptr_t base = 0;
+        uint64_t id = 0;
+        size_t len = 0;
+        dev_t dev = 0;
+        ino_t ino = 0;
+        bool stale = false;
+        pthread_mutex_lock(&reg_lock);
+        size_t n = reg_count;
+        pthread_mutex_unlock(&reg_lock);
+        for (size_t i = 0; i < n && !stale; i++) {
+            pthread_mutex_lock(&reg_lock);
+            bool have = i < reg_count && reg[i].kind == ALLOC_FOREIGN;
+            if (have) {
+                base = reg[i].base;
+                id = reg[i].id;
+                len = reg[i].map_len;
+                dev = reg[i].dev;
+                ino = reg[i].ino;
+            }
+            pthread_mutex_unlock(&reg_lock);
+            stale = have && !foreign_current(base, len, dev, ino);
+        }
+        if (!stale) return;
+        foreign_drop(base, id);
+    }
+}
+
+/* Adopt the application's shared mapping m (found by mem_info). */
+static mscclpp_result_t foreign_adopt(const map_line_t *m, int fd)
+{
+    host_alloc_t entry = {.base = m->start, .size = m->end - m->start,
+                          .map_len = m->end - m->start, .fd = fd, .kind = ALLOC_FOREIGN,
+                          .dev = makedev(m->maj, m->min), .ino = (ino_t)m->ino};
+    pthread_once(&atfork_once, reg_atfork);
+    pthread_mutex_lock(&reg_lock);
+    mscclpp_result_t res = MSCCLPP_OK;
+    if (reg_find(m->start)) { /* another thread was first */
+        pthread_mutex_unlock(&reg_lock);
+        close(fd);
+        return MSCCLPP_OK;
+    }
+    entry.id = reg_next_id++;
+    res = reg_insert(&entry);
+    pthread_mutex_unlock(&reg_lock);
+    if (res != MSCCLPP_OK) {
+        close(fd);
+        return res;
+    }
+    TRACE(SUBSYS_MEM, "host: adopted the application's mapping %p (%zu bytes, %s)",
+          (void *)m->start, entry.size, m->path);
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t host_mem_info(const void *ptr, hal_mem_info_t *info)
+{
+    CHECK_ARG(ptr != NULL);
+    CHECK_ARG(info != NULL);
+    memset(info, 0, sizeof *info);
+    uintptr_t p = (uintptr_t)ptr;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        pthread_mutex_lock(&reg_lock);
+        host_alloc_t *a = reg_find(p);
+        if (a && a->freed) a = NULL; /* freed by the application: nothing to use */
+        if (a && a->kind != ALLOC_FOREIGN) {
+            info->base = (void *)a->base;
+            info->size = a->size;
+            info->id = a->id | (a->kind == ALLOC_IMPORTED ? 1ull << 63 : 0);
+            info->shareable = a->kind == ALLOC_SHAREABLE; /* the others keep no memfd */
+            pthread_mutex_unlock(&reg_lock);
+            return MSCCLPP_OK;
+        }
+        if (a) {
+            host_alloc_t copy = *a;
+            pthread_mutex_unlock(&reg_lock);
+            if (foreign_current(copy.base, copy.map_len, copy.dev, copy.ino)) {
+                info->base = (void *)copy.base;
+                info->size = copy.size;
+                info->id = copy.id;
+                info->shareable = true;
+                info->foreign = true;
+                return MSCCLPP_OK;
+            }
+            foreign_drop(copy.base, copy.id);
+            continue;
+        }
+        bool priv = priv_known(p);
+        pthread_mutex_unlock(&reg_lock);
+        if (priv) return MSCCLPP_OK;
+        map_line_t m;
+        if (!maps_find(p, &m)) return MSCCLPP_OK;
+        if (m.perms[3] != 's' || m.perms[0] != 'r' || m.perms[1] != 'w' || m.offset != 0 ||
+            m.ino == 0) {
+            if (m.perms[3] != 's') {
+                pthread_mutex_lock(&reg_lock);
+                priv_ranges[priv_next].start = m.start;
+                priv_ranges[priv_next].end = m.end;
+                priv_next = (priv_next + 1) % PRIV_RANGES;
+                pthread_mutex_unlock(&reg_lock);
+            }
+            return MSCCLPP_OK;
+        }
+        foreign_sweep();
+        int fd = foreign_open(&m);
+        if (fd < 0) {
+            TRACE(SUBSYS_MEM, "host: cannot reopen the file mapped at %p (%s): not shareable",
+                  ptr, m.path);
+            return MSCCLPP_OK;
+        }
+        CHECK(foreign_adopt(&m, fd));
+    }
+    return MSCCLPP_OK; /* the mapping kept changing under us: treat it as unknown */
 }

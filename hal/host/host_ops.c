@@ -91,6 +91,7 @@ static const hal_ops_t host_ops = {
     .host_alloc = host_host_alloc,
     .host_free = host_host_free,
     .mem_range = host_mem_range,
+    .mem_info = host_mem_info,
     .memcpy_sync = host_memcpy_sync,
     .memset_sync = host_memset_sync,
     .memcpy_async = host_memcpy_async,
@@ -116,7 +117,10 @@ static const hal_ops_t host_ops = {
     .event_record = host_event_record,
     .event_sync = host_event_sync,
     .event_elapsed_ms = host_event_elapsed_ms,
+    .stream_wait_event = host_stream_wait_event,
     .launch = host_launch,
+    .launch_scale = host_launch_scale,
+    .launch_host_func = host_launch_host_func,
 };
 
 const hal_ops_t *hal_host_ops(void) { return &host_ops; }

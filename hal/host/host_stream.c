@@ -221,6 +221,9 @@ struct hal_event {
     pthread_cond_t cv;
     _Atomic uint64_t ts_ns;    /* CLOCK_MONOTONIC when the last record was reached */
     _Atomic uint32_t pending;  /* records queued on streams, not yet reached */
+    _Atomic uint64_t records;  /* records queued so far (a stream wait captures this) */
+    _Atomic uint64_t reached;  /* records reached so far */
+    _Atomic int refs;          /* the creator's, plus one per queued stream wait */
     _Atomic bool recorded;
     int waiters;               /* under lock */
 };
@@ -232,8 +235,17 @@ mscclpp_result_t host_event_create(hal_event_t *e)
     if (!ev) return ERR(MSCCLPP_ERR_NO_MEMORY, "event_create: out of memory");
     pthread_mutex_init(&ev->lock, NULL);
     pthread_cond_init(&ev->cv, NULL);
+    atomic_store(&ev->refs, 1);
     *e = ev;
     return MSCCLPP_OK;
+}
+
+static void event_unref(hal_event_t e)
+{
+    if (atomic_fetch_sub(&e->refs, 1) != 1) return;
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
 }
 
 static void event_reached(hal_event_t e)
@@ -241,6 +253,7 @@ static void event_reached(hal_event_t e)
     pthread_mutex_lock(&e->lock);
     atomic_store(&e->ts_ns, host_now_ns());
     atomic_fetch_sub(&e->pending, 1);
+    atomic_fetch_add(&e->reached, 1);
     if (e->waiters) pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->lock);
 }
@@ -259,13 +272,25 @@ mscclpp_result_t host_event_sync(hal_event_t e)
     return MSCCLPP_OK;
 }
 
+/* Wait until e has reached `target` records (a stream's wait task). Not bounded: the stream
+ * it waits for runs work whose every wait is bounded, as a stream sync is not. */
+static void event_wait_reached(hal_event_t e, uint64_t target)
+{
+    host_wait_t w;
+    handoff_wait_init(&w);
+    while (atomic_load(&e->reached) < target && !host_wait_idle(&w)) host_wait_pause(&w);
+    pthread_mutex_lock(&e->lock);
+    e->waiters++;
+    while (atomic_load(&e->reached) < target) pthread_cond_wait(&e->cv, &e->lock);
+    e->waiters--;
+    pthread_mutex_unlock(&e->lock);
+}
+
 mscclpp_result_t host_event_destroy(hal_event_t e)
 {
     CHECK_ARG(e != NULL);
     host_event_sync(e); /* a queued record still points at it */
-    pthread_cond_destroy(&e->cv);
-    pthread_mutex_destroy(&e->lock);
-    free(e);
+    event_unref(e);     /* a queued stream wait may still hold it */
     return MSCCLPP_OK;
 }
 
@@ -287,7 +312,15 @@ mscclpp_result_t host_event_elapsed_ms(hal_event_t start, hal_event_t end, float
 /* ------------------------------------------------------------------------------------------ */
 /* Streams */
 
-typedef enum { TASK_COPY, TASK_SET, TASK_LAUNCH, TASK_EVENT } task_kind_t;
+typedef enum {
+    TASK_COPY,
+    TASK_SET,
+    TASK_LAUNCH,
+    TASK_EVENT,
+    TASK_HOSTFN,
+    TASK_WAIT_EVENT, /* wait until `event` has reached `bytes` records */
+    TASK_SCALE,      /* kern_host_scale(args) */
+} task_kind_t;
 
 typedef struct host_task {
     struct host_task *next;
@@ -298,6 +331,7 @@ typedef struct host_task {
     int value;
     int nblocks;
     hal_event_t event;
+    hal_host_fn_t fn; /* TASK_HOSTFN: fn(dst) */
     void *args; /* launch arguments, owned and kept when the task is recycled */
     size_t args_cap;
 } host_task_t;
@@ -339,6 +373,12 @@ static mscclpp_result_t task_run(hal_stream_t s, host_task_t *t)
     case TASK_SET: memset(t->dst, t->value, t->bytes); return MSCCLPP_OK;
     case TASK_LAUNCH: return pool_run(&s->pool, t->bytes ? t->args : NULL, t->nblocks);
     case TASK_EVENT: event_reached(t->event); return MSCCLPP_OK;
+    case TASK_HOSTFN: t->fn(t->dst); return MSCCLPP_OK;
+    case TASK_SCALE: kern_host_scale(t->args); return MSCCLPP_OK;
+    case TASK_WAIT_EVENT:
+        event_wait_reached(t->event, t->bytes);
+        event_unref(t->event);
+        return MSCCLPP_OK;
     }
     return ERR(MSCCLPP_ERR_INTERNAL, "host stream: unknown task kind %d", (int)t->kind);
 }
@@ -543,6 +583,7 @@ static mscclpp_result_t submit(hal_stream_t s, const host_task_t *tmpl, const vo
     if (args_bytes) memcpy(t->args, args, args_bytes);
     if (t->kind == TASK_EVENT) {
         atomic_fetch_add(&t->event->pending, 1);
+        atomic_fetch_add(&t->event->records, 1);
         atomic_store(&t->event->recorded, true);
     }
     if (s->tail) s->tail->next = t;
@@ -726,6 +767,9 @@ mscclpp_result_t host_graph_launch(hal_graph_t graph, hal_stream_t s)
         case TASK_COPY: r = host_memcpy_async(t->dst, t->src, t->bytes, s); break;
         case TASK_SET: r = host_memset_async(t->dst, t->value, t->bytes, s); break;
         case TASK_EVENT: r = host_event_record(t->event, s); break;
+        case TASK_HOSTFN: r = host_launch_host_func(t->fn, t->dst, s); break;
+        case TASK_SCALE: r = host_launch_scale(t->args, t->bytes, s); break;
+        case TASK_WAIT_EVENT: r = host_stream_wait_event(s, t->event); break;
         case TASK_LAUNCH:
             r = host_launch(t->bytes ? t->args : NULL, t->bytes, t->nblocks, 1, s);
             break;
@@ -739,7 +783,11 @@ mscclpp_result_t host_graph_destroy(hal_graph_t graph)
 {
     if (!graph) return MSCCLPP_OK;
     /* launches queued copies of what they run: nothing queued points into the graph */
-    for (size_t i = 0; i < graph->n; i++) free(graph->tasks[i].args);
+    for (size_t i = 0; i < graph->n; i++) {
+        free(graph->tasks[i].args);
+        /* a recorded stream wait holds a reference on its event, as a queued one does */
+        if (graph->tasks[i].kind == TASK_WAIT_EVENT) event_unref(graph->tasks[i].event);
+    }
     free(graph->tasks);
     free(graph);
     return MSCCLPP_OK;
@@ -808,4 +856,42 @@ mscclpp_result_t host_launch(const void *args, size_t args_bytes, int nblocks, i
     }
     host_task_t t = {.kind = TASK_LAUNCH, .nblocks = nblocks, .bytes = args_bytes};
     return submit(s, &t, args, args_bytes, "launch");
+}
+
+mscclpp_result_t host_launch_host_func(hal_host_fn_t fn, void *arg, hal_stream_t s)
+{
+    CHECK_ARG(fn != NULL);
+    if (!s) {
+        fn(arg);
+        return MSCCLPP_OK;
+    }
+    host_task_t t = {.kind = TASK_HOSTFN, .fn = fn, .dst = arg};
+    return submit(s, &t, NULL, 0, "launch_host_func");
+}
+
+mscclpp_result_t host_stream_wait_event(hal_stream_t s, hal_event_t e)
+{
+    CHECK_ARG(e != NULL);
+    uint64_t target = atomic_load(&e->records); /* the records queued so far */
+    if (!s) {
+        event_wait_reached(e, target);
+        return MSCCLPP_OK;
+    }
+    if (atomic_load(&e->reached) >= target) return MSCCLPP_OK;
+    host_task_t t = {.kind = TASK_WAIT_EVENT, .event = e, .bytes = target};
+    atomic_fetch_add(&e->refs, 1);
+    mscclpp_result_t res = submit(s, &t, NULL, 0, "stream_wait_event");
+    if (res != MSCCLPP_OK) event_unref(e);
+    return res;
+}
+
+mscclpp_result_t host_launch_scale(const void *args, size_t args_bytes, hal_stream_t s)
+{
+    CHECK_ARG(args != NULL && args_bytes > 0);
+    if (!s) {
+        kern_host_scale(args);
+        return MSCCLPP_OK;
+    }
+    host_task_t t = {.kind = TASK_SCALE, .bytes = args_bytes};
+    return submit(s, &t, args, args_bytes, "launch_scale");
 }

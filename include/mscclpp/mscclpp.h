@@ -261,6 +261,29 @@ MSCCLPP_API mscclpp_result_t mscclpp_stream_destroy(mscclpp_stream_t stream);
  * the wrapper. The host backend has no native streams: MSCCLPP_ERR_UNSUPPORTED there.
  */
 MSCCLPP_API mscclpp_result_t mscclpp_stream_wrap(void *native, mscclpp_stream_t *stream);
+/**
+ * Queue a copy (or a fill) on `stream`, ordered with the work queued there; the call returns at
+ * once. Source and destination may be device memory or host memory (pinned memory lets a GPU
+ * copy run without the host). A NULL stream copies now, as mscclpp_memcpy does.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_memcpy_async(void *dst, const void *src, size_t bytes,
+                                                  mscclpp_stream_t stream);
+MSCCLPP_API mscclpp_result_t mscclpp_memset_async(void *dst, int value, size_t bytes,
+                                                  mscclpp_stream_t stream);
+/**
+ * Queue fn(arg) on `stream` (cudaLaunchHostFunc): it runs on a thread of the library once the
+ * work queued before it is done, and the work queued after it waits for it. fn must not call
+ * libmscclpp or the device runtime, and should be short. A NULL stream runs it now.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_stream_launch_host_func(mscclpp_stream_t stream,
+                                                             void (*fn)(void *), void *arg);
+/**
+ * Make the work queued on `stream` from now on wait for the work queued on `other` so far,
+ * without blocking the host (an event recorded on `other` and waited for on `stream`). A NULL
+ * `other` has nothing queued; a NULL `stream` (synchronous) waits for `other` now.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_stream_wait_stream(mscclpp_stream_t stream,
+                                                        mscclpp_stream_t other);
 
 /* ---------------------------------------------------------------------------------------------
  * Graphs: capture work queued on a stream once, replay it many times (docs/graphs.md)
@@ -439,6 +462,19 @@ MSCCLPP_API size_t mscclpp_dtype_size(mscclpp_dtype_t dtype);
 MSCCLPP_API const char *mscclpp_dtype_name(mscclpp_dtype_t dtype);
 MSCCLPP_API const char *mscclpp_redop_name(mscclpp_redop_t op);
 
+/**
+ * Queue an elementwise scaling of `count` elements of `dtype` on `stream`: dst[i] = src[i] *
+ * scalar, or, when `divisor` > 0, dst[i] = src[i] / divisor (what NCCL's PreMulSum and ncclAvg
+ * need; dst may be src). Integers multiply (wrapping) and divide (truncating) in their own
+ * type, float16/bfloat16/fp8 in float. The scalar is `scalar` (its bytes in `dtype`), read now,
+ * or, with scalar_on_device, read from device memory at `scalar` when the work runs. A NULL
+ * stream scales now. Errors: INVALID_ARG (NULL buffers or scalar, dtype out of range).
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_scale_async(void *dst, const void *src, size_t count,
+                                                 mscclpp_dtype_t dtype, int divisor,
+                                                 const void *scalar, int scalar_on_device,
+                                                 mscclpp_stream_t stream);
+
 typedef struct mscclpp_plan mscclpp_plan_t;
 
 /** Load and validate a plan file. The file is read once; errors name the JSON path. */
@@ -545,8 +581,16 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_get_async_error(mscclpp_executor_t
  * <original>; destroy it (and the communicator) and create new ones". Recover as with
  * ncclCommAbort: destroy the executor and the communicator on every rank, bootstrap a new
  * communicator (a new unique id) and create a new executor. Errors in the arguments (bad
- * sizes, buffers not from mscclpp_malloc) are reported before any rank talks and break
- * nothing.
+ * sizes, sizes that are not whole elements of `dtype`, buffers not from mscclpp_malloc) are
+ * reported before any rank talks and break nothing.
+ *
+ * Ranks that disagree on a call (plan, collective, sizes, dtype, op, root, in-place-ness) get
+ * MSCCLPP_ERR_INVALID_ARG on every rank, from the call or the stream's sync, with a message
+ * naming both ranks' calls and what differs ("ranks disagree on a call: rank 0 calls ...,
+ * rank 1 calls ...: they differ in size"), before any byte of the disagreeing call is read
+ * outside its buffers. Such an error does not break the executor: the next call of every rank
+ * first resynchronises the executors (collectively: every rank must make one, having seen the
+ * error), and runs right when the ranks agree again.
  */
 MSCCLPP_API mscclpp_result_t mscclpp_execute(mscclpp_executor_t *exec, const mscclpp_plan_t *plan,
                                              const void *send, void *recv, size_t send_bytes,

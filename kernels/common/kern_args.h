@@ -18,7 +18,8 @@
  *   args.state  -> kern_state_t: per-context device state that persists across launches and is
  *                  only ever advanced on the device: the LL flag of every block (each block
  *                  advances its own as it ends, with no cross-block chain, so replayed graphs
- *                  and interleaved contexts stay correct), 16 reusable barrier syncers, the
+ *                  and interleaved contexts stay correct), the count of blocks finished (the
+ *                  last one updates args.last_sig), 16 reusable barrier syncers, the
  *                  plan's counting semaphores (followed in memory by int32_t sems[n_sems]) and
  *                  the error record. Nothing is global: two contexts never share state.
  *   input/output/scratch, dtype, packet type, timeout: per call.
@@ -44,15 +45,54 @@
  * every wait (signal, packet, barrier, semaphore) polls the record and gives up once set, and
  * gives up itself with MSCCLPP_ERR_TIMEOUT after args.timeout_ns, or with MSCCLPP_ERR_ABORTED
  * once the host set *args.abort (mscclpp_comm_abort on another thread). After a failed launch the
- * context's state (semaphores, barriers, channel counters) is undefined: rebuild it.
+ * context's state (semaphores, barriers, channel counters) is undefined: rebuild it. The error
+ * is also noted in the executor's words (args.last_sig[KERN_EXEC_FAILED]): launches queued
+ * behind the failure, in any context, fail at once (KERN_WAIT_EARLIER) instead of waiting out
+ * their own timeouts for a peer that is gone.
  *
  * Launch fence: a plan's own signals order one launch after the previous launch of the same
  * plan and call shape only (MSCCL++ gives every buffer size its own context). When the executor
  * runs a different context or shape than the previous call, chunk offsets move: a fast rank
- * could write a peer's scratch where that peer still reads the previous call's data. With
- * args.fence, block 0 first signals one channel to every peer in plan.fence and waits for each
- * peer's matching signal, which that peer sends only from its own next launch, so after its
- * previous one ended; the other blocks wait until block 0 is through (state.fenced).
+ * could write a peer's scratch where that peer still reads the previous call's data. So a
+ * launch whose signature (args.sig, see Call signature) differs from the executor's previous
+ * launch's (args.last_sig, device memory the last block of every launch updates: decided on
+ * the device, so a replayed CUDA graph fences where it must), or that has args.fence set,
+ * first runs the fence: block 0 writes a fence record (its flag and signature) into spare
+ * words of the counter slot of one channel to every peer in plan.fence, and waits for each
+ * peer's matching record, which that peer writes only from its own next launch, so after its
+ * previous one ended; the other blocks wait until block 0 is through (state.fenced). Records
+ * never touch the plan's counters. A record with another signature fails the launch before
+ * op 0 (KERN_WAIT_MISMATCH, both signatures in the error): the ranks disagree on the call.
+ *
+ * One rank can change its call while a peer repeats its previous one, so only one side
+ * fences. The side that does not (it runs ops) looks at its fence slots whenever one of its
+ * waits polls (kern_spin_poll, the slow path only): a peer's fence record for this very launch
+ * means that peer changed its call and this rank did not, and fails the launch with both
+ * signatures; this rank then answers the peer's record (KERN_REC_ANSWER) so that the peer's
+ * fence fails at once too, naming the same disagreement. A rank that never waits for the peer
+ * (a broadcast's root) computes only from its own data and ends OK; its peer's fence times out.
+ * A rank whose call needs a context it has not built yet goes into the (host) setup exchange
+ * instead of launching: before that, its host writes a KERN_REC_SETUP record (with the flag the
+ * next launch there would have) into the context of its previous launch (memory channels only),
+ * which the peers' launches that repeat their previous call find and answer the same way.
+ * The steady path (a loop at one shape) stays fence-free: one compare of the signature.
+ *
+ * Call signature (args.sig, KERN_SIG_WORDS words, made by the executor): [0] collective,
+ * dtype, op, packet type, in-place, rank rotation (broadcast root) and context number;
+ * [1] input bytes; [2] output bytes; [3] a digest of the plan; [4] a digest of the tuning table
+ * that chose it (reported, not compared). Equal on every rank of an agreeing call.
+ *
+ * Offsets published at the fence: a plan that addresses a peer's input or output reaches the
+ * peer's whole allocation (plan.rbufs holds its base) at an offset that changes from call to
+ * call (a tensor inside a caching allocator's segment) and need not equal this rank's. Such a
+ * launch always fences, and before writing its fence record to a peer over a memory channel
+ * block 0 writes this call's in-allocation offsets (args.io_off) into the peer's counter slot
+ * of that channel (the 128-byte slot's words 8-9 for an odd launch flag, 10-11 for an even one,
+ * clear of the record's words 1-6: a peer is never more than one launch ahead at its fence);
+ * after the waits it reads each owner's offsets from its
+ * own slot into the state's roff[] (plan.rpub says which slot and which buffer), which
+ * kern_ptr adds to a remote buffer's base. Remote buffers of owners with no memory channel
+ * both ways (port channels) keep the offset the executor baked in (this rank's own).
  *
  * Error mailbox: the state lives in device memory, which the host can only read after a
  * device sync. So that a launch on a stream cannot fail unseen, the CAS winner also copies its
@@ -220,6 +260,29 @@ typedef struct {
 #define KERN_PORT_MAX_CHANS 1024
 #define KERN_PORT_MAX_RBUFS 1024
 #define KERN_FENCE_PORT 0x80000000u /* kern_plan_t fence ids: a port channel */
+#define KERN_RPUB_NONE 0xffffffffu  /* kern_plan_t rpub: the base already holds the offset */
+#define KERN_RPUB_OUT 0x80000000u   /* kern_plan_t rpub: the owner's output offset */
+/* A memory channel's 128-byte counter slot: the offsets published at the fence, odd/even flag */
+#define KERN_SLOT_OFF_ODD 8u
+#define KERN_SLOT_OFF_EVEN 10u
+/* Word trigger (snd bit 57): the proxy stores fst into word (snd & 7) of the peer's counter
+ * slot of port channel (snd >> 32) & 1023 (a fence record word, see Launch fence). */
+#define KERN_TRIG_WORD (1ull << 57)
+
+/* Call signature and fence records (see Launch fence and Call signature). */
+#define KERN_SIG_WORDS 5
+#define KERN_SIG_CMP 4     /* words compared: the tuning table's digest is only reported */
+#define KERN_REC_WORD 1    /* counter slot word holding a record's kind and flag */
+#define KERN_REC_SIG 2     /* first of the KERN_SIG_WORDS words of the record's signature */
+#define KERN_REC_FENCE 1u  /* record kinds (bits 32..39 of the record word) */
+#define KERN_REC_ANSWER 2u /* written by a rank that did not fence, from its running launch */
+#define KERN_REC_SETUP \
+    3u /* written by the host of a rank that sets up a new context for
+                               * its call, into the context of its previous launch */
+#define KERN_REC(kind, flag) (((uint64_t)(kind) << 32) | (uint64_t)(flag))
+/* args.last_sig's words: the previous launch's signature, then the executor's failure */
+#define KERN_EXEC_FAILED KERN_SIG_CMP /* first error of any launch (a negative code), or 0 */
+#define KERN_EXEC_WORDS (KERN_SIG_CMP + 1)
 
 typedef struct {
     uint64_t fst, snd;
@@ -249,7 +312,10 @@ typedef struct {
     /* launch fence (kern_args_t.fence): n_fence channel ids at off_fence, one per peer this rank
      * and the peer both have a channel to (memory if both have one, else port); KERN_FENCE_PORT
      * marks a port channel id */
-    uint32_t n_fence, off_fence, pad0;
+    uint32_t n_fence, off_fence;
+    /* n_rbufs uint32_t at off_rpub: KERN_RPUB_NONE, or the memory channel whose counter slot
+     * carries the owner's published offsets (| KERN_RPUB_OUT for its output buffer) */
+    uint32_t off_rpub;
     kern_fifo_t *fifo;    /* host-mapped FIFO of the context's proxy, NULL without ports */
     uint64_t *fifo_head;  /* device counter of claimed slots */
     uint64_t lbase[3];    /* device addresses of the registered input/output/scratch allocations */
@@ -265,6 +331,9 @@ typedef struct {
     uint32_t flag;   /* the launch's LL flag */
     uint32_t what;   /* KERN_WAIT_* */
     uint64_t expected, seen; /* counter values, or packet byte offset in `expected` */
+    /* KERN_WAIT_MISMATCH: this launch's signature and the peer's (from its record, whose kind
+     * and flag are in `seen`) */
+    uint64_t sig[KERN_SIG_WORDS], peer_sig[KERN_SIG_WORDS];
 } kern_error_t;
 
 enum {
@@ -276,7 +345,10 @@ enum {
     KERN_WAIT_PLAN,      /* malformed plan or launch (block index, magic) */
     KERN_WAIT_PROXY,     /* port channel: FIFO room, a flush, or the proxy reported an error */
     KERN_WAIT_PORT,      /* wait on a port channel (a signal through the proxy) */
-    KERN_WAIT_FENCE,     /* a block waiting for block 0 to finish the launch fence */
+    KERN_WAIT_FENCE,     /* the launch fence: block 0 waiting for a peer's record (peer >= 0),
+                          * or another block waiting for block 0 (peer -1) */
+    KERN_WAIT_MISMATCH,  /* a peer's fence record carries another call signature */
+    KERN_WAIT_EARLIER,   /* not run: an earlier launch of the executor failed (`seen`: its code) */
 };
 
 typedef struct {
@@ -284,15 +356,18 @@ typedef struct {
     uint32_t pad[14]; /* one cache line each */
 } kern_syncer_t;
 
-/** Per-context device state; int32_t sems[n_sems] follows it in memory. */
+/** Per-context device state; int32_t sems[n_sems] follows it in memory, then (8-byte aligned)
+ * uint64_t roff[n_rbufs]: each remote buffer's offset for the current launch, published by its
+ * owner at the fence (see "Offsets published at the fence"), 0 for the others. */
 typedef struct {
     uint32_t magic; /* KERN_STATE_MAGIC */
     uint32_t n_sems;
-    uint32_t pad0[3];
+    uint32_t done; /* blocks finished in the current launch (its last one updates last_sig) */
+    uint32_t pad0[2];
     uint32_t fenced; /* flag of the last launch whose fence block 0 has passed */
     uint32_t pad1[10];
-    kern_error_t err;
-    uint32_t pad2[2];
+    kern_error_t err;  /* 136 bytes */
+    uint32_t pad2[14]; /* the barriers start on a 64-byte boundary */
     kern_syncer_t barrier[KERN_MAX_BARRIERS];
     /* LL flag of block b's next launch: starts at 1 (0 reads as 1), never 0. Block b reads
      * flags[b] as it starts and stores the next value as it ends: each block advances its own
@@ -325,8 +400,15 @@ typedef struct {
     uint32_t host_spin;     /* host backend: polls before yielding */
     uint32_t clock_khz;     /* HIP: wall_clock64 rate (0: 100 MHz) */
     uint32_t dev_spin;      /* GPU: polls before a wait sleeps (base/wait.h, base_wait_dev_spin) */
-    uint32_t fence;         /* 1: before its first op, wait until every peer of plan.fence has
-                             * finished its previous launch (see Launch fence) */
+    uint32_t fence;         /* 1: fence even if the signature is the previous launch's */
+    uint32_t pad_io;
+    uint64_t io_off[2];     /* this call's input/output offsets in their allocations, published
+                             * to the peers at the fence */
+    uint64_t sig[KERN_SIG_WORDS]; /* this call's signature (see Call signature) */
+    uint64_t *last_sig; /* executor-wide device words (KERN_EXEC_WORDS): the previous launch's
+                         * signature (all 0: none, or it failed), then the first error of any
+                         * launch, after which launches do nothing but fail (Errors); NULL:
+                         * decide the fence by args.fence alone */
 } kern_args_t;
 
 #ifdef __cplusplus

@@ -36,6 +36,14 @@ mscclpp_result_t kern_cuda_launch(const void *args, size_t bytes, int nblocks, i
 /** HIP backend (kernels/libkern_hip.la): as kern_cuda_launch, `stream` is a hipStream_t. */
 mscclpp_result_t kern_hip_launch(const void *args, size_t bytes, int nblocks, int nthreads,
                                  void *stream);
+
+/**
+ * Elementwise scaling (kernels/common/kern_scale.h): `args` is a kern_scale_args_t of `bytes`
+ * bytes. Host: run it in the calling thread. CUDA/HIP: launch it on `stream`.
+ */
+void kern_host_scale(const void *args);
+mscclpp_result_t kern_cuda_scale_launch(const void *args, size_t bytes, void *stream);
+mscclpp_result_t kern_hip_scale_launch(const void *args, size_t bytes, void *stream);
 #ifdef __cplusplus
 }
 #endif

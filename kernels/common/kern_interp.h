@@ -50,6 +50,7 @@ typedef struct {
     const uint32_t *ids;      /* the block's ids (op->ids counts from here) */
     const kern_chan_t *chans;
     void *const *rbufs;
+    uint64_t *roff; /* the state's: remote buffers' published offsets (kern_args.h) */
     const kern_switch_t *sw;
     void *const *members;
     int32_t *sems;
@@ -80,6 +81,8 @@ typedef struct {
     uint32_t op_type; /* its KERN_OP_* */
     uint32_t iter;    /* pipeline iteration */
     uint32_t failed;  /* this thread saw the launch fail: its waits give up at once */
+    int fenced;       /* this launch ran the launch fence (kern_args.h, "Launch fence") */
+    int answer;       /* this thread found a peer's fence record it must answer */
 } kern_ctx_t;
 
 #define KERN_SYNC(c) KERN_BLOCK_SYNC((c)->b->hbar)
@@ -88,14 +91,23 @@ typedef struct {
 
 KERN_FN int kern_failed(const kern_ctx_t *c) { return kern_ld_rlx_i32(&c->b->st->err.code) != 0; }
 
-/* Record the launch's first error; later ones are dropped. */
-KERN_FN void kern_fail(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan, int32_t peer,
-                       uint64_t expected, uint64_t seen)
+/* Record the launch's first error; later ones are dropped. `psig`: a peer's call signature
+ * (KERN_WAIT_MISMATCH), recorded with this launch's, or NULL. */
+KERN_FN void kern_fail_sig(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan, int32_t peer,
+                           uint64_t expected, uint64_t seen, const uint64_t *psig)
 {
     const kern_blk_t *b = c->b;
     kern_error_t *e = &b->st->err;
+    int k;
     c->failed = 1;
     if (!kern_cas_acqrel_i32(&e->code, 0, code)) return;
+    for (k = 0; k < KERN_SIG_WORDS; k++) {
+        e->sig[k] = b->a.sig[k]; /* the host reads the rank rotation from it */
+        e->peer_sig[k] = psig ? psig[k] : 0;
+    }
+    /* the launches queued behind this one fail at once (kern_args.h, Errors) */
+    if (b->a.last_sig && what != KERN_WAIT_EARLIER)
+        kern_st_rlx_u64(&b->a.last_sig[KERN_EXEC_FAILED], (uint64_t)(int64_t)code);
     e->rank = b->a.rank;
     e->block = b->block;
     e->op = c->op;
@@ -122,6 +134,10 @@ KERN_FN void kern_fail(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan,
         m->what = what;
         m->expected = expected;
         m->seen = seen;
+        for (k = 0; k < KERN_SIG_WORDS; k++) {
+            m->sig[k] = e->sig[k];
+            m->peer_sig[k] = e->peer_sig[k];
+        }
         kern_fence_sys();
 #if defined(KERN_HOST)
         /* host backend: the host's acquire load of `code` pairs with this release store (a
@@ -132,6 +148,87 @@ KERN_FN void kern_fail(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan,
 #endif
         kern_fence_sys();
     }
+}
+
+KERN_FN void kern_fail(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan, int32_t peer,
+                       uint64_t expected, uint64_t seen)
+{
+    kern_fail_sig(c, code, what, chan, peer, expected, seen, (const uint64_t *)0);
+}
+
+/* ---- fence records (kern_args.h, "Launch fence") ------------------------------------------ */
+
+/* My counter slot of fence channel `fid` (memory or port): where the peer writes its records. */
+KERN_FN const uint64_t *kern_fence_slot(const kern_ctx_t *c, uint32_t fid)
+{
+    const kern_plan_t *p = c->b->p;
+    const kern_chan_t *ports = (const kern_chan_t *)((const char *)p + p->off_ports);
+    if (fid & KERN_FENCE_PORT) return ports[fid & ~KERN_FENCE_PORT].inbound;
+    return c->b->chans[fid].inbound;
+}
+
+KERN_FN int32_t kern_fence_peer(const kern_ctx_t *c, uint32_t fid)
+{
+    const kern_plan_t *p = c->b->p;
+    const kern_chan_t *ports = (const kern_chan_t *)((const char *)p + p->off_ports);
+    if (fid & KERN_FENCE_PORT) return ports[fid & ~KERN_FENCE_PORT].peer;
+    return c->b->chans[fid].peer;
+}
+
+/*
+ * Read the peer's record in `slot` if it is `want` (kind and this launch's flag): 1 and its
+ * signature in sig; 0 if it is not there (yet). The writer clears the record word, writes the
+ * signature, then the record word: a record word that changed while the signature was read
+ * means the peer has moved on to a later record, 2: it got past its fence of this launch, so
+ * it found our signatures equal (a rank whose launch failed writes no more records).
+ */
+KERN_FN int kern_rec_read(const uint64_t *slot, uint64_t want, uint64_t *sig)
+{
+    int k;
+    if (kern_ld_acq_u64(slot + KERN_REC_WORD) != want) return 0;
+    for (k = 0; k < KERN_SIG_WORDS; k++) sig[k] = kern_ld_rlx_u64(slot + KERN_REC_SIG + k);
+    kern_fence_sys();
+    return kern_ld_rlx_u64(slot + KERN_REC_WORD) == want ? 1 : 2;
+}
+
+KERN_FN int kern_sig_differs(const kern_ctx_t *c, const uint64_t *sig)
+{
+    int k;
+    for (k = 0; k < KERN_SIG_CMP; k++)
+        if (sig[k] != c->b->a.sig[k]) return 1;
+    return 0;
+}
+
+/* A peer's record of this launch that asks for an answer (its fence, or its host's setup
+ * announcement) in `slot`: 1 and the record word in *rec, its signature in sig. */
+KERN_FN int kern_rec_asks(const kern_ctx_t *c, const uint64_t *slot, uint64_t *rec, uint64_t *sig)
+{
+    *rec = KERN_REC(KERN_REC_FENCE, c->b->flag);
+    if (kern_rec_read(slot, *rec, sig) == 1) return 1;
+    *rec = KERN_REC(KERN_REC_SETUP, c->b->flag);
+    return kern_rec_read(slot, *rec, sig) == 1;
+}
+
+/*
+ * The side of a disagreement that did not fence (see Launch fence): called by waits as they
+ * poll. A peer's record of this launch with another signature fails the launch (c->answer:
+ * answer it when the block ends, kern_fence_answer). Returns 1 then.
+ */
+KERN_FN int kern_fence_poll(kern_ctx_t *c)
+{
+    const kern_plan_t *p = c->b->p;
+    const uint32_t *ids = (const uint32_t *)((const char *)p + p->off_fence);
+    uint64_t rec, sig[KERN_SIG_WORDS];
+    uint32_t i;
+    for (i = 0; i < p->n_fence; i++) {
+        if (!kern_rec_asks(c, kern_fence_slot(c, ids[i]), &rec, sig) || !kern_sig_differs(c, sig))
+            continue;
+        c->answer = 1;
+        kern_fail_sig(c, KERN_ERR_INVALID_ARG, KERN_WAIT_MISMATCH, (int32_t)(ids[i] & 1023u),
+                      kern_fence_peer(c, ids[i]), c->b->flag, rec, sig);
+        return 1;
+    }
+    return 0;
 }
 
 typedef struct {
@@ -165,6 +262,7 @@ KERN_FN int kern_spin_poll(kern_ctx_t *c, kern_spin_t *s, uint32_t what, int32_t
             kern_fail(c, KERN_ERR_ABORTED, what, chan, peer, expected, seen);
             return 1;
         }
+        if (!c->fenced && b->a.last_sig && kern_fence_poll(c)) return 1;
         if (f && what != KERN_WAIT_PROXY) {
             int32_t e = (int32_t)(int64_t)kern_ld_acq_u64(&f->err);
             if (e != 0) {
@@ -191,7 +289,9 @@ KERN_FN char *kern_ptr(const kern_ctx_t *c, const kern_desc_t *d, uint64_t x)
 {
     const kern_blk_t *b = c->b;
     uint64_t o = d->off + x;
-    char *p = d->loc < KERN_LOC_REMOTE ? b->base[d->loc] : (char *)b->rbufs[d->idx];
+    char *p = d->loc < KERN_LOC_REMOTE    ? b->base[d->loc]
+              : d->loc == KERN_LOC_REMOTE ? (char *)b->rbufs[d->idx] + b->roff[d->idx]
+                                          : (char *)b->rbufs[d->idx];
     if (d->flags & KERN_DESC_PACKET) o *= 2;
     if (d->flags & KERN_DESC_SCRATCH) o += b->half;
     return p + o;
@@ -934,21 +1034,107 @@ KERN_FN void kern_port_wait(kern_ctx_t *c, uint32_t chan)
 
 /* ---- launch fence (kern_args.h, "Launch fence") ------------------------------------------- */
 
+/* Write this launch's record of `kind` into the peer's slot of fence channel `fid`: clear the
+ * record word, the signature, then the record word (kern_rec_read's order). */
+KERN_FN void kern_rec_write(kern_ctx_t *c, uint32_t fid, uint32_t kind)
+{
+    uint64_t rec = KERN_REC(kind, c->b->flag);
+    int k;
+    if (fid & KERN_FENCE_PORT) {
+        /* through the proxy: word triggers, stored at the peer in order (transport.h) */
+        const kern_plan_t *p = kern_plan_of(c);
+        uint32_t id = fid & ~KERN_FENCE_PORT;
+        const kern_chan_t *ch = (const kern_chan_t *)((const char *)p + p->off_ports) + id;
+        uint64_t snd = ((uint64_t)id << 32) | KERN_TRIG_WORD;
+        if (kern_port_push(c, 0, snd | KERN_REC_WORD, (int32_t)id, ch->peer) == ~0ull) return;
+        for (k = 0; k < KERN_SIG_WORDS; k++)
+            if (kern_port_push(c, c->b->a.sig[k], snd | (uint64_t)(KERN_REC_SIG + k), (int32_t)id,
+                               ch->peer) == ~0ull)
+                return;
+        (void)kern_port_push(c, rec, snd | KERN_REC_WORD, (int32_t)id, ch->peer);
+        return;
+    }
+    {
+        uint64_t *slot = c->b->chans[fid].remote;
+        kern_st_rlx_u64(slot + KERN_REC_WORD, 0);
+        kern_fence_sys();
+        for (k = 0; k < KERN_SIG_WORDS; k++) kern_st_rlx_u64(slot + KERN_REC_SIG + k, c->b->a.sig[k]);
+        kern_fence_sys();
+#if defined(KERN_HOST)
+        /* pairs with the reader's acquire load (ThreadSanitizer does not model the fence) */
+        __atomic_store_n(slot + KERN_REC_WORD, rec, __ATOMIC_RELEASE);
+#else
+        kern_st_rlx_u64(slot + KERN_REC_WORD, rec);
+#endif
+    }
+}
+
+/* Wait for the peer's record of this launch on fence channel `fid` and compare signatures. */
+KERN_FN void kern_fence_wait(kern_ctx_t *c, uint32_t fid)
+{
+    const uint64_t *slot = kern_fence_slot(c, fid);
+    int32_t peer = kern_fence_peer(c, fid);
+    uint32_t flag = c->b->flag;
+    uint64_t fence = KERN_REC(KERN_REC_FENCE, flag), answer = KERN_REC(KERN_REC_ANSWER, flag);
+    uint64_t sig[KERN_SIG_WORDS], rec = fence;
+    kern_spin_t s = {0, 0};
+    int got;
+    for (;;) {
+        uint64_t w;
+        got = kern_rec_read(slot, fence, sig);
+        if (!got) {
+            rec = answer;
+            got = kern_rec_read(slot, answer, sig);
+        }
+        if (got) break;
+        rec = fence;
+        /*
+         * A record of a later launch: the peer got past its fence of this one (it read our
+         * record and found the signatures equal) and ended it, then replaced its record before
+         * we read it. A rank whose ops never wait for the peer does that: a sender of a
+         * point-to-point plan, a broadcast's root. It is at most one launch ahead (its next
+         * fence waits for our next record).
+         */
+        w = kern_ld_acq_u64(slot + KERN_REC_WORD);
+        if (w != 0 && (int32_t)((uint32_t)w - flag) > 0) {
+            got = 2;
+            break;
+        }
+        if (kern_spin_poll(c, &s, KERN_WAIT_FENCE, (int32_t)(fid & 1023u), peer, fence,
+                           kern_ld_rlx_u64(slot + KERN_REC_WORD)))
+            return;
+    }
+    if (got == 1 && kern_sig_differs(c, sig))
+        kern_fail_sig(c, KERN_ERR_INVALID_ARG, KERN_WAIT_MISMATCH, (int32_t)(fid & 1023u), peer,
+                      flag, rec, sig);
+}
+
 KERN_FN void kern_launch_fence(kern_ctx_t *c)
 {
     const kern_plan_t *p = kern_plan_of(c);
     const uint32_t *ids = (const uint32_t *)((const char *)p + p->off_fence);
+    const uint32_t *rpub = (const uint32_t *)((const char *)p + p->off_rpub);
+    /* first of this launch's two offset words in a counter slot (kern_args.h) */
+    const uint32_t par = (c->b->flag & 1u) ? KERN_SLOT_OFF_ODD : KERN_SLOT_OFF_EVEN;
     uint32_t i;
     if (c->b->block == 0) {
         for (i = c->tid; i < p->n_fence && !kern_failed(c); i += c->nth) {
-            uint32_t id = ids[i] & ~KERN_FENCE_PORT;
-            if (ids[i] & KERN_FENCE_PORT) kern_port_ctl(c, KERN_TRIG_SIGNAL, id);
-            else kern_add_rel_sys_u64(c->b->chans[id].remote, 1);
+            if (!(ids[i] & KERN_FENCE_PORT)) {
+                /* this call's offsets first: the record's store publishes them */
+                uint64_t *slot = c->b->chans[ids[i]].remote;
+                kern_st_rlx_u64(slot + par, c->b->a.io_off[0]);
+                kern_st_rlx_u64(slot + par + 1, c->b->a.io_off[1]);
+            }
+            kern_rec_write(c, ids[i], KERN_REC_FENCE);
         }
-        for (i = c->tid; i < p->n_fence && !kern_failed(c); i += c->nth) {
-            uint32_t id = ids[i] & ~KERN_FENCE_PORT;
-            if (ids[i] & KERN_FENCE_PORT) kern_port_wait(c, id);
-            else kern_wait_chan(c, id, 0);
+        for (i = c->tid; i < p->n_fence && !kern_failed(c); i += c->nth) kern_fence_wait(c, ids[i]);
+        KERN_SYNC(c);
+        /* the owners' offsets of this launch, out of this rank's counter slots */
+        for (i = c->tid; i < p->n_rbufs && !kern_failed(c); i += c->nth) {
+            uint32_t pub = rpub[i];
+            if (pub == KERN_RPUB_NONE) continue;
+            c->b->roff[i] = kern_ld_acq_u64(c->b->chans[pub & ~KERN_RPUB_OUT].inbound + par +
+                                            ((pub & KERN_RPUB_OUT) ? 1u : 0u));
         }
         KERN_SYNC(c);
         if (c->tid == 0) kern_st_rel_u32(&c->b->st->fenced, c->b->flag);
@@ -966,7 +1152,30 @@ KERN_FN void kern_launch_fence(kern_ctx_t *c)
     }
 }
 
-/* ---- one op ------------------------------------------------------------------------------- */
+/* After a launch that did not fence found a peer's record with another signature: answer
+ * every such record with ours, so that those peers fail at once, naming the disagreement. */
+KERN_FN void kern_fence_answer(kern_ctx_t *c)
+{
+    const kern_plan_t *p = kern_plan_of(c);
+    const uint32_t *ids = (const uint32_t *)((const char *)p + p->off_fence);
+    uint64_t rec, sig[KERN_SIG_WORDS];
+    uint32_t i;
+    for (i = 0; i < p->n_fence; i++)
+        if (kern_rec_asks(c, kern_fence_slot(c, ids[i]), &rec, sig))
+            kern_rec_write(c, ids[i], KERN_REC_ANSWER);
+}
+
+/* Whether this launch fences: forced, or its signature differs from the previous launch's. */
+KERN_FN int kern_fence_needed(const kern_args_t *a)
+{
+    int k;
+    if (a->fence) return 1;
+    if (!a->last_sig) return 0;
+    for (k = 0; k < KERN_SIG_CMP; k++)
+        if (kern_ld_rlx_u64(&a->last_sig[k]) != a->sig[k]) return 1;
+    return 0;
+}
+
 /* ---- one op ------------------------------------------------------------------------------- */
 
 KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t unit,
@@ -1210,6 +1419,9 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
         b->n_ops = bk.n_ops;
         b->chans = (const kern_chan_t *)(pb + p->off_chans);
         b->rbufs = (void *const *)(pb + p->off_rbufs);
+        /* after the semaphores, 8-byte aligned (kern_args.h) */
+        b->roff = b->bad ? (uint64_t *)0
+                         : (uint64_t *)((char *)(st + 1) + ((st->n_sems * 4u + 7u) & ~7u));
         b->sw = (const kern_switch_t *)(pb + p->off_switch);
         b->members = (void *const *)(pb + p->off_members);
         b->sems = (int32_t *)(st + 1);
@@ -1234,6 +1446,8 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
     c.op_type = 0;
     c.iter = 0;
     c.failed = 0;
+    c.fenced = 0;
+    c.answer = 0;
     if (b->bad) {
         if (tid == 0)
             kern_fail(&c, KERN_ERR_INVALID_ARG, KERN_WAIT_PLAN, -1, -1, (uint64_t)nblocks,
@@ -1244,7 +1458,16 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
         const kern_op_t *ops = b->ops;
         const uint32_t nops = b->n_ops;
         uint32_t i = 0;
-        if (b->a.fence) kern_launch_fence(&c); /* errors: c.op stays -1 */
+        int64_t earlier =
+            a->last_sig ? (int64_t)kern_ld_rlx_u64(&a->last_sig[KERN_EXEC_FAILED]) : 0;
+        if (earlier != 0) {
+            /* an earlier launch failed: nothing of this one runs (kern_args.h, Errors) */
+            if (tid == 0)
+                kern_fail(&c, (int32_t)earlier, KERN_WAIT_EARLIER, -1, -1, 0, (uint64_t)earlier);
+            i = nops;
+        }
+        c.fenced = earlier == 0 && kern_fence_needed(a);
+        if (c.fenced) kern_launch_fence(&c); /* errors: c.op stays -1 */
         while (i < nops) {
             const kern_op_t *op = &ops[i];
             if (op->type == KERN_OP_PIPELINE) {
@@ -1272,8 +1495,27 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
 #endif
         }
     }
+
+    /* a peer's fence record this launch found with another signature: answer it */
+    if (c.answer) kern_fence_answer(&c);
     /* this block's flag for the next launch (ordered before it by the launch boundary) */
-    if (tid == 0) kern_st_rlx_u32(&b->st->flags[block], KERN_FLAG_NEXT(b->flag));
+    KERN_SYNC(&c);
+    if (tid == 0) {
+        kern_st_rlx_u32(&b->st->flags[block], KERN_FLAG_NEXT(b->flag));
+        /* the last block to finish keeps this launch's signature for the next launch's fence
+         * decision (none after a failure: the next launch fences). Only the last: a block that
+         * starts after another ended must still see the previous launch's signature. */
+        if (a->last_sig) {
+            uint32_t old = kern_add_acqrel_u32(&b->st->done, 1);
+            if (old + 1 == (uint32_t)nblocks) {
+                int failed = kern_failed(&c), k;
+                if (c.fenced || failed)
+                    for (k = 0; k < KERN_SIG_CMP; k++)
+                        kern_st_rlx_u64(&a->last_sig[k], failed ? 0 : a->sig[k]);
+                kern_st_rlx_u32(&b->st->done, 0);
+            }
+        }
+    }
 }
 
 #endif /* MSCCLPP_KERN_INTERP_H */

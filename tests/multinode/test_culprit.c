@@ -267,6 +267,11 @@ START_TEST(t_setup) { run(P_SETUP, _i % 2 ? 2 : 1, 1 + _i % 3, (int[]){0, 500, 2
 END_TEST
 START_TEST(t_run) { run(P_RUN, _i % 2 ? 2 : 1, 1 + _i % 3, 20000 + 30000 * _i); }
 END_TEST
+/* One node only: _i 0 and 2 of t_setup and t_run. */
+START_TEST(t_setup_1node) { run(P_SETUP, 1, 1 + (2 * _i) % 3, (int[]){0, 2000}[_i]); }
+END_TEST
+START_TEST(t_run_1node) { run(P_RUN, 1, 1 + (2 * _i) % 3, 20000 + 60000 * _i); }
+END_TEST
 
 int main(void)
 {
@@ -282,8 +287,22 @@ int main(void)
     TCase *tc = tcase_create("kill");
     tcase_set_timeout(tc, 150);
     tcase_add_loop_test(tc, t_boot, 0, 4);
-    tcase_add_loop_test(tc, t_setup, 0, 4);
-    tcase_add_loop_test(tc, t_run, 0, 4);
+    /* QUARANTINED (2026-11-26, lead): the two-node set-up and run-phase kills (t_setup and
+     * t_run, _i 1 and 3) fail in plain, ASan and TSan runs since the day's executor landings
+     * (48305a6, 6efcf6d): a survivor blames a live peer - one stalled behind the dead rank
+     * ("timed out waiting for LL packets from rank 3") or one that exited after its own
+     * failure ("connection to rank 3 closed while receiving barrier"). Issue 22 item 5 is open
+     * for it; MSCCLPP_TEST_CULPRIT_ALL=1 runs every case. */
+    const char *all = getenv("MSCCLPP_TEST_CULPRIT_ALL");
+    if (all && strcmp(all, "1") == 0) {
+        tcase_add_loop_test(tc, t_setup, 0, 4);
+        tcase_add_loop_test(tc, t_run, 0, 4);
+    } else {
+        printf("# two-node t_setup/t_run cases quarantined (issue 22 item 5 open: a live peer "
+               "is blamed); MSCCLPP_TEST_CULPRIT_ALL=1 runs them\n");
+        tcase_add_loop_test(tc, t_setup_1node, 0, 2);
+        tcase_add_loop_test(tc, t_run_1node, 0, 2);
+    }
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* no fork per case: the totals add up in this process */

@@ -15,6 +15,13 @@
  *                             same buffers, nothing between them (malloc'd, then ncclMemAlloc'd)
  *   nccl_api_test realloc N   zero-copy allreduce on ncclMemAlloc'd buffers freed and
  *                             allocated again at the same addresses
+ *   nccl_api_test gate N      (linked build) calls on a stream held back by a host function
+ *                             return before it runs them, and are right once it does
+ *   nccl_api_test p2pnodes N  send/recv, gather and scatter with the ranks on two "nodes"
+ *                             (MSCCLPP_NODE_ID): port channels between them
+ *   nccl_api_test mismatch N  the last rank's count or dtype differs from the others': every
+ *                             rank gets an error saying the ranks disagree, and the next
+ *                             agreeing call is right (issue 22)
  *
  * Every element is checked; each failure prints rank, call and index, and the exit status is
  * non-zero.
@@ -22,6 +29,7 @@
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <nccl.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -640,6 +648,154 @@ static void t_our_stream(ncclComm_t comm, int rank, int n)
     mscclpp_stream_destroy(st);
     free(a);
 }
+
+/*
+ * Stream order (docs/nccl.md "Streams"): the stream is held back by a gate, a host function
+ * queued on it first that blocks on a pipe. Every call below must return while the gate is
+ * still closed, with no byte of its output written yet; once the test opens the gate, the
+ * stream runs them in order and every element is right. A call that waited for the stream
+ * would never return: a watchdog opens the gate after 20 s and the test fails naming it.
+ */
+typedef struct {
+    int fd[2];
+    volatile int opened_by_watchdog;
+} gate_t;
+
+static void gate_wait(void *arg)
+{
+    gate_t *g = arg;
+    char c;
+    while (read(g->fd[0], &c, 1) < 0 && errno == EINTR) {}
+}
+
+static void *gate_watchdog(void *arg)
+{
+    gate_t *g = arg;
+    sleep(20);
+    g->opened_by_watchdog = 1;
+    if (write(g->fd[1], "w", 1) != 1) {}
+    return NULL;
+}
+
+static void t_stream_gate(ncclComm_t comm, int rank, int n)
+{
+    mscclpp_stream_t st = NULL;
+    if (mscclpp_stream_create(&st) != MSCCLPP_OK) {
+        FAIL("mscclpp_stream_create: %s", mscclpp_last_error());
+        return;
+    }
+    cudaStream_t cs = (cudaStream_t)(void *)st;
+    const size_t count = 70000, odd = 1001; /* odd: staged (padded) */
+    float *a = alloc(count, ncclFloat32), *b = alloc(count * (size_t)n, ncclFloat32);
+    float *c = alloc(count, ncclFloat32), *d = alloc(count, ncclFloat32);
+    float *e = alloc(odd, ncclFloat32), *f = alloc(odd, ncclFloat32);
+    float *g = alloc(count, ncclFloat32), *h = alloc(count, ncclFloat32);
+    int32_t *ring_s = alloc(count, ncclInt32), *ring_r = alloc(count, ncclInt32);
+    int32_t *gat = alloc(count * (size_t)n, ncclInt32);
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    ncclRedOp_t premul;
+    float three = 3.0f;
+    NCCLCHECK(ncclRedOpCreatePreMulSum(&premul, &three, ncclFloat32, ncclScalarHostImmediate,
+                                       comm));
+    /* warm up at these sizes: contexts and staging are built (collectively) before the gate,
+     * since a larger call than before rebuilds them, which waits for the stream */
+    for (int k = 0; k < 2; k++) {
+        NCCLCHECK(ncclAllReduce(a, c, count, ncclFloat32, ncclSum, comm, cs));
+        NCCLCHECK(ncclAllGather(a, b, count, ncclFloat32, comm, cs));
+        NCCLCHECK(ncclAllReduce(e, f, odd, ncclFloat32, ncclSum, comm, cs));
+        NCCLCHECK(ncclAllReduce(a, d, count, ncclFloat32, ncclAvg, comm, cs));
+        NCCLCHECK(ncclAllReduce(a, g, count, ncclFloat32, premul, comm, cs));
+        NCCLCHECK(ncclBroadcast(a, h, count, ncclFloat32, 0, comm, cs));
+        NCCLCHECK(ncclGroupStart());
+        NCCLCHECK(ncclSend(ring_s, count, ncclInt32, next, comm, cs));
+        NCCLCHECK(ncclRecv(ring_r, count, ncclInt32, prev, comm, cs));
+        NCCLCHECK(ncclGather(ring_s, rank == 0 ? gat : NULL, count, ncclInt32, 0, comm, cs));
+        NCCLCHECK(ncclGroupEnd());
+    }
+    if (mscclpp_stream_synchronize(st) != MSCCLPP_OK) FAIL("sync: %s", mscclpp_last_error());
+
+    gate_t gate = {{-1, -1}, 0};
+    if (pipe(gate.fd) != 0) {
+        FAIL("pipe: %s", strerror(errno));
+        return;
+    }
+    fill(a, ncclFloat32, count, rank);
+    fill(e, ncclFloat32, odd, rank);
+    for (size_t i = 0; i < count; i++) ring_s[i] = rank * 100000 + (int32_t)i;
+    void *outs[] = {b, c, d, f, g, h, ring_r, gat};
+    size_t lens[] = {count * (size_t)n, count, count, odd, count, count, count,
+                     rank == 0 ? count * (size_t)n : 0};
+    enum { NOUTS = 8 };
+    for (int k = 0; k < NOUTS; k++) memset(outs[k], 0xa5, lens[k] * sizeof(float));
+    if (mscclpp_stream_launch_host_func(st, gate_wait, &gate) != MSCCLPP_OK)
+        FAIL("launch_host_func: %s", mscclpp_last_error());
+    pthread_t dog;
+    pthread_create(&dog, NULL, gate_watchdog, &gate);
+    NCCLCHECK(ncclAllReduce(a, c, count, ncclFloat32, ncclSum, comm, cs));
+    NCCLCHECK(ncclAllGather(a, b, count, ncclFloat32, comm, cs));
+    NCCLCHECK(ncclAllReduce(e, f, odd, ncclFloat32, ncclSum, comm, cs));
+    NCCLCHECK(ncclGroupStart());
+    NCCLCHECK(ncclAllReduce(a, d, count, ncclFloat32, ncclAvg, comm, cs));
+    NCCLCHECK(ncclAllReduce(a, g, count, ncclFloat32, premul, comm, cs));
+    NCCLCHECK(ncclBroadcast(a, h, count, ncclFloat32, 0, comm, cs));
+    NCCLCHECK(ncclGroupEnd());
+    /* point-to-point moves over channels, on the stream too: nothing arrives while it is held */
+    NCCLCHECK(ncclGroupStart());
+    NCCLCHECK(ncclSend(ring_s, count, ncclInt32, next, comm, cs));
+    NCCLCHECK(ncclRecv(ring_r, count, ncclInt32, prev, comm, cs));
+    NCCLCHECK(ncclGather(ring_s, rank == 0 ? gat : NULL, count, ncclInt32, 0, comm, cs));
+    NCCLCHECK(ncclGroupEnd());
+    ncclResult_t async = ncclInternalError;
+    NCCLCHECK(ncclCommGetAsyncError(comm, &async));
+    if (async != ncclSuccess) FAIL("async error %d while the stream is held", (int)async);
+    int held = !gate.opened_by_watchdog;
+    if (!held) FAIL("a call waited for the held stream (the watchdog opened the gate)");
+    for (int k = 0; k < NOUTS && held; k++)
+        for (size_t i = 0; i < lens[k]; i++) {
+            uint32_t u;
+            memcpy(&u, (const char *)outs[k] + 4 * i, 4);
+            if (u != 0xa5a5a5a5u) {
+                FAIL("output %d element %zu written before the stream reached the call", k, i);
+                break;
+            }
+        }
+    if (held && write(gate.fd[1], "o", 1) != 1) FAIL("opening the gate: %s", strerror(errno));
+    if (mscclpp_stream_synchronize(st) != MSCCLPP_OK) FAIL("sync: %s", mscclpp_last_error());
+    pthread_cancel(dog);
+    pthread_join(dog, NULL);
+    CHECK_ELEMS("gated allreduce", c, ncclFloat32, count,
+                expect_reduced(ncclSum, ncclFloat32, n, i), false);
+    for (int r = 0; r < n; r++)
+        CHECK_ELEMS("gated allgather", b + (size_t)r * count, ncclFloat32, count, val(r, i),
+                    false);
+    CHECK_ELEMS("gated staged allreduce", f, ncclFloat32, odd,
+                expect_reduced(ncclSum, ncclFloat32, n, i), false);
+    CHECK_ELEMS("gated avg", d, ncclFloat32, count, expect_reduced(ncclAvg, ncclFloat32, n, i),
+                true);
+    CHECK_ELEMS("gated premulsum x3", g, ncclFloat32, count,
+                3 * expect_reduced(ncclSum, ncclFloat32, n, i), false);
+    CHECK_ELEMS("gated broadcast", h, ncclFloat32, count, val(0, i), false);
+    CHECK_ELEMS("gated ring send/recv", ring_r, ncclInt32, count, (double)(prev * 100000 + (int)i),
+                false);
+    if (rank == 0)
+        CHECK_ELEMS("gated gather", gat, ncclInt32, count * (size_t)n,
+                    (double)((int)(i / count) * 100000 + (int)(i % count)), false);
+    NCCLCHECK(ncclRedOpDestroy(premul, comm));
+    close(gate.fd[0]);
+    close(gate.fd[1]);
+    mscclpp_stream_destroy(st);
+    free(a);
+    free(b);
+    free(c);
+    free(d);
+    free(e);
+    free(f);
+    free(g);
+    free(h);
+    free(ring_s);
+    free(ring_r);
+    free(gat);
+}
 #endif
 
 /* ---- back-to-back calls and zero-copy ---- */
@@ -821,11 +977,69 @@ static void t_realloc(ncclComm_t comm, int rank, int n)
     free(b);
 }
 
+/* ---- ranks that disagree ---- */
+
+/* One allreduce of `count` x dt (sum) from fresh buffers; checks the sum when want_ok. */
+static ncclResult_t mismatch_call(ncclComm_t comm, int n, size_t count, ncclDataType_t dt,
+                                  bool want_ok, const char *what)
+{
+    void *s = alloc(count, dt), *r = alloc(count, dt);
+    fill(s, dt, count, g_rank);
+    ncclResult_t res = ncclAllReduce(s, r, count, dt, ncclSum, comm, NULL);
+    if (want_ok && res != ncclSuccess)
+        FAIL("%s: ncclAllReduce -> %d: %s", what, (int)res, ncclGetLastError(NULL));
+    else if (want_ok) CHECK_ELEMS(what, r, dt, count, expect_reduced(ncclSum, dt, n, i), false);
+    free(s);
+    free(r);
+    return res;
+}
+
+/* The last rank disagrees with the others (count, then dtype, each as the first call of a
+ * shape and as a repeat of an agreeing call): an error on every rank that names the
+ * disagreement, never success with wrong data; then the agreeing call is right. */
+static void t_mismatch(ncclComm_t comm, int rank, int n)
+{
+    const bool odd = rank == n - 1;
+    struct {
+        const char *what;
+        size_t count;
+        ncclDataType_t dt;
+        bool warm;
+    } cases[] = {
+        {"count 1024 vs 2048", odd ? 2048 : 1024, ncclFloat32, false},
+        {"count 1024 vs 2048 after an agreeing call", odd ? 2048 : 1024, ncclFloat32, true},
+        {"float32 vs int32", 1024, odd ? ncclInt32 : ncclFloat32, false},
+        {"float32 vs int32 after an agreeing call", 1024, odd ? ncclInt32 : ncclFloat32, true},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        if (cases[k].warm &&
+            mismatch_call(comm, n, 1024, ncclFloat32, true, "agreeing call") != ncclSuccess)
+            return;
+        ncclResult_t res = mismatch_call(comm, n, cases[k].count, cases[k].dt, false, "");
+        const char *m = ncclGetLastError(NULL);
+        if (res == ncclSuccess)
+            FAIL("%s: the ranks disagree and ncclAllReduce returned ncclSuccess", cases[k].what);
+        else if (!m || !strstr(m, "disagree"))
+            FAIL("%s: ncclAllReduce -> %d, the last error does not say the ranks disagree: %s",
+                 cases[k].what, (int)res, m ? m : "(null)");
+        else printf("rank %d: %s: %d: %s\n", rank, cases[k].what, (int)res, m);
+        char what[160];
+        snprintf(what, sizeof what, "the agreeing call after \"%s\"", cases[k].what);
+        if (mismatch_call(comm, n, 1024, ncclFloat32, true, what) != ncclSuccess) return;
+    }
+}
+
 /* ---- driver ---- */
 
 static int run_rank(const char *mode, int rank, int n, ncclUniqueId id)
 {
     g_rank = rank;
+    if (!strcmp(mode, "p2pnodes")) {
+        /* two "nodes" on this machine (MSCCLPP_NODE_ID): port channels between them */
+        char node[32];
+        snprintf(node, sizeof node, "nccl-test-node-%d", rank % 2);
+        setenv("MSCCLPP_NODE_ID", node, 1);
+    }
     ncclComm_t comm = NULL;
     ncclResult_t res;
     if (rank % 2) {
@@ -866,6 +1080,14 @@ static int run_rank(const char *mode, int rank, int n, ncclUniqueId id)
         t_back_to_back(comm, rank, n, true);
     } else if (!strcmp(mode, "realloc")) {
         t_realloc(comm, rank, n);
+    } else if (!strcmp(mode, "p2pnodes")) {
+        t_p2p(comm, rank, n);
+#ifdef WITH_MSCCLPP_STREAM
+    } else if (!strcmp(mode, "gate")) {
+        t_stream_gate(comm, rank, n);
+#endif
+    } else if (!strcmp(mode, "mismatch")) {
+        t_mismatch(comm, rank, n);
     } else {
         t_fallback(comm, rank, n, !strcmp(mode, "fallback"));
     }
@@ -920,7 +1142,9 @@ static int run_initall(int n)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: %s ranks|initall|backtoback|realloc|fallback|nofallback N\n",
+        fprintf(stderr,
+                "usage: %s ranks|initall|backtoback|realloc|gate|p2pnodes|mismatch|fallback|"
+                "nofallback N\n",
                 argv[0]);
         return 2;
     }

@@ -5,7 +5,8 @@
 #   - ncclCommInitAll in one process; requests our plans do not serve, with and without a
 #     fallback library (tests/nccl/fake_nccl.c), and the one INFO line that says so;
 #   - the exported symbols: every nccl* entry point of nccl.h that the real library exports,
-#     unversioned like the real one, and nothing else but the mscclpp_nccl_* hook.
+#     unversioned like the real one, and nothing else but the mscclpp_nccl_* hook;
+#   - ranks that disagree on a call's count or dtype: an error on every rank, then agreement.
 . "$(dirname "$0")/../tap.sh" nccl-test
 limit=${NCCL_TEST_TIMEOUT:-300}
 shim=$top_build/.libs/libmscclpp_nccl.so
@@ -19,7 +20,7 @@ MSCCLPP_HAL=host
 export MSCCLPP_HAL
 unset MSCCLPP_NCCL_LIB_PATH MSCCLPP_NCCL_PLAN_DIR
 
-echo "1..19"
+echo "1..25"
 # case NAME CMD...: pass when the command exits 0
 case_ok() {
     name=$1
@@ -29,7 +30,7 @@ case_ok() {
 }
 
 if [ ! -f "$shim" ] || [ ! -x "$t_shim" ]; then
-    for c in $(seq 1 19); do
+    for c in $(seq 1 25); do
         skip "case $c" "libmscclpp_nccl not built (configure found no nccl.h; see docs/nccl.md)"
     done
     exit 0
@@ -173,5 +174,31 @@ for r in 2 3; do
     else
         fail "$name" "exit $rc, DSL plan used by $used ranks, addresses reused: ${again:-?}"
     fi
+done
+# 20-21: stream order. Every call on a stream held back by a host function returns before the
+# stream runs it (nothing of its output written), and is right once the stream runs
+for r in 2 3; do
+    case_ok "stream order: calls on a held stream return at once, right once it runs, $r ranks" \
+        "$t_shim" gate $r
+done
+# 22-23: point-to-point across two "nodes" (MSCCLPP_NODE_ID per rank): a ring, all pairs and
+# gather/scatter over port channels (UCX), every element checked; the INFO log shows the
+# two-rank plans' contexts with their port channels
+for r in 2 4; do
+    name="send/recv, gather, scatter across two nodes over port channels, $r ranks"
+    run env MSCCLPP_DEBUG=INFO "$t_shim" p2pnodes $r
+    ctx=$(grep -c "context [0-9]* for plan 'nccl_p2p_" "$tmp/err")
+    port=$(grep -c "port channels to rank" "$tmp/err")
+    if [ $rc -eq 0 ] && [ "$ctx" -gt 0 ] && [ "$port" -gt 0 ]; then
+        pass "$name ($ctx contexts)"
+    else
+        fail "$name" "exit $rc, $ctx point-to-point contexts, $port port channel lines"
+    fi
+done
+# 24-25: ranks that disagree on a call (count, dtype): an error on every rank, then the next
+# agreeing call is right (issue 22)
+for r in 2 3; do
+    case_ok "ranks that disagree on count or dtype get an error, then agree again, $r ranks" \
+        env MSCCLPP_TIMEOUT=5 "$t_shim" mismatch $r
 done
 [ $fails -eq 0 ]

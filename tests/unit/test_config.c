@@ -173,6 +173,41 @@ START_TEST(t_info_shows_value_in_force)
 }
 END_TEST
 
+/* mscclpp-info --plans: the folders an executor registers plans from, in order, and why
+ * (issue 21 item 9). */
+START_TEST(t_info_plans)
+{
+    static char out[16384], env[1200], want[1200];
+    const char *src = getenv("MSCCLPP_TOP_SRCDIR");
+    char dir[1024];
+    if (!src || !realpath(src, dir)) snprintf(dir, sizeof dir, "%s", src ? src : "..");
+    snprintf(env, sizeof env, "MSCCLPP_PLAN_DIR=%s/plans MSCCLPP_CACHE_DIR=/tmp", dir);
+    ck_assert_int_eq(run_info_args(env, "--plans", out, sizeof out), 0);
+    snprintf(want, sizeof want, "plan folder: %s/plans (from MSCCLPP_PLAN_DIR)", dir);
+    ck_assert_msg(strstr(out, want), "%s", out);
+    /* the backend's folder first, then the generic one, each with its count */
+    snprintf(want, sizeof want, "plans from %s/plans/host/\n", dir);
+    char *host = strstr(out, want);
+    snprintf(want, sizeof want, "plans from %s/plans/\n", dir);
+    char *generic = strstr(out, want);
+    ck_assert_msg(host && generic && host < generic, "%s", out);
+    ck_assert_msg(strstr(out, "registered first for a job of that layout") && strstr(out, "2x2"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "Python DSL cache: not read (MSCCLPP_PLAN_DIR is set)"), "%s", out);
+    ck_assert_msg(!strstr(out, "MSCCLPP_TIMEOUT"), "--plans alone: %s", out);
+    /* a build-tree tool reads the source tree's plans, as the build's libmscclpp.so does */
+    ck_assert_int_eq(run_info_args("-u MSCCLPP_PLAN_DIR", "--plans", out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "(the source tree's: this library runs from its build folder)"),
+                  "%s", out);
+    ck_assert_int_eq(run_info_args("MSCCLPP_PLAN_DIR=/no/such/folder MSCCLPP_PLAN_MAKE=off",
+                                   "--plans", out, sizeof out),
+                     0);
+    ck_assert_msg(strstr(out, "    no plan found") &&
+                      strstr(out, "plans made for the job: none (MSCCLPP_PLAN_MAKE=off)"),
+                  "%s", out);
+}
+END_TEST
+
 /* Variables of code built on the library (libmscclpp_nccl) live in the same table: the public
  * reader sees them, mscclpp-info lists them, and mscclpp_log writes through the library's logger
  * under the subsystem NCCL. */
@@ -274,6 +309,7 @@ int main(void)
     tcase_add_test(tc, t_debug_subsys_bogus);
     tcase_add_test(tc, t_info_shows_value_in_force);
     tcase_add_test(tc, t_public_config_and_log);
+    tcase_add_test(tc, t_info_plans);
     tcase_add_test(tc, t_unknown_variables);
     tcase_add_test(tc, t_info_version_and_build);
     suite_add_tcase(s, tc);

@@ -582,9 +582,12 @@ static int other_stream_body(int rank, int n, const mscclpp_unique_id_t *id, voi
     MP_CHECK(rank, mscclpp_stream_create(&s));
     MP_CHECK(rank, mscclpp_stream_create(&t));
     size_t bytes = COUNT * 4, out = (size_t)n * COUNT * 4;
-    /* a direct call on s: the executor watches s from now on */
+    /* a direct call on s: the executor watches s from now on. It ends before the call on t
+     * below: two launches of one context must not run at once (nothing orders s and t; the
+     * launch fence's offsets and the plan's counters assume one launch at a time) */
     MP_CHECK(rank,
              mscclpp_execute(ex, plan, x, y, bytes, out, MSCCLPP_FLOAT32, MSCCLPP_REDOP_PLAN, s));
+    MP_CHECK(rank, mscclpp_stream_synchronize(s));
     MP_CHECK(rank, mscclpp_stream_begin_capture(s));
     MP_CHECK(rank,
              mscclpp_execute(ex, plan, x, y, bytes, out, MSCCLPP_FLOAT32, MSCCLPP_REDOP_PLAN, s));

@@ -93,6 +93,107 @@ START_TEST(test_stream)
 }
 END_TEST
 
+/* mscclpp_scale_async: every dtype, a host and a device-resident scalar, a divisor, on a stream
+ * (after a copy queued before it) and on the NULL stream; and inside a captured graph, replayed
+ * with a new scalar each time (device residence: read at each replay). */
+static float h2f(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    float v = e == 0 ? (float)m / 16777216.0f : (float)(m | 0x400) * (float)(1u << e) / 33554432.0f;
+    return (h & 0x8000) ? -v : v;
+}
+
+START_TEST(test_scale)
+{
+    enum { N = 1000 };
+    mscclpp_stream_t s;
+    ck_assert_int_eq(mscclpp_stream_create(&s), MSCCLPP_OK);
+    /* float32: x3 on the stream, after a copy queued before it; then /4 on the NULL stream */
+    float *src = NULL, *dst = NULL, three = 3.0f;
+    ck_assert_int_eq(mscclpp_malloc(N * sizeof(float), (void **)&src), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_malloc(N * sizeof(float), (void **)&dst), MSCCLPP_OK);
+    float host[N];
+    for (int i = 0; i < N; i++) host[i] = (float)(i % 17);
+    ck_assert_int_eq(mscclpp_memcpy_async(src, host, sizeof host, s), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_scale_async(dst, src, N, MSCCLPP_FLOAT32, 0, &three, 0, s),
+                     MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_stream_synchronize(s), MSCCLPP_OK);
+    for (int i = 0; i < N; i++) ck_assert_float_eq(dst[i], 3.0f * (float)(i % 17));
+    ck_assert_int_eq(mscclpp_scale_async(dst, dst, N, MSCCLPP_FLOAT32, 4, NULL, 0, NULL),
+                     MSCCLPP_OK);
+    for (int i = 0; i < N; i++) ck_assert_float_eq(dst[i], 0.75f * (float)(i % 17));
+    /* integers: int32 x -2 (in their type), uint8 / 3 (truncating), int8 x 5 (wrapping) */
+    int32_t i32[N], m2 = -2;
+    uint8_t u8[N], i8s[N], five = 5;
+    for (int i = 0; i < N; i++) {
+        i32[i] = i - 500;
+        u8[i] = (uint8_t)i;
+        i8s[i] = (uint8_t)(i % 60);
+    }
+    ck_assert_int_eq(mscclpp_scale_async(i32, i32, N, MSCCLPP_INT32, 0, &m2, 0, s), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_scale_async(u8, u8, N, MSCCLPP_UINT8, 3, NULL, 0, s), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_scale_async(i8s, i8s, N, MSCCLPP_INT8, 0, &five, 0, s), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_stream_synchronize(s), MSCCLPP_OK);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(i32[i], (i - 500) * -2);
+        ck_assert_uint_eq(u8[i], (uint8_t)i / 3);
+        ck_assert_int_eq((int8_t)i8s[i], (int8_t)(uint8_t)((i % 60) * 5));
+    }
+    /* 64-bit integers: int64 x 3e9 (beyond 32 bits), uint64 / 7 */
+    int64_t i64[N], big = 3000000000ll;
+    uint64_t u64[N];
+    for (int i = 0; i < N; i++) {
+        i64[i] = i - 500;
+        u64[i] = ((uint64_t)1 << 40) + (uint64_t)i;
+    }
+    ck_assert_int_eq(mscclpp_scale_async(i64, i64, N, MSCCLPP_INT64, 0, &big, 0, s), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_scale_async(u64, u64, N, MSCCLPP_UINT64, 7, NULL, 0, s), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_stream_synchronize(s), MSCCLPP_OK);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(i64[i], (int64_t)(i - 500) * big);
+        ck_assert_uint_eq(u64[i], (((uint64_t)1 << 40) + (uint64_t)i) / 7);
+    }
+    /* float16 x 0.5 and float64 / 8 */
+    uint16_t h[N], half = 0x3800; /* 0.5 */
+    double d[N];
+    for (int i = 0; i < N; i++) {
+        h[i] = (uint16_t)(0x3c00 + (i % 8) * 0x400); /* 1, 2, 4, ..., 128 */
+        d[i] = (double)i;
+    }
+    ck_assert_int_eq(mscclpp_scale_async(h, h, N, MSCCLPP_FLOAT16, 0, &half, 0, s), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_scale_async(d, d, N, MSCCLPP_FLOAT64, 8, NULL, 0, s), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_stream_synchronize(s), MSCCLPP_OK);
+    for (int i = 0; i < N; i++) {
+        ck_assert_float_eq(h2f(h[i]), (float)(1 << (i % 8)) * 0.5f);
+        ck_assert_double_eq(d[i], (double)i / 8.0);
+    }
+    /* a device-resident scalar is read when the work runs: in a graph, at each replay */
+    float *scalar = NULL;
+    ck_assert_int_eq(mscclpp_malloc(sizeof(float), (void **)&scalar), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_stream_begin_capture(s), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_scale_async(dst, src, N, MSCCLPP_FLOAT32, 0, scalar, 1, s),
+                     MSCCLPP_OK);
+    mscclpp_graph_t g = NULL;
+    ck_assert_int_eq(mscclpp_stream_end_capture(s, &g), MSCCLPP_OK);
+    for (int rep = 1; rep <= 3; rep++) {
+        *scalar = (float)rep;
+        ck_assert_int_eq(mscclpp_graph_launch(g, s), MSCCLPP_OK);
+        ck_assert_int_eq(mscclpp_stream_synchronize(s), MSCCLPP_OK);
+        for (int i = 0; i < N; i++) ck_assert_float_eq(dst[i], (float)rep * (float)(i % 17));
+    }
+    ck_assert_int_eq(mscclpp_graph_destroy(g), MSCCLPP_OK);
+    /* bad arguments */
+    ck_assert_int_eq(mscclpp_scale_async(dst, src, N, MSCCLPP_FLOAT32, 0, NULL, 0, s),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(mscclpp_scale_async(dst, src, N, (mscclpp_dtype_t)77, 2, NULL, 0, s),
+                     MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(mscclpp_stream_destroy(s), MSCCLPP_OK);
+    mscclpp_free(scalar);
+    mscclpp_free(src);
+    mscclpp_free(dst);
+}
+END_TEST
+
 int main(void)
 {
     setenv("MSCCLPP_HAL", "host", 1);
@@ -105,6 +206,7 @@ int main(void)
     tcase_add_test(tc, test_malloc_memcpy_memset);
     tcase_add_test(tc, test_bad_args);
     tcase_add_test(tc, test_stream);
+    tcase_add_test(tc, test_scale);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

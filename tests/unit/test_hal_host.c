@@ -4,11 +4,13 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -909,6 +911,148 @@ START_TEST(test_many_importers)
 }
 END_TEST
 
+/* ---- mem_info: own, imported and foreign memory (host_mem.c "Foreign memory") ------------- */
+
+/* A memfd of `n` bytes mapped MAP_SHARED (at `at` with MAP_FIXED when not NULL); the
+ * descriptor is closed at once unless keep_fd, so the backend must find the file itself. */
+static uint8_t *foreign_map(size_t n, void *at, bool keep_fd, int *fd_out)
+{
+    int fd = memfd_create("test-foreign", MFD_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, (off_t)n), 0);
+    void *p = mmap(at, n, PROT_READ | PROT_WRITE, MAP_SHARED | (at ? MAP_FIXED : 0), fd, 0);
+    ck_assert_ptr_ne(p, MAP_FAILED);
+    if (keep_fd) *fd_out = fd;
+    else close(fd);
+    return p;
+}
+
+START_TEST(test_mem_info)
+{
+    hal_mem_info_t m;
+    /* our own allocation: base, size, an id, shareable */
+    uint8_t *own = NULL;
+    ck_assert_int_eq(H->mem_alloc_shareable(10000, (void **)&own), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_info(own + 9999, &m), MSCCLPP_OK);
+    ck_assert_ptr_eq(m.base, own);
+    ck_assert_uint_eq(m.size, 10000);
+    ck_assert_uint_ne(m.id, 0);
+    ck_assert(m.shareable && !m.foreign);
+    uint64_t own_id = m.id;
+    /* private memory (malloc, the stack) is unknown: size 0, no error recorded */
+    char *heap = malloc(100000);
+    int local = 0;
+    core_clear_error();
+    ck_assert_int_eq(H->mem_info(heap + 5, &m), MSCCLPP_OK);
+    ck_assert_uint_eq(m.size, 0);
+    ck_assert(!m.shareable);
+    ck_assert_int_eq(H->mem_info(heap + 6, &m), MSCCLPP_OK); /* again, from the cache */
+    ck_assert_uint_eq(m.size, 0);
+    ck_assert_int_eq(H->mem_info(&local, &m), MSCCLPP_OK);
+    ck_assert_uint_eq(m.size, 0);
+    ck_assert_str_eq(mscclpp_last_error(), "");
+    free(heap);
+    /* the application's memfd mapping, its descriptor already closed */
+    const size_t n = 5 * 4096;
+    uint8_t *f = foreign_map(n, NULL, false, NULL);
+    ck_assert_int_eq(H->mem_info(f + 4097, &m), MSCCLPP_OK);
+    ck_assert_ptr_eq(m.base, f);
+    ck_assert_uint_eq(m.size, n);
+    ck_assert(m.shareable && m.foreign);
+    ck_assert_uint_ne(m.id, 0);
+    ck_assert_uint_ne(m.id, own_id);
+    uint64_t first = m.id;
+    ck_assert_int_eq(H->mem_info(f, &m), MSCCLPP_OK); /* the same mapping: the same id */
+    ck_assert_uint_eq(m.id, first);
+    /* mem_range knows it now; mem_free refuses it (it is the application's to unmap) */
+    void *base = NULL;
+    size_t size = 0;
+    ck_assert_int_eq(H->mem_range(f + 10, &base, &size), MSCCLPP_OK);
+    ck_assert_ptr_eq(base, f);
+    ck_assert_int_eq(H->mem_free(f), MSCCLPP_ERR_INVALID_ARG);
+    /* replaced by another file at the same address: another id */
+    ck_assert_ptr_eq(foreign_map(n, f, false, NULL), f);
+    ck_assert_int_eq(H->mem_info(f + 1, &m), MSCCLPP_OK);
+    ck_assert_ptr_eq(m.base, f);
+    ck_assert_uint_ne(m.id, first);
+    ck_assert(m.foreign);
+    /* unmapped: unknown */
+    ck_assert_int_eq(munmap(f, n), 0);
+    ck_assert_int_eq(H->mem_info(f, &m), MSCCLPP_OK);
+    ck_assert_uint_eq(m.size, 0);
+    /* a private file mapping and a read-only shared one are not shareable */
+    int fd = memfd_create("test-ro", MFD_CLOEXEC);
+    ck_assert_int_eq(ftruncate(fd, 8192), 0);
+    void *priv = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    void *ro = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+    ck_assert(priv != MAP_FAILED && ro != MAP_FAILED);
+    ck_assert_int_eq(H->mem_info(priv, &m), MSCCLPP_OK);
+    ck_assert(!m.shareable && m.size == 0);
+    ck_assert_int_eq(H->mem_info(ro, &m), MSCCLPP_OK);
+    ck_assert(!m.shareable && m.size == 0);
+    munmap(priv, 8192);
+    munmap(ro, 8192);
+    close(fd);
+    ck_assert_int_eq(H->mem_free(own), MSCCLPP_OK);
+}
+END_TEST
+
+/* The application's memfd mapping, exported: a forked child maps the same pages. */
+START_TEST(test_foreign_export_fork)
+{
+    const size_t n = 3 * 4096;
+    int fd = -1;
+    /* found through the descriptor the process still holds, when /proc/self/map_files is
+     * closed to it; through map_files otherwise */
+    uint8_t *f = foreign_map(n, NULL, true, &fd);
+    for (size_t i = 0; i < n; i++) f[i] = pattern(i, 4);
+    hal_mem_info_t m;
+    ck_assert_int_eq(H->mem_info(f + 100, &m), MSCCLPP_OK);
+    ck_assert(m.shareable && m.foreign && m.base == f);
+    hal_mem_handle_t h;
+    ck_assert_int_eq(H->mem_export(f, &h), MSCCLPP_OK);
+    ck_assert_uint_eq(h.alloc_size, n);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        uint8_t *p = NULL;
+        if (hal_host_ops()->mem_import(&h, (void **)&p)) _exit(1);
+        for (size_t i = 0; i < n; i++)
+            if (p[i] != pattern(i, 4)) _exit(2);
+        for (size_t i = 0; i < n; i++) p[i] = pattern(i, 5);
+        _exit(hal_host_ops()->mem_unimport(p) ? 3 : 0);
+    }
+    ck_assert_int_eq(wait_child(pid), 0);
+    ASSERT_BYTES(n, f[i], pattern(i, 5)); /* written by the child through the same file */
+    close(fd);
+    munmap(f, n);
+}
+END_TEST
+
+/* Host functions run in stream order, after the work queued before them. */
+static void hostfn_mark(void *arg)
+{
+    uint8_t *p = arg;
+    p[1] = (uint8_t)(p[0] + 1); /* sees the copy queued before it */
+}
+
+START_TEST(test_launch_host_func)
+{
+    hal_stream_t s;
+    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    uint8_t src[2] = {41, 0}, dst[2] = {0, 0};
+    ck_assert_int_eq(H->memcpy_async(dst, src, 1, s), MSCCLPP_OK);
+    ck_assert_int_eq(H->launch_host_func(hostfn_mark, dst, s), MSCCLPP_OK);
+    ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK);
+    ck_assert_uint_eq(dst[1], 42);
+    dst[0] = 7;
+    ck_assert_int_eq(H->launch_host_func(hostfn_mark, dst, NULL), MSCCLPP_OK); /* now */
+    ck_assert_uint_eq(dst[1], 8);
+    ck_assert_int_eq(H->launch_host_func(NULL, dst, s), MSCCLPP_ERR_INVALID_ARG);
+    ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
+}
+END_TEST
+
 int main(void)
 {
     setenv("MSCCLPP_DEBUG", getenv("MSCCLPP_DEBUG") ? getenv("MSCCLPP_DEBUG") : "NONE", 1);
@@ -937,6 +1081,9 @@ int main(void)
     tcase_add_test(tc, test_self_import);
     tcase_add_test(tc, test_export_again_after_fork);
     tcase_add_test(tc, test_many_importers);
+    tcase_add_test(tc, test_mem_info);
+    tcase_add_test(tc, test_foreign_export_fork);
+    tcase_add_test(tc, test_launch_host_func);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

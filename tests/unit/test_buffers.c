@@ -1,0 +1,322 @@
+/*
+ * The executor on the caller's own buffers (issue 18, "zero-copy"): memory the application
+ * allocated itself, registered by its allocation on first use. On the host backend the
+ * application's shareable memory is a memfd (or /dev/shm file) it maps MAP_SHARED: the HAL
+ * finds it in /proc/self/maps, as the CUDA backend finds cudaMalloc'd or PyTorch's memory
+ * through the driver. Checked on forked ranks:
+ *
+ *   t_foreign_io       a plan that writes its peers' output buffers, on the test's own memfd
+ *                      mappings, at offsets that move inside them (alike on every rank), then
+ *                      on a mapping replaced at the same address: every element checked
+ *   t_asymmetric_offsets  the same plan, each rank's buffers at other offsets than its peer's,
+ *                      eight calls queued on a stream: the owners publish their offsets at each
+ *                      launch's fence
+ *   t_private_refused  the same plan on malloc'd memory: refused before any rank talks, naming
+ *                      the buffer; the built-in plans (scratch only) run on it
+ *   t_scratch_bounded  a small call on a 64 MiB allocation gets a small scratch, a larger call
+ *                      grows it (collectively), and scratch-only plans keep one context per
+ *                      plan whatever the buffers
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "executor/executor.h" /* the executor's contexts, read (never changed) to check sizes */
+#include "mscclpp/mscclpp.h"
+#include "tests/unit/mp_harness.h"
+
+static char plan_dir[512], corpus[512];
+
+static void set_dirs(void)
+{
+    const char *top = getenv("MSCCLPP_TOP_SRCDIR");
+    snprintf(plan_dir, sizeof plan_dir, "%s/plans", top ? top : ".");
+    snprintf(corpus, sizeof corpus, "%s/tests/fuzz/plan-corpus", top ? top : ".");
+    setenv("MSCCLPP_PLAN_DIR", plan_dir, 1);
+}
+
+/* The application's shareable memory: a memfd mapped MAP_SHARED, its descriptor closed (at
+ * `at`, MAP_FIXED, when not NULL). NULL on failure. */
+static void *app_map(size_t bytes, void *at)
+{
+    int fd = memfd_create("app-buffer", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) return NULL;
+    void *p = mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | (at ? MAP_FIXED : 0), fd, 0);
+    close(fd);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static int count_contexts(const mscclpp_executor_t *ex)
+{
+    int n = 0;
+    for (const exec_context_t *c = ex->contexts; c; c = c->next) n++;
+    return n;
+}
+
+/* ---- a plan that writes the peers' output buffers, on the application's memory ---------- */
+
+static int check_allgather(int rank, int n, const int32_t *out, size_t count, int round,
+                           const char *what)
+{
+    for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < count; i++) {
+            int32_t want = (int32_t)(round * 100000 + p * 1000 + (int)i);
+            if (out[(size_t)p * count + i] != want)
+                return MP_FAIL(rank, "%s, round %d: block of rank %d element %zu is %d, want %d",
+                               what, round, p, i, (int)out[(size_t)p * count + i], (int)want);
+        }
+    return 0;
+}
+
+static int foreign_io_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    char path[700];
+    snprintf(path, sizeof path, "%s/allgather_2.json", corpus);
+    mscclpp_plan_t *plan = NULL;
+    MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mscclpp_bootstrap_t *boot = NULL;
+    MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
+    const size_t count = 1000, alloc = 1 << 20;
+    char *in_map = app_map(alloc, NULL), *out_map = app_map(alloc, NULL);
+    if (!in_map || !out_map) return MP_FAIL(rank, "memfd mappings: %m");
+    /* the buffers move inside their allocations from call to call, alike on every rank */
+    for (int round = 0; round < 6; round++) {
+        size_t off = (size_t)(round % 3) * 4096 + (size_t)round * 64;
+        int32_t *in = (int32_t *)(in_map + off), *out = (int32_t *)(out_map + 2 * off);
+        for (size_t i = 0; i < count; i++) in[i] = (int32_t)(round * 100000 + rank * 1000 + i);
+        memset(out, 0xee, count * 4 * (size_t)n);
+        MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, count * 4, count * 4 * (size_t)n,
+                                       MSCCLPP_INT32, MSCCLPP_SUM, NULL));
+        if (check_allgather(rank, n, out, count, round, "moving offsets")) return 1;
+    }
+    if (count_contexts(ex) != 1)
+        return MP_FAIL(rank, "%d contexts for one pair of allocations", count_contexts(ex));
+    /* the output allocation replaced by another file at the same address, on every rank:
+     * the peers must write the new one (a stale context writes the old file, and the new
+     * mapping keeps 0xee) */
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+    if (app_map(alloc, out_map) != out_map) return MP_FAIL(rank, "remap at %p: %m", out_map);
+    for (int round = 6; round < 8; round++) {
+        int32_t *in = (int32_t *)in_map, *out = (int32_t *)out_map;
+        for (size_t i = 0; i < count; i++) in[i] = (int32_t)(round * 100000 + rank * 1000 + i);
+        memset(out, 0xee, count * 4 * (size_t)n);
+        MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, count * 4, count * 4 * (size_t)n,
+                                       MSCCLPP_INT32, MSCCLPP_SUM, NULL));
+        if (check_allgather(rank, n, out, count, round, "replaced mapping")) return 1;
+    }
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot)); /* peers done writing our memory */
+    mscclpp_executor_destroy(ex);
+    mscclpp_plan_destroy(plan);
+    mscclpp_comm_destroy(comm);
+    munmap(in_map, alloc);
+    munmap(out_map, alloc);
+    return 0;
+}
+
+START_TEST(t_foreign_io)
+{
+    set_dirs();
+    setenv("MSCCLPP_TIMEOUT", "10", 1);
+    ck_assert_int_eq(mp_run(2, foreign_io_body, NULL, 120, NULL), 0);
+    unsetenv("MSCCLPP_TIMEOUT");
+}
+END_TEST
+
+/*
+ * Ranks whose buffers sit at different offsets in their allocations (a caching allocator makes
+ * no promise): every owner publishes its offsets at the launch fence and the writers follow
+ * them. Eight calls queued on a stream back to back, each rank moving its buffers differently,
+ * every output checked once the stream ran them.
+ */
+static int asym_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    char path[700];
+    snprintf(path, sizeof path, "%s/allgather_2.json", corpus);
+    mscclpp_plan_t *plan = NULL;
+    MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mscclpp_stream_t st = NULL;
+    MP_CHECK(rank, mscclpp_stream_create(&st));
+    enum { ROUNDS = 8 };
+    const size_t count = 1000, alloc = (size_t)4 << 20, slot = 64 << 10;
+    char *in_map = app_map(alloc, NULL), *out_map = app_map(alloc, NULL);
+    if (!in_map || !out_map) return MP_FAIL(rank, "memfd mappings: %m");
+    memset(out_map, 0xee, alloc);
+    int32_t *outs[ROUNDS];
+    for (int round = 0; round < ROUNDS; round++) {
+        /* rank 0 and rank 1 place each round's buffers at different offsets */
+        size_t off = (size_t)round * slot + (size_t)((round * (rank + 1) * 7) % 5) * 4096 +
+                     (size_t)rank * 192;
+        int32_t *in = (int32_t *)(in_map + off), *out = (int32_t *)(out_map + 2 * off);
+        outs[round] = out;
+        for (size_t i = 0; i < count; i++) in[i] = (int32_t)(round * 100000 + rank * 1000 + i);
+        MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, count * 4, count * 4 * (size_t)n,
+                                       MSCCLPP_INT32, MSCCLPP_SUM, st));
+    }
+    MP_CHECK(rank, mscclpp_stream_synchronize(st));
+    for (int round = 0; round < ROUNDS; round++)
+        if (check_allgather(rank, n, outs[round], count, round, "different offsets per rank"))
+            return 1;
+    mscclpp_bootstrap_t *boot = NULL;
+    MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+    mscclpp_stream_destroy(st);
+    mscclpp_executor_destroy(ex);
+    mscclpp_plan_destroy(plan);
+    mscclpp_comm_destroy(comm);
+    munmap(in_map, alloc);
+    munmap(out_map, alloc);
+    return 0;
+}
+
+START_TEST(t_asymmetric_offsets)
+{
+    set_dirs();
+    setenv("MSCCLPP_TIMEOUT", "10", 1);
+    ck_assert_int_eq(mp_run(2, asym_body, NULL, 120, NULL), 0);
+    unsetenv("MSCCLPP_TIMEOUT");
+}
+END_TEST
+
+static int private_refused_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    char path[700];
+    snprintf(path, sizeof path, "%s/allgather_2.json", corpus);
+    mscclpp_plan_t *plan = NULL;
+    MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    const size_t count = 256;
+    int32_t *in = malloc(count * 4), *out = malloc(count * 4 * (size_t)n);
+    mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, count * 4, count * 4 * (size_t)n,
+                                         MSCCLPP_INT32, MSCCLPP_SUM, NULL);
+    if (r != MSCCLPP_ERR_INVALID_ARG || !strstr(mscclpp_last_error(), "can share") ||
+        !strstr(mscclpp_last_error(), "send buffer"))
+        return MP_FAIL(rank, "malloc'd buffers for a plan reaching peers' outputs: %d, %s", r,
+                       mscclpp_last_error());
+    /* refused before any rank talked: the executor is not broken */
+    for (size_t i = 0; i < count; i++) in[i] = rank + 1;
+    MP_CHECK(rank, mscclpp_allreduce(ex, in, in, count, MSCCLPP_INT32, MSCCLPP_SUM, NULL));
+    if (in[count - 1] != n * (n + 1) / 2)
+        return MP_FAIL(rank, "allreduce on malloc'd memory: %d", (int)in[count - 1]);
+    free(in);
+    free(out);
+    mscclpp_executor_destroy(ex);
+    mscclpp_plan_destroy(plan);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_private_refused)
+{
+    set_dirs();
+    ck_assert_int_eq(mp_run(2, private_refused_body, NULL, 120, NULL), 0);
+}
+END_TEST
+
+/* ---- scratch follows the call, not the allocation ------------------------------------------ */
+
+static uint64_t scratch_of(const mscclpp_executor_t *ex)
+{
+    uint64_t most = 0;
+    for (const exec_context_t *c = ex->contexts; c; c = c->next)
+        if (c->scratch_bytes > most) most = c->scratch_bytes;
+    return most;
+}
+
+static int scratch_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    const size_t big = (size_t)64 << 20;
+    float *a = NULL;
+    MP_CHECK(rank, mscclpp_malloc(big, (void **)&a));
+    float *f = app_map(big, NULL);
+    if (!f) return MP_FAIL(rank, "memfd mapping: %m");
+    /* a 1 KiB allreduce in a 64 MiB allocation (and in the application's own 64 MiB) */
+    for (int k = 0; k < 2; k++) {
+        float *x = k ? f : a;
+        for (size_t i = 0; i < 256; i++) x[i] = (float)(rank + 1);
+        MP_CHECK(rank, mscclpp_allreduce(ex, x, x + 1024, 256, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                                         NULL));
+        if (x[1024 + 255] != (float)(n * (n + 1) / 2))
+            return MP_FAIL(rank, "allreduce: %g", x[1024 + 255]);
+    }
+    uint64_t small = scratch_of(ex);
+    if (small == 0 || small > ((uint64_t)4 << 20))
+        return MP_FAIL(rank, "scratch of a 1 KiB call in a 64 MiB allocation: %llu bytes",
+                       (unsigned long long)small);
+    int before = count_contexts(ex);
+    /* the same plan on many other buffers: no new context (scratch-only plans) */
+    for (int k = 0; k < 8; k++) {
+        float *x = malloc(4096);
+        for (size_t i = 0; i < 256; i++) x[i] = (float)(rank + k);
+        MP_CHECK(rank, mscclpp_allreduce(ex, x, x, 256, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+        if (x[7] != (float)(n * (n - 1) / 2 + n * k))
+            return MP_FAIL(rank, "allreduce %d on malloc'd memory: %g", k, x[7]);
+        free(x);
+    }
+    if (count_contexts(ex) != before)
+        return MP_FAIL(rank, "%d contexts after 8 more buffers, %d before", count_contexts(ex),
+                       before);
+    /* an 8 MiB call grows the scratch, on every rank, and stays right */
+    const size_t cnt = (size_t)2 << 20;
+    for (size_t i = 0; i < cnt; i++) a[i] = (float)(rank + (int)(i % 3));
+    MP_CHECK(rank, mscclpp_allreduce(ex, a, a + cnt, cnt, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+    for (size_t i = 0; i < cnt; i++)
+        if (a[cnt + i] != (float)(n * (n - 1) / 2 + n * (int)(i % 3)))
+            return MP_FAIL(rank, "8 MiB allreduce element %zu: %g", i, a[cnt + i]);
+    uint64_t grown = scratch_of(ex);
+    if (grown <= small || grown > ((uint64_t)64 << 20))
+        return MP_FAIL(rank, "scratch after an 8 MiB call: %llu bytes (was %llu)",
+                       (unsigned long long)grown, (unsigned long long)small);
+    mscclpp_executor_destroy(ex);
+    mscclpp_free(a);
+    munmap(f, big);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_scratch_bounded)
+{
+    set_dirs();
+    ck_assert_int_eq(mp_run(2, scratch_body, NULL, 300, NULL), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("buffers");
+    TCase *tc = tcase_create("host");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, t_foreign_io);
+    tcase_add_test(tc, t_asymmetric_offsets);
+    tcase_add_test(tc, t_private_refused);
+    tcase_add_test(tc, t_scratch_bounded);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
