@@ -144,7 +144,8 @@ static int rank_open(rank_t *r, int rank, int n, const mscclpp_unique_id_t *id)
     MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &r->comm));
     MP_CHECK(rank, mscclpp_executor_create(r->comm, &r->ex));
     char path[600];
-    snprintf(path, sizeof path, "%s/allreduce_pkt_%d.json", plan_dir, n);
+    /* the one-hop packet allreduce: 0 to 32 KiB, the sizes of the calls below */
+    snprintf(path, sizeof path, "%s/allreduce_allpairs_%d.json", plan_dir, n);
     MP_CHECK(rank, mscclpp_plan_load_file(path, &r->plan));
     MP_CHECK(rank, mscclpp_malloc(BUF_BYTES, (void **)&r->a));
     MP_CHECK(rank, mscclpp_malloc(BUF_BYTES, (void **)&r->b));
@@ -391,7 +392,7 @@ END_TEST
 /* ---- a call no plan serves (item 7) ------------------------------------------------------ */
 
 /*
- * An executor with one registered plan (the 2-rank packet allreduce, up to 256 KiB) and no
+ * An executor with one registered plan (the 2-rank all-pairs packet allreduce, to 32 KiB) and no
  * default plans: a 1 MiB allreduce, out of place and in place, is refused before anything is
  * launched, and the executor stays usable: the next calls it serves are right, and the refusal
  * comes again, as itself, not as "broken by an earlier error".
