@@ -10,13 +10,16 @@ top=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 bld=${MSCCLPP_TOP_BUILDDIR:-$top}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 hipcc=${HIPCC:-$(command -v hipcc || echo /opt/rocm/bin/hipcc)}
-# Limits (bytes per thread) of kern_cuda_entry at sm_90, nvcc 13.0: 6080 bytes of stack before
-# the shared-memory block state (wave 6), 288 after. Spill stores summed over the kernel and its
-# out-of-line functions: 2216 bytes, 2536 since the int64/uint64 reduce loops (static bytes;
-# mostly around the calls of the out-of-line functions and the pointer set-up of the data
-# loops, docs/gpu.md): the limit keeps it from growing.
-stack_limit=${KERN_STACK_LIMIT:-384}
-spill_limit=${KERN_SPILL_LIMIT:-2600}
+# Limits (bytes per thread) of kern_cuda_entry at sm_90, nvcc 13.0. Stack: 6080 bytes before
+# the shared-memory block state (wave 6), 288 after; 1224 with the device-side launch fence
+# and its records (48305a6, whose own tree had 7472); the limit is the ratchet, lowered as the
+# fence's slow path moves out of line. Spill stores summed over the kernel and its out-of-line
+# functions (static bytes): 2216, 2536 with the int64/uint64 reduce loops, 6480 with the
+# launch fence; spill loads 8836 (mostly around the calls of the out-of-line functions and the
+# pointer set-up of the data loops, docs/gpu.md). Each limit keeps its number from growing.
+stack_limit=${KERN_STACK_LIMIT:-1280}
+spill_limit=${KERN_SPILL_LIMIT:-6600}
+load_limit=${KERN_SPILL_LOAD_LIMIT:-9000}
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 inc="-I$top -I$top/include -I$bld"
@@ -51,11 +54,12 @@ else
     loads=$(awk '/bytes spill stores/ { s += $9 } END { print s + 0 }' "$tmp/log90")
     echo "# kern_cuda_entry sm_90: $regs registers, $stack bytes of stack per thread; spill" \
         "stores $spills bytes, spill loads $loads bytes (limits: stack $stack_limit, spill" \
-        "stores $spill_limit)"
+        "stores $spill_limit, spill loads $load_limit)"
     if [ -z "$stack" ]; then
         sed 's/^/# /' "$tmp/log90" | head -n 20
         echo "not ok $n - kern_cuda_entry stack and spills: no ptxas report"
-    elif [ "$stack" -gt "$stack_limit" ] || [ "$spills" -gt "$spill_limit" ]; then
+    elif [ "$stack" -gt "$stack_limit" ] || [ "$spills" -gt "$spill_limit" ] ||
+            [ "$loads" -gt "$load_limit" ]; then
         echo "not ok $n - kern_cuda_entry stack and spills: over the limit"
     else
         echo "ok $n - kern_cuda_entry stack and spills"
