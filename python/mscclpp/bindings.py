@@ -1,10 +1,11 @@
 """MSCCL++'s Python runtime names over libmscclpp's public C API (ctypes, no compiler needed).
 
 ``mscclpp.CommGroup``, ``Communicator``, ``Executor``, ``ExecutionPlan``, ``DataType``,
-``ReduceOp``, ``RawGpuBuffer``, ``is_nvls_supported``, ``AlgorithmCollectionBuilder`` and
-``Algorithm`` come from here (``mscclpp/__init__.py`` loads this module on first use of one of
-those names). Buffers are integer addresses (``tensor.data_ptr()``); tensors come in and go out
-through DLPack. See docs/python.md.
+``ReduceOp``, ``RawGpuBuffer``, ``is_nvls_supported`` and ``Algorithm`` come from here
+(``mscclpp/__init__.py`` loads this module on first use of one of those names;
+``mscclpp.AlgorithmCollectionBuilder`` is :mod:`mscclpp.ext`'s, which uses this module).
+Buffers are integer addresses (``tensor.data_ptr()``); tensors come in and go out through
+DLPack. See docs/python.md.
 """
 
 import ctypes
@@ -15,7 +16,7 @@ from . import runtime
 from .runtime import MscclppError, UNIQUE_ID_BYTES
 
 __all__ = ["CommGroup", "Communicator", "Executor", "ExecutionPlan", "DataType", "ReduceOp",
-           "PacketType", "RawGpuBuffer", "is_nvls_supported", "AlgorithmCollectionBuilder",
+           "PacketType", "RawGpuBuffer", "is_nvls_supported",
            "Algorithm", "NativeAlgorithm", "MscclppError", "execute_plan", "Stream", "Graph"]
 
 
@@ -873,8 +874,3 @@ def execute_plan(compiled, comm, input_buffer, output_buffer, input_size, output
     return algo.execute(comm, input_buffer, output_buffer, input_size, output_size, dtype, op,
                         stream, executor, nblocks, nthreads_per_block, symmetric_memory, extras,
                         accum_dtype)
-
-
-# MSCCL++'s mscclpp.ext.AlgorithmCollectionBuilder, also reachable as
-# mscclpp.AlgorithmCollectionBuilder (one builder per process either way)
-from .ext.algorithm_collection_builder import AlgorithmCollectionBuilder  # noqa: E402
