@@ -1038,12 +1038,24 @@ static uint64_t traffic_of(const mscclpp_plan_t *p, size_t in, size_t out)
     return b;
 }
 
+/* mscclpp_collective_min_traffic of `p`'s collective, rank count and placement at these sizes. */
+static uint64_t fewest_of(const mscclpp_plan_t *p, size_t in, size_t out)
+{
+    uint64_t b = 0;
+    ck_assert_int_eq(mscclpp_collective_min_traffic(mscclpp_plan_collective(p),
+                                                    mscclpp_plan_world_size(p), in, out,
+                                                    mscclpp_plan_is_inplace(p), &b),
+                     MSCCLPP_OK);
+    return b;
+}
+
 /*
  * The direct plans of plans/direct/ (they read the peers' inputs and write their outputs) move
  * the fewest bytes a collective needs (issue 19 item 3), all ranks together for a message of S
  * bytes: allreduce 2 N S (in place too) where the scratch plan moves 2 (3N - 2) S; allgather of
  * s bytes per rank in place N^2 s, out of place N (N + 2) s (one local read of the input more
- * than the fewest, N (N + 1) s: the copy to its own block), where the scratch plan moves 3 N^2 s.
+ * than the fewest, N (N + 1) s: the copy to its own block), where the scratch plan moves 3 N^2 s;
+ * "the fewest" is mscclpp_collective_min_traffic's.
  * They also pass the C verifier (wrong results, races, deadlocks).
  */
 START_TEST(test_direct_traffic)
@@ -1056,11 +1068,13 @@ START_TEST(test_direct_traffic)
             mscclpp_plan_t *p = load_tree("plans", rel);
             ck_assert_int_eq(mscclpp_plan_verify(p), MSCCLPP_OK);
             ck_assert_uint_eq(traffic_of(p, S, S), 2 * n * S);
+            ck_assert_uint_eq(traffic_of(p, S, S), fewest_of(p, S, S));
             mscclpp_plan_destroy(p);
             snprintf(rel, sizeof rel, "direct/allgather_direct%s_%d.json", ip ? "_ip" : "", (int)n);
             p = load_tree("plans", rel);
             ck_assert_int_eq(mscclpp_plan_verify(p), MSCCLPP_OK);
             ck_assert_uint_eq(traffic_of(p, s, n * s), ip ? n * n * s : n * (n + 2) * s);
+            ck_assert_uint_eq(traffic_of(p, s, n * s), fewest_of(p, s, n * s) + (ip ? 0 : n * s));
             mscclpp_plan_destroy(p);
         }
         snprintf(rel, sizeof rel, "allreduce_simple_%d.json", (int)n);
