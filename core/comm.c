@@ -174,6 +174,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_comm_abort(mscclpp_comm_t *comm)
 mscclpp_result_t comm_fail(mscclpp_comm_t *comm, mscclpp_result_t r, bool logged)
 {
     if (r == MSCCLPP_OK || r == MSCCLPP_ERR_ABORTED) return r;
+    if (!core_error_logged()) logged = false; /* recorded quietly where it happened */
     int suspect = core_culprit();
     char msg[1024], why[512];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
