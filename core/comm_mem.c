@@ -1,8 +1,8 @@
 /*
  * The communicator's memory bookkeeping: peer allocations mapped into this process (through the
  * cache beside the ipc transport, transports/ipc/ipc_map.h), the slabs of shareable memory
- * semaphore counters live in, the exchange of one address with a peer, and their release when
- * the communicator goes.
+ * semaphore counters live in, and their release when the communicator goes. (The exchange of one
+ * address with a peer is registered memory's: core/regmem.c.)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,29 +97,6 @@ void comm_counter_free(mscclpp_comm_t *comm, void *owner)
     slot->slab->used--;
     pthread_mutex_unlock(&comm->lock);
     free(slot);
-}
-
-mscclpp_result_t comm_exchange_address(mscclpp_comm_t *comm, int peer, int tag, void *mine,
-                                       size_t bytes, void **theirs, void **mapping)
-{
-    mscclpp_regmem_t *local = NULL, *remote = NULL;
-    mscclpp_result_t res;
-    CHECK(mscclpp_register_memory(comm, mine, bytes, MSCCLPP_TRANSPORT_IPC, &local));
-    CHECK_GOTO(mscclpp_regmem_send(comm, local, peer, tag), res, out);
-    CHECK_GOTO(mscclpp_regmem_recv(comm, peer, tag, &remote), res, out);
-    if (!remote->ptr) {
-        res = ERR(MSCCLPP_ERR_UNSUPPORTED,
-                  "rank %d cannot map memory of rank %d (another node needs a network transport)",
-                  comm->rank, peer);
-        goto out;
-    }
-    *theirs = remote->ptr;
-    *mapping = remote->import_base;
-    remote->import_base = NULL; /* the caller now owns the mapping */
-out:
-    mscclpp_regmem_destroy(remote);
-    mscclpp_regmem_destroy(local);
-    return res;
 }
 
 void comm_release_resources(mscclpp_comm_t *comm)

@@ -112,8 +112,8 @@ void comm_counter_free(mscclpp_comm_t *comm, void *owner);
 
 /**
  * Exchange one local address inside shareable memory with `peer` (send mine, receive theirs)
- * and map the peer's locally. Both ranks call it with the same tag. `mapping` is released with
- * comm_unmap_peer().
+ * and map the peer's locally (core/regmem.c). Both ranks call it with the same tag. `mapping`
+ * is released with comm_unmap_peer().
  */
 mscclpp_result_t comm_exchange_address(mscclpp_comm_t *comm, int peer, int tag, void *mine,
                                        size_t bytes, void **theirs, void **mapping);

@@ -1,6 +1,7 @@
 /*
- * Registered memory: a region inside a shareable allocation, its versioned wire encoding, and
- * the mapping of peers' regions (through the import cache of core/comm_mem.c).
+ * Registered memory: a region inside a shareable allocation, its versioned wire encoding, the
+ * mapping of peers' regions (through the import cache of core/comm_mem.c), and the exchange of
+ * one address with a peer built on them (semaphores use it).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,4 +182,29 @@ MSCCLPP_API mscclpp_result_t mscclpp_regmem_destroy(mscclpp_regmem_t *mem)
     if (mem->import_base) comm_unmap_peer(mem->comm, mem->import_base);
     free(mem);
     return MSCCLPP_OK;
+}
+
+/* ---- one address with a peer ------------------------------------------------------------ */
+
+mscclpp_result_t comm_exchange_address(mscclpp_comm_t *comm, int peer, int tag, void *mine,
+                                       size_t bytes, void **theirs, void **mapping)
+{
+    mscclpp_regmem_t *local = NULL, *remote = NULL;
+    mscclpp_result_t res;
+    CHECK(mscclpp_register_memory(comm, mine, bytes, MSCCLPP_TRANSPORT_IPC, &local));
+    CHECK_GOTO(mscclpp_regmem_send(comm, local, peer, tag), res, out);
+    CHECK_GOTO(mscclpp_regmem_recv(comm, peer, tag, &remote), res, out);
+    if (!remote->ptr) {
+        res = ERR(MSCCLPP_ERR_UNSUPPORTED,
+                  "rank %d cannot map memory of rank %d (another node needs a network transport)",
+                  comm->rank, peer);
+        goto out;
+    }
+    *theirs = remote->ptr;
+    *mapping = remote->import_base;
+    remote->import_base = NULL; /* the caller now owns the mapping */
+out:
+    mscclpp_regmem_destroy(remote);
+    mscclpp_regmem_destroy(local);
+    return res;
 }

@@ -27,6 +27,10 @@
 #include "executor/executor.h"
 #include "hal/hal_api.h"
 
+/* The largest count of a rank that refused its own arguments: above any count it accepts
+ * (counts stay below SIZE_MAX / element size / nranks). */
+#define A2AV_REFUSED UINT64_MAX
+
 /* A 64-bit mix of one matrix entry (splitmix64 finaliser), so that sums over entries differ
  * when any entry does (a hash: equal sums do not prove equal matrices, unequal ones disprove). */
 static uint64_t entry_hash(uint64_t from, uint64_t to, uint64_t count)
@@ -89,19 +93,27 @@ MSCCLPP_API mscclpp_result_t mscclpp_alltoallv(mscclpp_executor_t *exec, const v
     mscclpp_comm_t *comm = exec->comm;
     int n = comm->nranks, rank = comm->rank;
     size_t es = mscclpp_dtype_size(dtype);
-    /* what this rank brings: its largest count and its halves of the matrix check */
+    /* what this rank brings: its largest count and its halves of the matrix check; a rank
+     * that refuses its own arguments still takes part (largest count REFUSED), so that its
+     * peers refuse at once instead of waiting for it until the timeout */
     uint64_t mine[3] = {0, 0, 0};
-    for (int j = 0; j < n; j++) {
-        size_t lim = SIZE_MAX / es;
-        if (sendcounts[j] > lim || sdispls[j] > lim - sendcounts[j] || recvcounts[j] > lim ||
-            rdispls[j] > lim - recvcounts[j])
-            return ERR_ARG("mscclpp_alltoallv: rank %d: peer %d's count or displacement "
-                           "overflows the address space in %s elements",
-                           rank, j, mscclpp_dtype_name(dtype));
-        if ((sendcounts[j] && !send) || (recvcounts[j] && !recv))
-            return ERR_ARG("mscclpp_alltoallv: rank %d: a NULL buffer with elements to %s "
-                           "peer %d",
-                           rank, sendcounts[j] && !send ? "send to" : "receive from", j);
+    mscclpp_result_t refused = MSCCLPP_OK;
+    for (int j = 0; j < n && refused == MSCCLPP_OK; j++) {
+        /* n blocks of the largest count must fit the staging buffer: no count above this */
+        size_t lim = SIZE_MAX / es / (size_t)n;
+        if (sendcounts[j] > lim || sdispls[j] > SIZE_MAX / es - sendcounts[j] ||
+            recvcounts[j] > lim || rdispls[j] > SIZE_MAX / es - recvcounts[j])
+            refused = ERR_ARG("mscclpp_alltoallv: rank %d: peer %d's count or displacement "
+                              "overflows the address space in %s elements (%d blocks)",
+                              rank, j, mscclpp_dtype_name(dtype), n);
+        else if ((sendcounts[j] && !send) || (recvcounts[j] && !recv))
+            refused = ERR_ARG("mscclpp_alltoallv: rank %d: a NULL buffer with elements to %s "
+                              "peer %d",
+                              rank, sendcounts[j] && !send ? "send to" : "receive from", j);
+        if (refused != MSCCLPP_OK) {
+            mine[0] = A2AV_REFUSED;
+            break;
+        }
         if (sendcounts[j] > mine[0]) mine[0] = sendcounts[j];
         if (recvcounts[j] > mine[0]) mine[0] = recvcounts[j];
         mine[1] += entry_hash((uint64_t)rank, (uint64_t)j, sendcounts[j]);
@@ -109,6 +121,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_alltoallv(mscclpp_executor_t *exec, const v
     }
     uint64_t *all = malloc((size_t)n * sizeof mine);
     if (!all) return ERR(MSCCLPP_ERR_NO_MEMORY, "mscclpp_alltoallv: out of memory");
+    /* the message of this rank's refusal stays the last error while the peers are told */
+    core_error_kept_t kept;
+    if (refused != MSCCLPP_OK) core_error_keep(&kept);
     for (int k = 0; k < 3; k++) all[(size_t)rank * 3 + (size_t)k] = mine[k];
     mscclpp_result_t r = mscclpp_bootstrap_allgather(comm->boot, all, sizeof mine);
     if (r != MSCCLPP_OK) {
@@ -116,12 +131,22 @@ MSCCLPP_API mscclpp_result_t mscclpp_alltoallv(mscclpp_executor_t *exec, const v
         return comm_fail(comm, r, false);
     }
     uint64_t block = 0, sent = 0, received = 0;
+    int refuser = -1;
     for (int i = 0; i < n; i++) {
+        if (all[(size_t)i * 3] == A2AV_REFUSED && refuser < 0) refuser = i;
         if (all[(size_t)i * 3] > block) block = all[(size_t)i * 3];
         sent += all[(size_t)i * 3 + 1];
         received += all[(size_t)i * 3 + 2];
     }
     free(all);
+    if (refused != MSCCLPP_OK) {
+        core_error_put_back(&kept);
+        return refused;
+    }
+    if (refuser >= 0)
+        return ERR_ARG("mscclpp_alltoallv: rank %d refused its arguments (its error says why); "
+                       "every rank refuses this call",
+                       refuser);
     if (sent != received)
         return ERR_ARG("mscclpp_alltoallv: the ranks' counts disagree: rank i's sendcounts[j] "
                        "must equal rank j's recvcounts[i] for every pair (every rank refuses "

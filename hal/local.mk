@@ -1,5 +1,6 @@
 # hal/: the ops table, the module loader and the built-in host backend
-noinst_HEADERS += hal/hal.h hal/hal_api.h hal/fd_broker.h hal/host/host.h hal/host/host_wait.h
+noinst_HEADERS += hal/hal.h hal/hal_api.h hal/hal_alloc.h hal/fd_broker.h hal/host/host.h \
+	hal/host/host_wait.h
 libmscclpp_la_SOURCES += \
 	hal/hal.c hal/hal_stub.c hal/hal_api.c hal/fd_broker.c \
 	hal/host/host_ops.c hal/host/host_mem.c hal/host/host_share.c hal/host/host_stream.c

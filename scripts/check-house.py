@@ -11,6 +11,10 @@ CHECK is any of:
            call each other in a circle (read from the objects of a build: `nm`);
   config   no library code reads an MSCCLPP_* variable with getenv(): every one is declared in
            base/config_vars.h and read through the table (mscclpp-info lists them);
+  vendor   a vendor's header (CUDA, HIP, MPI, UCX, verbs, NCCL: VENDOR_HEADERS) is included only
+           where docs/architecture.md's table "Vendor headers" allows it (a file, or a folder and
+           what is below it, with the headers named in its row), and every row of that table is
+           still used: a new exception fails until the map gives it a row and a reason;
   map      every top-level folder of the tree is on the map of docs/architecture.md ("Layers and
            folders") and every folder the map names exists; every folder of tests/ is in its
            test list ("Tests"); configure's summary has a line per transport folder.
@@ -38,6 +42,16 @@ RANKS = {
 LIBRARY_DIRS = ["base", "kernels", "hal", "transports", "core", "executor", "nccl", "tools"]
 SOURCE_EXT = (".c", ".h", ".cu", ".hip", ".cpp", ".cc")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+ANY_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+# The headers of the vendors' libraries (fnmatch patterns): CUDA and its libraries, HIP/ROCm,
+# MPI, UCX, verbs/rdma-core, NCCL/RCCL.
+VENDOR_HEADERS = [
+    "cuda*", "cuda/*", "cub/*", "cublas*", "cufft*", "curand*", "cupti*", "nvml.h", "nvrtc.h",
+    "nvtx*", "nvToolsExt*", "hip/*", "hsa/*", "rocm*", "roctracer/*", "rocprofiler*",
+    "mpi.h", "mpi_*.h", "mpi-ext.h", "ucp/*", "ucs/*", "uct/*", "infiniband/*", "rdma/*",
+    "nccl*.h", "rccl*", "rccl/*",
+]
+VENDOR_SCAN_EXT = SOURCE_EXT + (".cuh", ".hpp", ".hh")
 
 
 def tracked_files(src):
@@ -228,6 +242,75 @@ def check_config(src, files):
     return bad
 
 
+def header_match(name, pattern):
+    """fnmatch for header names: * stays inside one path component, except that a pattern
+    ending in "/*" takes everything below that folder (ucp/* is ucp/api/ucp.h too)."""
+    if pattern.endswith("/*"):
+        return name.startswith(pattern[:-1])
+    rx = "".join("[^/]*" if c == "*" else re.escape(c) for c in pattern)
+    return re.fullmatch(rx, name) is not None
+
+
+def vendor_table(text):
+    """docs/architecture.md's table "| where | vendor headers | why |": [(path, [pattern])]."""
+    rows, inside = [], False
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") \
+            else None
+        if cells is None:
+            inside = False
+            continue
+        if [c.lower() for c in cells[:2]] == ["where", "vendor headers"]:
+            inside = True
+            continue
+        if not inside or set(cells[0]) <= set("-: "):
+            continue
+        where = re.findall(r"`([^`]+)`", cells[0])
+        heads = re.findall(r"`([^`]+)`", cells[1]) if len(cells) > 1 else []
+        for w in where:
+            rows.append((w, heads))
+    return rows
+
+
+def check_vendor(src, files):
+    path = os.path.join(src, "docs", "architecture.md")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            rows = vendor_table(fh.read())
+    except OSError as e:
+        return [f"docs/architecture.md: {e.strerror}"]
+    if not rows:
+        return ["docs/architecture.md: no table \"| where | vendor headers | why |\""]
+    bad, used = [], set()
+    for f in sorted(files):
+        if not f.endswith(VENDOR_SCAN_EXT):
+            continue
+        with open(os.path.join(src, f), encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+        for inc in ANY_INCLUDE_RE.findall(text):
+            if not any(header_match(inc, p) for p in VENDOR_HEADERS):
+                continue
+            if os.path.exists(os.path.join(os.path.dirname(os.path.join(src, f)), inc)):
+                continue  # a header of ours beside the file (hal/hipnv/hip/*.h include each other)
+            ok = False
+            for i, (where, heads) in enumerate(rows):
+                here = f.startswith(where) if where.endswith("/") else f == where
+                for h in heads:
+                    if here and header_match(inc, h):
+                        used.add((i, h))
+                        ok = True
+            if not ok:
+                bad.append(f"{f} includes <{inc}>, a vendor's header: only the places of "
+                           f"docs/architecture.md's table \"Vendor headers\" may, each with its "
+                           f"reason (call the HAL, or add a row that says why)")
+    for i, (where, heads) in enumerate(rows):
+        for h in heads:
+            if (i, h) not in used:
+                bad.append(f"docs/architecture.md, Vendor headers: the row for {where} allows "
+                           f"{h}, which no file there includes any more: drop it")
+    return bad
+
+
 def map_section(text, title):
     """The section of docs/architecture.md whose heading is "## N. <title>"."""
     m = re.search(rf"^## [0-9]+\. {title}\b.*?(?=^## |\Z)", text, re.M | re.S)
@@ -294,7 +377,7 @@ def main():
                                                    os.path.dirname(here)))
     ap.add_argument("--build", default=os.environ.get("MSCCLPP_TOP_BUILDDIR"))
     ap.add_argument("--tap", action="store_true")
-    ap.add_argument("checks", nargs="*", default=["layers", "calls", "config", "map"])
+    ap.add_argument("checks", nargs="*", default=["layers", "calls", "config", "vendor", "map"])
     a = ap.parse_args()
     build = a.build or os.path.join(a.src, "build")
     files = tracked_files(a.src)
@@ -309,6 +392,8 @@ def main():
             bad, skip = check_calls(build, a.src)
         elif name == "config":
             bad = check_config(a.src, files)
+        elif name == "vendor":
+            bad = check_vendor(a.src, files)
         elif name == "map":
             bad = check_map(a.src, files)
         else:
@@ -317,6 +402,7 @@ def main():
         title = {"layers": "includes run down the layers (ARCHITECTURE.md §2)",
                  "calls": "no call runs up the layers and no circle crosses folders",
                  "config": "every MSCCLPP_* variable is read through base/config_vars.h",
+                 "vendor": "vendor headers only where docs/architecture.md says why",
                  "map": "docs/architecture.md maps every folder, and only those"}[name]
         if skip:
             print(f"ok {n} - {title} # SKIP {skip}" if a.tap else f"{name}: skipped: {skip}")

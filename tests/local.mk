@@ -3,7 +3,8 @@ EXTRA_DIST += tests/unit/mp_harness.h
 # the preamble every TAP shell test sources (top_src, top_build, tmp, pass/skip/fail/run, mk)
 EXTRA_DIST += tests/tap.sh
 
-# The house: layers, circles, the config table and the architecture map (scripts/check-house.py).
+# The house: layers, circles, the config table, vendor headers and the architecture map
+# (scripts/check-house.py).
 TESTS += tests/unit/test_house.sh
 EXTRA_DIST += tests/unit/test_house.sh scripts/check-house.py
 if HAVE_CHECK

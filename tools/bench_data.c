@@ -74,12 +74,18 @@ const char *bench_dtype_name(mscclpp_dtype_t dtype)
     return dtype >= 0 && dtype < MSCCLPP_DTYPE_COUNT ? dtype_names[dtype] : "unknown";
 }
 
+static const char *const redop_names[BENCH_NOPS] = {"sum", "prod", "min", "max", "avg"};
+
 int bench_redop_parse(const char *name)
 {
-    static const char *const names[MSCCLPP_REDOP_COUNT] = {"sum", "prod", "min", "max"};
-    for (int op = 0; op < MSCCLPP_REDOP_COUNT; op++)
-        if (strcasecmp(name, names[op]) == 0) return op;
+    for (int op = 0; op < BENCH_NOPS; op++)
+        if (strcasecmp(name, redop_names[op]) == 0) return op;
     return -1;
+}
+
+const char *bench_redop_name(mscclpp_redop_t op)
+{
+    return (int)op >= 0 && (int)op < BENCH_NOPS ? redop_names[op] : "unknown";
 }
 
 /* --- small floating-point formats ----------------------------------------------------------- */
@@ -252,6 +258,7 @@ static int dtype_unsigned(mscclpp_dtype_t dtype)
 
 double bench_pattern(mscclpp_dtype_t dtype, mscclpp_redop_t op, int reduce, int rank, size_t idx)
 {
+    if (op == BENCH_AVG) op = MSCCLPP_SUM; /* a sum, divided afterwards */
     if (reduce && op == MSCCLPP_PROD) {
         /* Mostly 1, a 2 on every fourth rank of an element (so at most ceil(n/4) factors of 2:
            products stay far from int8 overflow), and -1 sprinkled in for signed types. */
@@ -369,6 +376,11 @@ size_t bench_check(bench_coll_t coll, mscclpp_dtype_t dtype, mscclpp_redop_t op,
             /* The ideal result in the dtype: rounded for floats, wrapped for integers. */
             bench_store(dtype, tmp, 0, want);
             want = bench_load(dtype, tmp, 0);
+            if (op == BENCH_AVG) { /* that sum divided: integers truncate toward zero */
+                want = bench_tolerance(dtype) > 0 ? want / nranks : trunc(want / nranks);
+                bench_store(dtype, tmp, 0, want);
+                want = bench_load(dtype, tmp, 0);
+            }
             break;
         }
         case BENCH_ALLGATHER:

@@ -35,8 +35,17 @@ double bench_busbw_factor(bench_coll_t coll, int nranks);
 int bench_dtype_parse(const char *name);
 /** Short name in the nccl-tests style ("float", "half", "bfloat16", "fp8e4m3", ...). */
 const char *bench_dtype_name(mscclpp_dtype_t dtype);
-/** Reduction op from "sum", "prod", "min", "max"; -1 if unknown. */
+/**
+ * -o avg, NCCL's ncclAvg: the sum divided by the ranks (integers truncate), an op of the bench
+ * past mscclpp_redop_t: the bench sums and then scales the result on the same stream
+ * (mscclpp_scale_async), and times both.
+ */
+#define BENCH_AVG ((mscclpp_redop_t)MSCCLPP_REDOP_COUNT)
+#define BENCH_NOPS (MSCCLPP_REDOP_COUNT + 1)
+/** Reduction op from "sum", "prod", "min", "max", "avg"; -1 if unknown. */
 int bench_redop_parse(const char *name);
+/** "sum", "prod", "min", "max" or "avg". */
+const char *bench_redop_name(mscclpp_redop_t op);
 
 /** Element `i` of `buf` as a double (exact for every dtype). */
 double bench_load(mscclpp_dtype_t dtype, const void *buf, size_t i);

@@ -39,7 +39,7 @@ typedef struct {
     size_t min_bytes, max_bytes, step_bytes;
     unsigned long step_factor; /* 0: linear steps of step_bytes */
     int dtypes[MSCCLPP_DTYPE_COUNT], ndtypes;
-    int ops[MSCCLPP_REDOP_COUNT], nops;
+    int ops[BENCH_NOPS], nops;
     int iters, warmup, check, root, np, mpi;
     int nodes; /* --nodes K or a+b+c: the --np ranks as that many nodes (tools/netns.h) */
     const char *nodes_spec;
@@ -112,7 +112,7 @@ static void usage(FILE *f, const char *prog)
             "  -i, --stepbytes N     add N bytes between rows instead\n"
             "  -d, --datatype T      float, half, bfloat16, int32, uint32, int8, uint8, double,\n"
             "                        fp8e4m3, fp8e5m2, int64, uint64 or all (default float)\n"
-            "  -o, --op OP           sum, prod, min, max or all (default sum)\n"
+            "  -o, --op OP           sum, prod, min, max, avg or all (default sum)\n"
             "  -n, --iters N         timed iterations (default 20)\n"
             "  -w, --warmup_iters N  warmup iterations (default 5)\n"
             "  -c, --check 0|1       check results (default 1)\n"
@@ -201,7 +201,7 @@ enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, 
 #define ACCEPT_DTYPES                                                                             \
     "float, half, bfloat16, int32, uint32, int8, uint8, double, fp8e4m3, fp8e5m2, int64, uint64 " \
     "or all"
-#define ACCEPT_OPS "sum, prod, min, max or all"
+#define ACCEPT_OPS "sum, prod, min, max, avg or all"
 
 /* Edit distance of two short option names (insert, delete, substitute), capped at 3. */
 static int option_distance(const char *a, const char *b)
@@ -327,8 +327,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
             break;
         case 'o':
             if (strcmp(optarg, "all") == 0) {
-                for (v = 0; v < MSCCLPP_REDOP_COUNT; v++) o->ops[v] = v;
-                o->nops = MSCCLPP_REDOP_COUNT;
+                for (v = 0; v < BENCH_NOPS; v++) o->ops[v] = v;
+                o->nops = BENCH_NOPS;
             } else if ((v = bench_redop_parse(optarg)) >= 0) {
                 o->ops[0] = v, o->nops = 1;
             } else {
@@ -638,8 +638,9 @@ static void column_bound(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt,
 
 /* --- one collective call -------------------------------------------------------------------- */
 
-static mscclpp_result_t bench_call(bench_t *b, const void *send, void *recv,
-                                   const bench_shape_t *s, mscclpp_dtype_t dt, mscclpp_redop_t op)
+static mscclpp_result_t bench_call_op(bench_t *b, const void *send, void *recv,
+                                      const bench_shape_t *s, mscclpp_dtype_t dt,
+                                      mscclpp_redop_t op)
 {
     size_t esize = mscclpp_dtype_size(dt);
     if (b->plan)
@@ -657,6 +658,16 @@ static mscclpp_result_t bench_call(bench_t *b, const void *send, void *recv,
     default:
         return mscclpp_broadcast(b->exec, send, recv, s->block, dt, b->o->root, b->stream);
     }
+}
+
+/* One call; -o avg: a sum, then the result divided by the ranks on the same stream. */
+static mscclpp_result_t bench_call(bench_t *b, const void *send, void *recv,
+                                   const bench_shape_t *s, mscclpp_dtype_t dt, mscclpp_redop_t op)
+{
+    int avg = op == BENCH_AVG && bench_coll_reduces(b->coll);
+    mscclpp_result_t rc = bench_call_op(b, send, recv, s, dt, avg ? MSCCLPP_SUM : op);
+    if (rc != MSCCLPP_OK || !avg) return rc;
+    return mscclpp_scale_async(recv, recv, s->recv_count, dt, b->nranks, NULL, 0, b->stream);
 }
 
 static mscclpp_result_t bench_sync(bench_t *b)
@@ -887,6 +898,7 @@ static int mpi_call(bench_t *b, const bench_shape_t *s, MPI_Datatype t, MPI_Op o
 static double time_mpi(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, mscclpp_redop_t op)
 {
     MPI_Datatype t = mpi_dtype(dt);
+    if (op == BENCH_AVG && bench_coll_reduces(b->coll)) return -1; /* MPI has no average */
     if (t == MPI_DATATYPE_NULL || s->send_count > INT32_MAX || s->recv_count > INT32_MAX)
         return -1;
     bench_fill(b->coll, dt, op, b->rank, b->mpi_send, s->send_count);
@@ -1152,7 +1164,7 @@ static void plot_row(bench_t *b, size_t bytes, mscclpp_dtype_t dt, mscclpp_redop
     int nops = bench_coll_reduces(b->coll) ? o->nops : 1;
     if (o->ndtypes > 1 || nops > 1)
         snprintf(suffix, sizeof(suffix), ", %s%s%s", bench_dtype_name(dt), nops > 1 ? " " : "",
-                 nops > 1 ? mscclpp_redop_name(op) : "");
+                 nops > 1 ? bench_redop_name(op) : "");
     double factor = bench_busbw_factor(b->coll, b->nranks);
     for (int k = 0; k < 2; k++) {
         const column_t *c = cols[k];
@@ -1175,7 +1187,7 @@ static void emit_row(bench_t *b, size_t bytes, size_t count, mscclpp_dtype_t dt,
                      mscclpp_redop_t op, const column_t *oop, const column_t *ip, double mpi_us)
 {
     int reduce = bench_coll_reduces(b->coll);
-    const char *opname = reduce ? mscclpp_redop_name(op) : "none";
+    const char *opname = reduce ? bench_redop_name(op) : "none";
     int root = b->coll == BENCH_BROADCAST ? b->o->root : -1;
     const column_t *cols[2] = {oop, ip};
     for (int k = 0; k < 2; k++) {
@@ -1426,6 +1438,7 @@ static int bench_tune_rank(bench_t *b)
     t.step_factor = b->o->step_factor, t.step_bytes = b->o->step_bytes;
     t.dtype = (mscclpp_dtype_t)b->o->dtypes[0];
     t.op = (mscclpp_redop_t)b->o->ops[0];
+    if (t.op == BENCH_AVG) t.op = MSCCLPP_SUM; /* the plans of the sum serve the average */
     if (!t.nthreads) {
         /* the host backend runs a block on one thread: other counts only cost sweep time */
         static const int gpu[] = {0, 256, 512, 1024};

@@ -13,6 +13,7 @@
 
 #include "base/debug.h"
 #include "hal/hal.h"
+#include "hal/hal_alloc.h"
 
 /* Driver entry points, each fetched with the ABI version its typedef names. */
 typedef struct {
@@ -109,18 +110,15 @@ typedef enum {
 } cuda_alloc_kind_t;
 
 typedef struct cuda_alloc {
-    struct cuda_alloc *next;
-    cuda_alloc_kind_t kind;
-    void *base;
-    size_t size;                          /* mapped bytes (a granularity multiple for cuMem) */
+    hal_alloc_t r;                        /* kind (cuda_alloc_kind_t), base, size, id
+                                           * (hal/hal_alloc.h); r.size: mapped bytes (a
+                                           * granularity multiple for cuMem) */
     CUmemGenericAllocationHandle handle;  /* cuMem kinds */
     int device;                           /* runtime ordinal it was created/mapped on */
     bool exported;                        /* fd served by the broker under fdb_key */
     uint64_t fdb_key;
     uint8_t ticket[64];                   /* encoded broker ticket, valid when exported */
     int aliases;                          /* same-process imports of a legacy allocation */
-    uint64_t id;                          /* mem_info's id: ours from a counter, foreign the
-                                           * driver's buffer id (high bit set) */
     bool legacy_ipc;                      /* foreign: cudaIpcGetMemHandle works on it */
     bool vmm_fd;                          /* foreign: cuMem, exportable as a POSIX fd */
     bool retained;                        /* foreign cuMem: `handle` was retained by export */

@@ -156,11 +156,11 @@ mscclpp_result_t cuda_mc_bind(hal_mc_t mc, void *base, size_t bytes, void **mc_p
     size_t mem_offset;
     cuda_reg_lock();
     cuda_alloc_t *a = cuda_reg_find(base);
-    bool ok = a && a->kind == CUDA_ALLOC_VMM;
+    bool ok = a && a->r.kind == CUDA_ALLOC_VMM;
     if (ok) {
         mem = a->handle;
-        mem_offset = (size_t)((uintptr_t)base - (uintptr_t)a->base);
-        ok = mem_offset % mc->gran == 0 && mem_offset + size <= a->size;
+        mem_offset = (size_t)((uintptr_t)base - (uintptr_t)a->r.base);
+        ok = mem_offset % mc->gran == 0 && mem_offset + size <= a->r.size;
     }
     cuda_reg_unlock();
     if (!ok)

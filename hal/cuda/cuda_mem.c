@@ -12,54 +12,30 @@
 
 /* Every allocation this module made or mapped: kinds decide how to free, export, unmap. The
  * application's own memory enters as CUDA_ALLOC_FOREIGN once mem_info or mem_export met it. */
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static cuda_alloc_t *reg_head;
-static uint64_t reg_next_id = 1; /* ids of our own allocations (under reg_lock) */
-#define FOREIGN_ID_BIT (1ull << 63) /* foreign ids are the driver's buffer ids with this bit */
+static hal_alloc_reg_t reg = HAL_ALLOC_REG_INIT(cuda_alloc_t, CUDA_ALLOC_FOREIGN);
 
-void cuda_reg_lock(void) { pthread_mutex_lock(&reg_lock); }
-void cuda_reg_unlock(void) { pthread_mutex_unlock(&reg_lock); }
-
-cuda_alloc_t *cuda_reg_find(const void *ptr)
-{
-    uintptr_t p = (uintptr_t)ptr;
-    for (cuda_alloc_t *a = reg_head; a; a = a->next)
-        if (p >= (uintptr_t)a->base && p - (uintptr_t)a->base < a->size) return a;
-    return NULL;
-}
+void cuda_reg_lock(void) { pthread_mutex_lock(&reg.lock); }
+void cuda_reg_unlock(void) { pthread_mutex_unlock(&reg.lock); }
+cuda_alloc_t *cuda_reg_find(const void *ptr) { return (cuda_alloc_t *)hal_alloc_find(&reg, ptr); }
 
 static mscclpp_result_t reg_add(cuda_alloc_kind_t kind, void *base, size_t size,
                                 CUmemGenericAllocationHandle handle, int device)
 {
     cuda_alloc_t *a = calloc(1, sizeof *a);
     if (!a) return ERR(MSCCLPP_ERR_NO_MEMORY, "cuda: out of host memory for the registry");
-    a->kind = kind;
-    a->base = base;
-    a->size = size;
+    a->r.kind = kind;
+    a->r.base = base;
+    a->r.size = size;
     a->handle = handle;
     a->device = device;
-    cuda_reg_lock();
-    a->id = reg_next_id++;
-    a->next = reg_head;
-    reg_head = a;
-    cuda_reg_unlock();
+    hal_alloc_add(&reg, &a->r);
     return MSCCLPP_OK;
 }
 
 /* Remove the entry whose base is `base` and whose kind is accepted by `mask`; NULL if none. */
 static cuda_alloc_t *reg_take(const void *base, unsigned mask)
 {
-    cuda_reg_lock();
-    for (cuda_alloc_t **pp = &reg_head; *pp; pp = &(*pp)->next) {
-        cuda_alloc_t *a = *pp;
-        if (a->base == base && (mask & (1u << a->kind))) {
-            *pp = a->next;
-            cuda_reg_unlock();
-            return a;
-        }
-    }
-    cuda_reg_unlock();
-    return NULL;
+    return (cuda_alloc_t *)hal_alloc_take(&reg, base, mask);
 }
 
 #define KIND(k) (1u << (k))
@@ -253,13 +229,13 @@ mscclpp_result_t cuda_mem_free(void *ptr)
         WARN(SUBSYS_MEM, "cuda mem_free: %p is still imported %d time(s) in this process",
              ptr, a->aliases);
     mscclpp_result_t res = MSCCLPP_OK;
-    if (a->kind == CUDA_ALLOC_VMM) {
+    if (a->r.kind == CUDA_ALLOC_VMM) {
         if (a->exported) hal_fdb_withdraw(a->fdb_key);
-        cuda_unmap(a->base, a->size);
+        cuda_unmap(a->r.base, a->r.size);
         CUresult err = cuda_drv.mem_release(a->handle);
         if (err != CUDA_SUCCESS) res = cuda_drv_error(err, "cuMemRelease", __FILE__, __LINE__);
     } else {
-        cudaError_t err = cudaFree(a->base);
+        cudaError_t err = cudaFree(a->r.base);
         if (err != cudaSuccess) res = cuda_rt_error(err, "cudaFree", __FILE__, __LINE__);
     }
     free(a);
@@ -306,10 +282,10 @@ mscclpp_result_t cuda_mem_range(const void *ptr, void **base, size_t *size)
     CUDA_REQUIRE_INIT();
     cuda_reg_lock();
     cuda_alloc_t *a = cuda_reg_find(ptr);
-    if (a && a->kind == CUDA_ALLOC_FOREIGN) a = NULL; /* the driver says what is there now */
+    if (a && a->r.kind == CUDA_ALLOC_FOREIGN) a = NULL; /* the driver says what is there now */
     if (a) {
-        *base = a->base;
-        *size = a->size;
+        *base = a->r.base;
+        *size = a->r.size;
     }
     cuda_reg_unlock();
     if (a) return MSCCLPP_OK;
@@ -333,18 +309,12 @@ mscclpp_result_t cuda_mem_range(const void *ptr, void **base, size_t *size)
 
 /* ----- the application's own memory (mem_info, mem_export) ----------------------------------- */
 
-/* What the driver says of the allocation containing ptr: false when it is not device memory
- * of this process that the driver can describe (host memory, managed memory, an old driver). */
-typedef struct {
-    void *base;
-    size_t size;
-    uint64_t id;
-    bool legacy_ipc, vmm_fd;
-} foreign_desc_t;
-
-static bool foreign_describe(const void *ptr, foreign_desc_t *d)
+/* What the driver says of the allocation containing ptr (hal_alloc_describe_fn): false when it
+ * is not device memory of this process that the driver can describe (host memory, managed
+ * memory, an old driver). */
+static bool foreign_describe(const void *ptr, hal_alloc_t *fresh)
 {
-    memset(d, 0, sizeof *d);
+    cuda_alloc_t *d = (cuda_alloc_t *)fresh;
     if (!cuda_drv.pointer_get_attributes) return false;
     CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                    CU_POINTER_ATTRIBUTE_BUFFER_ID,
@@ -361,58 +331,41 @@ static bool foreign_describe(const void *ptr, foreign_desc_t *d)
     CUdeviceptr b = 0;
     size_t s = 0;
     if (cuda_drv.mem_get_address_range(&b, &s, p) != CUDA_SUCCESS || s == 0) return false;
-    d->base = (void *)(uintptr_t)b;
-    d->size = s;
-    d->id = (uint64_t)bid | FOREIGN_ID_BIT;
+    d->r.base = (void *)(uintptr_t)b;
+    d->r.size = s;
+    d->r.id = (uint64_t)bid | HAL_ALLOC_FOREIGN_ID;
     d->legacy_ipc = legacy != 0;
     d->vmm_fd = (handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0 &&
                 cuda_drv.mem_retain_handle != NULL && cuda_drv.have_vmm;
+    (void)cudaGetDevice(&d->device);
     return true;
 }
 
 /* Free a foreign entry already taken out of the registry (its mapping is the application's). */
-static void foreign_release(cuda_alloc_t *a)
+static void foreign_release(hal_alloc_t *stale)
 {
+    cuda_alloc_t *a = (cuda_alloc_t *)stale;
+    if (a->aliases > 0)
+        WARN(SUBSYS_MEM, "cuda: allocation %p was freed while still imported here", a->r.base);
     if (a->exported) hal_fdb_withdraw(a->fdb_key);
     if (a->retained) (void)cuda_drv.mem_release(a->handle);
     free(a);
 }
 
-/*
- * The registry entry of the application's allocation containing ptr, valid now: an entry whose
- * allocation was freed (another buffer id at that address) is dropped and described again.
- * Returns NULL (no error) when the driver cannot describe the memory. Lock held; the driver is
- * asked under it (no callback into this module).
- */
+static bool entry_shareable(const hal_alloc_t *r)
+{
+    const cuda_alloc_t *a = (const cuda_alloc_t *)r;
+    return r->kind == CUDA_ALLOC_VMM || r->kind == CUDA_ALLOC_LEGACY ||
+           (r->kind == CUDA_ALLOC_FOREIGN && (a->legacy_ipc || a->vmm_fd));
+}
+
+/* The registry entry of the allocation containing ptr, valid now (hal_alloc_current): NULL (no
+ * error) when the driver cannot describe the memory. Lock held. */
 static cuda_alloc_t *foreign_entry(const void *ptr)
 {
-    cuda_alloc_t *a = cuda_reg_find(ptr);
-    if (a && a->kind != CUDA_ALLOC_FOREIGN) return a;
-    foreign_desc_t d;
-    if (!foreign_describe(ptr, &d)) return NULL;
-    if (a && a->id == d.id && a->base == d.base && a->size == d.size) return a;
-    if (a) { /* freed by the application, and something else lives there now */
-        for (cuda_alloc_t **pp = &reg_head; *pp; pp = &(*pp)->next)
-            if (*pp == a) {
-                *pp = a->next;
-                break;
-            }
-        if (a->aliases > 0)
-            WARN(SUBSYS_MEM, "cuda: allocation %p was freed while still imported here", a->base);
-        foreign_release(a);
-    }
-    a = calloc(1, sizeof *a);
-    if (!a) return NULL;
-    a->kind = CUDA_ALLOC_FOREIGN;
-    a->base = d.base;
-    a->size = d.size;
-    a->id = d.id;
-    a->legacy_ipc = d.legacy_ipc;
-    a->vmm_fd = d.vmm_fd;
-    (void)cudaGetDevice(&a->device);
-    a->next = reg_head;
-    reg_head = a;
-    return a;
+    cuda_alloc_t scratch;
+    return (cuda_alloc_t *)hal_alloc_current(&reg, ptr, &scratch.r, foreign_describe,
+                                             foreign_release);
 }
 
 mscclpp_result_t cuda_mem_info(const void *ptr, hal_mem_info_t *info)
@@ -421,17 +374,8 @@ mscclpp_result_t cuda_mem_info(const void *ptr, hal_mem_info_t *info)
     CHECK_ARG(info != NULL);
     memset(info, 0, sizeof *info);
     CUDA_REQUIRE_INIT();
-    cuda_reg_lock();
-    cuda_alloc_t *a = foreign_entry(ptr);
-    if (a) {
-        info->base = a->base;
-        info->size = a->size;
-        info->id = a->id;
-        info->foreign = a->kind == CUDA_ALLOC_FOREIGN;
-        info->shareable = a->kind == CUDA_ALLOC_VMM || a->kind == CUDA_ALLOC_LEGACY ||
-                          (a->kind == CUDA_ALLOC_FOREIGN && (a->legacy_ipc || a->vmm_fd));
-    }
-    cuda_reg_unlock();
+    cuda_alloc_t scratch;
+    hal_alloc_info(&reg, ptr, &scratch.r, foreign_describe, foreign_release, entry_shareable, info);
     return MSCCLPP_OK;
 }
 
@@ -452,7 +396,7 @@ static bool is_host_alloc(const void *ptr)
 {
     cuda_reg_lock();
     cuda_alloc_t *a = cuda_reg_find(ptr);
-    bool host = a && a->kind == CUDA_ALLOC_HOST;
+    bool host = a && a->r.kind == CUDA_ALLOC_HOST;
     cuda_reg_unlock();
     return host;
 }
@@ -502,9 +446,9 @@ mscclpp_result_t cuda_mem_export(void *base, hal_mem_handle_t *handle)
 
     cuda_reg_lock();
     cuda_alloc_t *a = foreign_entry(base);
-    bool foreign = a && a->kind == CUDA_ALLOC_FOREIGN;
-    if (!a || a->base != base ||
-        (a->kind != CUDA_ALLOC_VMM && a->kind != CUDA_ALLOC_LEGACY &&
+    bool foreign = a && a->r.kind == CUDA_ALLOC_FOREIGN;
+    if (!a || a->r.base != base ||
+        (a->r.kind != CUDA_ALLOC_VMM && a->r.kind != CUDA_ALLOC_LEGACY &&
          !(foreign && (a->legacy_ipc || a->vmm_fd)))) {
         cuda_reg_unlock();
         return ERR_ARG("cuda mem_export: %p is not the base of a shareable allocation "
@@ -512,7 +456,7 @@ mscclpp_result_t cuda_mem_export(void *base, hal_mem_handle_t *handle)
                        "with POSIX fd handles)", base);
     }
     mscclpp_result_t res = MSCCLPP_OK;
-    handle->alloc_size = a->size;
+    handle->alloc_size = a->r.size;
     handle->data[0] = CUDA_HANDLE_VERSION;
     if (foreign && !a->legacy_ipc && !a->retained) {
         /* the application's cuMem allocation: export the physical allocation mapped here */
@@ -523,7 +467,7 @@ mscclpp_result_t cuda_mem_export(void *base, hal_mem_handle_t *handle)
         }
         a->retained = true;
     }
-    if (a->kind == CUDA_ALLOC_VMM || (foreign && !a->legacy_ipc)) {
+    if (a->r.kind == CUDA_ALLOC_VMM || (foreign && !a->legacy_ipc)) {
         /* one fd per allocation, served until mem_free; later exports reuse the ticket */
         if (!a->exported) {
             res = cuda_export_fd(a->handle, a->ticket, &a->fdb_key);
@@ -600,8 +544,8 @@ static mscclpp_result_t import_legacy(const hal_mem_handle_t *handle, void **bas
         mscclpp_result_t res = MSCCLPP_OK;
         cuda_reg_lock();
         cuda_alloc_t *a = cuda_reg_find(orig);
-        if (a && a->base == orig &&
-            (a->kind == CUDA_ALLOC_LEGACY || (a->kind == CUDA_ALLOC_FOREIGN && a->legacy_ipc)))
+        if (a && a->r.base == orig &&
+            (a->r.kind == CUDA_ALLOC_LEGACY || (a->r.kind == CUDA_ALLOC_FOREIGN && a->legacy_ipc)))
             a->aliases++;
         else
             res = ERR(MSCCLPP_ERR_REMOTE,
@@ -655,8 +599,8 @@ mscclpp_result_t cuda_mem_unimport(void *base)
         mscclpp_result_t res = MSCCLPP_OK;
         cuda_reg_lock();
         cuda_alloc_t *o = cuda_reg_find(base);
-        if (o && o->base == base &&
-            (o->kind == CUDA_ALLOC_LEGACY || o->kind == CUDA_ALLOC_FOREIGN) && o->aliases > 0)
+        if (o && o->r.base == base &&
+            (o->r.kind == CUDA_ALLOC_LEGACY || o->r.kind == CUDA_ALLOC_FOREIGN) && o->aliases > 0)
             o->aliases--;
         else
             res = ERR_ARG("cuda mem_unimport: %p was not imported", base);
@@ -664,12 +608,12 @@ mscclpp_result_t cuda_mem_unimport(void *base)
         return res;
     }
     mscclpp_result_t res = MSCCLPP_OK;
-    if (a->kind == CUDA_IMPORT_VMM) {
-        cuda_unmap(a->base, a->size);
+    if (a->r.kind == CUDA_IMPORT_VMM) {
+        cuda_unmap(a->r.base, a->r.size);
         CUresult err = cuda_drv.mem_release(a->handle);
         if (err != CUDA_SUCCESS) res = cuda_drv_error(err, "cuMemRelease", __FILE__, __LINE__);
     } else {
-        cudaError_t err = cudaIpcCloseMemHandle(a->base);
+        cudaError_t err = cudaIpcCloseMemHandle(a->r.base);
         if (err != cudaSuccess) res = cuda_rt_error(err, "cudaIpcCloseMemHandle", __FILE__, __LINE__);
     }
     free(a);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "hal/fd_broker.h" /* little-endian helpers only */
+#include "hal/hal_alloc.h"
 #include "hal/hip/hip_internal.h"
 
 typedef enum {
@@ -20,58 +21,31 @@ typedef enum {
 } hip_alloc_kind_t;
 
 typedef struct hip_alloc {
-    struct hip_alloc *next;
-    hip_alloc_kind_t kind;
-    void *base;
-    size_t size;
-    int aliases; /* same-process imports (hipIpcOpenMemHandle refuses its own handles) */
-    uint64_t id; /* mem_info's id: ours from a counter, foreign the runtime's buffer id */
+    hal_alloc_t r; /* kind (hip_alloc_kind_t), base, size, id (hal/hal_alloc.h) */
+    int aliases;   /* same-process imports (hipIpcOpenMemHandle refuses its own handles) */
 } hip_alloc_t;
 
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static hip_alloc_t *reg_head;
-static uint64_t reg_next_id = 1;
-#define FOREIGN_ID_BIT (1ull << 63)
+static hal_alloc_reg_t reg = HAL_ALLOC_REG_INIT(hip_alloc_t, HIP_FOREIGN);
 
-#define KIND(k) (1u << (k))
-
-static hip_alloc_t *reg_find(const void *ptr)
-{
-    uintptr_t p = (uintptr_t)ptr;
-    for (hip_alloc_t *a = reg_head; a; a = a->next)
-        if (p >= (uintptr_t)a->base && p - (uintptr_t)a->base < a->size) return a;
-    return NULL;
-}
+static hip_alloc_t *reg_find(const void *ptr) { return (hip_alloc_t *)hal_alloc_find(&reg, ptr); }
 
 static mscclpp_result_t reg_add(hip_alloc_kind_t kind, void *base, size_t size)
 {
     hip_alloc_t *a = calloc(1, sizeof *a);
     if (!a) return ERR(MSCCLPP_ERR_NO_MEMORY, "hip: out of host memory for the registry");
-    a->kind = kind;
-    a->base = base;
-    a->size = size;
-    pthread_mutex_lock(&reg_lock);
-    a->id = reg_next_id++;
-    a->next = reg_head;
-    reg_head = a;
-    pthread_mutex_unlock(&reg_lock);
+    a->r.kind = kind;
+    a->r.base = base;
+    a->r.size = size;
+    hal_alloc_add(&reg, &a->r);
     return MSCCLPP_OK;
 }
 
 static hip_alloc_t *reg_take(const void *base, unsigned mask)
 {
-    pthread_mutex_lock(&reg_lock);
-    for (hip_alloc_t **pp = &reg_head; *pp; pp = &(*pp)->next) {
-        hip_alloc_t *a = *pp;
-        if (a->base == base && (mask & KIND(a->kind))) {
-            *pp = a->next;
-            pthread_mutex_unlock(&reg_lock);
-            return a;
-        }
-    }
-    pthread_mutex_unlock(&reg_lock);
-    return NULL;
+    return (hip_alloc_t *)hal_alloc_take(&reg, base, mask);
 }
+
+#define KIND(k) (1u << (k))
 
 /* New device memory starts zeroed (flags, semaphores), and is zero before any stream uses it. */
 static mscclpp_result_t zero_sync(void *p, size_t bytes)
@@ -166,14 +140,14 @@ mscclpp_result_t hip_mem_range(const void *ptr, void **base, size_t *size)
     CHECK_ARG(base != NULL);
     CHECK_ARG(size != NULL);
     HIP_REQUIRE_INIT();
-    pthread_mutex_lock(&reg_lock);
+    pthread_mutex_lock(&reg.lock);
     hip_alloc_t *a = reg_find(ptr);
-    if (a && a->kind == HIP_FOREIGN) a = NULL; /* the runtime says what is there now */
+    if (a && a->r.kind == HIP_FOREIGN) a = NULL; /* the runtime says what is there now */
     if (a) {
-        *base = a->base;
-        *size = a->size;
+        *base = a->r.base;
+        *size = a->r.size;
     }
-    pthread_mutex_unlock(&reg_lock);
+    pthread_mutex_unlock(&reg.lock);
     if (a) return MSCCLPP_OK;
     hipDeviceptr_t b = NULL;
     size_t s = 0;
@@ -188,16 +162,11 @@ mscclpp_result_t hip_mem_range(const void *ptr, void **base, size_t *size)
     return MSCCLPP_OK;
 }
 
-/*
- * The entry of the allocation containing ptr, valid now. The application's own device memory
- * (hipMalloc, PyTorch's allocator) enters as HIP_FOREIGN, keyed by the runtime's buffer id: an
- * entry whose allocation was freed and replaced is dropped and made again. NULL (no error) for
- * memory HIP cannot describe. Lock held.
- */
-static hip_alloc_t *foreign_entry(const void *ptr)
+/* What HIP says of the application's allocation containing ptr (hal_alloc_describe_fn): device
+ * memory (hipMalloc, PyTorch's allocator) keyed by the runtime's buffer id; false for memory HIP
+ * cannot describe. */
+static bool foreign_describe(const void *ptr, hal_alloc_t *fresh)
 {
-    hip_alloc_t *a = reg_find(ptr);
-    if (a && a->kind != HIP_FOREIGN) return a;
     hipDeviceptr_t dp = (hipDeviceptr_t)(uintptr_t)ptr;
     unsigned int mtype = 0;
     unsigned long long bid = 0;
@@ -208,27 +177,28 @@ static hip_alloc_t *foreign_entry(const void *ptr)
         hipPointerGetAttribute(&bid, HIP_POINTER_ATTRIBUTE_BUFFER_ID, dp) != hipSuccess ||
         hipMemGetAddressRange(&b, &s, dp) != hipSuccess || s == 0) {
         (void)hipGetLastError();
-        return NULL;
+        return false;
     }
-    uint64_t id = (uint64_t)bid | FOREIGN_ID_BIT;
-    if (a && a->id == id && a->base == (void *)b && a->size == s) return a;
-    if (a) {
-        for (hip_alloc_t **pp = &reg_head; *pp; pp = &(*pp)->next)
-            if (*pp == a) {
-                *pp = a->next;
-                break;
-            }
-        free(a);
-    }
-    a = calloc(1, sizeof *a);
-    if (!a) return NULL;
-    a->kind = HIP_FOREIGN;
-    a->base = (void *)b;
-    a->size = s;
-    a->id = id;
-    a->next = reg_head;
-    reg_head = a;
-    return a;
+    fresh->base = (void *)b;
+    fresh->size = s;
+    fresh->id = (uint64_t)bid | HAL_ALLOC_FOREIGN_ID;
+    return true;
+}
+
+static void foreign_release(hal_alloc_t *stale) { free(stale); }
+
+static bool entry_shareable(const hal_alloc_t *a)
+{
+    return a->kind == HIP_ALLOC_SHAREABLE || a->kind == HIP_FOREIGN;
+}
+
+/* The entry of the allocation containing ptr, valid now (hal_alloc_current): NULL (no error) for
+ * memory HIP cannot describe. Lock held. */
+static hip_alloc_t *foreign_entry(const void *ptr)
+{
+    hip_alloc_t scratch;
+    return (hip_alloc_t *)hal_alloc_current(&reg, ptr, &scratch.r, foreign_describe,
+                                            foreign_release);
 }
 
 mscclpp_result_t hip_mem_info(const void *ptr, hal_mem_info_t *info)
@@ -237,25 +207,17 @@ mscclpp_result_t hip_mem_info(const void *ptr, hal_mem_info_t *info)
     CHECK_ARG(info != NULL);
     memset(info, 0, sizeof *info);
     HIP_REQUIRE_INIT();
-    pthread_mutex_lock(&reg_lock);
-    hip_alloc_t *a = foreign_entry(ptr);
-    if (a) {
-        info->base = a->base;
-        info->size = a->size;
-        info->id = a->id;
-        info->foreign = a->kind == HIP_FOREIGN;
-        info->shareable = a->kind == HIP_ALLOC_SHAREABLE || a->kind == HIP_FOREIGN;
-    }
-    pthread_mutex_unlock(&reg_lock);
+    hip_alloc_t scratch;
+    hal_alloc_info(&reg, ptr, &scratch.r, foreign_describe, foreign_release, entry_shareable, info);
     return MSCCLPP_OK;
 }
 
 static bool is_host_alloc(const void *ptr)
 {
-    pthread_mutex_lock(&reg_lock);
+    pthread_mutex_lock(&reg.lock);
     hip_alloc_t *a = reg_find(ptr);
-    bool host = a && a->kind == HIP_ALLOC_HOST;
-    pthread_mutex_unlock(&reg_lock);
+    bool host = a && a->r.kind == HIP_ALLOC_HOST;
+    pthread_mutex_unlock(&reg.lock);
     return host;
 }
 
@@ -307,11 +269,11 @@ mscclpp_result_t hip_mem_export(void *base, hal_mem_handle_t *handle)
     CHECK_ARG(handle != NULL);
     HIP_REQUIRE_INIT();
     memset(handle, 0, sizeof *handle);
-    pthread_mutex_lock(&reg_lock);
+    pthread_mutex_lock(&reg.lock);
     hip_alloc_t *a = foreign_entry(base);
-    bool ok = a && a->base == base && (a->kind == HIP_ALLOC_SHAREABLE || a->kind == HIP_FOREIGN);
-    size_t size = ok ? a->size : 0;
-    pthread_mutex_unlock(&reg_lock);
+    bool ok = a && a->r.base == base && entry_shareable(&a->r);
+    size_t size = ok ? a->r.size : 0;
+    pthread_mutex_unlock(&reg.lock);
     if (!ok)
         return ERR_ARG("hip mem_export: %p is not the base of a shareable allocation "
                        "(mem_alloc_shareable, or the application's hipMalloc memory)", base);
@@ -345,14 +307,13 @@ mscclpp_result_t hip_mem_import(const hal_mem_handle_t *handle, void **base)
     if (pid == (uint32_t)getpid()) {
         /* ranks that are threads of one process share the original pointer */
         mscclpp_result_t res = MSCCLPP_OK;
-        pthread_mutex_lock(&reg_lock);
+        pthread_mutex_lock(&reg.lock);
         hip_alloc_t *a = reg_find(orig);
-        if (a && a->base == orig && (a->kind == HIP_ALLOC_SHAREABLE || a->kind == HIP_FOREIGN))
-            a->aliases++;
+        if (a && a->r.base == orig && entry_shareable(&a->r)) a->aliases++;
         else
             res = ERR(MSCCLPP_ERR_REMOTE, "hip mem_import: allocation %p of this process was freed",
                       orig);
-        pthread_mutex_unlock(&reg_lock);
+        pthread_mutex_unlock(&reg.lock);
         if (res == MSCCLPP_OK) *base = orig;
         return res;
     }
@@ -375,14 +336,12 @@ mscclpp_result_t hip_mem_unimport(void *base)
     hip_alloc_t *a = reg_take(base, KIND(HIP_IMPORT));
     if (!a) {
         mscclpp_result_t res = MSCCLPP_OK;
-        pthread_mutex_lock(&reg_lock);
+        pthread_mutex_lock(&reg.lock);
         hip_alloc_t *o = reg_find(base);
-        if (o && o->base == base &&
-            (o->kind == HIP_ALLOC_SHAREABLE || o->kind == HIP_FOREIGN) && o->aliases > 0)
-            o->aliases--;
+        if (o && o->r.base == base && entry_shareable(&o->r) && o->aliases > 0) o->aliases--;
         else
             res = ERR_ARG("hip mem_unimport: %p was not imported", base);
-        pthread_mutex_unlock(&reg_lock);
+        pthread_mutex_unlock(&reg.lock);
         return res;
     }
     free(a);

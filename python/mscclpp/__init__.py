@@ -20,6 +20,10 @@ _BINDING_NAMES = frozenset([
 
 
 def __getattr__(name):
+    if name == "AlgorithmCollectionBuilder":  # mscclpp.ext's (it loads the bindings itself)
+        from .ext import AlgorithmCollectionBuilder
+
+        return AlgorithmCollectionBuilder
     if name in _BINDING_NAMES:
         from . import _binding
 

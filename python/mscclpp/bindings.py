@@ -1,10 +1,11 @@
 """MSCCL++'s Python runtime names over libmscclpp's public C API (ctypes, no compiler needed).
 
 ``mscclpp.CommGroup``, ``Communicator``, ``Executor``, ``ExecutionPlan``, ``DataType``,
-``ReduceOp``, ``RawGpuBuffer``, ``is_nvls_supported``, ``AlgorithmCollectionBuilder`` and
-``Algorithm`` come from here (``mscclpp/__init__.py`` loads this module on first use of one of
-those names). Buffers are integer addresses (``tensor.data_ptr()``); tensors come in and go out
-through DLPack. See docs/python.md.
+``ReduceOp``, ``RawGpuBuffer``, ``is_nvls_supported`` and ``Algorithm`` come from here
+(``mscclpp/__init__.py`` loads this module on first use of one of those names;
+``mscclpp.AlgorithmCollectionBuilder`` is :mod:`mscclpp.ext`'s, which uses this module).
+Buffers are integer addresses (``tensor.data_ptr()``); tensors come in and go out through
+DLPack. See docs/python.md.
 """
 
 import ctypes
@@ -15,7 +16,7 @@ from . import runtime
 from .runtime import MscclppError, UNIQUE_ID_BYTES
 
 __all__ = ["CommGroup", "Communicator", "Executor", "ExecutionPlan", "DataType", "ReduceOp",
-           "PacketType", "RawGpuBuffer", "is_nvls_supported", "AlgorithmCollectionBuilder",
+           "PacketType", "RawGpuBuffer", "is_nvls_supported",
            "Algorithm", "NativeAlgorithm", "MscclppError", "execute_plan", "Stream", "Graph"]
 
 
@@ -405,6 +406,53 @@ class Executor:
                                              int(nblocks), int(nthreads_per_block),
                                              _stream_handle(stream, f"execute {name}")),
                f"execute {name} (rank {rank})")
+
+    def alltoallv(self, send_buff, send_counts, recv_buff, recv_counts, data_type,
+                  send_displs=None, recv_displs=None, stream=0):
+        """All-to-all with a count per peer (``mscclpp_alltoallv``, as MPI_Alltoallv):
+        ``send_counts[j]`` elements at element ``send_displs[j]`` of ``send_buff`` go to rank
+        j; ``recv_counts[j]`` elements from rank j land at element ``recv_displs[j]`` of
+        ``recv_buff``. Counts and displacements are in elements, one per rank; displacements
+        left out are the blocks packed in rank order (the running sum of the counts, as
+        torch's ``all_to_all_single`` splits). Rank i's ``send_counts[j]`` must equal rank j's
+        ``recv_counts[i]``: when they disagree every rank raises and nothing moves. Elements of
+        ``recv_buff`` outside the received blocks are not written. ``stream`` 0 waits for the
+        result."""
+        comm = self.communicator
+        n = comm.size()
+        what = f"alltoallv (rank {comm.rank()})"
+
+        def sizes(vals, name):
+            if vals is None:
+                return None
+            vals = [v for v in vals]
+            if len(vals) != n:
+                raise ValueError(f"{what}: {name} has {len(vals)} entries; it needs one per rank "
+                                 f"({n})")
+            out = []
+            for j, v in enumerate(vals):
+                if isinstance(v, bool) or int(v) != v or int(v) < 0:
+                    raise ValueError(f"{what}: {name}[{j}] = {v!r} is not a count of elements "
+                                     f"(an int >= 0)")
+                out.append(int(v))
+            return out
+
+        def packed(counts):
+            at, out = 0, []
+            for c in counts:
+                out.append(at)
+                at += c
+            return out
+
+        scount = sizes(send_counts, "send_counts")
+        rcount = sizes(recv_counts, "recv_counts")
+        sdispl = sizes(send_displs, "send_displs") or packed(scount)
+        rdispl = sizes(recv_displs, "recv_displs") or packed(rcount)
+        arr = ctypes.c_size_t * n
+        _check(_lib().mscclpp_alltoallv(self._handle, _addr(send_buff), arr(*scount),
+                                        arr(*sdispl), _addr(recv_buff), arr(*rcount),
+                                        arr(*rdispl), int(data_type),
+                                        _stream_handle(stream, what)), what)
 
     def register_native(self, module, name=None, ranks_per_node=0, tags=None):
         """Register algorithm ``name`` of a native module (:func:`mscclpp.compile_native`;
@@ -826,8 +874,3 @@ def execute_plan(compiled, comm, input_buffer, output_buffer, input_size, output
     return algo.execute(comm, input_buffer, output_buffer, input_size, output_size, dtype, op,
                         stream, executor, nblocks, nthreads_per_block, symmetric_memory, extras,
                         accum_dtype)
-
-
-# MSCCL++'s mscclpp.ext.AlgorithmCollectionBuilder, also reachable as
-# mscclpp.AlgorithmCollectionBuilder (one builder per process either way)
-from .ext.algorithm_collection_builder import AlgorithmCollectionBuilder  # noqa: E402

@@ -110,6 +110,10 @@ def load():
         "mscclpp_allgather": [c_void, c_void, c_void, c_size, c_int, c_void],
         "mscclpp_reducescatter": [c_void, c_void, c_void, c_size, c_int, c_int, c_void],
         "mscclpp_alltoall": [c_void, c_void, c_void, c_size, c_int, c_void],
+        # send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, stream
+        "mscclpp_alltoallv": [c_void, c_void, ctypes.POINTER(c_size), ctypes.POINTER(c_size),
+                              c_void, ctypes.POINTER(c_size), ctypes.POINTER(c_size), c_int,
+                              c_void],
         "mscclpp_broadcast": [c_void, c_void, c_void, c_size, c_int, c_int, c_void],
         # send, recv, bytes, dtype, op, packet, nblocks, nthreads_per_block, stream
         "mscclpp_execute_launch": [c_void, c_void, c_void, c_void, c_size, c_size, c_int, c_int,

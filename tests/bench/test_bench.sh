@@ -56,11 +56,11 @@ PY
 then fail "$name" "records do not parse or do not match the table"
 else pass "$name"; fi
 
-# 3: every dtype x op at one size (12 element types since int64/uint64, x 4 ops)
+# 3: every dtype x op at one size (12 element types since int64/uint64, x 5 ops with avg)
 name="allreduce --np 2, every dtype x op, 4K, checked"
 run "$bench" --np 2 allreduce -d all -o all -b 4K -e 4K -n 2 -w 1
 if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
-elif ! check_rows 48 run run; then fail "$name" "expected 48 checked rows with 0 wrong"
+elif ! check_rows 60 run run; then fail "$name" "expected 60 checked rows with 0 wrong"
 else pass "$name"; fi
 
 # 4-7: the other collectives, every dtype (12) x 3 sizes, 1K..4K (sizes change between calls on the same

@@ -3,15 +3,15 @@
 # -N) accepted or refused with a sentence, the plan that ran named in --json, the summary of a
 # sweep whose calls failed, --plot (a well-formed SVG with one line per plan and placement,
 # MPI's line under --mpi), -a's default (1, the mean, as nccl-tests), the header naming every
-# rank's device, --csv, --version and the one-line answer to a mistyped option (issue 21 item
-# 8). Each run is bounded by "timeout $BENCH_TEST_TIMEOUT".
+# rank's device, --csv, --version, the one-line answer to a mistyped option, -o avg and -d
+# int64 (issue 21 item 8). Each run is bounded by "timeout $BENCH_TEST_TIMEOUT".
 . "$(dirname "$0")/../tap.sh" bench-cli-test
 bench=${BENCH:-$top_build/tools/mscclpp-bench}
 limit=${BENCH_TEST_TIMEOUT:-300}
 : "${MSCCLPP_PLAN_DIR:=$top_src/plans}"
 export MSCCLPP_PLAN_DIR
 
-echo "1..15"
+echo "1..16"
 rows() { grep -c '^ *[0-9]' "$tmp/out"; }
 have_py() { command -v python3 >/dev/null 2>&1; }
 
@@ -246,6 +246,23 @@ elif ! grep -q '^ *65536 *out-of-place *default_allreduce[a-z_]*_2 .*\.json$' "$
 fi
 run "$top_build/tools/mscclpp-info" --plan allreduce
 [ "$rc" -eq 2 ] && grep -q 'needs COLLECTIVE NRANKS SIZE' "$tmp/err" || why="$why info --plan alone (rc $rc)"
+if [ -n "$why" ]; then fail "$name" "$why"; else pass "$name"; fi
+
+# 16: -o avg (a sum divided by the ranks on the stream; integers truncate) and -d int64, checked
+name="-o avg and -d int64/uint64 compute and check right"
+why=""
+for args in "allreduce -d int32 -o avg" "reducescatter -d float -o avg" \
+    "allreduce -d int64 -o avg" "allreduce -d uint64 -o max" "reducescatter -d int64 -o all"; do
+    # shellcheck disable=SC2086
+    run "$bench" --np 3 $args -b 96 -e 3K -f 32 -n 2 -w 1
+    op=${args##* }
+    [ "$op" = all ] && want=10 || want=2
+    if [ "$rc" -ne 0 ]; then why="$why [$args: exit status $rc]"
+    elif [ "$(rows)" != "$want" ]; then why="$why [$args: $(rows) rows, expected $want]"
+    elif ! grep -q '^# Out of bounds values : 0 OK' "$tmp/out"; then why="$why [$args: wrong values]"
+    elif [ "$op" = avg ] && ! grep -q '^ *96 .* avg ' "$tmp/out"; then why="$why [$args: no avg row]"
+    fi
+done
 if [ -n "$why" ]; then fail "$name" "$why"; else pass "$name"; fi
 
 [ "$fails" -eq 0 ]

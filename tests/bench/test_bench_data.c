@@ -96,7 +96,7 @@ static int check_collective(bench_coll_t coll, mscclpp_dtype_t dt, mscclpp_redop
     int poisoned = bench_check(coll, dt, op, rank, n, root, &s, out) == s.recv_count;
     if (!(good && bad && poisoned))
         printf("# %s %s %s n=%d rank=%d: good %d bad %d poisoned %d\n", bench_coll_name(coll),
-               bench_dtype_name(dt), mscclpp_redop_name(op), n, rank, good, bad, poisoned);
+               bench_dtype_name(dt), bench_redop_name(op), n, rank, good, bad, poisoned);
     free(out);
     free(acc);
     return good && bad && poisoned;
@@ -104,7 +104,7 @@ static int check_collective(bench_coll_t coll, mscclpp_dtype_t dt, mscclpp_redop
 
 int main(void)
 {
-    printf("1..16\n");
+    printf("1..17\n");
     ok(bits(MSCCLPP_FLOAT16, 1.0) == 0x3C00 && bits(MSCCLPP_FLOAT16, -2.0) == 0xC000 &&
            bits(MSCCLPP_FLOAT16, 65504) == 0x7BFF && bits(MSCCLPP_FLOAT16, 0x1p-24) == 0x0001 &&
            bits(MSCCLPP_FLOAT16, 1.0 / 3) == 0x3555 && bits(MSCCLPP_FLOAT16, 1e6) == 0x7C00,
@@ -133,6 +133,25 @@ int main(void)
         bench_store(MSCCLPP_UINT32, b, 0, 4294967296.0 + 5);
         w &= bench_load(MSCCLPP_UINT32, b, 0) == 5;
         ok(w, "integers wrap modulo 2^bits");
+    }
+    {
+        /* -o avg: the sum over 3 ranks divided by 3, truncated toward zero for integers; the
+         * undivided sum is wrong wherever it is not 0 */
+        bench_shape_t s;
+        int32_t out[64], sum[64];
+        int w = bench_shape(BENCH_ALLREDUCE, sizeof out, 4, 3, &s), nonzero = 0, negative = 0;
+        for (size_t j = 0; j < s.recv_count; j++) {
+            double t = 0;
+            for (int r = 0; r < 3; r++) t += bench_pattern(MSCCLPP_INT32, BENCH_AVG, 1, r, j);
+            sum[j] = (int32_t)t;
+            out[j] = sum[j] / 3;
+            nonzero += sum[j] != 0;
+            negative += sum[j] < 0 && sum[j] % 3 != 0;
+        }
+        w &= bench_check(BENCH_ALLREDUCE, MSCCLPP_INT32, BENCH_AVG, 0, 3, 0, &s, out) == 0;
+        w &= bench_check(BENCH_ALLREDUCE, MSCCLPP_INT32, BENCH_AVG, 0, 3, 0, &s, sum) ==
+             (size_t)nonzero;
+        ok(w && negative > 0, "avg: the sum divided by the ranks, integers truncated toward zero");
     }
     {
         unsigned char b[16];
@@ -166,7 +185,8 @@ int main(void)
            bench_dtype_parse("fp8e5m2") == MSCCLPP_FP8_E5M2 && bench_dtype_parse("x") < 0 &&
            bench_dtype_parse("int64") == MSCCLPP_INT64 &&
            bench_dtype_parse("uint64") == MSCCLPP_UINT64 &&
-           bench_redop_parse("max") == MSCCLPP_MAX && bench_redop_parse("avg") < 0,
+           bench_redop_parse("max") == MSCCLPP_MAX && bench_redop_parse("avg") == BENCH_AVG &&
+           bench_redop_parse("mean") < 0 && !strcmp(bench_redop_name(BENCH_AVG), "avg"),
        "names parse");
     {
         /* Pattern values are exact in their dtype and prod inputs keep int8 products small. */

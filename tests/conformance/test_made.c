@@ -204,12 +204,18 @@ static void v_layout(int rank, int n, size_t unit, size_t *sc, size_t *sd, size_
     *recv_span = off;
 }
 
+typedef enum {
+    V_RUN,      /* a call every rank agrees on */
+    V_MISMATCH, /* rank 0 sends rank 1 one element more than rank 1 receives */
+    V_REFUSED,  /* the last rank passes a NULL send buffer with elements to send */
+} v_mode_t;
+
 /* mscclpp_alltoallv once (element t of the block from rank p to rank q holds conf_input(p, q *
- * unit + t)), every element and every gap byte checked; with `mismatch`, rank 0 sends rank 1
- * one element more than rank 1 receives: every rank must refuse the call. Returns the number of
- * wrong elements, -1 when the call failed. */
+ * unit + t)), every element and every gap byte checked; V_MISMATCH and V_REFUSED: every rank
+ * must refuse the call, at once (V_REFUSED failed by the timeout before the refusing rank took
+ * part in the count exchange). Returns the number of wrong elements, -1 when the call failed. */
 static long run_alltoallv(const rank_env_t *e, const char *shape, bool inplace, size_t unit,
-                          mscclpp_dtype_t dt, bool mismatch)
+                          mscclpp_dtype_t dt, v_mode_t mode)
 {
     int n = e->n, rank = e->rank;
     size_t es = mscclpp_dtype_size(dt);
@@ -229,12 +235,25 @@ static long run_alltoallv(const rank_env_t *e, const char *shape, bool inplace, 
             conf_store(dt, e->stage + (sd[j] + t) * es,
                        conf_input(dt, MSCCLPP_SUM, rank, (size_t)j * unit + t));
     if (mscclpp_memcpy(send, e->stage, sspan * es) != MSCCLPP_OK) goto out;
-    if (mismatch && rank == 0 && n > 1) sc[1]++;
+    if (mode == V_MISMATCH && rank == 0 && n > 1) sc[1]++;
+    bool refuser = mode == V_REFUSED && rank == n - 1;
+    if (refuser) {
+        send = NULL;
+        sc[0] += !sc[0]; /* something to send from nowhere */
+    }
+    double t0 = mp_now_s();
     mscclpp_result_t r = mscclpp_alltoallv(e->ex, send, sc, sd, recv, rc, rd, dt, NULL);
-    if (mismatch) {
-        if (r != MSCCLPP_ERR_INVALID_ARG || !strstr(mscclpp_last_error(), "disagree")) {
-            MP_FAIL(rank, "%s alltoallv with counts the ranks disagree on: %s: %s", shape,
-                    mscclpp_result_string(r), mscclpp_last_error());
+    if (mode != V_RUN) {
+        const char *want = mode == V_MISMATCH ? "disagree" : refuser ? "NULL buffer" : "refused";
+        double took = mp_now_s() - t0;
+        if (r != MSCCLPP_ERR_INVALID_ARG || !strstr(mscclpp_last_error(), want) || took > 10.0) {
+            MP_FAIL(rank,
+                    "%s alltoallv %s: want INVALID_ARG saying '%s' at once, got %s after "
+                    "%.1f s: %s",
+                    shape,
+                    mode == V_MISMATCH ? "with counts the ranks disagree on"
+                                       : "where the last rank refuses its arguments",
+                    want, mscclpp_result_string(r), took, mscclpp_last_error());
             goto out;
         }
         wrong = 0;
@@ -321,7 +340,7 @@ static int shape_rank(int rank, int nranks, const mscclpp_unique_id_t *id, void 
                         for (int ip = 0; ip < 2; ip++) {
                             MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
                             long w = c == C_ALLTOALLV
-                                         ? run_alltoallv(&e, sh->name, ip, units[u], dt, false)
+                                         ? run_alltoallv(&e, sh->name, ip, units[u], dt, V_RUN)
                                          : run_case(&e, sh->name, (coll_t)c, ip, units[u], dt, op,
                                                     rooted ? roots[k] : 0);
                             runs++;
@@ -331,12 +350,17 @@ static int shape_rank(int rank, int nranks, const mscclpp_unique_id_t *id, void 
             }
         }
     }
-    /* counts the ranks disagree on: refused by every rank, and the executor still serves */
+    /* counts the ranks disagree on, a rank refusing its own arguments: refused by every rank
+     * at once, and the executor still serves */
     if (!failures && (sh->colls & (1u << C_ALLTOALLV)) && nranks > 1) {
         MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
-        long w = run_alltoallv(&e, sh->name, false, 5, MSCCLPP_FLOAT32, true);
-        if (!w) w = run_alltoallv(&e, sh->name, false, 5, MSCCLPP_FLOAT32, false);
-        runs += 2;
+        long w = run_alltoallv(&e, sh->name, false, 5, MSCCLPP_FLOAT32, V_MISMATCH);
+        if (!w) {
+            MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+            w = run_alltoallv(&e, sh->name, false, 5, MSCCLPP_FLOAT32, V_REFUSED);
+        }
+        if (!w) w = run_alltoallv(&e, sh->name, false, 5, MSCCLPP_FLOAT32, V_RUN);
+        runs += 3;
         if (w) failures++;
     }
 done:

@@ -218,6 +218,34 @@ static bool t_alloc_copy(void)
     return true;
 }
 
+/* mem_info over the module's allocation registry (hal/hal_alloc.h): our own allocations are
+ * found from any address inside them, shareable ones say so, and an allocation freed and made
+ * again never keeps its id. */
+static bool t_mem_info(void)
+{
+    const size_t n = (1u << 20) + 123;
+    void *a = NULL, *b = NULL;
+    hal_mem_info_t ia, ib, ib2;
+    OK(ops->mem_alloc(n, &a));
+    OK(ops->mem_alloc_shareable(n, &b));
+    OK(ops->mem_info((char *)a + 77, &ia));
+    OK(ops->mem_info((char *)b + n - 1, &ib));
+    EXPECT(ia.base == a && ia.size >= n && ia.id != 0 && !ia.foreign,
+           "plain: base %p (want %p) size %zu id %llu foreign %d", ia.base, a, ia.size,
+           (unsigned long long)ia.id, ia.foreign);
+    EXPECT(ib.base == b && ib.size >= n && ib.shareable && !ib.foreign && ib.id != ia.id,
+           "shareable: base %p (want %p) size %zu shareable %d id %llu (plain's %llu)", ib.base,
+           b, ib.size, ib.shareable, (unsigned long long)ib.id, (unsigned long long)ia.id);
+    OK(ops->mem_free(b));
+    OK(ops->mem_alloc_shareable(n, &b));
+    OK(ops->mem_info(b, &ib2));
+    EXPECT(ib2.base == b && ib2.id != ib.id, "made again: id %llu, before %llu",
+           (unsigned long long)ib2.id, (unsigned long long)ib.id);
+    OK(ops->mem_free(a));
+    OK(ops->mem_free(b));
+    return true;
+}
+
 static bool t_host_memory(void)
 {
     const size_t n = 65536;
@@ -453,9 +481,10 @@ int main(int argc, char **argv)
         waitpid(child, NULL, 0);
         return 77;
     }
-    printf("1..7\n");
+    printf("1..8\n");
     tap(t_props(), "device count and properties");
     tap(t_alloc_copy(), "device memory: zeroed, copies, memset, mem_range");
+    tap(t_mem_info(), "mem_info: own allocations, shareable, a new id after free");
     tap(t_host_memory(), "pinned mapped host memory");
     tap(t_stream_events(), "streams, async copies, event timing");
     bool forked_ok = t_share_across_fork(up[0], down[1], child);

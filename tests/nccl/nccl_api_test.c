@@ -357,6 +357,43 @@ static void t_p2p(ncclComm_t comm, int rank, int n)
     free(pair_s);
     free(pair_r);
 
+    /* NCCL's all-to-all-v idiom (PyTorch's all_to_all_single with split sizes): one grouped
+     * send and receive per peer, uneven counts packed in rank order, zero counts included */
+    {
+#define V_COUNT(src, dst) \
+    (((src)*3 + (dst)*5) % 4 == 0 ? (size_t)0 : (size_t)(100 + ((src)*7 + (dst)) * 37))
+        size_t stot = 0, rtot = 0;
+        for (int p = 0; p < n; p++) {
+            stot += V_COUNT(rank, p);
+            rtot += V_COUNT(p, rank);
+        }
+        int32_t *vs = alloc(stot + 1, dt), *vr = alloc(rtot + 1, dt);
+        for (size_t i = 0, at = 0; i < (size_t)n; at += V_COUNT(rank, (int)i), i++)
+            for (size_t t = 0; t < V_COUNT(rank, (int)i); t++)
+                set(dt, vs, at + t, (double)(rank * 100000 + (int)i * 1000 + (int)(t % 991)));
+        for (size_t i = 0; i <= rtot; i++) set(dt, vr, i, -1.0);
+        NCCLCHECK(ncclGroupStart());
+        for (int p = 0, so = 0, ro = 0; p < n; p++) {
+            NCCLCHECK(ncclSend(vs + so, V_COUNT(rank, p), dt, p, comm, NULL));
+            NCCLCHECK(ncclRecv(vr + ro, V_COUNT(p, rank), dt, p, comm, NULL));
+            so += (int)V_COUNT(rank, p);
+            ro += (int)V_COUNT(p, rank);
+        }
+        NCCLCHECK(ncclGroupEnd());
+        size_t bad = 0, first = 0;
+        for (size_t p = 0, at = 0; p < (size_t)n; at += V_COUNT((int)p, rank), p++)
+            for (size_t t = 0; t < V_COUNT((int)p, rank); t++)
+                if (get(dt, vr, at + t) != (double)((int)p * 100000 + rank * 1000 + (int)(t % 991)))
+                    first = bad++ ? first : at + t;
+        if (get(dt, vr, rtot) != -1.0) first = bad++ ? first : rtot;
+        if (bad)
+            FAIL("all-to-all-v send/recv (uneven counts, zeros): %zu wrong, first at %zu", bad,
+                 first);
+        free(vs);
+        free(vr);
+#undef V_COUNT
+    }
+
     /* gather and scatter for every root, two of them in one group */
     for (int root = 0; root < n; root++) {
         char what[64];

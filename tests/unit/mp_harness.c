@@ -174,3 +174,36 @@ bool mp_names_rank(const char *msg, int r)
         if (p[n] < '0' || p[n] > '9') return true;
     return false;
 }
+
+const char *mp_src_dir(void)
+{
+    const char *top = getenv("MSCCLPP_TOP_SRCDIR");
+    return top && top[0] ? top : ".";
+}
+
+const char *mp_plan_dir(void)
+{
+    static char dir[1024];
+    snprintf(dir, sizeof dir, "%s/plans", mp_src_dir());
+    setenv("MSCCLPP_PLAN_DIR", dir, 1);
+    return dir;
+}
+
+int mp_exec_open(int rank, int nranks, const mscclpp_unique_id_t *id, const char *plan_path,
+                 mp_exec_t *e)
+{
+    memset(e, 0, sizeof *e);
+    if (plan_path) MP_CHECK(rank, mscclpp_plan_load_file(plan_path, &e->plan));
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, nranks, &e->comm));
+    MP_CHECK(rank, mscclpp_comm_bootstrap(e->comm, &e->boot));
+    MP_CHECK(rank, mscclpp_executor_create(e->comm, &e->ex));
+    return 0;
+}
+
+void mp_exec_close(mp_exec_t *e)
+{
+    if (e->ex) mscclpp_executor_destroy(e->ex);
+    if (e->plan) mscclpp_plan_destroy(e->plan);
+    if (e->comm) mscclpp_comm_destroy(e->comm);
+    memset(e, 0, sizeof *e);
+}

@@ -66,4 +66,28 @@ int mp_barrier_then_die(int rank, mscclpp_comm_t *comm, bool die);
 /** True when `msg` names "rank R" (and not only "rank R0", "rank R1", ...). */
 bool mp_names_rank(const char *msg, int r);
 
+/** The source tree: MSCCLPP_TOP_SRCDIR (make check sets it), else ".". */
+const char *mp_src_dir(void);
+
+/** The source tree's plans/, made this process's MSCCLPP_PLAN_DIR (the default plans the
+ *  executor registers come from there); returned for paths of plan files in it. */
+const char *mp_plan_dir(void);
+
+/** What an executor test opens in a rank: the communicator, its bootstrap, an executor and,
+ *  when asked, one plan. */
+typedef struct {
+    mscclpp_comm_t *comm;
+    mscclpp_bootstrap_t *boot;
+    mscclpp_executor_t *ex;
+    mscclpp_plan_t *plan;
+} mp_exec_t;
+
+/** Open `e` (zeroed first) for `rank` of `nranks`; `plan_path` NULL for no plan. Fails the rank
+ *  (returns 1, message printed) at the first call that fails; mp_exec_close releases what was
+ *  made either way. */
+int mp_exec_open(int rank, int nranks, const mscclpp_unique_id_t *id, const char *plan_path,
+                 mp_exec_t *e);
+/** Destroy the executor, the plan and the communicator of `e` (any of them may be NULL). */
+void mp_exec_close(mp_exec_t *e);
+
 #endif

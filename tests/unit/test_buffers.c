@@ -30,14 +30,12 @@
 #include "mscclpp/mscclpp.h"
 #include "tests/unit/mp_harness.h"
 
-static char plan_dir[512], corpus[512];
+static char corpus[600];
 
 static void set_dirs(void)
 {
-    const char *top = getenv("MSCCLPP_TOP_SRCDIR");
-    snprintf(plan_dir, sizeof plan_dir, "%s/plans", top ? top : ".");
-    snprintf(corpus, sizeof corpus, "%s/tests/fuzz/plan-corpus", top ? top : ".");
-    setenv("MSCCLPP_PLAN_DIR", plan_dir, 1);
+    mp_plan_dir();
+    snprintf(corpus, sizeof corpus, "%s/tests/fuzz/plan-corpus", mp_src_dir());
 }
 
 /* The application's shareable memory: a memfd mapped MAP_SHARED, its descriptor closed (at
@@ -78,14 +76,8 @@ static int foreign_io_body(int rank, int n, const mscclpp_unique_id_t *id, void 
     (void)arg;
     char path[700];
     snprintf(path, sizeof path, "%s/allgather_2.json", corpus);
-    mscclpp_plan_t *plan = NULL;
-    MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
-    mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
-    mscclpp_bootstrap_t *boot = NULL;
-    MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, path, &e)) return 1;
     const size_t count = 1000, alloc = 1 << 20;
     char *in_map = app_map(alloc, NULL), *out_map = app_map(alloc, NULL);
     if (!in_map || !out_map) return MP_FAIL(rank, "memfd mappings: %m");
@@ -95,29 +87,27 @@ static int foreign_io_body(int rank, int n, const mscclpp_unique_id_t *id, void 
         int32_t *in = (int32_t *)(in_map + off), *out = (int32_t *)(out_map + 2 * off);
         for (size_t i = 0; i < count; i++) in[i] = (int32_t)(round * 100000 + rank * 1000 + i);
         memset(out, 0xee, count * 4 * (size_t)n);
-        MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, count * 4, count * 4 * (size_t)n,
+        MP_CHECK(rank, mscclpp_execute(e.ex, e.plan, in, out, count * 4, count * 4 * (size_t)n,
                                        MSCCLPP_INT32, MSCCLPP_SUM, NULL));
         if (check_allgather(rank, n, out, count, round, "moving offsets")) return 1;
     }
-    if (count_contexts(ex) != 1)
-        return MP_FAIL(rank, "%d contexts for one pair of allocations", count_contexts(ex));
+    if (count_contexts(e.ex) != 1)
+        return MP_FAIL(rank, "%d contexts for one pair of allocations", count_contexts(e.ex));
     /* the output allocation replaced by another file at the same address, on every rank:
      * the peers must write the new one (a stale context writes the old file, and the new
      * mapping keeps 0xee) */
-    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
     if (app_map(alloc, out_map) != out_map) return MP_FAIL(rank, "remap at %p: %m", out_map);
     for (int round = 6; round < 8; round++) {
         int32_t *in = (int32_t *)in_map, *out = (int32_t *)out_map;
         for (size_t i = 0; i < count; i++) in[i] = (int32_t)(round * 100000 + rank * 1000 + i);
         memset(out, 0xee, count * 4 * (size_t)n);
-        MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, count * 4, count * 4 * (size_t)n,
+        MP_CHECK(rank, mscclpp_execute(e.ex, e.plan, in, out, count * 4, count * 4 * (size_t)n,
                                        MSCCLPP_INT32, MSCCLPP_SUM, NULL));
         if (check_allgather(rank, n, out, count, round, "replaced mapping")) return 1;
     }
-    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot)); /* peers done writing our memory */
-    mscclpp_executor_destroy(ex);
-    mscclpp_plan_destroy(plan);
-    mscclpp_comm_destroy(comm);
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot)); /* peers done writing our memory */
+    mp_exec_close(&e);
     munmap(in_map, alloc);
     munmap(out_map, alloc);
     return 0;
@@ -143,12 +133,8 @@ static int asym_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     (void)arg;
     char path[700];
     snprintf(path, sizeof path, "%s/allgather_2.json", corpus);
-    mscclpp_plan_t *plan = NULL;
-    MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
-    mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, path, &e)) return 1;
     mscclpp_stream_t st = NULL;
     MP_CHECK(rank, mscclpp_stream_create(&st));
     enum { ROUNDS = 8 };
@@ -164,20 +150,16 @@ static int asym_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         int32_t *in = (int32_t *)(in_map + off), *out = (int32_t *)(out_map + 2 * off);
         outs[round] = out;
         for (size_t i = 0; i < count; i++) in[i] = (int32_t)(round * 100000 + rank * 1000 + i);
-        MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, count * 4, count * 4 * (size_t)n,
+        MP_CHECK(rank, mscclpp_execute(e.ex, e.plan, in, out, count * 4, count * 4 * (size_t)n,
                                        MSCCLPP_INT32, MSCCLPP_SUM, st));
     }
     MP_CHECK(rank, mscclpp_stream_synchronize(st));
     for (int round = 0; round < ROUNDS; round++)
         if (check_allgather(rank, n, outs[round], count, round, "different offsets per rank"))
             return 1;
-    mscclpp_bootstrap_t *boot = NULL;
-    MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
-    MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
     mscclpp_stream_destroy(st);
-    mscclpp_executor_destroy(ex);
-    mscclpp_plan_destroy(plan);
-    mscclpp_comm_destroy(comm);
+    mp_exec_close(&e);
     munmap(in_map, alloc);
     munmap(out_map, alloc);
     return 0;
@@ -197,15 +179,11 @@ static int private_refused_body(int rank, int n, const mscclpp_unique_id_t *id, 
     (void)arg;
     char path[700];
     snprintf(path, sizeof path, "%s/allgather_2.json", corpus);
-    mscclpp_plan_t *plan = NULL;
-    MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
-    mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, path, &e)) return 1;
     const size_t count = 256;
     int32_t *in = malloc(count * 4), *out = malloc(count * 4 * (size_t)n);
-    mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, count * 4, count * 4 * (size_t)n,
+    mscclpp_result_t r = mscclpp_execute(e.ex, e.plan, in, out, count * 4, count * 4 * (size_t)n,
                                          MSCCLPP_INT32, MSCCLPP_SUM, NULL);
     if (r != MSCCLPP_ERR_INVALID_ARG || !strstr(mscclpp_last_error(), "can share") ||
         !strstr(mscclpp_last_error(), "send buffer"))
@@ -213,14 +191,12 @@ static int private_refused_body(int rank, int n, const mscclpp_unique_id_t *id, 
                        mscclpp_last_error());
     /* refused before any rank talked: the executor is not broken */
     for (size_t i = 0; i < count; i++) in[i] = rank + 1;
-    MP_CHECK(rank, mscclpp_allreduce(ex, in, in, count, MSCCLPP_INT32, MSCCLPP_SUM, NULL));
+    MP_CHECK(rank, mscclpp_allreduce(e.ex, in, in, count, MSCCLPP_INT32, MSCCLPP_SUM, NULL));
     if (in[count - 1] != n * (n + 1) / 2)
         return MP_FAIL(rank, "allreduce on malloc'd memory: %d", (int)in[count - 1]);
     free(in);
     free(out);
-    mscclpp_executor_destroy(ex);
-    mscclpp_plan_destroy(plan);
-    mscclpp_comm_destroy(comm);
+    mp_exec_close(&e);
     return 0;
 }
 
@@ -244,10 +220,8 @@ static uint64_t scratch_of(const mscclpp_executor_t *ex)
 static int scratch_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     (void)arg;
-    mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
     const size_t big = (size_t)64 << 20;
     float *a = NULL;
     MP_CHECK(rank, mscclpp_malloc(big, (void **)&a));
@@ -257,43 +231,42 @@ static int scratch_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
     for (int k = 0; k < 2; k++) {
         float *x = k ? f : a;
         for (size_t i = 0; i < 256; i++) x[i] = (float)(rank + 1);
-        MP_CHECK(rank, mscclpp_allreduce(ex, x, x + 1024, 256, MSCCLPP_FLOAT32, MSCCLPP_SUM,
-                                         NULL));
+        MP_CHECK(rank,
+                 mscclpp_allreduce(e.ex, x, x + 1024, 256, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
         if (x[1024 + 255] != (float)(n * (n + 1) / 2))
             return MP_FAIL(rank, "allreduce: %g", x[1024 + 255]);
     }
-    uint64_t small = scratch_of(ex);
+    uint64_t small = scratch_of(e.ex);
     if (small == 0 || small > ((uint64_t)4 << 20))
         return MP_FAIL(rank, "scratch of a 1 KiB call in a 64 MiB allocation: %llu bytes",
                        (unsigned long long)small);
-    int before = count_contexts(ex);
+    int before = count_contexts(e.ex);
     /* the same plan on many other buffers: no new context (scratch-only plans) */
     for (int k = 0; k < 8; k++) {
         float *x = malloc(4096);
         for (size_t i = 0; i < 256; i++) x[i] = (float)(rank + k);
-        MP_CHECK(rank, mscclpp_allreduce(ex, x, x, 256, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+        MP_CHECK(rank, mscclpp_allreduce(e.ex, x, x, 256, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
         if (x[7] != (float)(n * (n - 1) / 2 + n * k))
             return MP_FAIL(rank, "allreduce %d on malloc'd memory: %g", k, x[7]);
         free(x);
     }
-    if (count_contexts(ex) != before)
-        return MP_FAIL(rank, "%d contexts after 8 more buffers, %d before", count_contexts(ex),
+    if (count_contexts(e.ex) != before)
+        return MP_FAIL(rank, "%d contexts after 8 more buffers, %d before", count_contexts(e.ex),
                        before);
     /* an 8 MiB call grows the scratch, on every rank, and stays right */
     const size_t cnt = (size_t)2 << 20;
     for (size_t i = 0; i < cnt; i++) a[i] = (float)(rank + (int)(i % 3));
-    MP_CHECK(rank, mscclpp_allreduce(ex, a, a + cnt, cnt, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+    MP_CHECK(rank, mscclpp_allreduce(e.ex, a, a + cnt, cnt, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
     for (size_t i = 0; i < cnt; i++)
         if (a[cnt + i] != (float)(n * (n - 1) / 2 + n * (int)(i % 3)))
             return MP_FAIL(rank, "8 MiB allreduce element %zu: %g", i, a[cnt + i]);
-    uint64_t grown = scratch_of(ex);
+    uint64_t grown = scratch_of(e.ex);
     if (grown <= small || grown > ((uint64_t)64 << 20))
         return MP_FAIL(rank, "scratch after an 8 MiB call: %llu bytes (was %llu)",
                        (unsigned long long)grown, (unsigned long long)small);
-    mscclpp_executor_destroy(ex);
+    mp_exec_close(&e);
     mscclpp_free(a);
     munmap(f, big);
-    mscclpp_comm_destroy(comm);
     return 0;
 }
 

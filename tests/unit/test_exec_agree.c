@@ -24,14 +24,7 @@
 #define TIMEOUT_S 4
 #define BUF_BYTES ((size_t)4 << 20)
 
-static char plan_dir[512];
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+static const char *plan_dir; /* the source tree's plans/ (MSCCLPP_PLAN_DIR but in t_unserved) */
 
 enum { C_ALLREDUCE, C_ALLGATHER, C_BROADCAST, C_EXECUTE };
 
@@ -121,31 +114,21 @@ static const case_t cases[] = {
 
 typedef struct {
     int rank, n;
-    mscclpp_comm_t *comm;
-    mscclpp_executor_t *ex;
-    mscclpp_plan_t *plan; /* for C_EXECUTE: the packet allreduce, any size up to 256 KiB */
-    float *a, *b;         /* the backend's memory (device memory on a GPU) */
+    mp_exec_t x;  /* comm, bootstrap, executor; x.plan for C_EXECUTE: the packet allreduce, any
+                  * size up to 256 KiB */
+    float *a, *b; /* the backend's memory (device memory on a GPU) */
     float *ha, *hb;       /* host copies: filled, then copied in; copied out, then checked */
     mscclpp_stream_t stream;
 } rank_t;
-
-static void set_timeout(int seconds)
-{
-    char t[16];
-    snprintf(t, sizeof t, "%d", seconds);
-    setenv("MSCCLPP_TIMEOUT", t, 1);
-}
 
 static int rank_open(rank_t *r, int rank, int n, const mscclpp_unique_id_t *id)
 {
     memset(r, 0, sizeof *r);
     r->rank = rank;
     r->n = n;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &r->comm));
-    MP_CHECK(rank, mscclpp_executor_create(r->comm, &r->ex));
-    char path[600];
+    char path[1100];
     snprintf(path, sizeof path, "%s/allreduce_pkt_%d.json", plan_dir, n);
-    MP_CHECK(rank, mscclpp_plan_load_file(path, &r->plan));
+    if (mp_exec_open(rank, n, id, path, &r->x)) return 1;
     MP_CHECK(rank, mscclpp_malloc(BUF_BYTES, (void **)&r->a));
     MP_CHECK(rank, mscclpp_malloc(BUF_BYTES, (void **)&r->b));
     r->ha = malloc(BUF_BYTES);
@@ -158,13 +141,11 @@ static int rank_open(rank_t *r, int rank, int n, const mscclpp_unique_id_t *id)
 static void rank_close(rank_t *r)
 {
     mscclpp_stream_destroy(r->stream);
-    mscclpp_executor_destroy(r->ex);
-    mscclpp_plan_destroy(r->plan);
+    mp_exec_close(&r->x);
     mscclpp_free(r->a);
     mscclpp_free(r->b);
     free(r->ha);
     free(r->hb);
-    mscclpp_comm_destroy(r->comm);
 }
 
 /* Input element i of rank r: small integers, exact in every dtype used here. */
@@ -201,13 +182,15 @@ static mscclpp_result_t run(rank_t *r, const call_t *c, mscclpp_stream_t s)
     size_t bytes = c->count * mscclpp_dtype_size(c->dtype);
     mscclpp_result_t res;
     switch (c->coll) {
-    case C_ALLREDUCE: res = mscclpp_allreduce(r->ex, in, r->b, c->count, c->dtype, c->op, s); break;
-    case C_ALLGATHER: res = mscclpp_allgather(r->ex, in, r->b, c->count, c->dtype, s); break;
+    case C_ALLREDUCE:
+        res = mscclpp_allreduce(r->x.ex, in, r->b, c->count, c->dtype, c->op, s);
+        break;
+    case C_ALLGATHER: res = mscclpp_allgather(r->x.ex, in, r->b, c->count, c->dtype, s); break;
     case C_BROADCAST:
-        res = mscclpp_broadcast(r->ex, in, r->b, c->count, c->dtype, c->root, s);
+        res = mscclpp_broadcast(r->x.ex, in, r->b, c->count, c->dtype, c->root, s);
         break;
     case C_EXECUTE:
-        res = mscclpp_execute(r->ex, r->plan, in, r->b, bytes, bytes, c->dtype, c->op, s);
+        res = mscclpp_execute(r->x.ex, r->x.plan, in, r->b, bytes, bytes, c->dtype, c->op, s);
         break;
     default: return MSCCLPP_ERR_INTERNAL;
     }
@@ -262,9 +245,9 @@ static int agree_body(int rank, int n, const mscclpp_unique_id_t *id, void *argp
         if (check_result(&r, &k->good)) return 1;
         /* the one-sided case: the rank whose call is k->good again does not fence */
     }
-    double t0 = now_s();
+    double t0 = mp_now_s();
     mscclpp_result_t res = run(&r, &k->bad[rank], s);
-    double dt = now_s() - t0;
+    double dt = mp_now_s() - t0;
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
     if (res == MSCCLPP_OK)
@@ -321,7 +304,7 @@ static int queue_body(int rank, int n, const mscclpp_unique_id_t *id, void *argp
 {
     const queue_arg_t *arg = argp;
     rank_t r;
-    set_timeout(30); /* while ranks start and build contexts */
+    mp_set_timeout(30); /* while ranks start and build contexts */
     if (rank_open(&r, rank, n, id)) return 1;
     const call_t warm[2] = {AR(4096), AR(1024)};
     for (int k = 0; k < 2; k++) {
@@ -332,28 +315,27 @@ static int queue_body(int rank, int n, const mscclpp_unique_id_t *id, void *argp
     float *a2 = NULL, *b2 = NULL;
     MP_CHECK(rank, mscclpp_malloc(1 << 16, (void **)&a2));
     MP_CHECK(rank, mscclpp_malloc(1 << 16, (void **)&b2));
-    MP_CHECK(rank, mscclpp_allreduce(r.ex, a2, b2, 1024, MSCCLPP_FLOAT32, MSCCLPP_SUM, r.stream));
+    MP_CHECK(rank, mscclpp_allreduce(r.x.ex, a2, b2, 1024, MSCCLPP_FLOAT32, MSCCLPP_SUM, r.stream));
     MP_CHECK(rank, mscclpp_stream_synchronize(r.stream));
-    mscclpp_bootstrap_t *boot = NULL;
-    MP_CHECK(rank, mscclpp_comm_bootstrap(r.comm, &boot));
+    mscclpp_bootstrap_t *boot = r.x.boot;
     MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
     if (rank == n - 1) _exit(0); /* the peer that is lost */
     /* sizes not lowered yet: lowered now, their waits take the short bound (the contexts,
      * built under the long one, are the same) */
-    set_timeout(TIMEOUT_S);
+    mp_set_timeout(TIMEOUT_S);
     const call_t sizes[2] = {AR(2048), AR(512)};
-    double t0 = now_s();
+    double t0 = mp_now_s();
     mscclpp_result_t res = MSCCLPP_OK;
     int k = 0;
     for (; k < arg->queued && res == MSCCLPP_OK; k++) {
         const call_t *c = &sizes[arg->mode == Q_SIZES ? k % 2 : 1];
         bool other = arg->mode == Q_BUFFERS && k % 2;
-        res = mscclpp_allreduce(r.ex, other ? a2 : r.a, other ? b2 : r.b, c->count, c->dtype, c->op,
-                                r.stream);
+        res = mscclpp_allreduce(r.x.ex, other ? a2 : r.a, other ? b2 : r.b, c->count, c->dtype,
+                                c->op, r.stream);
     }
-    double t_queue = now_s() - t0;
+    double t_queue = mp_now_s() - t0;
     mscclpp_result_t sync = mscclpp_stream_synchronize(r.stream);
-    double dt = now_s() - t0;
+    double dt = mp_now_s() - t0;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
     printf("# %d queued%s: rank %d: %d calls (%.2f s), then the sync: %s in %.2f s: %s\n",
@@ -369,9 +351,9 @@ static int queue_body(int rank, int n, const mscclpp_unique_id_t *id, void *argp
     if (sync != MSCCLPP_OK && !strstr(msg, dead))
         return MP_FAIL(rank, "the sync's error does not name the lost %s: %s", dead, msg);
     /* a second sync has nothing left to wait for */
-    t0 = now_s();
+    t0 = mp_now_s();
     (void)mscclpp_stream_synchronize(r.stream);
-    if (now_s() - t0 > 1.0) return MP_FAIL(rank, "the second sync took %.2f s", now_s() - t0);
+    if (mp_now_s() - t0 > 1.0) return MP_FAIL(rank, "the second sync took %.2f s", mp_now_s() - t0);
     mscclpp_free(a2);
     mscclpp_free(b2);
     rank_close(&r);
@@ -401,7 +383,7 @@ static int unserved_body(int rank, int n, const mscclpp_unique_id_t *id, void *a
     (void)argp;
     rank_t r;
     if (rank_open(&r, rank, n, id)) return 1;
-    MP_CHECK(rank, mscclpp_executor_register_plan(r.ex, r.plan, 0, NULL));
+    MP_CHECK(rank, mscclpp_executor_register_plan(r.x.ex, r.x.plan, 0, NULL));
     const call_t big = AR(256 * 1024), small = AR(1024);
     for (int round = 0; round < 2; round++) {
         for (int inplace = 0; inplace < 2; inplace++) {
@@ -415,24 +397,24 @@ static int unserved_body(int rank, int n, const mscclpp_unique_id_t *id, void *a
                                mscclpp_last_error());
         }
         /* item 10: sizes that do not make sense are refused as themselves */
-        mscclpp_result_t res =
-            mscclpp_allreduce(r.ex, r.a, r.b, (size_t)1 << 62, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL);
+        mscclpp_result_t res = mscclpp_allreduce(r.x.ex, r.a, r.b, (size_t)1 << 62, MSCCLPP_FLOAT32,
+                                                 MSCCLPP_SUM, NULL);
         if (res != MSCCLPP_ERR_INVALID_ARG || !strstr(mscclpp_last_error(), "overflows"))
             return MP_FAIL(rank, "a count of 2^62 floats: %s: %s", mscclpp_result_string(res),
                            mscclpp_last_error());
-        res = mscclpp_allgather(r.ex, r.a, r.b, SIZE_MAX / 6, MSCCLPP_FLOAT32, NULL);
+        res = mscclpp_allgather(r.x.ex, r.a, r.b, SIZE_MAX / 6, MSCCLPP_FLOAT32, NULL);
         if (res != MSCCLPP_ERR_INVALID_ARG || !strstr(mscclpp_last_error(), "overflows"))
             return MP_FAIL(rank, "an allgather of SIZE_MAX / 6 floats per rank: %s: %s",
                            mscclpp_result_string(res), mscclpp_last_error());
-        res =
-            mscclpp_execute(r.ex, r.plan, r.a, r.b, 1023, 1023, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL);
+        res = mscclpp_execute(r.x.ex, r.x.plan, r.a, r.b, 1023, 1023, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                              NULL);
         if (res != MSCCLPP_ERR_INVALID_ARG || !strstr(mscclpp_last_error(), "whole number"))
             return MP_FAIL(rank, "1023 bytes of float32: %s: %s", mscclpp_result_string(res),
                            mscclpp_last_error());
         MP_CHECK(rank, run(&r, &small, round ? r.stream : NULL));
         if (check_result(&r, &small)) return 1;
         mscclpp_result_t async = MSCCLPP_OK;
-        MP_CHECK(rank, mscclpp_executor_get_async_error(r.ex, &async));
+        MP_CHECK(rank, mscclpp_executor_get_async_error(r.x.ex, &async));
         if (async != MSCCLPP_OK)
             return MP_FAIL(rank, "the executor is broken after a refused call: %s",
                            mscclpp_last_error());
@@ -469,7 +451,7 @@ static int unserved_2x2_body(int rank, int n, const mscclpp_unique_id_t *id, voi
     setenv("MSCCLPP_NODE_ID", node, 1);
     setenv("UCX_TLS", "tcp", 1);
     setenv("UCX_NET_DEVICES", "lo", 0);
-    set_timeout(30);
+    mp_set_timeout(30);
     rank_t r;
     if (rank_open(&r, rank, n, id)) return 1;
     call_t c = AR(256 * 1024);
@@ -488,8 +470,7 @@ static int unserved_2x2_body(int rank, int n, const mscclpp_unique_id_t *id, voi
     small.inplace = true;
     MP_CHECK(rank, run(&r, &small, r.stream));
     if (check_result(&r, &small)) return 1;
-    mscclpp_bootstrap_t *boot = NULL;
-    MP_CHECK(rank, mscclpp_comm_bootstrap(r.comm, &boot));
+    mscclpp_bootstrap_t *boot = r.x.boot;
     MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
     rank_close(&r);
     return 0;
@@ -515,7 +496,7 @@ static int refused_setup_body(int rank, int n, const mscclpp_unique_id_t *id, vo
     for (int round = 0; round < 2; round++) {
         mscclpp_stream_t s = round ? r.stream : NULL;
         if (fill(&r, &ag)) return 1;
-        mscclpp_result_t res = mscclpp_execute(r.ex, port, r.a, r.b, 4096, 4096 * (size_t)n,
+        mscclpp_result_t res = mscclpp_execute(r.x.ex, port, r.a, r.b, 4096, 4096 * (size_t)n,
                                                MSCCLPP_FLOAT32, MSCCLPP_REDOP_PLAN, s);
         if (res == MSCCLPP_OK && s) res = mscclpp_stream_synchronize(s);
         const char *msg = mscclpp_last_error();
@@ -540,14 +521,12 @@ END_TEST
 
 int main(void)
 {
-    const char *top = getenv("MSCCLPP_TOP_SRCDIR");
-    snprintf(plan_dir, sizeof plan_dir, "%s/plans", top ? top : ".");
-    setenv("MSCCLPP_PLAN_DIR", plan_dir, 1);
+    plan_dir = mp_plan_dir();
     /* MSCCLPP_TEST_HAL=cuda|hip: the same cases on a GPU (scripts/gpu-check.sh) */
     const char *hal = getenv("MSCCLPP_TEST_HAL");
     setenv("MSCCLPP_HAL", hal && *hal ? hal : "host", 1);
     setenv("MSCCLPP_TUNING_FILE", "none", 1);
-    set_timeout(TIMEOUT_S);
+    mp_set_timeout(TIMEOUT_S);
 
     /* test cases ("agree", "queue", "unserved") can be picked with CK_RUN_CASE */
     Suite *s = suite_create("exec_agree");

@@ -40,37 +40,21 @@
 #define WARM_BYTES BUF_BYTES          /* calls before the phase under test */
 #define FAIL_BYTES ((size_t)512 << 10) /* calls of the phase under test */
 
-static char plan_dir[512];
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+static const char *plan_dir; /* the source tree's plans/ (MSCCLPP_PLAN_DIR) */
 
 /* What every rank holds. */
 typedef struct {
     int rank, n;
-    mscclpp_comm_t *comm;
-    mscclpp_executor_t *ex;
-    mscclpp_plan_t *simple;
+    mp_exec_t x; /* comm, bootstrap, executor, the simple allreduce plan */
     float *a, *b;
     mscclpp_stream_t stream;
     size_t bytes; /* of the next simple_allreduce */
 } rank_t;
 
-static void set_timeout(int seconds)
-{
-    char t[16];
-    snprintf(t, sizeof t, "%d", seconds);
-    setenv("MSCCLPP_TIMEOUT", t, 1);
-}
-
 /* Enter the phase under test: the short timeout, and calls of a size not lowered yet. */
 static void failure_phase(rank_t *r)
 {
-    set_timeout(TIMEOUT_S);
+    mp_set_timeout(TIMEOUT_S);
     r->bytes = FAIL_BYTES;
 }
 
@@ -79,11 +63,9 @@ static int rank_open(rank_t *r, int rank, int n, const mscclpp_unique_id_t *id)
     memset(r, 0, sizeof *r);
     r->rank = rank;
     r->n = n;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &r->comm));
-    MP_CHECK(rank, mscclpp_executor_create(r->comm, &r->ex));
-    char path[600];
+    char path[1100];
     snprintf(path, sizeof path, "%s/allreduce_simple_%d.json", plan_dir, n);
-    MP_CHECK(rank, mscclpp_plan_load_file(path, &r->simple));
+    if (mp_exec_open(rank, n, id, path, &r->x)) return 1;
     MP_CHECK(rank, mscclpp_malloc(BUF_BYTES, (void **)&r->a));
     MP_CHECK(rank, mscclpp_malloc(BUF_BYTES, (void **)&r->b));
     r->bytes = WARM_BYTES;
@@ -94,11 +76,9 @@ static int rank_open(rank_t *r, int rank, int n, const mscclpp_unique_id_t *id)
 static void rank_close(rank_t *r)
 {
     if (r->stream) mscclpp_stream_destroy(r->stream);
-    mscclpp_executor_destroy(r->ex);
-    mscclpp_plan_destroy(r->simple);
+    mp_exec_close(&r->x);
     mscclpp_free(r->a);
     mscclpp_free(r->b);
-    mscclpp_comm_destroy(r->comm);
     memset(r, 0, sizeof *r);
 }
 
@@ -108,7 +88,7 @@ static mscclpp_result_t simple_allreduce(rank_t *r, mscclpp_stream_t stream, int
     size_t count = r->bytes / sizeof(float);
     for (size_t i = 0; i < count; i++) r->a[i] = (float)(r->rank + 1 + (int)(i % 7));
     memset(r->b, 0, r->bytes);
-    mscclpp_result_t res = mscclpp_execute(r->ex, r->simple, r->a, r->b, r->bytes, r->bytes,
+    mscclpp_result_t res = mscclpp_execute(r->x.ex, r->x.plan, r->a, r->b, r->bytes, r->bytes,
                                            MSCCLPP_FLOAT32, MSCCLPP_SUM, stream);
     if (res == MSCCLPP_OK && stream) res = mscclpp_stream_synchronize(stream);
     if (res != MSCCLPP_OK || !check) return res;
@@ -163,7 +143,7 @@ static int recreate(rank_t *r, id_box_t *box)
 {
     int rank = r->rank, n = r->n;
     rank_close(r);
-    set_timeout(SETUP_TIMEOUT_S);
+    mp_set_timeout(SETUP_TIMEOUT_S);
     if (rank == 0) {
         MP_CHECK(rank, mscclpp_get_unique_id(&box->id));
         __atomic_store_n(&box->ready, 1, __ATOMIC_RELEASE);
@@ -192,13 +172,13 @@ static int stream_timeout_body(int rank, int n, const mscclpp_unique_id_t *id, v
         return recreate(&r, id2);
     }
     failure_phase(&r);
-    double t0 = now_s();
-    mscclpp_result_t res = mscclpp_execute(r.ex, r.simple, r.a, r.b, r.bytes, r.bytes,
+    double t0 = mp_now_s();
+    mscclpp_result_t res = mscclpp_execute(r.x.ex, r.x.plan, r.a, r.b, r.bytes, r.bytes,
                                            MSCCLPP_FLOAT32, MSCCLPP_SUM, r.stream);
     if (res != MSCCLPP_OK) return MP_FAIL(rank, "the launch itself failed: %s",
                                           mscclpp_last_error());
     res = mscclpp_stream_synchronize(r.stream);
-    double dt = now_s() - t0;
+    double dt = mp_now_s() - t0;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
     if (res != MSCCLPP_ERR_TIMEOUT)
@@ -212,22 +192,22 @@ static int stream_timeout_body(int rank, int n, const mscclpp_unique_id_t *id, v
 
     /* broken: every later call fails at once, naming the original error */
     mscclpp_result_t async = MSCCLPP_OK;
-    MP_CHECK(rank, mscclpp_executor_get_async_error(r.ex, &async));
+    MP_CHECK(rank, mscclpp_executor_get_async_error(r.x.ex, &async));
     if (async != MSCCLPP_ERR_TIMEOUT)
         return MP_FAIL(rank, "async error: %s", mscclpp_result_string(async));
     for (int k = 0; k < 3; k++) {
         mscclpp_stream_t s = k == 0 ? r.stream : NULL;
-        t0 = now_s();
+        t0 = mp_now_s();
         res = k < 2 ? simple_allreduce(&r, s, 0)
-                    : mscclpp_allreduce(r.ex, r.a, r.b, 16, MSCCLPP_FLOAT32, MSCCLPP_SUM, s);
-        dt = now_s() - t0;
+                    : mscclpp_allreduce(r.x.ex, r.a, r.b, 16, MSCCLPP_FLOAT32, MSCCLPP_SUM, s);
+        dt = mp_now_s() - t0;
         if (res != MSCCLPP_ERR_TIMEOUT || dt > 0.5)
             return MP_FAIL(rank, "call %d after the failure: %s in %.2f s (%s)", k,
                            mscclpp_result_string(res), dt, mscclpp_last_error());
         const char *w2[] = {"broken by an earlier error", "rank 1", "destroy it"};
         if (names(rank, "later call", mscclpp_last_error(), w2, 3)) return 1;
     }
-    if (mscclpp_executor_reset(r.ex) != MSCCLPP_ERR_TIMEOUT)
+    if (mscclpp_executor_reset(r.x.ex) != MSCCLPP_ERR_TIMEOUT)
         return MP_FAIL(rank, "reset of a broken executor: %s", mscclpp_last_error());
     return recreate(&r, id2);
 }
@@ -258,12 +238,12 @@ static int destroy_pending_body(int rank, int n, const mscclpp_unique_id_t *id, 
     MP_CHECK(rank, simple_allreduce(&r, r.stream, 1));
     if (rank == 1) return recreate(&r, id2);
     failure_phase(&r);
-    double t0 = now_s();
-    MP_CHECK(rank, mscclpp_execute(r.ex, r.simple, r.a, r.b, r.bytes, r.bytes, MSCCLPP_FLOAT32,
+    double t0 = mp_now_s();
+    MP_CHECK(rank, mscclpp_execute(r.x.ex, r.x.plan, r.a, r.b, r.bytes, r.bytes, MSCCLPP_FLOAT32,
                                    MSCCLPP_SUM, r.stream));
-    mscclpp_result_t res = mscclpp_executor_destroy(r.ex);
-    double dt = now_s() - t0;
-    r.ex = NULL;
+    mscclpp_result_t res = mscclpp_executor_destroy(r.x.ex);
+    double dt = mp_now_s() - t0;
+    r.x.ex = NULL;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
     if (res != MSCCLPP_ERR_TIMEOUT)
@@ -302,17 +282,17 @@ static int partial_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
     if (rank == 0) {
         /* rank 1 does not call: this one times out, synchronously */
         failure_phase(&r);
-        t0 = now_s();
+        t0 = mp_now_s();
         res = simple_allreduce(&r, NULL, 0);
-        if (res != MSCCLPP_ERR_TIMEOUT || now_s() - t0 > TIMEOUT_S + 1.0)
+        if (res != MSCCLPP_ERR_TIMEOUT || mp_now_s() - t0 > TIMEOUT_S + 1.0)
             return MP_FAIL(rank, "first call: %s after %.2f s", mscclpp_result_string(res),
-                           now_s() - t0);
+                           mp_now_s() - t0);
         /* now rank 1 calls, rank 0 is broken: it must not take part, nor hang, nor blame tags */
-        t0 = now_s();
-        res = mscclpp_allreduce(r.ex, r.a, r.b, 1024, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL);
-        if (res != MSCCLPP_ERR_TIMEOUT || now_s() - t0 > 0.5)
+        t0 = mp_now_s();
+        res = mscclpp_allreduce(r.x.ex, r.a, r.b, 1024, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL);
+        if (res != MSCCLPP_ERR_TIMEOUT || mp_now_s() - t0 > 0.5)
             return MP_FAIL(rank, "call on the broken executor: %s after %.2f s (%s)",
-                           mscclpp_result_string(res), now_s() - t0, mscclpp_last_error());
+                           mscclpp_result_string(res), mp_now_s() - t0, mscclpp_last_error());
         if (strstr(mscclpp_last_error(), "tag"))
             return MP_FAIL(rank, "misleading message: %s", mscclpp_last_error());
         const char *w[] = {"broken by an earlier error", "from rank 1"};
@@ -323,9 +303,9 @@ static int partial_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
         if (wait_flag(rank, &id2->broken, "rank 0 times out")) return 1;
         failure_phase(&r);
         /* rank 0 is broken and does not answer: this times out naming it */
-        t0 = now_s();
+        t0 = mp_now_s();
         res = simple_allreduce(&r, NULL, 0);
-        double dt = now_s() - t0;
+        double dt = mp_now_s() - t0;
         if (res != MSCCLPP_ERR_TIMEOUT || dt > TIMEOUT_S + 1.0)
             return MP_FAIL(rank, "call after the peer broke: %s after %.2f s (%s)",
                            mscclpp_result_string(res), dt, mscclpp_last_error());
@@ -385,8 +365,7 @@ static int kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     bool same = phase == PHASE_SAME_NO_STREAM || phase == PHASE_SAME_STREAM;
     mscclpp_stream_t s = on_stream ? r.stream : NULL;
     if (phase != PHASE_SETUP) MP_CHECK(rank, simple_allreduce(&r, s, 1)); /* contexts built */
-    mscclpp_bootstrap_t *boot = NULL;
-    MP_CHECK(rank, mscclpp_comm_bootstrap(r.comm, &boot));
+    mscclpp_bootstrap_t *boot = r.x.boot;
     if (same) {
         /* every rank is here before the short timeout applies to anything */
         MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
@@ -397,26 +376,26 @@ static int kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
     failure_phase(&r);
     if (rank == VICTIM) raise(SIGKILL);
-    double t0 = now_s();
+    double t0 = mp_now_s();
     mscclpp_result_t res;
     if (on_stream && rank == n - 1) {
         /* this survivor polls without synchronizing: the error shows up while queued work
          * is still "in flight" from the caller's point of view */
-        res = mscclpp_execute(r.ex, r.simple, r.a, r.b, r.bytes, r.bytes, MSCCLPP_FLOAT32,
+        res = mscclpp_execute(r.x.ex, r.x.plan, r.a, r.b, r.bytes, r.bytes, MSCCLPP_FLOAT32,
                               MSCCLPP_SUM, s);
         if (res != MSCCLPP_OK) return MP_FAIL(rank, "launch: %s", mscclpp_last_error());
         mscclpp_result_t async = MSCCLPP_OK;
-        while (async == MSCCLPP_OK && now_s() - t0 < TIMEOUT_S + 1.0) {
-            MP_CHECK(rank, mscclpp_executor_get_async_error(r.ex, &async));
+        while (async == MSCCLPP_OK && mp_now_s() - t0 < TIMEOUT_S + 1.0) {
+            MP_CHECK(rank, mscclpp_executor_get_async_error(r.x.ex, &async));
             if (async == MSCCLPP_OK) usleep(5000);
         }
         res = async;
-        if (res != MSCCLPP_OK) printf("# async query after %.2f s: %s\n", now_s() - t0,
-                                      mscclpp_last_error());
+        if (res != MSCCLPP_OK)
+            printf("# async query after %.2f s: %s\n", mp_now_s() - t0, mscclpp_last_error());
     } else {
         res = simple_allreduce(&r, s, 0);
     }
-    double dt = now_s() - t0;
+    double dt = mp_now_s() - t0;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
     /* the sync after the query still reports it */
@@ -469,10 +448,8 @@ END_TEST
 
 int main(void)
 {
-    const char *top = getenv("MSCCLPP_TOP_SRCDIR");
-    snprintf(plan_dir, sizeof plan_dir, "%s/plans", top ? top : ".");
-    setenv("MSCCLPP_PLAN_DIR", plan_dir, 1);
-    set_timeout(SETUP_TIMEOUT_S);
+    plan_dir = mp_plan_dir();
+    mp_set_timeout(SETUP_TIMEOUT_S);
     setenv("MSCCLPP_HAL", "host", 1);
 
     Suite *s = suite_create("exec_fail");

@@ -13,21 +13,14 @@
 #include "mscclpp/mscclpp.h"
 #include "tests/unit/mp_harness.h"
 
-static char plan_dir[512];
+static const char *plan_dir; /* the source tree's plans/ */
 
-static void set_plan_dir(void)
-{
-    const char *top = getenv("MSCCLPP_TOP_SRCDIR");
-    snprintf(plan_dir, sizeof plan_dir, "%s/plans", top ? top : ".");
-    setenv("MSCCLPP_PLAN_DIR", plan_dir, 1);
-}
+static void set_plan_dir(void) { plan_dir = mp_plan_dir(); }
 
 static int collectives_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
-    mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
     size_t cap = 1 << 20;
     float *a = NULL, *b = NULL;
     MP_CHECK(rank, mscclpp_malloc(cap, (void **)&a));
@@ -38,7 +31,8 @@ static int collectives_body(int rank, int n, const mscclpp_unique_id_t *id, void
         size_t count = 100 + (size_t)round * 333, off = (size_t)round * 8;
         float *src = a + off, *dst = round % 2 ? src : b + off * 2;
         for (size_t i = 0; i < count; i++) src[i] = (float)(rank * 3 + (int)(i % 5));
-        MP_CHECK(rank, mscclpp_allreduce(ex, src, dst, count, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+        MP_CHECK(rank,
+                 mscclpp_allreduce(e.ex, src, dst, count, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
         for (size_t i = 0; i < count; i++) {
             float want = (float)(3 * n * (n - 1) / 2 + n * (int)(i % 5));
             if (dst[i] != want)
@@ -51,7 +45,7 @@ static int collectives_body(int rank, int n, const mscclpp_unique_id_t *id, void
         size_t count = 777;
         for (size_t i = 0; i < count; i++) a[i] = rank == root ? (float)(root * 1000 + i) : -1;
         memset(b, 0, count * sizeof(float));
-        MP_CHECK(rank, mscclpp_broadcast(ex, a, b, count, MSCCLPP_FLOAT32, root, NULL));
+        MP_CHECK(rank, mscclpp_broadcast(e.ex, a, b, count, MSCCLPP_FLOAT32, root, NULL));
         for (size_t i = 0; i < count; i++)
             if (b[i] != (float)(root * 1000 + i))
                 return MP_FAIL(rank, "broadcast root %d element %zu: %g", root, i, b[i]);
@@ -61,15 +55,15 @@ static int collectives_body(int rank, int n, const mscclpp_unique_id_t *id, void
         size_t count = 123;
         float *mine = b + (size_t)rank * count;
         for (size_t i = 0; i < count; i++) mine[i] = (float)(rank * 100 + (int)i);
-        MP_CHECK(rank, mscclpp_allgather(ex, mine, b, count, MSCCLPP_FLOAT32, NULL));
+        MP_CHECK(rank, mscclpp_allgather(e.ex, mine, b, count, MSCCLPP_FLOAT32, NULL));
         for (int p = 0; p < n; p++)
             for (size_t i = 0; i < count; i++)
                 if (b[(size_t)p * count + i] != (float)(p * 100 + (int)i))
                     return MP_FAIL(rank, "in-place allgather block %d element %zu", p, i);
         for (size_t i = 0; i < count * n; i++) a[i] = (float)(i % 11);
         float *out = a + (size_t)rank * count;
-        MP_CHECK(rank, mscclpp_reducescatter(ex, a, out, count, MSCCLPP_FLOAT32, MSCCLPP_MAX,
-                                             NULL));
+        MP_CHECK(rank,
+                 mscclpp_reducescatter(e.ex, a, out, count, MSCCLPP_FLOAT32, MSCCLPP_MAX, NULL));
         for (size_t i = 0; i < count; i++)
             if (out[i] != (float)(((size_t)rank * count + i) % 11))
                 return MP_FAIL(rank, "in-place reducescatter element %zu: %g", i, out[i]);
@@ -79,25 +73,25 @@ static int collectives_body(int rank, int n, const mscclpp_unique_id_t *id, void
         size_t count = 50;
         for (int p = 0; p < n; p++)
             for (size_t i = 0; i < count; i++) a[(size_t)p * count + i] = (float)(rank * 10000 + p * 100 + (int)i);
-        MP_CHECK(rank, mscclpp_alltoall(ex, a, b, count, MSCCLPP_FLOAT32, NULL));
+        MP_CHECK(rank, mscclpp_alltoall(e.ex, a, b, count, MSCCLPP_FLOAT32, NULL));
         for (int p = 0; p < n; p++)
             for (size_t i = 0; i < count; i++)
                 if (b[(size_t)p * count + i] != (float)(p * 10000 + rank * 100 + (int)i))
                     return MP_FAIL(rank, "alltoall from %d element %zu", p, i);
     }
     /* reset drops contexts; the next call rebuilds them */
-    MP_CHECK(rank, mscclpp_executor_reset(ex));
+    MP_CHECK(rank, mscclpp_executor_reset(e.ex));
     for (size_t i = 0; i < 64; i++) a[i] = 1;
-    MP_CHECK(rank, mscclpp_allreduce(ex, a, b, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+    MP_CHECK(rank, mscclpp_allreduce(e.ex, a, b, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
     if (b[63] != (float)n) return MP_FAIL(rank, "allreduce after reset: %g", b[63]);
 
     /* the host backend's device memory is host memory: plans that touch only scratch (every
      * built-in plan) run on malloc'd buffers too, out of place and in place */
     float *plain = malloc(4096 * sizeof(float));
     for (size_t i = 0; i < 4096; i++) plain[i] = (float)(rank + (int)(i % 7));
-    MP_CHECK(rank, mscclpp_allreduce(ex, plain, plain + 2048, 2048, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+    MP_CHECK(rank, mscclpp_allreduce(e.ex, plain, plain + 2048, 2048, MSCCLPP_FLOAT32, MSCCLPP_SUM,
                                      NULL));
-    MP_CHECK(rank, mscclpp_allreduce(ex, plain, plain, 2048, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+    MP_CHECK(rank, mscclpp_allreduce(e.ex, plain, plain, 2048, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
     for (size_t i = 0; i < 2048; i++) {
         float want = (float)(n * (n - 1) / 2 + n * (int)(i % 7));
         if (plain[i] != want || plain[2048 + i] != want)
@@ -105,19 +99,19 @@ static int collectives_body(int rank, int n, const mscclpp_unique_id_t *id, void
                            plain[i], plain[2048 + i], want);
     }
     free(plain);
-    if (mscclpp_allreduce(ex, a, b, 64, (mscclpp_dtype_t)99, MSCCLPP_SUM, NULL) !=
+    if (mscclpp_allreduce(e.ex, a, b, 64, (mscclpp_dtype_t)99, MSCCLPP_SUM, NULL) !=
         MSCCLPP_ERR_INVALID_ARG)
         return MP_FAIL(rank, "bad dtype accepted");
-    if (mscclpp_allreduce(ex, a, b, 64, MSCCLPP_FLOAT32, (mscclpp_redop_t)7, NULL) !=
+    if (mscclpp_allreduce(e.ex, a, b, 64, MSCCLPP_FLOAT32, (mscclpp_redop_t)7, NULL) !=
         MSCCLPP_ERR_INVALID_ARG)
         return MP_FAIL(rank, "bad op accepted");
-    if (mscclpp_broadcast(ex, a, b, 64, MSCCLPP_FLOAT32, n, NULL) != MSCCLPP_ERR_INVALID_ARG)
+    if (mscclpp_broadcast(e.ex, a, b, 64, MSCCLPP_FLOAT32, n, NULL) != MSCCLPP_ERR_INVALID_ARG)
         return MP_FAIL(rank, "bad root accepted");
     mscclpp_plan_t *p4 = NULL;
     char path[600];
     snprintf(path, sizeof path, "%s/allreduce_pkt_%d.json", plan_dir, n == 4 ? 2 : 4);
     MP_CHECK(rank, mscclpp_plan_load_file(path, &p4));
-    if (mscclpp_execute(ex, p4, a, b, 256, 256, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL) !=
+    if (mscclpp_execute(e.ex, p4, a, b, 256, 256, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL) !=
             MSCCLPP_ERR_INVALID_ARG ||
         !strstr(mscclpp_last_error(), "ranks"))
         return MP_FAIL(rank, "world-size mismatch: %s", mscclpp_last_error());
@@ -126,37 +120,36 @@ static int collectives_body(int rank, int n, const mscclpp_unique_id_t *id, void
     mscclpp_plan_t *mine = NULL;
     snprintf(path, sizeof path, "%s/allreduce_pkt_%d.json", plan_dir, n);
     MP_CHECK(rank, mscclpp_plan_load_file(path, &mine));
-    MP_CHECK(rank, mscclpp_executor_register_plan(ex, mine, 0, "variant=test"));
+    MP_CHECK(rank, mscclpp_executor_register_plan(e.ex, mine, 0, "variant=test"));
     const mscclpp_plan_t *sel = NULL;
-    MP_CHECK(rank, mscclpp_executor_select_plan(ex, "allreduce", 0, 1024, "variant=test", &sel));
+    MP_CHECK(rank, mscclpp_executor_select_plan(e.ex, "allreduce", 0, 1024, "variant=test", &sel));
     if (sel != mine) return MP_FAIL(rank, "registered plan not selected");
-    if (mscclpp_executor_select_plan(ex, "allreduce", 0, 1024, "variant=other", &sel) !=
+    if (mscclpp_executor_select_plan(e.ex, "allreduce", 0, 1024, "variant=other", &sel) !=
         MSCCLPP_ERR_UNSUPPORTED)
         return MP_FAIL(rank, "tag mismatch selected a plan");
-    if (mscclpp_execute(ex, mine, a, b, (size_t)1 << 19, (size_t)1 << 19, MSCCLPP_FLOAT32,
+    if (mscclpp_execute(e.ex, mine, a, b, (size_t)1 << 19, (size_t)1 << 19, MSCCLPP_FLOAT32,
                         MSCCLPP_SUM, NULL) != MSCCLPP_ERR_INVALID_ARG ||
         !strstr(mscclpp_last_error(), "accepts messages"))
         return MP_FAIL(rank, "oversized message: %s", mscclpp_last_error());
     if (mscclpp_execute(NULL, mine, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL) !=
             MSCCLPP_ERR_INVALID_ARG ||
-        mscclpp_execute(ex, NULL, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL) !=
+        mscclpp_execute(e.ex, NULL, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL) !=
             MSCCLPP_ERR_INVALID_ARG ||
-        mscclpp_execute(ex, mine, NULL, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL) !=
+        mscclpp_execute(e.ex, mine, NULL, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL) !=
             MSCCLPP_ERR_INVALID_ARG ||
-        mscclpp_execute_ex(ex, mine, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+        mscclpp_execute_ex(e.ex, mine, a, b, 64, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM,
                            (mscclpp_packet_t)5, NULL) != MSCCLPP_ERR_INVALID_ARG)
         return MP_FAIL(rank, "bad execute arguments accepted");
     /* LL8 packets through the same plan */
     for (size_t i = 0; i < 256; i++) a[i] = (float)(rank + 1);
-    MP_CHECK(rank, mscclpp_execute_ex(ex, mine, a, b, 1024, 1024, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+    MP_CHECK(rank, mscclpp_execute_ex(e.ex, mine, a, b, 1024, 1024, MSCCLPP_FLOAT32, MSCCLPP_SUM,
                                       MSCCLPP_PACKET_LL8, NULL));
     if (b[255] != (float)(n * (n + 1) / 2)) return MP_FAIL(rank, "LL8 allreduce: %g", b[255]);
 
-    mscclpp_executor_destroy(ex);
+    mp_exec_close(&e);
     mscclpp_plan_destroy(mine);
     mscclpp_free(a);
     mscclpp_free(b);
-    mscclpp_comm_destroy(comm);
     return 0;
 }
 
@@ -184,17 +177,15 @@ static int size_cycle_body(int rank, int n, const mscclpp_unique_id_t *id, void 
     static const size_t simple[] = {2048, 70016}; /* Simple plans on every backend */
     const size_t *sizes = arg ? simple : mixed;
     const size_t ns = arg ? 2 : sizeof mixed / sizeof mixed[0];
-    mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
     uint8_t *a = NULL, *b = NULL;
     MP_CHECK(rank, mscclpp_malloc(1 << 17, (void **)&a));
     MP_CHECK(rank, mscclpp_malloc(1 << 17, (void **)&b));
     for (int it = 0; it < 300; it++) {
         size_t count = sizes[(size_t)it % ns];
         for (size_t i = 0; i < count; i++) a[i] = (uint8_t)(rank + i + (size_t)it);
-        MP_CHECK(rank, mscclpp_allreduce(ex, a, b, count, MSCCLPP_UINT8, MSCCLPP_SUM, NULL));
+        MP_CHECK(rank, mscclpp_allreduce(e.ex, a, b, count, MSCCLPP_UINT8, MSCCLPP_SUM, NULL));
         for (size_t i = 0; i < count; i++) {
             uint8_t want = 0;
             for (int r = 0; r < n; r++) want = (uint8_t)(want + r + i + (size_t)it);
@@ -203,10 +194,9 @@ static int size_cycle_body(int rank, int n, const mscclpp_unique_id_t *id, void 
                                i, b[i], want);
         }
     }
-    mscclpp_executor_destroy(ex);
+    mp_exec_close(&e);
     mscclpp_free(a);
     mscclpp_free(b);
-    mscclpp_comm_destroy(comm);
     return 0;
 }
 
@@ -237,10 +227,8 @@ END_TEST
 static int offset_moves_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     (void)arg;
-    mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
     uint8_t *a = NULL, *b = NULL;
     MP_CHECK(rank, mscclpp_malloc(1 << 16, (void **)&a));
     MP_CHECK(rank, mscclpp_malloc(1 << 16, (void **)&b));
@@ -249,7 +237,7 @@ static int offset_moves_body(int rank, int n, const mscclpp_unique_id_t *id, voi
         size_t off = rank == 1 ? (size_t)(it % 3) * 256 : 0;
         uint8_t *x = a + off, *y = b + off;
         for (size_t i = 0; i < count; i++) x[i] = (uint8_t)(rank + i + (size_t)it);
-        MP_CHECK(rank, mscclpp_allreduce(ex, x, y, count, MSCCLPP_UINT8, MSCCLPP_SUM, NULL));
+        MP_CHECK(rank, mscclpp_allreduce(e.ex, x, y, count, MSCCLPP_UINT8, MSCCLPP_SUM, NULL));
         for (size_t i = 0; i < count; i++) {
             uint8_t want = 0;
             for (int r = 0; r < n; r++) want = (uint8_t)(want + r + i + (size_t)it);
@@ -257,10 +245,9 @@ static int offset_moves_body(int rank, int n, const mscclpp_unique_id_t *id, voi
                 return MP_FAIL(rank, "iteration %d: y[%zu] = %u, want %u", it, i, y[i], want);
         }
     }
-    mscclpp_executor_destroy(ex);
+    mp_exec_close(&e);
     mscclpp_free(a);
     mscclpp_free(b);
-    mscclpp_comm_destroy(comm);
     return 0;
 }
 
@@ -282,10 +269,8 @@ END_TEST
 static int staging_growth_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     (void)arg;
-    mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
     mscclpp_stream_t s = NULL;
     MP_CHECK(rank, mscclpp_stream_create(&s));
     const size_t counts[] = {1024, 64 * 1024, 256 * 1024}; /* floats: the staging grows twice */
@@ -295,7 +280,7 @@ static int staging_growth_body(int rank, int n, const mscclpp_unique_id_t *id, v
         for (size_t i = 0; i < counts[k]; i++) buf[k][i] = (float)(rank + 1) * (float)(i % 251);
     }
     for (int k = 0; k < 3; k++)
-        MP_CHECK(rank, mscclpp_allreduce(ex, buf[k], buf[k], counts[k], MSCCLPP_FLOAT32,
+        MP_CHECK(rank, mscclpp_allreduce(e.ex, buf[k], buf[k], counts[k], MSCCLPP_FLOAT32,
                                          MSCCLPP_SUM, s));
     MP_CHECK(rank, mscclpp_stream_synchronize(s));
     float sum = (float)(n * (n + 1) / 2);
@@ -305,9 +290,8 @@ static int staging_growth_body(int rank, int n, const mscclpp_unique_id_t *id, v
                 return MP_FAIL(rank, "call %d: buf[%zu] = %g, want %g", k, i, buf[k][i],
                                sum * (float)(i % 251));
     mscclpp_stream_destroy(s);
-    mscclpp_executor_destroy(ex);
+    mp_exec_close(&e);
     for (int k = 0; k < 3; k++) mscclpp_free(buf[k]);
-    mscclpp_comm_destroy(comm);
     return 0;
 }
 
@@ -332,12 +316,8 @@ static int realloc_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
     char path[600];
     const char *top = getenv("MSCCLPP_TOP_SRCDIR");
     snprintf(path, sizeof path, "%s/tests/fuzz/plan-corpus/allgather_2.json", top ? top : ".");
-    mscclpp_plan_t *plan = NULL;
-    MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
-    mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, path, &e)) return 1;
     const size_t count = 1024; /* int32 per rank */
     int same = 0;
     void *prev_in = NULL, *prev_out = NULL;
@@ -350,7 +330,7 @@ static int realloc_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
         prev_out = out;
         for (size_t i = 0; i < count; i++) in[i] = (int32_t)(round * 100000 + rank * 1000 + i);
         memset(out, 0xee, count * 4 * (size_t)n);
-        MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, count * 4, count * 4 * (size_t)n,
+        MP_CHECK(rank, mscclpp_execute(e.ex, e.plan, in, out, count * 4, count * 4 * (size_t)n,
                                        MSCCLPP_INT32, MSCCLPP_SUM, NULL));
         for (int p = 0; p < n; p++)
             for (size_t i = 0; i < count; i++) {
@@ -362,16 +342,12 @@ static int realloc_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
                                    (int)out[(size_t)p * count + i], (int)want);
             }
         /* both ranks free before either allocates again */
-        mscclpp_bootstrap_t *boot = NULL;
-        MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
-        MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
+        MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
         MP_CHECK(rank, mscclpp_free(in));
         MP_CHECK(rank, mscclpp_free(out));
     }
     if (same == 0) fprintf(stderr, "rank %d: the allocator never reused an address\n", rank);
-    mscclpp_executor_destroy(ex);
-    mscclpp_plan_destroy(plan);
-    mscclpp_comm_destroy(comm);
+    mp_exec_close(&e);
     return 0;
 }
 
@@ -389,29 +365,21 @@ END_TEST
 static int inplace_misuse_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     (void)arg;
-    char path[600];
-    const char *top = getenv("MSCCLPP_TOP_SRCDIR");
-    snprintf(path, sizeof path, "%s/tests/multinode/programs/allgather_pkt_2x1.json",
-             top ? top : ".");
-    mscclpp_plan_t *plan = NULL;
-    MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
-    mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    char path[1100];
+    snprintf(path, sizeof path, "%s/tests/multinode/programs/allgather_pkt_2x1.json", mp_src_dir());
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, path, &e)) return 1;
     float *in = NULL, *out = NULL;
     MP_CHECK(rank, mscclpp_malloc(4096, (void **)&in));
     MP_CHECK(rank, mscclpp_malloc(4096 * (size_t)n, (void **)&out));
-    mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, 4096, 4096 * (size_t)n,
+    mscclpp_result_t r = mscclpp_execute(e.ex, e.plan, in, out, 4096, 4096 * (size_t)n,
                                          MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL);
     if (r != MSCCLPP_ERR_INVALID_ARG || !strstr(mscclpp_last_error(), "is in-place"))
         return MP_FAIL(rank, "out-of-place call of an in-place plan: %s (%s)",
                        mscclpp_result_string(r), mscclpp_last_error());
-    mscclpp_executor_destroy(ex);
+    mp_exec_close(&e);
     mscclpp_free(in);
     mscclpp_free(out);
-    mscclpp_plan_destroy(plan);
-    mscclpp_comm_destroy(comm);
     return 0;
 }
 

@@ -9,7 +9,7 @@ from .internal.types import (
     BufferType, ChannelType, DSLError, ReduceOperationType, SyncType,
 )
 from .internal.ops import Op
-from .program import get_program
+from .internal.active import get_program
 from .thread_block_group import ThreadBlockGroup  # noqa: F401 (MSCCL++ exports it here)
 from .rank import Chunk, _check_iter_context, _check_local, _check_sizes, _sync_arg, _tb_list
 

@@ -1,6 +1,6 @@
 """Program-level helpers."""
 
-from .program import get_program
+from .internal.active import get_program
 
 
 def JSON(indent=2, rank=None):  # noqa: N802 (seed name)

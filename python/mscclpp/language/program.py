@@ -7,6 +7,8 @@ from .internal.types import (
 )
 from .internal.ops import Op
 from .internal import passes
+from .internal.active import get_program  # noqa: F401 (MSCCL++ exports it here)
+from .internal import active as _active
 
 PLAN_FORMAT = "mscclpp-plan/1"
 MAX_CHANNELS_PER_BLOCK = 16
@@ -25,25 +27,13 @@ TARGETS = {
 # Target of programs that do not name one (python3 -m mscclpp compile --target sets it).
 default_target = "native"
 
-_current_program = None
-
-
-def get_program():
-    """The program of the enclosing ``with CollectiveProgram(...)`` block."""
-    if _current_program is None:
-        raise DSLError("no active CollectiveProgram: use the DSL inside "
-                       "'with CollectiveProgram(...):'")
-    return _current_program
-
-
 def set_program(program):
     """Make ``program`` the active program (or none with None), as MSCCL++'s set_program:
     for building a program outside a ``with`` block."""
-    global _current_program
     if program is not None and not isinstance(program, CollectiveProgram):
         raise DSLError(f"set_program expects a CollectiveProgram or None, "
                        f"got {type(program).__name__}")
-    _current_program = program
+    _active.set_current(program)
 
 
 class _Gpu:
@@ -156,16 +146,14 @@ class CollectiveProgram:
 
     # ---- context manager ----------------------------------------------------------------------
     def __enter__(self):
-        global _current_program
-        if _current_program is not None and _current_program is not self:
+        if _active.current() is not None and _active.current() is not self:
             raise DSLError("CollectiveProgram blocks cannot be nested")
-        _current_program = self
+        _active.set_current(self)
         self._entered = True
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        global _current_program
-        _current_program = None
+        _active.set_current(None)
         if self.loop_context is not None:
             self.loop_context = None
         return False

@@ -2,7 +2,7 @@
 
 from .internal.types import BufferType, ChannelType, DSLError, ReduceOperationType, SyncType
 from .internal.ops import Op
-from .program import get_program
+from .internal.active import get_program
 from .thread_block_group import ThreadBlockGroup  # noqa: F401 (MSCCL++ exports it here)
 
 
