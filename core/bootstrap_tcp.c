@@ -1265,6 +1265,26 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
                       t->notice_msg[b]);
             break;
         }
+        if (t->notice_of[peer] == t->rank) {
+            /* `peer` failed blaming this rank (it sends nothing more): a rank that died is
+             * the likelier cause, else `peer` */
+            int from;
+            culprit = judge(t, peer, peer, kind, tag, &from);
+            if (take_ready(t, peer, kind, tag) || best_notice(t, peer) >= 0) {
+                culprit = -1;
+                continue;
+            }
+            char dead[96] = "";
+            if (culprit != peer)
+                snprintf(dead, sizeof dead,
+                         "; rank %d's process is gone and it reported no failure", culprit);
+            res = ERR(MSCCLPP_ERR_REMOTE,
+                      "rank %d: gave up waiting for %s from rank %d: it failed blaming this "
+                      "rank (%s)%s",
+                      t->rank, what_str(kind, tag, what, sizeof what), peer, t->notice_msg[peer],
+                      dead);
+            break;
+        }
         inconn_t *c = t->in_of[peer];
         if ((c && c->closed) || (!c && t->out_broken[peer] &&
                                  sock_now_ns() - t->out_broken_ns[peer] > CLOSE_GRACE_NS)) {
