@@ -45,8 +45,7 @@ _Static_assert((int)KERN_DT_E5M2 == (int)MSCCLPP_FP8_E5M2 &&
 _Static_assert((int)KERN_RED_MAX == (int)MSCCLPP_MAX && (int)KERN_RED_PROD == (int)MSCCLPP_PROD,
                "kernel reduce ops are mscclpp_redop_t");
 _Static_assert(KERN_MAX_BARRIERS == PLAN_MAX_BARRIERS, "barrier count");
-_Static_assert(KERN_MAX_PTRS >= PLAN_MAX_SWITCH_MEMBERS && KERN_MAX_PTRS >= PLAN_MAX_DESCS,
-               "pointer arrays of one op");
+_Static_assert(KERN_MAX_BLOCKS >= PLAN_MAX_BLOCKS, "one LL flag per block (kern_state_t.flags)");
 
 /* The loader's names: one table for the plan format and the error messages. */
 const char *exec_op_name(int type)
@@ -533,12 +532,14 @@ static mscclpp_result_t lower_pipeline(const lower_t *L, const plan_block_t *blk
     return MSCCLPP_OK;
 }
 
-/* Where the next kern op, descriptor and id go in the blob. */
+/* Where the next kern op, descriptor and id go in the blob; d0 and i0: the current block's
+ * first descriptor and id, which its ops count from (kern_op_t.desc, .ids). */
 typedef struct {
     kern_op_t *ops;
     kern_desc_t *descs;
     uint32_t *ids;
     uint32_t oi, di, ii;
+    uint32_t d0, i0;
 } cursor_t;
 
 /* Plan op i of the current block -> its kern ops at the cursor. */
@@ -562,8 +563,8 @@ static mscclpp_result_t lower_plan_op(lower_t *L, const plan_block_t *blk, int i
             }
             kern_op_t *ko = &cur->ops[cur->oi];
             CHECK(lower_op(L, blk, lo, callop, ko, cur->descs + cur->di, cur->ids + cur->ii));
-            ko->desc = cur->di;
-            ko->ids = cur->ii;
+            ko->desc = cur->di - cur->d0;
+            ko->ids = cur->ii - cur->i0;
             cur->di += (uint32_t)lo->n_src + lo->n_dst;
             cur->ii += (uint32_t)(lo->n_channels > lo->n_sems ? lo->n_channels : lo->n_sems);
             cur->oi++;
@@ -776,13 +777,17 @@ static mscclpp_result_t blob_blocks(lower_t *L, const blob_t *bl, char *blob,
 {
     kern_block_t *kb = (kern_block_t *)(blob + bl->o_blocks);
     cursor_t cur = {(kern_op_t *)(blob + bl->o_ops), (kern_desc_t *)(blob + bl->o_descs),
-                    (uint32_t *)(blob + bl->o_ids), 0, 0, 0};
+                    (uint32_t *)(blob + bl->o_ids), 0, 0, 0, 0, 0};
     for (int b = 0; b < L->g->n_blocks; b++) {
         const plan_block_t *blk = &L->g->blocks[b];
         kb[b].first_op = cur.oi;
+        kb[b].first_desc = cur.d0 = cur.di;
+        kb[b].first_id = cur.i0 = cur.ii;
         L->b = b;
         for (int i = 0; i < blk->n_ops; i++) CHECK(lower_plan_op(L, blk, i, callop, &cur));
         kb[b].n_ops = cur.oi - kb[b].first_op;
+        kb[b].n_descs = cur.di - kb[b].first_desc;
+        kb[b].n_ids = cur.ii - kb[b].first_id;
     }
     return MSCCLPP_OK;
 }

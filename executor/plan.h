@@ -28,7 +28,7 @@ extern "C" {
 #define PLAN_MAX_CHANNELS_PER_BLOCK 16 /* per channel type */
 #define PLAN_MAX_RBUFS_PER_BLOCK 16  /* per access type */
 #define PLAN_MAX_CHANNELS_PER_OP 8
-#define PLAN_MAX_DESCS 72            /* src_buff / dst_buff entries per op (<= KERN_MAX_PTRS) */
+#define PLAN_MAX_DESCS 72            /* src_buff / dst_buff entries per op */
 #define PLAN_MAX_SEMS_PER_OP 16
 #define PLAN_MAX_BARRIERS 16
 #define PLAN_MAX_BLOCKS 1024

@@ -12,6 +12,7 @@
  * are not counted, so the bound this gives is an upper bound on what the plan can reach.
  */
 #include <stdbool.h>
+#include <string.h>
 
 #include "base/debug.h"
 #include "executor/lower.h"
@@ -80,5 +81,35 @@ MSCCLPP_API mscclpp_result_t mscclpp_plan_traffic(const mscclpp_plan_t *plan, si
         }
     }
     *bytes = total;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_collective_min_traffic(const char *collective, int nranks,
+                                                            size_t send_bytes, size_t recv_bytes,
+                                                            int inplace, uint64_t *bytes)
+{
+    CHECK_ARG(collective != NULL && bytes != NULL);
+    CHECK_ARG(nranks >= 1);
+    const uint64_t n = (uint64_t)nranks, s = send_bytes, r = recv_bytes;
+    if (!strcmp(collective, "allreduce") || !strcmp(collective, "reducescatter")) {
+        /* every rank reads its whole input and writes its output (in place or not: a reduce
+         * rewrites its output); one rank in place has nothing to do */
+        *bytes = nranks == 1 && inplace ? 0 : n * (s + r);
+    } else if (!strcmp(collective, "allgather")) {
+        /* every input read once, every output written whole; in place a rank's own block is
+         * already in its output */
+        *bytes = n * s + n * (inplace ? (r > s ? r - s : 0) : r);
+    } else if (!strcmp(collective, "alltoall")) {
+        /* in place a rank's block for itself stays where it is */
+        *bytes = inplace ? (n - 1) * (s + r) : n * (s + r);
+    } else if (!strcmp(collective, "broadcast")) {
+        /* the root's input read once, every output written (in place: not the root's) */
+        *bytes = s + (inplace ? n - 1 : n) * r;
+    } else if (!strcmp(collective, "reduce")) {
+        /* every input read once, the root's output written once */
+        *bytes = nranks == 1 && inplace ? 0 : n * s + r;
+    } else {
+        return ERR_ARG("mscclpp_collective_min_traffic: unknown collective '%s'", collective);
+    }
     return MSCCLPP_OK;
 }

@@ -47,7 +47,7 @@ mscclpp_result_t exec_state_init(const struct mscclpp_plan *plan, int rank, void
     memset(image, 0, bytes);
     kern_state_t *st = image;
     st->magic = KERN_STATE_MAGIC;
-    st->flag = 1;
+    for (int b = 0; b < KERN_MAX_BLOCKS; b++) st->flags[b] = 1;
     st->n_sems = (uint32_t)g->n_sems;
     int32_t *sems = (int32_t *)(st + 1);
     for (int i = 0; i < g->n_sems; i++) sems[i] = g->sem_init[i];
@@ -664,7 +664,8 @@ mscclpp_result_t exec_setup_announce(mscclpp_executor_t *ex, const struct mscclp
     /* the launches queued there end first: then the flag below is the next launch's */
     CHECK(hal_api_source_drain(ex->source));
     uint32_t flag = 0;
-    CHECK(ex->hal->memcpy_sync(&flag, &((kern_state_t *)p->state)->flag, sizeof flag));
+    /* every block advances its own flag, all alike: block 0's is the next launch's */
+    CHECK(ex->hal->memcpy_sync(&flag, &((kern_state_t *)p->state)->flags[0], sizeof flag));
     (void)rotation; /* the call's root is in ex->shape */
     exec_call_sig(plan->collective, ex->context_seq, exec_plan_digest(plan), &ex->shape, a->sig);
     int n;

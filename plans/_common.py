@@ -16,6 +16,13 @@ SIMPLE_MIN_MESSAGE = PACKET_MAX_MESSAGE + 1  # ... Simple allreduce right above 
 # (docs/performance.md, "Re-measured on the idle machine"). Its own variants live in
 # plans/host/, which the executor registers before the generic plans.
 HOST_PACKET_MAX_MESSAGE = 64
+# The one-hop all-pairs LL allreduce (allreduce_allpairs.py) below the two-hop LL plan: every
+# rank moves (N-1) packet copies of the whole message, so it wins while latency dominates.
+# Its range and shape wait for a GPU measurement (scripts/gpu-check.sh, "small" step); 32 KiB
+# is where the two-hop plan's time had grown from 17.7 to 23 us on an H200 (2 ranks).
+ALLPAIRS_MAX_MESSAGE = 32 * 1024
+ALLPAIRS_BLOCKS = 4     # thread blocks per rank (each owns a quarter of the message)
+ALLPAIRS_THREADS = 256  # threads per block (8 B on an H200: 12.5 us at 256, 17.6 at 1024)
 MAX_MESSAGE = 2**64 - 1
 INSTANCES = 4                      # thread blocks per rank for the Simple plans
 

@@ -10,18 +10,19 @@ next launch's packets away from packets a slow peer may still be reading. Only p
 is addressed remotely.
 """
 
-from _common import (HOST_PACKET_MAX_MESSAGE, PACKET_MAX_MESSAGE, RANK_COUNTS, main,
-                     memory_channels, peers_of)
+from _common import (ALLPAIRS_MAX_MESSAGE, HOST_PACKET_MAX_MESSAGE, PACKET_MAX_MESSAGE,
+                     RANK_COUNTS, main, memory_channels, peers_of)
 from mscclpp.language import (
     AllReduce, Buffer, CollectiveProgram, Rank,
 )
 
 
 def allreduce_pkt(num_ranks, max_message_size=PACKET_MAX_MESSAGE, variant="", instances=1,
-                  min_message_size=0):
+                  min_message_size=0, inplace=False):
     """Allreduce, LL packets."""
     N = num_ranks
-    with CollectiveProgram(f"default_allreduce_pkt{variant}_{N}", AllReduce(N, 1, False), N,
+    name = f"default_allreduce_pkt{'_ip' if inplace else ''}{variant}_{N}"
+    with CollectiveProgram(name, AllReduce(N, 1, inplace), N,
                            instances=instances, protocol="LL", use_double_scratch_buffer=True,
                            min_message_size=min_message_size,
                            max_message_size=max_message_size) as prog:
@@ -43,10 +44,16 @@ def allreduce_pkt(num_ranks, max_message_size=PACKET_MAX_MESSAGE, variant="", in
 
 
 def default_plans():
-    for n in RANK_COUNTS:
-        yield f"allreduce_pkt_{n}.json", allreduce_pkt(n)
-    for n in RANK_COUNTS:  # host backend: LL only for the smallest messages
-        yield f"host/allreduce_pkt_{n}.json", allreduce_pkt(n, HOST_PACKET_MAX_MESSAGE, "_host")
+    # each plan also as an in-place twin (_ip): input == output is safe as written (rank r puts
+    # input chunk p before its reduce and unpacks into output chunk p after it, in the same block;
+    # the reduce writes output chunk r element by element from input chunk r)
+    for ip in ("", "_ip"):
+        for n in RANK_COUNTS:  # above the one-hop all-pairs plan (allreduce_allpairs.py)
+            yield (f"allreduce_pkt{ip}_{n}.json",
+                   allreduce_pkt(n, min_message_size=ALLPAIRS_MAX_MESSAGE + 1, inplace=bool(ip)))
+        for n in RANK_COUNTS:  # host backend: LL only for the smallest messages
+            yield (f"host/allreduce_pkt{ip}_{n}.json",
+                   allreduce_pkt(n, HOST_PACKET_MAX_MESSAGE, "_host", inplace=bool(ip)))
 
 
 if __name__ == "__main__":

@@ -20,10 +20,11 @@ from mscclpp.language import (
 
 
 def allreduce_simple(num_ranks, instances=INSTANCES, min_message_size=SIMPLE_MIN_MESSAGE,
-                     variant=""):
+                     variant="", inplace=False):
     """Allreduce, Simple protocol."""
     N = num_ranks
-    with CollectiveProgram(f"default_allreduce_simple{variant}_{N}", AllReduce(N, 1, False), N,
+    name = f"default_allreduce_simple{'_ip' if inplace else ''}{variant}_{N}"
+    with CollectiveProgram(name, AllReduce(N, 1, inplace), N,
                            instances=instances, protocol="Simple",
                            min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
@@ -47,17 +48,22 @@ def allreduce_simple(num_ranks, instances=INSTANCES, min_message_size=SIMPLE_MIN
 
 
 def default_plans():
-    for n in RANK_COUNTS:
-        yield f"allreduce_simple_{n}.json", allreduce_simple(n)
-    for n in RANK_COUNTS:  # host backend: Simple from right above the host LL range, one
-        # thread block per rank (CPU ranks usually get one core each; more blocks oversubscribe)
-        yield (f"host/allreduce_simple_{n}.json",
-               allreduce_simple(n, instances=1, min_message_size=HOST_PACKET_MAX_MESSAGE + 1,
-                                variant="_host"))
-    for n in RANK_COUNTS:  # CUDA: many blocks per rank, from 128/256 KiB (generic LL below)
-        yield (f"cuda/allreduce_simple_{n}.json",
-               allreduce_simple(n, instances=cuda_instances(n),
-                                min_message_size=cuda_allreduce_simple_min(n), variant="_cuda"))
+    # each plan also as an in-place twin (_ip): input == output is safe as written (rank r reads
+    # input chunk p before its first signal and rewrites output chunk p only after the second
+    # wait; the reduce writes output chunk r element by element from input chunk r)
+    for ip in ("", "_ip"):
+        for n in RANK_COUNTS:
+            yield f"allreduce_simple{ip}_{n}.json", allreduce_simple(n, inplace=bool(ip))
+        for n in RANK_COUNTS:  # host backend: Simple from right above the host LL range, one
+            # thread block per rank (CPU ranks usually get one core each)
+            yield (f"host/allreduce_simple{ip}_{n}.json",
+                   allreduce_simple(n, instances=1, min_message_size=HOST_PACKET_MAX_MESSAGE + 1,
+                                    variant="_host", inplace=bool(ip)))
+        for n in RANK_COUNTS:  # CUDA: many blocks per rank, from 128/256 KiB (generic LL below)
+            yield (f"cuda/allreduce_simple{ip}_{n}.json",
+                   allreduce_simple(n, instances=cuda_instances(n),
+                                    min_message_size=cuda_allreduce_simple_min(n),
+                                    variant="_cuda", inplace=bool(ip)))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,12 @@
 #   latency      allreduce 8 B at 2/4/8 ranks, 1000 iterations; tests/gpu/lat_probe at 1/2/8
 #                ranks (host enqueue time per call vs GPU time per call), and at 2 ranks with
 #                ITERS=100 on the GPU and on the host backend (the host path per call)
+#   interp       the interpreter's resources and small-message costs (issue 19): registers,
+#                stack and spills of kern_cuda_entry (cuobjdump -res-usage); ncu on an 8 B
+#                1-rank call (GPU time, local-memory sectors, long-scoreboard stalls) when ncu
+#                is installed; tests/gpu/lat_probe with 100 iterations (no launch-queue
+#                back-pressure); the one-hop all-pairs LL plan against the two-hop one at
+#                2 and 8 ranks, 8 B .. 256 KiB (where each wins)
 #   graphs       graph capture through the C API: tests/gpu/graph_replay at 2 and 4 ranks (100
 #                replays of captured collectives with new data, every element checked, direct
 #                calls between), and mscclpp-bench -G (every row checked through a graph; time
@@ -64,7 +70,7 @@ while [ $# -gt 0 ]; do
     --variants) variants=$2; shift ;;
     --quick) quick=1 ;;
     --skip) skip=",$2,"; shift ;;
-    -h | --help) sed -n "2,47p" "$0"; exit 0 ;;
+    -h | --help) sed -n "2,/^set -u/{/^set -u/d;p}" "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -295,6 +301,41 @@ if want latency; then
     result latency OK "8 B allreduce (bench, n=1000):$lat probe: $(grep 'rank 0/' \
         "$out/latency-probe.log" | sed 's/lat_probe rank 0//; s/ us\/call//g' | tr '\n' ';') \
 host path per call (2 ranks, 100 calls, gpu then host backend): ${hostpath:-none} us"
+fi
+
+# ---- interp: the interpreter's resources and small-message costs (issue 19) ----
+if want interp; then
+    mod=$build/.libs/libmscclpp-hal-cuda.so
+    cuobj=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
+    res="-"
+    if [ -x "$cuobj" ] && [ -f "$mod" ]; then
+        "$cuobj" -res-usage "$mod" >"$out/interp-res.log" 2>&1
+        res=$(grep -A1 'kern_cuda_entry' "$out/interp-res.log" | grep -o 'REG:[0-9]* STACK:[0-9]*' |
+            head -n 1)
+    fi
+    ncures="no ncu"
+    if command -v ncu >/dev/null; then
+        timeout 300 ncu --clock-control none -c 20 --metrics \
+            gpu__time_duration.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum,smsp__pcsamp_warps_issue_stalled_long_scoreboard \
+            "$build/tests/gpu/lat_probe" 1 8 20 >"$out/interp-ncu.log" 2>&1
+        ncures="GPU time $(awk '/gpu__time_duration.sum/ {print $NF, $(NF-1)}' \
+            "$out/interp-ncu.log" | tail -n 1)"
+    fi
+    for n in 1 2 8; do
+        timeout "$limit" "$build/tests/gpu/lat_probe" "$n" 8 100 >>"$out/interp-probe100.log" 2>&1
+    done
+    small=""
+    for n in 2 8; do
+        for pl in allreduce_allpairs allreduce_pkt; do
+            timeout "$limit" "$bench" --plan "$src/plans/${pl}_$n.json" --np "$n" -b 8 -e 256K \
+                -f 8 -n 200 -w 20 >"$out/interp-$pl-$n.log" 2>&1
+            small="$small $pl/$n: $(awk '/^ *8 / {print $6; exit}' "$out/interp-$pl-$n.log") us@8B,\
+ $(awk '/^ *32768 / {print $6; exit}' "$out/interp-$pl-$n.log") us@32K;"
+        done
+    done
+    result interp OK "kern_cuda_entry ${res:-?}; ncu 8 B 1 rank: $ncures; probe n=100: $(grep \
+        'rank 0/' "$out/interp-probe100.log" | sed 's/lat_probe rank 0//; s/ us\/call//g' |
+        tr '\n' ';');$small"
 fi
 
 # ---- graphs: capture and replay (docs/graphs.md) ----

@@ -646,6 +646,20 @@ MSCCLPP_API mscclpp_result_t mscclpp_plan_traffic(const mscclpp_plan_t *plan, si
                                                   uint64_t *bytes);
 
 /**
+ * The fewest bytes any implementation of `collective` ("allreduce", "allgather",
+ * "reducescatter", "alltoall", "broadcast", "reduce") must read and write for one call with these
+ * per-rank sizes, all `nranks` ranks together, when every rank can address its peers' buffers:
+ * each input element read once and each output element written once (allreduce: 2 S per rank;
+ * allgather: (N+1)/N S per rank of output size S); `inplace`: what already lies where it belongs
+ * is not moved. mscclpp-bench divides it by the copy bandwidth for its "ideal" column, and
+ * mscclpp_plan_traffic / this ratio says how many extra bytes a plan moves.
+ * MSCCLPP_ERR_INVALID_ARG for an unknown collective or nranks < 1.
+ */
+MSCCLPP_API mscclpp_result_t mscclpp_collective_min_traffic(const char *collective, int nranks,
+                                                            size_t send_bytes, size_t recv_bytes,
+                                                            int inplace, uint64_t *bytes);
+
+/**
  * As mscclpp_execute_ex, with the launch shape of the seeds' `execute(..., nblocks,
  * nthreads_per_block)`:
  *   - `nblocks`: 0 for the plan's own; otherwise it must equal mscclpp_plan_num_blocks(plan),

@@ -16,23 +16,30 @@
  *                  references are offsets from the blob start, so the executor may copy the
  *                  blob anywhere (device memory) and just point args.plan at the copy.
  *   args.state  -> kern_state_t: per-context device state that persists across launches and is
- *                  only ever advanced on the device: the LL flag (advanced by the last block to
- *                  finish, so replayed graphs and interleaved contexts stay correct), the
- *                  block-completion counter, 16 reusable barrier syncers, the plan's counting
- *                  semaphores (followed in memory by int32_t sems[n_sems]) and the error
- *                  record. Nothing is global: two contexts never share state.
+ *                  only ever advanced on the device: the LL flag of every block (each block
+ *                  advances its own as it ends, with no cross-block chain, so replayed graphs
+ *                  and interleaved contexts stay correct), the count of blocks finished (the
+ *                  last one updates args.last_sig), 16 reusable barrier syncers, the
+ *                  plan's counting semaphores (followed in memory by int32_t sems[n_sems]) and
+ *                  the error record. Nothing is global: two contexts never share state.
  *   input/output/scratch, dtype, packet type, timeout: per call.
  *
  * Execution: block b interprets plan.blocks[b].ops in order; all threads of a block run every
  * op (data ops stride over threads, per-channel/semaphore work is spread over threads 0..k-1).
  * A pipeline op runs its body n_iter times with offset it*unit; every op of the body is
- * pipeline-aware (packet ops included) and clamps its length at 0.
+ * pipeline-aware (packet ops included) and clamps its length at 0. A block's ops, descriptors
+ * and ids are contiguous in the blob (kern_block_t), and an op's desc and ids count from its
+ * block's first ones, so that the block stages them in shared memory with one cooperative copy
+ * as it starts (a block larger than KERN_STAGE_* reads them in place).
  *
  * Packets (LL8 and LL16): the packet image of `len` payload bytes at data offset x occupies
  * [2x, 2x + 2*round_up(len, 4)) of the destination buffer, as 8-byte units
  * [payload word (4 bytes), flag (4 bytes)]; an LL16 packet is two such units and an LL8 packet
- * is one, so both layouts are the same bytes and differ only in access width. A reader spins
- * until the unit's flag equals this launch's flag. A partial last word is zero padded.
+ * is one, so both layouts are the same bytes. A reader spins until the unit's flag equals this
+ * launch's flag. A partial last word is zero padded. Whatever the packet type, the interpreter
+ * moves units in pairs (8 payload bytes) with one 16-byte access where the image is 16-byte
+ * aligned, one unit at a time elsewhere: each unit is read and written whole either way
+ * (kern_ld_pkt2), so a reader never mixes the payload and the flag of two writes.
  *
  * Errors: the first failing block records kern_error_t (first error wins by CAS on `code`);
  * every wait (signal, packet, barrier, semaphore) polls the record and gives up once set, and
@@ -107,7 +114,13 @@ extern "C" {
 #define KERN_PLAN_MAGIC 0x4e4c504bu  /* "KPLN" */
 #define KERN_STATE_MAGIC 0x5453504bu /* "KPST" */
 #define KERN_MAX_BARRIERS 16
-#define KERN_MAX_PTRS 80 /* sources/destinations of one reduce: switch members (64) + slack */
+#define KERN_MAX_BLOCKS 1024 /* thread blocks per rank (plan-format §5.6) */
+/* What a block stages in shared memory (ops, descriptors, ids), ~9 KiB; a block with more
+ * reads them from the blob in place. 64 ops is the plan limit; split ops and pipeline bodies
+ * may add some. */
+#define KERN_STAGE_OPS 80
+#define KERN_STAGE_DESCS 320
+#define KERN_STAGE_IDS 256
 
 /* Op codes: the same values as plan_op_type_t (executor/plan.h, plan-format §2.1). */
 enum {
@@ -198,8 +211,8 @@ typedef struct {
     uint16_t n_inner; /* pipeline: the next n_inner ops are its body */
     uint8_t port;     /* 1: the op's channels are port channels (ids index the port table) */
     uint8_t pad;
-    uint32_t desc;    /* first descriptor in the plan's descriptor array */
-    uint32_t ids;     /* first id in the plan's id array: memory channel or semaphore ids */
+    uint32_t desc;    /* first descriptor, counted from the block's first_desc */
+    uint32_t ids;     /* first id (memory channel or semaphore), from the block's first_id */
     uint32_t n_iter;  /* pipeline iterations */
     uint64_t len;     /* payload bytes the op moves per descriptor (min over its descriptors) */
     uint64_t unit;    /* pipeline unit (bytes) */
@@ -208,6 +221,8 @@ typedef struct {
 typedef struct {
     uint32_t first_op; /* index in the plan's op array */
     uint32_t n_ops;    /* including flattened pipeline bodies */
+    uint32_t first_desc, n_descs; /* the block's descriptors in the plan's array */
+    uint32_t first_id, n_ids;     /* the block's ids in the plan's id array */
 } kern_block_t;
 
 /** A memory channel (semaphore pair) as the interpreter sees it. */
@@ -345,17 +360,24 @@ typedef struct {
  * uint64_t roff[n_rbufs]: each remote buffer's offset for the current launch, published by its
  * owner at the fence (see "Offsets published at the fence"), 0 for the others. */
 typedef struct {
-    uint32_t magic;  /* KERN_STATE_MAGIC */
-    uint32_t flag;   /* LL flag of the next launch; starts at 1, never 0 */
+    uint32_t magic; /* KERN_STATE_MAGIC */
     uint32_t n_sems;
-    uint32_t pad0;
-    uint32_t done;   /* blocks finished in the current launch */
+    uint32_t done; /* blocks finished in the current launch (its last one updates last_sig) */
+    uint32_t pad0[2];
     uint32_t fenced; /* flag of the last launch whose fence block 0 has passed */
     uint32_t pad1[10];
     kern_error_t err;  /* 136 bytes */
     uint32_t pad2[14]; /* the barriers start on a 64-byte boundary */
     kern_syncer_t barrier[KERN_MAX_BARRIERS];
+    /* LL flag of block b's next launch: starts at 1 (0 reads as 1), never 0. Block b reads
+     * flags[b] as it starts and stores the next value as it ends: each block advances its own
+     * once per launch, so all stay equal, with no atomic and no block waiting for another (a
+     * context's plan has a fixed block count). */
+    uint32_t flags[KERN_MAX_BLOCKS];
 } kern_state_t;
+
+/** The LL flag after `f` (skips 0, the flag of zeroed packet memory). */
+#define KERN_FLAG_NEXT(f) ((f) + 1u == 0u ? 1u : (f) + 1u)
 
 /** Arguments of one launch (passed by value). */
 typedef struct {

@@ -17,6 +17,14 @@ extern "C" {
 void kern_host_run_block(const void *args, int block, int nblocks);
 
 /**
+ * Host backend, for tests: run block `block` as `nth` host threads that stride over the data
+ * as a GPU block's threads do (thread index, block size, block syncs at a barrier, the
+ * block's shared memory), so the host proves the GPU's indexing. Returns 0, or -1 (nothing
+ * ran) when a thread could not be created.
+ */
+int kern_host_run_block_simt(const void *args, int block, int nblocks, int nth);
+
+/**
  * CUDA backend (kernels/libkern_cuda.la): launch the interpreter kernel with `nblocks` blocks
  * of `nthreads` threads (<= 1024) on `stream` (a cudaStream_t). `args` points at a kern_args_t
  * of `bytes` bytes, passed by value. Returns MSCCLPP_ERR_INVALID_ARG for bad sizes and

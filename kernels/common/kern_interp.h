@@ -7,6 +7,22 @@
  * arrays; the per-(dtype, op) reduce loops are generated with the X-macros of kern_dtype.h.
  * Semantics: plan-format §2 with the intended behaviour of plan-format §10; layout of
  * the arguments and packets: kern_args.h.
+ *
+ * Where the time goes on a GPU, and what this file does about it (docs/gpu.md, "Interpreter"):
+ * - A block's constants (a copy of the launch arguments, table pointers, the LL flag, the
+ *   scratch half) live once per block in shared memory (kern_blk_t), written by thread 0 while
+ *   the others stage the block's ops, descriptors and ids into shared memory; one block sync,
+ *   then every op is decoded from shared memory. A thread's own state (kern_ctx_t) is a few
+ *   words: no per-thread copy of the arguments, no pointer arrays on the stack.
+ * - No per-op look at the error record: a wait looks at it on its 64th poll and every 1024th
+ *   after (kern_port.h, KERN_CHECK_EVERY); a thread that saw the launch fail skips its later
+ *   waits (kern_ctx_t.failed).
+ * - Data loops move 16-byte vectors for every dtype, several in flight per thread (KERN_RED_U,
+ *   KERN_COPY_U), every load of a step before its stores, with the source and destination
+ *   pointers in registers for up to KERN_FAST of each; heads and tails that are not whole
+ *   vectors are done element by element in the same op (no padding anywhere).
+ * - A launch ends with each block storing its own next LL flag: no atomic, no block waits for
+ *   another (kern_state_t.flags).
  */
 #ifndef MSCCLPP_KERN_INTERP_H
 #define MSCCLPP_KERN_INTERP_H
@@ -19,11 +35,19 @@
 #define KERN_ERR_TIMEOUT (-6)     /* MSCCLPP_ERR_TIMEOUT */
 #define KERN_ERR_ABORTED (-9)     /* MSCCLPP_ERR_ABORTED */
 
+/* sources and destinations of a data op whose pointers a thread keeps in registers; an op with
+ * more computes the others from their descriptors (in shared memory) when it needs them. 4 + 4
+ * pointers leave room in the 64 registers of a 1024-thread block for the accumulators. */
+#define KERN_FAST 4
+
+/** What the threads of a block share (GPU: shared memory; written by thread 0 at the start). */
 typedef struct {
-    const kern_args_t *a;
+    kern_args_t a; /* this launch's arguments */
     kern_state_t *st;
-    const kern_desc_t *descs;
-    const uint32_t *ids;
+    const kern_plan_t *p;
+    const kern_op_t *ops;     /* the block's ops (staged, or in the blob) */
+    const kern_desc_t *descs; /* the block's descriptors (op->desc counts from here) */
+    const uint32_t *ids;      /* the block's ids (op->ids counts from here) */
     const kern_chan_t *chans;
     void *const *rbufs;
     uint64_t *roff; /* the state's: remote buffers' published offsets (kern_args.h) */
@@ -34,48 +58,71 @@ typedef struct {
     uint64_t half; /* double-scratch offset of this launch */
     uint32_t flag; /* LL flag of this launch */
     uint32_t spin;
-    int block, tid, nth;
+    uint32_t n_ops;
+    int32_t block;
+    int32_t bad;   /* the launch is malformed (recorded by thread 0): run nothing */
+    int32_t pad;
+    void *hbar;    /* host: the barrier of a block run by several threads, else NULL */
+} kern_blk_t;
+
+/** A block's shared memory: its constants and its staged ops, descriptors and ids. */
+typedef struct {
+    kern_blk_t b;
+    kern_op_t ops[KERN_STAGE_OPS];
+    kern_desc_t descs[KERN_STAGE_DESCS];
+    uint32_t ids[KERN_STAGE_IDS];
+} kern_smem_t;
+
+/** One thread's own state. */
+typedef struct {
+    const kern_blk_t *b;
+    int tid, nth;
     int op;           /* index of the running op in its block, for errors */
     uint32_t op_type; /* its KERN_OP_* */
     uint32_t iter;    /* pipeline iteration */
+    uint32_t failed;  /* this thread saw the launch fail: its waits give up at once */
     int fenced;       /* this launch ran the launch fence (kern_args.h, "Launch fence") */
     int answer;       /* this thread found a peer's fence record it must answer */
 } kern_ctx_t;
 
+#define KERN_SYNC(c) KERN_BLOCK_SYNC((c)->b->hbar)
+
 /* ---- errors and bounded waits ------------------------------------------------------------- */
 
-KERN_FN int kern_failed(const kern_ctx_t *c) { return kern_ld_rlx_i32(&c->st->err.code) != 0; }
+KERN_FN int kern_failed(const kern_ctx_t *c) { return kern_ld_rlx_i32(&c->b->st->err.code) != 0; }
 
 /* Record the launch's first error; later ones are dropped. `psig`: a peer's call signature
  * (KERN_WAIT_MISMATCH), recorded with this launch's, or NULL. */
 KERN_FN void kern_fail_sig(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan, int32_t peer,
                            uint64_t expected, uint64_t seen, const uint64_t *psig)
 {
-    kern_error_t *e = &c->st->err;
+    const kern_blk_t *b = c->b;
+    kern_error_t *e = &b->st->err;
     int k;
+    c->failed = 1;
     if (!kern_cas_acqrel_i32(&e->code, 0, code)) return;
     for (k = 0; k < KERN_SIG_WORDS; k++) {
-        e->sig[k] = c->a->sig[k]; /* the host reads the rank rotation from it */
+        e->sig[k] = b->a.sig[k]; /* the host reads the rank rotation from it */
         e->peer_sig[k] = psig ? psig[k] : 0;
     }
     /* the launches queued behind this one fail at once (kern_args.h, Errors) */
-    if (c->a->last_sig && what != KERN_WAIT_EARLIER)
-        kern_st_rlx_u64(&c->a->last_sig[KERN_EXEC_FAILED], (uint64_t)(int64_t)code);
-    e->rank = c->a->rank;
-    e->block = c->block;
+    if (b->a.last_sig && what != KERN_WAIT_EARLIER)
+        kern_st_rlx_u64(&b->a.last_sig[KERN_EXEC_FAILED], (uint64_t)(int64_t)code);
+    e->rank = b->a.rank;
+    e->block = b->block;
     e->op = c->op;
     e->op_type = (int32_t)c->op_type;
     e->channel = chan;
     e->peer = peer;
     e->iter = c->iter;
-    e->flag = c->flag;
+    e->flag = b->flag;
     e->what = what;
     e->expected = expected;
     e->seen = seen;
     kern_fence_sys();
-    if (c->a->mailbox) {
+    if (b->a.mailbox) {
         /* the host reads this without a device sync: every field, a fence, then the code */
-        volatile kern_error_t *m = c->a->mailbox;
+        volatile kern_error_t *m = b->a.mailbox;
         m->rank = e->rank;
         m->block = e->block;
         m->op = e->op;
@@ -114,18 +161,18 @@ KERN_FN void kern_fail(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan,
 /* My counter slot of fence channel `fid` (memory or port): where the peer writes its records. */
 KERN_FN const uint64_t *kern_fence_slot(const kern_ctx_t *c, uint32_t fid)
 {
-    const kern_plan_t *p = c->a->plan;
+    const kern_plan_t *p = c->b->p;
     const kern_chan_t *ports = (const kern_chan_t *)((const char *)p + p->off_ports);
     if (fid & KERN_FENCE_PORT) return ports[fid & ~KERN_FENCE_PORT].inbound;
-    return c->chans[fid].inbound;
+    return c->b->chans[fid].inbound;
 }
 
 KERN_FN int32_t kern_fence_peer(const kern_ctx_t *c, uint32_t fid)
 {
-    const kern_plan_t *p = c->a->plan;
+    const kern_plan_t *p = c->b->p;
     const kern_chan_t *ports = (const kern_chan_t *)((const char *)p + p->off_ports);
     if (fid & KERN_FENCE_PORT) return ports[fid & ~KERN_FENCE_PORT].peer;
-    return c->chans[fid].peer;
+    return c->b->chans[fid].peer;
 }
 
 /*
@@ -148,7 +195,7 @@ KERN_FN int kern_sig_differs(const kern_ctx_t *c, const uint64_t *sig)
 {
     int k;
     for (k = 0; k < KERN_SIG_CMP; k++)
-        if (sig[k] != c->a->sig[k]) return 1;
+        if (sig[k] != c->b->a.sig[k]) return 1;
     return 0;
 }
 
@@ -156,9 +203,9 @@ KERN_FN int kern_sig_differs(const kern_ctx_t *c, const uint64_t *sig)
  * announcement) in `slot`: 1 and the record word in *rec, its signature in sig. */
 KERN_FN int kern_rec_asks(const kern_ctx_t *c, const uint64_t *slot, uint64_t *rec, uint64_t *sig)
 {
-    *rec = KERN_REC(KERN_REC_FENCE, c->flag);
+    *rec = KERN_REC(KERN_REC_FENCE, c->b->flag);
     if (kern_rec_read(slot, *rec, sig) == 1) return 1;
-    *rec = KERN_REC(KERN_REC_SETUP, c->flag);
+    *rec = KERN_REC(KERN_REC_SETUP, c->b->flag);
     return kern_rec_read(slot, *rec, sig) == 1;
 }
 
@@ -169,7 +216,7 @@ KERN_FN int kern_rec_asks(const kern_ctx_t *c, const uint64_t *slot, uint64_t *r
  */
 KERN_FN int kern_fence_poll(kern_ctx_t *c)
 {
-    const kern_plan_t *p = c->a->plan;
+    const kern_plan_t *p = c->b->p;
     const uint32_t *ids = (const uint32_t *)((const char *)p + p->off_fence);
     uint64_t rec, sig[KERN_SIG_WORDS];
     uint32_t i;
@@ -178,7 +225,7 @@ KERN_FN int kern_fence_poll(kern_ctx_t *c)
             continue;
         c->answer = 1;
         kern_fail_sig(c, KERN_ERR_INVALID_ARG, KERN_WAIT_MISMATCH, (int32_t)(ids[i] & 1023u),
-                      kern_fence_peer(c, ids[i]), c->flag, rec, sig);
+                      kern_fence_peer(c, ids[i]), c->b->flag, rec, sig);
         return 1;
     }
     return 0;
@@ -191,9 +238,9 @@ typedef struct {
 } kern_spin_t;
 
 /*
- * Called between two polls of a wait. Returns nonzero when the waiter must give up: another
- * block recorded an error, the communicator was aborted (recorded here), this rank's proxy
- * failed (a wait on a live peer, say a memory-channel
+ * Called between two polls of a wait. Returns nonzero when the waiter must give up: this
+ * thread saw the launch fail before, another block recorded an error, the communicator was
+ * aborted (recorded here), this rank's proxy failed (a wait on a live peer, say a memory-channel
  * signal from a node-mate, would otherwise sit out the whole timeout while the culprit is the
  * dead peer the proxy names; recorded with channel -1), or this wait passed the timeout
  * (recorded here).
@@ -201,16 +248,21 @@ typedef struct {
 KERN_FN int kern_spin_poll(kern_ctx_t *c, kern_spin_t *s, uint32_t what, int32_t chan,
                            int32_t peer, uint64_t expected, uint64_t seen)
 {
+    const kern_blk_t *b = c->b;
     uint32_t n = s->n++;
-    if (KERN_CHECK_EVERY(c->spin, n)) {
+    if (c->failed) return 1;
+    if (KERN_CHECK_EVERY(b->spin, n)) {
         uint64_t now;
-        const kern_fifo_t *f = c->a->plan->fifo;
-        if (kern_failed(c)) return 1;
-        if (c->a->abort && kern_ld_acq_u64(c->a->abort) != 0) {
+        const kern_fifo_t *f = b->p->fifo;
+        if (kern_failed(c)) {
+            c->failed = 1;
+            return 1;
+        }
+        if (b->a.abort && kern_ld_acq_u64(b->a.abort) != 0) {
             kern_fail(c, KERN_ERR_ABORTED, what, chan, peer, expected, seen);
             return 1;
         }
-        if (!c->fenced && c->a->last_sig && kern_fence_poll(c)) return 1;
+        if (!c->fenced && b->a.last_sig && kern_fence_poll(c)) return 1;
         if (f && what != KERN_WAIT_PROXY) {
             int32_t e = (int32_t)(int64_t)kern_ld_acq_u64(&f->err);
             if (e != 0) {
@@ -218,15 +270,15 @@ KERN_FN int kern_spin_poll(kern_ctx_t *c, kern_spin_t *s, uint32_t what, int32_t
                 return 1;
             }
         }
-        now = kern_clock_ns(c->a->clock_khz);
+        now = kern_clock_ns(b->a.clock_khz);
         if (s->t0 == 0) {
             s->t0 = now;
-        } else if (now - s->t0 > c->a->timeout_ns + s->slack) {
+        } else if (now - s->t0 > b->a.timeout_ns + s->slack) {
             kern_fail(c, KERN_ERR_TIMEOUT, what, chan, peer, expected, seen);
             return 1;
         }
     }
-    kern_backoff(n, c->spin);
+    kern_backoff(n, b->spin);
     return 0;
 }
 
@@ -235,99 +287,280 @@ KERN_FN int kern_spin_poll(kern_ctx_t *c, kern_spin_t *s, uint32_t what, int32_t
 /* Address of byte x (payload bytes) of descriptor d; packet images are at twice the offset. */
 KERN_FN char *kern_ptr(const kern_ctx_t *c, const kern_desc_t *d, uint64_t x)
 {
+    const kern_blk_t *b = c->b;
     uint64_t o = d->off + x;
-    char *b = d->loc < KERN_LOC_REMOTE    ? c->base[d->loc]
-              : d->loc == KERN_LOC_REMOTE ? (char *)c->rbufs[d->idx] + c->roff[d->idx]
-                                          : (char *)c->rbufs[d->idx];
+    char *p = d->loc < KERN_LOC_REMOTE    ? b->base[d->loc]
+              : d->loc == KERN_LOC_REMOTE ? (char *)b->rbufs[d->idx] + b->roff[d->idx]
+                                          : (char *)b->rbufs[d->idx];
     if (d->flags & KERN_DESC_PACKET) o *= 2;
-    if (d->flags & KERN_DESC_SCRATCH) o += c->half;
-    return b + o;
+    if (d->flags & KERN_DESC_SCRATCH) o += b->half;
+    return p + o;
 }
 
 /* Same for member m of a switch descriptor. */
 KERN_FN char *kern_member_ptr(const kern_ctx_t *c, const kern_desc_t *d, uint32_t m, uint64_t x)
 {
-    const kern_switch_t *s = &c->sw[d->idx];
+    const kern_blk_t *b = c->b;
+    const kern_switch_t *s = &b->sw[d->idx];
     uint64_t o = d->off + x;
     if (d->flags & KERN_DESC_PACKET) o *= 2;
-    if (d->flags & KERN_DESC_SCRATCH) o += c->half;
-    return (char *)c->members[s->first_member + m] + o;
+    if (d->flags & KERN_DESC_SCRATCH) o += b->half;
+    return (char *)b->members[s->first_member + m] + o;
 }
 
-/* ---- plain copies ------------------------------------------------------------------------- */
-
-#if !defined(KERN_HOST)
+/*
+ * The sources or destinations of a data op: descriptors d[0..n), or (sw) the n members of the
+ * switch channel of d[0]. kern_io_ptr gives entry k's address at byte x.
+ */
 typedef struct {
-    uint64_t x, y;
-} __attribute__((aligned(16))) kern_v16_t;
-#endif
+    const kern_desc_t *sd, *dd;
+    int ns, nd;
+    int ssw, dsw;
+} kern_io_t;
 
-KERN_FN void kern_copy(const kern_ctx_t *c, char *dst, const char *src, uint64_t n)
+/* Do two descriptors address the same bytes? */
+KERN_FN int kern_desc_same(const kern_desc_t *a, const kern_desc_t *b)
 {
-    if (n == 0 || dst == src) return;
-#if defined(KERN_HOST)
-    (void)c;
-    memmove(dst, src, (size_t)n);
-#else
-    {
-        uint64_t i, done = 0;
-        if ((((uintptr_t)dst | (uintptr_t)src) & 15) == 0) {
-            uint64_t nv = n / 16;
-            const kern_v16_t *s = (const kern_v16_t *)src;
-            kern_v16_t *d = (kern_v16_t *)dst;
-            for (i = (uint64_t)c->tid; i < nv; i += (uint64_t)c->nth) d[i] = s[i];
-            done = nv * 16;
-        } else if ((((uintptr_t)dst | (uintptr_t)src) & 3) == 0) {
-            uint64_t nw = n / 4;
-            const uint32_t *s = (const uint32_t *)src;
-            uint32_t *d = (uint32_t *)dst;
-            for (i = (uint64_t)c->tid; i < nw; i += (uint64_t)c->nth) d[i] = s[i];
-            done = nw * 4;
+    return a->off == b->off && a->loc == b->loc && a->flags == b->flags &&
+           (a->loc < KERN_LOC_REMOTE || a->idx == b->idx);
+}
+
+KERN_FN char *kern_io_ptr(const kern_ctx_t *c, const kern_desc_t *d, int sw, int k, uint64_t x)
+{
+    return sw ? kern_member_ptr(c, d, (uint32_t)k, x) : kern_ptr(c, d + k, x);
+}
+#define KERN_SRC(c, io, k, x) kern_io_ptr((c), (io).sd, (io).ssw, (k), (x))
+#define KERN_DST(c, io, k, x) kern_io_ptr((c), (io).dd, (io).dsw, (k), (x))
+
+/* ---- data loops ----------------------------------------------------------------------------- */
+
+/* 16 bytes, the unit of every data loop (one vector load or store on GPUs). */
+typedef struct {
+    uint64_t w[2];
+} __attribute__((aligned(16))) kern_vec_t;
+
+KERN_FN kern_vec_t kern_ldv(const char *p) { return *(const kern_vec_t *)p; }
+KERN_FN void kern_stv(char *p, kern_vec_t v) { *(kern_vec_t *)p = v; }
+
+/*
+ * n bytes from src to nd (<= KERN_FAST) destinations d[], pointers in registers: one load
+ * feeds every store. Where source and every destination agree modulo 16, a byte head brings
+ * them to 16-byte alignment, then each thread moves KERN_COPY_U vectors per step (all loads,
+ * then the stores), then the byte tail; else 4-byte words when they agree modulo 4, else bytes.
+ * A destination equal to the source is skipped (a copy onto itself).
+ */
+KERN_FN void kern_copy_to(const kern_ctx_t *c, char *const *d, int nd, const char *src,
+                          uint64_t n)
+{
+    const uint64_t tid = (uint64_t)c->tid, nth = (uint64_t)c->nth;
+    uintptr_t mis = 0;
+    uint64_t head, nv, i;
+    int k;
+    KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd) mis |= (uintptr_t)d[k] - (uintptr_t)src;
+    if ((mis & 15) == 0) {
+        head = (uint64_t)((16 - ((uintptr_t)src & 15)) & 15);
+        if (head > n) head = n;
+        nv = (n - head) / 16;
+        {
+            const char *s = src + head;
+            enum { U = KERN_COPY_U };
+            for (i = tid; i + (U - 1) * nth < nv; i += U * nth) {
+                kern_vec_t v[U];
+                int u;
+                KERN_UNROLL for (u = 0; u < U; u++) v[u] = kern_ldv(s + 16 * (i + u * nth));
+                KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd) {
+                    char *dk = d[k] + head;
+                    KERN_UNROLL for (u = 0; u < U; u++) kern_stv(dk + 16 * (i + u * nth), v[u]);
+                }
+            }
+            for (; i < nv; i += nth) {
+                kern_vec_t v = kern_ldv(s + 16 * i);
+                KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd)
+                    kern_stv(d[k] + head + 16 * i, v);
+            }
         }
-        for (i = done + (uint64_t)c->tid; i < n; i += (uint64_t)c->nth) dst[i] = src[i];
+        /* head and tail bytes */
+        {
+            uint64_t tail = n - head - 16 * nv, m;
+            for (m = tid; m < head + tail; m += nth) {
+                uint64_t e = m < head ? m : m + 16 * nv;
+                char v = src[e];
+                KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd) d[k][e] = v;
+            }
+        }
+    } else if ((mis & 3) == 0) {
+        uint64_t nw, m;
+        head = (uint64_t)((4 - ((uintptr_t)src & 3)) & 3);
+        if (head > n) head = n;
+        nw = (n - head) / 4;
+        for (i = tid; i < nw; i += nth) {
+            uint32_t v = *(const uint32_t *)(src + head + 4 * i);
+            KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd)
+                *(uint32_t *)(d[k] + head + 4 * i) = v;
+        }
+        for (m = tid; m < n - 4 * nw; m += nth) {
+            uint64_t e = m < head ? m : m + 4 * nw;
+            char v = src[e];
+            KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd) d[k][e] = v;
+        }
+    } else {
+        for (i = tid; i < n; i += nth) {
+            char v = src[i];
+            KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd) d[k][i] = v;
+        }
     }
-#endif
+}
+
+/* Copy n bytes of source descriptor sd (at x) to every destination of io (at x), KERN_FAST
+ * destinations per pass over the source. */
+KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, const kern_io_t *iop,
+                              uint64_t x, uint64_t n)
+{
+    const kern_io_t io = *iop;
+    const char *src = kern_ptr(c, sd, x);
+    int k0;
+    if (n == 0) return;
+    for (k0 = 0; k0 < io.nd; k0 += KERN_FAST) {
+        char *d[KERN_FAST];
+        int k, m = 0;
+        KERN_UNROLL for (k = 0; k < KERN_FAST; k++) d[k] = NULL;
+        /* compact the destinations that are not the source itself into d[0..m) */
+        for (k = 0; k < KERN_FAST && k0 + k < io.nd; k++) {
+            char *p = KERN_DST(c, io, k0 + k, x);
+            if (p != src) {
+                int j;
+                KERN_UNROLL for (j = 0; j < KERN_FAST; j++) if (j == m) d[j] = p;
+                m++;
+            }
+        }
+        if (m > 0) kern_copy_to(c, d, m, src, n);
+    }
 }
 
 /* ---- reductions (plain) ------------------------------------------------------------------- */
 
-/* dst[0..nd) <- src[0] op src[1] op ... over ne elements; dst may alias a source. */
-#define KERN_GEN_RED(DT, ST, AT, UT, LOAD, STORE, OP)                                          \
-    KERN_BIG_FN void kern_red_##DT##_##OP(char *const *src, int ns, char *const *dst, int nd,      \
-                                      uint64_t ne, int tid, int nth)                           \
+/* vectors of 16 bytes a thread reduces per step: the accumulators stay within KERN_RED_U * 4
+ * registers whatever the dtype (float16 is widened to float, 8-bit types to 32 bits) */
+#define KERN_VU(ST, AT)                                                                        \
+    ((KERN_RED_U * sizeof(ST)) / sizeof(AT) > 0 ? (int)((KERN_RED_U * sizeof(ST)) / sizeof(AT)) \
+                                                : 1)
+
+/* a[k] for a runtime k < KERN_FAST (4) of an array only ever indexed by constants, so that it
+ * stays in registers: a chain of selects, no memory */
+#define KERN_PICK(a, k) ((k) == 0 ? a[0] : (k) == 1 ? a[1] : (k) == 2 ? a[2] : a[3])
+/* source / destination k of a reduce: from the registers for the first KERN_FAST, else from
+ * its descriptor */
+#define KERN_RSRC(k) ((k) < KERN_FAST ? KERN_PICK(s_, k) : (const char *)KERN_SRC(c, io, (k), x))
+#define KERN_RDST(k) ((k) < KERN_FAST ? KERN_PICK(d_, k) : KERN_DST(c, io, (k), x))
+
+/*
+ * One step of a vector reduce: vectors i, i + nth, ... (UU of them) of every source, reduced
+ * in the accumulators and stored to every destination. The loops over sources and destinations
+ * run at run time (one copy of the element work, whatever their number); all UU loads of a
+ * source are issued before its elements are combined.
+ */
+#define KERN_RED_STEP(ST, AT, LOAD, STORE, OP, UT, UU)                                         \
     {                                                                                          \
-        uint64_t base;                                                                         \
-        for (base = (uint64_t)tid * KERN_TILE; base < ne; base += (uint64_t)nth * KERN_TILE) { \
-            AT acc[KERN_TILE];                                                                 \
-            uint32_t m = ne - base < KERN_TILE ? (uint32_t)(ne - base) : KERN_TILE;            \
-            uint32_t j;                                                                        \
-            int k;                                                                             \
-            const ST *s = (const ST *)src[0] + base;                                           \
-            for (j = 0; j < m; j++) acc[j] = LOAD(s[j]);                                       \
-            for (k = 1; k < ns; k++) {                                                         \
-                s = (const ST *)src[k] + base;                                                 \
-                for (j = 0; j < m; j++) acc[j] = KERN_RED_OP_##OP(AT, UT, acc[j], LOAD(s[j])); \
+        union {                                                                                \
+            kern_vec_t v;                                                                      \
+            ST e[16 / sizeof(ST)];                                                             \
+        } t_[UU];                                                                              \
+        AT acc_[UU][16 / sizeof(ST)];                                                          \
+        const char *p_ = s_[0] + hb;                                                           \
+        int u_, j_, k_;                                                                        \
+        KERN_UNROLL for (u_ = 0; u_ < UU; u_++) t_[u_].v =                                     \
+            kern_ldv(p_ + 16 * (i + (uint64_t)u_ * nth));                                      \
+        KERN_UNROLL for (u_ = 0; u_ < UU; u_++)                                                \
+        {                                                                                      \
+            KERN_UNROLL for (j_ = 0; j_ < E; j_++) acc_[u_][j_] = LOAD(t_[u_].e[j_]);          \
+        }                                                                                      \
+        for (k_ = 1; k_ < io.ns; k_++) {                                                       \
+            p_ = KERN_RSRC(k_) + hb;                                                           \
+            KERN_UNROLL for (u_ = 0; u_ < UU; u_++) t_[u_].v =                                 \
+                kern_ldv(p_ + 16 * (i + (uint64_t)u_ * nth));                                  \
+            KERN_UNROLL for (u_ = 0; u_ < UU; u_++)                                            \
+            {                                                                                  \
+                KERN_UNROLL for (j_ = 0; j_ < E; j_++)                                         \
+                    acc_[u_][j_] = KERN_RED_OP_##OP(AT, UT, acc_[u_][j_], LOAD(t_[u_].e[j_])); \
             }                                                                                  \
-            for (k = 0; k < nd; k++) {                                                         \
-                ST *d = (ST *)dst[k] + base;                                                   \
-                for (j = 0; j < m; j++) d[j] = STORE(acc[j]);                                  \
-            }                                                                                  \
+        }                                                                                      \
+        KERN_UNROLL for (u_ = 0; u_ < UU; u_++)                                                \
+        {                                                                                      \
+            KERN_UNROLL for (j_ = 0; j_ < E; j_++) t_[u_].e[j_] = STORE(acc_[u_][j_]);         \
+        }                                                                                      \
+        for (k_ = 0; k_ < io.nd; k_++) {                                                       \
+            char *q_ = KERN_RDST(k_) + hb;                                                     \
+            KERN_UNROLL for (u_ = 0; u_ < UU; u_++)                                            \
+                kern_stv(q_ + 16 * (i + (uint64_t)u_ * nth), t_[u_].v);                        \
+        }                                                                                      \
+    }
+
+/*
+ * dst[0..nd) <- src[0] op src[1] op ... over n bytes (whole elements), at byte x of each io
+ * entry. A destination may be one of the sources (element by element, every source is read
+ * before a destination is written). When every pointer agrees with the first source modulo
+ * 16, a head of elements brings them to 16-byte alignment, the body runs in 16-byte vectors
+ * (U per thread per step, then single ones), and the rest is the tail; otherwise every element
+ * is done one at a time. Heads and tails (at most 15 elements each per op) run in the same op.
+ */
+#define KERN_GEN_RED(DT, ST, AT, UT, LOAD, STORE, OP)                                          \
+    KERN_BIG_FN void kern_red_##DT##_##OP(const kern_ctx_t *c, const kern_io_t *iop, uint64_t x, \
+                                          uint64_t n)                                          \
+    {                                                                                          \
+        const kern_io_t io = *iop;                                                             \
+        enum { E = (int)(16 / sizeof(ST)), U = KERN_VU(ST, AT) };                              \
+        const uint64_t tid = (uint64_t)c->tid, nth = (uint64_t)c->nth;                         \
+        const uint64_t ne = n / sizeof(ST);                                                    \
+        const char *s_[KERN_FAST];                                                             \
+        char *d_[KERN_FAST];                                                                   \
+        uintptr_t a0 = (uintptr_t)KERN_SRC(c, io, 0, x), mis = 0;                              \
+        uint64_t h, nv, i, hb, m, nt;                                                          \
+        int k;                                                                                 \
+        KERN_UNROLL for (k = 0; k < KERN_FAST; k++) {                                          \
+            s_[k] = k < io.ns ? KERN_SRC(c, io, k, x) : (const char *)a0;                      \
+            d_[k] = k < io.nd ? KERN_DST(c, io, k, x) : (char *)a0;                            \
+            mis |= ((uintptr_t)s_[k] - a0) | ((uintptr_t)d_[k] - a0);                          \
+        }                                                                                      \
+        for (k = KERN_FAST; k < io.ns; k++) mis |= (uintptr_t)KERN_SRC(c, io, k, x) - a0;      \
+        for (k = KERN_FAST; k < io.nd; k++) mis |= (uintptr_t)KERN_DST(c, io, k, x) - a0;      \
+        if ((mis & 15) != 0 || (a0 % sizeof(ST)) != 0) {                                       \
+            h = ne;                                                                            \
+            nv = 0;                                                                            \
+        } else {                                                                               \
+            h = (uint64_t)((16 - (a0 & 15)) & 15) / sizeof(ST);                                \
+            if (h > ne) h = ne;                                                                \
+            nv = (ne - h) / E;                                                                 \
+        }                                                                                      \
+        hb = h * sizeof(ST);                                                                   \
+        for (i = tid; i + (uint64_t)(U - 1) * nth < nv; i += (uint64_t)U * nth)                \
+            KERN_RED_STEP(ST, AT, LOAD, STORE, OP, UT, U)                                      \
+        if (U > 1)                                                                             \
+            for (; i < nv; i += nth) KERN_RED_STEP(ST, AT, LOAD, STORE, OP, UT, 1)             \
+        /* head and tail elements */                                                           \
+        nt = ne - h - nv * E;                                                                  \
+        for (m = tid; m < h + nt; m += nth) {                                                  \
+            const uint64_t e = m < h ? m : m + nv * E;                                         \
+            AT acc = LOAD(((const ST *)s_[0])[e]);                                             \
+            ST r;                                                                              \
+            for (k = 1; k < io.ns; k++)                                                        \
+                acc = KERN_RED_OP_##OP(AT, UT, acc, LOAD(((const ST *)KERN_RSRC(k))[e]));      \
+            r = STORE(acc);                                                                    \
+            for (k = 0; k < io.nd; k++) ((ST *)KERN_RDST(k))[e] = r;                           \
         }                                                                                      \
     }
 #define KERN_GEN_RED_DT(DT, ST, AT, UT, LOAD, STORE) \
     KERN_FOR_OPS(KERN_GEN_RED, DT, ST, AT, UT, LOAD, STORE)
 KERN_DTYPE_LIST(KERN_GEN_RED_DT)
 
-KERN_FN void kern_reduce(const kern_ctx_t *c, uint32_t dt, uint32_t op, char *const *src, int ns,
-                         char *const *dst, int nd, uint64_t n)
+/* one call site per op kind (the dispatch is out of line, so kern_exec_op keeps few live values
+ * across calls) */
+KERN_BIG_FN void kern_reduce(const kern_ctx_t *c, uint32_t dt, uint32_t op, const kern_io_t *io,
+                             uint64_t x, uint64_t n)
 {
-    uint64_t ne = n / kern_dtype_size(dt);
-    if (ne == 0 || ns == 0) return;
+    if (n < kern_dtype_size(dt) || io->ns == 0) return;
     switch (dt * 4 + op) {
 #define KERN_CASE_RED(DT, ST, AT, UT, LOAD, STORE, OP)                                         \
-    case KERN_DT_##DT * 4 + KERN_RED_##OP:                                                     \
-        kern_red_##DT##_##OP(src, ns, dst, nd, ne, c->tid, c->nth);                            \
-        break;
+    case KERN_DT_##DT * 4 + KERN_RED_##OP: kern_red_##DT##_##OP(c, io, x, n); break;
 #define KERN_CASE_RED_DT(DT, ST, AT, UT, LOAD, STORE) \
     KERN_FOR_OPS(KERN_CASE_RED, DT, ST, AT, UT, LOAD, STORE)
         KERN_DTYPE_LIST(KERN_CASE_RED_DT)
@@ -360,61 +593,113 @@ KERN_FN void kern_store_word(char *p, uint64_t j, uint64_t n, uint32_t w)
 
 KERN_FN uint64_t kern_unit(const kern_ctx_t *c, uint32_t w)
 {
-    return ((uint64_t)c->flag << 32) | (uint64_t)w;
+    return ((uint64_t)c->b->flag << 32) | (uint64_t)w;
 }
 
 /* Rank whose ops write the packets descriptor d reads (the lowering's guess), -1 if none. */
 #define KERN_WRITER(d) ((int32_t)(d)->writer - 1)
 
-/* Spin until packet unit u carries this launch's flag; 0 and its payload, or 1 on failure.
- * `peer`: the rank expected to write it (KERN_WRITER), recorded if the wait times out. */
-KERN_FN int kern_pkt_get(kern_ctx_t *c, const uint64_t *u, uint32_t *w, int32_t peer)
+/* Store units u0 (and u1 when `both`) at unit pointer u: one 16-byte access when aligned. */
+KERN_FN void kern_put_units(uint64_t *u, int both, uint64_t u0, uint64_t u1)
 {
-    uint64_t v = kern_ld_pkt(u);
-    if ((uint32_t)(v >> 32) != c->flag) {
-        kern_spin_t s = {0, 0};
-        do {
-            if (kern_spin_poll(c, &s, KERN_WAIT_PACKET, -1, peer, c->flag, v >> 32)) return 1;
-            v = kern_ld_pkt(u);
-        } while ((uint32_t)(v >> 32) != c->flag);
+    if (both && ((uintptr_t)u & 15) == 0) {
+        kern_st_pkt2(u, u0, u1);
+    } else {
+        kern_st_pkt(u, u0);
+        if (both) kern_st_pkt(u + 1, u1);
     }
-    *w = (uint32_t)v;
+}
+
+/*
+ * Spin until packet unit u[0] (and u[1] when `both`) carries this launch's flag; 0 and the
+ * payloads, or 1 on failure. `peer`: the rank expected to write them (KERN_WRITER), recorded if
+ * the wait times out. A 16-byte aligned pair is polled with one access.
+ */
+KERN_FN int kern_pkt_get2(kern_ctx_t *c, const uint64_t *u, int both, uint32_t *w0, uint32_t *w1,
+                          int32_t peer)
+{
+    const uint32_t f = c->b->flag;
+    const int al = both && ((uintptr_t)u & 15) == 0;
+    uint64_t a, b = (uint64_t)f << 32;
+    kern_spin_t s = {0, 0};
+    for (;;) {
+        if (al) {
+            kern_ld_pkt2(u, &a, &b);
+        } else {
+            a = kern_ld_pkt(u);
+            if (both) b = kern_ld_pkt(u + 1);
+        }
+        if ((uint32_t)(a >> 32) == f && (uint32_t)(b >> 32) == f) break;
+        if (kern_spin_poll(c, &s, KERN_WAIT_PACKET, -1, peer, f,
+                           (uint32_t)(a >> 32) != f ? a >> 32 : b >> 32))
+            return 1;
+    }
+    *w0 = (uint32_t)a;
+    *w1 = (uint32_t)b;
     return 0;
 }
 
-/* cpkt / ppkt: n payload bytes of plain src -> packet image img. */
-KERN_FN void kern_pkt_put(const kern_ctx_t *c, char *img, const char *src, uint64_t n)
+/*
+ * cpkt / ppkt: n payload bytes of plain source sd (at x) -> the packet image of every
+ * destination of io, 8 payload bytes (two units) per thread step: each pair of source words is
+ * read once for all destinations.
+ */
+KERN_BIG_FN void kern_pkt_put_io(const kern_ctx_t *c, const kern_desc_t *sd,
+                                 const kern_io_t *iop, uint64_t x, uint64_t n)
 {
-    uint64_t nw = (n + 3) / 4, j;
-    uint64_t *u = (uint64_t *)img;
-    for (j = (uint64_t)c->tid; j < nw; j += (uint64_t)c->nth)
-        kern_st_pkt(u + j, kern_unit(c, kern_word(src, j, n)));
+    const kern_io_t io = *iop;
+    const uint64_t tid = (uint64_t)c->tid, nth = (uint64_t)c->nth;
+    const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;
+    const char *src = kern_ptr(c, sd, x);
+    int k0;
+    for (k0 = 0; k0 < io.nd; k0 += KERN_FAST) {
+        uint64_t *d[KERN_FAST];
+        uint64_t g;
+        int k, m = io.nd - k0 < KERN_FAST ? io.nd - k0 : KERN_FAST;
+        KERN_UNROLL for (k = 0; k < KERN_FAST; k++)
+            d[k] = k < m ? (uint64_t *)KERN_DST(c, io, k0 + k, x) : NULL;
+        for (g = tid; g < np; g += nth) {
+            const int both = 2 * g + 1 < nw;
+            const uint64_t u0 = kern_unit(c, kern_word(src, 2 * g, n));
+            const uint64_t u1 = both ? kern_unit(c, kern_word(src, 2 * g + 1, n)) : 0;
+            KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < m)
+                kern_put_units(d[k] + 2 * g, both, u0, u1);
+        }
+    }
 }
 
 /* upkt: packet image img -> n bytes of plain dst. */
 KERN_FN void kern_pkt_unpack(kern_ctx_t *c, char *dst, const char *img, uint64_t n,
                              int32_t peer)
 {
-    uint64_t nw = (n + 3) / 4, j;
+    const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;
     const uint64_t *u = (const uint64_t *)img;
-    for (j = (uint64_t)c->tid; j < nw; j += (uint64_t)c->nth) {
-        uint32_t w;
-        if (kern_pkt_get(c, u + j, &w, peer)) return;
-        kern_store_word(dst, j, n, w);
+    uint64_t g;
+    for (g = (uint64_t)c->tid; g < np; g += (uint64_t)c->nth) {
+        const int both = 2 * g + 1 < nw;
+        uint32_t w0, w1;
+        if (kern_pkt_get2(c, u + 2 * g, both, &w0, &w1, peer)) return;
+        kern_store_word(dst, 2 * g, n, w0);
+        if (both) kern_store_word(dst, 2 * g + 1, n, w1);
     }
 }
 
-/* rppkt / gstorepkt: packets of img, once they arrived, re-sent to every destination image. */
-KERN_FN void kern_pkt_relay(kern_ctx_t *c, const char *img, char *const *dst, int nd, uint64_t n,
-                            int32_t peer)
+/* rppkt / gstorepkt: packets of img, once they arrived, re-sent to every destination of io. */
+KERN_BIG_FN void kern_pkt_relay(kern_ctx_t *c, const char *img, const kern_io_t *iop,
+                                uint64_t x, uint64_t n, int32_t peer)
 {
-    uint64_t nw = (n + 3) / 4, j;
+    const kern_io_t io = *iop;
+    const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;
     const uint64_t *u = (const uint64_t *)img;
-    for (j = (uint64_t)c->tid; j < nw; j += (uint64_t)c->nth) {
-        uint32_t w;
+    uint64_t g;
+    for (g = (uint64_t)c->tid; g < np; g += (uint64_t)c->nth) {
+        const int both = 2 * g + 1 < nw;
+        uint32_t w0, w1;
         int k;
-        if (kern_pkt_get(c, u + j, &w, peer)) return;
-        for (k = 0; k < nd; k++) kern_st_pkt((uint64_t *)dst[k] + j, kern_unit(c, w));
+        if (kern_pkt_get2(c, u + 2 * g, both, &w0, &w1, peer)) return;
+        for (k = 0; k < io.nd; k++)
+            kern_put_units((uint64_t *)KERN_DST(c, io, k, x) + 2 * g, both, kern_unit(c, w0),
+                           kern_unit(c, w1));
     }
 }
 
@@ -432,45 +717,49 @@ KERN_FN void kern_pkt_relay(kern_ctx_t *c, const char *img, char *const *dst, in
 KERN_DTYPE_LIST(KERN_GEN_OPFN)
 
 /*
- * Packet reductions (repkt, respkt, recpkt, recspkt), 8 payload bytes (two units) at a time:
- * src[0] is plain, src[1..ns) packet images; destination k is a packet image when
- * dd[k].flags has KERN_DESC_PACKET, else plain (flags, not a bit mask: a reduce may have more
- * than 32 destinations). Returns nonzero if a packet wait failed.
+ * Packet reductions (repkt, respkt, recpkt, recspkt), 8 payload bytes (two units) per thread
+ * step: the first source is plain, the others packet images (each pair polled with one 16-byte
+ * access where aligned); destination k is a packet image when its descriptor has
+ * KERN_DESC_PACKET, else plain. Returns nonzero if a packet wait failed.
  */
 #define KERN_GEN_PRED(DT, ST, AT, UT, LOAD, STORE)                                             \
-    KERN_BIG_FN int kern_pred_##DT(kern_ctx_t *c, uint32_t op, char *const *src, int ns,       \
-                                   const kern_desc_t *sd, char *const *dst, int nd,            \
-                                   const kern_desc_t *dd, uint64_t n)                          \
+    KERN_BIG_FN int kern_pred_##DT(kern_ctx_t *c, uint32_t op, const kern_io_t *iop, uint64_t x, \
+                                   uint64_t n)                                                 \
     {                                                                                          \
-        uint64_t ng = (n + 7) / 8, g;                                                          \
-        for (g = (uint64_t)c->tid; g < ng; g += (uint64_t)c->nth) {                            \
+        const kern_io_t io = *iop;                                                             \
+        const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;                                    \
+        const char *s0 = KERN_SRC(c, io, 0, x);                                                \
+        uint64_t g;                                                                            \
+        for (g = (uint64_t)c->tid; g < np; g += (uint64_t)c->nth) {                            \
             union {                                                                            \
                 uint32_t w[2];                                                                 \
                 ST e[8 / sizeof(ST)];                                                          \
             } v;                                                                               \
             AT acc[8 / sizeof(ST)];                                                            \
-            uint64_t rest = n - 8 * g;                                                         \
-            uint32_t nb = rest < 8 ? (uint32_t)rest : 8;                                       \
-            uint32_t nw = (nb + 3) / 4, j;                                                     \
+            const int both = 2 * g + 1 < nw;                                                   \
+            uint32_t j;                                                                        \
             int k;                                                                             \
             /* whole 8-byte groups: padding past n is reduced too and never stored */          \
-            for (j = 0; j < 2; j++) v.w[j] = j < nw ? kern_word(src[0], 2 * g + j, n) : 0;     \
+            v.w[0] = kern_word(s0, 2 * g, n);                                                  \
+            v.w[1] = both ? kern_word(s0, 2 * g + 1, n) : 0;                                   \
             for (j = 0; j < 8 / sizeof(ST); j++) acc[j] = LOAD(v.e[j]);                        \
-            for (k = 1; k < ns; k++) {                                                         \
-                const uint64_t *u = (const uint64_t *)src[k] + 2 * g;                          \
-                v.w[1] = 0;                                                                    \
-                for (j = 0; j < nw; j++)                                                       \
-                    if (kern_pkt_get(c, u + j, &v.w[j], KERN_WRITER(&sd[k]))) return 1;        \
+            for (k = 1; k < io.ns; k++) {                                                      \
+                const uint64_t *u = (const uint64_t *)KERN_SRC(c, io, k, x) + 2 * g;           \
+                if (kern_pkt_get2(c, u, both, &v.w[0], &v.w[1], KERN_WRITER(&io.sd[k])))       \
+                    return 1;                                                                  \
+                if (!both) v.w[1] = 0;                                                         \
                 for (j = 0; j < 8 / sizeof(ST); j++)                                           \
                     acc[j] = kern_op_##DT(op, acc[j], LOAD(v.e[j]));                           \
             }                                                                                  \
             for (j = 0; j < 8 / sizeof(ST); j++) v.e[j] = STORE(acc[j]);                       \
-            for (k = 0; k < nd; k++) {                                                         \
-                if (dd[k].flags & KERN_DESC_PACKET) {                                          \
-                    uint64_t *u = (uint64_t *)dst[k] + 2 * g;                                  \
-                    for (j = 0; j < nw; j++) kern_st_pkt(u + j, kern_unit(c, v.w[j]));         \
+            for (k = 0; k < io.nd; k++) {                                                      \
+                char *d = KERN_DST(c, io, k, x);                                               \
+                if (io.dd[k].flags & KERN_DESC_PACKET) {                                       \
+                    kern_put_units((uint64_t *)d + 2 * g, both, kern_unit(c, v.w[0]),          \
+                                   kern_unit(c, v.w[1]));                                      \
                 } else {                                                                       \
-                    for (j = 0; j < nw; j++) kern_store_word(dst[k], 2 * g + j, n, v.w[j]);    \
+                    kern_store_word(d, 2 * g, n, v.w[0]);                                      \
+                    if (both) kern_store_word(d, 2 * g + 1, n, v.w[1]);                        \
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \
@@ -478,14 +767,13 @@ KERN_DTYPE_LIST(KERN_GEN_OPFN)
     }
 KERN_DTYPE_LIST(KERN_GEN_PRED)
 
-KERN_FN void kern_preduce(kern_ctx_t *c, uint32_t dt, uint32_t op, char *const *src, int ns,
-                          const kern_desc_t *sd, char *const *dst, int nd, const kern_desc_t *dd,
-                          uint64_t n)
+KERN_BIG_FN void kern_preduce(kern_ctx_t *c, uint32_t dt, uint32_t op, const kern_io_t *io,
+                              uint64_t x, uint64_t n)
 {
     if (n == 0) return;
     switch (dt) {
 #define KERN_CASE_PRED(DT, ST, AT, UT, LOAD, STORE)                                            \
-    case KERN_DT_##DT: (void)kern_pred_##DT(c, op, src, ns, sd, dst, nd, dd, n); break;
+    case KERN_DT_##DT: (void)kern_pred_##DT(c, op, io, x, n); break;
         KERN_DTYPE_LIST(KERN_CASE_PRED)
 #undef KERN_CASE_PRED
     default: break;
@@ -505,17 +793,17 @@ KERN_FN int kern_mc_op(const kern_ctx_t *c, uint32_t type, uint32_t dt, uint32_t
                        const kern_desc_t *src, const kern_desc_t *dst, uint64_t x, uint64_t n)
 {
 #if defined(KERN_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-    const kern_switch_t *ds = &c->sw[dst->idx];
+    const kern_switch_t *ds = &c->b->sw[dst->idx];
     uint64_t i, nv = n / 16;
     char *dp, *sp;
     if (!ds->mc) return 0;
-    dp = (char *)ds->mc + dst->off + x + ((dst->flags & KERN_DESC_SCRATCH) ? c->half : 0);
+    dp = (char *)ds->mc + dst->off + x + ((dst->flags & KERN_DESC_SCRATCH) ? c->b->half : 0);
     if (type == KERN_OP_GLRES) {
-        const kern_switch_t *ss = &c->sw[src->idx];
+        const kern_switch_t *ss = &c->b->sw[src->idx];
         if (!ss->mc || op != KERN_RED_SUM ||
             (dt != KERN_DT_F32 && dt != KERN_DT_F16 && dt != KERN_DT_BF16))
             return 0;
-        sp = (char *)ss->mc + src->off + x + ((src->flags & KERN_DESC_SCRATCH) ? c->half : 0);
+        sp = (char *)ss->mc + src->off + x + ((src->flags & KERN_DESC_SCRATCH) ? c->b->half : 0);
     } else {
         sp = kern_ptr(c, src, x);
     }
@@ -560,7 +848,7 @@ KERN_FN int kern_mc_op(const kern_ctx_t *c, uint32_t type, uint32_t dt, uint32_t
 
 KERN_FN void kern_wait_chan(kern_ctx_t *c, uint32_t id, int relaxed)
 {
-    const kern_chan_t *ch = &c->chans[id];
+    const kern_chan_t *ch = &c->b->chans[id];
     uint64_t exp = kern_add_rlx_dev_u64(ch->expected, 1) + 1;
     uint64_t v = relaxed ? kern_ld_rlx_u64(ch->inbound) : kern_ld_acq_u64(ch->inbound);
     kern_spin_t s = {0, 0};
@@ -573,9 +861,9 @@ KERN_FN void kern_wait_chan(kern_ctx_t *c, uint32_t id, int relaxed)
 /* Grid barrier of `nblocks` blocks on a reusable syncer (count + generation). */
 KERN_FN void kern_barrier(kern_ctx_t *c, uint32_t id, uint32_t nblocks)
 {
-    KERN_SYNC();
+    KERN_SYNC(c);
     if (nblocks > 1 && c->tid == 0 && !kern_failed(c)) {
-        kern_syncer_t *s = &c->st->barrier[id];
+        kern_syncer_t *s = &c->b->st->barrier[id];
         uint32_t gen = kern_ld_acq_u32(&s->gen);
         uint32_t old = kern_add_acqrel_u32(&s->count, 1);
         if (old + 1 == nblocks) {
@@ -588,12 +876,12 @@ KERN_FN void kern_barrier(kern_ctx_t *c, uint32_t id, uint32_t nblocks)
                     break;
         }
     }
-    KERN_SYNC();
+    KERN_SYNC(c);
 }
 
 KERN_FN void kern_sem_acquire(kern_ctx_t *c, uint32_t id)
 {
-    int32_t *p = &c->sems[id];
+    int32_t *p = &c->b->sems[id];
     kern_spin_t s = {0, 0};
     for (;;) {
         int32_t v = kern_ld_acq_i32(p);
@@ -605,7 +893,7 @@ KERN_FN void kern_sem_acquire(kern_ctx_t *c, uint32_t id)
 
 /* ---- port channels: triggers into the proxy FIFO ----------------------------------------- */
 
-KERN_FN const kern_plan_t *kern_plan_of(const kern_ctx_t *c) { return c->a->plan; }
+KERN_FN const kern_plan_t *kern_plan_of(const kern_ctx_t *c) { return c->b->p; }
 
 KERN_FN kern_trigger_t *kern_fifo_slots(kern_fifo_t *f) { return (kern_trigger_t *)(f + 1); }
 
@@ -681,7 +969,7 @@ KERN_FN void kern_port_put(kern_ctx_t *c, uint32_t type, uint32_t chan, const ke
     uint64_t so = (uint64_t)(kern_ptr(c, src, x) - (char *)p->lbase[src->loc]);
     uint64_t o = dst->off + x, pos;
     if (dst->flags & KERN_DESC_PACKET) o *= 2;
-    if (dst->flags & KERN_DESC_SCRATCH) o += c->half;
+    if (dst->flags & KERN_DESC_SCRATCH) o += c->b->half;
     o += pb[dst->idx];
     if (type == KERN_OP_PWS || type == KERN_OP_PWSF) bits |= KERN_TRIG_SIGNAL;
     if (type == KERN_OP_PWSF) bits |= KERN_TRIG_FLUSH;
@@ -708,8 +996,8 @@ KERN_FN void kern_port_pkt(kern_ctx_t *c, uint32_t chan, const kern_desc_t *src,
     uint64_t nw = (n + 3) / 4, j;
     const uint64_t *u = (const uint64_t *)kern_ptr(c, src, x);
     for (j = 0; j < nw; j++) {
-        uint32_t w;
-        if (kern_pkt_get(c, u + j, &w, KERN_WRITER(src))) return;
+        uint32_t w, w1;
+        if (kern_pkt_get2(c, u + j, 0, &w, &w1, KERN_WRITER(src))) return;
     }
     /* 8 image bytes per 4 payload bytes: kern_port_put doubles the packet offsets itself */
     kern_port_put(c, KERN_OP_PUT, chan, src, dst, x, 8 * nw);
@@ -750,7 +1038,7 @@ KERN_FN void kern_port_wait(kern_ctx_t *c, uint32_t chan)
  * record word, the signature, then the record word (kern_rec_read's order). */
 KERN_FN void kern_rec_write(kern_ctx_t *c, uint32_t fid, uint32_t kind)
 {
-    uint64_t rec = KERN_REC(kind, c->flag);
+    uint64_t rec = KERN_REC(kind, c->b->flag);
     int k;
     if (fid & KERN_FENCE_PORT) {
         /* through the proxy: word triggers, stored at the peer in order (transport.h) */
@@ -760,17 +1048,17 @@ KERN_FN void kern_rec_write(kern_ctx_t *c, uint32_t fid, uint32_t kind)
         uint64_t snd = ((uint64_t)id << 32) | KERN_TRIG_WORD;
         if (kern_port_push(c, 0, snd | KERN_REC_WORD, (int32_t)id, ch->peer) == ~0ull) return;
         for (k = 0; k < KERN_SIG_WORDS; k++)
-            if (kern_port_push(c, c->a->sig[k], snd | (uint64_t)(KERN_REC_SIG + k), (int32_t)id,
+            if (kern_port_push(c, c->b->a.sig[k], snd | (uint64_t)(KERN_REC_SIG + k), (int32_t)id,
                                ch->peer) == ~0ull)
                 return;
         (void)kern_port_push(c, rec, snd | KERN_REC_WORD, (int32_t)id, ch->peer);
         return;
     }
     {
-        uint64_t *slot = c->chans[fid].remote;
+        uint64_t *slot = c->b->chans[fid].remote;
         kern_st_rlx_u64(slot + KERN_REC_WORD, 0);
         kern_fence_sys();
-        for (k = 0; k < KERN_SIG_WORDS; k++) kern_st_rlx_u64(slot + KERN_REC_SIG + k, c->a->sig[k]);
+        for (k = 0; k < KERN_SIG_WORDS; k++) kern_st_rlx_u64(slot + KERN_REC_SIG + k, c->b->a.sig[k]);
         kern_fence_sys();
 #if defined(KERN_HOST)
         /* pairs with the reader's acquire load (ThreadSanitizer does not model the fence) */
@@ -786,7 +1074,8 @@ KERN_FN void kern_fence_wait(kern_ctx_t *c, uint32_t fid)
 {
     const uint64_t *slot = kern_fence_slot(c, fid);
     int32_t peer = kern_fence_peer(c, fid);
-    uint64_t fence = KERN_REC(KERN_REC_FENCE, c->flag), answer = KERN_REC(KERN_REC_ANSWER, c->flag);
+    uint32_t flag = c->b->flag;
+    uint64_t fence = KERN_REC(KERN_REC_FENCE, flag), answer = KERN_REC(KERN_REC_ANSWER, flag);
     uint64_t sig[KERN_SIG_WORDS], rec = fence;
     kern_spin_t s = {0, 0};
     int got;
@@ -807,7 +1096,7 @@ KERN_FN void kern_fence_wait(kern_ctx_t *c, uint32_t fid)
          * fence waits for our next record).
          */
         w = kern_ld_acq_u64(slot + KERN_REC_WORD);
-        if (w != 0 && (int32_t)((uint32_t)w - c->flag) > 0) {
+        if (w != 0 && (int32_t)((uint32_t)w - flag) > 0) {
             got = 2;
             break;
         }
@@ -817,7 +1106,7 @@ KERN_FN void kern_fence_wait(kern_ctx_t *c, uint32_t fid)
     }
     if (got == 1 && kern_sig_differs(c, sig))
         kern_fail_sig(c, KERN_ERR_INVALID_ARG, KERN_WAIT_MISMATCH, (int32_t)(fid & 1023u), peer,
-                      c->flag, rec, sig);
+                      flag, rec, sig);
 }
 
 KERN_FN void kern_launch_fence(kern_ctx_t *c)
@@ -826,40 +1115,40 @@ KERN_FN void kern_launch_fence(kern_ctx_t *c)
     const uint32_t *ids = (const uint32_t *)((const char *)p + p->off_fence);
     const uint32_t *rpub = (const uint32_t *)((const char *)p + p->off_rpub);
     /* first of this launch's two offset words in a counter slot (kern_args.h) */
-    const uint32_t par = (c->flag & 1u) ? KERN_SLOT_OFF_ODD : KERN_SLOT_OFF_EVEN;
+    const uint32_t par = (c->b->flag & 1u) ? KERN_SLOT_OFF_ODD : KERN_SLOT_OFF_EVEN;
     uint32_t i;
-    if (c->block == 0) {
+    if (c->b->block == 0) {
         for (i = c->tid; i < p->n_fence && !kern_failed(c); i += c->nth) {
             if (!(ids[i] & KERN_FENCE_PORT)) {
                 /* this call's offsets first: the record's store publishes them */
-                uint64_t *slot = c->chans[ids[i]].remote;
-                kern_st_rlx_u64(slot + par, c->a->io_off[0]);
-                kern_st_rlx_u64(slot + par + 1, c->a->io_off[1]);
+                uint64_t *slot = c->b->chans[ids[i]].remote;
+                kern_st_rlx_u64(slot + par, c->b->a.io_off[0]);
+                kern_st_rlx_u64(slot + par + 1, c->b->a.io_off[1]);
             }
             kern_rec_write(c, ids[i], KERN_REC_FENCE);
         }
         for (i = c->tid; i < p->n_fence && !kern_failed(c); i += c->nth) kern_fence_wait(c, ids[i]);
-        KERN_SYNC();
+        KERN_SYNC(c);
         /* the owners' offsets of this launch, out of this rank's counter slots */
         for (i = c->tid; i < p->n_rbufs && !kern_failed(c); i += c->nth) {
             uint32_t pub = rpub[i];
             if (pub == KERN_RPUB_NONE) continue;
-            c->roff[i] = kern_ld_acq_u64(c->chans[pub & ~KERN_RPUB_OUT].inbound + par +
-                                         ((pub & KERN_RPUB_OUT) ? 1u : 0u));
+            c->b->roff[i] = kern_ld_acq_u64(c->b->chans[pub & ~KERN_RPUB_OUT].inbound + par +
+                                            ((pub & KERN_RPUB_OUT) ? 1u : 0u));
         }
-        KERN_SYNC();
-        if (c->tid == 0) kern_st_rel_u32(&c->st->fenced, c->flag);
+        KERN_SYNC(c);
+        if (c->tid == 0) kern_st_rel_u32(&c->b->st->fenced, c->b->flag);
     } else {
         if (c->tid == 0) {
             /* twice block 0's bound: its own wait times out first and names the peer */
-            kern_spin_t s = {0, 0, c->a->timeout_ns};
-            uint32_t v = kern_ld_acq_u32(&c->st->fenced);
-            while (v != c->flag) {
-                if (kern_spin_poll(c, &s, KERN_WAIT_FENCE, -1, -1, c->flag, v)) break;
-                v = kern_ld_acq_u32(&c->st->fenced);
+            kern_spin_t s = {0, 0, c->b->a.timeout_ns};
+            uint32_t v = kern_ld_acq_u32(&c->b->st->fenced);
+            while (v != c->b->flag) {
+                if (kern_spin_poll(c, &s, KERN_WAIT_FENCE, -1, -1, c->b->flag, v)) break;
+                v = kern_ld_acq_u32(&c->b->st->fenced);
             }
         }
-        KERN_SYNC();
+        KERN_SYNC(c);
     }
 }
 
@@ -890,14 +1179,16 @@ KERN_FN int kern_fence_needed(const kern_args_t *a)
 /* ---- one op ------------------------------------------------------------------------------- */
 
 KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t unit,
-                          int piped)
+                              int piped)
 {
-    const kern_desc_t *src = c->descs + op->desc;
+    const kern_blk_t *b = c->b;
+    const kern_desc_t *src = b->descs + op->desc;
     const kern_desc_t *dst = src + op->n_src;
-    const uint32_t *ids = c->ids + op->ids;
+    const uint32_t *ids = b->ids + op->ids;
     uint64_t n = op->len;
     int i, k;
     int tid = c->tid, nth = c->nth;
+    kern_io_t io;
 
     c->op_type = op->type;
     if (piped) {
@@ -906,19 +1197,21 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
     } else {
         x = 0;
     }
-    /* block syncs run even after a failure, so that every thread meets the same barriers */
+    /* block syncs run even after a failure, so that every thread meets the same barriers; no
+     * look at the error record here: the waits look (kern_spin_poll), and data ops of a failed
+     * launch only move bytes inside the buffers the plan was checked against */
     if (op->type == KERN_OP_NOP) {
-        KERN_SYNC();
+        KERN_SYNC(c);
         return;
     }
     if (op->type == KERN_OP_BARRIER) {
         kern_barrier(c, op->barrier_id, op->barrier_nblocks);
         return;
     }
-    if (kern_failed(c)) return;
 
     if (op->port) {
         /* port channels (spec §2.3, §2.4): thread i serves channel / destination i */
+        if (c->failed) return;
         switch (op->type) {
         case KERN_OP_SIGNAL:
         case KERN_OP_RLXSIGNAL:
@@ -950,12 +1243,18 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         return;
     }
 
+    io.sd = src;
+    io.dd = dst;
+    io.ns = op->n_src;
+    io.nd = op->n_dst;
+    io.ssw = 0;
+    io.dsw = 0;
     switch (op->type) {
     case KERN_OP_SIGNAL:
-        for (i = tid; i < op->n_ids; i += nth) kern_add_rel_sys_u64(c->chans[ids[i]].remote, 1);
+        for (i = tid; i < op->n_ids; i += nth) kern_add_rel_sys_u64(b->chans[ids[i]].remote, 1);
         break;
     case KERN_OP_RLXSIGNAL:
-        for (i = tid; i < op->n_ids; i += nth) kern_add_rlx_sys_u64(c->chans[ids[i]].remote, 1);
+        for (i = tid; i < op->n_ids; i += nth) kern_add_rlx_sys_u64(b->chans[ids[i]].remote, 1);
         break;
     case KERN_OP_WAIT:
         for (i = tid; i < op->n_ids; i += nth) kern_wait_chan(c, ids[i], 0);
@@ -968,29 +1267,38 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         kern_fence_sys();
         break;
     case KERN_OP_SEM_ACQUIRE:
+        /* the whole block waits: no thread runs the next op before every semaphore is held */
         for (i = tid; i < op->n_ids; i += nth) kern_sem_acquire(c, ids[i]);
+        KERN_SYNC(c);
         break;
     case KERN_OP_SEM_RELEASE:
-        for (i = tid; i < op->n_ids; i += nth) kern_add_rel_i32(&c->sems[ids[i]], 1);
+        /* every thread's earlier writes, not only the releasing thread's, come before it */
+        KERN_SYNC(c);
+        for (i = tid; i < op->n_ids; i += nth) kern_add_rel_i32(&b->sems[ids[i]], 1);
         break;
     case KERN_OP_COPY:
     case KERN_OP_PUT:
     case KERN_OP_PWS:
     case KERN_OP_PWSF:
     case KERN_OP_GET:
-        /* parallel src/dst lists; each entry uses its own buffer (P10 fixed) */
-        if (n == 0 || op->n_src == 0) break;
-        for (k = 0; k < op->n_dst; k++) {
-            const kern_desc_t *s = &src[k < op->n_src ? k : op->n_src - 1];
-            kern_copy(c, kern_ptr(c, &dst[k], x), kern_ptr(c, s, x), n);
-        }
-        break;
     case KERN_OP_CPKT:
     case KERN_OP_PPKT:
+        /* parallel src/dst lists, entry k from source min(k, n_src - 1) (P10 fixed); a run of
+         * entries with the same source (a put to several peers) is one pass: one load feeds
+         * every store */
         if (n == 0 || op->n_src == 0) break;
-        for (k = 0; k < op->n_dst; k++) {
+        for (k = 0; k < op->n_dst;) {
             const kern_desc_t *s = &src[k < op->n_src ? k : op->n_src - 1];
-            kern_pkt_put(c, kern_ptr(c, &dst[k], x), kern_ptr(c, s, x), n);
+            int j = k + 1;
+            while (j < op->n_dst && kern_desc_same(&src[j < op->n_src ? j : op->n_src - 1], s))
+                j++;
+            io.dd = dst + k;
+            io.nd = j - k;
+            if (op->type == KERN_OP_CPKT || op->type == KERN_OP_PPKT)
+                kern_pkt_put_io(c, s, &io, x, n);
+            else
+                kern_copy_io(c, s, &io, x, n);
+            k = j;
         }
         break;
     case KERN_OP_UPKT:
@@ -998,120 +1306,157 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         kern_pkt_unpack(c, kern_ptr(c, &dst[0], x), kern_ptr(c, &src[0], x), n,
                         KERN_WRITER(&src[0]));
         break;
-    case KERN_OP_RPPKT: {
-        char *d[KERN_MAX_PTRS];
+    case KERN_OP_RPPKT:
         if (n == 0) break;
-        for (k = 0; k < op->n_dst; k++) d[k] = kern_ptr(c, &dst[k], x);
-        kern_pkt_relay(c, kern_ptr(c, &src[0], x), d, op->n_dst, n, KERN_WRITER(&src[0]));
+        kern_pkt_relay(c, kern_ptr(c, &src[0], x), &io, x, n, KERN_WRITER(&src[0]));
         break;
-    }
-    case KERN_OP_GSTOREPKT: {
-        char *d[KERN_MAX_PTRS];
-        uint32_t m, nm = c->sw[dst[0].idx].n_members;
+    case KERN_OP_GSTOREPKT:
         if (n == 0) break;
-        for (m = 0; m < nm; m++) d[m] = kern_member_ptr(c, &dst[0], m, x);
-        kern_pkt_relay(c, kern_ptr(c, &src[0], x), d, (int)nm, n, KERN_WRITER(&src[0]));
+        io.nd = (int)b->sw[dst[0].idx].n_members;
+        io.dsw = 1;
+        kern_pkt_relay(c, kern_ptr(c, &src[0], x), &io, x, n, KERN_WRITER(&src[0]));
         break;
-    }
-    case KERN_OP_GSTORE: {
-        uint32_t m, nm = c->sw[dst[0].idx].n_members;
-        const char *s = kern_ptr(c, &src[0], x);
-        if (kern_mc_op(c, op->type, c->a->dtype, op->redop, &src[0], &dst[0], x, n)) break;
-        for (m = 0; m < nm && n; m++) kern_copy(c, kern_member_ptr(c, &dst[0], m, x), s, n);
+    case KERN_OP_GSTORE:
+        if (n == 0) break;
+        if (kern_mc_op(c, op->type, b->a.dtype, op->redop, &src[0], &dst[0], x, n)) break;
+        io.nd = (int)b->sw[dst[0].idx].n_members;
+        io.dsw = 1;
+        kern_copy_io(c, &src[0], &io, x, n);
         break;
-    }
     case KERN_OP_RE:
     case KERN_OP_RES:
     case KERN_OP_RRE:
-    case KERN_OP_RRES: {
-        char *s[KERN_MAX_PTRS], *d[KERN_MAX_PTRS];
+    case KERN_OP_RRES:
         if (n == 0) break;
-        for (k = 0; k < op->n_src; k++) s[k] = kern_ptr(c, &src[k], x);
-        for (k = 0; k < op->n_dst; k++) d[k] = kern_ptr(c, &dst[k], x);
-        kern_reduce(c, c->a->dtype, op->redop, s, op->n_src, d, op->n_dst, n);
+        kern_reduce(c, b->a.dtype, op->redop, &io, x, n);
         break;
-    }
-    case KERN_OP_GLRES: {
-        char *s[KERN_MAX_PTRS], *d[KERN_MAX_PTRS];
-        uint32_t m, ns = c->sw[src[0].idx].n_members, nd = c->sw[dst[0].idx].n_members;
+    case KERN_OP_GLRES:
         if (n == 0) break;
-        if (kern_mc_op(c, op->type, c->a->dtype, op->redop, &src[0], &dst[0], x, n)) break;
-        for (m = 0; m < ns; m++) s[m] = kern_member_ptr(c, &src[0], m, x);
-        for (m = 0; m < nd; m++) d[m] = kern_member_ptr(c, &dst[0], m, x);
-        kern_reduce(c, c->a->dtype, op->redop, s, (int)ns, d, (int)nd, n);
+        if (kern_mc_op(c, op->type, b->a.dtype, op->redop, &src[0], &dst[0], x, n)) break;
+        io.ns = (int)b->sw[src[0].idx].n_members;
+        io.nd = (int)b->sw[dst[0].idx].n_members;
+        io.ssw = io.dsw = 1;
+        kern_reduce(c, b->a.dtype, op->redop, &io, x, n);
         break;
-    }
-    case KERN_OP_GLRE: {
+    case KERN_OP_GLRE:
         /* unfused switch reduce: every member's copy of src[0] into the local dst[0], with no
          * multicast store (on the host and without NVLS the members are mapped pointers) */
-        char *s[KERN_MAX_PTRS], *d[1];
-        uint32_t m, ns = c->sw[src[0].idx].n_members;
         if (n == 0) break;
-        for (m = 0; m < ns; m++) s[m] = kern_member_ptr(c, &src[0], m, x);
-        d[0] = kern_ptr(c, &dst[0], x);
-        kern_reduce(c, c->a->dtype, op->redop, s, (int)ns, d, 1, n);
+        io.ns = (int)b->sw[src[0].idx].n_members;
+        io.ssw = 1;
+        io.nd = 1;
+        kern_reduce(c, b->a.dtype, op->redop, &io, x, n);
         break;
-    }
     case KERN_OP_REPKT:
     case KERN_OP_RESPKT:
     case KERN_OP_RECPKT:
-    case KERN_OP_RECSPKT: {
-        char *s[KERN_MAX_PTRS], *d[KERN_MAX_PTRS];
+    case KERN_OP_RECSPKT:
         if (n == 0) break;
-        for (k = 0; k < op->n_src; k++) s[k] = kern_ptr(c, &src[k], x);
-        for (k = 0; k < op->n_dst; k++) d[k] = kern_ptr(c, &dst[k], x);
-        kern_preduce(c, c->a->dtype, op->redop, s, op->n_src, src, d, op->n_dst, dst, n);
+        kern_preduce(c, b->a.dtype, op->redop, &io, x, n);
         break;
-    }
     default: break; /* pipeline bodies are run by kern_run_block */
     }
 }
 
 /* ---- one block ---------------------------------------------------------------------------- */
 
-KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int tid, int nth)
+/* every size the staging copies in 8-byte words */
+typedef char kern_op_words_check[sizeof(kern_op_t) % 8 == 0 ? 1 : -1];
+typedef char kern_desc_words_check[sizeof(kern_desc_t) % 8 == 0 ? 1 : -1];
+
+/*
+ * Run block `block` of a launch as thread tid of nth. `sm`: the block's shared memory (GPU:
+ * __shared__; host: owned by the caller); `hbar`: the host barrier of a block run by several
+ * host threads, NULL otherwise. Every thread reads the plan header and its block's entry, the
+ * threads copy the block's ops, descriptors and ids into sm together while thread 0 fills the
+ * block's constants, then one block sync; from there on every op is decoded from sm.
+ */
+KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int tid, int nth,
+                            kern_smem_t *sm, void *hbar)
 {
     kern_ctx_t c;
+    kern_blk_t *b = &sm->b;
     const kern_plan_t *p = a->plan;
     const char *pb = (const char *)p;
+    const int ok = p->magic == KERN_PLAN_MAGIC && (uint32_t)nblocks == p->n_blocks &&
+                   p->n_blocks <= KERN_MAX_BLOCKS;
+    kern_block_t bk = {0, 0, 0, 0, 0, 0};
+    int staged = 0;
 
-    c.a = a;
-    c.st = a->state;
-    c.descs = (const kern_desc_t *)(pb + p->off_descs);
-    c.ids = (const uint32_t *)(pb + p->off_ids);
-    c.chans = (const kern_chan_t *)(pb + p->off_chans);
-    c.rbufs = (void *const *)(pb + p->off_rbufs);
-    c.roff = (uint64_t *)((char *)(a->state + 1) + ((a->state->n_sems * 4u + 7u) & ~7u));
-    c.sw = (const kern_switch_t *)(pb + p->off_switch);
-    c.members = (void *const *)(pb + p->off_members);
-    c.sems = (int32_t *)(c.st + 1);
-    c.base[0] = (char *)a->input;
-    c.base[1] = (char *)a->output;
-    c.base[2] = (char *)a->scratch;
-    c.flag = kern_ld_acq_u32(&c.st->flag);
-    c.half = (a->double_scratch && !(c.flag & 1u)) ? a->scratch_half : 0;
+    if (ok) {
+        bk = ((const kern_block_t *)(pb + p->off_blocks))[block];
+        staged = bk.n_ops <= KERN_STAGE_OPS && bk.n_descs <= KERN_STAGE_DESCS &&
+                 bk.n_ids <= KERN_STAGE_IDS;
+        if (staged) {
+            const uint64_t *so = (const uint64_t *)((const kern_op_t *)(pb + p->off_ops) +
+                                                    bk.first_op);
+            const uint64_t *sd = (const uint64_t *)((const kern_desc_t *)(pb + p->off_descs) +
+                                                    bk.first_desc);
+            const uint32_t *si = (const uint32_t *)(pb + p->off_ids) + bk.first_id;
+            uint64_t *to = (uint64_t *)sm->ops, *td = (uint64_t *)sm->descs;
+            uint32_t i, nop = bk.n_ops * (uint32_t)(sizeof(kern_op_t) / 8),
+                        nd = bk.n_descs * (uint32_t)(sizeof(kern_desc_t) / 8);
+            for (i = (uint32_t)tid; i < nop; i += (uint32_t)nth) to[i] = so[i];
+            for (i = (uint32_t)tid; i < nd; i += (uint32_t)nth) td[i] = sd[i];
+            for (i = (uint32_t)tid; i < bk.n_ids; i += (uint32_t)nth) sm->ids[i] = si[i];
+        }
+    }
+    if (tid == 0) {
+        kern_state_t *st = a->state;
+        uint32_t flag = 1;
+        b->a = *a;
+        b->st = st;
+        b->p = p;
+        b->bad = !ok || st->magic != KERN_STATE_MAGIC;
+        if (!b->bad) {
+            flag = kern_ld_rlx_u32(&st->flags[block]);
+            if (flag == 0) flag = 1;
+        }
+        b->flag = flag;
+        b->ops = staged ? sm->ops : (const kern_op_t *)(pb + p->off_ops) + bk.first_op;
+        b->descs = staged ? sm->descs : (const kern_desc_t *)(pb + p->off_descs) + bk.first_desc;
+        b->ids = staged ? sm->ids : (const uint32_t *)(pb + p->off_ids) + bk.first_id;
+        b->n_ops = bk.n_ops;
+        b->chans = (const kern_chan_t *)(pb + p->off_chans);
+        b->rbufs = (void *const *)(pb + p->off_rbufs);
+        /* after the semaphores, 8-byte aligned (kern_args.h) */
+        b->roff = b->bad ? (uint64_t *)0
+                         : (uint64_t *)((char *)(st + 1) + ((st->n_sems * 4u + 7u) & ~7u));
+        b->sw = (const kern_switch_t *)(pb + p->off_switch);
+        b->members = (void *const *)(pb + p->off_members);
+        b->sems = (int32_t *)(st + 1);
+        b->base[0] = (char *)a->input;
+        b->base[1] = (char *)a->output;
+        b->base[2] = (char *)a->scratch;
+        b->half = (a->double_scratch && !(flag & 1u)) ? a->scratch_half : 0;
 #if defined(KERN_HOST)
-    c.spin = a->host_spin;
+        b->spin = a->host_spin;
 #else
-    c.spin = a->dev_spin ? a->dev_spin : BASE_WAIT_DEV_SPIN; /* 0: args not from exec_lower */
+        b->spin = a->dev_spin ? a->dev_spin : BASE_WAIT_DEV_SPIN; /* 0: args not from exec_lower */
 #endif
-    c.block = block;
+        b->block = block;
+        b->hbar = hbar;
+    }
+    KERN_BLOCK_SYNC(hbar);
+
+    c.b = b;
     c.tid = tid;
     c.nth = nth;
     c.op = -1;
     c.op_type = 0;
     c.iter = 0;
+    c.failed = 0;
     c.fenced = 0;
     c.answer = 0;
-
-    if (p->magic != KERN_PLAN_MAGIC || c.st->magic != KERN_STATE_MAGIC ||
-        (uint32_t)nblocks != p->n_blocks) {
+    if (b->bad) {
         if (tid == 0)
             kern_fail(&c, KERN_ERR_INVALID_ARG, KERN_WAIT_PLAN, -1, -1, (uint64_t)nblocks,
                       p->n_blocks);
-    } else {
-        const kern_block_t *b = (const kern_block_t *)(pb + p->off_blocks) + block;
-        const kern_op_t *ops = (const kern_op_t *)(pb + p->off_ops) + b->first_op;
+        return;
+    }
+    {
+        const kern_op_t *ops = b->ops;
+        const uint32_t nops = b->n_ops;
         uint32_t i = 0;
         int64_t earlier =
             a->last_sig ? (int64_t)kern_ld_rlx_u64(&a->last_sig[KERN_EXEC_FAILED]) : 0;
@@ -1119,11 +1464,11 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
             /* an earlier launch failed: nothing of this one runs (kern_args.h, Errors) */
             if (tid == 0)
                 kern_fail(&c, (int32_t)earlier, KERN_WAIT_EARLIER, -1, -1, 0, (uint64_t)earlier);
-            i = b->n_ops;
+            i = nops;
         }
         c.fenced = earlier == 0 && kern_fence_needed(a);
         if (c.fenced) kern_launch_fence(&c); /* errors: c.op stays -1 */
-        while (i < b->n_ops) {
+        while (i < nops) {
             const kern_op_t *op = &ops[i];
             if (op->type == KERN_OP_PIPELINE) {
                 uint32_t it, j;
@@ -1134,7 +1479,8 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
                         kern_exec_op(&c, &ops[i + j], (uint64_t)it * op->unit, op->unit, 1);
                     }
 #if defined(KERN_HOST)
-                    if (kern_failed(&c)) break;
+                    /* one thread per block: nobody waits on us (several: all must go on) */
+                    if (nth == 1 && kern_failed(&c)) break;
 #endif
                 }
                 c.iter = 0;
@@ -1145,28 +1491,29 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
                 i++;
             }
 #if defined(KERN_HOST)
-            if (kern_failed(&c)) break; /* one thread per block: nobody waits on us */
+            if (nth == 1 && kern_failed(&c)) break;
 #endif
         }
     }
 
     /* a peer's fence record this launch found with another signature: answer it */
     if (c.answer) kern_fence_answer(&c);
-    /* the last block to finish advances the context's flag for the next launch, and keeps
-     * this launch's signature for the next launch's fence decision (none after a failure:
-     * the next launch fences) */
-    KERN_SYNC();
+    /* this block's flag for the next launch (ordered before it by the launch boundary) */
+    KERN_SYNC(&c);
     if (tid == 0) {
-        uint32_t old = kern_add_acqrel_u32(&c.st->done, 1);
-        if (old + 1 == (uint32_t)nblocks) {
-            uint32_t f = c.flag + 1;
-            int failed = kern_failed(&c), k;
-            if (f == 0) f = 1;
-            if (a->last_sig && (c.fenced || failed))
-                for (k = 0; k < KERN_SIG_CMP; k++)
-                    kern_st_rlx_u64(&a->last_sig[k], failed ? 0 : a->sig[k]);
-            kern_st_rlx_u32(&c.st->done, 0);
-            kern_st_rel_u32(&c.st->flag, f);
+        kern_st_rlx_u32(&b->st->flags[block], KERN_FLAG_NEXT(b->flag));
+        /* the last block to finish keeps this launch's signature for the next launch's fence
+         * decision (none after a failure: the next launch fences). Only the last: a block that
+         * starts after another ended must still see the previous launch's signature. */
+        if (a->last_sig) {
+            uint32_t old = kern_add_acqrel_u32(&b->st->done, 1);
+            if (old + 1 == (uint32_t)nblocks) {
+                int failed = kern_failed(&c), k;
+                if (c.fenced || failed)
+                    for (k = 0; k < KERN_SIG_CMP; k++)
+                        kern_st_rlx_u64(&a->last_sig[k], failed ? 0 : a->sig[k]);
+                kern_st_rlx_u32(&b->st->done, 0);
+            }
         }
     }
 }

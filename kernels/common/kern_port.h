@@ -5,14 +5,20 @@
  *
  *   KERN_FN              qualifier of interpreter functions (static inline / __device__)
  *   KERN_BIG_FN          same for the large ones (reduce loops, one op), never inlined on GPUs
- *   KERN_TID, KERN_NTH   thread index and block size (host: 0 and 1, one thread per block)
- *   KERN_SYNC()          block-wide barrier (host: nothing to do)
+ *   KERN_GRID_CONST      launch arguments read in place (CUDA __grid_constant__)
+ *   KERN_UNROLL          unroll the next loop completely (its bound is a constant)
+ *   KERN_BLOCK_SYNC(h)   block-wide barrier; `h` is the host barrier of a block run by several
+ *                        host threads (kern_host_run_block_simt), NULL with one
  *   kern_*_u32/u64       atomics with explicit order and scope: "sys" = visible to peers
  *                        (other processes / GPUs), "dev" = the blocks of this rank
+ *   kern_ld_pkt2/st_pkt2 one 16-byte LL access: two 8-byte packet units, each read and written
+ *                        whole (CUDA: one v2.u64 access; HIP and host: two 8-byte ones)
  *   kern_clock_ns()      monotonic nanoseconds for timeouts
  *   kern_backoff()       what a waiter does between polls
- *   KERN_TILE            elements a thread reduces per step (host: a tile the compiler
- *                        vectorises; GPU: 1, threads stride over elements)
+ *   KERN_RED_U           16-byte vectors a thread keeps in flight per source in a reduce (the
+ *                        accumulators of float32 at 2: 8 registers, so that 8 source and 8
+ *                        destination pointers fit the 64 registers of a 1024-thread block)
+ *   KERN_COPY_U          same for copies (one source: 4 vectors, 64 bytes, in flight)
  */
 #ifndef MSCCLPP_KERN_PORT_H
 #define MSCCLPP_KERN_PORT_H
@@ -49,11 +55,13 @@
 
 #define KERN_FN static inline
 #define KERN_BIG_FN static /* large functions: the compiler decides */
-#define KERN_TID 0
-#define KERN_NTH 1
-#define KERN_SYNC() ((void)0)
-#define KERN_TILE 256
-#define KERN_RESTRICT __restrict__
+#define KERN_GRID_CONST
+#define KERN_UNROLL _Pragma("GCC unroll 16")
+#define KERN_RED_U 4
+#define KERN_COPY_U 4
+/* kern_host.c: a block of several host threads meets at a pthread barrier */
+void kern_host_block_sync(void *barrier);
+#define KERN_BLOCK_SYNC(h) ((h) ? kern_host_block_sync(h) : (void)0)
 
 KERN_FN uint64_t kern_ld_acq_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 KERN_FN uint64_t kern_ld_rlx_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
@@ -72,6 +80,7 @@ KERN_FN uint64_t kern_add_rlx_dev_u64(uint64_t *p, uint64_t v)
     return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
 KERN_FN uint32_t kern_ld_acq_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+KERN_FN uint32_t kern_ld_rlx_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 KERN_FN void kern_st_rel_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 KERN_FN void kern_st_rlx_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 KERN_FN uint32_t kern_add_acqrel_u32(uint32_t *p, uint32_t v)
@@ -94,6 +103,16 @@ KERN_FN void kern_fence_sys(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
  */
 KERN_FN uint64_t kern_ld_pkt(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 KERN_FN void kern_st_pkt(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+KERN_FN void kern_ld_pkt2(const uint64_t *p, uint64_t *u0, uint64_t *u1)
+{
+    *u0 = kern_ld_pkt(p);
+    *u1 = kern_ld_pkt(p + 1);
+}
+KERN_FN void kern_st_pkt2(uint64_t *p, uint64_t u0, uint64_t u1)
+{
+    kern_st_pkt(p, u0);
+    kern_st_pkt(p + 1, u1);
+}
 
 KERN_FN uint64_t kern_clock_ns(uint32_t clock_khz)
 {
@@ -115,14 +134,25 @@ KERN_FN void kern_memcpy(void *d, const void *s, uint64_t n) { memmove(d, s, (si
 #include "base/wait_sched.h"
 
 #define KERN_FN static __device__ inline
-/* large functions stay out of line: one copy each keeps compile time and code size sane */
-#define KERN_BIG_FN static __device__ __noinline__
-#define KERN_TID ((int)threadIdx.x)
-#define KERN_NTH ((int)blockDim.x)
-#define KERN_SYNC() __syncthreads()
-#define KERN_TILE 1
-#define KERN_RESTRICT __restrict__
-#define KERN_CHECK_EVERY(spin, n) (((n) & 1023) == 0)
+/* Large functions stay out of line: one copy each keeps compile time and code size sane. Not
+ * __noinline__: HIP's host_defines.h defines it as nothing, and hipcc inlines every function
+ * not marked noinline (-amdgpu-early-inline-all): with it the whole interpreter (every reduce
+ * loop of every dtype and op) became one kernel body of 12 MB of LLVM IR, and gfx90a code
+ * generation ran for tens of minutes. */
+#define KERN_BIG_FN static __device__ __attribute__((noinline))
+#define KERN_UNROLL _Pragma("unroll")
+#define KERN_BLOCK_SYNC(h) __syncthreads()
+#define KERN_RED_U 2
+#define KERN_COPY_U 4
+/* The error record, the proxy and the clock are looked at on the 64th poll of a wait and every
+ * 1024th after it, never on the first: a wait that is about to succeed (most of them) pays no
+ * extra round trip. A launch that already failed is seen within 64 polls of each wait. */
+#define KERN_CHECK_EVERY(spin, n) (((n) & 1023) == 63)
+#if defined(KERN_CUDA)
+#define KERN_GRID_CONST __grid_constant__
+#else
+#define KERN_GRID_CONST /* HIP reads kernel arguments from the kernarg segment in place */
+#endif
 
 #if defined(KERN_CUDA)
 
@@ -165,6 +195,12 @@ KERN_FN uint32_t kern_ld_acq_u32(const uint32_t *p)
 {
     unsigned v;
     asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+KERN_FN uint32_t kern_ld_rlx_u32(const uint32_t *p)
+{
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
 KERN_FN void kern_st_rel_u32(uint32_t *p, uint32_t v)
@@ -217,6 +253,21 @@ KERN_FN void kern_st_pkt(uint64_t *p, uint64_t v)
 {
     asm volatile("st.volatile.u64 [%0], %1;" ::"l"(p), "l"((unsigned long long)v) : "memory");
 }
+/* a vector access is single-copy atomic per element (PTX memory model): each 8-byte unit
+ * [payload, flag] is read and written whole, as with two 8-byte accesses, in one instruction */
+KERN_FN void kern_ld_pkt2(const uint64_t *p, uint64_t *u0, uint64_t *u1)
+{
+    unsigned long long a, b;
+    asm volatile("ld.volatile.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+    *u0 = a;
+    *u1 = b;
+}
+KERN_FN void kern_st_pkt2(uint64_t *p, uint64_t u0, uint64_t u1)
+{
+    asm volatile("st.volatile.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"((unsigned long long)u0),
+                 "l"((unsigned long long)u1)
+                 : "memory");
+}
 KERN_FN uint64_t kern_clock_ns(uint32_t clock_khz)
 {
     unsigned long long t;
@@ -268,6 +319,10 @@ KERN_FN uint32_t kern_ld_acq_u32(const uint32_t *p)
 {
     return __hip_atomic_load(p, __ATOMIC_ACQUIRE, KERN_HIP_DEV);
 }
+KERN_FN uint32_t kern_ld_rlx_u32(const uint32_t *p)
+{
+    return __hip_atomic_load(p, __ATOMIC_RELAXED, KERN_HIP_DEV);
+}
 KERN_FN void kern_st_rel_u32(uint32_t *p, uint32_t v)
 {
     __hip_atomic_store(p, v, __ATOMIC_RELEASE, KERN_HIP_DEV);
@@ -305,6 +360,16 @@ KERN_FN uint64_t kern_ld_pkt(const uint64_t *p)
 KERN_FN void kern_st_pkt(uint64_t *p, uint64_t v)
 {
     __hip_atomic_store(p, v, __ATOMIC_RELAXED, KERN_HIP_SYS);
+}
+KERN_FN void kern_ld_pkt2(const uint64_t *p, uint64_t *u0, uint64_t *u1)
+{
+    *u0 = kern_ld_pkt(p);
+    *u1 = kern_ld_pkt(p + 1);
+}
+KERN_FN void kern_st_pkt2(uint64_t *p, uint64_t u0, uint64_t u1)
+{
+    kern_st_pkt(p, u0);
+    kern_st_pkt(p + 1, u1);
 }
 /* s_memrealtime (wall_clock64) ticks at a constant rate (hipDeviceAttributeWallClockRate, kHz); 100 MHz on
  * MI200/MI300 when the HAL does not say. */

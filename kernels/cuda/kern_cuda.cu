@@ -8,9 +8,13 @@
 #include "kernels/common/kern_entry.h"
 #include "kernels/common/kern_interp.h"
 
-extern "C" __global__ void __launch_bounds__(1024) kern_cuda_entry(kern_args_t args)
+/* The arguments are read where the launch put them (no per-thread copy); the block's shared
+ * memory holds its constants and its staged ops (kern_smem_t, about 9 KiB). */
+extern "C" __global__ void __launch_bounds__(1024) kern_cuda_entry(const KERN_GRID_CONST kern_args_t args)
 {
-    kern_run_block(&args, (int)blockIdx.x, (int)gridDim.x, (int)threadIdx.x, (int)blockDim.x);
+    __shared__ kern_smem_t sm;
+    kern_run_block(&args, (int)blockIdx.x, (int)gridDim.x, (int)threadIdx.x, (int)blockDim.x, &sm,
+                   NULL);
 }
 
 extern "C" mscclpp_result_t kern_cuda_launch(const void *args, size_t bytes, int nblocks,

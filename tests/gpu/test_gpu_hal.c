@@ -383,8 +383,7 @@ static bool launch_empty(uint32_t magic, int nblocks, kern_state_t *after, msccl
         plan->off_switch = plan->off_members = (uint32_t)bytes;
     kern_state_t st;
     memset(&st, 0, sizeof st);
-    st.magic = KERN_STATE_MAGIC;
-    st.flag = 1;
+    st.magic = KERN_STATE_MAGIC; /* flags 0: read as 1 */
     void *dplan = NULL, *dstate = NULL;
     hal_stream_t s;
     OK(ops->mem_alloc(bytes, &dplan));
@@ -422,8 +421,11 @@ static bool t_launch_empty(bool *skipped)
     EXPECT(res == MSCCLPP_OK, "launch: %s", mscclpp_last_error());
     EXPECT(st.err.code == 0, "empty plan recorded error %d (block %d, what %u)", st.err.code,
            st.err.block, st.err.what);
-    EXPECT(st.magic == KERN_STATE_MAGIC && st.flag != 1 && st.flag != 0,
-           "the kernel did not advance the LL flag (%u): did it run?", st.flag);
+    EXPECT(st.magic == KERN_STATE_MAGIC, "state magic changed");
+    for (int b = 0; b < 4; b++)
+        EXPECT(st.flags[b] == 2, "block %d did not advance its LL flag (%u): did it run?", b,
+               st.flags[b]);
+    EXPECT(st.flags[4] == 0, "a block past the grid advanced flag 4 (%u)", st.flags[4]);
     /* and a plan with a bad magic is refused by the device, not ignored */
     if (!launch_empty(0xdeadbeefu, 1, &st, &res)) return false;
     EXPECT(res == MSCCLPP_OK, "launch: %s", mscclpp_last_error());

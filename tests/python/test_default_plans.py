@@ -14,8 +14,8 @@ PLANS = os.path.join(ROOT, "plans")
 FILES = sorted(glob.glob(os.path.join(PLANS, "*.json")) + glob.glob(os.path.join(PLANS, "*", "*.json")))
 # multi-node plans (plans/multinode/[flat/]<nodes>x<ranks per node>/), checked by the simulator below
 MULTINODE = sorted(glob.glob(os.path.join(PLANS, "multinode", "**", "*.json"), recursive=True))
-FAMILIES = ["allreduce_pkt", "allreduce_simple", "allgather", "reducescatter", "alltoall",
-            "broadcast"]
+FAMILIES = ["allreduce_allpairs", "allreduce_pkt", "allreduce_simple", "allgather",
+            "reducescatter", "alltoall", "broadcast"]
 
 
 def test_regenerating_default_plans_gives_the_committed_files():
@@ -61,10 +61,11 @@ def test_default_plan_shape_and_limits(path):
     name = os.path.basename(path)[:-5]
     n = int(name.rsplit("_", 1)[1])
     assert plan["format"] == "mscclpp-plan/1"
-    assert plan["inplace"] is False
+    # the allreduce plans' in-place twins are <family>_ip_<N>.json
+    assert plan["inplace"] is ("_ip_" in name)
     assert len(plan["gpus"]) == n
     assert plan["collective"] == name.split("_")[0]
-    assert plan["protocol"] == ("LL" if "_pkt_" in name else "Simple")
+    assert plan["protocol"] == ("LL" if "_pkt_" in name or "_allpairs_" in name else "Simple")
     if plan["collective"] == "broadcast":
         assert plan["root"] == 0
     for g in plan["gpus"]:
@@ -84,13 +85,15 @@ def test_default_plan_shape_and_limits(path):
 
 def test_allreduce_size_ranges_meet():
     for n in range(2, 9):
-        with open(os.path.join(PLANS, f"allreduce_pkt_{n}.json")) as f:
-            pkt = json.load(f)
-        with open(os.path.join(PLANS, f"allreduce_simple_{n}.json")) as f:
-            simple = json.load(f)
-        assert pkt["min_message_size"] == 0
-        assert simple["min_message_size"] == pkt["max_message_size"] + 1
-        assert simple["max_message_size"] == 2**64 - 1
+        for ip in ("", "_ip"):
+            plans = {}
+            for fam in ("allpairs", "pkt", "simple"):
+                with open(os.path.join(PLANS, f"allreduce_{fam}{ip}_{n}.json")) as f:
+                    plans[fam] = json.load(f)
+            assert plans["allpairs"]["min_message_size"] == 0
+            assert plans["pkt"]["min_message_size"] == plans["allpairs"]["max_message_size"] + 1
+            assert plans["simple"]["min_message_size"] == plans["pkt"]["max_message_size"] + 1
+            assert plans["simple"]["max_message_size"] == 2**64 - 1
 
 
 def test_plans_readme_lists_every_family():

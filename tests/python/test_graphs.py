@@ -81,12 +81,13 @@ def _graph_replays(rank, n, trio):
     with pytest.raises(mscclpp.MscclppError, match="host backend has no native streams"):
         allreduce.execute(comm, x, y, x.nbytes, y.nbytes, mscclpp.DataType.float32,
                           op=mscclpp.ReduceOp.SUM, stream=0x1234)
-    # the launch-shape path of an in-place call stages synchronously: refused under capture,
-    # with the capture left intact
+    # the launch-shape path of an in-place call with no in-place plan (alltoall; allreduce has
+    # _ip_ plans) stages synchronously: refused under capture, with the capture left intact
     s.begin_capture()
     with pytest.raises(mscclpp.MscclppError, match="captured stream"):
-        allreduce.execute(comm, z, z, z.nbytes, z.nbytes, mscclpp.DataType.float32,
-                          op=mscclpp.ReduceOp.SUM, stream=s, nthreads_per_block=256)
+        algos["default_alltoall"].execute(comm, z, z, z.nbytes, z.nbytes,
+                                          mscclpp.DataType.float32, stream=s,
+                                          nthreads_per_block=256)
     s.end_capture().close()
     # a synchronize inside a capture is refused and loses the capture
     s.begin_capture()

@@ -56,13 +56,13 @@ name="a table entry changes the selected plan"
 run "$bench" --np 2 allreduce -b 8 -e 8 -n 2 -w 1 --json "$tmp/def.json"
 def=$(grep -o '"out_of_place":"[^"]*"' "$tmp/def.json" | sed 's/.*:"\(.*\)"/\1/')
 dev=$(field device "$tmp/t.json")
-other=default_allreduce_pkt_2
-[ "$def" = "$other" ] && other=default_allreduce_pkt_host_2
+other=default_allreduce_allpairs_2 nb=4 # its block count (the entry must name the plan's)
+[ "$def" = "$other" ] && other=default_allreduce_pkt_host_2 nb=1
 cat >"$tmp/hand.json" <<JSON
 {"format": "mscclpp-tuning", "version": 1, "backend": "host", "device": "$dev", "nranks": 2,
  "ranks_per_node": 2, "entries": [
   {"collective": "allreduce", "inplace": false, "min_bytes": 0, "max_bytes": 1024,
-   "plan": "$other", "nblocks": 1, "nthreads": 0}]}
+   "plan": "$other", "nblocks": $nb, "nthreads": 0}]}
 JSON
 run env MSCCLPP_TUNING_FILE="$tmp/hand.json" "$bench" --np 2 allreduce -b 8 -e 8 -n 2 -w 1 \
     --json "$tmp/hand-run.json"

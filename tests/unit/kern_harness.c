@@ -40,9 +40,12 @@ struct kh_world {
     mscclpp_dtype_t dtype;
     kh_layout_t layout;
     void *fifo; /* a proxy FIFO every rank's launch gets (kh_set_fifo), or NULL */
+    int nth;    /* host threads per block (kh_set_threads); 0 or 1: one */
 };
 
 void kh_set_fifo(kh_world_t *w, void *fifo) { w->fifo = fifo; }
+
+void kh_set_threads(kh_world_t *w, int nth) { w->nth = nth; }
 
 struct mscclpp_plan *kh_plan_load(const char *json)
 {
@@ -119,11 +122,16 @@ void kh_world_reset(kh_world_t *w)
     }
 }
 
+static int kh_default_nth; /* kh_set_default_threads */
+
+void kh_set_default_threads(int nth) { kh_default_nth = nth; }
+
 mscclpp_result_t kh_world_create(const struct mscclpp_plan *plan, kh_world_t **world)
 {
     kh_world_t *w = calloc(1, sizeof(*w));
     if (!w) return MSCCLPP_ERR_NO_MEMORY;
     w->plan = plan;
+    w->nth = kh_default_nth;
     w->n = plan->nranks;
     w->r = calloc((size_t)w->n, sizeof(kh_rank_t));
     for (int r = 0; r < w->n; r++) {
@@ -275,13 +283,20 @@ bool kh_guards_ok(kh_world_t *w, char *msg, size_t cap)
 
 typedef struct {
     const kern_args_t *args;
-    int block, nblocks;
+    int block, nblocks, nth;
 } kh_job_t;
 
 static void *kh_block_main(void *arg)
 {
     kh_job_t *j = arg;
-    kern_host_run_block(j->args, j->block, j->nblocks);
+    if (j->nth > 1) {
+        if (kern_host_run_block_simt(j->args, j->block, j->nblocks, j->nth) != 0) {
+            fprintf(stderr, "kh_run: could not start %d threads for a block\n", j->nth);
+            abort(); /* a test harness: the run cannot be judged */
+        }
+    } else {
+        kern_host_run_block(j->args, j->block, j->nblocks);
+    }
     return NULL;
 }
 
@@ -320,7 +335,7 @@ mscclpp_result_t kh_run(kh_world_t *w, mscclpp_redop_t op, mscclpp_packet_t pack
         int t = 0;
         for (int r = 0; r < w->n; r++)
             for (int b = 0; b < lw[r]->nblocks; b++, t++) {
-                jobs[t] = (kh_job_t){&lw[r]->args, b, lw[r]->nblocks};
+                jobs[t] = (kh_job_t){&lw[r]->args, b, lw[r]->nblocks, w->nth};
                 if (pthread_create(&th[t], NULL, kh_block_main, &jobs[t])) {
                     kh_block_main(&jobs[t]); /* run inline if threads run out */
                     th[t] = 0;

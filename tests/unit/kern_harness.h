@@ -62,6 +62,14 @@ mscclpp_result_t kh_run(kh_world_t *w, mscclpp_redop_t op, mscclpp_packet_t pack
  *  with port channels does; no proxy thread serves it. */
 void kh_set_fifo(kh_world_t *w, void *fifo);
 
+/**
+ * Run every block as `nth` host threads (kern_host_run_block_simt) that stride over the data
+ * as a GPU block's threads do; 0 or 1: one thread per block, as the host backend runs.
+ */
+void kh_set_threads(kh_world_t *w, int nth);
+/** Threads per block of the worlds created from now on in this process (default 1). */
+void kh_set_default_threads(int nth);
+
 /** Guard bytes around every buffer untouched? Otherwise false and a message. */
 bool kh_guards_ok(kh_world_t *w, char *msg, size_t cap);
 

@@ -241,13 +241,15 @@ static int scratch_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
         return MP_FAIL(rank, "scratch of a 1 KiB call in a 64 MiB allocation: %llu bytes",
                        (unsigned long long)small);
     int before = count_contexts(e.ex);
-    /* the same plan on many other buffers: no new context (scratch-only plans) */
+    /* the same plan (out of place, as above: in place has plans of its own) on many other
+     * buffers: no new context (scratch-only plans) */
     for (int k = 0; k < 8; k++) {
         float *x = malloc(4096);
         for (size_t i = 0; i < 256; i++) x[i] = (float)(rank + k);
-        MP_CHECK(rank, mscclpp_allreduce(e.ex, x, x, 256, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
-        if (x[7] != (float)(n * (n - 1) / 2 + n * k))
-            return MP_FAIL(rank, "allreduce %d on malloc'd memory: %g", k, x[7]);
+        MP_CHECK(rank,
+                 mscclpp_allreduce(e.ex, x, x + 512, 256, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+        if (x[512 + 7] != (float)(n * (n - 1) / 2 + n * k))
+            return MP_FAIL(rank, "allreduce %d on malloc'd memory: %g", k, x[512 + 7]);
         free(x);
     }
     if (count_contexts(e.ex) != before)

@@ -127,7 +127,8 @@ static int rank_open(rank_t *r, int rank, int n, const mscclpp_unique_id_t *id)
     r->rank = rank;
     r->n = n;
     char path[1100];
-    snprintf(path, sizeof path, "%s/allreduce_pkt_%d.json", plan_dir, n);
+    /* the one-hop packet allreduce: 0 to 32 KiB, the sizes of the calls below */
+    snprintf(path, sizeof path, "%s/allreduce_allpairs_%d.json", plan_dir, n);
     if (mp_exec_open(rank, n, id, path, &r->x)) return 1;
     MP_CHECK(rank, mscclpp_malloc(BUF_BYTES, (void **)&r->a));
     MP_CHECK(rank, mscclpp_malloc(BUF_BYTES, (void **)&r->b));
@@ -373,7 +374,7 @@ END_TEST
 /* ---- a call no plan serves (item 7) ------------------------------------------------------ */
 
 /*
- * An executor with one registered plan (the 2-rank packet allreduce, up to 256 KiB) and no
+ * An executor with one registered plan (the 2-rank all-pairs packet allreduce, to 32 KiB) and no
  * default plans: a 1 MiB allreduce, out of place and in place, is refused before anything is
  * launched, and the executor stays usable: the next calls it serves are right, and the refusal
  * comes again, as itself, not as "broken by an earlier error".

@@ -118,7 +118,7 @@ static int collectives_body(int rank, int n, const mscclpp_unique_id_t *id, void
     mscclpp_plan_destroy(p4);
     /* a registered plan is selected; sizes outside its range are refused */
     mscclpp_plan_t *mine = NULL;
-    snprintf(path, sizeof path, "%s/allreduce_pkt_%d.json", plan_dir, n);
+    snprintf(path, sizeof path, "%s/allreduce_allpairs_%d.json", plan_dir, n);
     MP_CHECK(rank, mscclpp_plan_load_file(path, &mine));
     MP_CHECK(rank, mscclpp_executor_register_plan(e.ex, mine, 0, "variant=test"));
     const mscclpp_plan_t *sel = NULL;

@@ -571,7 +571,7 @@ END_TEST
 
 /*
  * The real interpreter entry: a 64-block launch of an empty plan (no ops per block) completes,
- * and the last of the 64 blocks to finish advances the context's flag (so all 64 ran).
+ * and each of the 64 blocks advances its own LL flag (so all 64 ran, once per launch).
  */
 typedef struct {
     kern_plan_t plan;
@@ -589,7 +589,7 @@ static void empty_plan_init(empty_plan_t *ep, kern_state_t *st, int nblocks)
     ep->plan.off_chans = ep->plan.off_rbufs = ep->plan.off_switch = ep->plan.off_members = off;
     memset(st, 0, sizeof *st);
     st->magic = KERN_STATE_MAGIC;
-    st->flag = 1;
+    for (int b = 0; b < KERN_MAX_BLOCKS; b++) st->flags[b] = 1;
 }
 
 START_TEST(test_launch_kernel_64)
@@ -613,11 +613,11 @@ START_TEST(test_launch_kernel_64)
     }
     ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK);
     ck_assert_int_eq(st->err.code, 0);
-    ck_assert_uint_eq(st->flag, 6);
-    ck_assert_uint_eq(st->done, 0);
+    for (int b = 0; b < 64; b++) ck_assert_uint_eq(st->flags[b], 6);
+    ck_assert_uint_eq(st->flags[64], 1);
     ck_assert_int_eq(H->launch(&args, sizeof args, 64, 1024, NULL), MSCCLPP_OK);
     ck_assert_int_eq(st->err.code, 0);
-    ck_assert_uint_eq(st->flag, 7);
+    for (int b = 0; b < 64; b++) ck_assert_uint_eq(st->flags[b], 7);
     ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
     ck_assert_int_eq(H->mem_free(ep), MSCCLPP_OK);
     ck_assert_int_eq(H->mem_free(st), MSCCLPP_OK);

@@ -627,7 +627,7 @@ START_TEST(test_double_scratch)
     mscclpp_result_t r = kh_check_collective(w, KH_ALLREDUCE, 1024, MSCCLPP_FLOAT32, MSCCLPP_SUM,
                                              MSCCLPP_PACKET_LL16, false, 7, msg, sizeof msg);
     ck_assert_msg(r == MSCCLPP_OK, "%s", msg);
-    for (int k = 0; k < 2; k++) ck_assert_uint_eq(kh_state(w, k)->flag, 8);
+    for (int k = 0; k < 2; k++) ck_assert_uint_eq(kh_state(w, k)->flags[0], 8);
     /* rank 1's scratch chunk 0 receives rank 0's ppkt; even flags used the upper half */
     const uint64_t *upper = (const uint64_t *)((char *)kh_scratch(w, 1) + need2 / 2);
     const uint64_t *lower = (const uint64_t *)kh_scratch(w, 1);
@@ -936,7 +936,7 @@ START_TEST(test_deadlock_timeout)
     ck_assert_int_eq(e->op, 1);
     /* both ranks waited for each other: both recorded a timeout; the flag still advanced */
     ck_assert_int_eq(kh_state(w, 1)->err.code, MSCCLPP_ERR_TIMEOUT);
-    ck_assert_uint_eq(kh_state(w, 0)->flag, 2);
+    ck_assert_uint_eq(kh_state(w, 0)->flags[0], 2);
     kh_world_destroy(w);
     plan_free(p);
 }
@@ -1046,7 +1046,7 @@ START_TEST(test_timeout_kinds)
         /* a reset context runs again: the state is clean */
         kh_world_reset(w);
         ck_assert_int_eq(kh_state(w, 0)->err.code, 0);
-        ck_assert_uint_eq(kh_state(w, 0)->flag, 1);
+        ck_assert_uint_eq(kh_state(w, 0)->flags[0], 1);
         kh_world_destroy(w);
         plan_free(p);
     }
@@ -1099,7 +1099,7 @@ START_TEST(test_empty_rank)
     ck_assert_int_eq(kh_world_buffers(w, 0, 0, MSCCLPP_FLOAT32, KH_SEPARATE), MSCCLPP_OK);
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(kh_run(w, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 0), MSCCLPP_OK);
-    ck_assert_uint_eq(kh_state(w, 1)->flag, 4);
+    ck_assert_uint_eq(kh_state(w, 1)->flags[0], 4);
     kh_world_destroy(w);
     plan_free(p);
 }
@@ -1170,6 +1170,8 @@ START_TEST(test_uneven_allgather)
         "{\"buffer_id\":0,\"index\":$DR,\"size\":2},{\"buffer_id\":1,\"index\":$DR,\"size\":2}],"
         "\"channel_type\":\"memory\"}," SIGWAIT2 ","
         "{\"name\":\"copy\",\"src_buff\":[" L_("s", 0, 6) "],\"dst_buff\":[" L_("o", 0, 6) "]},"
+        /* both copies write this rank's block: the second after every thread's first */
+        "{\"name\":\"nop\"},"
         "{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 2) "],\"dst_buff\":[{\"type\":\"o\","
         "\"index\":$DR,\"size\":2}]}]}]}");
     ck_assert_ptr_nonnull(p);
@@ -1497,6 +1499,17 @@ START_TEST(test_ref_allgather_nvls)
 }
 END_TEST
 
+/*
+ * The same tests with every block run as KH_SIMT_THREADS host threads that stride over the
+ * data as a GPU block's threads do (kern_host_run_block_simt): the GPU's indexing (thread
+ * strides, unrolled steps of several vectors, remainders, heads and tails, the staged ops and
+ * the block syncs) checked on the host at every dtype, op, alignment and tail. 5 threads: an
+ * odd count, so a step of U vectors per thread and the single-vector remainder both run.
+ */
+#define KH_SIMT_THREADS 5
+static void simt_setup(void) { kh_set_default_threads(KH_SIMT_THREADS); }
+static void simt_teardown(void) { kh_set_default_threads(1); }
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -1545,6 +1558,31 @@ static Suite *kernels_suite(void)
     tcase_add_test(ref, test_ref_allgather_pkt);
     tcase_add_test(ref, test_ref_allgather_nvls);
     suite_add_tcase(s, ref);
+    TCase *simt = tcase_create("threads_per_block");
+    tcase_set_timeout(simt, 600);
+    tcase_add_checked_fixture(simt, simt_setup, simt_teardown);
+    tcase_add_test(simt, test_copy_tails);
+    tcase_add_test(simt, test_put);
+    tcase_add_test(simt, test_get);
+    tcase_add_test(simt, test_re_rre_res);
+    tcase_add_test(simt, test_rres_dtypes_ops);
+    tcase_add_test(simt, test_ppkt_upkt);
+    tcase_add_test(simt, test_cpkt_rppkt);
+    tcase_add_test(simt, test_packet_reduce_ops);
+    tcase_add_test(simt, test_packet_dtypes_ops);
+    tcase_add_test(simt, test_double_scratch);
+    tcase_add_test(simt, test_pipeline);
+    tcase_add_test(simt, test_tbg);
+    tcase_add_test(simt, test_barrier);
+    tcase_add_test(simt, test_semaphores);
+    tcase_add_test(simt, test_switch_glres);
+    tcase_add_test(simt, test_switch_gstore);
+    tcase_add_test(simt, test_switch_gstorepkt);
+    tcase_add_test(simt, test_uneven_allgather);
+    tcase_add_test(simt, test_uneven_reducescatter);
+    tcase_add_test(simt, test_timeout_kinds);
+    tcase_add_test(simt, test_ref_allreduce_pkt);
+    suite_add_tcase(s, simt);
     return s;
 }
 
