@@ -194,13 +194,6 @@ static void retired_sweep(mscclpp_executor_t *ex)
     }
 }
 
-bool exec_cannot_drain(mscclpp_executor_t *ex)
-{
-    /* the call in progress captures, or a stream we launched on is captured by someone else
-     * (torch.cuda.graph on a stream of an earlier direct call) */
-    return ex->capturing || hal_api_source_capturing(ex->source);
-}
-
 mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p)
 {
     if (ex->n_kept == ex->cap_kept) {
@@ -300,6 +293,11 @@ mscclpp_result_t exec_contexts_free_input(mscclpp_executor_t *ex, const void *se
     return contexts_drop(ex, send_base, false, &n);
 }
 
+mscclpp_result_t exec_contexts_forget(mscclpp_executor_t *ex, const void *base, int *n)
+{
+    return contexts_drop(ex, base, true, n);
+}
+
 MSCCLPP_API mscclpp_result_t mscclpp_executor_usable(mscclpp_executor_t *exec, const void *ptr,
                                                      size_t bytes, void **base)
 {
@@ -313,18 +311,6 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_usable(mscclpp_executor_t *exec, c
                   bytes <= m.size - (size_t)((const char *)ptr - b);
     *base = inside ? m.base : NULL;
     return MSCCLPP_OK;
-}
-
-MSCCLPP_API mscclpp_result_t mscclpp_executor_forget(mscclpp_executor_t *exec, const void *base,
-                                                     int *dropped)
-{
-    CHECK_ARG(exec != NULL);
-    CHECK_ARG(base != NULL);
-    int n = 0;
-    mscclpp_result_t r = contexts_drop(exec, base, true, &n);
-    n += exec_native_forget(exec, base); /* native algorithms' mappings of it too */
-    if (dropped) *dropped = n;
-    return r;
 }
 
 void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too)

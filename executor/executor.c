@@ -154,7 +154,13 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
         return ERR_ARG("plan '%s' holds rank %d's part only (a plan made for one rank); this is "
                        "rank %d",
                        plan->name, plan->part_rank, vrank);
-    CHECK(exec_ready(ex));
+    bool resync;
+    uint32_t resync_seq;
+    CHECK(exec_ready(ex, &resync, &resync_seq));
+    if (resync) {
+        exec_contexts_free_all(ex, false);
+        CHECK(exec_resync_done(ex, resync_seq));
+    }
 
     /* what a new context's agreement step carries, and every launch's signature: the caller's
      * in-place-ness and root (a staged call runs an out-of-place plan; a made rooted plan runs
@@ -398,14 +404,45 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_select_plan(mscclpp_executor_t *ex
                                 exec->comm->nlocal, inplace != 0, message_bytes, tags, plan);
 }
 
-/* What executor/tuning.c needs of an executor (the tuning table and the per-call launch). */
-void exec_tuning_view(mscclpp_executor_t *ex, exec_tuning_view_t *v)
+/* Forgetting an allocation (exec_forget.h): the plan contexts keyed by it and the native
+ * algorithms' mappings of it. */
+MSCCLPP_API mscclpp_result_t mscclpp_executor_forget(mscclpp_executor_t *exec, const void *base,
+                                                     int *dropped)
 {
-    *v = (exec_tuning_view_t){.hal = ex->hal,
-                              .registry = &ex->registry,
-                              .nranks = ex->comm->nranks,
-                              .nlocal = ex->comm->nlocal,
-                              .tuning = &ex->tuning};
+    CHECK_ARG(exec != NULL);
+    CHECK_ARG(base != NULL);
+    int n = 0;
+    mscclpp_result_t r = exec_contexts_forget(exec, base, &n);
+    n += exec_native_forget(exec, base); /* native algorithms' mappings of it too */
+    if (dropped) *dropped = n;
+    return r;
+}
+
+/* A plan run as the caller launches it: a native algorithm with its own kernels, or a loaded
+ * plan with the caller's thread count (its block count is the plan's). */
+MSCCLPP_API mscclpp_result_t mscclpp_execute_launch(
+    mscclpp_executor_t *exec, const mscclpp_plan_t *plan, const void *send, void *recv,
+    size_t send_bytes, size_t recv_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
+    mscclpp_packet_t packet, int nblocks, int nthreads_per_block, mscclpp_stream_t stream)
+{
+    CHECK_ARG(exec != NULL);
+    CHECK_ARG(plan != NULL);
+    /* a native algorithm takes any launch shape: it launches its own kernels */
+    if (exec_native_of(plan))
+        return exec_native_execute(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op,
+                                   nblocks, nthreads_per_block, 0, stream);
+    if (nthreads_per_block < 0 || nthreads_per_block > 1024)
+        return ERR_ARG("plan '%s': nthreads_per_block %d is not in [0, 1024] (0: the plan's)",
+                       plan->name, nthreads_per_block);
+    /* A plan's thread blocks are its program: each block runs its own op list, so the count
+       cannot change at launch. Other counts are other plans (variants the DSL generates). */
+    if (nblocks < 0 || (nblocks != 0 && nblocks != exec_plan_nblocks(plan)))
+        return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                   "plan '%s' runs %d thread blocks per rank; "
+                   "nblocks=%d needs a plan variant with that many (mscclpp_executor_list_plans)",
+                   plan->name, exec_plan_nblocks(plan), nblocks);
+    return exec_execute(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet, stream,
+                        0, nthreads_per_block);
 }
 
 /* ---- collectives with registered plans --------------------------------------------------- */

@@ -235,6 +235,10 @@ mscclpp_result_t exec_context_lowered(mscclpp_executor_t *ex, exec_context_t *c,
  * launches queued on the executor's streams, whose error it returns. */
 mscclpp_result_t exec_contexts_free_input(mscclpp_executor_t *ex, const void *send_base);
 
+/* Free every context keyed by the allocation at `base` (mscclpp_executor_forget); *n gets how
+ * many. Returns the error of the launches drained first. */
+mscclpp_result_t exec_contexts_forget(mscclpp_executor_t *ex, const void *base, int *n);
+
 /* Free every live context, and with dead_too the failed setups kept for the peers, the
  * retired lowered plans and the kept buffers (only when the executor goes: graphs may still
  * launch them). */
@@ -242,11 +246,6 @@ void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too);
 
 /* Keep device memory `p` (a buffer a graph uses) until the executor goes. */
 mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p);
-
-/* Whether the executor's streams cannot be drained now: the call in progress is being
- * captured, or another of its streams is (waiting for it would invalidate that capture). What
- * would be freed after a drain is retired instead. */
-bool exec_cannot_drain(mscclpp_executor_t *ex);
 
 /* ---- executor.c --------------------------------------------------------------------------- */
 
@@ -325,6 +324,11 @@ mscclpp_result_t exec_setup_settle(mscclpp_executor_t *ex, exec_announce_t *a, m
 /* Break the executor with `r`, whose message the calling thread holds; returns r. */
 mscclpp_result_t exec_poison(mscclpp_executor_t *ex, mscclpp_result_t r);
 
+/* Whether the executor's streams cannot be drained now: the call in progress is being
+ * captured, or another of its streams is (waiting for it would invalidate that capture). What
+ * would be freed after a drain is retired instead. */
+bool exec_cannot_drain(mscclpp_executor_t *ex);
+
 /* Same for ranks that disagree on a call (nothing is lost: the next call resynchronises the
  * executors of every rank, exec_ready). */
 mscclpp_result_t exec_disagree(mscclpp_executor_t *ex, mscclpp_result_t r);
@@ -332,10 +336,13 @@ mscclpp_result_t exec_disagree(mscclpp_executor_t *ex, mscclpp_result_t r);
 /*
  * At the start of a call: MSCCLPP_OK, or the error that broke the executor (exec_check). After
  * ranks disagreed, whose error has been reported, first resynchronise with every rank (they all
- * got that error): wait for the queued launches, agree that every rank is there, drop every
- * context (their counters and flags are past repair), reset the launch fence.
+ * got that error): wait for the queued launches and agree that every rank is there; then
+ * *resync is true and the caller drops every context (exec_contexts_free_all: their counters
+ * and flags are past repair) and calls exec_resync_done(ex, *resync_seq), which resets the
+ * launch fence and takes up the context numbering every rank agreed on.
  */
-mscclpp_result_t exec_ready(mscclpp_executor_t *ex);
+mscclpp_result_t exec_ready(mscclpp_executor_t *ex, bool *resync, uint32_t *resync_seq);
+mscclpp_result_t exec_resync_done(mscclpp_executor_t *ex, uint32_t seq);
 
 /*
  * MSCCLPP_OK, or the error that broke the executor: the original message the first time it is

@@ -410,11 +410,10 @@ static mscclpp_result_t register_one(mscclpp_executor_t *exec, mscclpp_comm_t *c
         return ERR(MSCCLPP_ERR_UNSUPPORTED, "native algorithm '%s' runs on %d to %d ranks, the "
                    "communicator has %d", a->name, a->min_ranks, a->max_ranks, n);
     if ((a->flags & MSCCLPP_NATIVE_PEER_MEMORY) && comm->nlocal != n)
-        return ERR(MSCCLPP_ERR_UNSUPPORTED, "native algorithm '%s' maps every rank's memory, "
-                   "but only %d of the %d ranks share rank %d's node", a->name, comm->nlocal, n,
-                   comm->rank);
-    exec_tuning_view_t v;
-    exec_tuning_view(exec, &v);
+        return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                   "native algorithm '%s' maps every rank's memory, "
+                   "but only %d of the %d ranks share rank %d's node",
+                   a->name, comm->nlocal, n, comm->rank);
     /* the registry selects by in-place-ness: one entry per mode the algorithm serves */
     static const uint32_t modes[2] = {MSCCLPP_NATIVE_OUT_OF_PLACE, MSCCLPP_NATIVE_INPLACE};
     native_plan_t *first = NULL;
@@ -424,7 +423,7 @@ static mscclpp_result_t register_one(mscclpp_executor_t *exec, mscclpp_comm_t *c
         CHECK(make_plan(mod, a, exec, comm, modes[i] == MSCCLPP_NATIVE_INPLACE, &np));
         mscclpp_result_t r = first ? MSCCLPP_OK : call_init(np);
         if (r == MSCCLPP_OK)
-            r = exec_registry_register(v.registry, &np->plan, ranks_per_node, tags);
+            r = exec_registry_register(&exec->registry, &np->plan, ranks_per_node, tags);
         if (r != MSCCLPP_OK) {
             plan_free_native(np);
             return r;
@@ -452,12 +451,11 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_register_native(mscclpp_executor_t
     CHECK_ARG(comm != NULL);
     CHECK_ARG(mod != NULL);
     CHECK_ARG(ranks_per_node >= 0);
-    exec_tuning_view_t v;
-    exec_tuning_view(exec, &v);
-    if (v.nranks != comm->nranks || v.nlocal != comm->nlocal || v.hal != comm->hal)
+    const mscclpp_comm_t *mine = exec->comm;
+    if (mine->nranks != comm->nranks || mine->nlocal != comm->nlocal || mine->hal != comm->hal)
         return ERR_ARG("register native: the executor runs on another communicator (%d ranks, "
-                       "%d per node) than the one given (%d, %d)", v.nranks, v.nlocal,
-                       comm->nranks, comm->nlocal);
+                       "%d per node) than the one given (%d, %d)",
+                       mine->nranks, mine->nlocal, comm->nranks, comm->nlocal);
     bool found = false;
     for (uint32_t i = 0; i < mod->desc->count; i++) {
         const mscclpp_native_algorithm_t *a = &mod->desc->algorithms[i];

@@ -181,6 +181,10 @@ mscclpp_result_t plan_load_json(const char *json, size_t len, const char *source
 void plan_free(struct mscclpp_plan *plan);
 const char *plan_op_name(plan_op_type_t type);
 
+/** Thread blocks of a plan: the largest count any rank runs (every rank launches its own;
+ *  executor/plan_api.c). */
+int exec_plan_nblocks(const struct mscclpp_plan *plan);
+
 /** Checks of mscclpp_plan_verify() beyond load (executor/plan_verify.c). */
 mscclpp_result_t plan_verify(const struct mscclpp_plan *plan);
 

@@ -157,3 +157,16 @@ MSCCLPP_API const char *mscclpp_redop_name(mscclpp_redop_t op)
     default: return NULL;
     }
 }
+
+int exec_plan_nblocks(const struct mscclpp_plan *plan)
+{
+    int nb = 0;
+    for (int r = 0; r < plan->nranks; r++)
+        if (plan->gpus[r].n_blocks > nb) nb = plan->gpus[r].n_blocks;
+    return nb;
+}
+
+MSCCLPP_API int mscclpp_plan_num_blocks(const mscclpp_plan_t *plan)
+{
+    return plan ? exec_plan_nblocks(plan) : 0;
+}

@@ -14,6 +14,7 @@
 #include "executor/executor.h"
 #include "executor/layout.h"
 #include "executor/made.h"
+#include "executor/tuning.h"
 
 /* Largest message of the made packet allreduce: where LL wins over Simple on one node
  * (plans/_common.py: PACKET_MAX_MESSAGE; the host backend moves packets slowly, see
@@ -257,5 +258,78 @@ mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call, ex
                                      .choice = *out};
         strcpy(slot->collective, call->collective);
     }
+    return MSCCLPP_OK;
+}
+
+/* ---- the public calls that ask which plan serves a call ------------------------------------ */
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_list_plans(mscclpp_executor_t *exec,
+                                                         const char *collective, int inplace,
+                                                         uint64_t message_bytes, int nblocks,
+                                                         const mscclpp_plan_t **plans, int cap,
+                                                         int *nplans)
+{
+    CHECK_ARG(exec != NULL);
+    CHECK_ARG(collective != NULL);
+    CHECK_ARG(nplans != NULL);
+    CHECK_ARG(cap >= 0 && (cap == 0 || plans != NULL));
+    exec_tuning_candidates(&exec->registry, collective, exec->comm->nranks, exec->comm->nlocal,
+                           inplace != 0, message_bytes, nblocks, plans, cap, nplans);
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_choose_plan(mscclpp_executor_t *exec,
+                                                          const char *collective, int inplace,
+                                                          uint64_t message_bytes,
+                                                          const mscclpp_plan_t **plan,
+                                                          int *nthreads_per_block)
+{
+    CHECK_ARG(exec != NULL);
+    CHECK_ARG(collective != NULL);
+    CHECK_ARG(plan != NULL);
+    /* the call a collective of this message size makes (the data type only decides whether a
+     * plan's chunks split the sizes: bytes, the finest) */
+    int n = exec->comm->nranks;
+    uint64_t in = message_bytes, out = message_bytes;
+    if (!strcmp(collective, "allgather")) in = message_bytes / (uint64_t)n;
+    if (!strcmp(collective, "reducescatter")) out = message_bytes / (uint64_t)n;
+    exec_call_t call = {collective, inplace != 0, (size_t)in, (size_t)out, MSCCLPP_UINT8, 0};
+    exec_choice_t ch;
+    CHECK(exec_select(exec, &call, &ch));
+    /* a plan of the placement asked for: an in-place call served by an out-of-place plan stages
+     * its input, which a caller running the plan itself must do (mscclpp_execute_launch) */
+    if (ch.staged)
+        return core_error_quiet(MSCCLPP_ERR_UNSUPPORTED,
+                                "no in-place %s plan for %llu bytes: an "
+                                "in-place call runs out-of-place plan '%s' on a copy of its "
+                                "input",
+                                collective, (unsigned long long)message_bytes, ch.plan->name);
+    *plan = ch.plan;
+    if (nthreads_per_block) *nthreads_per_block = ch.nthreads;
+    return MSCCLPP_OK;
+}
+
+MSCCLPP_API const char *mscclpp_executor_tuning_file(mscclpp_executor_t *exec)
+{
+    if (!exec) return NULL;
+    return exec->tuning ? exec->tuning->path : NULL;
+}
+
+MSCCLPP_API mscclpp_result_t mscclpp_executor_tuning_target(mscclpp_executor_t *exec, char *device,
+                                                            size_t device_cap, char *path,
+                                                            size_t path_cap)
+{
+    CHECK_ARG(exec != NULL);
+    hal_device_props_t props;
+    exec_tuning_key_t key;
+    exec_tuning_key_of(exec, &props, &key);
+    if (device && device_cap &&
+        (size_t)snprintf(device, device_cap, "%s", key.device) >= device_cap)
+        return ERR_ARG("tuning target: device name \"%s\" does not fit %zu bytes", key.device,
+                       device_cap);
+    if (path && path_cap && exec_tuning_default_path(&key, path, path_cap))
+        return ERR_ARG("tuning target: no default path (HOME and XDG_CACHE_HOME unset, or the "
+                       "path is longer than %zu bytes)",
+                       path_cap);
     return MSCCLPP_OK;
 }

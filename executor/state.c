@@ -746,8 +746,16 @@ mscclpp_result_t exec_setup_settle(mscclpp_executor_t *ex, exec_announce_t *a, m
 
 #define RESYNC_MAGIC 0x434e5952u /* "RYNC" */
 
-mscclpp_result_t exec_ready(mscclpp_executor_t *ex)
+bool exec_cannot_drain(mscclpp_executor_t *ex)
 {
+    /* the call in progress captures, or a stream we launched on is captured by someone else
+     * (torch.cuda.graph on a stream of an earlier direct call) */
+    return ex->capturing || hal_api_source_capturing(ex->source);
+}
+
+mscclpp_result_t exec_ready(mscclpp_executor_t *ex, bool *resync, uint32_t *resync_seq)
+{
+    *resync = false;
     pthread_mutex_lock(&ex->lock);
     bool fresh = poll_mailboxes_locked(ex); /* the calling thread holds its message */
     mscclpp_result_t r = ex->broken;
@@ -791,9 +799,16 @@ mscclpp_result_t exec_ready(mscclpp_executor_t *ex)
         pthread_mutex_unlock(&ex->lock);
         return r;
     }
-    /* every rank is here with its launches done: nobody touches the contexts any more */
-    exec_contexts_free_all(ex, false);
-    r = ex->hal->memset_sync(ex->last_sig, 0, KERN_EXEC_WORDS * sizeof(uint64_t));
+    /* every rank is here with its launches done: nobody touches the contexts any more; the
+     * caller frees them (context.c) and then finishes with exec_resync_done */
+    *resync = true;
+    *resync_seq = seq;
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t exec_resync_done(mscclpp_executor_t *ex, uint32_t seq)
+{
+    mscclpp_result_t r = ex->hal->memset_sync(ex->last_sig, 0, KERN_EXEC_WORDS * sizeof(uint64_t));
     if (r != MSCCLPP_OK) {
         pthread_mutex_lock(&ex->lock);
         ex->broken = MSCCLPP_OK;

@@ -262,14 +262,6 @@ mscclpp_result_t exec_tuning_open(const exec_tuning_key_t *key, exec_tuning_t **
 
 /* ---- selection ---------------------------------------------------------------------------- */
 
-int exec_plan_nblocks(const struct mscclpp_plan *plan)
-{
-    int nb = 0;
-    for (int r = 0; r < plan->nranks; r++)
-        if (plan->gpus[r].n_blocks > nb) nb = plan->gpus[r].n_blocks;
-    return nb;
-}
-
 /* Does registry entry `i` match the call? The registry's own rule, on a one-entry view, so the
  * two can never disagree. */
 static bool entry_matches(const exec_registry_t *reg, int i, const char *collective,
@@ -340,134 +332,25 @@ const struct mscclpp_plan *exec_tuning_pick(exec_tuning_t *t, const exec_registr
     return NULL;
 }
 
-/* ---- the executor's hooks and the public calls -------------------------------------------- */
+/* ---- the executor's table ------------------------------------------------------------------ */
 
-/* This executor's key: backend, the current device's name, ranks and ranks per node. */
-static void executor_key(const exec_tuning_view_t *v, hal_device_props_t *props,
-                         exec_tuning_key_t *key)
+void exec_tuning_key_of(const mscclpp_executor_t *ex, hal_device_props_t *props,
+                        exec_tuning_key_t *key)
 {
     memset(props, 0, sizeof *props);
     int dev = 0;
-    if (v->hal->device_get(&dev) != MSCCLPP_OK || v->hal->device_props(dev, props) != MSCCLPP_OK)
+    if (ex->hal->device_get(&dev) != MSCCLPP_OK || ex->hal->device_props(dev, props) != MSCCLPP_OK)
         core_clear_error(); /* an unnamed device only means no default table matches */
-    *key = (exec_tuning_key_t){.backend = v->hal->name,
+    *key = (exec_tuning_key_t){.backend = ex->hal->name,
                                .device = props->name[0] ? props->name : "unknown",
-                               .nranks = v->nranks,
-                               .ranks_per_node = v->nlocal};
+                               .nranks = ex->comm->nranks,
+                               .ranks_per_node = ex->comm->nlocal};
 }
 
 mscclpp_result_t exec_tuning_attach(mscclpp_executor_t *ex)
 {
-    exec_tuning_view_t v;
-    exec_tuning_view(ex, &v);
     hal_device_props_t props;
     exec_tuning_key_t key;
-    executor_key(&v, &props, &key);
-    return exec_tuning_open(&key, v.tuning);
-}
-
-MSCCLPP_API int mscclpp_plan_num_blocks(const mscclpp_plan_t *plan)
-{
-    return plan ? exec_plan_nblocks(plan) : 0;
-}
-
-MSCCLPP_API mscclpp_result_t mscclpp_execute_launch(mscclpp_executor_t *exec,
-                                                    const mscclpp_plan_t *plan, const void *send,
-                                                    void *recv, size_t send_bytes,
-                                                    size_t recv_bytes, mscclpp_dtype_t dtype,
-                                                    mscclpp_redop_t op, mscclpp_packet_t packet,
-                                                    int nblocks, int nthreads_per_block,
-                                                    mscclpp_stream_t stream)
-{
-    CHECK_ARG(exec != NULL);
-    CHECK_ARG(plan != NULL);
-    /* a native algorithm takes any launch shape: it launches its own kernels */
-    if (exec_native_of(plan))
-        return exec_native_execute(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op,
-                                   nblocks, nthreads_per_block, 0, stream);
-    if (nthreads_per_block < 0 || nthreads_per_block > 1024)
-        return ERR_ARG("plan '%s': nthreads_per_block %d is not in [0, 1024] (0: the plan's)",
-                       plan->name, nthreads_per_block);
-    /* A plan's thread blocks are its program: each block runs its own op list, so the count
-       cannot change at launch. Other counts are other plans (variants the DSL generates). */
-    if (nblocks < 0 || (nblocks != 0 && nblocks != exec_plan_nblocks(plan)))
-        return ERR(MSCCLPP_ERR_UNSUPPORTED, "plan '%s' runs %d thread blocks per rank; "
-                   "nblocks=%d needs a plan variant with that many (mscclpp_executor_list_plans)",
-                   plan->name, exec_plan_nblocks(plan), nblocks);
-    return exec_execute(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet, stream,
-                        0, nthreads_per_block);
-}
-
-MSCCLPP_API mscclpp_result_t mscclpp_executor_list_plans(mscclpp_executor_t *exec,
-                                                         const char *collective, int inplace,
-                                                         uint64_t message_bytes, int nblocks,
-                                                         const mscclpp_plan_t **plans, int cap,
-                                                         int *nplans)
-{
-    CHECK_ARG(exec != NULL);
-    CHECK_ARG(collective != NULL);
-    CHECK_ARG(nplans != NULL);
-    CHECK_ARG(cap >= 0 && (cap == 0 || plans != NULL));
-    exec_tuning_view_t v;
-    exec_tuning_view(exec, &v);
-    exec_tuning_candidates(v.registry, collective, v.nranks, v.nlocal, inplace != 0,
-                           message_bytes, nblocks, plans, cap, nplans);
-    return MSCCLPP_OK;
-}
-
-MSCCLPP_API mscclpp_result_t mscclpp_executor_choose_plan(mscclpp_executor_t *exec,
-                                                          const char *collective, int inplace,
-                                                          uint64_t message_bytes,
-                                                          const mscclpp_plan_t **plan,
-                                                          int *nthreads_per_block)
-{
-    CHECK_ARG(exec != NULL);
-    CHECK_ARG(collective != NULL);
-    CHECK_ARG(plan != NULL);
-    /* the call a collective of this message size makes (the data type only decides whether a
-     * plan's chunks split the sizes: bytes, the finest) */
-    int n = exec->comm->nranks;
-    uint64_t in = message_bytes, out = message_bytes;
-    if (!strcmp(collective, "allgather")) in = message_bytes / (uint64_t)n;
-    if (!strcmp(collective, "reducescatter")) out = message_bytes / (uint64_t)n;
-    exec_call_t call = {collective, inplace != 0, (size_t)in, (size_t)out, MSCCLPP_UINT8, 0};
-    exec_choice_t ch;
-    CHECK(exec_select(exec, &call, &ch));
-    /* a plan of the placement asked for: an in-place call served by an out-of-place plan stages
-     * its input, which a caller running the plan itself must do (mscclpp_execute_launch) */
-    if (ch.staged)
-        return core_error_quiet(MSCCLPP_ERR_UNSUPPORTED, "no in-place %s plan for %llu bytes: an "
-                                "in-place call runs out-of-place plan '%s' on a copy of its "
-                                "input", collective, (unsigned long long)message_bytes,
-                                ch.plan->name);
-    *plan = ch.plan;
-    if (nthreads_per_block) *nthreads_per_block = ch.nthreads;
-    return MSCCLPP_OK;
-}
-
-MSCCLPP_API const char *mscclpp_executor_tuning_file(mscclpp_executor_t *exec)
-{
-    if (!exec) return NULL;
-    exec_tuning_view_t v;
-    exec_tuning_view(exec, &v);
-    return *v.tuning ? (*v.tuning)->path : NULL;
-}
-
-MSCCLPP_API mscclpp_result_t mscclpp_executor_tuning_target(mscclpp_executor_t *exec,
-                                                            char *device, size_t device_cap,
-                                                            char *path, size_t path_cap)
-{
-    CHECK_ARG(exec != NULL);
-    exec_tuning_view_t v;
-    exec_tuning_view(exec, &v);
-    hal_device_props_t props;
-    exec_tuning_key_t key;
-    executor_key(&v, &props, &key);
-    if (device && device_cap && (size_t)snprintf(device, device_cap, "%s", key.device) >= device_cap)
-        return ERR_ARG("tuning target: device name \"%s\" does not fit %zu bytes", key.device,
-                       device_cap);
-    if (path && path_cap && exec_tuning_default_path(&key, path, path_cap))
-        return ERR_ARG("tuning target: no default path (HOME and XDG_CACHE_HOME unset, or the "
-                       "path is longer than %zu bytes)", path_cap);
-    return MSCCLPP_OK;
+    exec_tuning_key_of(ex, &props, &key);
+    return exec_tuning_open(&key, &ex->tuning);
 }

@@ -88,9 +88,6 @@ const struct mscclpp_plan *exec_tuning_pick(exec_tuning_t *t, const exec_registr
                                             int ranks_per_node, bool inplace,
                                             uint64_t message_bytes, int *nthreads);
 
-/** Thread blocks of a plan: the largest count any rank runs (every rank launches its own). */
-int exec_plan_nblocks(const struct mscclpp_plan *plan);
-
 /**
  * Every registered plan that matches the call by the registry's rule and, when nblocks > 0,
  * runs that many thread blocks; up to `cap` go to `plans`, *n gets how many matched.
@@ -99,17 +96,12 @@ void exec_tuning_candidates(const exec_registry_t *reg, const char *collective, 
                             int ranks_per_node, bool inplace, uint64_t message_bytes, int nblocks,
                             const struct mscclpp_plan **plans, int cap, int *n);
 
-/* ---- the executor's side (executor.c fills the view; tuning.c does the rest) ---- */
+/* ---- the executor's table ---- */
 
-typedef struct {
-    const hal_ops_t *hal;
-    exec_registry_t *registry;
-    int nranks, nlocal;
-    exec_tuning_t **tuning; /* the executor's table slot */
-} exec_tuning_view_t;
-
-/** Fill `v` with the executor's fields (defined in executor.c). */
-void exec_tuning_view(mscclpp_executor_t *ex, exec_tuning_view_t *v);
+/** This executor's key: backend, the current device's name (in `props`), ranks and ranks per
+ *  node. */
+void exec_tuning_key_of(const mscclpp_executor_t *ex, hal_device_props_t *props,
+                        exec_tuning_key_t *key);
 
 /** Open the executor's tuning table (exec_tuning_open with this device's key). */
 mscclpp_result_t exec_tuning_attach(mscclpp_executor_t *ex);

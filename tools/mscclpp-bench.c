@@ -69,6 +69,8 @@ typedef struct {
     const char *plan;      /* name of the plan that ran; NULL when unknown */
     uint64_t moved;        /* bytes the plan reads and writes, all ranks (0: unknown) */
     double bound;          /* algbw bound (GB/s) from moved and the copy bandwidth; 0: none */
+    uint64_t least;        /* the fewest bytes the collective needs, all ranks (0: unknown) */
+    double ideal;          /* algbw bound (GB/s) from least and the copy bandwidth; 0: none */
 } column_t;
 
 typedef struct {
@@ -614,15 +616,29 @@ static int measure_copy(bench_t *b, size_t bytes)
     return 0;
 }
 
-/* Bytes the column's plan moves and the algbw bound they imply (0 when either is unknown). */
+/*
+ * Bytes the column's plan moves and the algbw bound they imply (0 when either is unknown); and
+ * the ideal: the fewest bytes the collective itself needs (mscclpp_collective_min_traffic) at
+ * the same copy bandwidth, so that a plan moving extra bytes shows it (bound below ideal).
+ */
 static void column_bound(bench_t *b, const bench_shape_t *s, mscclpp_dtype_t dt, uint64_t msg,
                          int inplace, size_t size, column_t *c)
 {
     c->moved = 0;
     c->bound = 0;
+    c->least = 0;
+    c->ideal = 0;
     if (!c->ran || c->err != MSCCLPP_OK || b->copy_gbps <= 0) return;
     const mscclpp_plan_t *p = b->plan;
     const char *coll = bench_coll_name(b->coll);
+    size_t esz = mscclpp_dtype_size(dt);
+    uint64_t least = 0;
+    if (mscclpp_collective_min_traffic(coll, b->nranks, s->send_count * esz, s->recv_count * esz,
+                                       inplace, &least) == MSCCLPP_OK &&
+        least > 0) {
+        c->least = least;
+        c->ideal = (double)size * b->copy_gbps / (double)least;
+    }
     /* the plan the call ran: an in-place call with no in-place plan runs the out-of-place one */
     if (!p && mscclpp_executor_choose_plan(b->exec, coll, inplace, msg, &p, NULL) != MSCCLPP_OK &&
         (!inplace || mscclpp_executor_choose_plan(b->exec, coll, 0, msg, &p, NULL) != MSCCLPP_OK))
@@ -971,21 +987,25 @@ static void print_header(const bench_t *b, const char *ranks)
     if (b->bounds)
         printf("# bound = the algbw if the plan's bytes moved ran at the copy bandwidth of the row's "
                "size (%d ranks each copying a buffer of that size at once, device to device, -n "
-               "copies, best of 3; --json has it as copy_gbps); %% = algbw / bound\n",
+               "copies, best of 3; --json has it as copy_gbps); %% = algbw / bound; ideal = the "
+               "algbw if only the collective's fewest bytes moved at that bandwidth (a plan that "
+               "moves more has bound < ideal)\n",
                b->nranks);
     printf("#\n");
     printf("# %10s  %12s  %8s  %6s  %6s  %29s  %29s%s%s\n", "", "", "", "", "", "out-of-place",
            "in-place", b->use_mpi ? "  MPI (out-of-place)" : "",
-           b->bounds ? "        bound: oop      in-place" : "");
+           b->bounds ? "        bound: oop      in-place   ideal:  oop  in-place" : "");
     printf("# %10s  %12s  %8s  %6s  %6s  %7s %7s %7s %6s  %7s %7s %7s %6s", "size", "count",
            "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
            "#wrong");
     if (b->use_mpi) printf("  %9s %6s", "time", "ratio");
-    if (b->bounds) printf("  %8s %6s %8s %6s", "bound", "%", "bound", "%");
+    if (b->bounds)
+        printf("  %8s %6s %8s %6s  %8s %8s", "bound", "%", "bound", "%", "ideal", "ideal");
     printf("\n# %10s  %12s  %8s  %6s  %6s  %7s %7s %7s %6s  %7s %7s %7s %6s", "(B)", "(elements)",
            "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     if (b->use_mpi) printf("  %9s %6s", "(us)", "mpi/us");
-    if (b->bounds) printf("  %8s %6s %8s %6s", "(GB/s)", "", "(GB/s)", "");
+    if (b->bounds)
+        printf("  %8s %6s %8s %6s  %8s %8s", "(GB/s)", "", "(GB/s)", "", "(GB/s)", "(GB/s)");
     printf("\n");
     fflush(stdout);
 }
@@ -1039,6 +1059,11 @@ static json_t *column_record(const bench_t *b, const column_t *c, size_t bytes)
     json_object_set_new(o, "bytes_moved", known ? json_integer((json_int_t)c->moved) : json_null());
     json_object_set_new(o, "bound_algbw", known ? jreal(c->bound, 4) : json_null());
     json_object_set_new(o, "bound_pct", known ? jreal(algbw / c->bound * 100, 2) : json_null());
+    /* the ideal: the collective's fewest bytes at the same bandwidth */
+    int least = c->ideal > 0;
+    json_object_set_new(o, "min_bytes", least ? json_integer((json_int_t)c->least) : json_null());
+    json_object_set_new(o, "ideal_algbw", least ? jreal(c->ideal, 4) : json_null());
+    json_object_set_new(o, "ideal_pct", least ? jreal(algbw / c->ideal * 100, 2) : json_null());
     json_object_set_new(o, "error", json_null());
     return o;
 }
@@ -1097,8 +1122,8 @@ static const char *const csv_top[] = {"collective", "plan", "plan_file", "tuning
                                       "root", "average", "copy_gbps", "copy_bytes",
                                       "mpi_time_us", "mpi_ratio"};
 static const char *const csv_col[] = {"plan",   "time_us",     "algbw",     "busbw", "wrong",
-                                      "bytes_moved", "bound_algbw", "bound_pct", "error",
-                                      "error_rank"};
+                                      "bytes_moved", "bound_algbw", "bound_pct", "min_bytes",
+                                      "ideal_algbw", "ideal_pct", "error", "error_rank"};
 #define N_CSV(a) (sizeof(a) / sizeof((a)[0]))
 
 static void csv_header(FILE *f)
@@ -1220,6 +1245,13 @@ static void emit_row(bench_t *b, size_t bytes, size_t count, mscclpp_dtype_t dt,
             printf("  %8.2f %6.1f", c->bound, (double)bytes / 1e3 / c->time_us / c->bound * 100);
         else
             printf("  %8s %6s", "-", "-");
+    }
+    for (int k = 0; k < 2 && b->bounds; k++) {
+        const column_t *c = cols[k];
+        if (c->ideal > 0)
+            printf("  %8.2f", c->ideal);
+        else
+            printf("  %8s", "-");
     }
     printf("\n");
     for (int k = 0; k < 2; k++) {

@@ -93,8 +93,9 @@ KERN_FN int kern_failed(const kern_ctx_t *c) { return kern_ld_rlx_i32(&c->b->st-
 
 /* Record the launch's first error; later ones are dropped. `psig`: a peer's call signature
  * (KERN_WAIT_MISMATCH), recorded with this launch's, or NULL. */
-KERN_FN void kern_fail_sig(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan, int32_t peer,
-                           uint64_t expected, uint64_t seen, const uint64_t *psig)
+KERN_BIG_FN void kern_fail_sig(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan,
+                               int32_t peer, uint64_t expected, uint64_t seen,
+                               const uint64_t *psig)
 {
     const kern_blk_t *b = c->b;
     kern_error_t *e = &b->st->err;
@@ -237,13 +238,53 @@ typedef struct {
     uint64_t slack; /* ns added to the launch's bound (0 in the usual {0, 0} initialiser) */
 } kern_spin_t;
 
+#define KERN_SPIN_STOP (~0ull) /* kern_spin_check: the waiter gives up */
+
+/*
+ * The slow part of a wait's poll (every KERN_CHECK_EVERY polls), out of line: the wait loops
+ * inline only the call. Gives up (KERN_SPIN_STOP) when another block recorded an error, the
+ * communicator was aborted (recorded here), a peer's fence record says the ranks disagree on
+ * this launch (kern_fence_poll), this rank's proxy failed (a wait on a live peer, say a
+ * memory-channel signal from a node-mate, would otherwise sit out the whole timeout while the
+ * culprit is the dead peer the proxy names; recorded with channel -1), or the wait that began
+ * at t0 passed the timeout (recorded here). Else returns the wait's start: t0, or now at its
+ * first check. Takes and returns values, not the kern_spin_t: a pointer would keep every
+ * caller's spin state in local memory.
+ */
+KERN_BIG_FN uint64_t kern_spin_check(kern_ctx_t *c, uint64_t t0, uint64_t slack, uint32_t what,
+                                     int32_t chan, int32_t peer, uint64_t expected, uint64_t seen)
+{
+    const kern_blk_t *b = c->b;
+    const kern_fifo_t *f = b->p->fifo;
+    uint64_t now;
+    if (kern_failed(c)) {
+        c->failed = 1;
+        return KERN_SPIN_STOP;
+    }
+    if (b->a.abort && kern_ld_acq_u64(b->a.abort) != 0) {
+        kern_fail(c, KERN_ERR_ABORTED, what, chan, peer, expected, seen);
+        return KERN_SPIN_STOP;
+    }
+    if (!c->fenced && b->a.last_sig && kern_fence_poll(c)) return KERN_SPIN_STOP;
+    if (f && what != KERN_WAIT_PROXY) {
+        int32_t e = (int32_t)(int64_t)kern_ld_acq_u64(&f->err);
+        if (e != 0) {
+            kern_fail(c, e, KERN_WAIT_PROXY, -1, peer, expected, seen);
+            return KERN_SPIN_STOP;
+        }
+    }
+    now = kern_clock_ns(b->a.clock_khz);
+    if (t0 == 0) return now == KERN_SPIN_STOP ? 0 : now;
+    if (now - t0 > b->a.timeout_ns + slack) {
+        kern_fail(c, KERN_ERR_TIMEOUT, what, chan, peer, expected, seen);
+        return KERN_SPIN_STOP;
+    }
+    return t0;
+}
+
 /*
  * Called between two polls of a wait. Returns nonzero when the waiter must give up: this
- * thread saw the launch fail before, another block recorded an error, the communicator was
- * aborted (recorded here), this rank's proxy failed (a wait on a live peer, say a memory-channel
- * signal from a node-mate, would otherwise sit out the whole timeout while the culprit is the
- * dead peer the proxy names; recorded with channel -1), or this wait passed the timeout
- * (recorded here).
+ * thread saw the launch fail before, or kern_spin_check (its slow checks, now and then) says so.
  */
 KERN_FN int kern_spin_poll(kern_ctx_t *c, kern_spin_t *s, uint32_t what, int32_t chan,
                            int32_t peer, uint64_t expected, uint64_t seen)
@@ -252,31 +293,9 @@ KERN_FN int kern_spin_poll(kern_ctx_t *c, kern_spin_t *s, uint32_t what, int32_t
     uint32_t n = s->n++;
     if (c->failed) return 1;
     if (KERN_CHECK_EVERY(b->spin, n)) {
-        uint64_t now;
-        const kern_fifo_t *f = b->p->fifo;
-        if (kern_failed(c)) {
-            c->failed = 1;
-            return 1;
-        }
-        if (b->a.abort && kern_ld_acq_u64(b->a.abort) != 0) {
-            kern_fail(c, KERN_ERR_ABORTED, what, chan, peer, expected, seen);
-            return 1;
-        }
-        if (!c->fenced && b->a.last_sig && kern_fence_poll(c)) return 1;
-        if (f && what != KERN_WAIT_PROXY) {
-            int32_t e = (int32_t)(int64_t)kern_ld_acq_u64(&f->err);
-            if (e != 0) {
-                kern_fail(c, e, KERN_WAIT_PROXY, -1, peer, expected, seen);
-                return 1;
-            }
-        }
-        now = kern_clock_ns(b->a.clock_khz);
-        if (s->t0 == 0) {
-            s->t0 = now;
-        } else if (now - s->t0 > b->a.timeout_ns + s->slack) {
-            kern_fail(c, KERN_ERR_TIMEOUT, what, chan, peer, expected, seen);
-            return 1;
-        }
+        uint64_t t0 = kern_spin_check(c, s->t0, s->slack, what, chan, peer, expected, seen);
+        if (t0 == KERN_SPIN_STOP) return 1;
+        s->t0 = t0;
     }
     kern_backoff(n, b->spin);
     return 0;
@@ -1109,7 +1128,7 @@ KERN_FN void kern_fence_wait(kern_ctx_t *c, uint32_t fid)
                       flag, rec, sig);
 }
 
-KERN_FN void kern_launch_fence(kern_ctx_t *c)
+KERN_BIG_FN void kern_launch_fence(kern_ctx_t *c)
 {
     const kern_plan_t *p = kern_plan_of(c);
     const uint32_t *ids = (const uint32_t *)((const char *)p + p->off_fence);
@@ -1154,7 +1173,7 @@ KERN_FN void kern_launch_fence(kern_ctx_t *c)
 
 /* After a launch that did not fence found a peer's record with another signature: answer
  * every such record with ours, so that those peers fail at once, naming the disagreement. */
-KERN_FN void kern_fence_answer(kern_ctx_t *c)
+KERN_BIG_FN void kern_fence_answer(kern_ctx_t *c)
 {
     const kern_plan_t *p = kern_plan_of(c);
     const uint32_t *ids = (const uint32_t *)((const char *)p + p->off_fence);

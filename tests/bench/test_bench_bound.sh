@@ -5,7 +5,10 @@
 # (issue 21 item 8: one copy timed out of cache at the largest size made in-cache rows reach
 # 189 % of their "bound"). The bytes moved by the Simple allreduce of
 # plans/ must be 2(3N-2) message sizes over all N ranks (the model of tests/gpu/gpu_report.py:
-# per rank, put N-1 chunks, reduce N chunks and send N-1 copies, copy N-1 chunks out).
+# per rank, put N-1 chunks, reduce N chunks and send N-1 copies, copy N-1 chunks out). The ideal
+# columns after the bounds: the fewest bytes the allreduce itself needs, 2N message sizes (every
+# rank reads its input and writes its output once; mscclpp_collective_min_traffic), at the same
+# copy bandwidth: a plan that moves more has a bound below it.
 . "$(dirname "$0")/../tap.sh" bench-bound
 bench=$top_build/tools/mscclpp-bench
 MSCCLPP_PLAN_DIR=$top_src/plans MSCCLPP_TUNING_FILE=none MSCCLPP_HAL=host
@@ -26,7 +29,9 @@ check() {
     grep -q "^# bound = the algbw if the plan's bytes moved ran at the copy bandwidth of the row's size" \
         "$tmp/out" || { why="no line saying what the bound is"; return 1; }
     # the row: 13 columns of the table, then bound and % of the out-of-place column, then "-"
-    awk '/^ *[0-9]/ { rows++; if (!($14 ~ /^[0-9.]+$/ && $15 ~ /^[0-9.]+$/)) bad++ }
+    # "-" (no in-place run), then the ideal of the out-of-place column and "-"
+    awk '/^ *[0-9]/ { rows++; if (!($14 ~ /^[0-9.]+$/ && $15 ~ /^[0-9.]+$/ &&
+                                   $18 ~ /^[0-9.]+$/ && $19 == "-")) bad++ }
          END { exit !(rows == 1 && !bad) }' "$tmp/out" || { why="no bound in the row"; return 1; }
     why=$(python3 - "$tmp/b.json" "$1" <<'PY'
 import json, sys
@@ -41,6 +46,14 @@ elif not copy or abs(c["bound_algbw"] - size * copy / c["bytes_moved"]) > 1e-3 *
     print(f"bound {c['bound_algbw']} is not size * copy / bytes_moved")
 elif abs(c["bound_pct"] - 100 * c["algbw"] / c["bound_algbw"]) > 0.01 * c["bound_pct"] + 0.01:
     print(f"bound_pct {c['bound_pct']} is not algbw / bound")
+elif c["min_bytes"] != 2 * n * size:
+    print(f"min_bytes {c['min_bytes']}, an allreduce needs {2 * n * size}")
+elif abs(c["ideal_algbw"] - size * copy / c["min_bytes"]) > 1e-3 * c["ideal_algbw"]:
+    print(f"ideal {c['ideal_algbw']} is not size * copy / min_bytes")
+elif abs(c["ideal_pct"] - 100 * c["algbw"] / c["ideal_algbw"]) > 0.01 * c["ideal_pct"] + 0.01:
+    print(f"ideal_pct {c['ideal_pct']} is not algbw / ideal")
+elif not c["ideal_algbw"] > c["bound_algbw"]:
+    print(f"ideal {c['ideal_algbw']} not above the Simple plan's bound {c['bound_algbw']}")
 PY
 )
     [ -z "$why" ]
@@ -51,12 +64,13 @@ if check 2; then pass "$name"; else fail "$name" "$why"; fi
 name="4 ranks: 20 message sizes"
 if check 4; then pass "$name"; else fail "$name" "$why"; fi
 
-name="the default plans get a bound per column too (both placements)"
+name="the default plans get a bound and an ideal per column too (both placements)"
 timeout -k 5 120 "$bench" --np 2 allreduce -b 64K -e 256K -f 4 -n 2 -w 1 >"$tmp/out" \
     2>"$tmp/err" </dev/null
 rc=$?
 if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
-elif ! awk '/^ *[0-9]/ { rows++; if (NF != 17 || $14 !~ /^[0-9.]+$/ || $16 !~ /^[0-9.]+$/) bad++ }
+elif ! awk '/^ *[0-9]/ { rows++; if (NF != 19 || $14 !~ /^[0-9.]+$/ || $16 !~ /^[0-9.]+$/ ||
+                                    $18 !~ /^[0-9.]+$/ || $19 !~ /^[0-9.]+$/) bad++ }
             END { exit !(rows == 2 && !bad) }' "$tmp/out"; then fail "$name" "rows without bounds"
 else pass "$name"; fi
 
