@@ -7,18 +7,24 @@
  * job, port channels across nodes) through two staging buffers of nranks equal blocks:
  *
  *   1. the ranks agree on the block: one bootstrap allgather (host memory only, no device sync)
- *      of each rank's largest count and two 64-bit sums that tell whether the count matrices
- *      agree (rank i's sendcounts[j] == rank j's recvcounts[i]); every rank refuses alike when
- *      they do not;
+ *      of each rank's largest count, two 64-bit sums that tell whether the count matrices
+ *      agree (rank i's sendcounts[j] == rank j's recvcounts[i]) and whether it can go direct
+ *      (below); every rank refuses alike when they do not agree;
  *   2. pack: send block j (sendcounts[j] elements at sdispls[j]) to staging block j;
  *   3. mscclpp_alltoall of `block` elements per rank;
  *   4. unpack: staging block j's first recvcounts[j] elements to recv + rdispls[j].
  *
+ * Direct: when every rank sends and receives the same count to and from every peer, blocks
+ * packed in rank order (an alltoall: torch's all_to_all_single with equal splits), in buffers
+ * that do not overlap and that the backend can share (what a plan that reaches its peers'
+ * buffers needs), the call is mscclpp_alltoall on the caller's buffers: no copies.
+ *
  * Copies and the alltoall are queued on the caller's stream (synchronous without one). Traffic
  * is nranks * the largest count per rank: balanced counts cost what an alltoall costs, skewed
- * ones more (docs/plans.md). The staging buffers grow by doubling and are kept until the
+ * ones more (docs/plan-selection.md). The staging buffers grow by doubling and are kept until the
  * executor goes (a graph may replay a capture that uses an older pair).
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -30,6 +36,8 @@
 /* The largest count of a rank that refused its own arguments: above any count it accepts
  * (counts stay below SIZE_MAX / element size / nranks). */
 #define A2AV_REFUSED UINT64_MAX
+/* Words each rank brings to the agreement: largest count, the two matrix sums, direct (0/1). */
+#define A2AV_WORDS 4
 
 /* A 64-bit mix of one matrix entry (splitmix64 finaliser), so that sums over entries differ
  * when any entry does (a hash: equal sums do not prove equal matrices, unequal ones disprove). */
@@ -42,6 +50,27 @@ static uint64_t entry_hash(uint64_t from, uint64_t to, uint64_t count)
     x *= 0x94d049bb133111ebull;
     x ^= x >> 31;
     return x + count;
+}
+
+/* Whether this rank's call is an alltoall of its own buffers (the direct path, above). */
+static bool goes_direct(mscclpp_executor_t *ex, const void *send, const size_t *sendcounts,
+                        const size_t *sdispls, const void *recv, const size_t *recvcounts,
+                        const size_t *rdispls, size_t es)
+{
+    int n = ex->comm->nranks;
+    size_t c = sendcounts[0];
+    for (int j = 0; j < n; j++)
+        if (sendcounts[j] != c || recvcounts[j] != c || sdispls[j] != (size_t)j * c ||
+            rdispls[j] != (size_t)j * c)
+            return false;
+    size_t bytes = (size_t)n * c * es; /* fits: counts were checked against SIZE_MAX/es/n */
+    uintptr_t s = (uintptr_t)send, r = (uintptr_t)recv;
+    if (!c || (s < r + bytes && r < s + bytes)) return false;
+    hal_mem_info_t ms, mr;
+    exec_mem_of(ex->hal, send, &ms);
+    exec_mem_of(ex->hal, recv, &mr);
+    return ms.shareable && mr.shareable && bytes <= ms.size - (size_t)(s - (uintptr_t)ms.base) &&
+           bytes <= mr.size - (size_t)(r - (uintptr_t)mr.base);
 }
 
 /* Staging pair of at least `bytes` each; a smaller older pair stays kept (exec_keep). */
@@ -93,10 +122,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_alltoallv(mscclpp_executor_t *exec, const v
     mscclpp_comm_t *comm = exec->comm;
     int n = comm->nranks, rank = comm->rank;
     size_t es = mscclpp_dtype_size(dtype);
-    /* what this rank brings: its largest count and its halves of the matrix check; a rank
-     * that refuses its own arguments still takes part (largest count REFUSED), so that its
-     * peers refuse at once instead of waiting for it until the timeout */
-    uint64_t mine[3] = {0, 0, 0};
+    /* what this rank brings: its largest count, its halves of the matrix check and whether it
+     * can go direct; a rank that refuses its own arguments still takes part (largest count
+     * REFUSED), so that its peers refuse at once instead of waiting for it until the timeout */
+    uint64_t mine[A2AV_WORDS] = {0, 0, 0, 0};
     mscclpp_result_t refused = MSCCLPP_OK;
     for (int j = 0; j < n && refused == MSCCLPP_OK; j++) {
         /* n blocks of the largest count must fit the staging buffer: no count above this */
@@ -119,12 +148,14 @@ MSCCLPP_API mscclpp_result_t mscclpp_alltoallv(mscclpp_executor_t *exec, const v
         mine[1] += entry_hash((uint64_t)rank, (uint64_t)j, sendcounts[j]);
         mine[2] += entry_hash((uint64_t)j, (uint64_t)rank, recvcounts[j]);
     }
+    if (refused == MSCCLPP_OK)
+        mine[3] = goes_direct(exec, send, sendcounts, sdispls, recv, recvcounts, rdispls, es);
     uint64_t *all = malloc((size_t)n * sizeof mine);
     if (!all) return ERR(MSCCLPP_ERR_NO_MEMORY, "mscclpp_alltoallv: out of memory");
     /* the message of this rank's refusal stays the last error while the peers are told */
     core_error_kept_t kept;
     if (refused != MSCCLPP_OK) core_error_keep(&kept);
-    for (int k = 0; k < 3; k++) all[(size_t)rank * 3 + (size_t)k] = mine[k];
+    for (int k = 0; k < A2AV_WORDS; k++) all[(size_t)rank * A2AV_WORDS + (size_t)k] = mine[k];
     mscclpp_result_t r = mscclpp_bootstrap_allgather(comm->boot, all, sizeof mine);
     if (r != MSCCLPP_OK) {
         free(all);
@@ -132,11 +163,14 @@ MSCCLPP_API mscclpp_result_t mscclpp_alltoallv(mscclpp_executor_t *exec, const v
     }
     uint64_t block = 0, sent = 0, received = 0;
     int refuser = -1;
+    bool direct = true;
     for (int i = 0; i < n; i++) {
-        if (all[(size_t)i * 3] == A2AV_REFUSED && refuser < 0) refuser = i;
-        if (all[(size_t)i * 3] > block) block = all[(size_t)i * 3];
-        sent += all[(size_t)i * 3 + 1];
-        received += all[(size_t)i * 3 + 2];
+        const uint64_t *w = all + (size_t)i * A2AV_WORDS;
+        if (w[0] == A2AV_REFUSED && refuser < 0) refuser = i;
+        if (w[0] > block) block = w[0];
+        sent += w[1];
+        received += w[2];
+        direct = direct && w[3];
     }
     free(all);
     if (refused != MSCCLPP_OK) {
@@ -156,6 +190,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_alltoallv(mscclpp_executor_t *exec, const v
         return ERR_ARG("mscclpp_alltoallv: %d blocks of %llu elements overflow the address "
                        "space",
                        n, (unsigned long long)block);
+    /* every rank sends `block` elements to every peer, packed: the caller's buffers serve */
+    TRACE(SUBSYS_EXEC, "alltoallv: %d blocks of %llu elements, %s", n, (unsigned long long)block,
+          direct ? "direct (the caller's buffers)" : "through the staging buffers");
+    if (direct) return mscclpp_alltoall(exec, send, recv, (size_t)block, dtype, stream);
     size_t bb = (size_t)block * es; /* bytes of one staging block */
 
     CHECK(stage_get(exec, bb * (size_t)n));

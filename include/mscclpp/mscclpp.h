@@ -746,10 +746,13 @@ MSCCLPP_API mscclpp_result_t mscclpp_alltoall(mscclpp_executor_t *exec, const vo
  * i's sendcounts[j] must equal rank j's recvcounts[i]: when the ranks' counts disagree, every
  * rank returns MSCCLPP_ERR_INVALID_ARG and nothing moves. send and recv may be the same
  * buffer (every send block is read before any receive block is written). The call agrees on
- * the largest count with the other ranks on the host (a bootstrap exchange of 24 bytes per
+ * the largest count with the other ranks on the host (a bootstrap exchange of 32 bytes per
  * rank; no device synchronisation) and runs the alltoall plans with blocks of that size
  * through staging buffers the executor keeps: it moves nranks x the largest count per rank
- * (docs/plans.md). Elements of recv outside the received blocks are not written.
+ * (docs/plan-selection.md). When every rank sends and receives one count to and from every
+ * peer, blocks packed in rank order, in buffers that do not overlap and that the backend can
+ * share (mscclpp_malloc, device memory), the alltoall runs on send and recv themselves: no
+ * copies. Elements of recv outside the received blocks are not written.
  */
 MSCCLPP_API mscclpp_result_t mscclpp_alltoallv(mscclpp_executor_t *exec, const void *send,
                                                const size_t *sendcounts, const size_t *sdispls,

@@ -205,9 +205,11 @@ static void v_layout(int rank, int n, size_t unit, size_t *sc, size_t *sd, size_
 }
 
 typedef enum {
-    V_RUN,      /* a call every rank agrees on */
-    V_MISMATCH, /* rank 0 sends rank 1 one element more than rank 1 receives */
-    V_REFUSED,  /* the last rank passes a NULL send buffer with elements to send */
+    V_RUN,         /* a call every rank agrees on */
+    V_MISMATCH,    /* rank 0 sends rank 1 one element more than rank 1 receives */
+    V_REFUSED,     /* the last rank passes a NULL send buffer with elements to send */
+    V_EVEN,        /* `unit` elements to and from every peer, packed: the direct path */
+    V_EVEN_MALLOC, /* the same, the last rank's buffers from malloc: every rank stages */
 } v_mode_t;
 
 /* mscclpp_alltoallv once (element t of the block from rank p to rank q holds conf_input(p, q *
@@ -226,8 +228,23 @@ static long run_alltoallv(const rank_env_t *e, const char *shape, bool inplace, 
     }
     size_t *sc = v, *sd = v + n, *rc = v + 2 * n, *rd = v + 3 * n, sspan, rspan;
     v_layout(rank, n, unit, sc, sd, rc, rd, &sspan, &rspan);
-    uint8_t *send = inplace ? e->b : e->a, *recv = e->b;
+    if (mode == V_EVEN || mode == V_EVEN_MALLOC) {
+        for (int j = 0; j < n; j++) {
+            sc[j] = rc[j] = unit;
+            sd[j] = rd[j] = (size_t)j * unit;
+        }
+        sspan = rspan = (size_t)n * unit;
+    }
+    uint8_t *send = inplace ? e->b : e->a, *recv = e->b, *own = NULL;
     long wrong = -1;
+    if (mode == V_EVEN_MALLOC && rank == n - 1) {
+        /* memory no other process can map: this rank cannot go direct, so no rank may */
+        own = malloc(2 * e->cap);
+        if (!own) goto out;
+        send = own;
+        recv = own + e->cap;
+        memset(recv, 0x5a, e->cap);
+    }
     if (mscclpp_memset(e->b, 0x5a, e->cap) != MSCCLPP_OK) goto out;
     memset(e->stage, 0x5a, sspan * es);
     for (int j = 0; j < n; j++)
@@ -243,7 +260,7 @@ static long run_alltoallv(const rank_env_t *e, const char *shape, bool inplace, 
     }
     double t0 = mp_now_s();
     mscclpp_result_t r = mscclpp_alltoallv(e->ex, send, sc, sd, recv, rc, rd, dt, NULL);
-    if (mode != V_RUN) {
+    if (mode == V_MISMATCH || mode == V_REFUSED) {
         const char *want = mode == V_MISMATCH ? "disagree" : refuser ? "NULL buffer" : "refused";
         double took = mp_now_s() - t0;
         if (r != MSCCLPP_ERR_INVALID_ARG || !strstr(mscclpp_last_error(), want) || took > 10.0) {
@@ -297,6 +314,7 @@ static long run_alltoallv(const rank_env_t *e, const char *shape, bool inplace, 
         at = rd[j] + rc[j];
     }
 out:
+    free(own);
     free(v);
     return wrong;
 }
@@ -360,7 +378,11 @@ static int shape_rank(int rank, int nranks, const mscclpp_unique_id_t *id, void 
             w = run_alltoallv(&e, sh->name, false, 5, MSCCLPP_FLOAT32, V_REFUSED);
         }
         if (!w) w = run_alltoallv(&e, sh->name, false, 5, MSCCLPP_FLOAT32, V_RUN);
-        runs += 3;
+        /* even counts: the caller's buffers (direct), then a rank whose buffers cannot be */
+        if (!w) w = run_alltoallv(&e, sh->name, false, 7, MSCCLPP_FLOAT32, V_EVEN);
+        if (!w) w = run_alltoallv(&e, sh->name, true, 7, MSCCLPP_FLOAT32, V_EVEN);
+        if (!w) w = run_alltoallv(&e, sh->name, false, 7, MSCCLPP_FLOAT32, V_EVEN_MALLOC);
+        runs += 6;
         if (w) failures++;
     }
 done:

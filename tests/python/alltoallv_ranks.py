@@ -1,6 +1,6 @@
 """Ranks for tests/python/test_alltoallv.py: Executor.alltoallv (mscclpp_alltoallv) with uneven
 counts, zeros included, every received element and every gap element checked; packed and
-explicit displacements, three element types, a stream, counts the ranks disagree on, and the
+explicit displacements, equal counts (the direct path), three element types, a stream, counts the ranks disagree on, and the
 arguments Python refuses before the library sees them. Run as
 ``python3 alltoallv_ranks.py --nranks 3``; exits non-zero when a rank fails."""
 
@@ -34,10 +34,10 @@ def main(rank, world, trio):
     bs, br = mscclpp.RawGpuBuffer(cap * 8), mscclpp.RawGpuBuffer(cap * 8)
     seen = 0
 
-    def run(seed, dtype, gaps, stream=0, zero=False):
+    def run(seed, dtype, gaps, stream=0, zero=False, even=0):
         nonlocal seen
-        sc = [0 if zero else count(rank, j, world, seed) for j in range(world)]
-        rc = [0 if zero else count(j, rank, world, seed) for j in range(world)]
+        sc = [even or (0 if zero else count(rank, j, world, seed)) for j in range(world)]
+        rc = [even or (0 if zero else count(j, rank, world, seed)) for j in range(world)]
         send = np.from_dlpack(bs.to_dlpack(dtype, [cap]))
         recv = np.from_dlpack(br.to_dlpack(dtype, [cap]))
         if gaps:   # send blocks in reverse rank order, 1 element apart; receive blocks 2 apart
@@ -74,6 +74,7 @@ def main(rank, world, trio):
         run(seed, "int32", gaps=True)
     run(5, "float16", gaps=True)
     run(6, "float32", gaps=False, zero=True)     # nothing moves anywhere
+    run(0, "float32", gaps=False, even=19)       # equal packed blocks: the caller's buffers
     s = mscclpp.Stream()
     run(7, "int32", gaps=True, stream=s)
     s.close()
