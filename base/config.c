@@ -281,7 +281,6 @@ static const char *const elsewhere[] = {
     "MSCCLPP_CONFORMANCE_SCALE", /* tests/conformance: sizes */
     "MSCCLPP_TEST_SCALE",        /* tests: sizes */
     "MSCCLPP_SOAK_CALLS",        /* tests/unit/test_soak */
-    "MSCCLPP_TEST_CULPRIT_ALL",  /* tests/multinode/test_culprit: quarantined cases too */
     "MSCCLPP_SKIP_KERN_COMPILE", /* scripts/run-tests.sh */
     "MSCCLPP_SKIP_SANITIZE",     /* scripts/run-tests.sh */
     "MSCCLPP_SKIP_TSAN",         /* scripts/run-tests.sh */

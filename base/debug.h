@@ -63,9 +63,13 @@ void core_clear_error(void);
 typedef struct {
     char msg[1024];
     int culprit;
+    bool logged;
 } core_error_kept_t;
 void core_error_keep(core_error_kept_t *kept);
 void core_error_put_back(const core_error_kept_t *kept);
+/** Whether the calling thread's last error was logged (core_error outside a quiet thread), not
+ * only recorded (core_error_quiet): comm_fail logs one that was not. */
+bool core_error_logged(void);
 /**
  * The rank the calling thread's last error blames (a peer that closed, sent nothing in time, or
  * whose memory could not be mapped), or -1: set by the code that knows the peer, read where the

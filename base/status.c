@@ -35,24 +35,30 @@ MSCCLPP_API void mscclpp_version(int *major, int *minor, int *patch)
 
 static _Thread_local int culprit = -1;
 static _Thread_local bool quiet;
+static _Thread_local bool logged; /* the last error was logged (core_error, not quiet) */
 
 void core_clear_error(void)
 {
     last_error[0] = '\0';
     culprit = -1;
+    logged = false;
 }
 
 void core_error_keep(core_error_kept_t *kept)
 {
     snprintf(kept->msg, sizeof kept->msg, "%s", last_error);
     kept->culprit = culprit;
+    kept->logged = logged;
 }
 
 void core_error_put_back(const core_error_kept_t *kept)
 {
     snprintf(last_error, sizeof last_error, "%s", kept->msg);
     culprit = kept->culprit;
+    logged = kept->logged;
 }
+
+bool core_error_logged(void) { return logged; }
 
 void core_set_culprit(int rank) { culprit = rank; }
 void core_set_quiet(bool q) { quiet = q; }
@@ -72,6 +78,7 @@ mscclpp_result_t core_error(mscclpp_result_t result, const char *file, int line,
     errno = saved; /* glibc expands %m from errno at format time */
     record(fmt, ap);
     va_end(ap);
+    logged = !quiet;
     if (!quiet && log_enabled(LOG_WARN, SUBSYS_ALL))
         log_printf(LOG_WARN, SUBSYS_ALL, file, line, "%s: %s", mscclpp_result_string(result),
                    last_error);
@@ -99,6 +106,7 @@ mscclpp_result_t core_error_quiet(mscclpp_result_t result, const char *fmt, ...)
     errno = saved;
     record(fmt, ap);
     va_end(ap);
+    logged = false;
     errno = saved;
     return result;
 }

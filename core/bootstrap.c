@@ -30,12 +30,12 @@ void boot_interrupt(mscclpp_bootstrap_t *boot)
     if (boot->ops->interrupt) boot->ops->interrupt(boot);
 }
 
-int boot_notice(mscclpp_bootstrap_t *boot, int wait_ms, int *from, int *culprit, char *msg,
+int boot_notice(mscclpp_bootstrap_t *boot, int suspect, int *from, int *culprit, char *msg,
                 size_t cap)
 {
     if (!boot || !boot->ops->notice || __atomic_load_n(&boot->interrupted, __ATOMIC_ACQUIRE))
         return 0;
-    return boot->ops->notice(boot, wait_ms, from, culprit, msg, cap);
+    return boot->ops->notice(boot, suspect, from, culprit, msg, cap);
 }
 
 void boot_blame(mscclpp_bootstrap_t *boot, int culprit)

@@ -32,9 +32,12 @@ typedef struct boot_ops {
     /* Optional (NULL: none): make the calls in progress on other threads give up soon with
      * MSCCLPP_ERR_ABORTED, and every later one at once. Any thread; frees nothing. */
     void (*interrupt)(mscclpp_bootstrap_t *boot);
-    /* Optional: wait up to `wait_ms` for an abort notice of a peer (reading what arrives);
-     * 1 with its sender, the rank it blames and its message, else 0. */
-    int (*notice)(mscclpp_bootstrap_t *boot, int wait_ms, int *from, int *culprit, char *msg,
+    /* Optional: this rank is failing because of `suspect` (-1: none); wait, bounded (briefly
+     * when the suspect's process is gone, up to min(2 s, MSCCLPP_TIMEOUT / 2) while it is
+     * alive: it may be stalled behind a failed rank and tell), for an abort notice that says
+     * why it stopped: one blaming a rank whose process is gone, else the suspect's own.
+     * 1 with the best notice's sender, the rank it blames and its message, else 0. */
+    int (*notice)(mscclpp_bootstrap_t *boot, int suspect, int *from, int *culprit, char *msg,
                   size_t cap);
     /* Optional: tell every other rank (once, bounded) that this rank failed because of
      * `culprit`, with the calling thread's last error as the message. */
@@ -57,7 +60,7 @@ struct mscclpp_bootstrap {
 void boot_interrupt(mscclpp_bootstrap_t *boot);
 
 /** boot->ops->notice, or 0 when the bootstrap has none (MPI, custom). Keeps the last error. */
-int boot_notice(mscclpp_bootstrap_t *boot, int wait_ms, int *from, int *culprit, char *msg,
+int boot_notice(mscclpp_bootstrap_t *boot, int suspect, int *from, int *culprit, char *msg,
                 size_t cap);
 /** boot->ops->blame when the bootstrap has one. Keeps the last error. */
 void boot_blame(mscclpp_bootstrap_t *boot, int culprit);

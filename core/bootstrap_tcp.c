@@ -55,8 +55,12 @@
  * not accepted yet (two TCP connections are not ordered): wait this long for it to show up.
  */
 #define CLOSE_GRACE_NS 1000000000ull
-/* A failed send waits this long for the peer's abort notice before blaming the peer itself. */
+/* A failing rank waits this long for the abort notice of the peer it blames (judge). */
 #define NOTICE_WAIT_NS 300000000ull
+/* A failing rank whose peer is alive looks for a dead rank among at most this many ranks it has
+ * no connection with (find_dead), each probe bounded by PROBE_CONNECT_NS, all by this long. */
+#define DEAD_PROBES 64
+#define DEAD_BUDGET_NS 1000000000ull
 /* A receive from a peer with no connection either way probes it this often (tcp_recv_kind),
  * each connect bounded by PROBE_CONNECT_NS. */
 #define PROBE_NS 1000000000ull
@@ -98,6 +102,7 @@ enum {
    its error message), so that ranks waiting on the reporter do not blame the reporter. */
 enum { KIND_USER = 0, KIND_ALLGATHER = 1, KIND_BARRIER = 2, KIND_ABORT = 3, KIND_COUNT };
 #define ABORT_MAX_BYTES 1024
+#define NOTICE_MSG_BYTES 256 /* of a notice's message, kept */
 
 /* ---------------------------------------------------------------------------------------------
  * Secrets
@@ -702,9 +707,10 @@ typedef struct {
     uint64_t hs_ns;     /* handshake timeout */
     int refused_grace;  /* fail fast on refused connections to peers (their listeners existed) */
     int abort_sent;     /* this rank told the others about its failure */
-    int abort_from;     /* -1, or the rank whose abort notice arrived first */
-    int abort_culprit;  /* the rank that notice blames */
-    char abort_msg[256];
+    int *notice_of;     /* per sender: the rank its abort notice blames, -1 before one came */
+    char **notice_msg;  /* per sender: that notice's message (printable) */
+    int nnotices;       /* senders with a notice */
+    unsigned char *gone; /* per peer: its process is gone (a connection closed, or refused) */
     int interrupted; /* atomic, read without the lock: tcp_interrupt was called */
 } tcp_t;
 
@@ -724,6 +730,40 @@ static void mark_broken(tcp_t *t, int peer)
 {
     if (!t->out_broken[peer]) t->out_broken_ns[peer] = sock_now_ns();
     t->out_broken[peer] = 1;
+}
+
+/* `peer`'s process is gone, as far as this rank has seen: a connection with it was closed or
+ * reset, or its listener refused us. */
+static bool peer_gone(const tcp_t *t, int peer)
+{
+    return t->gone[peer] || (t->in_of[peer] && t->in_of[peer]->closed);
+}
+
+/*
+ * The abort notice that best explains why `suspect` (-1: none) stopped, by its sender; -1 when
+ * none came. First a notice blaming a rank whose process is gone and that sent no notice of
+ * its own (a rank that exits after its own failure tells before it closes; a killed one cannot),
+ * then the notice of `suspect` itself, then any. A notice that blames this rank explains nothing
+ * here. Lock held.
+ */
+static int notice_score(const tcp_t *t, int from, int suspect)
+{
+    int c = t->notice_of[from];
+    if (c < 0 || c == t->rank) return 0;
+    return peer_gone(t, c) && t->notice_of[c] < 0 ? 3 : from == suspect ? 2 : 1;
+}
+
+static int best_notice(const tcp_t *t, int suspect)
+{
+    int best = -1, best_score = 0;
+    for (int p = 0; t->nnotices > 0 && p < t->nranks && best_score < 3; p++) {
+        int score = notice_score(t, p, suspect);
+        if (score > best_score) {
+            best = p;
+            best_score = score;
+        }
+    }
+    return best;
 }
 
 static const char *what_str(uint32_t kind, int tag, char *buf, size_t cap)
@@ -881,20 +921,23 @@ static void enqueue(tcp_t *t, int peer, msg_t *m)
     t->qtail[peer] = m;
 }
 
-/* An abort notice from `from`: the first one is kept for the errors of later receives. */
+/* An abort notice from `from` (each rank sends one at most): kept for this rank's errors
+ * (best_notice). Not a warning here: the error of a call it ends says it. */
 static void note_abort(tcp_t *t, int from, const msg_t *m)
 {
-    if (t->abort_from >= 0) return;
-    t->abort_from = from;
-    t->abort_culprit = m->tag;
-    size_t n = m->len < sizeof t->abort_msg - 1 ? m->len : sizeof t->abort_msg - 1;
-    memcpy(t->abort_msg, m->data, n);
-    t->abort_msg[n] = '\0';
+    if (t->notice_of[from] >= 0 || m->tag < 0 || m->tag >= t->nranks || m->tag == from) return;
+    size_t n = m->len < NOTICE_MSG_BYTES - 1 ? m->len : NOTICE_MSG_BYTES - 1;
+    char *msg = malloc(NOTICE_MSG_BYTES);
+    if (!msg) return; /* the notice is lost; the waits end by their own bound */
+    memcpy(msg, m->data, n);
+    msg[n] = '\0';
     for (size_t i = 0; i < n; i++) /* it is printed: keep it printable */
-        if ((unsigned char)t->abort_msg[i] < 0x20 || (unsigned char)t->abort_msg[i] > 0x7e)
-            t->abort_msg[i] = '?';
-    WARN(SUBSYS_BOOT, "rank %d: rank %d reports that it failed because of rank %d: %s", t->rank,
-         from, t->abort_culprit, t->abort_msg);
+        if ((unsigned char)msg[i] < 0x20 || (unsigned char)msg[i] > 0x7e) msg[i] = '?';
+    t->notice_of[from] = m->tag;
+    t->notice_msg[from] = msg;
+    t->nnotices++;
+    INFO(SUBSYS_BOOT, "rank %d: rank %d reports that it failed because of rank %d: %s", t->rank,
+         from, m->tag, msg);
 }
 
 /* Read what is available on inbound connection i. Returns 1 when the connection was removed. */
@@ -1031,6 +1074,7 @@ static mscclpp_result_t progress(tcp_t *t, int wait_ms, int send_peer, int *writ
             if (sock_recv_some(t->out_fd[p], b, sizeof b, &st) < 0) {
                 TRACE(SUBSYS_BOOT, "rank %d: rank %d closed our connection", t->rank, p);
                 mark_broken(t, p);
+                if (st == SOCK_CLOSED) t->gone[p] = 1;
                 if (writable && p == send_peer) *writable = 1; /* let the send see the error */
             }
         }
@@ -1080,11 +1124,13 @@ static mscclpp_result_t write_peer(tcp_t *t, int peer, const void *buf, size_t b
 /*
  * This rank failed because of `culprit` (lock held): tell every other rank once, best effort and
  * bounded, so that ranks waiting on this one name the culprit instead of this rank. The message
- * is this thread's last error.
+ * is this thread's last error. A rank that failed because of another's notice tells too (it may
+ * be all that a rank waiting on it hears before it exits), and so does the culprit when it is
+ * alive: it may be stalled behind the rank that failed first, and look for notices itself.
  */
 static void abort_peers(tcp_t *t, int culprit)
 {
-    if (t->abort_sent || t->abort_from >= 0) return; /* no echo of a notice we got */
+    if (t->abort_sent) return;
     t->abort_sent = 1;
     char msg[ABORT_MAX_BYTES];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
@@ -1096,7 +1142,7 @@ static void abort_peers(tcp_t *t, int culprit)
     sock_put_u64(hdr + 8, len);
     char what[] = "an abort notice";
     for (int p = 0; p < t->nranks; p++) {
-        if (p == t->rank || p == culprit || t->out_broken[p]) continue;
+        if (p == t->rank || t->out_broken[p] || peer_gone(t, p)) continue;
         uint64_t now = sock_now_ns();
         if (now >= end) break;
         uint64_t dl = now + 300000000ull < end ? now + 300000000ull : end;
@@ -1114,6 +1160,81 @@ static void abort_peers(tcp_t *t, int culprit)
     }
 }
 
+/*
+ * A rank whose process is gone and that sent no abort notice (so it did not fail: it died, or
+ * left), or -1. First what this rank has seen, then probes of ranks it has no connection with:
+ * a listener that is gone refuses. Lock held.
+ */
+static int find_dead(tcp_t *t)
+{
+    for (int p = 0; p < t->nranks; p++)
+        if (p != t->rank && peer_gone(t, p) && t->notice_of[p] < 0) return p;
+    uint64_t end = sock_now_ns() + DEAD_BUDGET_NS;
+    for (int p = 0, probes = 0; p < t->nranks && probes < DEAD_PROBES; p++) {
+        if (p == t->rank || t->in_of[p] || t->out_fd[p] >= 0 || t->out_broken[p]) continue;
+        uint64_t now = sock_now_ns(), until = now + PROBE_CONNECT_NS;
+        if (now >= end || is_interrupted(t)) break;
+        probes++;
+        (void)connect_peer(t, p, until < end ? until : end);
+        if (peer_gone(t, p) && t->notice_of[p] < 0) return p;
+    }
+    return -1;
+}
+
+/*
+ * This rank is about to fail because of `suspect` (-1: none): say whom to blame. A peer that
+ * stopped because of another rank said so in an abort notice (best_notice), sent before it
+ * closed: wait a moment for one (the wait also ends when a message (`peer`, `kind`, `tag`) is
+ * queued; `peer` -1: none). A notice blaming a rank whose process is gone wins. Else, when the
+ * suspect is alive (stalled behind another rank, perhaps one that died), a rank whose process
+ * is gone without a notice (find_dead) is the likelier cause than the suspect, which may not
+ * even know yet (it times out as late as this rank did). Errors of the probes and polls are not
+ * this rank's: the caller's last error is kept. *from: the notice's sender, or -1 (none: a dead
+ * rank's or the suspect's blame); returns the rank to blame (-1: the suspect was -1 and nothing
+ * came). Lock held (released between polls).
+ */
+static int judge(tcp_t *t, int suspect, int peer, uint32_t kind, int tag, int *from)
+{
+    core_error_kept_t kept;
+    core_error_keep(&kept);
+    bool valid = suspect >= 0 && suspect < t->nranks && suspect != t->rank;
+    uint64_t end = sock_now_ns() + NOTICE_WAIT_NS;
+    /* a suspect with no connection either way shows that it is gone only when probed */
+    if (valid && !t->in_of[suspect] && t->out_fd[suspect] < 0 && !t->out_broken[suspect])
+        (void)connect_peer(t, suspect, sock_now_ns() + PROBE_CONNECT_NS);
+    int b;
+    for (;;) {
+        b = best_notice(t, suspect);
+        if (b >= 0 && notice_score(t, b, suspect) >= 2) break;
+        if (peer >= 0 && take_ready(t, peer, kind, tag)) break;
+        if (is_interrupted(t) || sock_now_ns() >= end) break;
+        if (progress(t, sock_poll_ms(end, 10), -1, NULL) != MSCCLPP_OK) break;
+        pthread_mutex_unlock(&t->lock);
+        sched_yield();
+        pthread_mutex_lock(&t->lock);
+    }
+    int culprit = -1;
+    *from = -1;
+    if (b >= 0 && notice_score(t, b, suspect) == 3) {
+        *from = b;
+        culprit = t->notice_of[b];
+    } else if (valid && peer_gone(t, suspect) && t->notice_of[suspect] < 0) {
+        culprit = suspect; /* it died: it is the cause */
+    } else {
+        int dead = is_interrupted(t) ? -1 : find_dead(t);
+        if (dead >= 0) {
+            culprit = dead;
+        } else if (b >= 0) {
+            *from = b;
+            culprit = t->notice_of[b];
+        } else {
+            culprit = valid ? suspect : -1;
+        }
+    }
+    core_error_put_back(&kept);
+    return culprit;
+}
+
 static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int peer, uint32_t kind,
                                       int tag, uint64_t deadline)
 {
@@ -1121,7 +1242,7 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
     mscclpp_result_t res = MSCCLPP_OK;
     int culprit = -1;
     uint64_t probe_at = sock_now_ns() + PROBE_NS;
-    bool waited_notice = false;
+    int b = -1;
     pthread_mutex_lock(&t->lock);
     for (;;) {
         msg_t *m = take(t, peer, kind, tag);
@@ -1136,21 +1257,53 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
             break;
         }
         /* A notice first: `peer` may have closed because it failed on the culprit too. */
-        if (t->abort_from >= 0) {
+        if ((b = best_notice(t, peer)) >= 0) {
             res = ERR(MSCCLPP_ERR_REMOTE,
                       "rank %d: gave up waiting for %s from rank %d: rank %d failed on rank %d "
                       "(%s)",
-                      t->rank, what_str(kind, tag, what, sizeof what), peer, t->abort_from,
-                      t->abort_culprit, t->abort_msg);
+                      t->rank, what_str(kind, tag, what, sizeof what), peer, b, t->notice_of[b],
+                      t->notice_msg[b]);
+            break;
+        }
+        if (t->notice_of[peer] == t->rank) {
+            /* `peer` failed blaming this rank (it sends nothing more): a rank that died is
+             * the likelier cause, else `peer` */
+            int from;
+            culprit = judge(t, peer, peer, kind, tag, &from);
+            if (take_ready(t, peer, kind, tag) || best_notice(t, peer) >= 0) {
+                culprit = -1;
+                continue;
+            }
+            char dead[96] = "";
+            if (culprit != peer)
+                snprintf(dead, sizeof dead,
+                         "; rank %d's process is gone and it reported no failure", culprit);
+            res = ERR(MSCCLPP_ERR_REMOTE,
+                      "rank %d: gave up waiting for %s from rank %d: it failed blaming this "
+                      "rank (%s)%s",
+                      t->rank, what_str(kind, tag, what, sizeof what), peer, t->notice_msg[peer],
+                      dead);
             break;
         }
         inconn_t *c = t->in_of[peer];
         if ((c && c->closed) || (!c && t->out_broken[peer] &&
                                  sock_now_ns() - t->out_broken_ns[peer] > CLOSE_GRACE_NS)) {
-            res =
-                ERR(MSCCLPP_ERR_REMOTE, "rank %d: connection to rank %d closed while receiving %s",
-                    t->rank, peer, what_str(kind, tag, what, sizeof what));
-            culprit = peer;
+            /* its notice, if it failed itself, may be on its way (the loop's top takes it) */
+            int from;
+            culprit = judge(t, peer, peer, kind, tag, &from);
+            if (take_ready(t, peer, kind, tag) || best_notice(t, peer) >= 0) {
+                culprit = -1;
+                continue;
+            }
+            if (culprit == peer)
+                res = ERR(MSCCLPP_ERR_REMOTE,
+                          "rank %d: connection to rank %d closed while receiving %s", t->rank, peer,
+                          what_str(kind, tag, what, sizeof what));
+            else /* it blamed this rank, or it left: a rank that died is the likelier cause */
+                res = ERR(MSCCLPP_ERR_REMOTE,
+                          "rank %d: connection to rank %d closed while receiving %s; rank %d's "
+                          "process is gone and it reported no failure",
+                          t->rank, peer, what_str(kind, tag, what, sizeof what), culprit);
             break;
         }
         if (is_interrupted(t)) {
@@ -1178,20 +1331,26 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
             }
             core_clear_error(); /* a slow connect: the peer may still be starting */
         }
-        if (sock_now_ns() >= deadline && !waited_notice) {
-            /* `peer` may be waiting for a rank that failed, as this rank waits for it, and time
-             * out at the same moment: give its notice a moment to arrive, then look again */
-            waited_notice = true;
-            uint64_t end = sock_now_ns() + NOTICE_WAIT_NS;
-            while (t->abort_from < 0 && !take_ready(t, peer, kind, tag) && sock_now_ns() < end)
-                CHECK_GOTO(progress(t, sock_poll_ms(end, 10), -1, NULL), res, unlock);
-            continue;
-        }
         if (sock_now_ns() >= deadline) {
-            res = ERR(MSCCLPP_ERR_TIMEOUT,
-                      "rank %d: timed out after %.1f s waiting to receive %s from rank %d", t->rank,
-                      timeout_s(), what_str(kind, tag, what, sizeof what), peer);
-            culprit = peer;
+            /* `peer` may be waiting for a rank that failed, as this rank waits for it, and time
+             * out at the same moment: its notice, or a rank that died, names the cause */
+            int from;
+            culprit = judge(t, peer, peer, kind, tag, &from);
+            if (take_ready(t, peer, kind, tag) || best_notice(t, peer) >= 0) {
+                culprit = -1;
+                continue;
+            }
+            if (culprit == peer)
+                res = ERR(MSCCLPP_ERR_TIMEOUT,
+                          "rank %d: timed out after %.1f s waiting to receive %s from rank %d",
+                          t->rank, timeout_s(), what_str(kind, tag, what, sizeof what), peer);
+            else
+                res = ERR(MSCCLPP_ERR_TIMEOUT,
+                          "rank %d: timed out after %.1f s waiting to receive %s from rank %d; "
+                          "rank %d's process is gone and it reported no failure: rank %d is "
+                          "likely stalled behind it",
+                          t->rank, timeout_s(), what_str(kind, tag, what, sizeof what), peer,
+                          culprit, peer);
             break;
         }
         CHECK_GOTO(progress(t, sock_poll_ms(deadline, 10), -1, NULL), res, unlock);
@@ -1203,8 +1362,9 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
     if (culprit >= 0) {
         core_set_culprit(culprit);
         abort_peers(t, culprit);
-    } else if (res == MSCCLPP_ERR_REMOTE && t->abort_from >= 0) {
-        core_set_culprit(t->abort_culprit);
+    } else if (res == MSCCLPP_ERR_REMOTE && b >= 0) {
+        core_set_culprit(t->notice_of[b]);
+        abort_peers(t, t->notice_of[b]);
     }
 unlock:
     pthread_mutex_unlock(&t->lock);
@@ -1225,6 +1385,7 @@ static mscclpp_result_t connect_peer(tcp_t *t, int peer, uint64_t deadline)
                          timeout_s(), peer, sock_addr_str(&t->addrs[peer], a, sizeof a));
     if (st == SOCK_CLOSED) {
         mark_broken(t, peer);
+        t->gone[peer] = 1;
         return QUIET_ERR(
             MSCCLPP_ERR_REMOTE,
             "rank %d: rank %d at %s refuses connections: its process is gone (exited or "
@@ -1264,6 +1425,7 @@ static mscclpp_result_t write_peer(tcp_t *t, int peer, const void *buf, size_t b
                                                          bytes - done, &st);
         if (n < 0) {
             mark_broken(t, peer);
+            if (st == SOCK_CLOSED) t->gone[peer] = 1;
             if (st == SOCK_SYSERR)
                 return QUIET_ERR(MSCCLPP_ERR_REMOTE, "rank %d: sending %s to rank %d: %m", t->rank,
                                  what, peer);
@@ -1301,20 +1463,16 @@ static mscclpp_result_t send_failed(tcp_t *t, int peer, mscclpp_result_t res)
 {
     char why[768];
     snprintf(why, sizeof why, "%s", mscclpp_last_error());
-    uint64_t end = sock_now_ns() + NOTICE_WAIT_NS;
-    while (t->abort_from < 0 && sock_now_ns() < end && !is_interrupted(t))
-        if (progress(t, sock_poll_ms(end, 10), -1, NULL) != MSCCLPP_OK) break;
-    if (t->abort_from >= 0) {
+    int from, culprit = judge(t, peer, -1, 0, 0, &from);
+    if (from >= 0)
         res = ERR(MSCCLPP_ERR_REMOTE,
-                  "%s; rank %d had reported that it failed because of rank %d "
-                  "(%s)",
-                  why, t->abort_from, t->abort_culprit, t->abort_msg);
-        core_set_culprit(t->abort_culprit);
-        return res; /* no notice echoed: the others got the same one */
-    }
-    res = ERR(res, "%s", why);
-    core_set_culprit(peer);
-    abort_peers(t, peer);
+                  "%s; rank %d had reported that it failed because of rank %d (%s)", why, from,
+                  culprit, t->notice_msg[from]);
+    else if (culprit != peer)
+        res = ERR(res, "%s; rank %d's process is gone and it reported no failure", why, culprit);
+    else res = ERR(res, "%s", why);
+    core_set_culprit(culprit);
+    abort_peers(t, culprit);
     return res;
 }
 
@@ -1399,6 +1557,7 @@ static void tcp_free(tcp_t *t)
         if (t->in[i]->peer < 0) inconn_free(t->in[i]);
     for (int p = 0; p < t->nranks; p++) {
         if (t->in_of && t->in_of[p]) inconn_free(t->in_of[p]);
+        if (t->notice_msg) free(t->notice_msg[p]);
         if (t->out_fd) sock_close(t->out_fd[p]);
         for (msg_t *m = t->qhead ? t->qhead[p] : NULL, *nx; m; m = nx) {
             nx = m->next;
@@ -1418,6 +1577,9 @@ static void tcp_free(tcp_t *t)
     free(t->in_of);
     free(t->qhead);
     free(t->qtail);
+    free(t->notice_of);
+    free(t->notice_msg);
+    free(t->gone);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }
@@ -1429,31 +1591,20 @@ static mscclpp_result_t tcp_destroy(mscclpp_bootstrap_t *boot)
     return MSCCLPP_OK;
 }
 
-static int tcp_notice(mscclpp_bootstrap_t *boot, int wait_ms, int *from, int *culprit, char *msg,
+static int tcp_notice(mscclpp_bootstrap_t *boot, int suspect, int *from, int *culprit, char *msg,
                       size_t cap)
 {
     tcp_t *t = boot->impl;
-    char keep[1024]; /* progress may record errors of its own: the caller's stays */
-    snprintf(keep, sizeof keep, "%s", mscclpp_last_error());
-    int keep_culprit = core_culprit();
-    uint64_t end = sock_now_ns() + (uint64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000ull;
+    int keep_culprit = core_culprit(); /* the caller's; judge keeps its error */
     pthread_mutex_lock(&t->lock);
-    for (;;) {
-        if (t->abort_from >= 0 || is_interrupted(t)) break;
-        uint64_t now = sock_now_ns();
-        if (now >= end) break;
-        if (progress(t, sock_poll_ms(end, 10), -1, NULL) != MSCCLPP_OK) break;
-    }
-    int got = t->abort_from >= 0;
-    if (got) {
-        *from = t->abort_from;
-        *culprit = t->abort_culprit;
-        snprintf(msg, cap, "%s", t->abort_msg);
-    }
+    int who = judge(t, suspect, -1, 0, 0, from);
+    bool other = who >= 0 && who != suspect;
+    if (other && *from >= 0) snprintf(msg, cap, "%s", t->notice_msg[*from]);
+    else if (other) snprintf(msg, cap, "rank %d's process is gone and it reported no failure", who);
+    *culprit = who;
     pthread_mutex_unlock(&t->lock);
-    core_error_quiet(MSCCLPP_OK, "%s", keep);
     core_set_culprit(keep_culprit);
-    return got;
+    return other;
 }
 
 static void tcp_blame(mscclpp_bootstrap_t *boot, int culprit)
@@ -1500,8 +1651,6 @@ static tcp_t *tcp_alloc(int rank, int nranks)
     t->max_pend = max_pending();
     t->hs_ns = handshake_ns();
     t->refused_grace = 1; /* every peer's listener exists before the root sends its address */
-    t->abort_from = -1;
-    t->abort_culprit = -1;
     size_t n = (size_t)nranks;
     t->addrs = calloc(n, sizeof *t->addrs);
     t->out_fd = malloc(n * sizeof *t->out_fd);
@@ -1510,12 +1659,15 @@ static tcp_t *tcp_alloc(int rank, int nranks)
     t->in_of = calloc(n, sizeof *t->in_of);
     t->qhead = calloc(n, sizeof *t->qhead);
     t->qtail = calloc(n, sizeof *t->qtail);
+    t->notice_of = malloc(n * sizeof *t->notice_of);
+    t->notice_msg = calloc(n, sizeof *t->notice_msg);
+    t->gone = calloc(n, sizeof *t->gone);
     if (!t->addrs || !t->out_fd || !t->out_broken || !t->out_broken_ns || !t->in_of || !t->qhead ||
-        !t->qtail) {
+        !t->qtail || !t->notice_of || !t->notice_msg || !t->gone) {
         tcp_free(t);
         return NULL;
     }
-    for (int i = 0; i < nranks; i++) t->out_fd[i] = -1;
+    for (int i = 0; i < nranks; i++) t->out_fd[i] = t->notice_of[i] = -1;
     return t;
 }
 

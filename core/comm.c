@@ -171,29 +171,31 @@ MSCCLPP_API mscclpp_result_t mscclpp_comm_abort(mscclpp_comm_t *comm)
     return MSCCLPP_OK;
 }
 
-/* How long a failing rank waits for the notice of the peer it blames (comm_fail). */
-#define COMM_NOTICE_WAIT_MS 300
-
 mscclpp_result_t comm_fail(mscclpp_comm_t *comm, mscclpp_result_t r, bool logged)
 {
     if (r == MSCCLPP_OK || r == MSCCLPP_ERR_ABORTED) return r;
+    if (!core_error_logged()) logged = false; /* recorded quietly where it happened */
     int suspect = core_culprit();
     char msg[1024], why[512];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
     bool more = false;
-    int from = -1, culprit = -1;
+    int from = -1, culprit = -1, waited_for = suspect;
     /* A notice names the rank a peer failed on directly (or one that rank named in turn), so
      * it is nearer the rank that failed first than this rank's own view (the peer it waited
-     * for may have stopped, or exited, because of that rank). */
+     * for may have stopped, or exited, because of that rank). A live peer may be stalled
+     * behind a rank that died and time out as late as this rank did: the bootstrap names a
+     * dead rank then (boot_notice with `from` -1). */
     if (suspect >= 0 && suspect < comm->nranks && suspect != comm->rank &&
-        boot_notice(comm->boot, COMM_NOTICE_WAIT_MS, &from, &culprit, why, sizeof why) &&
-        culprit >= 0 && culprit < comm->nranks && culprit != suspect && culprit != comm->rank) {
+        boot_notice(comm->boot, suspect, &from, &culprit, why, sizeof why) && culprit >= 0 &&
+        culprit < comm->nranks && culprit != suspect && culprit != comm->rank) {
         more = true;
         suspect = culprit;
     }
-    if (more)
+    if (more && from >= 0)
         r = ERR(r, "%s; rank %d had reported that it failed because of rank %d (%s)", msg, from,
                 culprit, why);
+    else if (more) /* the suspect is alive: stalled behind a rank that died, most likely */
+        r = ERR(r, "%s; %s: rank %d is likely stalled behind it", msg, why, waited_for);
     else if (!logged) r = ERR(r, "%s", msg);
     core_set_culprit(suspect);
     if (suspect >= 0 && suspect < comm->nranks && suspect != comm->rank)

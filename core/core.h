@@ -51,7 +51,8 @@ static inline bool comm_aborted(const mscclpp_comm_t *comm)
 
 /**
  * A collective step of this rank failed with `r` (message: the calling thread's last error;
- * `logged`: whether it was logged already) and core_culprit() says which peer it blames. A
+ * `logged`: whether it was logged already - one recorded quietly, core_error_logged(), is
+ * logged here either way) and core_culprit() says which peer it blames. A
  * peer that stopped because of another rank says so in an abort notice: wait a moment for one,
  * and if it names another rank, blame that one and say so in the error.
  * Then log the error (when not logged yet, or completed) and tell the other ranks whom this

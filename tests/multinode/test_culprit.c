@@ -231,14 +231,28 @@ static void run(int phase, int nodes, int victim, int delay_us)
             continue;
         }
         used += (size_t)snprintf(report + used, used < sizeof report ? sizeof report - used : 0,
-                                 "\n#   rank %d: %s\n#     error: %s\n#     first line: %s", r, why,
-                                 results[r].msg, have_line ? line : "(none)");
+                                 "\n#   rank %d: %s (%.2f s after the kill)\n#     error: %s\n#  "
+                                 "   first line: %s",
+                                 r, why, results[r].t - results[victim].t, results[r].msg,
+                                 have_line ? line : "(none)");
         if (results[r].state == 0) { /* what it printed last (a sanitizer's report, say) */
             char cmd[700];
             snprintf(cmd, sizeof cmd, "tail -n 40 '%s' | sed 's/^/#     | /' >&2", path);
             if (system(cmd) != 0) fprintf(stderr, "#     (no log)\n");
         }
     }
+    if (named != survivors) /* every rank's error lines, for the cause */
+        for (int r = 0; r < NRANKS; r++) {
+            char cmd[700];
+            fprintf(stderr, "# rank %d (%s, %.2f s after the kill):\n", r,
+                    r == victim ? "killed" : "survivor",
+                    results[r].t > 0 ? results[r].t - results[victim].t : 0.0);
+            snprintf(cmd, sizeof cmd,
+                     "grep ' WARN ' '%s/rank%d.log' | head -n 6 | cut -c1-400 | sed 's/^/#   | /' "
+                     ">&2",
+                     cc.dir, r);
+            if (system(cmd) != 0) fprintf(stderr, "#   (no error lines)\n");
+        }
     total_survivors += survivors;
     total_named += named;
     if (slowest > total_slowest) total_slowest = slowest;
@@ -267,11 +281,6 @@ START_TEST(t_setup) { run(P_SETUP, _i % 2 ? 2 : 1, 1 + _i % 3, (int[]){0, 500, 2
 END_TEST
 START_TEST(t_run) { run(P_RUN, _i % 2 ? 2 : 1, 1 + _i % 3, 20000 + 30000 * _i); }
 END_TEST
-/* One node only: _i 0 and 2 of t_setup and t_run. */
-START_TEST(t_setup_1node) { run(P_SETUP, 1, 1 + (2 * _i) % 3, (int[]){0, 2000}[_i]); }
-END_TEST
-START_TEST(t_run_1node) { run(P_RUN, 1, 1 + (2 * _i) % 3, 20000 + 60000 * _i); }
-END_TEST
 
 int main(void)
 {
@@ -287,22 +296,8 @@ int main(void)
     TCase *tc = tcase_create("kill");
     tcase_set_timeout(tc, 150);
     tcase_add_loop_test(tc, t_boot, 0, 4);
-    /* QUARANTINED (2026-11-26, lead): the two-node set-up and run-phase kills (t_setup and
-     * t_run, _i 1 and 3) fail in plain, ASan and TSan runs since the day's executor landings
-     * (48305a6, 6efcf6d): a survivor blames a live peer - one stalled behind the dead rank
-     * ("timed out waiting for LL packets from rank 3") or one that exited after its own
-     * failure ("connection to rank 3 closed while receiving barrier"). Issue 22 item 5 is open
-     * for it; MSCCLPP_TEST_CULPRIT_ALL=1 runs every case. */
-    const char *all = getenv("MSCCLPP_TEST_CULPRIT_ALL");
-    if (all && strcmp(all, "1") == 0) {
-        tcase_add_loop_test(tc, t_setup, 0, 4);
-        tcase_add_loop_test(tc, t_run, 0, 4);
-    } else {
-        printf("# two-node t_setup/t_run cases quarantined (issue 22 item 5 open: a live peer "
-               "is blamed); MSCCLPP_TEST_CULPRIT_ALL=1 runs them\n");
-        tcase_add_loop_test(tc, t_setup_1node, 0, 2);
-        tcase_add_loop_test(tc, t_run_1node, 0, 2);
-    }
+    tcase_add_loop_test(tc, t_setup, 0, 4);
+    tcase_add_loop_test(tc, t_run, 0, 4);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* no fork per case: the totals add up in this process */

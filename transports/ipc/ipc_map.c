@@ -70,11 +70,13 @@ mscclpp_result_t ipc_map_import(ipc_map_t *map, int owner, const hal_mem_handle_
         res = map->hal->mem_import(handle, &e->base);
         if (res != MSCCLPP_OK) {
             free(e);
-            /* the backend names a process (the fd broker's pid); the caller needs the rank */
+            /* the backend names a process (the fd broker's pid); the caller needs the rank.
+             * Recorded, not logged: the owner may have exited because of another rank that
+             * failed first, which the caller (comm_fail) looks for before it logs */
             char why[768];
             snprintf(why, sizeof why, "%s", mscclpp_last_error());
-            res = ERR(res, "rank %d: cannot map the memory of rank %d: %s", map->rank, owner,
-                      why);
+            res = core_error_quiet(res, "rank %d: cannot map the memory of rank %d: %s", map->rank,
+                                   owner, why);
             core_set_culprit(owner);
             goto out;
         }
