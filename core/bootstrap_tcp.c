@@ -1235,6 +1235,23 @@ static int judge(tcp_t *t, int suspect, int peer, uint32_t kind, int tag, int *f
     return culprit;
 }
 
+/*
+ * judge() for a receive from `peer` (`kind`, `tag`) about to fail (its peer closed, blamed this
+ * rank, or its deadline passed): false when, meanwhile, the message came or a notice that
+ * explains the stop (the receive loop takes either; *culprit is -1), else true with *culprit
+ * the rank to blame. Lock held.
+ */
+static bool judge_recv(tcp_t *t, int peer, uint32_t kind, int tag, int *culprit)
+{
+    int from;
+    *culprit = judge(t, peer, peer, kind, tag, &from);
+    if (take_ready(t, peer, kind, tag) || best_notice(t, peer) >= 0) {
+        *culprit = -1;
+        return false;
+    }
+    return true;
+}
+
 static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int peer, uint32_t kind,
                                       int tag, uint64_t deadline)
 {
@@ -1268,12 +1285,7 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
         if (t->notice_of[peer] == t->rank) {
             /* `peer` failed blaming this rank (it sends nothing more): a rank that died is
              * the likelier cause, else `peer` */
-            int from;
-            culprit = judge(t, peer, peer, kind, tag, &from);
-            if (take_ready(t, peer, kind, tag) || best_notice(t, peer) >= 0) {
-                culprit = -1;
-                continue;
-            }
+            if (!judge_recv(t, peer, kind, tag, &culprit)) continue;
             char dead[96] = "";
             if (culprit != peer)
                 snprintf(dead, sizeof dead,
@@ -1289,12 +1301,7 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
         if ((c && c->closed) || (!c && t->out_broken[peer] &&
                                  sock_now_ns() - t->out_broken_ns[peer] > CLOSE_GRACE_NS)) {
             /* its notice, if it failed itself, may be on its way (the loop's top takes it) */
-            int from;
-            culprit = judge(t, peer, peer, kind, tag, &from);
-            if (take_ready(t, peer, kind, tag) || best_notice(t, peer) >= 0) {
-                culprit = -1;
-                continue;
-            }
+            if (!judge_recv(t, peer, kind, tag, &culprit)) continue;
             if (culprit == peer)
                 res = ERR(MSCCLPP_ERR_REMOTE,
                           "rank %d: connection to rank %d closed while receiving %s", t->rank, peer,
@@ -1334,12 +1341,7 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
         if (sock_now_ns() >= deadline) {
             /* `peer` may be waiting for a rank that failed, as this rank waits for it, and time
              * out at the same moment: its notice, or a rank that died, names the cause */
-            int from;
-            culprit = judge(t, peer, peer, kind, tag, &from);
-            if (take_ready(t, peer, kind, tag) || best_notice(t, peer) >= 0) {
-                culprit = -1;
-                continue;
-            }
+            if (!judge_recv(t, peer, kind, tag, &culprit)) continue;
             if (culprit == peer)
                 res = ERR(MSCCLPP_ERR_TIMEOUT,
                           "rank %d: timed out after %.1f s waiting to receive %s from rank %d",
