@@ -1756,8 +1756,8 @@ static tcp_t *tcp_alloc(int rank, int nranks)
     t->back = calloc(n, FRAME_HDR_BYTES);
     t->back_got = calloc(n, sizeof *t->back_got);
     if (!t->addrs || !t->out_fd || !t->out_broken || !t->out_broken_ns || !t->in_of || !t->qhead ||
-        !t->qtail || !t->notice_of || !t->notice_msg || !t->gone || !t->left ||
-        !t->back || !t->back_got) {
+        !t->qtail || !t->notice_of || !t->notice_msg || !t->gone || !t->left || !t->back ||
+        !t->back_got) {
         tcp_free(t);
         return NULL;
     }

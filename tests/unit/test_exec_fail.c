@@ -414,14 +414,14 @@ static int kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
     /* the sync after the query still reports it */
-    if (res != MSCCLPP_OK && polled &&
-        mscclpp_stream_synchronize(s) == MSCCLPP_OK)
+    if (res != MSCCLPP_OK && polled && mscclpp_stream_synchronize(s) == MSCCLPP_OK)
         return MP_FAIL(rank, "stream sync after the failure returned OK");
     if (res == MSCCLPP_OK)
         return MP_FAIL(rank, "%s: a collective with a dead rank returned OK", phase_name[phase]);
     if (dt > TIMEOUT_S + 1.0 + stall)
-        return MP_FAIL(rank, "%s: the error took %.2f s (bound %.2f s: MSCCLPP_TIMEOUT + 1 s + "
-                             "this process's longest stall %.3f s): %s",
+        return MP_FAIL(rank,
+                       "%s: the error took %.2f s (bound %.2f s: MSCCLPP_TIMEOUT + 1 s + "
+                       "this process's longest stall %.3f s): %s",
                        phase_name[phase], dt, TIMEOUT_S + 1.0 + stall, stall, msg);
     char dead[32];
     snprintf(dead, sizeof dead, "rank %d", VICTIM);
