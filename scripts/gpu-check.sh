@@ -169,6 +169,20 @@ if want nomps; then
         else result nomps FAIL "no MPS warning; 8 B allreduce $t us"; fi
     fi
 fi
+# ---- interp, its ncu part: before MPS (Nsight Compute does not profile MPS clients) ----
+ncures="no ncu"
+if want interp && command -v ncu >/dev/null; then
+    # the last of 20 kernels of 1-rank 8 B calls: GPU time, local-memory (stack, spill) load
+    # sectors, and the share of warp stalls waiting on a memory load
+    timeout 300 ncu --clock-control none -c 20 --metrics \
+        gpu__time_duration.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio \
+        "$build/tests/gpu/lat_probe" 1 8 20 >"$out/interp-ncu.log" 2>&1
+    ncures=$(awk '/gpu__time_duration.sum/ {t = $NF " " $(NF-1)}
+        /l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum/ {l = $NF}
+        /stalled_long_scoreboard/ {s = $NF}
+        END {printf "GPU time %s, local-load sectors %s, long-scoreboard stalls/issue %s", t, l, s}' \
+        "$out/interp-ncu.log")
+fi
 mps_start >"$out/mps.log" 2>&1
 cat "$out/mps.log"
 trap 'mps_stop >/dev/null 2>&1' EXIT
@@ -363,14 +377,6 @@ if want interp; then
         "$cuobj" -res-usage "$mod" >"$out/interp-res.log" 2>&1
         res=$(grep -A1 'kern_cuda_entry' "$out/interp-res.log" | grep -o 'REG:[0-9]* STACK:[0-9]*' |
             head -n 1)
-    fi
-    ncures="no ncu"
-    if command -v ncu >/dev/null; then
-        timeout 300 ncu --clock-control none -c 20 --metrics \
-            gpu__time_duration.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum,smsp__pcsamp_warps_issue_stalled_long_scoreboard \
-            "$build/tests/gpu/lat_probe" 1 8 20 >"$out/interp-ncu.log" 2>&1
-        ncures="GPU time $(awk '/gpu__time_duration.sum/ {print $NF, $(NF-1)}' \
-            "$out/interp-ncu.log" | tail -n 1)"
     fi
     for n in 1 2 8; do
         timeout "$limit" "$build/tests/gpu/lat_probe" "$n" 8 100 >>"$out/interp-probe100.log" 2>&1

@@ -432,10 +432,9 @@ KERN_FN void kern_copy_to(const kern_ctx_t *c, char *const *d, int nd, const cha
 
 /* Copy n bytes of source descriptor sd (at x) to every destination of io (at x), KERN_FAST
  * destinations per pass over the source. */
-KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, const kern_io_t *iop,
-                              uint64_t x, uint64_t n)
+KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, kern_io_t io, uint64_t x,
+                              uint64_t n)
 {
-    const kern_io_t io = *iop;
     const char *src = kern_ptr(c, sd, x);
     int k0;
     if (n == 0) return;
@@ -472,11 +471,15 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, const 
 #define KERN_RSRC(k) ((k) < KERN_FAST ? KERN_PICK(s_, k) : (const char *)KERN_SRC(c, io, (k), x))
 #define KERN_RDST(k) ((k) < KERN_FAST ? KERN_PICK(d_, k) : KERN_DST(c, io, (k), x))
 
+/* whether vector u of a step is in the body (the last step of a thread may hold fewer) */
+#define KERN_RED_IN(u) ((u) == 0 || i + (uint64_t)(u)*nth < nv)
+
 /*
- * One step of a vector reduce: vectors i, i + nth, ... (UU of them) of every source, reduced
- * in the accumulators and stored to every destination. The loops over sources and destinations
- * run at run time (one copy of the element work, whatever their number); all UU loads of a
- * source are issued before its elements are combined.
+ * One step of a vector reduce: vectors i, i + nth, ... (UU of them, those below nv) of every
+ * source, reduced in the accumulators and stored to every destination. The loops over sources
+ * and destinations run at run time (one copy of the element work, whatever their number); all
+ * UU loads of a source are issued before its elements are combined. One step serves the whole
+ * body (no second loop for its last vectors: half the code to compile per dtype and op).
  */
 #define KERN_RED_STEP(ST, AT, LOAD, STORE, OP, UT, UU)                                         \
     {                                                                                          \
@@ -486,9 +489,10 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, const 
         } t_[UU];                                                                              \
         AT acc_[UU][16 / sizeof(ST)];                                                          \
         const char *p_ = s_[0] + hb;                                                           \
+        const kern_vec_t z_ = {{0, 0}};                                                        \
         int u_, j_, k_;                                                                        \
         KERN_UNROLL for (u_ = 0; u_ < UU; u_++) t_[u_].v =                                     \
-            kern_ldv(p_ + 16 * (i + (uint64_t)u_ * nth));                                      \
+            KERN_RED_IN(u_) ? kern_ldv(p_ + 16 * (i + (uint64_t)u_ * nth)) : z_;               \
         KERN_UNROLL for (u_ = 0; u_ < UU; u_++)                                                \
         {                                                                                      \
             KERN_UNROLL for (j_ = 0; j_ < E; j_++) acc_[u_][j_] = LOAD(t_[u_].e[j_]);          \
@@ -496,7 +500,7 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, const 
         for (k_ = 1; k_ < io.ns; k_++) {                                                       \
             p_ = KERN_RSRC(k_) + hb;                                                           \
             KERN_UNROLL for (u_ = 0; u_ < UU; u_++) t_[u_].v =                                 \
-                kern_ldv(p_ + 16 * (i + (uint64_t)u_ * nth));                                  \
+                KERN_RED_IN(u_) ? kern_ldv(p_ + 16 * (i + (uint64_t)u_ * nth)) : z_;           \
             KERN_UNROLL for (u_ = 0; u_ < UU; u_++)                                            \
             {                                                                                  \
                 KERN_UNROLL for (j_ = 0; j_ < E; j_++)                                         \
@@ -509,7 +513,7 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, const 
         }                                                                                      \
         for (k_ = 0; k_ < io.nd; k_++) {                                                       \
             char *q_ = KERN_RDST(k_) + hb;                                                     \
-            KERN_UNROLL for (u_ = 0; u_ < UU; u_++)                                            \
+            KERN_UNROLL for (u_ = 0; u_ < UU; u_++) if (KERN_RED_IN(u_))                       \
                 kern_stv(q_ + 16 * (i + (uint64_t)u_ * nth), t_[u_].v);                        \
         }                                                                                      \
     }
@@ -523,10 +527,9 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, const 
  * is done one at a time. Heads and tails (at most 15 elements each per op) run in the same op.
  */
 #define KERN_GEN_RED(DT, ST, AT, UT, LOAD, STORE, OP)                                          \
-    KERN_BIG_FN void kern_red_##DT##_##OP(const kern_ctx_t *c, const kern_io_t *iop, uint64_t x, \
+    KERN_BIG_FN void kern_red_##DT##_##OP(const kern_ctx_t *c, kern_io_t io, uint64_t x,       \
                                           uint64_t n)                                          \
     {                                                                                          \
-        const kern_io_t io = *iop;                                                             \
         enum { E = (int)(16 / sizeof(ST)), U = KERN_VU(ST, AT) };                              \
         const uint64_t tid = (uint64_t)c->tid, nth = (uint64_t)c->nth;                         \
         const uint64_t ne = n / sizeof(ST);                                                    \
@@ -551,10 +554,8 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, const 
             nv = (ne - h) / E;                                                                 \
         }                                                                                      \
         hb = h * sizeof(ST);                                                                   \
-        for (i = tid; i + (uint64_t)(U - 1) * nth < nv; i += (uint64_t)U * nth)                \
+        for (i = tid; i < nv; i += (uint64_t)U * nth)                                          \
             KERN_RED_STEP(ST, AT, LOAD, STORE, OP, UT, U)                                      \
-        if (U > 1)                                                                             \
-            for (; i < nv; i += nth) KERN_RED_STEP(ST, AT, LOAD, STORE, OP, UT, 1)             \
         /* head and tail elements */                                                           \
         nt = ne - h - nv * E;                                                                  \
         for (m = tid; m < h + nt; m += nth) {                                                  \
@@ -573,10 +574,10 @@ KERN_DTYPE_LIST(KERN_GEN_RED_DT)
 
 /* one call site per op kind (the dispatch is out of line, so kern_exec_op keeps few live values
  * across calls) */
-KERN_BIG_FN void kern_reduce(const kern_ctx_t *c, uint32_t dt, uint32_t op, const kern_io_t *io,
+KERN_BIG_FN void kern_reduce(const kern_ctx_t *c, uint32_t dt, uint32_t op, kern_io_t io,
                              uint64_t x, uint64_t n)
 {
-    if (n < kern_dtype_size(dt) || io->ns == 0) return;
+    if (n < kern_dtype_size(dt) || io.ns == 0) return;
     switch (dt * 4 + op) {
 #define KERN_CASE_RED(DT, ST, AT, UT, LOAD, STORE, OP)                                         \
     case KERN_DT_##DT * 4 + KERN_RED_##OP: kern_red_##DT##_##OP(c, io, x, n); break;
@@ -663,10 +664,9 @@ KERN_FN int kern_pkt_get2(kern_ctx_t *c, const uint64_t *u, int both, uint32_t *
  * destination of io, 8 payload bytes (two units) per thread step: each pair of source words is
  * read once for all destinations.
  */
-KERN_BIG_FN void kern_pkt_put_io(const kern_ctx_t *c, const kern_desc_t *sd,
-                                 const kern_io_t *iop, uint64_t x, uint64_t n)
+KERN_BIG_FN void kern_pkt_put_io(const kern_ctx_t *c, const kern_desc_t *sd, kern_io_t io,
+                                 uint64_t x, uint64_t n)
 {
-    const kern_io_t io = *iop;
     const uint64_t tid = (uint64_t)c->tid, nth = (uint64_t)c->nth;
     const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;
     const char *src = kern_ptr(c, sd, x);
@@ -688,7 +688,7 @@ KERN_BIG_FN void kern_pkt_put_io(const kern_ctx_t *c, const kern_desc_t *sd,
 }
 
 /* upkt: packet image img -> n bytes of plain dst. */
-KERN_FN void kern_pkt_unpack(kern_ctx_t *c, char *dst, const char *img, uint64_t n,
+KERN_BIG_FN void kern_pkt_unpack(kern_ctx_t *c, char *dst, const char *img, uint64_t n,
                              int32_t peer)
 {
     const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;
@@ -704,10 +704,9 @@ KERN_FN void kern_pkt_unpack(kern_ctx_t *c, char *dst, const char *img, uint64_t
 }
 
 /* rppkt / gstorepkt: packets of img, once they arrived, re-sent to every destination of io. */
-KERN_BIG_FN void kern_pkt_relay(kern_ctx_t *c, const char *img, const kern_io_t *iop,
-                                uint64_t x, uint64_t n, int32_t peer)
+KERN_BIG_FN void kern_pkt_relay(kern_ctx_t *c, const char *img, kern_io_t io, uint64_t x,
+                                uint64_t n, int32_t peer)
 {
-    const kern_io_t io = *iop;
     const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;
     const uint64_t *u = (const uint64_t *)img;
     uint64_t g;
@@ -742,10 +741,9 @@ KERN_DTYPE_LIST(KERN_GEN_OPFN)
  * KERN_DESC_PACKET, else plain. Returns nonzero if a packet wait failed.
  */
 #define KERN_GEN_PRED(DT, ST, AT, UT, LOAD, STORE)                                             \
-    KERN_BIG_FN int kern_pred_##DT(kern_ctx_t *c, uint32_t op, const kern_io_t *iop, uint64_t x, \
+    KERN_BIG_FN int kern_pred_##DT(kern_ctx_t *c, uint32_t op, kern_io_t io, uint64_t x,        \
                                    uint64_t n)                                                 \
     {                                                                                          \
-        const kern_io_t io = *iop;                                                             \
         const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;                                    \
         const char *s0 = KERN_SRC(c, io, 0, x);                                                \
         uint64_t g;                                                                            \
@@ -786,8 +784,8 @@ KERN_DTYPE_LIST(KERN_GEN_OPFN)
     }
 KERN_DTYPE_LIST(KERN_GEN_PRED)
 
-KERN_BIG_FN void kern_preduce(kern_ctx_t *c, uint32_t dt, uint32_t op, const kern_io_t *io,
-                              uint64_t x, uint64_t n)
+KERN_BIG_FN void kern_preduce(kern_ctx_t *c, uint32_t dt, uint32_t op, kern_io_t io, uint64_t x,
+                              uint64_t n)
 {
     if (n == 0) return;
     switch (dt) {
@@ -808,7 +806,7 @@ KERN_BIG_FN void kern_preduce(kern_ctx_t *c, uint32_t dt, uint32_t op, const ker
  * multicast pointers exist and addresses and length are 16-byte multiples; returns 0 to let
  * the member-pointer loop do everything else.
  */
-KERN_FN int kern_mc_op(const kern_ctx_t *c, uint32_t type, uint32_t dt, uint32_t op,
+KERN_BIG_FN int kern_mc_op(const kern_ctx_t *c, uint32_t type, uint32_t dt, uint32_t op,
                        const kern_desc_t *src, const kern_desc_t *dst, uint64_t x, uint64_t n)
 {
 #if defined(KERN_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
@@ -865,7 +863,7 @@ KERN_FN int kern_mc_op(const kern_ctx_t *c, uint32_t type, uint32_t dt, uint32_t
 
 /* ---- synchronisation ops ------------------------------------------------------------------ */
 
-KERN_FN void kern_wait_chan(kern_ctx_t *c, uint32_t id, int relaxed)
+KERN_BIG_FN void kern_wait_chan(kern_ctx_t *c, uint32_t id, int relaxed)
 {
     const kern_chan_t *ch = &c->b->chans[id];
     uint64_t exp = kern_add_rlx_dev_u64(ch->expected, 1) + 1;
@@ -878,7 +876,7 @@ KERN_FN void kern_wait_chan(kern_ctx_t *c, uint32_t id, int relaxed)
 }
 
 /* Grid barrier of `nblocks` blocks on a reusable syncer (count + generation). */
-KERN_FN void kern_barrier(kern_ctx_t *c, uint32_t id, uint32_t nblocks)
+KERN_BIG_FN void kern_barrier(kern_ctx_t *c, uint32_t id, uint32_t nblocks)
 {
     KERN_SYNC(c);
     if (nblocks > 1 && c->tid == 0 && !kern_failed(c)) {
@@ -898,7 +896,7 @@ KERN_FN void kern_barrier(kern_ctx_t *c, uint32_t id, uint32_t nblocks)
     KERN_SYNC(c);
 }
 
-KERN_FN void kern_sem_acquire(kern_ctx_t *c, uint32_t id)
+KERN_BIG_FN void kern_sem_acquire(kern_ctx_t *c, uint32_t id)
 {
     int32_t *p = &c->b->sems[id];
     kern_spin_t s = {0, 0};
@@ -927,7 +925,7 @@ KERN_FN int32_t kern_proxy_err(const kern_fifo_t *f)
  * the FIFO size, a finished flush when pos is the flush's own slot). Gives up on the proxy's
  * error (recorded as this launch's error) or the timeout.
  */
-KERN_FN int kern_port_until(kern_ctx_t *c, uint64_t pos, int32_t chan, int32_t peer)
+KERN_BIG_FN int kern_port_until(kern_ctx_t *c, uint64_t pos, int32_t chan, int32_t peer)
 {
     kern_fifo_t *f = kern_plan_of(c)->fifo;
     kern_spin_t s = {0, 0};
@@ -978,7 +976,7 @@ KERN_FN uint64_t kern_port_push(kern_ctx_t *c, uint64_t fst, uint64_t snd, int32
 }
 
 /* One port data op entry: put `n` bytes of local src (at x) to the peer's dst (at x). */
-KERN_FN void kern_port_put(kern_ctx_t *c, uint32_t type, uint32_t chan, const kern_desc_t *src,
+KERN_BIG_FN void kern_port_put(kern_ctx_t *c, uint32_t type, uint32_t chan, const kern_desc_t *src,
                            const kern_desc_t *dst, uint64_t x, uint64_t n)
 {
     const kern_plan_t *p = kern_plan_of(c);
@@ -1009,7 +1007,7 @@ KERN_FN void kern_port_put(kern_ctx_t *c, uint32_t type, uint32_t chan, const ke
  * waiting thread scans the whole image itself rather than sharing it with a block sync: a sync
  * inside an op would pair with the wrong barrier on threads that saw a failure and left early.
  */
-KERN_FN void kern_port_pkt(kern_ctx_t *c, uint32_t chan, const kern_desc_t *src,
+KERN_BIG_FN void kern_port_pkt(kern_ctx_t *c, uint32_t chan, const kern_desc_t *src,
                            const kern_desc_t *dst, uint64_t x, uint64_t n)
 {
     uint64_t nw = (n + 3) / 4, j;
@@ -1023,7 +1021,7 @@ KERN_FN void kern_port_pkt(kern_ctx_t *c, uint32_t chan, const kern_desc_t *src,
 }
 
 /* signal / flush on port channel `chan` */
-KERN_FN void kern_port_ctl(kern_ctx_t *c, uint32_t bits, uint32_t chan)
+KERN_BIG_FN void kern_port_ctl(kern_ctx_t *c, uint32_t bits, uint32_t chan)
 {
     const kern_plan_t *p = kern_plan_of(c);
     const kern_chan_t *ch = (const kern_chan_t *)((const char *)p + p->off_ports) + chan;
@@ -1033,7 +1031,7 @@ KERN_FN void kern_port_ctl(kern_ctx_t *c, uint32_t bits, uint32_t chan)
 }
 
 /* wait on port channel `chan`: its inbound counter is set by the peer's proxy */
-KERN_FN void kern_port_wait(kern_ctx_t *c, uint32_t chan)
+KERN_BIG_FN void kern_port_wait(kern_ctx_t *c, uint32_t chan)
 {
     const kern_plan_t *p = kern_plan_of(c);
     const kern_chan_t *ch = (const kern_chan_t *)((const char *)p + p->off_ports) + chan;
@@ -1314,9 +1312,9 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
             io.dd = dst + k;
             io.nd = j - k;
             if (op->type == KERN_OP_CPKT || op->type == KERN_OP_PPKT)
-                kern_pkt_put_io(c, s, &io, x, n);
+                kern_pkt_put_io(c, s, io, x, n);
             else
-                kern_copy_io(c, s, &io, x, n);
+                kern_copy_io(c, s, io, x, n);
             k = j;
         }
         break;
@@ -1327,27 +1325,27 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         break;
     case KERN_OP_RPPKT:
         if (n == 0) break;
-        kern_pkt_relay(c, kern_ptr(c, &src[0], x), &io, x, n, KERN_WRITER(&src[0]));
+        kern_pkt_relay(c, kern_ptr(c, &src[0], x), io, x, n, KERN_WRITER(&src[0]));
         break;
     case KERN_OP_GSTOREPKT:
         if (n == 0) break;
         io.nd = (int)b->sw[dst[0].idx].n_members;
         io.dsw = 1;
-        kern_pkt_relay(c, kern_ptr(c, &src[0], x), &io, x, n, KERN_WRITER(&src[0]));
+        kern_pkt_relay(c, kern_ptr(c, &src[0], x), io, x, n, KERN_WRITER(&src[0]));
         break;
     case KERN_OP_GSTORE:
         if (n == 0) break;
         if (kern_mc_op(c, op->type, b->a.dtype, op->redop, &src[0], &dst[0], x, n)) break;
         io.nd = (int)b->sw[dst[0].idx].n_members;
         io.dsw = 1;
-        kern_copy_io(c, &src[0], &io, x, n);
+        kern_copy_io(c, &src[0], io, x, n);
         break;
     case KERN_OP_RE:
     case KERN_OP_RES:
     case KERN_OP_RRE:
     case KERN_OP_RRES:
         if (n == 0) break;
-        kern_reduce(c, b->a.dtype, op->redop, &io, x, n);
+        kern_reduce(c, b->a.dtype, op->redop, io, x, n);
         break;
     case KERN_OP_GLRES:
         if (n == 0) break;
@@ -1355,7 +1353,7 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         io.ns = (int)b->sw[src[0].idx].n_members;
         io.nd = (int)b->sw[dst[0].idx].n_members;
         io.ssw = io.dsw = 1;
-        kern_reduce(c, b->a.dtype, op->redop, &io, x, n);
+        kern_reduce(c, b->a.dtype, op->redop, io, x, n);
         break;
     case KERN_OP_GLRE:
         /* unfused switch reduce: every member's copy of src[0] into the local dst[0], with no
@@ -1364,14 +1362,14 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         io.ns = (int)b->sw[src[0].idx].n_members;
         io.ssw = 1;
         io.nd = 1;
-        kern_reduce(c, b->a.dtype, op->redop, &io, x, n);
+        kern_reduce(c, b->a.dtype, op->redop, io, x, n);
         break;
     case KERN_OP_REPKT:
     case KERN_OP_RESPKT:
     case KERN_OP_RECPKT:
     case KERN_OP_RECSPKT:
         if (n == 0) break;
-        kern_preduce(c, b->a.dtype, op->redop, &io, x, n);
+        kern_preduce(c, b->a.dtype, op->redop, io, x, n);
         break;
     default: break; /* pipeline bodies are run by kern_run_block */
     }
