@@ -18,9 +18,11 @@
  *   after (kern_port.h, KERN_CHECK_EVERY); a thread that saw the launch fail skips its later
  *   waits (kern_ctx_t.failed).
  * - Data loops move 16-byte vectors for every dtype, several in flight per thread (KERN_RED_U,
- *   KERN_COPY_U), every load of a step before its stores, with the source and destination
- *   pointers in registers for up to KERN_FAST of each; heads and tails that are not whole
- *   vectors are done element by element in the same op (no padding anywhere).
+ *   KERN_COPY_U), every load of a step before its stores. A copy keeps up to KERN_FAST
+ *   destination pointers in registers; a reduce reads its addresses from a table the block
+ *   fills in shared memory once per op (kern_reduce_io), so its loops hold no pointer set-up and
+ *   spill nothing. Heads and tails that are not whole vectors are done element by element in
+ *   the same op (no padding anywhere).
  * - A launch ends with each block storing its own next LL flag: no atomic, no block waits for
  *   another (kern_state_t.flags).
  */
@@ -35,10 +37,13 @@
 #define KERN_ERR_TIMEOUT (-6)     /* MSCCLPP_ERR_TIMEOUT */
 #define KERN_ERR_ABORTED (-9)     /* MSCCLPP_ERR_ABORTED */
 
-/* sources and destinations of a data op whose pointers a thread keeps in registers; an op with
- * more computes the others from their descriptors (in shared memory) when it needs them. 4 + 4
- * pointers leave room in the 64 registers of a 1024-thread block for the accumulators. */
+/* destinations of a copy whose pointers a thread keeps in registers (one pass over the source
+ * per KERN_FAST of them) */
 #define KERN_FAST 4
+
+/* sources and destinations of a reduce op, together (plan.h: at most PLAN_MAX_DESCS = 72 of
+ * each, a switch channel PLAN_MAX_SWITCH_MEMBERS = 64 members) */
+#define KERN_IO_MAX 144
 
 /** What the threads of a block share (GPU: shared memory; written by thread 0 at the start). */
 typedef struct {
@@ -63,6 +68,7 @@ typedef struct {
     int32_t bad;   /* the launch is malformed (recorded by thread 0): run nothing */
     int32_t pad;
     void *hbar;    /* host: the barrier of a block run by several threads, else NULL */
+    char **tab;    /* the reduces' address tables (kern_smem_t.tab, kern_reduce_io) */
 } kern_blk_t;
 
 /** A block's shared memory: its constants and its staged ops, descriptors and ids. */
@@ -71,6 +77,7 @@ typedef struct {
     kern_op_t ops[KERN_STAGE_OPS];
     kern_desc_t descs[KERN_STAGE_DESCS];
     uint32_t ids[KERN_STAGE_IDS];
+    char *tab[2 * KERN_IO_MAX]; /* two tables of a reduce's addresses (kern_reduce_io) */
 } kern_smem_t;
 
 /** One thread's own state. */
@@ -83,6 +90,7 @@ typedef struct {
     uint32_t failed;  /* this thread saw the launch fail: its waits give up at once */
     int fenced;       /* this launch ran the launch fence (kern_args.h, "Launch fence") */
     int answer;       /* this thread found a peer's fence record it must answer */
+    uint32_t tabs;    /* reduces run so far (which half of the address table is next) */
 } kern_ctx_t;
 
 #define KERN_SYNC(c) KERN_BLOCK_SYNC((c)->b->hbar)
@@ -463,23 +471,16 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, kern_i
     ((KERN_RED_U * sizeof(ST)) / sizeof(AT) > 0 ? (int)((KERN_RED_U * sizeof(ST)) / sizeof(AT)) \
                                                 : 1)
 
-/* a[k] for a runtime k < KERN_FAST (4) of an array only ever indexed by constants, so that it
- * stays in registers: a chain of selects, no memory */
-#define KERN_PICK(a, k) ((k) == 0 ? a[0] : (k) == 1 ? a[1] : (k) == 2 ? a[2] : a[3])
-/* source / destination k of a reduce: from the registers for the first KERN_FAST, else from
- * its descriptor */
-#define KERN_RSRC(k) ((k) < KERN_FAST ? KERN_PICK(s_, k) : (const char *)KERN_SRC(c, io, (k), x))
-#define KERN_RDST(k) ((k) < KERN_FAST ? KERN_PICK(d_, k) : KERN_DST(c, io, (k), x))
-
 /* whether vector u of a step is in the body (the last step of a thread may hold fewer) */
 #define KERN_RED_IN(u) ((u) == 0 || i + (uint64_t)(u)*nth < nv)
 
 /*
  * One step of a vector reduce: vectors i, i + nth, ... (UU of them, those below nv) of every
- * source, reduced in the accumulators and stored to every destination. The loops over sources
- * and destinations run at run time (one copy of the element work, whatever their number); all
- * UU loads of a source are issued before its elements are combined. One step serves the whole
- * body (no second loop for its last vectors: half the code to compile per dtype and op).
+ * source, reduced in the accumulators and stored to every destination. Each address is read
+ * from the block's table (shared memory) when the step needs it: no pointer stays in a
+ * register, whatever the number of sources and destinations. All UU loads of a source are
+ * issued before its elements are combined. One step serves the whole body (no second loop for
+ * a thread's last vectors: half the code to compile per dtype and op).
  */
 #define KERN_RED_STEP(ST, AT, LOAD, STORE, OP, UT, UU)                                         \
     {                                                                                          \
@@ -488,8 +489,8 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, kern_i
             ST e[16 / sizeof(ST)];                                                             \
         } t_[UU];                                                                              \
         AT acc_[UU][16 / sizeof(ST)];                                                          \
-        const char *p_ = s_[0] + hb;                                                           \
         const kern_vec_t z_ = {{0, 0}};                                                        \
+        const char *p_ = tab[0] + hb;                                                          \
         int u_, j_, k_;                                                                        \
         KERN_UNROLL for (u_ = 0; u_ < UU; u_++) t_[u_].v =                                     \
             KERN_RED_IN(u_) ? kern_ldv(p_ + 16 * (i + (uint64_t)u_ * nth)) : z_;               \
@@ -497,8 +498,8 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, kern_i
         {                                                                                      \
             KERN_UNROLL for (j_ = 0; j_ < E; j_++) acc_[u_][j_] = LOAD(t_[u_].e[j_]);          \
         }                                                                                      \
-        for (k_ = 1; k_ < io.ns; k_++) {                                                       \
-            p_ = KERN_RSRC(k_) + hb;                                                           \
+        for (k_ = 1; k_ < ns; k_++) {                                                          \
+            p_ = tab[k_] + hb;                                                                 \
             KERN_UNROLL for (u_ = 0; u_ < UU; u_++) t_[u_].v =                                 \
                 KERN_RED_IN(u_) ? kern_ldv(p_ + 16 * (i + (uint64_t)u_ * nth)) : z_;           \
             KERN_UNROLL for (u_ = 0; u_ < UU; u_++)                                            \
@@ -511,40 +512,33 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, kern_i
         {                                                                                      \
             KERN_UNROLL for (j_ = 0; j_ < E; j_++) t_[u_].e[j_] = STORE(acc_[u_][j_]);         \
         }                                                                                      \
-        for (k_ = 0; k_ < io.nd; k_++) {                                                       \
-            char *q_ = KERN_RDST(k_) + hb;                                                     \
+        for (k_ = 0; k_ < nd; k_++) {                                                          \
+            char *q_ = tab[ns + k_] + hb;                                                      \
             KERN_UNROLL for (u_ = 0; u_ < UU; u_++) if (KERN_RED_IN(u_))                       \
                 kern_stv(q_ + 16 * (i + (uint64_t)u_ * nth), t_[u_].v);                        \
         }                                                                                      \
     }
 
 /*
- * dst[0..nd) <- src[0] op src[1] op ... over n bytes (whole elements), at byte x of each io
- * entry. A destination may be one of the sources (element by element, every source is read
- * before a destination is written). When every pointer agrees with the first source modulo
- * 16, a head of elements brings them to 16-byte alignment, the body runs in 16-byte vectors
- * (U per thread per step, then single ones), and the rest is the tail; otherwise every element
- * is done one at a time. Heads and tails (at most 15 elements each per op) run in the same op.
+ * tab[ns..ns+nd) <- tab[0] op tab[1] op ... tab[ns-1] over n bytes (whole elements): the
+ * addresses of a reduce op at its byte x (kern_reduce_io). A destination may be one of the
+ * sources (element by element, every source is read before a destination is written). When
+ * every address agrees with the first modulo 16, a head of elements brings them to 16-byte
+ * alignment, the body runs in 16-byte vectors (U per thread per step), and the rest is the
+ * tail; otherwise every element is done one at a time. Heads and tails (at most 15 elements
+ * each per op) run in the same op.
  */
 #define KERN_GEN_RED(DT, ST, AT, UT, LOAD, STORE, OP)                                          \
-    KERN_BIG_FN void kern_red_##DT##_##OP(const kern_ctx_t *c, kern_io_t io, uint64_t x,       \
-                                          uint64_t n)                                          \
+    KERN_BIG_FN void kern_red_##DT##_##OP(char *const *tab, int ns, int nd, uint64_t n,         \
+                                          uint64_t tid, uint64_t nth)                          \
     {                                                                                          \
         enum { E = (int)(16 / sizeof(ST)), U = KERN_VU(ST, AT) };                              \
-        const uint64_t tid = (uint64_t)c->tid, nth = (uint64_t)c->nth;                         \
         const uint64_t ne = n / sizeof(ST);                                                    \
-        const char *s_[KERN_FAST];                                                             \
-        char *d_[KERN_FAST];                                                                   \
-        uintptr_t a0 = (uintptr_t)KERN_SRC(c, io, 0, x), mis = 0;                              \
+        const uintptr_t a0 = (uintptr_t)tab[0];                                                \
+        uintptr_t mis = 0;                                                                     \
         uint64_t h, nv, i, hb, m, nt;                                                          \
         int k;                                                                                 \
-        KERN_UNROLL for (k = 0; k < KERN_FAST; k++) {                                          \
-            s_[k] = k < io.ns ? KERN_SRC(c, io, k, x) : (const char *)a0;                      \
-            d_[k] = k < io.nd ? KERN_DST(c, io, k, x) : (char *)a0;                            \
-            mis |= ((uintptr_t)s_[k] - a0) | ((uintptr_t)d_[k] - a0);                          \
-        }                                                                                      \
-        for (k = KERN_FAST; k < io.ns; k++) mis |= (uintptr_t)KERN_SRC(c, io, k, x) - a0;      \
-        for (k = KERN_FAST; k < io.nd; k++) mis |= (uintptr_t)KERN_DST(c, io, k, x) - a0;      \
+        for (k = 1; k < ns + nd; k++) mis |= (uintptr_t)tab[k] - a0;                           \
         if ((mis & 15) != 0 || (a0 % sizeof(ST)) != 0) {                                       \
             h = ne;                                                                            \
             nv = 0;                                                                            \
@@ -560,12 +554,12 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, kern_i
         nt = ne - h - nv * E;                                                                  \
         for (m = tid; m < h + nt; m += nth) {                                                  \
             const uint64_t e = m < h ? m : m + nv * E;                                         \
-            AT acc = LOAD(((const ST *)s_[0])[e]);                                             \
+            AT acc = LOAD(((const ST *)tab[0])[e]);                                            \
             ST r;                                                                              \
-            for (k = 1; k < io.ns; k++)                                                        \
-                acc = KERN_RED_OP_##OP(AT, UT, acc, LOAD(((const ST *)KERN_RSRC(k))[e]));      \
+            for (k = 1; k < ns; k++)                                                           \
+                acc = KERN_RED_OP_##OP(AT, UT, acc, LOAD(((const ST *)tab[k])[e]));            \
             r = STORE(acc);                                                                    \
-            for (k = 0; k < io.nd; k++) ((ST *)KERN_RDST(k))[e] = r;                           \
+            for (k = 0; k < nd; k++) ((ST *)tab[ns + k])[e] = r;                               \
         }                                                                                      \
     }
 #define KERN_GEN_RED_DT(DT, ST, AT, UT, LOAD, STORE) \
@@ -574,13 +568,13 @@ KERN_DTYPE_LIST(KERN_GEN_RED_DT)
 
 /* one call site per op kind (the dispatch is out of line, so kern_exec_op keeps few live values
  * across calls) */
-KERN_BIG_FN void kern_reduce(const kern_ctx_t *c, uint32_t dt, uint32_t op, kern_io_t io,
-                             uint64_t x, uint64_t n)
+KERN_BIG_FN void kern_reduce(char *const *tab, uint32_t dt, uint32_t op, int ns, int nd,
+                             uint64_t n, uint64_t tid, uint64_t nth)
 {
-    if (n < kern_dtype_size(dt) || io.ns == 0) return;
+    if (n < kern_dtype_size(dt) || ns == 0) return;
     switch (dt * 4 + op) {
 #define KERN_CASE_RED(DT, ST, AT, UT, LOAD, STORE, OP)                                         \
-    case KERN_DT_##DT * 4 + KERN_RED_##OP: kern_red_##DT##_##OP(c, io, x, n); break;
+    case KERN_DT_##DT * 4 + KERN_RED_##OP: kern_red_##DT##_##OP(tab, ns, nd, n, tid, nth); break;
 #define KERN_CASE_RED_DT(DT, ST, AT, UT, LOAD, STORE) \
     KERN_FOR_OPS(KERN_CASE_RED, DT, ST, AT, UT, LOAD, STORE)
         KERN_DTYPE_LIST(KERN_CASE_RED_DT)
@@ -588,6 +582,32 @@ KERN_BIG_FN void kern_reduce(const kern_ctx_t *c, uint32_t dt, uint32_t op, kern
 #undef KERN_CASE_RED_DT
     default: break;
     }
+}
+
+/*
+ * A reduce op at byte x over n bytes: the block's threads write its source and destination
+ * addresses into the block's table together (one address per thread), one block sync, then
+ * the loop of its dtype and op reads them from there. Every thread of the block calls this for
+ * every reduce op (the sync). The table has two halves used in turn: a thread still reading the
+ * previous reduce's addresses is never overwritten, as every thread passed this reduce's sync
+ * only after finishing the one before.
+ */
+KERN_BIG_FN void kern_reduce_io(kern_ctx_t *c, uint32_t op, kern_io_t io, uint64_t x, uint64_t n)
+{
+    const kern_blk_t *b = c->b;
+    char **tab = b->tab + (c->tabs++ & 1u) * KERN_IO_MAX;
+    int k;
+    if (io.ns + io.nd > KERN_IO_MAX) {
+        /* more than a plan may have (plan.h PLAN_MAX_DESCS, PLAN_MAX_SWITCH_MEMBERS) */
+        if (c->tid == 0)
+            kern_fail(c, KERN_ERR_INVALID_ARG, KERN_WAIT_PLAN, -1, -1, KERN_IO_MAX,
+                      (uint64_t)(io.ns + io.nd));
+        return;
+    }
+    for (k = c->tid; k < io.ns + io.nd; k += c->nth)
+        tab[k] = k < io.ns ? KERN_SRC(c, io, k, x) : KERN_DST(c, io, k - io.ns, x);
+    KERN_SYNC(c);
+    kern_reduce(tab, b->a.dtype, op, io.ns, io.nd, n, (uint64_t)c->tid, (uint64_t)c->nth);
 }
 
 /* ---- LL packets --------------------------------------------------------------------------- */
@@ -1345,7 +1365,7 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
     case KERN_OP_RRE:
     case KERN_OP_RRES:
         if (n == 0) break;
-        kern_reduce(c, b->a.dtype, op->redop, io, x, n);
+        kern_reduce_io(c, op->redop, io, x, n);
         break;
     case KERN_OP_GLRES:
         if (n == 0) break;
@@ -1353,7 +1373,7 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         io.ns = (int)b->sw[src[0].idx].n_members;
         io.nd = (int)b->sw[dst[0].idx].n_members;
         io.ssw = io.dsw = 1;
-        kern_reduce(c, b->a.dtype, op->redop, io, x, n);
+        kern_reduce_io(c, op->redop, io, x, n);
         break;
     case KERN_OP_GLRE:
         /* unfused switch reduce: every member's copy of src[0] into the local dst[0], with no
@@ -1362,7 +1382,7 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         io.ns = (int)b->sw[src[0].idx].n_members;
         io.ssw = 1;
         io.nd = 1;
-        kern_reduce(c, b->a.dtype, op->redop, io, x, n);
+        kern_reduce_io(c, op->redop, io, x, n);
         break;
     case KERN_OP_REPKT:
     case KERN_OP_RESPKT:
@@ -1453,6 +1473,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
 #endif
         b->block = block;
         b->hbar = hbar;
+        b->tab = sm->tab;
     }
     KERN_BLOCK_SYNC(hbar);
 
@@ -1465,6 +1486,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
     c.failed = 0;
     c.fenced = 0;
     c.answer = 0;
+    c.tabs = 0;
     if (b->bad) {
         if (tid == 0)
             kern_fail(&c, KERN_ERR_INVALID_ARG, KERN_WAIT_PLAN, -1, -1, (uint64_t)nblocks,

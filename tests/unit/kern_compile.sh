@@ -1,11 +1,12 @@
 #!/bin/sh
 # Portability and resource check of the plan interpreter: compile kernels/common through nvcc
 # (sm_80, sm_90) and hipcc (gfx90a), as the CUDA and HIP HAL modules do; for sm_90, read what
-# ptxas reports (-Xptxas -v) for the kernel and fail when its per-thread stack grows past
-# KERN_STACK_LIMIT bytes or its spilled bytes past KERN_SPILL_LIMIT (1024 threads per block cap
-# the kernel at 64 registers; the interpreter keeps its state in shared memory, docs/gpu.md
-# "Interpreter"). Prints TAP; skips a compiler that is not installed, and everything when
-# MSCCLPP_SKIP_KERN_COMPILE is set (takes a few minutes).
+# ptxas reports (-Xptxas -v) per function and fail when the kernel's per-thread stack, any
+# hot-path function's spills or all functions' spills grow past their limits below (1024
+# threads per block cap the kernel at 64 registers; the interpreter keeps its state in shared
+# memory, docs/gpu.md "Interpreter"); the log lists every function with spills. Prints TAP;
+# skips a compiler that is not installed, and everything when MSCCLPP_SKIP_KERN_COMPILE is set
+# (takes a few minutes).
 top=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 bld=${MSCCLPP_TOP_BUILDDIR:-$top}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
@@ -15,14 +16,16 @@ hipcc=${HIPCC:-$(command -v hipcc || echo /opt/rocm/bin/hipcc)}
 # "Interpreter"). Stack: kern_cuda_entry's cumulative stack per thread (its frame and the
 # deepest chain of its out-of-line callees' frames); 6080 bytes before the shared-memory block
 # state, 1224 with the launch fence inlined into every wait, 432 with the waits' slow checks out
-# of line. Hot: the most spill-store bytes any function of the hot path may have (one op's
-# dispatch, copies, reductions, packets, puts, signals and waits; HOT below), 0 = none.
-# Spills and loads: the static spill-store and spill-load bytes of all functions together (the
-# slow paths keep theirs: kern_spin_check, kern_fail_sig, the launch fence).
-stack_limit=${KERN_STACK_LIMIT:-480}
-hot_limit=${KERN_HOT_SPILL_LIMIT:-0}
-spill_limit=${KERN_SPILL_LIMIT:-5700}
-load_limit=${KERN_SPILL_LOAD_LIMIT:-6600}
+# of line, 424 with the reduces' addresses in shared memory. Hot: the most spill-store bytes
+# any function of the hot path may have (one op's dispatch, copies, reductions, packets, puts,
+# signals and waits: $hot below); 92 today (kern_exec_op; 58 of the 60 reduce loops have none).
+# Stores and loads: the static spill-store and spill-load bytes of all functions together,
+# 5596 / 6440 before the reduces' address table, 1600 / 3624 with it (the slow paths keep
+# theirs: kern_spin_check 616, kern_fail_sig 96, kern_port_until 88).
+stack_limit=${KERN_STACK_LIMIT:-432}
+hot_limit=${KERN_HOT_SPILL_LIMIT:-96}
+spill_limit=${KERN_SPILL_LIMIT:-1700}
+load_limit=${KERN_SPILL_LOAD_LIMIT:-3700}
 hot='kern_(exec_op|copy_io|red_|reduce|pkt_|pred_|preduce|wait_chan|port_put|port_pkt|port_ctl|port_wait|mc_op)'
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -55,8 +58,10 @@ else
         "$tmp/log90" | head -n 1)
     regs=$(sed -n 's/.*Used \([0-9]*\) registers.*cumulative stack.*/\1/p' "$tmp/log90" | head -n 1)
     # one line per function: name (mangled), frame, spill stores, spill loads
+    # (names demangled to the bare function name where c++filt is installed)
     awk '/Function properties for/ { f = $NF }
-        /bytes stack frame/ { print f, $1, $5, $9 }' "$tmp/log90" >"$tmp/fn90"
+        /bytes stack frame/ { print f, $1, $5, $9 }' "$tmp/log90" |
+        { c++filt 2>/dev/null || cat; } | sed 's/^[^ ]*::\([A-Za-z0-9_]*\)([^)]*)/\1/' >"$tmp/fn90"
     spills=$(awk '{ s += $3 } END { print s + 0 }' "$tmp/fn90")
     loads=$(awk '{ s += $4 } END { print s + 0 }' "$tmp/fn90")
     hotmax=$(grep -E "$hot" "$tmp/fn90" | awk '$3 > m { m = $3 } END { print m + 0 }')
