@@ -78,6 +78,20 @@ def publish_and_wait(chan, r, peers):
         chan[(r, p)].wait(tb=0, data_sync=SyncType.after)
 
 
+def direct_ranks(chan, n):
+    """The ranks of a direct plan (plans/*_direct.py: peers' input and output addressed
+    directly, no scratch), each between two all-pairs handshakes: yields (r, peers) after r has
+    released its writes to every peer and waited for theirs (every peer is in this launch, its
+    input written and its output free of the caller's earlier work), and runs the closing
+    handshake when the loop body for r ends (r's output is complete, and no peer still reads
+    r's input or writes r's output when the call returns). A `break` would skip it."""
+    for r in range(n):
+        peers = peers_of(r, n)
+        publish_and_wait(chan, r, peers)
+        yield r, peers
+        publish_and_wait(chan, r, peers)
+
+
 def main(build, default_ranks=4):
     import argparse
 

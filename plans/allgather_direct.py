@@ -14,8 +14,8 @@ map on every rank; the plans live in plans/direct/, which the executor does not 
 default (plans/README.md).
 """
 
-from _common import (INSTANCES, MAX_MESSAGE, RANK_COUNTS, main_variants, memory_channels,
-                     peers_of, publish_and_wait)
+from _common import (INSTANCES, MAX_MESSAGE, RANK_COUNTS, direct_ranks, main_variants,
+                     memory_channels)
 from mscclpp.language import AllGather, CollectiveProgram, Rank
 
 
@@ -27,16 +27,13 @@ def allgather_direct(num_ranks, instances=INSTANCES, min_message_size=0, inplace
                            protocol="Simple", min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
         chan = memory_channels(N)
-        for r in range(N):
+        for r, peers in direct_ranks(chan, N):  # between the two handshakes
             rank = Rank(r)
             inp, out = rank.get_input_buffer(), rank.get_output_buffer()
-            peers = peers_of(r, N)
-            publish_and_wait(chan, r, peers)
             for p in peers:  # fused into one put
                 chan[(r, p)].put(Rank(p).get_output_buffer()[r:r + 1], inp[0:1], tb=0)
             if not inplace:
                 rank.copy(out[r:r + 1], inp[0:1], tb=0)
-            publish_and_wait(chan, r, peers)
     return prog
 
 

@@ -19,8 +19,8 @@ written: rank r rewrites chunk r of a peer's buffer only after reading it, and n
 reads that chunk of that rank.
 """
 
-from _common import (INSTANCES, MAX_MESSAGE, RANK_COUNTS, SIMPLE_MIN_MESSAGE,
-                     main_variants, memory_channels, peers_of, publish_and_wait)
+from _common import (INSTANCES, MAX_MESSAGE, RANK_COUNTS, SIMPLE_MIN_MESSAGE, direct_ranks,
+                     main_variants, memory_channels)
 from mscclpp.language import AllReduce, CollectiveProgram, Rank
 
 
@@ -33,18 +33,15 @@ def allreduce_direct(num_ranks, instances=INSTANCES, min_message_size=SIMPLE_MIN
                            protocol="Simple", min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
         chan = memory_channels(N)
-        for r in range(N):
+        for r, peers in direct_ranks(chan, N):  # between the two handshakes
             rank = Rank(r)
             inp, out = rank.get_input_buffer(), rank.get_output_buffer()
-            peers = peers_of(r, N)
-            publish_and_wait(chan, r, peers)
             for k, p in enumerate(peers):  # fused into one rre: the peers' sources appended
                 chan[(r, p)].reduce(inp[r:r + 1] if k == 0 else out[r:r + 1],
                                     [Rank(p).get_input_buffer()[r:r + 1]], tb=0,
                                     local_dst_chunk=out[r:r + 1])
             for p in peers:  # fused into the rre: rres with every peer's output chunk r
                 chan[(r, p)].put(Rank(p).get_output_buffer()[r:r + 1], out[r:r + 1], tb=0)
-            publish_and_wait(chan, r, peers)
     return prog
 
 

@@ -90,8 +90,27 @@ dist_plandirect_DATA = \
 	plans/direct/allreduce_direct_8.json plans/direct/allreduce_direct_ip_2.json \
 	plans/direct/allreduce_direct_ip_3.json plans/direct/allreduce_direct_ip_4.json \
 	plans/direct/allreduce_direct_ip_5.json plans/direct/allreduce_direct_ip_6.json \
-	plans/direct/allreduce_direct_ip_7.json plans/direct/allreduce_direct_ip_8.json
-EXTRA_DIST += plans/allgather_direct.py plans/allreduce_direct.py
+	plans/direct/allreduce_direct_ip_7.json plans/direct/allreduce_direct_ip_8.json \
+	plans/direct/alltoall_direct_2.json plans/direct/alltoall_direct_3.json \
+	plans/direct/alltoall_direct_4.json plans/direct/alltoall_direct_5.json \
+	plans/direct/alltoall_direct_6.json plans/direct/alltoall_direct_7.json \
+	plans/direct/alltoall_direct_8.json plans/direct/broadcast_direct_2.json \
+	plans/direct/broadcast_direct_3.json plans/direct/broadcast_direct_4.json \
+	plans/direct/broadcast_direct_5.json plans/direct/broadcast_direct_6.json \
+	plans/direct/broadcast_direct_7.json plans/direct/broadcast_direct_8.json \
+	plans/direct/broadcast_direct_ip_2.json plans/direct/broadcast_direct_ip_3.json \
+	plans/direct/broadcast_direct_ip_4.json plans/direct/broadcast_direct_ip_5.json \
+	plans/direct/broadcast_direct_ip_6.json plans/direct/broadcast_direct_ip_7.json \
+	plans/direct/broadcast_direct_ip_8.json plans/direct/reducescatter_direct_2.json \
+	plans/direct/reducescatter_direct_3.json plans/direct/reducescatter_direct_4.json \
+	plans/direct/reducescatter_direct_5.json plans/direct/reducescatter_direct_6.json \
+	plans/direct/reducescatter_direct_7.json plans/direct/reducescatter_direct_8.json \
+	plans/direct/reducescatter_direct_ip_2.json plans/direct/reducescatter_direct_ip_3.json \
+	plans/direct/reducescatter_direct_ip_4.json plans/direct/reducescatter_direct_ip_5.json \
+	plans/direct/reducescatter_direct_ip_6.json plans/direct/reducescatter_direct_ip_7.json \
+	plans/direct/reducescatter_direct_ip_8.json
+EXTRA_DIST += plans/allgather_direct.py plans/allreduce_direct.py plans/alltoall_direct.py \
+	plans/broadcast_direct.py plans/reducescatter_direct.py
 # Multi-node plans (plans/multinode/<nodes>x<ranks per node>/, hierarchical, and packet plans
 # for small messages, *-pkt.json), registered first
 # when the communicator spans that many nodes of that many ranks (executor.c); the flat

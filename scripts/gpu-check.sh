@@ -45,7 +45,8 @@
 #                the library preloaded (2 ranks): the DSL plan serves the 1 MiB+ allreduce
 #   direct       the direct plans (plans/direct/: peers' input read and output written, the
 #                fewest bytes) against the scratch plans of plans/cuda/ at the same block count,
-#                allreduce and allgather at 2/4/8 ranks, 4 MiB .. 256 MiB, every row checked,
+#                allreduce, allgather, reducescatter, alltoall and broadcast at 2/4/8 ranks,
+#                4 MiB .. 256 MiB, every row checked,
 #                in one run each: time per call and the scratch/direct time ratio at the largest
 #                size (issue 19 item 3)
 #   multinode    2 namespace nodes x 1 rank on the one GPU: port channels over UCX, device
@@ -287,7 +288,7 @@ if want direct; then
     for n in 2 4 8; do
         inst=$(python3 -c "import sys; sys.path.insert(0, '$src/plans'); import _common; \
 print(_common.cuda_instances($n))" 2>/dev/null)
-        for c in allreduce allgather; do
+        for c in allreduce allgather reducescatter alltoall broadcast; do
             dp=$out/direct-plans/${c}_direct_$n.json
             env PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" python3 \
                 "$src/plans/${c}_direct.py" --num_ranks "$n" --instances "${inst:-16}" \

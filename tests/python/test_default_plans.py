@@ -17,7 +17,8 @@ MULTINODE = sorted(glob.glob(os.path.join(PLANS, "multinode", "**", "*.json"), r
 FAMILIES = ["allreduce_allpairs", "allreduce_pkt", "allreduce_simple", "allgather",
             "reducescatter", "alltoall", "broadcast"]
 DIRECT_FAMILIES = ["allreduce_direct", "allreduce_direct_ip", "allgather_direct",
-                   "allgather_direct_ip"]
+                   "allgather_direct_ip", "reducescatter_direct", "reducescatter_direct_ip",
+                   "alltoall_direct", "broadcast_direct", "broadcast_direct_ip"]
 
 
 def test_regenerating_default_plans_gives_the_committed_files():

@@ -1055,7 +1055,10 @@ static uint64_t fewest_of(const mscclpp_plan_t *p, size_t in, size_t out)
  * bytes: allreduce 2 N S (in place too) where the scratch plan moves 2 (3N - 2) S; allgather of
  * s bytes per rank in place N^2 s, out of place N (N + 2) s (one local read of the input more
  * than the fewest, N (N + 1) s: the copy to its own block), where the scratch plan moves 3 N^2 s;
- * "the fewest" is mscclpp_collective_min_traffic's.
+ * reducescatter of S bytes in (s = S / N out) N (S + s), in place too; alltoall 2 N S;
+ * broadcast N S in place, (N + 2) S out of place (the root's copy to its own output reads the
+ * input again); each less than its scratch plan. "The fewest" is
+ * mscclpp_collective_min_traffic's.
  * They also pass the C verifier (wrong results, races, deadlocks).
  */
 START_TEST(test_direct_traffic)
@@ -1077,8 +1080,50 @@ START_TEST(test_direct_traffic)
             ck_assert_uint_eq(traffic_of(p, s, n * s), fewest_of(p, s, n * s) + (ip ? 0 : n * s));
             mscclpp_plan_destroy(p);
         }
-        snprintf(rel, sizeof rel, "allreduce_simple_%d.json", (int)n);
+        for (int ip = 0; ip < 2; ip++) {
+            snprintf(rel, sizeof rel, "direct/reducescatter_direct%s_%d.json", ip ? "_ip" : "",
+                     (int)n);
+            mscclpp_plan_t *p = load_tree("plans", rel);
+            ck_assert_int_eq(mscclpp_plan_verify(p), MSCCLPP_OK);
+            ck_assert_uint_eq(traffic_of(p, S, s), n * (S + s));
+            ck_assert_uint_eq(traffic_of(p, S, s), fewest_of(p, S, s));
+            mscclpp_plan_destroy(p);
+            snprintf(rel, sizeof rel, "direct/broadcast_direct%s_%d.json", ip ? "_ip" : "",
+                     (int)n);
+            p = load_tree("plans", rel);
+            ck_assert_int_eq(mscclpp_plan_verify(p), MSCCLPP_OK);
+            ck_assert_uint_eq(traffic_of(p, S, S), ip ? n * S : (n + 2) * S);
+            ck_assert_uint_eq(traffic_of(p, S, S), fewest_of(p, S, S) + (ip ? 0 : S));
+            mscclpp_plan_destroy(p);
+        }
+        snprintf(rel, sizeof rel, "direct/alltoall_direct_%d.json", (int)n);
         mscclpp_plan_t *p = load_tree("plans", rel);
+        ck_assert_int_eq(mscclpp_plan_verify(p), MSCCLPP_OK);
+        ck_assert_uint_eq(traffic_of(p, S, S), 2 * n * S);
+        ck_assert_uint_eq(traffic_of(p, S, S), fewest_of(p, S, S));
+        mscclpp_plan_destroy(p);
+        /* the scratch plans the direct ones would replace move more */
+        static const struct {
+            const char *fam;
+            int in_n, out_n; /* sizes in units of s */
+        } scr[] = {{"reducescatter", 1, 0}, {"alltoall", 1, 1}, {"broadcast", 1, 1}};
+        static const char *dfam[] = {"reducescatter_direct", "alltoall_direct",
+                                     "broadcast_direct"};
+        for (int i = 0; i < 3; i++) {
+            size_t in = scr[i].in_n ? S : s, out = scr[i].out_n ? S : s;
+            snprintf(rel, sizeof rel, "%s_%d.json", scr[i].fam, (int)n);
+            p = load_tree("plans", rel);
+            uint64_t scratch = traffic_of(p, in, out);
+            mscclpp_plan_destroy(p);
+            snprintf(rel, sizeof rel, "direct/%s_%d.json", dfam[i], (int)n);
+            p = load_tree("plans", rel);
+            ck_assert_msg(traffic_of(p, in, out) < scratch, "%s: %llu bytes, scratch plan %llu",
+                          rel, (unsigned long long)traffic_of(p, in, out),
+                          (unsigned long long)scratch);
+            mscclpp_plan_destroy(p);
+        }
+        snprintf(rel, sizeof rel, "allreduce_simple_%d.json", (int)n);
+        p = load_tree("plans", rel);
         ck_assert_uint_eq(traffic_of(p, S, S), 2 * (3 * n - 2) * S);
         mscclpp_plan_destroy(p);
         snprintf(rel, sizeof rel, "allgather_%d.json", (int)n);

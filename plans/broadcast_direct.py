@@ -1,0 +1,56 @@
+"""Direct broadcast from rank 0 (Simple protocol, memory channels, one node): the fewest bytes.
+
+Replicated over INSTANCES thread blocks (each on its own share of the message):
+  1. every other rank signals the root (after a block sync: it is in this launch, its output
+     free of the caller's earlier work); the root waits for all of them;
+  2. the root puts its input straight into every peer's OUTPUT (one fused put: one load feeds
+     every store) and copies it to its own output (in place it is already there);
+  3. the root signals every peer (after a block sync), each peer waits: its output is complete.
+The root reads its input and writes N outputs: (N + 2) S in all out of place (the fewest,
+(N + 1) S, plus the local copy's read), N S in place (the fewest); the other ranks move nothing.
+The scratch plan (broadcast.py) writes the peers' scratch and each peer copies it out again:
+3 N S. Other roots: the executor rotates the ranks (docs/plan-selection.md). The peers'
+outputs are addressed through the offsets the launch fence publishes (docs/nccl.md), so both
+buffers must be memory the peers can map on every rank; the plans live in plans/direct/
+(plans/README.md).
+"""
+
+from _common import INSTANCES, MAX_MESSAGE, RANK_COUNTS, main_variants
+from mscclpp.language import Broadcast, CollectiveProgram, MemoryChannel, Rank, SyncType
+
+
+def broadcast_direct(num_ranks, instances=INSTANCES, min_message_size=0, inplace=False):
+    """Broadcast from rank 0, Simple protocol, peers' outputs written directly."""
+    N = num_ranks
+    name = f"direct_broadcast{'_ip' if inplace else ''}_{N}"
+    with CollectiveProgram(name, Broadcast(N, 1, inplace, root=0), N, instances=instances,
+                           protocol="Simple", min_message_size=min_message_size,
+                           max_message_size=MAX_MESSAGE) as prog:
+        peers = range(1, N)
+        down = {p: MemoryChannel(p, 0) for p in peers}  # root -> p
+        up = {p: MemoryChannel(0, p) for p in peers}  # p -> root
+        for p in peers:
+            up[p].signal(tb=0, data_sync=SyncType.before)
+        root = Rank(0)
+        inp, out = root.get_input_buffer(), root.get_output_buffer()
+        for p in peers:
+            down[p].wait(tb=0, data_sync=SyncType.after)
+        for p in peers:  # fused into one put
+            down[p].put(Rank(p).get_output_buffer()[0:1], inp[0:1], tb=0)
+        if not inplace:
+            root.copy(out[0:1], inp[0:1], tb=0)
+        for p in peers:
+            down[p].signal(tb=0, data_sync=SyncType.before)
+        for p in peers:
+            up[p].wait(tb=0, data_sync=SyncType.after)
+    return prog
+
+
+def default_plans():
+    for ip in ("", "_ip"):
+        for n in RANK_COUNTS:
+            yield f"direct/broadcast_direct{ip}_{n}.json", broadcast_direct(n, inplace=bool(ip))
+
+
+if __name__ == "__main__":
+    main_variants(broadcast_direct)
