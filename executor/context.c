@@ -1,7 +1,8 @@
 /*
  * Contexts (executor/executor.h): what a plan needs for one pair of buffers, built collectively
- * on first use and kept, most recently used first, up to MSCCLPP_EXEC_CONTEXTS of them (then
- * the least recently used goes: context_evict).
+ * on first use and kept in the executor's cache (executor/cache.h), most recently used first,
+ * with native algorithms' buffer sets, up to MSCCLPP_EXEC_CONTEXTS entries of both (then the
+ * least recently used go: context_evict).
  *
  *   exec_context_get     look one up, or build it: context_scratch (sized by layout.c for the
  *                        call's sizes rounded up, halves agreed by all ranks), context_state
@@ -24,6 +25,7 @@
  * Rank rotation: a context may run the plan with virtual rank v = (rank - rotation) mod n, so a
  * broadcast plan written for root 0 serves any root.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,7 +211,6 @@ mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p)
 
 static void context_free(mscclpp_executor_t *ex, exec_context_t *c)
 {
-    if (!c) return;
     const hal_ops_t *hal = ex->hal;
     lowcache_free_list(ex, c->lowered);
     c->lowered = NULL;
@@ -230,72 +231,50 @@ static void context_free(mscclpp_executor_t *ex, exec_context_t *c)
     free(c);
 }
 
-static void free_list(mscclpp_executor_t *ex, exec_context_t *list)
+/* ---- the context as an entry of the executor's cache ---------------------------------------- */
+
+/* What tells one context of a plan from another (the cache's owner is the plan). */
+typedef struct {
+    const void *send_base, *recv_base;
+    uint64_t send_id, recv_id;
+    int rotation;
+} context_key_t;
+
+static exec_context_t *context_of(const exec_cache_entry_t *e)
 {
-    while (list) {
-        exec_context_t *c = list;
-        list = c->next;
-        context_free(ex, c);
-    }
+    return e ? (exec_context_t *)((char *)e - offsetof(exec_context_t, ce)) : NULL;
 }
 
-/*
- * Drop the contexts whose input allocation (or, with recv_too, output allocation) starts at
- * `base`; *n says how many. Launches still queued on the executor's streams use them (and the
- * allocation), so those are waited for first: their error, if any, is returned and nothing is
- * dropped.
- */
-static mscclpp_result_t contexts_drop(mscclpp_executor_t *ex, const void *base, bool recv_too,
-                                      int *n)
+static bool context_match(const exec_cache_entry_t *e, const void *key)
 {
-    *n = 0;
-    bool any = false;
-    pthread_mutex_lock(&ex->lock);
-    for (exec_context_t *c = ex->contexts; c && !any; c = c->next)
-        any = c->send_base == base || (recv_too && c->recv_base == base);
-    pthread_mutex_unlock(&ex->lock);
-    if (!any) return MSCCLPP_OK;
-    /* a capturing stream cannot be waited for: then nothing is freed here (below) */
-    bool defer = exec_cannot_drain(ex);
-    if (!defer) CHECK(hal_api_source_drain(ex->source));
-    pthread_mutex_lock(&ex->lock); /* against a concurrent stream check */
-    exec_context_t *gone = NULL;
-    for (exec_context_t **pp = &ex->contexts; *pp;) {
-        exec_context_t *c = *pp;
-        if (c->send_base == base || (recv_too && c->recv_base == base)) {
-            *pp = c->next;
-            c->next = gone;
-            gone = c;
-            (*n)++;
-        } else {
-            pp = &c->next;
-        }
-    }
-    pthread_mutex_unlock(&ex->lock);
-    /* what a graph launches, or (during a capture) queued work may still use, stays until
-     * the executor goes */
-    while (gone) {
-        exec_context_t *c = gone;
-        gone = c->next;
-        if (c->captured || defer) {
-            c->next = ex->dead;
-            ex->dead = c;
-        } else {
-            context_free(ex, c);
-        }
-    }
-    return MSCCLPP_OK;
+    const exec_context_t *c = context_of(e);
+    const context_key_t *k = key;
+    return c->send_base == k->send_base && c->recv_base == k->recv_base &&
+           c->rotation == k->rotation && c->send_id == k->send_id && c->recv_id == k->recv_id;
 }
 
-mscclpp_result_t exec_contexts_free_input(mscclpp_executor_t *ex, const void *send_base)
+static bool context_holds(const exec_cache_entry_t *e, const void *base)
 {
-    int n;
-    return contexts_drop(ex, send_base, false, &n);
+    const exec_context_t *c = context_of(e);
+    return c->send_base == base || c->recv_base == base;
 }
 
-mscclpp_result_t exec_contexts_forget(mscclpp_executor_t *ex, const void *base, int *n)
+static void context_free_entry(mscclpp_executor_t *ex, exec_cache_entry_t *e)
 {
-    return contexts_drop(ex, base, true, n);
+    context_free(ex, context_of(e));
+}
+
+static const exec_cache_ops_t context_ops = {
+    .what = "context",
+    .collective = true, /* peers read its scratch and counters */
+    .match = context_match,
+    .holds = context_holds,
+    .free = context_free_entry,
+};
+
+exec_context_t *exec_context_next(const mscclpp_executor_t *ex, const exec_context_t *c)
+{
+    return context_of(exec_cache_next(ex, c ? &c->ce : NULL, &context_ops));
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_executor_usable(mscclpp_executor_t *exec, const void *ptr,
@@ -315,27 +294,8 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_usable(mscclpp_executor_t *exec, c
 
 void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too)
 {
-    pthread_mutex_lock(&ex->lock);
-    exec_context_t *list = ex->contexts;
-    ex->contexts = NULL;
-    pthread_mutex_unlock(&ex->lock);
-    if (!dead_too) {
-        /* a reset: the contexts graphs launch with stay until the executor goes */
-        while (list) {
-            exec_context_t *c = list;
-            list = c->next;
-            if (c->captured) {
-                c->next = ex->dead;
-                ex->dead = c;
-            } else {
-                context_free(ex, c);
-            }
-        }
-        return;
-    }
-    free_list(ex, list);
-    free_list(ex, ex->dead);
-    ex->dead = NULL;
+    exec_cache_clear(ex, dead_too); /* without dead_too the ones graphs launch with stay */
+    if (!dead_too) return;
     lowcache_free_list(ex, ex->retired);
     ex->retired = NULL;
     for (int i = 0; i < ex->n_kept; i++) ex->hal->mem_free(ex->kept[i]);
@@ -834,6 +794,8 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     const int n = ex->comm->nranks;
     exec_context_t *c = calloc(1, sizeof *c);
     if (!c) return oom();
+    c->ce.ops = &context_ops;
+    c->ce.owner = plan;
     c->plan = plan;
     c->shares_io = shares_io;
     c->reaches_io = exec_plan_reaches_io(plan);
@@ -859,8 +821,7 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     if (ex->setup_talked) {
         /* a peer that got our message may be importing our buffers right now: withdrawing
          * them would make it fail on us ("withdrawn already") instead of on the real cause */
-        c->next = ex->dead;
-        ex->dead = c;
+        exec_cache_bury(ex, &c->ce);
         return res;
     }
     context_free(ex, c);
@@ -896,70 +857,26 @@ static mscclpp_result_t drop_context(mscclpp_executor_t *ex, exec_context_t *c)
                    "at this size before the capture", c->plan->name);
     CHECK(hal_api_source_drain(ex->source)); /* launches queued on its scratch end first */
     retired_sweep(ex);
-    pthread_mutex_lock(&ex->lock);
-    for (exec_context_t **pp = &ex->contexts; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
-    if (c->captured) {
-        c->next = ex->dead;
-        ex->dead = c;
-    }
-    pthread_mutex_unlock(&ex->lock);
-    if (!c->captured) context_free(ex, c);
+    exec_cache_remove(ex, &c->ce);
     return MSCCLPP_OK;
 }
 
 /*
  * Bound the cache (issue 22 item 6: every context holds scratch, counters, descriptors and
  * peer mappings; a program cycling through many buffer pairs ran out of file descriptors):
- * before a new context is built, drop the least recently used ones until one more fits. Every
- * rank makes the same calls, so every rank misses here alike and drops the same contexts (the
- * ones at the tail). Peers may still be reading our memory of a dropped context (a rank that
- * ran ahead, a launch queued on a peer's stream): so first every rank drains its own streams,
- * then all meet at a barrier, and only then is anything freed.
+ * before a new context is built, drop the least recently used entries of the executor's cache
+ * (contexts and native buffer sets) until one more fits. Every rank makes the same calls, so
+ * every rank misses here alike and drops the same ones; peers may still be reading our memory
+ * of a dropped context, so every rank drains its streams and all meet at a barrier before
+ * anything is freed (exec_cache_make_room).
  */
-static mscclpp_result_t context_evict(mscclpp_executor_t *ex)
+static mscclpp_result_t context_evict(mscclpp_executor_t *ex, const struct mscclpp_plan *plan)
 {
-    int64_t cap = config_get_int(CFG_MSCCLPP_EXEC_CONTEXTS);
-    /* contexts a graph launches stay (and do not count); during a capture nothing can be
-     * waited for, so the bound applies again at the first miss after it */
-    if (cap <= 0 || ex->capturing) return MSCCLPP_OK;
-    /* a point-to-point executor's contexts are each two ranks': they cannot all meet (its
-     * contexts are few: one per pair and direction, and per allocation for port channels) */
-    if (ex->p2p) return MSCCLPP_OK;
-    int64_t n = 0;
-    for (exec_context_t *c = ex->contexts; c; c = c->next) n += !c->captured;
-    if (n < cap) return MSCCLPP_OK;
-    CHECK(hal_api_source_drain(ex->source));
-    ex->setup_talked = true; /* a failure from here on leaves the peers somewhere else */
-    CHECK(mscclpp_bootstrap_barrier(ex->comm->boot));
-    pthread_mutex_lock(&ex->lock); /* against a concurrent stream check */
-    exec_context_t *gone = NULL;
-    int64_t kept = 0;
-    for (exec_context_t **pp = &ex->contexts; *pp;) {
-        exec_context_t *c = *pp;
-        if (c->captured || kept < cap - 1) {
-            kept += !c->captured;
-            pp = &c->next;
-        } else {
-            *pp = c->next;
-            c->next = gone;
-            gone = c;
-        }
-    }
-    pthread_mutex_unlock(&ex->lock);
-    int dropped = 0;
-    for (exec_context_t *c = gone; c; c = c->next) dropped++;
-    free_list(ex, gone);
-    INFO(SUBSYS_EXEC,
-         "rank %d: dropped the %d least recently used context(s) "
-         "(MSCCLPP_EXEC_CONTEXTS=%lld)",
-         ex->comm->rank, dropped, (long long)cap);
-    return MSCCLPP_OK;
+    bool talked = false;
+    mscclpp_result_t r = exec_cache_make_room(ex, &context_ops, plan, &talked);
+    if (talked) ex->setup_talked = true; /* a failure from here on leaves the peers elsewhere */
+    return r;
 }
-
 
 mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
                                   const exec_bufs_t *bufs, size_t in_bytes, size_t out_bytes,
@@ -971,24 +888,8 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
                                                                                 : NULL;
     const uint64_t send_id = shares_io ? bufs->in.id : 0, recv_id = shares_io ? bufs->out.id : 0;
     /* a failed context breaks the executor (exec_check), so every context here is sound */
-    exec_context_t *c = NULL;
-    for (exec_context_t **pp = &ex->contexts; *pp; pp = &(*pp)->next) {
-        exec_context_t *e = *pp;
-        if (e->plan == plan && e->send_base == send_base && e->recv_base == recv_base &&
-            e->rotation == rotation && e->send_id == send_id && e->recv_id == recv_id) {
-            c = e;
-            if (pp != &ex->contexts) { /* most recently used first */
-                pthread_mutex_lock(&ex->lock);
-                *pp = c->next;
-                c->next = ex->contexts;
-                ex->contexts = c;
-                pthread_mutex_unlock(&ex->lock);
-            }
-            /* stop here: after the move *pp may be NULL, and the loop's step would take
-             * &NULL->next (UBSan: test_executor t_size_cycle) */
-            break;
-        }
-    }
+    const context_key_t key = {send_base, recv_base, send_id, recv_id, rotation};
+    exec_context_t *c = context_of(exec_cache_find(ex, &context_ops, plan, &key));
     if (c && in_bytes <= c->in_cap && out_bytes <= c->out_cap) {
         *out = c;
         return MSCCLPP_OK;
@@ -1013,7 +914,8 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
     int dropped = 0;
     for (; shares_io;) {
         const void *gone = NULL;
-        for (exec_context_t *e = ex->contexts; e && !gone; e = e->next) {
+        for (exec_context_t *e = exec_context_next(ex, NULL); e && !gone;
+             e = exec_context_next(ex, e)) {
             if (!e->shares_io) continue;
             if ((e->send_base == send_base && e->send_id != send_id) ||
                 (e->recv_base == send_base && e->recv_id != send_id))
@@ -1024,7 +926,7 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
         }
         if (!gone) break;
         int n = 0;
-        CHECK(contexts_drop(ex, gone, true, &n));
+        CHECK(exec_cache_forget(ex, gone, &n)); /* and native buffer sets on it */
         dropped += n;
     }
     if (dropped)
@@ -1032,10 +934,11 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
              ex->comm->rank, dropped, send_base, recv_base);
     uint64_t in_cap, out_cap;
     scratch_caps(in_bytes, out_bytes, &in_cap, &out_cap);
-    CHECK(context_evict(ex));
+    CHECK(context_evict(ex, plan));
     /* the announcement went with its context if a drop or the eviction took it */
     bool kept = false;
-    for (exec_context_t *k = ex->contexts; k && !kept; k = k->next) kept = k == ann.prev;
+    for (exec_context_t *k = exec_context_next(ex, NULL); k && !kept; k = exec_context_next(ex, k))
+        kept = k == ann.prev;
     if (!kept) ann.prev = NULL;
     c = NULL;
     ex->announcing = &ann; /* a setup every rank refuses withdraws it (context_agree) */
@@ -1046,10 +949,7 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
      * our announcement (above) and answered it: that is why this setup failed */
     res = exec_setup_settle(ex, &ann, res);
     if (res != MSCCLPP_OK) return res;
-    pthread_mutex_lock(&ex->lock);
-    c->next = ex->contexts;
-    ex->contexts = c;
-    pthread_mutex_unlock(&ex->lock);
+    exec_cache_add(ex, &c->ce);
     *out = c;
     return MSCCLPP_OK;
 }

@@ -202,7 +202,7 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
     if (ex->capturing) {
         /* a graph launches them from now on: never freed or changed while the executor lives */
         l->captured = true;
-        c->captured = true;
+        c->ce.pinned = true;
     }
     l->low->args.input = send;
     l->low->args.output = recv;
@@ -320,7 +320,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
 MSCCLPP_API mscclpp_result_t mscclpp_executor_set_p2p(mscclpp_executor_t *exec)
 {
     CHECK_ARG(exec != NULL);
-    CHECK_ARG(exec->contexts == NULL);
+    CHECK_ARG(exec->cache.head == NULL);
     exec->p2p = true;
     return MSCCLPP_OK;
 }
@@ -404,16 +404,15 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_select_plan(mscclpp_executor_t *ex
                                 exec->comm->nlocal, inplace != 0, message_bytes, tags, plan);
 }
 
-/* Forgetting an allocation (exec_forget.h): the plan contexts keyed by it and the native
- * algorithms' mappings of it. */
+/* Forgetting an allocation (exec_forget.h): the entries of the executor's cache that hold it,
+ * plan contexts and native algorithms' buffer sets alike (executor/cache.h). */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_forget(mscclpp_executor_t *exec, const void *base,
                                                      int *dropped)
 {
     CHECK_ARG(exec != NULL);
     CHECK_ARG(base != NULL);
     int n = 0;
-    mscclpp_result_t r = exec_contexts_forget(exec, base, &n);
-    n += exec_native_forget(exec, base); /* native algorithms' mappings of it too */
+    mscclpp_result_t r = exec_cache_forget(exec, base, &n);
     if (dropped) *dropped = n;
     return r;
 }
@@ -495,8 +494,9 @@ static mscclpp_result_t run_staged(mscclpp_executor_t *ex, const exec_choice_t *
         } else if (ex->tmp) {
             /* launches still queued read the old staging buffer: they end first; contexts
              * keyed on it (plans that reach their peers' input) go with it */
+            int n;
             CHECK(hal_api_source_drain(ex->source));
-            CHECK(exec_contexts_free_input(ex, ex->tmp));
+            CHECK(exec_cache_forget(ex, ex->tmp, &n));
             ex->hal->mem_free(ex->tmp);
         }
         ex->tmp = NULL;

@@ -7,6 +7,8 @@
  *                        cache, teardown
  *   executor/state.c     whether the executor is broken: launch errors decoded from the device
  *                        state or a mailbox, proxy errors, the stream-sync check
+ *   executor/cache.c     the one cache of contexts and native algorithms' buffer sets: most
+ *                        recently used first, bounded, forget (executor/cache.h)
  *
  * and, below them, executor/layout.c (chunk and scratch geometry) and executor/lower.c (plan ops
  * -> interpreter program), which know nothing of these objects.
@@ -26,6 +28,7 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "executor/cache.h"
 #include "executor/exec_port.h"
 #include "executor/lower.h"
 #include "executor/plan.h"
@@ -88,7 +91,8 @@ typedef struct {
 } exec_bufs_t;
 
 typedef struct exec_context {
-    struct exec_context *next;
+    exec_cache_entry_t ce; /* in the executor's cache (executor/cache.h); owner: the plan;
+                            * pinned: a graph launches with it */
     const struct mscclpp_plan *plan;
     /*
      * Key. A plan that addresses a peer's input or output (memory, port or switch channels:
@@ -113,7 +117,6 @@ typedef struct exec_context {
     uint64_t in_cap, out_cap;
     bool broken;                /* a launch failed: state undefined, rebuild before reuse */
     uint64_t off[2];            /* the current call's in-allocation offsets (shares_io) */
-    bool captured;              /* a graph launches with it: freed only with the executor */
     void **peer_ptr[3];         /* per virtual rank: input/output allocation base, scratch */
     uint64_t *peer_off[2];      /* per virtual rank: offsets of the current call's buffers (all
                                  * this rank's own: ranks use their buffers alike) */
@@ -146,9 +149,9 @@ struct mscclpp_executor {
     bool p2p;         /* runs plans of two ranks each (mscclpp_executor_set_p2p): setups meet
                        * only the plan's ranks, under one tag; every launch fences */
     exec_registry_t registry;
-    exec_context_t *contexts;
-    exec_context_t *dead; /* setups that failed after talking: peers may still map their
-                           * memory, so it is released only with the executor */
+    /* contexts and native algorithms' buffer sets (executor/cache.h); its dead list also
+     * keeps setups that failed after talking: peers may still map their memory */
+    exec_cache_t cache;
     uint32_t context_seq;
     void *tmp;        /* staging input for in-place calls served by out-of-place plans */
     size_t tmp_bytes;
@@ -231,18 +234,13 @@ mscclpp_result_t exec_context_lowered(mscclpp_executor_t *ex, exec_context_t *c,
                                       mscclpp_redop_t op, mscclpp_packet_t packet,
                                       hal_stream_t stream, exec_lowcache_t **out);
 
-/* Free every context whose input allocation is `send_base` (the staging buffer goes), after the
- * launches queued on the executor's streams, whose error it returns. */
-mscclpp_result_t exec_contexts_free_input(mscclpp_executor_t *ex, const void *send_base);
-
-/* Free every context keyed by the allocation at `base` (mscclpp_executor_forget); *n gets how
- * many. Returns the error of the launches drained first. */
-mscclpp_result_t exec_contexts_forget(mscclpp_executor_t *ex, const void *base, int *n);
-
-/* Free every live context, and with dead_too the failed setups kept for the peers, the
- * retired lowered plans and the kept buffers (only when the executor goes: graphs may still
- * launch them). */
+/* Free every entry of the cache (contexts and native buffer sets), and with dead_too the dead
+ * ones (failed setups kept for the peers, what graphs launch), the retired lowered plans and
+ * the kept buffers (only when the executor goes: graphs may still launch them). */
 void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too);
+
+/* The context after `c` (the first for NULL) in the executor's cache; NULL at the end. */
+exec_context_t *exec_context_next(const mscclpp_executor_t *ex, const exec_context_t *c);
 
 /* Keep device memory `p` (a buffer a graph uses) until the executor goes. */
 mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p);

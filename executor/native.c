@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +26,10 @@
 #define NATIVE_REC 6   /* per-call record: in base, in size, out base, out size, in off, out off */
 #define NATIVE_MAX_CTXS 16 /* buffer sets kept mapped per algorithm and executor */
 
-/* Mappings for one set of allocations (every rank's input and output allocation). */
+/* Mappings for one set of allocations (every rank's input and output allocation): an entry of
+ * the executor's cache (executor/cache.h), whose owner is the native_plan_t holding state. */
 typedef struct native_ctx {
-    struct native_ctx *next;
+    exec_cache_entry_t ce;
     uint64_t *key;             /* nranks x 4: in base, in size, out base, out size */
     mscclpp_regmem_t **local;  /* NATIVE_KINDS registrations of this rank's buffers */
     mscclpp_regmem_t **remote; /* nranks x NATIVE_KINDS peer registrations (NULL for self) */
@@ -49,7 +51,7 @@ typedef struct native_plan {
     bool inited;
     uint64_t seq;
     void *scratch;
-    native_ctx_t *ctxs;
+    int n_ctxs;     /* its buffer sets in the executor's cache */
     void **ptrs;    /* 3 x nranks: peer_input, peer_output, peer_scratch of the call */
     uint64_t *recs; /* nranks x NATIVE_REC */
     mscclpp_result_t broken;
@@ -254,14 +256,63 @@ static void ctx_free(native_plan_t *np, native_ctx_t *c)
     free(c);
 }
 
+/* ---- buffer sets as entries of the executor's cache ---- */
+
+static native_ctx_t *ctx_of(const exec_cache_entry_t *e)
+{
+    return e ? (native_ctx_t *)((char *)e - offsetof(native_ctx_t, ce)) : NULL;
+}
+
+static native_plan_t *owner_of(const exec_cache_entry_t *e)
+{
+    return (native_plan_t *)(uintptr_t)e->owner;
+}
+
+/* key: the per-call records of every rank (NATIVE_REC words each, the first 4 are the key) */
+static bool ctx_match(const exec_cache_entry_t *e, const void *key)
+{
+    const native_ctx_t *c = ctx_of(e);
+    const uint64_t *recs = key;
+    for (int r = 0; r < owner_of(e)->plan.nranks; r++)
+        if (memcmp(&c->key[r * 4], &recs[r * NATIVE_REC], 4 * sizeof(uint64_t))) return false;
+    return true;
+}
+
+/* this rank's input or output allocation (key: in base, size, out base, size) */
+static bool ctx_holds(const exec_cache_entry_t *e, const void *base)
+{
+    const native_ctx_t *c = ctx_of(e);
+    const native_plan_t *np = owner_of(e);
+    int me = np->comm ? np->comm->rank : 0;
+    uint64_t b = (uintptr_t)base;
+    return c->key[me * 4 + 0] == b || c->key[me * 4 + 2] == b;
+}
+
+static void ctx_free_entry(mscclpp_executor_t *ex, exec_cache_entry_t *e)
+{
+    (void)ex;
+    native_plan_t *np = owner_of(e);
+    np->n_ctxs--;
+    ctx_free(np, ctx_of(e));
+}
+
+static const exec_cache_ops_t native_ctx_ops = {
+    .what = "native buffer set",
+    /* ranks map each other's registrations, which stay valid while the buffers live: every
+     * rank drops the same one alike, with no barrier (as before the one cache) */
+    .collective = false,
+    .per_owner = NATIVE_MAX_CTXS,
+    .match = ctx_match,
+    .holds = ctx_holds,
+    .free = ctx_free_entry,
+};
+
 /* Release contexts, scratch and init state of one registration (it stays registered). */
 static void plan_release(native_plan_t *np)
 {
-    while (np->ctxs) {
-        native_ctx_t *c = np->ctxs;
-        np->ctxs = c->next;
-        ctx_free(np, c);
-    }
+    /* its buffer sets live in its executor's cache (none once the executor is gone: its
+     * destroy released them) */
+    if (np->n_ctxs > 0) exec_cache_drop_owner(np->exec, np);
     if (np->scratch) {
         if (np->comm->hal->mem_free(np->scratch) != MSCCLPP_OK) core_clear_error();
         np->scratch = NULL;
@@ -290,31 +341,6 @@ void exec_native_release(mscclpp_executor_t *ex)
         for (native_plan_t *np = m->plans; np; np = np->next)
             if (np->exec == ex) plan_release(np);
     pthread_mutex_unlock(&g_lock);
-}
-
-int exec_native_forget(mscclpp_executor_t *ex, const void *base)
-{
-    int dropped = 0;
-    uint64_t b = (uintptr_t)base;
-    pthread_mutex_lock(&g_lock);
-    for (mscclpp_native_t *m = g_mods; m; m = m->next)
-        for (native_plan_t *np = m->plans; np; np = np->next) {
-            if (np->exec != ex) continue;
-            int me = np->comm ? np->comm->rank : 0;
-            for (native_ctx_t **pp = &np->ctxs; *pp;) {
-                native_ctx_t *c = *pp;
-                /* this rank's input or output allocation (key: in base, size, out base, size) */
-                if (c->key[me * 4 + 0] == b || c->key[me * 4 + 2] == b) {
-                    *pp = c->next;
-                    ctx_free(np, c);
-                    dropped++;
-                } else {
-                    pp = &c->next;
-                }
-            }
-        }
-    pthread_mutex_unlock(&g_lock);
-    return dropped;
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_executor_release_natives(mscclpp_executor_t *exec)
@@ -600,43 +626,28 @@ static mscclpp_result_t peer_memory(native_plan_t *np, const void *send, void *r
     rec[4] = (uint64_t)((const char *)send - (const char *)ib);
     rec[5] = (uint64_t)((const char *)recv - (const char *)ob);
     CHECK(mscclpp_bootstrap_allgather(comm->boot, np->recs, NATIVE_REC * sizeof *np->recs));
-    /* every rank sees the same records, so every rank finds (or misses) the same context;
-     * a hit moves to the front, so the bound below drops the least recently used */
-    native_ctx_t *c = NULL;
-    for (native_ctx_t **pp = &np->ctxs; *pp; pp = &(*pp)->next) {
-        bool same = true;
-        for (int r = 0; same && r < n; r++)
-            same = !memcmp(&(*pp)->key[r * 4], &np->recs[r * NATIVE_REC], 4 * sizeof(uint64_t));
-        if (!same) continue;
-        c = *pp;
-        *pp = c->next;
-        c->next = np->ctxs;
-        np->ctxs = c;
-        break;
-    }
+    /* every rank sees the same records, so every rank finds (or misses) the same buffer set
+     * in the executor's cache; a hit moves to the front, so the bounds drop the least recently
+     * used (NATIVE_MAX_CTXS of this algorithm, MSCCLPP_EXEC_CONTEXTS of all entries), on every
+     * rank alike, and a later call with it sets it up again on all ranks */
+    mscclpp_executor_t *ex = np->exec;
+    native_ctx_t *c = ctx_of(exec_cache_find(ex, &native_ctx_ops, np, np->recs));
     if (!c) {
+        bool talked;
+        CHECK(exec_cache_make_room(ex, &native_ctx_ops, np, &talked));
         uint64_t *key = malloc((size_t)n * 4 * sizeof *key);
         if (!key) return ERR(MSCCLPP_ERR_NO_MEMORY, "native '%s': out of memory", np->algo->name);
         for (int r = 0; r < n; r++) memcpy(&key[r * 4], &np->recs[r * NATIVE_REC], 4 * sizeof *key);
         mscclpp_result_t res = ctx_build(np, key, &c);
         free(key);
         CHECK(res);
-        c->next = np->ctxs;
-        np->ctxs = c;
-        /* bounded: every rank sees the same sequence of buffer sets, so every rank drops the
-         * same (least recently used) one, and a later call with it sets it up again on all
-         * ranks */
-        int k = 0;
-        for (native_ctx_t **pp = &np->ctxs; *pp; pp = &(*pp)->next)
-            if (++k == NATIVE_MAX_CTXS) {
-                while ((*pp)->next) {
-                    native_ctx_t *old = (*pp)->next;
-                    (*pp)->next = old->next;
-                    ctx_free(np, old);
-                }
-                break;
-            }
+        c->ce.ops = &native_ctx_ops;
+        c->ce.owner = np;
+        np->n_ctxs++;
+        exec_cache_add(ex, &c->ce);
     }
+    /* a graph captured now launches the algorithm's kernels with these mappings */
+    if (ex->capturing) c->ce.pinned = true;
     void **pin = np->ptrs, **pout = np->ptrs + n, **pscr = np->ptrs + 2 * n;
     for (int r = 0; r < n; r++) {
         pin[r] = c->base[r * NATIVE_KINDS + 0] + np->recs[r * NATIVE_REC + 4];

@@ -48,15 +48,6 @@ mscclpp_result_t exec_native_execute(mscclpp_executor_t *ex, const struct mscclp
  */
 void exec_native_release(mscclpp_executor_t *ex);
 
-/**
- * Drop the peer mappings native algorithms keep for `ex` on buffer sets whose input or output
- * allocation of this rank starts at `base` (mscclpp_executor_forget: the allocation was freed,
- * and a new one at the same address and size would otherwise hit the old mappings). Returns
- * how many were dropped. Local, as the executor's forget is: ranks that free alike miss alike
- * at their next call, which maps the new buffers on every rank.
- */
-int exec_native_forget(mscclpp_executor_t *ex, const void *base);
-
 #ifdef __cplusplus
 }
 #endif

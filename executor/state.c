@@ -506,7 +506,7 @@ static bool poll_mailboxes_locked(mscclpp_executor_t *ex)
     if (ex->broken != MSCCLPP_OK) return false;
     /* the launch that failed first, not one that only found its failure (KERN_WAIT_EARLIER) */
     for (int pass = 0; pass < 2; pass++)
-        for (exec_context_t *c = ex->contexts; c; c = c->next) {
+        for (exec_context_t *c = exec_context_next(ex, NULL); c; c = exec_context_next(ex, c)) {
             if (!c->mailbox || __atomic_load_n(&c->mailbox->code, __ATOMIC_ACQUIRE) == 0) continue;
             kern_state_t st;
             memset(&st, 0, sizeof st);
@@ -525,7 +525,7 @@ static bool poll_mailboxes_locked(mscclpp_executor_t *ex)
         }
     /* a proxy can fail after its launch ended (a trailing put with no flush): the launch saw
      * nothing, so the proxy's own record is the only place the error lives */
-    for (exec_context_t *c = ex->contexts; c; c = c->next) {
+    for (exec_context_t *c = exec_context_next(ex, NULL); c; c = exec_context_next(ex, c)) {
         mscclpp_result_t pr = exec_port_error(c->port);
         if (pr != MSCCLPP_OK) {
             poison_locked(ex, comm_fail(ex->comm, pr, false), false);
@@ -564,7 +564,8 @@ mscclpp_result_t exec_stream_check(void *arg)
     /* the stream's launches are done: wait until their proxies handled what they pushed, so
      * that a trailing put that fails is this sync's error (exec_check reads the records) */
     pthread_mutex_lock(&ex->lock);
-    for (exec_context_t *c = ex->contexts; c; c = c->next) (void)exec_port_drain(c->port);
+    for (exec_context_t *c = exec_context_next(ex, NULL); c; c = exec_context_next(ex, c))
+        (void)exec_port_drain(c->port);
     pthread_mutex_unlock(&ex->lock);
     return exec_check(ex);
 }
@@ -656,7 +657,7 @@ mscclpp_result_t exec_setup_announce(mscclpp_executor_t *ex, const struct mscclp
     if (!ex->launched || ex->p2p || exec_cannot_drain(ex)) return MSCCLPP_OK;
     exec_context_t *p = NULL;
     pthread_mutex_lock(&ex->lock);
-    for (exec_context_t *c = ex->contexts; c && !p; c = c->next)
+    for (exec_context_t *c = exec_context_next(ex, NULL); c && !p; c = exec_context_next(ex, c))
         if (c->seq == ex->last_seq) p = c;
     pthread_mutex_unlock(&ex->lock);
     if (!p || p->broken || !p->state || !p->plan->gpus[p->vrank].n_chan[PLAN_CH_MEMORY])

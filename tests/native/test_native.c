@@ -6,6 +6,9 @@
  * meet (a module that is missing, has no symbols, was built for another ABI, fails in init or
  * in a call, with and without a message), on a user stream too: the call, the stream's sync and
  * the async query all report an algorithm's error, and a module's waits end in MSCCLPP_TIMEOUT.
+ * t_one_cache: the algorithm's buffer sets and a plan's contexts are entries of the executor's
+ * one cache: one least-recently-used bound (MSCCLPP_EXEC_CONTEXTS) for both, one forget, and a
+ * context a captured graph uses survives any pressure.
  */
 #include <check.h>
 #include <stdbool.h>
@@ -632,6 +635,134 @@ START_TEST(t_plan_then_native)
 }
 END_TEST
 
+/* ---- one cache: plan contexts and the algorithm's buffer sets (issue 21 item 2) ---- */
+
+typedef struct {
+    int rank, n;
+    mscclpp_executor_t *ex;
+    const mscclpp_plan_t *nat; /* the example allreduce */
+    mscclpp_plan_t *ag;        /* a plan keyed by the call's allocations (plans/direct) */
+} cache_run_t;
+
+enum { CNF = 256 };
+
+/* The direct allgather from `in` into `out` (on stream s, or waiting), its bytes checked. */
+static int cache_ag(const cache_run_t *t, float *in, float *out, mscclpp_stream_t s, int tag)
+{
+    for (int i = 0; i < CNF; i++) in[i] = (float)(t->rank * 1000 + tag * 10 + i);
+    memset(out, 0, (size_t)t->n * CNF * 4);
+    MP_CHECK(t->rank, mscclpp_execute(t->ex, t->ag, in, out, CNF * 4, (size_t)t->n * CNF * 4,
+                                      MSCCLPP_FLOAT32, MSCCLPP_REDOP_PLAN, s));
+    if (s) MP_CHECK(t->rank, mscclpp_stream_synchronize(s));
+    for (int r = 0; r < t->n; r++)
+        for (int i = 0; i < CNF; i++)
+            if (out[r * CNF + i] != (float)(r * 1000 + tag * 10 + i))
+                return MP_FAIL(t->rank, "allgather %d: block %d [%d] = %g", tag, r, i,
+                               out[r * CNF + i]);
+    return 0;
+}
+
+/* The native allreduce in place on `set`, checked. */
+static int cache_nat(const cache_run_t *t, float *set, int k)
+{
+    for (int i = 0; i < CNF; i++) set[i] = (float)(t->rank + k);
+    MP_CHECK(t->rank,
+             mscclpp_execute_launch(t->ex, t->nat, set, set, CNF * 4, CNF * 4, MSCCLPP_FLOAT32,
+                                    MSCCLPP_SUM, MSCCLPP_PACKET_LL16, 0, 0, NULL));
+    for (int i = 0; i < CNF; i++)
+        if (set[i] != (float)(t->n * (t->n - 1) / 2 + t->n * k))
+            return MP_FAIL(t->rank, "native set %d: [%d] = %g", k, i, set[i]);
+    return 0;
+}
+
+/* mscclpp_executor_forget(base) drops `want` entries. */
+static int cache_forgets(const cache_run_t *t, const void *base, int want, const char *what)
+{
+    int dropped = -1;
+    MP_CHECK(t->rank, mscclpp_executor_forget(t->ex, base, &dropped));
+    if (dropped != want)
+        return MP_FAIL(t->rank, "forget of %s dropped %d entries, expected %d", what, dropped,
+                       want);
+    return 0;
+}
+
+static int cache_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    setenv("MSCCLPP_EXEC_CONTEXTS", "3", 1); /* three entries of both kinds together */
+    mscclpp_native_t *mod = NULL;
+    mscclpp_comm_t *comm = NULL;
+    cache_run_t t = {rank, n, NULL, NULL, NULL};
+    if (rank_setup(rank, n, id, example_so, &mod, &comm, &t.ex)) return 1;
+    MP_CHECK(rank, mscclpp_executor_register_native(t.ex, comm, mod, "native_allreduce_c", 0, NULL,
+                                                    &t.nat));
+    char path[1024];
+    snprintf(path, sizeof path, "%s/direct/allgather_direct_%d.json", mp_plan_dir(), n);
+    MP_CHECK(rank, mscclpp_plan_load_file(path, &t.ag));
+    float *in = NULL, *out = NULL, *sets[5];
+    MP_CHECK(rank, mscclpp_malloc(CNF * 4, (void **)&in));
+    MP_CHECK(rank, mscclpp_malloc((size_t)n * CNF * 4, (void **)&out));
+    for (int k = 0; k < 5; k++) MP_CHECK(rank, mscclpp_malloc(CNF * 4, (void **)&sets[k]));
+
+    /* most recently used first: [ag] -> [n1 n0 ag] -> [ag n1 n0] (a hit moves ag up) */
+    if (cache_ag(&t, in, out, NULL, 0) || cache_nat(&t, sets[0], 0) || cache_nat(&t, sets[1], 1) ||
+        cache_ag(&t, in, out, NULL, 1))
+        return 1;
+    /* a fourth entry drops the least recently used of either kind: n0, then n1, then the
+     * plan's context (before one cache, the algorithm kept 16 sets of its own, and the plan's
+     * contexts did not count them) */
+    if (cache_nat(&t, sets[2], 2) || cache_forgets(&t, sets[0], 0, "an evicted native set"))
+        return 1;
+    if (cache_nat(&t, sets[3], 3) || cache_nat(&t, sets[4], 4) ||
+        cache_forgets(&t, in, 0, "the evicted plan context"))
+        return 1;
+    /* [n4 n3 n2]: a context on sets[4] evicts n2; forget of sets[4] drops both kinds, once */
+    if (cache_ag(&t, sets[4], out, NULL, 2) || cache_forgets(&t, sets[4], 2, "a shared buffer") ||
+        cache_forgets(&t, sets[2], 0, "an evicted native set"))
+        return 1;
+
+    /* a context a captured graph launches with stays through any pressure: it does not count,
+     * is never evicted, and after a forget it waits with the dead for the executor's end */
+    mscclpp_stream_t s = NULL;
+    mscclpp_graph_t g = NULL;
+    MP_CHECK(rank, mscclpp_stream_create(&s));
+    MP_CHECK(rank, mscclpp_stream_begin_capture(s));
+    MP_CHECK(rank, mscclpp_execute(t.ex, t.ag, in, out, CNF * 4, (size_t)n * CNF * 4,
+                                   MSCCLPP_FLOAT32, MSCCLPP_REDOP_PLAN, s));
+    MP_CHECK(rank, mscclpp_stream_end_capture(s, &g));
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < 5; k++)
+            if (cache_nat(&t, sets[k], k + round)) return 1;
+        if (cache_ag(&t, sets[round], out, NULL, 3 + round)) return 1;
+        if (round == 2 && cache_forgets(&t, in, 1, "the captured context")) return 1;
+        for (int i = 0; i < CNF; i++) in[i] = (float)(rank * 1000 + 70 + round * 10 + i);
+        memset(out, 0, (size_t)n * CNF * 4);
+        MP_CHECK(rank, mscclpp_graph_launch(g, s));
+        MP_CHECK(rank, mscclpp_stream_synchronize(s));
+        for (int r = 0; r < n; r++)
+            for (int i = 0; i < CNF; i++)
+                if (out[r * CNF + i] != (float)(r * 1000 + 70 + round * 10 + i))
+                    return MP_FAIL(rank, "replay %d: block %d [%d] = %g", round, r, i,
+                                   out[r * CNF + i]);
+    }
+    MP_CHECK(rank, mscclpp_graph_destroy(g));
+    MP_CHECK(rank, mscclpp_stream_destroy(s));
+    /* the buffers after the executor: its dead keep the captured context's mappings */
+    if (rank_teardown(rank, t.ex, mod, comm, CLEAN)) return 1;
+    for (int k = 0; k < 5; k++) MP_CHECK(rank, mscclpp_free(sets[k]));
+    MP_CHECK(rank, mscclpp_free(in));
+    MP_CHECK(rank, mscclpp_free(out));
+    MP_CHECK(rank, mscclpp_plan_destroy(t.ag));
+    return 0;
+}
+
+START_TEST(t_one_cache)
+{
+    set_paths();
+    ck_assert_int_eq(mp_run(2, cache_body, NULL, 120, NULL), 0);
+}
+END_TEST
+
 /* `test_native hook`: only the collective path (tests/native/test_native_hook.sh) */
 static int run_hook(void)
 {
@@ -664,6 +795,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, t_failing);
     tcase_add_test(tc, t_stream_errors);
     tcase_add_test(tc, t_plan_then_native);
+    tcase_add_test(tc, t_one_cache);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
