@@ -271,17 +271,13 @@ static void context_free_entry(mscclpp_executor_t *ex, exec_cache_entry_t *e)
 }
 
 static const exec_cache_ops_t context_ops = {
+    .kind = EXEC_CACHE_CONTEXT,
     .what = "context",
     .collective = true, /* peers read its scratch and counters */
     .match = context_match,
     .holds = context_holds,
     .free = context_free_entry,
 };
-
-exec_context_t *exec_context_next(const mscclpp_executor_t *ex, const exec_context_t *c)
-{
-    return context_of(exec_cache_next(ex, c ? &c->ce : NULL, &context_ops));
-}
 
 MSCCLPP_API mscclpp_result_t mscclpp_executor_usable(mscclpp_executor_t *exec, const void *ptr,
                                                      size_t bytes, void **base)

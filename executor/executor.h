@@ -208,6 +208,17 @@ struct mscclpp_executor {
     bool tmp_captured; /* a graph stages into `tmp` */
 };
 
+/* The context after `c` (the first for NULL) in the executor's cache; NULL at the end. Inline:
+ * the files that walk the contexts (state.c) need no call into context.c or cache.c. */
+static inline exec_context_t *exec_context_next(const mscclpp_executor_t *ex,
+                                                const exec_context_t *c)
+{
+    for (exec_cache_entry_t *e = c ? c->ce.next : ex->cache.head; e; e = e->next)
+        if (e->ops->kind == EXEC_CACHE_CONTEXT)
+            return (exec_context_t *)((char *)e - offsetof(exec_context_t, ce));
+    return NULL;
+}
+
 /* ---- context.c ---------------------------------------------------------------------------- */
 
 /* What the backend knows of the allocation holding p (hal mem_info); all zero for NULL or for
@@ -246,9 +257,6 @@ mscclpp_result_t exec_context_lowered(mscclpp_executor_t *ex, exec_context_t *c,
  * ones (failed setups kept for the peers, what graphs launch), the retired lowered plans and
  * the kept buffers (only when the executor goes: graphs may still launch them). */
 void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too);
-
-/* The context after `c` (the first for NULL) in the executor's cache; NULL at the end. */
-exec_context_t *exec_context_next(const mscclpp_executor_t *ex, const exec_context_t *c);
 
 /* Keep device memory `p` (a buffer a graph uses) until the executor goes. */
 mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p);

@@ -19,7 +19,6 @@
  */
 #define _GNU_SOURCE
 #include <check.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,17 +49,11 @@ static void *app_map(size_t bytes, void *at)
     return p == MAP_FAILED ? NULL : p;
 }
 
-/* The executor's contexts: the entries of its cache (executor/cache.h), all of them contexts
- * here (no native algorithm is registered). */
-static const exec_context_t *context_at(const exec_cache_entry_t *e)
-{
-    return e ? (const exec_context_t *)((const char *)e - offsetof(exec_context_t, ce)) : NULL;
-}
-
 static int count_contexts(const mscclpp_executor_t *ex)
 {
     int n = 0;
-    for (const exec_cache_entry_t *e = ex->cache.head; e; e = e->next) n++;
+    for (const exec_context_t *c = exec_context_next(ex, NULL); c; c = exec_context_next(ex, c))
+        n++;
     return n;
 }
 
@@ -220,8 +213,8 @@ END_TEST
 static uint64_t scratch_of(const mscclpp_executor_t *ex)
 {
     uint64_t most = 0;
-    for (const exec_cache_entry_t *e = ex->cache.head; e; e = e->next)
-        if (context_at(e)->scratch_bytes > most) most = context_at(e)->scratch_bytes;
+    for (const exec_context_t *c = exec_context_next(ex, NULL); c; c = exec_context_next(ex, c))
+        if (c->scratch_bytes > most) most = c->scratch_bytes;
     return most;
 }
 
