@@ -338,14 +338,10 @@ static int staged_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg
     }
     /* the direct plans served the calls (not the scratch plans after them) */
     int direct = 0;
-    for (const exec_cache_entry_t *ce = e.ex->cache.head; ce; ce = ce->next)
-        if (strstr(context_at(ce)->plan->name, "direct_"))
-            direct += 1 + (context_at(ce)->staged ? 100 : 0);
-    if (direct == 0) {
-        for (const exec_cache_entry_t *ce = e.ex->cache.head; ce; ce = ce->next)
-            fprintf(stderr, "rank %d: context of %s\n", rank, context_at(ce)->plan->name);
-        return MP_FAIL(rank, "no context of a direct plan");
-    }
+    for (const exec_context_t *c = exec_context_next(e.ex, NULL); c;
+         c = exec_context_next(e.ex, c))
+        if (strstr(c->plan->name, "direct_")) direct += 1 + (c->staged ? 100 : 0);
+    if (direct == 0) return MP_FAIL(rank, "no context of a direct plan");
     if (priv != (direct >= 100))
         return MP_FAIL(rank, "%s buffers, but %s context is staged", priv ? "malloc'd" : "shared",
                        direct >= 100 ? "a" : "no");
