@@ -101,6 +101,7 @@ typedef struct {
     const exec_topo_t *t;
     const exec_made_spec_t *s;
     int n, me;
+    int focus; /* the rank whose part is made (its peers' stubs serve it), -1: every rank */
 } made_ctx_t;
 
 typedef void (*made_gen_fn)(plan_mk_t *mk, const made_ctx_t *c);
@@ -581,13 +582,15 @@ static void hier_ag(plan_mk_t *mk, const made_ctx_t *c, const hier_peers_t *hp,
     int snd[MADE_FLAT_MAX_PEERS * 4];
     int ns = senders_of(t, x, snd, (int)(sizeof snd / sizeof snd[0]));
     for (int i = 0; i < ns; i++) plan_mk_wait(mk, 0, PORT, snd[i], false, AFTER);
-    for (int i = 0; i < hp->nloc; i++) {
-        int y = hp->loc[i];
-        plan_mk_xfer(mk, 0, PLAN_OP_PUT, MEM, R(y, SCR, h->cc + (uint32_t)x, 1), src);
-        for (int k = 0; k < ns; k++)
-            plan_mk_xfer(mk, 0, PLAN_OP_PUT, MEM, R(y, SCR, h->cc + (uint32_t)snd[k], 1),
+    /* one source to every local peer in a row: emitting fuses them into one put whose source
+     * the interpreter loads once for all the peers (peer by peer, it loaded every source once
+     * per peer) */
+    for (int i = 0; i < hp->nloc; i++)
+        plan_mk_xfer(mk, 0, PLAN_OP_PUT, MEM, R(hp->loc[i], SCR, h->cc + (uint32_t)x, 1), src);
+    for (int k = 0; k < ns; k++)
+        for (int i = 0; i < hp->nloc; i++)
+            plan_mk_xfer(mk, 0, PLAN_OP_PUT, MEM, R(hp->loc[i], SCR, h->cc + (uint32_t)snd[k], 1),
                          L(SCR, h->cc + (uint32_t)snd[k], 1));
-    }
     publish(mk, 0, hp->loc, hp->nloc);
     if (copy_mine) plan_mk_copy(mk, 0, PLAN_OP_COPY, L(OUT, (uint32_t)x, 1), src);
     for (int k = 0; k < ns; k++)
@@ -1317,11 +1320,10 @@ static void pairs_alltoall(plan_mk_t *mk, const made_ctx_t *c)
         int p = (r + k) % N;
         plan_mk_chan(mk, ctype_of(c, r, p), p);
     }
-    if (plan_mk_is_stub(mk)) { /* a peer's resources: every other rank's scratch (O(N), no ops) */
-        for (int k = 1; k < N; k++) {
-            int p = (r + k) % N;
-            plan_mk_rbuf(mk, ctype_of(c, r, p), p, SCR);
-        }
+    if (plan_mk_is_stub(mk)) {
+        /* a peer's resources as the focus rank's setup needs them (make_gpu): its channels
+         * (above: their count and order name the counter slots) and the focus's scratch */
+        plan_mk_rbuf(mk, ctype_of(c, r, c->focus), c->focus, SCR);
         return;
     }
     plan_mk_copy(mk, 0, PLAN_OP_COPY, L(OUT, (uint32_t)r, 1), L(IN, (uint32_t)r, 1));
@@ -1481,6 +1483,16 @@ static mscclpp_result_t make_gpu(const made_ctx_t *base, const made_algo_t *a, i
     a->gen(mk, &c);
     mscclpp_result_t res = plan_mk_emit(mk, arena, g);
     plan_mk_free(mk);
+    /* a stub keeps the focus rank's buffers only: setup with the focus exchanges those, and a
+     * peer's accesses to third ranks would make the focus's setup scan O(ranks^2) entries
+     * (a 1024-rank alltoall: a million) for nothing */
+    if (res == MSCCLPP_OK && stub) {
+        int k = 0;
+        for (int q = 0; q < g->n_rbufs; q++)
+            if (g->rbufs[q].owner == c.focus) g->rbufs[k++] = g->rbufs[q];
+        g->n_rbufs = k;
+        if (!k) g->rbufs = NULL;
+    }
     return res;
 }
 
@@ -1529,7 +1541,7 @@ mscclpp_result_t exec_made_plan(const exec_topo_t *t, const exec_made_spec_t *s,
     p->partial = rank >= 0;
     p->part_rank = rank;
     p->gpus = gpus;
-    made_ctx_t c = {.t = t, .s = s, .n = t->n, .me = 0};
+    made_ctx_t c = {.t = t, .s = s, .n = t->n, .me = 0, .focus = rank};
     if (rank < 0) {
         for (int r = 0; r < t->n && res == MSCCLPP_OK; r++)
             res = make_gpu(&c, a, r, false, arena, &gpus[r]);

@@ -167,8 +167,8 @@ struct mscclpp_plan {
     int root;              /* "root" (broadcast, reduce): the rank the plan is written for */
     int nranks;            /* len(gpus) */
     /* A made plan (executor/made.c) of one rank: only gpus[part_rank] has thread blocks; the
-     * peers it talks to carry their channels and remote buffers, every other rank its chunk
-     * counts. Loaded plans are whole (partial false). */
+     * peers it talks to carry their channels and those of their remote buffers that part_rank
+     * owns, every other rank its chunk counts. Loaded plans are whole (partial false). */
     bool partial;
     int part_rank;
     plan_gpu_t *gpus;      /* gpus[r].id == r */

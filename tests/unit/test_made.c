@@ -103,8 +103,25 @@ static bool same_op(const plan_op_t *a, const plan_op_t *b, const char *where)
     return true;
 }
 
-/* Resources of gpu entries: chunk counts, channels, remote buffers. */
-static bool same_resources(const plan_gpu_t *a, const plan_gpu_t *b, int r)
+/* Remote buffers of gpu entries; owner >= 0: a stub's (a) against the whole plan's (b), which
+ * keeps those of that owner only (the rank its part was made for), in the same order. */
+static bool same_rbufs(const plan_gpu_t *a, const plan_gpu_t *b, int r, int owner)
+{
+    int k = 0;
+    for (int q = 0; q < b->n_rbufs; q++) {
+        const plan_rbuf_t *y = &b->rbufs[q];
+        if (owner >= 0 && y->owner != owner) continue;
+        if (k >= a->n_rbufs) return DIFF("rank %d: %d remote buffers, more expected", r, k);
+        const plan_rbuf_t *x = &a->rbufs[k++];
+        if (x->owner != y->owner || x->buf != y->buf || x->access != y->access)
+            return DIFF("rank %d: remote buffer %d", r, k - 1);
+    }
+    if (k != a->n_rbufs) return DIFF("rank %d: %d vs %d remote buffers", r, a->n_rbufs, k);
+    return true;
+}
+
+/* Resources of gpu entries: chunk counts, channels, remote buffers (owner: same_rbufs). */
+static bool same_resources(const plan_gpu_t *a, const plan_gpu_t *b, int r, int owner)
 {
     if (a->input_chunks != b->input_chunks || a->output_chunks != b->output_chunks ||
         a->scratch_chunks != b->scratch_chunks)
@@ -118,18 +135,12 @@ static bool same_resources(const plan_gpu_t *a, const plan_gpu_t *b, int r)
                 return DIFF("rank %d: channel %d of type %d goes to %d vs %d", r, i, t,
                             a->peers[t][i], b->peers[t][i]);
     }
-    if (a->n_rbufs != b->n_rbufs)
-        return DIFF("rank %d: %d vs %d remote buffers", r, a->n_rbufs, b->n_rbufs);
-    for (int q = 0; q < a->n_rbufs; q++)
-        if (a->rbufs[q].owner != b->rbufs[q].owner || a->rbufs[q].buf != b->rbufs[q].buf ||
-            a->rbufs[q].access != b->rbufs[q].access)
-            return DIFF("rank %d: remote buffer %d", r, q);
-    return true;
+    return same_rbufs(a, b, r, owner);
 }
 
 static bool same_gpu(const plan_gpu_t *a, const plan_gpu_t *b, int r)
 {
-    if (!same_resources(a, b, r)) return false;
+    if (!same_resources(a, b, r, -1)) return false;
     if (a->n_blocks != b->n_blocks)
         return DIFF("rank %d: %d vs %d thread blocks", r, a->n_blocks, b->n_blocks);
     for (int k = 0; k < a->n_blocks; k++) {
@@ -294,7 +305,8 @@ static void check_one(const char *coll, exec_made_proto_t proto, const shape_t *
             ck_assert_int_eq(g->n_blocks, 0);
             ck_assert_int_eq(g->id, v);
             bool peer = g->n_chan[PLAN_CH_MEMORY] + g->n_chan[PLAN_CH_PORT] > 0;
-            /* a peer that talks to me carries everything; anyone else its chunk counts */
+            /* a peer that talks to me carries its channels and my buffers it addresses; anyone
+             * else its chunk counts */
             bool talks = false;
             for (int t = PLAN_CH_MEMORY; t <= PLAN_CH_PORT; t++)
                 for (int i = 0; i < p->gpus[me].n_chan[t]; i++)
@@ -302,7 +314,8 @@ static void check_one(const char *coll, exec_made_proto_t proto, const shape_t *
             ck_assert_msg(talks == peer, "%s rank %d's part: stub of rank %d", mscclpp_plan_name(p),
                           me, v);
             if (peer)
-                ck_assert_msg(same_resources(g, &p->gpus[v], v), "%s rank %d's stub of %d: %s",
+                ck_assert_msg(same_resources(g, &p->gpus[v], v, me),
+                              "%s rank %d's stub of %d: %s",
                               mscclpp_plan_name(p), me, v, diff);
             else
                 ck_assert(g->input_chunks == p->gpus[v].input_chunks &&
