@@ -442,7 +442,8 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_load_plan_dir(mscclpp_executor_t *
                                                             const char *dir, int *nloaded)
 {
     CHECK_ARG(exec != NULL);
-    return exec_registry_load_dir(&exec->registry, dir ? dir : exec_plan_dir(), nloaded, NULL);
+    return exec_registry_load_dir_first(&exec->registry, dir ? dir : exec_plan_dir(), nloaded,
+                                        NULL);
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_executor_select_plan(mscclpp_executor_t *exec,

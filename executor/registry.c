@@ -115,9 +115,11 @@ void exec_registry_set_layout(exec_registry_t *reg, int nranks, const uint64_t *
             !reg->entries[i].made && plan_off_layout(reg, reg->entries[i].plan);
 }
 
+/* Adds an entry: at the back (the library's plans, the plans made for the job), or in front of
+ * every entry the library loaded but behind the application's earlier ones (front). */
 static mscclpp_result_t add_entry(exec_registry_t *reg, const struct mscclpp_plan *plan,
                                   struct mscclpp_plan *owned, int ranks_per_node,
-                                  const char *tags)
+                                  const char *tags, bool front)
 {
     if (reg->count == reg->cap) {
         int cap = reg->cap ? reg->cap * 2 : 16;
@@ -137,11 +139,15 @@ static mscclpp_result_t add_entry(exec_registry_t *reg, const struct mscclpp_pla
              "plan \"%s\" joins ranks of different nodes by memory channels: it "
              "does not serve this job's layout",
              plan->name);
-    reg->entries[reg->count++] = (exec_registry_entry_t){.plan = plan,
-                                                         .owned = owned,
-                                                         .ranks_per_node = ranks_per_node,
-                                                         .tags = copy,
-                                                         .off_layout = off};
+    int at = front ? reg->nfront++ : reg->count;
+    memmove(&reg->entries[at + 1], &reg->entries[at],
+            (size_t)(reg->count - at) * sizeof reg->entries[0]);
+    reg->count++;
+    reg->entries[at] = (exec_registry_entry_t){.plan = plan,
+                                               .owned = owned,
+                                               .ranks_per_node = ranks_per_node,
+                                               .tags = copy,
+                                               .off_layout = off};
     reg->gen++;
     return MSCCLPP_OK;
 }
@@ -149,7 +155,7 @@ static mscclpp_result_t add_entry(exec_registry_t *reg, const struct mscclpp_pla
 mscclpp_result_t exec_registry_add_made(exec_registry_t *reg, struct mscclpp_plan *plan)
 {
     CHECK_ARG(reg != NULL && plan != NULL);
-    CHECK(add_entry(reg, plan, plan, 0, NULL));
+    CHECK(add_entry(reg, plan, plan, 0, NULL, false));
     reg->entries[reg->count - 1].made = true;
     reg->entries[reg->count - 1].off_layout = false;
     return MSCCLPP_OK;
@@ -162,7 +168,7 @@ mscclpp_result_t exec_registry_register(exec_registry_t *reg, const struct msccl
     CHECK_ARG(plan != NULL);
     CHECK_ARG(ranks_per_node >= 0);
     if (tags && !tags_valid(tags)) return ERR_ARG("plan tags \"%s\": a tag has an empty key", tags);
-    CHECK(add_entry(reg, plan, NULL, ranks_per_node, tags));
+    CHECK(add_entry(reg, plan, NULL, ranks_per_node, tags, true));
     INFO(SUBSYS_PLAN, "registered plan \"%s\" (%s, %d ranks, %d per node, tags \"%s\")",
          plan->name, plan->collective, plan->nranks, ranks_per_node, tags ? tags : "");
     return MSCCLPP_OK;
@@ -179,8 +185,8 @@ static bool is_json_name(const char *name)
     return n > 5 && !strcmp(name + n - 5, ".json") && name[0] != '.';
 }
 
-mscclpp_result_t exec_registry_load_dir(exec_registry_t *reg, const char *dir, int *nloaded,
-                                        int *nskipped)
+static mscclpp_result_t load_dir(exec_registry_t *reg, const char *dir, int *nloaded,
+                                 int *nskipped, bool front)
 {
     CHECK_ARG(reg != NULL);
     CHECK_ARG(dir != NULL);
@@ -241,7 +247,7 @@ mscclpp_result_t exec_registry_load_dir(exec_registry_t *reg, const char *dir, i
             continue;
         }
         CHECK_GOTO(r, res, free_names);
-        res = add_entry(reg, plan, plan, 0, NULL);
+        res = add_entry(reg, plan, plan, 0, NULL, front);
         if (res != MSCCLPP_OK) {
             plan_free(plan);
             goto free_names;
@@ -257,6 +263,18 @@ free_names:
     if (nloaded) *nloaded = loaded;
     if (nskipped) *nskipped = skipped;
     return res;
+}
+
+mscclpp_result_t exec_registry_load_dir(exec_registry_t *reg, const char *dir, int *nloaded,
+                                        int *nskipped)
+{
+    return load_dir(reg, dir, nloaded, nskipped, false);
+}
+
+mscclpp_result_t exec_registry_load_dir_first(exec_registry_t *reg, const char *dir,
+                                              int *nloaded, int *nskipped)
+{
+    return load_dir(reg, dir, nloaded, nskipped, true);
 }
 
 /* ---- selection ---- */

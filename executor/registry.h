@@ -2,8 +2,11 @@
  * Plan registry (internal): plans registered with their constraints, and selection of the plan
  * for a call (plan-format §6.3). A plain struct the executor embeds; not thread-safe (owner locks).
  *
- * Matching rule, in registration order, first match wins (so the choice is deterministic), the
- * plans made for the job (exec_registry_add_made) after every other:
+ * Matching rule, first match wins (so the choice is deterministic). The order: the plans the
+ * application registers (exec_registry_register, exec_registry_load_dir_first) in the order it
+ * registered them, then the plans the library loads (exec_registry_load_dir: the default plans)
+ * in their order, then the plans made for the job (exec_registry_add_made). A plan registered
+ * after the executor loaded its default plans thus still wins over them, as a user expects:
  *   - collective equal (strcmp), world size == plan's len(gpus);
  *   - ranks per node equal, where 0 on either side (plan registered with 0, or a request with
  *     0) matches anything;
@@ -41,6 +44,7 @@ typedef struct {
 typedef struct {
     exec_registry_entry_t *entries;
     int count, cap;
+    int nfront;             /* entries [0, nfront) are the application's, in its order */
     bool made_first;        /* MSCCLPP_PLAN_MAKE=first: made plans before the others */
     int nranks;             /* the layout set by exec_registry_set_layout (0: none) */
     const uint64_t *labels; /* per rank: node label (borrowed) */
@@ -48,9 +52,9 @@ typedef struct {
                              * choice cached at one generation holds while it stays */
 } exec_registry_t;
 
-#define EXEC_REGISTRY_INIT            \
-    {                                 \
-        NULL, 0, 0, false, 0, NULL, 0 \
+#define EXEC_REGISTRY_INIT                     \
+    {                                          \
+        NULL, 0, 0, 0, false, 0, NULL, 0       \
     }
 
 void exec_registry_init(exec_registry_t *reg);
@@ -84,6 +88,11 @@ mscclpp_result_t exec_registry_register(exec_registry_t *reg, const struct msccl
  */
 mscclpp_result_t exec_registry_load_dir(exec_registry_t *reg, const char *dir, int *nloaded,
                                         int *nskipped);
+
+/** As exec_registry_load_dir, for a folder the application names (mscclpp_executor_load_plan_dir):
+ *  its plans go behind the application's earlier ones and in front of the library's. */
+mscclpp_result_t exec_registry_load_dir_first(exec_registry_t *reg, const char *dir,
+                                              int *nloaded, int *nskipped);
 
 /** The folder of default plans: MSCCLPP_PLAN_DIR when set, else the installed plans
  *  (executor/plan_dirs.c). */

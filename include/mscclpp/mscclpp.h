@@ -605,11 +605,14 @@ MSCCLPP_API mscclpp_result_t mscclpp_execute_ex(mscclpp_executor_t *exec,
 
 /* Plan registry: plans selected by collective, world size, ranks per node, in-place, size. */
 
-/** Register a plan (the executor keeps a reference; destroy the plan after the executor). */
+/** Register a plan (the executor keeps a reference; destroy the plan after the executor). The
+ *  plans you register are matched before the default plans the executor loaded at creation, in
+ *  the order you registered them (docs/plan-selection.md). */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_register_plan(mscclpp_executor_t *exec,
                                                             const mscclpp_plan_t *plan,
                                                             int ranks_per_node, const char *tags);
-/** Load every *.json plan of a directory into the registry (default: the installed plans). */
+/** Load every *.json plan of a directory into the registry (default: the installed plans), in
+ *  file-name order, matched as registered plans: after your earlier ones, before the defaults. */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_load_plan_dir(mscclpp_executor_t *exec,
                                                             const char *dir, int *nloaded);
 /**

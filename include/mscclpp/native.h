@@ -199,8 +199,8 @@ MSCCLPP_API const char *mscclpp_native_collective(const mscclpp_native_t *mod, i
 /**
  * Register algorithm `name` of `mod` (NULL: every algorithm of the module) in the registry of
  * `exec`, the executor over `comm` (its calls use that communicator's bootstrap), as
- * mscclpp_executor_register_plan registers a plan (after the plans already there: the first
- * match wins, so select it by name through a tuning table, tags, or its handle). The
+ * mscclpp_executor_register_plan registers a plan (before the default plans, after the plans
+ * registered earlier: the first match wins). The
  * collectives, mscclpp_executor_select_plan, mscclpp_executor_list_plans and the tuner then
  * see it. Runs the algorithm's init (collective when init talks to the other ranks). *plan
  * (may be NULL) gets a handle of the (last) algorithm registered: pass it to

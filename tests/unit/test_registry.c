@@ -238,6 +238,46 @@ START_TEST(test_first_registered_wins)
 }
 END_TEST
 
+/* A plan the application registers wins over the library's default plans, even when the defaults
+ * were loaded first (the executor loads them at creation, before any register call). Among the
+ * application's plans the first registered wins. Failed before: registration appended. */
+START_TEST(test_registered_before_defaults)
+{
+    char from[4096];
+    snprintf(from, sizeof from, "%s/tests/plans-reference", top_srcdir());
+    exec_registry_t reg = EXEC_REGISTRY_INIT;
+    struct mscclpp_plan *dflt = mk("default_like", "allreduce", 4, 1, 0, UINT64_MAX);
+    int n = 0;
+    /* the library's plans: a folder and one more at the back */
+    ck_assert_int_eq(exec_registry_load_dir(&reg, from, &n, NULL), MSCCLPP_OK);
+    ck_assert_int_gt(n, 0);
+    const struct mscclpp_plan *before = sel(&reg, "allreduce", 4, 0, true, 4096, NULL);
+    ck_assert_ptr_nonnull(before);
+    struct mscclpp_plan *mine = mk("mine", "allreduce", 4, 1, 0, UINT64_MAX);
+    struct mscclpp_plan *mine2 = mk("mine2", "allreduce", 4, 1, 0, UINT64_MAX);
+    ck_assert_int_eq(exec_registry_register(&reg, mine, 0, NULL), MSCCLPP_OK);
+    ck_assert_int_eq(exec_registry_register(&reg, mine2, 0, NULL), MSCCLPP_OK);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 4, 0, true, 4096, NULL), mine);
+    ck_assert_int_eq(reg.nfront, 2);
+    ck_assert_ptr_eq(reg.entries[0].plan, mine);
+    ck_assert_ptr_eq(reg.entries[1].plan, mine2);
+    /* a folder the application loads goes behind its plans, in front of the library's */
+    int m = 0;
+    ck_assert_int_eq(exec_registry_load_dir_first(&reg, from, &m, NULL), MSCCLPP_OK);
+    ck_assert_int_eq(m, n);
+    ck_assert_int_eq(reg.nfront, 2 + m);
+    ck_assert_ptr_eq(sel(&reg, "allreduce", 4, 0, true, 4096, NULL), mine);
+    ck_assert_str_eq(reg.entries[2].plan->name, reg.entries[2 + m].plan->name);
+    /* the library's plans added later stay behind */
+    ck_assert_int_eq(exec_registry_add_made(&reg, dflt), MSCCLPP_OK);
+    ck_assert_ptr_eq(reg.entries[reg.count - 1].plan, dflt);
+    ck_assert_int_eq(reg.count, 2 + 2 * n + 1);
+    exec_registry_fini(&reg); /* frees dflt (made plans are owned) */
+    plan_free(mine);
+    plan_free(mine2);
+}
+END_TEST
+
 static void copy_file(const char *from, const char *to)
 {
     FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
@@ -377,6 +417,7 @@ int main(void)
     tcase_add_test(tc, test_ranks_per_node);
     tcase_add_test(tc, test_tags);
     tcase_add_test(tc, test_first_registered_wins);
+    tcase_add_test(tc, test_registered_before_defaults);
     tcase_add_test(tc, test_load_dir);
     tcase_add_test(tc, test_arguments);
     tcase_add_test(tc, test_op_names);
