@@ -50,14 +50,6 @@ void exec_cache_add(mscclpp_executor_t *ex, exec_cache_entry_t *e)
     pthread_mutex_unlock(&ex->lock);
 }
 
-exec_cache_entry_t *exec_cache_next(const mscclpp_executor_t *ex, const exec_cache_entry_t *e,
-                                    const exec_cache_ops_t *ops)
-{
-    for (exec_cache_entry_t *x = e ? e->next : ex->cache.head; x; x = x->next)
-        if (x->ops == ops) return x;
-    return NULL;
-}
-
 void exec_cache_bury(mscclpp_executor_t *ex, exec_cache_entry_t *e)
 {
     e->prev = NULL;

@@ -24,7 +24,11 @@
 
 typedef struct exec_cache_entry exec_cache_entry_t;
 
+/* What an entry is (its owner's walks pick theirs out of the list without a call). */
+typedef enum { EXEC_CACHE_CONTEXT, EXEC_CACHE_NATIVE } exec_cache_kind_t;
+
 typedef struct {
+    exec_cache_kind_t kind;
     const char *what; /* for logs: "context", "native buffer set" */
     /* evicting one needs every rank at a barrier first: peers may still read the memory it
      * frees (a context's scratch); a point-to-point executor never evicts these (its ranks
@@ -91,9 +95,5 @@ void exec_cache_clear(mscclpp_executor_t *ex, bool dead_too);
 
 /* Free every entry of `owner`, dead ones included (the owner goes). How many. */
 int exec_cache_drop_owner(mscclpp_executor_t *ex, const void *owner);
-
-/* The entry after `e` (the first for NULL) with these ops, in the list; NULL at the end. */
-exec_cache_entry_t *exec_cache_next(const mscclpp_executor_t *ex, const exec_cache_entry_t *e,
-                                    const exec_cache_ops_t *ops);
 
 #endif /* MSCCLPP_EXECUTOR_CACHE_H */

@@ -88,6 +88,7 @@ typedef struct {
 /* The buffers of one call as the backend knows them (hal mem_info). */
 typedef struct {
     hal_mem_info_t in, out;
+    bool staged; /* an io-sharing plan on buffers the peers cannot map: the context stages */
 } exec_bufs_t;
 
 typedef struct exec_context {
@@ -105,6 +106,13 @@ typedef struct exec_context {
     uint64_t send_id, recv_id;
     size_t in_alloc, out_alloc; /* sizes of those allocations (shares_io) */
     bool shares_io;
+    /* This rank's buffers of a collective call are not memory the peers can map: the context
+     * owns shareable stand-ins of in_cap/out_cap bytes (one of the larger for an in-place plan)
+     * that every call is copied into and out of (executor.c). Keyed without the caller's
+     * buffers, so it misses only where every rank's context misses: at a size its caps do not
+     * serve (the caps are the same on every rank). */
+    bool staged;
+    void *stage[2];
     bool reaches_io;            /* some rank addresses a peer's input/output: fence every launch
                                  * (peers publish their offsets there, kern_args.h) */
     bool baked_off;             /* the lowered plan embeds peers' buffers at this rank's own
@@ -200,6 +208,17 @@ struct mscclpp_executor {
     bool tmp_captured; /* a graph stages into `tmp` */
 };
 
+/* The context after `c` (the first for NULL) in the executor's cache; NULL at the end. Inline:
+ * the files that walk the contexts (state.c) need no call into context.c or cache.c. */
+static inline exec_context_t *exec_context_next(const mscclpp_executor_t *ex,
+                                                const exec_context_t *c)
+{
+    for (exec_cache_entry_t *e = c ? c->ce.next : ex->cache.head; e; e = e->next)
+        if (e->ops->kind == EXEC_CACHE_CONTEXT)
+            return (exec_context_t *)((char *)e - offsetof(exec_context_t, ce));
+    return NULL;
+}
+
 /* ---- context.c ---------------------------------------------------------------------------- */
 
 /* What the backend knows of the allocation holding p (hal mem_info); all zero for NULL or for
@@ -238,9 +257,6 @@ mscclpp_result_t exec_context_lowered(mscclpp_executor_t *ex, exec_context_t *c,
  * ones (failed setups kept for the peers, what graphs launch), the retired lowered plans and
  * the kept buffers (only when the executor goes: graphs may still launch them). */
 void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too);
-
-/* The context after `c` (the first for NULL) in the executor's cache; NULL at the end. */
-exec_context_t *exec_context_next(const mscclpp_executor_t *ex, const exec_context_t *c);
 
 /* Keep device memory `p` (a buffer a graph uses) until the executor goes. */
 mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p);

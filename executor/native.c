@@ -297,6 +297,7 @@ static void ctx_free_entry(mscclpp_executor_t *ex, exec_cache_entry_t *e)
 }
 
 static const exec_cache_ops_t native_ctx_ops = {
+    .kind = EXEC_CACHE_NATIVE,
     .what = "native buffer set",
     /* ranks map each other's registrations, which stay valid while the buffers live: every
      * rank drops the same one alike, with no barrier (as before the one cache) */
