@@ -20,7 +20,9 @@
  * once, when the context is built; each call then addresses the peers' buffers at this rank's
  * own in-allocation offsets, with no message: ranks use their buffers alike (the same program
  * on every rank), and the launch fence, which such a context runs on every launch, checks it.
- * Any other plan needs no registration: one context per plan.
+ * Any other plan needs no registration: one context per plan. A rank whose buffers of a
+ * collective call the peers cannot map runs such a plan on its context's own shareable
+ * stand-ins (context_stage; executor.c copies in and out), keyed without its buffers.
  *
  * Rank rotation: a context may run the plan with virtual rank v = (rank - rotation) mod n, so a
  * broadcast plan written for root 0 serves any root.
@@ -218,6 +220,8 @@ static void context_free(mscclpp_executor_t *ex, exec_context_t *c)
     exec_port_destroy(c->port);
     for (int i = 0; i < c->n_mappings; i++) comm_unmap_peer(ex->comm, c->mappings[i]);
     if (c->scratch) hal->mem_free(c->scratch);
+    for (int i = 0; i < 2; i++)
+        if (c->stage[i]) hal->mem_free(c->stage[i]);
     if (c->state) hal->mem_free(c->state);
     if (c->inbound) hal->mem_free(c->inbound);
     if (c->expected) hal->mem_free(c->expected);
@@ -239,6 +243,7 @@ typedef struct {
     const void *send_base, *recv_base;
     uint64_t send_id, recv_id;
     int rotation;
+    bool staged; /* bases and ids are then NULL and 0 */
 } context_key_t;
 
 static exec_context_t *context_of(const exec_cache_entry_t *e)
@@ -250,6 +255,7 @@ static bool context_match(const exec_cache_entry_t *e, const void *key)
 {
     const exec_context_t *c = context_of(e);
     const context_key_t *k = key;
+    if (c->staged || k->staged) return c->staged == k->staged && c->rotation == k->rotation;
     return c->send_base == k->send_base && c->recv_base == k->recv_base &&
            c->rotation == k->rotation && c->send_id == k->send_id && c->recv_id == k->recv_id;
 }
@@ -784,6 +790,40 @@ static mscclpp_result_t context_build(mscclpp_executor_t *ex, exec_context_t *c,
     return MSCCLPP_OK;
 }
 
+/* A staged context's stand-ins for this rank's buffers (exec_context_t.staged): shareable
+ * memory of the sizes its caps serve, one buffer holding both for an in-place plan. */
+static mscclpp_result_t context_stage(mscclpp_executor_t *ex, exec_context_t *c)
+{
+    uint64_t in = c->in_cap > 64 ? c->in_cap : 64, out = c->out_cap > 64 ? c->out_cap : 64;
+    if (c->plan->inplace && out < in) out = in;
+    if (in > SIZE_MAX || out > SIZE_MAX) return oom();
+    c->staged = true;
+    hal_mem_info_t m;
+    if (!c->plan->inplace) {
+        CHECK(ex->hal->mem_alloc_shareable((size_t)in, &c->stage[0]));
+        exec_mem_of(ex->hal, c->stage[0], &m);
+        c->send_base = m.base;
+        c->send_id = m.id;
+        c->in_alloc = m.size;
+    }
+    CHECK(ex->hal->mem_alloc_shareable((size_t)out, &c->stage[1]));
+    exec_mem_of(ex->hal, c->stage[1], &m);
+    c->recv_base = m.base;
+    c->recv_id = m.id;
+    c->out_alloc = m.size;
+    if (c->plan->inplace) { /* input and output live in the one buffer, as the caller's do */
+        c->send_base = c->recv_base;
+        c->send_id = c->recv_id;
+        c->in_alloc = c->out_alloc;
+    }
+    if (!c->send_base || !c->recv_base)
+        return ERR(MSCCLPP_ERR_INTERNAL,
+                   "plan '%s': the %s backend does not describe its own "
+                   "shareable memory",
+                   c->plan->name, ex->hal->name);
+    return MSCCLPP_OK;
+}
+
 static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
                                        const exec_bufs_t *bufs, bool shares_io, uint64_t in_cap,
                                        uint64_t out_cap, int rotation, exec_context_t **out)
@@ -796,7 +836,15 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     c->plan = plan;
     c->shares_io = shares_io;
     c->reaches_io = exec_plan_reaches_io(plan);
-    if (shares_io) {
+    c->in_cap = in_cap;
+    c->out_cap = out_cap;
+    if (shares_io && bufs->staged) {
+        mscclpp_result_t r = context_stage(ex, c);
+        if (r != MSCCLPP_OK) {
+            context_free(ex, c);
+            return r;
+        }
+    } else if (shares_io) {
         c->send_base = bufs->in.base;
         c->recv_base = bufs->out.base;
         c->send_id = bufs->in.id;
@@ -804,8 +852,6 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
         c->in_alloc = bufs->in.size;
         c->out_alloc = bufs->out.size;
     }
-    c->in_cap = in_cap;
-    c->out_cap = out_cap;
     c->rotation = rotation;
     c->vrank = (ex->comm->rank - rotation + n) % n;
     c->seq = ex->context_seq++;
@@ -881,11 +927,12 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
 {
     (void)dtype; /* the scratch serves every dtype */
     const bool shares_io = exec_plan_shares_io(plan);
-    void *send_base = shares_io ? bufs->in.base : NULL, *recv_base = shares_io ? bufs->out.base
-                                                                                : NULL;
-    const uint64_t send_id = shares_io ? bufs->in.id : 0, recv_id = shares_io ? bufs->out.id : 0;
+    const bool staged = shares_io && bufs->staged; /* keyed without the caller's buffers */
+    const bool keyed = shares_io && !staged;
+    void *send_base = keyed ? bufs->in.base : NULL, *recv_base = keyed ? bufs->out.base : NULL;
+    const uint64_t send_id = keyed ? bufs->in.id : 0, recv_id = keyed ? bufs->out.id : 0;
     /* a failed context breaks the executor (exec_check), so every context here is sound */
-    const context_key_t key = {send_base, recv_base, send_id, recv_id, rotation};
+    const context_key_t key = {send_base, recv_base, send_id, recv_id, rotation, staged};
     exec_context_t *c = context_of(exec_cache_find(ex, &context_ops, plan, &key));
     if (c && in_bytes <= c->in_cap && out_bytes <= c->out_cap) {
         *out = c;
@@ -909,7 +956,7 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
      * new context is built collectively as on first use.
      */
     int dropped = 0;
-    for (; shares_io;) {
+    for (; keyed;) {
         const void *gone = NULL;
         for (exec_context_t *e = exec_context_next(ex, NULL); e && !gone;
              e = exec_context_next(ex, e)) {

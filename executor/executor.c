@@ -78,19 +78,28 @@ static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t 
      */
     exec_mem_of(ex->hal, send, &bufs->in);
     exec_mem_of(ex->hal, recv, &bufs->out);
+    bufs->staged = false;
     if (exec_plan_shares_io(plan)) {
         const hal_mem_info_t *bad = !bufs->in.shareable ? &bufs->in
                                     : !bufs->out.shareable ? &bufs->out : NULL;
+        uint64_t in_off = (uint64_t)((const char *)send - (const char *)bufs->in.base);
+        uint64_t out_off = (uint64_t)((const char *)recv - (const char *)bufs->out.base);
+        /* a collective (run_collective) on buffers the peers cannot map runs on the context's
+         * shareable stand-ins instead (exec_context_t.staged), so that the plan chosen by the
+         * call's shape serves every rank whatever its memory; a plan run by name refuses */
+        if (ex->hint.set &&
+            (bad || send_bytes > bufs->in.size - in_off || recv_bytes > bufs->out.size - out_off)) {
+            bufs->staged = true;
+            return MSCCLPP_OK;
+        }
         if (bad)
             return ERR_ARG("execute: plan '%s' shares its input and output with its peers "
                            "(it reaches theirs, or its port channels move its own), so they "
                            "must be memory the %s backend can share with other processes "
                            "(mscclpp_malloc, or device memory from the driver; host backend: a "
-                           "shared mapping); the %s buffer %p is not", plan->name,
-                           ex->hal->name, bad == &bufs->in ? "send" : "recv",
+                           "shared mapping); the %s buffer %p is not",
+                           plan->name, ex->hal->name, bad == &bufs->in ? "send" : "recv",
                            bad == &bufs->in ? send : (const void *)recv);
-        uint64_t in_off = (uint64_t)((const char *)send - (const char *)bufs->in.base);
-        uint64_t out_off = (uint64_t)((const char *)recv - (const char *)bufs->out.base);
         if (send_bytes > bufs->in.size - in_off || recv_bytes > bufs->out.size - out_off)
             return ERR_ARG("execute: %zu/%zu bytes do not fit the buffers (%zu/%zu bytes to the "
                            "end of their allocations)", send_bytes, recv_bytes,
@@ -183,6 +192,44 @@ static bool fast_hit(const mscclpp_executor_t *ex, const mscclpp_plan_t *plan, c
            (!stream || stream->ops == ex->hal) && !f->c->broken;
 }
 
+/*
+ * A staged call (exec_context_t.staged): the caller's input goes into the context's stand-ins
+ * on the call's stream (or now, without one), and *send / *recv become the stand-ins' buffers
+ * the plan runs on. An in-place plan gets the caller's whole span (both buffers, as they
+ * overlap) in its one buffer, at the same relative offsets; the output is copied back after
+ * the launch (execute_captured).
+ */
+static mscclpp_result_t stage_in(mscclpp_executor_t *ex, const exec_context_t *c, const void **send,
+                                 void **recv, size_t send_bytes, size_t recv_bytes,
+                                 mscclpp_stream_t stream)
+{
+    const char *s = *send, *r = *recv, *from = s;
+    char *in = c->send_base, *out = c->recv_base;
+    size_t bytes = send_bytes;
+    if (c->plan->inplace) {
+        const char *lo = s < r ? s : r;
+        const char *hi = s + send_bytes > r + recv_bytes ? s + send_bytes : r + recv_bytes;
+        from = lo;
+        bytes = (size_t)(hi - lo);
+        in = out = c->recv_base;
+        in += s - lo;
+        out += r - lo;
+    }
+    if (bytes > (c->plan->inplace ? c->out_alloc : c->in_alloc))
+        return ERR(MSCCLPP_ERR_INTERNAL,
+                   "plan '%s': a staged call of %zu bytes exceeds its "
+                   "context's %zu-byte stand-in",
+                   c->plan->name, bytes, c->plan->inplace ? c->out_alloc : c->in_alloc);
+    if (bytes && stream)
+        CHECK(ex->hal->memcpy_async(c->plan->inplace ? c->recv_base : c->send_base, from, bytes,
+                                    hal_api_stream(stream)));
+    else if (bytes)
+        CHECK(ex->hal->memcpy_sync(c->plan->inplace ? c->recv_base : c->send_base, from, bytes));
+    *send = in;
+    *recv = out;
+    return MSCCLPP_OK;
+}
+
 /* exec_execute with ex->capturing set for the call. */
 static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
                                          const void *send, void *recv, size_t send_bytes,
@@ -245,6 +292,8 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
             r = exec_poison(ex, comm_fail(ex->comm, r, true)); /* the others learn whom to blame */
         return r;
     }
+    void *caller_recv = recv;
+    if (c->staged) CHECK(stage_in(ex, c, &send, &recv, send_bytes, recv_bytes, stream));
     uint64_t in_off = 0, out_off = 0;
     if (c->shares_io) {
         in_off = (uint64_t)((const char *)send - (const char *)c->send_base);
@@ -255,8 +304,12 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
     exec_lowcache_t *l = NULL;
     CHECK(exec_context_lowered(ex, c, send_bytes, recv_bytes, dtype, op, packet, hs, &l));
     CHECK(launch(ex, c, l, send, recv, in_off, out_off, stream, nthreads));
+    /* a staged call's output, back to the caller's buffer behind the launch */
+    if (c->staged && recv_bytes)
+        return hs ? ex->hal->memcpy_async(caller_recv, recv, recv_bytes, hs)
+                  : ex->hal->memcpy_sync(caller_recv, recv, recv_bytes);
     /* a context keyed by the plan alone serves the same call again as it is (fast_hit) */
-    if (!c->shares_io)
+    if (!c->shares_io && !c->staged)
         ex->fast = (exec_fast_t){.valid = true,
                                  .gen = ex->cache.gen,
                                  .plan = plan,
@@ -315,7 +368,7 @@ static mscclpp_result_t launch(mscclpp_executor_t *ex, exec_context_t *c, exec_l
     ex->last_seq = c->seq; /* the context a new one's setup announces itself on */
     ex->launched = true;
     if (ex->capturing) ex->captured_any = true;
-    if (!hs) return exec_check_launch(ex, c);
+    if (!hs) CHECK(exec_check_launch(ex, c));
     return MSCCLPP_OK;
 }
 

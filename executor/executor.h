@@ -108,6 +108,7 @@ typedef struct {
 /* The buffers of one call as the backend knows them (hal mem_info). */
 typedef struct {
     hal_mem_info_t in, out;
+    bool staged; /* an io-sharing plan on buffers the peers cannot map: the context stages */
 } exec_bufs_t;
 
 typedef struct exec_context {
@@ -125,6 +126,13 @@ typedef struct exec_context {
     uint64_t send_id, recv_id;
     size_t in_alloc, out_alloc; /* sizes of those allocations (shares_io) */
     bool shares_io;
+    /* This rank's buffers of a collective call are not memory the peers can map: the context
+     * owns shareable stand-ins of in_cap/out_cap bytes (one of the larger for an in-place plan)
+     * that every call is copied into and out of (executor.c). Keyed without the caller's
+     * buffers, so it misses only where every rank's context misses: at a size its caps do not
+     * serve (the caps are the same on every rank). */
+    bool staged;
+    void *stage[2];
     bool reaches_io;            /* some rank addresses a peer's input/output: fence every launch
                                  * (peers publish their offsets there, kern_args.h) */
     bool baked_off;             /* the lowered plan embeds peers' buffers at this rank's own

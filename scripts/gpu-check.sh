@@ -170,6 +170,21 @@ if want nomps; then
         else result nomps FAIL "no MPS warning; 8 B allreduce $t us"; fi
     fi
 fi
+# ---- interp, its ncu part: before MPS (Nsight Compute does not profile MPS clients) ----
+ncures="no ncu"
+if want interp && command -v ncu >/dev/null; then
+    # the last of 20 kernels of 1-rank 8 B calls: GPU time, local-memory (stack, spill) load
+    # sectors, and the share of warp stalls waiting on a memory load
+    timeout 300 ncu --clock-control none -c 20 --metrics \
+        gpu__time_duration.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio \
+        "$build/tests/gpu/lat_probe" 1 8 20 >"$out/interp-ncu.log" 2>&1
+    ncures=$(awk '/gpu__time_duration.sum/ {t = $NF " " $(NF-1)}
+        /l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum/ {l = $NF}
+        /stalled_long_scoreboard/ {s = $NF}
+        END {printf "GPU time %s, local-load sectors %s, long-scoreboard stalls/issue %s",
+            t, l, s}' \
+        "$out/interp-ncu.log")
+fi
 mps_start >"$out/mps.log" 2>&1
 cat "$out/mps.log"
 trap 'mps_stop >/dev/null 2>&1' EXIT
@@ -365,21 +380,21 @@ if want interp; then
         res=$(grep -A1 'kern_cuda_entry' "$out/interp-res.log" | grep -o 'REG:[0-9]* STACK:[0-9]*' |
             head -n 1)
     fi
-    ncures="no ncu"
-    if command -v ncu >/dev/null; then
-        timeout 300 ncu --clock-control none -c 20 --metrics \
-            gpu__time_duration.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum,smsp__pcsamp_warps_issue_stalled_long_scoreboard \
-            "$build/tests/gpu/lat_probe" 1 8 20 >"$out/interp-ncu.log" 2>&1
-        ncures="GPU time $(awk '/gpu__time_duration.sum/ {print $NF, $(NF-1)}' \
-            "$out/interp-ncu.log" | tail -n 1)"
-    fi
     for n in 1 2 8; do
         timeout "$limit" "$build/tests/gpu/lat_probe" "$n" 8 100 >>"$out/interp-probe100.log" 2>&1
     done
+    # the shipped allreduce_pkt starts above allpairs' 32 KiB (the bench skips sizes outside a
+    # plan's range), so the two-hop plan is generated here over 0..256 KiB (its script's default)
     small=""
+    mkdir -p "$out/interp-plans"
     for n in 2 8; do
+        env PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" python3 \
+            "$src/plans/allreduce_pkt.py" --num_ranks "$n" \
+            >"$out/interp-plans/allreduce_pkt_$n.json" 2>"$out/interp-gen-$n.log"
         for pl in allreduce_allpairs allreduce_pkt; do
-            timeout "$limit" "$bench" --plan "$src/plans/${pl}_$n.json" --np "$n" -b 8 -e 256K \
+            plan=$src/plans/${pl}_$n.json
+            [ $pl = allreduce_pkt ] && plan=$out/interp-plans/allreduce_pkt_$n.json
+            timeout "$limit" "$bench" --plan "$plan" --np "$n" -b 8 -e 32K \
                 -f 8 -n 200 -w 20 >"$out/interp-$pl-$n.log" 2>&1
             small="$small $pl/$n: $(awk '/^ *8 / {print $6; exit}' "$out/interp-$pl-$n.log") us@8B,\
  $(awk '/^ *32768 / {print $6; exit}' "$out/interp-$pl-$n.log") us@32K;"

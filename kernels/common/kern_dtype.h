@@ -99,11 +99,28 @@ KERN_FN uint32_t kern_f32_to_small(float f, int ebits, int mbits, int bias, int 
     return sign | r;
 }
 
+/* float16: one instruction each on CUDA (sm_53+), the same rounding as the software path
+ * (round to nearest even, overflow to infinity); only a NaN's payload bits may differ */
+#if defined(KERN_CUDA)
+KERN_FN float kern_f16_to_f32(uint16_t v)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)v));
+    return f;
+}
+KERN_FN uint16_t kern_f32_to_f16(float f)
+{
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return (uint16_t)h;
+}
+#else
 KERN_FN float kern_f16_to_f32(uint16_t v) { return kern_small_to_f32(v, 5, 10, 15, 1); }
 KERN_FN uint16_t kern_f32_to_f16(float f)
 {
     return (uint16_t)kern_f32_to_small(f, 5, 10, 15, 1, 0x7bffu);
 }
+#endif
 KERN_FN float kern_bf16_to_f32(uint16_t v) { return kern_bits_f32((uint32_t)v << 16); }
 KERN_FN uint16_t kern_f32_to_bf16(float f)
 {

@@ -18,9 +18,11 @@
  *   after (kern_port.h, KERN_CHECK_EVERY); a thread that saw the launch fail skips its later
  *   waits (kern_ctx_t.failed).
  * - Data loops move 16-byte vectors for every dtype, several in flight per thread (KERN_RED_U,
- *   KERN_COPY_U), every load of a step before its stores, with the source and destination
- *   pointers in registers for up to KERN_FAST of each; heads and tails that are not whole
- *   vectors are done element by element in the same op (no padding anywhere).
+ *   KERN_COPY_U), every load of a step before its stores. A copy keeps up to KERN_FAST
+ *   destination pointers in registers; a reduce reads its addresses from a table the block
+ *   fills in shared memory once per op (kern_reduce_io), so its loops hold no pointer set-up and
+ *   spill nothing. Heads and tails that are not whole vectors are done element by element in
+ *   the same op (no padding anywhere).
  * - A launch ends with each block storing its own next LL flag: no atomic, no block waits for
  *   another (kern_state_t.flags).
  */
@@ -35,10 +37,13 @@
 #define KERN_ERR_TIMEOUT (-6)     /* MSCCLPP_ERR_TIMEOUT */
 #define KERN_ERR_ABORTED (-9)     /* MSCCLPP_ERR_ABORTED */
 
-/* sources and destinations of a data op whose pointers a thread keeps in registers; an op with
- * more computes the others from their descriptors (in shared memory) when it needs them. 4 + 4
- * pointers leave room in the 64 registers of a 1024-thread block for the accumulators. */
+/* destinations of a copy whose pointers a thread keeps in registers (one pass over the source
+ * per KERN_FAST of them) */
 #define KERN_FAST 4
+
+/* sources and destinations of a reduce op, together (plan.h: at most PLAN_MAX_DESCS = 72 of
+ * each, a switch channel PLAN_MAX_SWITCH_MEMBERS = 64 members) */
+#define KERN_IO_MAX 144
 
 /** What the threads of a block share (GPU: shared memory; written by thread 0 at the start). */
 typedef struct {
@@ -63,6 +68,7 @@ typedef struct {
     int32_t bad;   /* the launch is malformed (recorded by thread 0): run nothing */
     int32_t pad;
     void *hbar;    /* host: the barrier of a block run by several threads, else NULL */
+    char **tab;    /* the reduces' address tables (kern_smem_t.tab, kern_reduce_io) */
 } kern_blk_t;
 
 /** A block's shared memory: its constants and its staged ops, descriptors and ids. */
@@ -71,6 +77,7 @@ typedef struct {
     kern_op_t ops[KERN_STAGE_OPS];
     kern_desc_t descs[KERN_STAGE_DESCS];
     uint32_t ids[KERN_STAGE_IDS];
+    char *tab[2 * KERN_IO_MAX]; /* two tables of a reduce's addresses (kern_reduce_io) */
 } kern_smem_t;
 
 /** One thread's own state. */
@@ -83,6 +90,7 @@ typedef struct {
     uint32_t failed;  /* this thread saw the launch fail: its waits give up at once */
     int fenced;       /* this launch ran the launch fence (kern_args.h, "Launch fence") */
     int answer;       /* this thread found a peer's fence record it must answer */
+    uint32_t tabs;    /* reduces run so far (which half of the address table is next) */
 } kern_ctx_t;
 
 #define KERN_SYNC(c) KERN_BLOCK_SYNC((c)->b->hbar)
@@ -432,10 +440,9 @@ KERN_FN void kern_copy_to(const kern_ctx_t *c, char *const *d, int nd, const cha
 
 /* Copy n bytes of source descriptor sd (at x) to every destination of io (at x), KERN_FAST
  * destinations per pass over the source. */
-KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, const kern_io_t *iop,
-                              uint64_t x, uint64_t n)
+KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, kern_io_t io, uint64_t x,
+                              uint64_t n)
 {
-    const kern_io_t io = *iop;
     const char *src = kern_ptr(c, sd, x);
     int k0;
     if (n == 0) return;
@@ -464,19 +471,16 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, const 
     ((KERN_RED_U * sizeof(ST)) / sizeof(AT) > 0 ? (int)((KERN_RED_U * sizeof(ST)) / sizeof(AT)) \
                                                 : 1)
 
-/* a[k] for a runtime k < KERN_FAST (4) of an array only ever indexed by constants, so that it
- * stays in registers: a chain of selects, no memory */
-#define KERN_PICK(a, k) ((k) == 0 ? a[0] : (k) == 1 ? a[1] : (k) == 2 ? a[2] : a[3])
-/* source / destination k of a reduce: from the registers for the first KERN_FAST, else from
- * its descriptor */
-#define KERN_RSRC(k) ((k) < KERN_FAST ? KERN_PICK(s_, k) : (const char *)KERN_SRC(c, io, (k), x))
-#define KERN_RDST(k) ((k) < KERN_FAST ? KERN_PICK(d_, k) : KERN_DST(c, io, (k), x))
+/* whether vector u of a step is in the body (the last step of a thread may hold fewer) */
+#define KERN_RED_IN(u) ((u) == 0 || i + (uint64_t)(u)*nth < nv)
 
 /*
- * One step of a vector reduce: vectors i, i + nth, ... (UU of them) of every source, reduced
- * in the accumulators and stored to every destination. The loops over sources and destinations
- * run at run time (one copy of the element work, whatever their number); all UU loads of a
- * source are issued before its elements are combined.
+ * One step of a vector reduce: vectors i, i + nth, ... (UU of them, those below nv) of every
+ * source, reduced in the accumulators and stored to every destination. Each address is read
+ * from the block's table (shared memory) when the step needs it: no pointer stays in a
+ * register, whatever the number of sources and destinations. All UU loads of a source are
+ * issued before its elements are combined. One step serves the whole body (no second loop for
+ * a thread's last vectors: half the code to compile per dtype and op).
  */
 #define KERN_RED_STEP(ST, AT, LOAD, STORE, OP, UT, UU)                                         \
     {                                                                                          \
@@ -485,18 +489,19 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, const 
             ST e[16 / sizeof(ST)];                                                             \
         } t_[UU];                                                                              \
         AT acc_[UU][16 / sizeof(ST)];                                                          \
-        const char *p_ = s_[0] + hb;                                                           \
+        const kern_vec_t z_ = {{0, 0}};                                                        \
+        const char *p_ = tab[0] + hb;                                                          \
         int u_, j_, k_;                                                                        \
         KERN_UNROLL for (u_ = 0; u_ < UU; u_++) t_[u_].v =                                     \
-            kern_ldv(p_ + 16 * (i + (uint64_t)u_ * nth));                                      \
+            KERN_RED_IN(u_) ? kern_ldv(p_ + 16 * (i + (uint64_t)u_ * nth)) : z_;               \
         KERN_UNROLL for (u_ = 0; u_ < UU; u_++)                                                \
         {                                                                                      \
             KERN_UNROLL for (j_ = 0; j_ < E; j_++) acc_[u_][j_] = LOAD(t_[u_].e[j_]);          \
         }                                                                                      \
-        for (k_ = 1; k_ < io.ns; k_++) {                                                       \
-            p_ = KERN_RSRC(k_) + hb;                                                           \
+        for (k_ = 1; k_ < ns; k_++) {                                                          \
+            p_ = tab[k_] + hb;                                                                 \
             KERN_UNROLL for (u_ = 0; u_ < UU; u_++) t_[u_].v =                                 \
-                kern_ldv(p_ + 16 * (i + (uint64_t)u_ * nth));                                  \
+                KERN_RED_IN(u_) ? kern_ldv(p_ + 16 * (i + (uint64_t)u_ * nth)) : z_;           \
             KERN_UNROLL for (u_ = 0; u_ < UU; u_++)                                            \
             {                                                                                  \
                 KERN_UNROLL for (j_ = 0; j_ < E; j_++)                                         \
@@ -507,41 +512,33 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, const 
         {                                                                                      \
             KERN_UNROLL for (j_ = 0; j_ < E; j_++) t_[u_].e[j_] = STORE(acc_[u_][j_]);         \
         }                                                                                      \
-        for (k_ = 0; k_ < io.nd; k_++) {                                                       \
-            char *q_ = KERN_RDST(k_) + hb;                                                     \
-            KERN_UNROLL for (u_ = 0; u_ < UU; u_++)                                            \
+        for (k_ = 0; k_ < nd; k_++) {                                                          \
+            char *q_ = tab[ns + k_] + hb;                                                      \
+            KERN_UNROLL for (u_ = 0; u_ < UU; u_++) if (KERN_RED_IN(u_))                       \
                 kern_stv(q_ + 16 * (i + (uint64_t)u_ * nth), t_[u_].v);                        \
         }                                                                                      \
     }
 
 /*
- * dst[0..nd) <- src[0] op src[1] op ... over n bytes (whole elements), at byte x of each io
- * entry. A destination may be one of the sources (element by element, every source is read
- * before a destination is written). When every pointer agrees with the first source modulo
- * 16, a head of elements brings them to 16-byte alignment, the body runs in 16-byte vectors
- * (U per thread per step, then single ones), and the rest is the tail; otherwise every element
- * is done one at a time. Heads and tails (at most 15 elements each per op) run in the same op.
+ * tab[ns..ns+nd) <- tab[0] op tab[1] op ... tab[ns-1] over n bytes (whole elements): the
+ * addresses of a reduce op at its byte x (kern_reduce_io). A destination may be one of the
+ * sources (element by element, every source is read before a destination is written). When
+ * every address agrees with the first modulo 16, a head of elements brings them to 16-byte
+ * alignment, the body runs in 16-byte vectors (U per thread per step), and the rest is the
+ * tail; otherwise every element is done one at a time. Heads and tails (at most 15 elements
+ * each per op) run in the same op.
  */
 #define KERN_GEN_RED(DT, ST, AT, UT, LOAD, STORE, OP)                                          \
-    KERN_BIG_FN void kern_red_##DT##_##OP(const kern_ctx_t *c, const kern_io_t *iop, uint64_t x, \
-                                          uint64_t n)                                          \
+    KERN_BIG_FN void kern_red_##DT##_##OP(char *const *tab, int ns, int nd, uint64_t n,         \
+                                          uint64_t tid, uint64_t nth)                          \
     {                                                                                          \
-        const kern_io_t io = *iop;                                                             \
         enum { E = (int)(16 / sizeof(ST)), U = KERN_VU(ST, AT) };                              \
-        const uint64_t tid = (uint64_t)c->tid, nth = (uint64_t)c->nth;                         \
         const uint64_t ne = n / sizeof(ST);                                                    \
-        const char *s_[KERN_FAST];                                                             \
-        char *d_[KERN_FAST];                                                                   \
-        uintptr_t a0 = (uintptr_t)KERN_SRC(c, io, 0, x), mis = 0;                              \
+        const uintptr_t a0 = (uintptr_t)tab[0];                                                \
+        uintptr_t mis = 0;                                                                     \
         uint64_t h, nv, i, hb, m, nt;                                                          \
         int k;                                                                                 \
-        KERN_UNROLL for (k = 0; k < KERN_FAST; k++) {                                          \
-            s_[k] = k < io.ns ? KERN_SRC(c, io, k, x) : (const char *)a0;                      \
-            d_[k] = k < io.nd ? KERN_DST(c, io, k, x) : (char *)a0;                            \
-            mis |= ((uintptr_t)s_[k] - a0) | ((uintptr_t)d_[k] - a0);                          \
-        }                                                                                      \
-        for (k = KERN_FAST; k < io.ns; k++) mis |= (uintptr_t)KERN_SRC(c, io, k, x) - a0;      \
-        for (k = KERN_FAST; k < io.nd; k++) mis |= (uintptr_t)KERN_DST(c, io, k, x) - a0;      \
+        for (k = 1; k < ns + nd; k++) mis |= (uintptr_t)tab[k] - a0;                           \
         if ((mis & 15) != 0 || (a0 % sizeof(ST)) != 0) {                                       \
             h = ne;                                                                            \
             nv = 0;                                                                            \
@@ -551,20 +548,18 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, const 
             nv = (ne - h) / E;                                                                 \
         }                                                                                      \
         hb = h * sizeof(ST);                                                                   \
-        for (i = tid; i + (uint64_t)(U - 1) * nth < nv; i += (uint64_t)U * nth)                \
+        for (i = tid; i < nv; i += (uint64_t)U * nth)                                          \
             KERN_RED_STEP(ST, AT, LOAD, STORE, OP, UT, U)                                      \
-        if (U > 1)                                                                             \
-            for (; i < nv; i += nth) KERN_RED_STEP(ST, AT, LOAD, STORE, OP, UT, 1)             \
         /* head and tail elements */                                                           \
         nt = ne - h - nv * E;                                                                  \
         for (m = tid; m < h + nt; m += nth) {                                                  \
             const uint64_t e = m < h ? m : m + nv * E;                                         \
-            AT acc = LOAD(((const ST *)s_[0])[e]);                                             \
+            AT acc = LOAD(((const ST *)tab[0])[e]);                                            \
             ST r;                                                                              \
-            for (k = 1; k < io.ns; k++)                                                        \
-                acc = KERN_RED_OP_##OP(AT, UT, acc, LOAD(((const ST *)KERN_RSRC(k))[e]));      \
+            for (k = 1; k < ns; k++)                                                           \
+                acc = KERN_RED_OP_##OP(AT, UT, acc, LOAD(((const ST *)tab[k])[e]));            \
             r = STORE(acc);                                                                    \
-            for (k = 0; k < io.nd; k++) ((ST *)KERN_RDST(k))[e] = r;                           \
+            for (k = 0; k < nd; k++) ((ST *)tab[ns + k])[e] = r;                               \
         }                                                                                      \
     }
 #define KERN_GEN_RED_DT(DT, ST, AT, UT, LOAD, STORE) \
@@ -573,13 +568,13 @@ KERN_DTYPE_LIST(KERN_GEN_RED_DT)
 
 /* one call site per op kind (the dispatch is out of line, so kern_exec_op keeps few live values
  * across calls) */
-KERN_BIG_FN void kern_reduce(const kern_ctx_t *c, uint32_t dt, uint32_t op, const kern_io_t *io,
-                             uint64_t x, uint64_t n)
+KERN_BIG_FN void kern_reduce(char *const *tab, uint32_t dt, uint32_t op, int ns, int nd,
+                             uint64_t n, uint64_t tid, uint64_t nth)
 {
-    if (n < kern_dtype_size(dt) || io->ns == 0) return;
+    if (n < kern_dtype_size(dt) || ns == 0) return;
     switch (dt * 4 + op) {
 #define KERN_CASE_RED(DT, ST, AT, UT, LOAD, STORE, OP)                                         \
-    case KERN_DT_##DT * 4 + KERN_RED_##OP: kern_red_##DT##_##OP(c, io, x, n); break;
+    case KERN_DT_##DT * 4 + KERN_RED_##OP: kern_red_##DT##_##OP(tab, ns, nd, n, tid, nth); break;
 #define KERN_CASE_RED_DT(DT, ST, AT, UT, LOAD, STORE) \
     KERN_FOR_OPS(KERN_CASE_RED, DT, ST, AT, UT, LOAD, STORE)
         KERN_DTYPE_LIST(KERN_CASE_RED_DT)
@@ -587,6 +582,32 @@ KERN_BIG_FN void kern_reduce(const kern_ctx_t *c, uint32_t dt, uint32_t op, cons
 #undef KERN_CASE_RED_DT
     default: break;
     }
+}
+
+/*
+ * A reduce op at byte x over n bytes: the block's threads write its source and destination
+ * addresses into the block's table together (one address per thread), one block sync, then
+ * the loop of its dtype and op reads them from there. Every thread of the block calls this for
+ * every reduce op (the sync). The table has two halves used in turn: a thread still reading the
+ * previous reduce's addresses is never overwritten, as every thread passed this reduce's sync
+ * only after finishing the one before.
+ */
+KERN_BIG_FN void kern_reduce_io(kern_ctx_t *c, uint32_t op, kern_io_t io, uint64_t x, uint64_t n)
+{
+    const kern_blk_t *b = c->b;
+    char **tab = b->tab + (c->tabs++ & 1u) * KERN_IO_MAX;
+    int k;
+    if (io.ns + io.nd > KERN_IO_MAX) {
+        /* more than a plan may have (plan.h PLAN_MAX_DESCS, PLAN_MAX_SWITCH_MEMBERS) */
+        if (c->tid == 0)
+            kern_fail(c, KERN_ERR_INVALID_ARG, KERN_WAIT_PLAN, -1, -1, KERN_IO_MAX,
+                      (uint64_t)(io.ns + io.nd));
+        return;
+    }
+    for (k = c->tid; k < io.ns + io.nd; k += c->nth)
+        tab[k] = k < io.ns ? KERN_SRC(c, io, k, x) : KERN_DST(c, io, k - io.ns, x);
+    KERN_SYNC(c);
+    kern_reduce(tab, b->a.dtype, op, io.ns, io.nd, n, (uint64_t)c->tid, (uint64_t)c->nth);
 }
 
 /* ---- LL packets --------------------------------------------------------------------------- */
@@ -663,10 +684,9 @@ KERN_FN int kern_pkt_get2(kern_ctx_t *c, const uint64_t *u, int both, uint32_t *
  * destination of io, 8 payload bytes (two units) per thread step: each pair of source words is
  * read once for all destinations.
  */
-KERN_BIG_FN void kern_pkt_put_io(const kern_ctx_t *c, const kern_desc_t *sd,
-                                 const kern_io_t *iop, uint64_t x, uint64_t n)
+KERN_BIG_FN void kern_pkt_put_io(const kern_ctx_t *c, const kern_desc_t *sd, kern_io_t io,
+                                 uint64_t x, uint64_t n)
 {
-    const kern_io_t io = *iop;
     const uint64_t tid = (uint64_t)c->tid, nth = (uint64_t)c->nth;
     const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;
     const char *src = kern_ptr(c, sd, x);
@@ -688,7 +708,7 @@ KERN_BIG_FN void kern_pkt_put_io(const kern_ctx_t *c, const kern_desc_t *sd,
 }
 
 /* upkt: packet image img -> n bytes of plain dst. */
-KERN_FN void kern_pkt_unpack(kern_ctx_t *c, char *dst, const char *img, uint64_t n,
+KERN_BIG_FN void kern_pkt_unpack(kern_ctx_t *c, char *dst, const char *img, uint64_t n,
                              int32_t peer)
 {
     const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;
@@ -704,10 +724,9 @@ KERN_FN void kern_pkt_unpack(kern_ctx_t *c, char *dst, const char *img, uint64_t
 }
 
 /* rppkt / gstorepkt: packets of img, once they arrived, re-sent to every destination of io. */
-KERN_BIG_FN void kern_pkt_relay(kern_ctx_t *c, const char *img, const kern_io_t *iop,
-                                uint64_t x, uint64_t n, int32_t peer)
+KERN_BIG_FN void kern_pkt_relay(kern_ctx_t *c, const char *img, kern_io_t io, uint64_t x,
+                                uint64_t n, int32_t peer)
 {
-    const kern_io_t io = *iop;
     const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;
     const uint64_t *u = (const uint64_t *)img;
     uint64_t g;
@@ -742,10 +761,9 @@ KERN_DTYPE_LIST(KERN_GEN_OPFN)
  * KERN_DESC_PACKET, else plain. Returns nonzero if a packet wait failed.
  */
 #define KERN_GEN_PRED(DT, ST, AT, UT, LOAD, STORE)                                             \
-    KERN_BIG_FN int kern_pred_##DT(kern_ctx_t *c, uint32_t op, const kern_io_t *iop, uint64_t x, \
+    KERN_BIG_FN int kern_pred_##DT(kern_ctx_t *c, uint32_t op, kern_io_t io, uint64_t x,        \
                                    uint64_t n)                                                 \
     {                                                                                          \
-        const kern_io_t io = *iop;                                                             \
         const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;                                    \
         const char *s0 = KERN_SRC(c, io, 0, x);                                                \
         uint64_t g;                                                                            \
@@ -786,8 +804,8 @@ KERN_DTYPE_LIST(KERN_GEN_OPFN)
     }
 KERN_DTYPE_LIST(KERN_GEN_PRED)
 
-KERN_BIG_FN void kern_preduce(kern_ctx_t *c, uint32_t dt, uint32_t op, const kern_io_t *io,
-                              uint64_t x, uint64_t n)
+KERN_BIG_FN void kern_preduce(kern_ctx_t *c, uint32_t dt, uint32_t op, kern_io_t io, uint64_t x,
+                              uint64_t n)
 {
     if (n == 0) return;
     switch (dt) {
@@ -808,7 +826,7 @@ KERN_BIG_FN void kern_preduce(kern_ctx_t *c, uint32_t dt, uint32_t op, const ker
  * multicast pointers exist and addresses and length are 16-byte multiples; returns 0 to let
  * the member-pointer loop do everything else.
  */
-KERN_FN int kern_mc_op(const kern_ctx_t *c, uint32_t type, uint32_t dt, uint32_t op,
+KERN_BIG_FN int kern_mc_op(const kern_ctx_t *c, uint32_t type, uint32_t dt, uint32_t op,
                        const kern_desc_t *src, const kern_desc_t *dst, uint64_t x, uint64_t n)
 {
 #if defined(KERN_CUDA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
@@ -865,7 +883,7 @@ KERN_FN int kern_mc_op(const kern_ctx_t *c, uint32_t type, uint32_t dt, uint32_t
 
 /* ---- synchronisation ops ------------------------------------------------------------------ */
 
-KERN_FN void kern_wait_chan(kern_ctx_t *c, uint32_t id, int relaxed)
+KERN_BIG_FN void kern_wait_chan(kern_ctx_t *c, uint32_t id, int relaxed)
 {
     const kern_chan_t *ch = &c->b->chans[id];
     uint64_t exp = kern_add_rlx_dev_u64(ch->expected, 1) + 1;
@@ -878,7 +896,7 @@ KERN_FN void kern_wait_chan(kern_ctx_t *c, uint32_t id, int relaxed)
 }
 
 /* Grid barrier of `nblocks` blocks on a reusable syncer (count + generation). */
-KERN_FN void kern_barrier(kern_ctx_t *c, uint32_t id, uint32_t nblocks)
+KERN_BIG_FN void kern_barrier(kern_ctx_t *c, uint32_t id, uint32_t nblocks)
 {
     KERN_SYNC(c);
     if (nblocks > 1 && c->tid == 0 && !kern_failed(c)) {
@@ -898,7 +916,7 @@ KERN_FN void kern_barrier(kern_ctx_t *c, uint32_t id, uint32_t nblocks)
     KERN_SYNC(c);
 }
 
-KERN_FN void kern_sem_acquire(kern_ctx_t *c, uint32_t id)
+KERN_BIG_FN void kern_sem_acquire(kern_ctx_t *c, uint32_t id)
 {
     int32_t *p = &c->b->sems[id];
     kern_spin_t s = {0, 0};
@@ -927,7 +945,7 @@ KERN_FN int32_t kern_proxy_err(const kern_fifo_t *f)
  * the FIFO size, a finished flush when pos is the flush's own slot). Gives up on the proxy's
  * error (recorded as this launch's error) or the timeout.
  */
-KERN_FN int kern_port_until(kern_ctx_t *c, uint64_t pos, int32_t chan, int32_t peer)
+KERN_BIG_FN int kern_port_until(kern_ctx_t *c, uint64_t pos, int32_t chan, int32_t peer)
 {
     kern_fifo_t *f = kern_plan_of(c)->fifo;
     kern_spin_t s = {0, 0};
@@ -978,7 +996,7 @@ KERN_FN uint64_t kern_port_push(kern_ctx_t *c, uint64_t fst, uint64_t snd, int32
 }
 
 /* One port data op entry: put `n` bytes of local src (at x) to the peer's dst (at x). */
-KERN_FN void kern_port_put(kern_ctx_t *c, uint32_t type, uint32_t chan, const kern_desc_t *src,
+KERN_BIG_FN void kern_port_put(kern_ctx_t *c, uint32_t type, uint32_t chan, const kern_desc_t *src,
                            const kern_desc_t *dst, uint64_t x, uint64_t n)
 {
     const kern_plan_t *p = kern_plan_of(c);
@@ -1009,7 +1027,7 @@ KERN_FN void kern_port_put(kern_ctx_t *c, uint32_t type, uint32_t chan, const ke
  * waiting thread scans the whole image itself rather than sharing it with a block sync: a sync
  * inside an op would pair with the wrong barrier on threads that saw a failure and left early.
  */
-KERN_FN void kern_port_pkt(kern_ctx_t *c, uint32_t chan, const kern_desc_t *src,
+KERN_BIG_FN void kern_port_pkt(kern_ctx_t *c, uint32_t chan, const kern_desc_t *src,
                            const kern_desc_t *dst, uint64_t x, uint64_t n)
 {
     uint64_t nw = (n + 3) / 4, j;
@@ -1023,7 +1041,7 @@ KERN_FN void kern_port_pkt(kern_ctx_t *c, uint32_t chan, const kern_desc_t *src,
 }
 
 /* signal / flush on port channel `chan` */
-KERN_FN void kern_port_ctl(kern_ctx_t *c, uint32_t bits, uint32_t chan)
+KERN_BIG_FN void kern_port_ctl(kern_ctx_t *c, uint32_t bits, uint32_t chan)
 {
     const kern_plan_t *p = kern_plan_of(c);
     const kern_chan_t *ch = (const kern_chan_t *)((const char *)p + p->off_ports) + chan;
@@ -1033,7 +1051,7 @@ KERN_FN void kern_port_ctl(kern_ctx_t *c, uint32_t bits, uint32_t chan)
 }
 
 /* wait on port channel `chan`: its inbound counter is set by the peer's proxy */
-KERN_FN void kern_port_wait(kern_ctx_t *c, uint32_t chan)
+KERN_BIG_FN void kern_port_wait(kern_ctx_t *c, uint32_t chan)
 {
     const kern_plan_t *p = kern_plan_of(c);
     const kern_chan_t *ch = (const kern_chan_t *)((const char *)p + p->off_ports) + chan;
@@ -1314,9 +1332,9 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
             io.dd = dst + k;
             io.nd = j - k;
             if (op->type == KERN_OP_CPKT || op->type == KERN_OP_PPKT)
-                kern_pkt_put_io(c, s, &io, x, n);
+                kern_pkt_put_io(c, s, io, x, n);
             else
-                kern_copy_io(c, s, &io, x, n);
+                kern_copy_io(c, s, io, x, n);
             k = j;
         }
         break;
@@ -1327,27 +1345,27 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         break;
     case KERN_OP_RPPKT:
         if (n == 0) break;
-        kern_pkt_relay(c, kern_ptr(c, &src[0], x), &io, x, n, KERN_WRITER(&src[0]));
+        kern_pkt_relay(c, kern_ptr(c, &src[0], x), io, x, n, KERN_WRITER(&src[0]));
         break;
     case KERN_OP_GSTOREPKT:
         if (n == 0) break;
         io.nd = (int)b->sw[dst[0].idx].n_members;
         io.dsw = 1;
-        kern_pkt_relay(c, kern_ptr(c, &src[0], x), &io, x, n, KERN_WRITER(&src[0]));
+        kern_pkt_relay(c, kern_ptr(c, &src[0], x), io, x, n, KERN_WRITER(&src[0]));
         break;
     case KERN_OP_GSTORE:
         if (n == 0) break;
         if (kern_mc_op(c, op->type, b->a.dtype, op->redop, &src[0], &dst[0], x, n)) break;
         io.nd = (int)b->sw[dst[0].idx].n_members;
         io.dsw = 1;
-        kern_copy_io(c, &src[0], &io, x, n);
+        kern_copy_io(c, &src[0], io, x, n);
         break;
     case KERN_OP_RE:
     case KERN_OP_RES:
     case KERN_OP_RRE:
     case KERN_OP_RRES:
         if (n == 0) break;
-        kern_reduce(c, b->a.dtype, op->redop, &io, x, n);
+        kern_reduce_io(c, op->redop, io, x, n);
         break;
     case KERN_OP_GLRES:
         if (n == 0) break;
@@ -1355,7 +1373,7 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         io.ns = (int)b->sw[src[0].idx].n_members;
         io.nd = (int)b->sw[dst[0].idx].n_members;
         io.ssw = io.dsw = 1;
-        kern_reduce(c, b->a.dtype, op->redop, &io, x, n);
+        kern_reduce_io(c, op->redop, io, x, n);
         break;
     case KERN_OP_GLRE:
         /* unfused switch reduce: every member's copy of src[0] into the local dst[0], with no
@@ -1364,14 +1382,14 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         io.ns = (int)b->sw[src[0].idx].n_members;
         io.ssw = 1;
         io.nd = 1;
-        kern_reduce(c, b->a.dtype, op->redop, &io, x, n);
+        kern_reduce_io(c, op->redop, io, x, n);
         break;
     case KERN_OP_REPKT:
     case KERN_OP_RESPKT:
     case KERN_OP_RECPKT:
     case KERN_OP_RECSPKT:
         if (n == 0) break;
-        kern_preduce(c, b->a.dtype, op->redop, &io, x, n);
+        kern_preduce(c, b->a.dtype, op->redop, io, x, n);
         break;
     default: break; /* pipeline bodies are run by kern_run_block */
     }
@@ -1455,6 +1473,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
 #endif
         b->block = block;
         b->hbar = hbar;
+        b->tab = sm->tab;
     }
     KERN_BLOCK_SYNC(hbar);
 
@@ -1467,6 +1486,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
     c.failed = 0;
     c.fenced = 0;
     c.answer = 0;
+    c.tabs = 0;
     if (b->bad) {
         if (tid == 0)
             kern_fail(&c, KERN_ERR_INVALID_ARG, KERN_WAIT_PLAN, -1, -1, (uint64_t)nblocks,

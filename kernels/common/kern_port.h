@@ -16,8 +16,8 @@
  *   kern_clock_ns()      monotonic nanoseconds for timeouts
  *   kern_backoff()       what a waiter does between polls
  *   KERN_RED_U           16-byte vectors a thread keeps in flight per source in a reduce (the
- *                        accumulators of float32 at 2: 8 registers, so that 8 source and 8
- *                        destination pointers fit the 64 registers of a 1024-thread block)
+ *                        accumulators of float32 at 2: 8 registers; the addresses come from
+ *                        the block's table in shared memory, kern_reduce_io)
  *   KERN_COPY_U          same for copies (one source: 4 vectors, 64 bytes, in flight)
  */
 #ifndef MSCCLPP_KERN_PORT_H

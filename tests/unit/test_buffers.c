@@ -336,6 +336,93 @@ START_TEST(t_fast_path)
 }
 END_TEST
 
+/* ---- direct plans on buffers the peers cannot map: staged (issue 19 item 3) ---------------- */
+
+/* Every rank's executor loads the direct plans (plans/direct/: the peers' input read and
+ * output written) as its default plans; `arg` says which ranks pass malloc'd buffers (bit r:
+ * rank r), the others mscclpp_malloc'd ones. The plan is chosen by the call's shape alone, so
+ * every rank runs the same one; a rank on malloc'd memory runs it on its context's stand-ins
+ * (before: refused with MSCCLPP_ERR_INVALID_ARG on that rank, its peers failing after it). */
+static int staged_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    const int private_ranks = *(const int *)arg;
+    const bool priv = (private_ranks >> rank) & 1;
+    char dir[900];
+    snprintf(dir, sizeof dir, "%s/direct", mp_plan_dir());
+    setenv("MSCCLPP_PLAN_DIR", dir, 1); /* this rank's process only */
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
+    /* 1 MiB, then 4 MiB (the contexts grow on every rank), then 1 MiB again */
+    static const size_t counts[] = {262144, 1048576, 262144};
+    const size_t most = 1048576 * 4 * (size_t)n;
+    float *a = NULL, *b = NULL;
+    if (priv) {
+        a = malloc(most);
+        b = malloc(most);
+    } else {
+        MP_CHECK(rank, mscclpp_malloc(most, (void **)&a));
+        MP_CHECK(rank, mscclpp_malloc(most, (void **)&b));
+    }
+    if (!a || !b) return MP_FAIL(rank, "out of memory");
+    mscclpp_stream_t st = NULL;
+    MP_CHECK(rank, mscclpp_stream_create(&st));
+    for (int k = 0; k < 3; k++) {
+        const size_t cnt = counts[k];
+        const float want = (float)(n * (n - 1) / 2 + n * k);
+        for (size_t i = 0; i < cnt; i++) a[i] = (float)(rank + k);
+        MP_CHECK(rank, mscclpp_allreduce(e.ex, a, b, cnt, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+        for (size_t i = 0; i < cnt; i++)
+            if (b[i] != want)
+                return MP_FAIL(rank, "call %d: allreduce element %zu: %g, not %g", k, i, b[i],
+                               want);
+        /* in place, on a stream */
+        MP_CHECK(rank, mscclpp_allreduce(e.ex, b, b, cnt, MSCCLPP_FLOAT32, MSCCLPP_SUM, st));
+        MP_CHECK(rank, mscclpp_stream_synchronize(st));
+        for (size_t i = 0; i < cnt; i++)
+            if (b[i] != want * (float)n)
+                return MP_FAIL(rank, "call %d: in-place allreduce element %zu: %g, not %g", k, i,
+                               b[i], want * (float)n);
+        /* allgather: every rank's block in every output */
+        for (size_t i = 0; i < cnt; i++) a[i] = (float)(rank * 1000 + k);
+        MP_CHECK(rank, mscclpp_allgather(e.ex, a, b, cnt, MSCCLPP_FLOAT32, st));
+        MP_CHECK(rank, mscclpp_stream_synchronize(st));
+        for (int r = 0; r < n; r++)
+            for (size_t i = 0; i < cnt; i++)
+                if (b[(size_t)r * cnt + i] != (float)(r * 1000 + k))
+                    return MP_FAIL(rank, "call %d: allgather block %d element %zu: %g", k, r, i,
+                                   b[(size_t)r * cnt + i]);
+    }
+    /* the direct plans served the calls (not the scratch plans after them) */
+    int direct = 0;
+    for (const exec_context_t *c = exec_context_next(e.ex, NULL); c;
+         c = exec_context_next(e.ex, c))
+        if (strstr(c->plan->name, "direct_")) direct += 1 + (c->staged ? 100 : 0);
+    if (direct == 0) return MP_FAIL(rank, "no context of a direct plan");
+    if (priv != (direct >= 100))
+        return MP_FAIL(rank, "%s buffers, but %s context is staged", priv ? "malloc'd" : "shared",
+                       direct >= 100 ? "a" : "no");
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
+    mscclpp_stream_destroy(st);
+    mp_exec_close(&e);
+    if (priv) {
+        free(a);
+        free(b);
+    } else {
+        mscclpp_free(a);
+        mscclpp_free(b);
+    }
+    return 0;
+}
+
+START_TEST(t_direct_staged)
+{
+    set_dirs();
+    static const int mixes[] = {3, 1, 0}; /* both ranks malloc'd, rank 0 only, none */
+    int mix = mixes[_i];
+    ck_assert_int_eq(mp_run(2, staged_body, &mix, 300, NULL), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("buffers");
@@ -346,6 +433,7 @@ int main(void)
     tcase_add_test(tc, t_private_refused);
     tcase_add_test(tc, t_scratch_bounded);
     tcase_add_test(tc, t_fast_path);
+    tcase_add_loop_test(tc, t_direct_staged, 0, 3);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
