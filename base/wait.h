@@ -53,6 +53,19 @@ extern "C" {
  */
 uint32_t base_wait_spin(unsigned pollers);
 
+/**
+ * Called by the library's own polling threads as they start (host stream workers and block
+ * pools, proxies): asks the scheduler for the short time slice of MSCCLPP_HOST_SLICE_US for the
+ * calling thread, if it runs under SCHED_OTHER (Linux 6.12 and later take sched_attr's runtime
+ * as the slice of a fair task; older kernels ignore it). Under EEVDF a thread that wakes with a
+ * shorter slice than the running one may preempt it at once (PREEMPT_SHORT) instead of waiting
+ * for the end of that thread's slice (0.75-3 ms), so a waiter's short sleep stays short beside
+ * busy processes too (issue 22 item 9). The thread's share of the CPU does not change (that is
+ * its nice value's weight). Threads of the application are left as they are. Defined in
+ * base/wait.c.
+ */
+void base_wait_thread_slice(void);
+
 /** Polls before a GPU wait starts sleeping (kern_args_t.dev_spin). */
 static inline uint32_t base_wait_dev_spin(void) { return BASE_WAIT_DEV_SPIN; }
 

@@ -45,7 +45,7 @@
 #define HELLO_MAGIC "MSCCLPPH"
 #define REPLY_MAGIC "MSCCLPPR"
 #define CONN_MAGIC "MSCCLPPC"
-#define PROTO_VERSION 2
+#define PROTO_VERSION 3 /* 3: KIND_BYE */
 #define MAX_RANKS (1 << 20)
 #define MAX_FRAME_BYTES (1ull << 40)
 /* A message buffer starts this large and doubles as its bytes arrive. */
@@ -81,6 +81,8 @@
  * Handshake (peer conn):   0 magic[8] | 8 version u16 | 10 reserved u16 | 12 secret[32] |
  *                          44 rank u32 | 48 nranks u32                                 = 52 bytes
  * Frame:                   0 kind u32 | 4 tag u32 | 8 length u64 | payload             = 16 + len
+ *                          (kinds below); a connection carries frames from the rank that
+ *                          connected, and back the other way only a goodbye (KIND_BYE)
  * All integers big-endian; addresses as in sock_addr_encode.
  */
 #define UID_ADDR_OFF 12
@@ -99,8 +101,17 @@ enum {
     REPLY_COMPLETE = 5
 };
 /* KIND_ABORT: a rank that failed because of a peer tells the others (tag: that peer, payload:
-   its error message), so that ranks waiting on the reporter do not blame the reporter. */
-enum { KIND_USER = 0, KIND_ALLGATHER = 1, KIND_BARRIER = 2, KIND_ABORT = 3, KIND_COUNT };
+   its error message), so that ranks waiting on the reporter do not blame the reporter.
+   KIND_BYE: a rank that leaves normally (tcp_destroy) tells the ranks it has a connection with
+   (tag 0, no payload), so that a failing rank does not take it for a rank that died. */
+enum {
+    KIND_USER = 0,
+    KIND_ALLGATHER = 1,
+    KIND_BARRIER = 2,
+    KIND_ABORT = 3,
+    KIND_BYE = 4,
+    KIND_COUNT
+};
 #define ABORT_MAX_BYTES 1024
 #define NOTICE_MSG_BYTES 256 /* of a notice's message, kept */
 
@@ -711,6 +722,9 @@ typedef struct {
     char **notice_msg;  /* per sender: that notice's message (printable) */
     int nnotices;       /* senders with a notice */
     unsigned char *gone; /* per peer: its process is gone (a connection closed, or refused) */
+    unsigned char *left; /* per peer: it said goodbye (KIND_BYE): it left normally */
+    unsigned char *back; /* per peer: FRAME_HDR_BYTES it wrote back on our connection to it */
+    unsigned char *back_got; /* per peer: how many of them */
     int interrupted; /* atomic, read without the lock: tcp_interrupt was called */
 } tcp_t;
 
@@ -739,18 +753,23 @@ static bool peer_gone(const tcp_t *t, int peer)
     return t->gone[peer] || (t->in_of[peer] && t->in_of[peer]->closed);
 }
 
+/* `peer`'s process is gone and it said neither why (an abort notice: a rank that exits after
+ * its own failure tells before it closes) nor goodbye (a rank that leaves normally): it died. */
+static bool peer_died(const tcp_t *t, int peer)
+{
+    return peer_gone(t, peer) && t->notice_of[peer] < 0 && !t->left[peer];
+}
+
 /*
  * The abort notice that best explains why `suspect` (-1: none) stopped, by its sender; -1 when
- * none came. First a notice blaming a rank whose process is gone and that sent no notice of
- * its own (a rank that exits after its own failure tells before it closes; a killed one cannot),
- * then the notice of `suspect` itself, then any. A notice that blames this rank explains nothing
- * here. Lock held.
+ * none came. First a notice blaming a rank that died (peer_died), then the notice of `suspect`
+ * itself, then any. A notice that blames this rank explains nothing here. Lock held.
  */
 static int notice_score(const tcp_t *t, int from, int suspect)
 {
     int c = t->notice_of[from];
     if (c < 0 || c == t->rank) return 0;
-    return peer_gone(t, c) && t->notice_of[c] < 0 ? 3 : from == suspect ? 2 : 1;
+    return peer_died(t, c) ? 3 : from == suspect ? 2 : 1;
 }
 
 static int best_notice(const tcp_t *t, int suspect)
@@ -966,7 +985,7 @@ static mscclpp_result_t read_inbound(tcp_t *t, int i, int *removed)
                 uint64_t len = sock_get_u64(c->hdr + 8);
                 uint32_t kind = sock_get_u32(c->hdr);
                 if (len > MAX_FRAME_BYTES || kind >= KIND_COUNT ||
-                    (kind == KIND_ABORT && len > ABORT_MAX_BYTES)) {
+                    (kind == KIND_ABORT && len > ABORT_MAX_BYTES) || (kind == KIND_BYE && len)) {
                     WARN(SUBSYS_BOOT,
                          "rank %d: rank %d sent a frame of kind %u with %llu bytes; closing",
                          t->rank, c->peer, kind, (unsigned long long)len);
@@ -1016,8 +1035,11 @@ static mscclpp_result_t read_inbound(tcp_t *t, int i, int *removed)
             return MSCCLPP_OK;
         }
         if (c->cur && c->cur_got == c->cur->len) {
-            if (c->cur->kind == KIND_ABORT) {
-                note_abort(t, c->peer, c->cur);
+            if (c->cur->kind == KIND_ABORT || c->cur->kind == KIND_BYE) {
+                if (c->cur->kind == KIND_ABORT) note_abort(t, c->peer, c->cur);
+                else t->left[c->peer] = 1;
+                TRACE(SUBSYS_BOOT, "rank %d: rank %d %s", t->rank, c->peer,
+                      c->cur->kind == KIND_BYE ? "says goodbye" : "sent an abort notice");
                 free(c->cur->data);
                 free(c->cur);
             } else {
@@ -1028,6 +1050,16 @@ static mscclpp_result_t read_inbound(tcp_t *t, int i, int *removed)
         }
         if (n == 0) return MSCCLPP_OK; /* drained */
     }
+}
+
+/* Bytes `p` wrote back on our connection to it: only ever its goodbye (say_bye). Lock held. */
+static void read_back(tcp_t *t, int p, const unsigned char *b, size_t n)
+{
+    unsigned char *h = t->back + (size_t)p * FRAME_HDR_BYTES;
+    for (size_t i = 0; i < n && t->back_got[p] < FRAME_HDR_BYTES; i++) h[t->back_got[p]++] = b[i];
+    if (t->back_got[p] == FRAME_HDR_BYTES && sock_get_u32(h) == KIND_BYE &&
+        sock_get_u64(h + 8) == 0)
+        t->left[p] = 1;
 }
 
 /*
@@ -1063,7 +1095,8 @@ static mscclpp_result_t progress(tcp_t *t, int wait_ms, int send_peer, int *writ
         return ERR_SYS("rank %d: poll: %m", t->rank);
     }
     if (n == 0) return MSCCLPP_OK;
-    /* Outbound sockets: the peer never writes on them, so readable means closed. */
+    /* Outbound sockets: the peer writes nothing on them but its goodbye, so readable means
+     * that, or closed. */
     for (int p = 0; p < t->nranks; p++) {
         short re = t->pfd[out_base + p].revents;
         if (!re) continue;
@@ -1071,7 +1104,9 @@ static mscclpp_result_t progress(tcp_t *t, int wait_ms, int send_peer, int *writ
         if (re & (POLLIN | POLLHUP | POLLERR)) {
             unsigned char b[64];
             sock_status_t st = SOCK_OK;
-            if (sock_recv_some(t->out_fd[p], b, sizeof b, &st) < 0) {
+            ssize_t got = sock_recv_some(t->out_fd[p], b, sizeof b, &st);
+            if (got > 0) read_back(t, p, b, (size_t)got);
+            if (got < 0) {
                 TRACE(SUBSYS_BOOT, "rank %d: rank %d closed our connection", t->rank, p);
                 mark_broken(t, p);
                 if (st == SOCK_CLOSED) t->gone[p] = 1;
@@ -1120,6 +1155,9 @@ static mscclpp_result_t write_peer(tcp_t *t, int peer, const void *buf, size_t b
 #define REFUSED_GRACE_NS 500000000ull
 /* Time a failing rank spends telling the others (connects included). */
 #define ABORT_BUDGET_NS 1000000000ull
+/* Time a rank that leaves spends saying goodbye (say_bye), in all and per peer. */
+#define BYE_BUDGET_NS 500000000ull
+#define BYE_PEER_NS 100000000ull
 
 /*
  * This rank failed because of `culprit` (lock held): tell every other rank once, best effort and
@@ -1161,14 +1199,15 @@ static void abort_peers(tcp_t *t, int culprit)
 }
 
 /*
- * A rank whose process is gone and that sent no abort notice (so it did not fail: it died, or
- * left), or -1. First what this rank has seen, then probes of ranks it has no connection with:
- * a listener that is gone refuses. Lock held.
+ * A rank that died (peer_died), or -1. First what this rank has seen, then probes of ranks it
+ * has no connection with: a listener that is gone refuses. (A rank that left normally without
+ * ever exchanging a message with this one said no goodbye here, so a probe takes it for dead.)
+ * Lock held.
  */
 static int find_dead(tcp_t *t)
 {
     for (int p = 0; p < t->nranks; p++)
-        if (p != t->rank && peer_gone(t, p) && t->notice_of[p] < 0) return p;
+        if (p != t->rank && peer_died(t, p)) return p;
     uint64_t end = sock_now_ns() + DEAD_BUDGET_NS;
     for (int p = 0, probes = 0; p < t->nranks && probes < DEAD_PROBES; p++) {
         if (p == t->rank || t->in_of[p] || t->out_fd[p] >= 0 || t->out_broken[p]) continue;
@@ -1176,7 +1215,7 @@ static int find_dead(tcp_t *t)
         if (now >= end || is_interrupted(t)) break;
         probes++;
         (void)connect_peer(t, p, until < end ? until : end);
-        if (peer_gone(t, p) && t->notice_of[p] < 0) return p;
+        if (peer_died(t, p)) return p;
     }
     return -1;
 }
@@ -1235,6 +1274,23 @@ static int judge(tcp_t *t, int suspect, int peer, uint32_t kind, int tag, int *f
     return culprit;
 }
 
+/*
+ * judge() for a receive from `peer` (`kind`, `tag`) about to fail (its peer closed, blamed this
+ * rank, or its deadline passed): false when, meanwhile, the message came or a notice that
+ * explains the stop (the receive loop takes either; *culprit is -1), else true with *culprit
+ * the rank to blame. Lock held.
+ */
+static bool judge_recv(tcp_t *t, int peer, uint32_t kind, int tag, int *culprit)
+{
+    int from;
+    *culprit = judge(t, peer, peer, kind, tag, &from);
+    if (take_ready(t, peer, kind, tag) || best_notice(t, peer) >= 0) {
+        *culprit = -1;
+        return false;
+    }
+    return true;
+}
+
 static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int peer, uint32_t kind,
                                       int tag, uint64_t deadline)
 {
@@ -1268,12 +1324,7 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
         if (t->notice_of[peer] == t->rank) {
             /* `peer` failed blaming this rank (it sends nothing more): a rank that died is
              * the likelier cause, else `peer` */
-            int from;
-            culprit = judge(t, peer, peer, kind, tag, &from);
-            if (take_ready(t, peer, kind, tag) || best_notice(t, peer) >= 0) {
-                culprit = -1;
-                continue;
-            }
+            if (!judge_recv(t, peer, kind, tag, &culprit)) continue;
             char dead[96] = "";
             if (culprit != peer)
                 snprintf(dead, sizeof dead,
@@ -1289,13 +1340,12 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
         if ((c && c->closed) || (!c && t->out_broken[peer] &&
                                  sock_now_ns() - t->out_broken_ns[peer] > CLOSE_GRACE_NS)) {
             /* its notice, if it failed itself, may be on its way (the loop's top takes it) */
-            int from;
-            culprit = judge(t, peer, peer, kind, tag, &from);
-            if (take_ready(t, peer, kind, tag) || best_notice(t, peer) >= 0) {
-                culprit = -1;
-                continue;
-            }
-            if (culprit == peer)
+            if (!judge_recv(t, peer, kind, tag, &culprit)) continue;
+            if (culprit == peer && t->left[peer])
+                res = ERR(MSCCLPP_ERR_REMOTE,
+                          "rank %d: rank %d left (destroyed its bootstrap) before sending %s",
+                          t->rank, peer, what_str(kind, tag, what, sizeof what));
+            else if (culprit == peer)
                 res = ERR(MSCCLPP_ERR_REMOTE,
                           "rank %d: connection to rank %d closed while receiving %s", t->rank, peer,
                           what_str(kind, tag, what, sizeof what));
@@ -1334,12 +1384,7 @@ static mscclpp_result_t tcp_recv_kind(tcp_t *t, void *data, size_t bytes, int pe
         if (sock_now_ns() >= deadline) {
             /* `peer` may be waiting for a rank that failed, as this rank waits for it, and time
              * out at the same moment: its notice, or a rank that died, names the cause */
-            int from;
-            culprit = judge(t, peer, peer, kind, tag, &from);
-            if (take_ready(t, peer, kind, tag) || best_notice(t, peer) >= 0) {
-                culprit = -1;
-                continue;
-            }
+            if (!judge_recv(t, peer, kind, tag, &culprit)) continue;
             if (culprit == peer)
                 res = ERR(MSCCLPP_ERR_TIMEOUT,
                           "rank %d: timed out after %.1f s waiting to receive %s from rank %d",
@@ -1580,13 +1625,58 @@ static void tcp_free(tcp_t *t)
     free(t->notice_of);
     free(t->notice_msg);
     free(t->gone);
+    free(t->left);
+    free(t->back);
+    free(t->back_got);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }
 
+/*
+ * This rank leaves normally: say goodbye (KIND_BYE) to every rank it has a connection with,
+ * before closing them, so that a rank failing later does not take it for a rank that died and
+ * blame it (judge). On our connection to the peer, or else back on the peer's connection to us
+ * (which carries nothing else that way: read_back). A rank it never exchanged a message with
+ * hears nothing (a goodbye to every rank would cost n^2 connections when all leave at once).
+ * Skipped after this rank's own abort notice (that says enough) and after tcp_interrupt. Best
+ * effort, bounded by BYE_BUDGET_NS; the caller's last error is kept. Lock held.
+ */
+static void say_bye(tcp_t *t)
+{
+    if (t->abort_sent || is_interrupted(t)) return;
+    core_error_kept_t kept;
+    core_error_keep(&kept);
+    unsigned char hdr[FRAME_HDR_BYTES];
+    sock_put_u32(hdr, KIND_BYE);
+    sock_put_u32(hdr + 4, 0);
+    sock_put_u64(hdr + 8, 0);
+    uint64_t end = sock_now_ns() + BYE_BUDGET_NS;
+    for (int p = 0; p < t->nranks; p++) {
+        uint64_t now = sock_now_ns();
+        if (p == t->rank || peer_gone(t, p) || now >= end) continue;
+        sock_status_t st = SOCK_OK;
+        if (t->out_fd[p] >= 0 && !t->out_broken[p]) {
+            uint64_t dl = now + BYE_PEER_NS < end ? now + BYE_PEER_NS : end;
+            if (write_peer(t, p, hdr, sizeof hdr, dl, "a goodbye") != MSCCLPP_OK)
+                TRACE(SUBSYS_BOOT, "rank %d: no goodbye to rank %d: %s", t->rank, p,
+                      mscclpp_last_error());
+        } else if (t->in_of[p] && !t->in_of[p]->closed &&
+                   sock_send_some(t->in_of[p]->fd, hdr, sizeof hdr, &st) != (ssize_t)sizeof hdr) {
+            TRACE(SUBSYS_BOOT, "rank %d: no goodbye to rank %d on its connection", t->rank, p);
+        }
+    }
+    core_error_put_back(&kept);
+}
+
 static mscclpp_result_t tcp_destroy(mscclpp_bootstrap_t *boot)
 {
-    tcp_free(boot->impl);
+    tcp_t *t = boot->impl;
+    if (t) {
+        pthread_mutex_lock(&t->lock);
+        say_bye(t);
+        pthread_mutex_unlock(&t->lock);
+    }
+    tcp_free(t);
     boot->impl = NULL;
     return MSCCLPP_OK;
 }
@@ -1662,8 +1752,12 @@ static tcp_t *tcp_alloc(int rank, int nranks)
     t->notice_of = malloc(n * sizeof *t->notice_of);
     t->notice_msg = calloc(n, sizeof *t->notice_msg);
     t->gone = calloc(n, sizeof *t->gone);
+    t->left = calloc(n, sizeof *t->left);
+    t->back = calloc(n, FRAME_HDR_BYTES);
+    t->back_got = calloc(n, sizeof *t->back_got);
     if (!t->addrs || !t->out_fd || !t->out_broken || !t->out_broken_ns || !t->in_of || !t->qhead ||
-        !t->qtail || !t->notice_of || !t->notice_msg || !t->gone) {
+        !t->qtail || !t->notice_of || !t->notice_msg || !t->gone || !t->left || !t->back ||
+        !t->back_got) {
         tcp_free(t);
         return NULL;
     }

@@ -54,6 +54,7 @@ static void *proxy_main(void *arg)
     kern_fifo_t *f = p->fifo;
     kern_trigger_t *slots = (kern_trigger_t *)(f + 1);
     uint64_t tail = __atomic_load_n(&f->tail, __ATOMIC_RELAXED);
+    base_wait_thread_slice();
     /* Idle: the one wait policy (base/wait.h), spinning as long as the creator's count of
      * pollers says (a long spin where every poller has a core, a short one where they share:
      * spinning 2000 polls beside the interpreter on 2 shared cores made 8-byte calls ~5x

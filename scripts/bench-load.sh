@@ -4,11 +4,14 @@
 # the two ranks on this machine's cores, and without them; variants and loads interleaved in
 # every round, so that all of them see the machine's moment.
 #
-#   scripts/bench-load.sh [-r ROUNDS] [-k BUSY_LOOPS] [-d BUILD] [-v NAME=LIBDIR]... [-- ARGS]
+#   scripts/bench-load.sh [-r ROUNDS] [-k BUSY_LOOPS] [-d BUILD] [-v NAME=LIBDIR]...
+#                         [-x NAME=VAR=VALUE]... [-- ARGS]
 #
 # -d: the build whose mscclpp-bench runs (default ./build). -v: a variant, the directory of the
 # libmscclpp.so.0 it runs with (put first on LD_LIBRARY_PATH; a copy of main's library beside
-# a branch's, say); default one variant "build" with BUILD/.libs. ARGS: the bench's arguments
+# a branch's, say); default one variant "build" with BUILD/.libs. -x: an environment variable
+# variant NAME runs with (repeatable; e.g. -v short=build/.libs -x short=MSCCLPP_HOST_SLICE_US=100
+# -v kernel=build/.libs -x kernel=MSCCLPP_HOST_SLICE_US=0). ARGS: the bench's arguments
 # (default "allreduce -b 8 -e 16M -f 8 -n 200 -w 20", the sweep). Needs mpiexec
 # (MPICH) and a build with MPI.
 # Prints, per run, "RUN variant loops load1" and per size "size ours_us mpich_us ours/mpich";
@@ -20,12 +23,14 @@ rounds=3
 loops=2
 build=$top/build
 variants=()
+declare -A venv=()
 while [ $# -gt 0 ]; do
     case "$1" in
     -r) rounds=$2; shift 2 ;;
     -k) loops=$2; shift 2 ;;
     -d) build=$2; shift 2 ;;
     -v) variants+=("$2"); shift 2 ;;
+    -x) venv[${2%%=*}]="${venv[${2%%=*}]:-} ${2#*=}"; shift 2 ;;
     --) shift; break ;;
     *) echo "bench-load: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -59,9 +64,10 @@ start_busy() {
 run() {
     local name=$1 lib=$2 k=$3 load
     load=$(cut -d' ' -f1 /proc/loadavg)
-    echo "RUN $name loops=$k load=$load"
+    echo "RUN $name loops=$k load=$load${venv[$name]:+ env:${venv[$name]}}"
+    # shellcheck disable=SC2086 # the variant's assignments are words
     if ! LD_LIBRARY_PATH="$lib:$build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 600 \
-        mpiexec -n 2 "$bench" "${args[@]}" --mpi >"$tmp/out" 2>"$tmp/err"; then
+        env ${venv[$name]:-} mpiexec -n 2 "$bench" "${args[@]}" --mpi >"$tmp/out" 2>"$tmp/err"; then
         echo "bench-load: $name with $k loops failed:" >&2
         tail -n 5 "$tmp/err" >&2
         return

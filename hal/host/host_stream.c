@@ -107,6 +107,7 @@ static void *pool_main(void *arg)
     pool_slot_t *slot = arg;
     host_pool_t *pool = slot->pool;
     uint32_t seen = 0;
+    base_wait_thread_slice();
     for (;;) {
         uint32_t go;
         host_wait_t w;
@@ -387,6 +388,7 @@ static void *stream_main(void *arg)
 {
     hal_stream_t s = arg;
     uint64_t taken = 0;
+    base_wait_thread_slice();
     for (;;) {
         /* Spin briefly for the next task (back-to-back launches), then sleep on the queue. */
         host_wait_t w;

@@ -6,7 +6,7 @@ import os
 import struct
 
 SECRET = b"mscclpp bootstrap fuzz secret..\0"
-VERSION = 2
+VERSION = 3
 ROOT, RANK = b"\x00", b"\x01"
 
 
@@ -68,6 +68,8 @@ def seeds():
     yield "rank-abort-too-long", RANK + chunk(0, hs0 + frame(3, 2, b"x" * 100, length=5000))
     yield "rank-huge-frame", RANK + chunk(0, hs0 + frame(0, 1, b"", length=(1 << 40) + 1))
     yield "rank-big-frame", RANK + chunk(0, hs0 + frame(0, 1, b"z" * 100, length=1 << 20))
+    yield "rank-bye", RANK + chunk(0, hs0 + frame(0, 5, b"abc") + frame(4, 0, b""), close=True)
+    yield "rank-bye-with-payload", RANK + chunk(0, hs0 + frame(4, 0, b"x"))
     yield "rank-bad-kind", RANK + chunk(0, hs0 + frame(9, 1, b"q"))
     yield "rank-bad-handshakes", RANK + chunk(0, handshake(0, 5)) + chunk(1, handshake(1, 4)) + \
         chunk(2, handshake(9, 4)) + chunk(3, handshake(2, 4, bad_secret)) + \

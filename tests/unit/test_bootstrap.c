@@ -402,6 +402,64 @@ START_TEST(t_killed_rank)
 }
 END_TEST
 
+/*
+ * A rank that leaves normally says goodbye (issue 22 item 5): rank 2 exchanges one message with
+ * rank 0 and destroys its bootstrap (`*arg` 0: it sends, so its goodbye goes on its connection
+ * to rank 0; 1: it receives, so the goodbye goes back on rank 0's connection to it). Rank 0 then
+ * times out waiting for rank 1, which is alive (asleep): its error must blame rank 1 alone.
+ * Before the goodbye, rank 0 took rank 2 (gone, no abort notice) for a rank that died: "rank
+ * 2's process is gone and it reported no failure: rank 1 is likely stalled behind it".
+ */
+static int rank_left(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    const int back = *(const int *)arg;
+    const double timeout = 2;
+    setenv("MSCCLPP_TIMEOUT", "2", 1);
+    setenv("MSCCLPP_DEBUG", "NONE", 1);
+    mscclpp_bootstrap_t *b = NULL;
+    CHILD_OK(mscclpp_bootstrap_create(id, rank, n, &b));
+    int v = rank, w = -1;
+    if (rank == 1) {
+        sleep((unsigned)timeout + 3); /* alive, but sends nothing */
+    } else if (rank == 2) {
+        if (back) CHILD_OK(mscclpp_bootstrap_recv(b, &w, sizeof w, 0, 1));
+        else CHILD_OK(mscclpp_bootstrap_send(b, &v, sizeof v, 0, 1));
+    } else {
+        if (back) CHILD_OK(mscclpp_bootstrap_send(b, &v, sizeof v, 2, 1));
+        else CHILD_OK(mscclpp_bootstrap_recv(b, &w, sizeof w, 2, 1));
+        usleep(300000); /* rank 2 is gone */
+        double t0 = now_s();
+        mscclpp_result_t r = mscclpp_bootstrap_recv(b, &w, sizeof w, 1, 5);
+        double dt = now_s() - t0;
+        const char *e = mscclpp_last_error();
+        fprintf(stderr, "# rank 0 (goodbye %s): %.2f s: %s\n", back ? "back" : "forward", dt, e);
+        CHILD_CHECK(r == MSCCLPP_ERR_TIMEOUT, "got %s", mscclpp_result_string(r));
+        CHILD_CHECK(strstr(e, "from rank 1") && !strstr(e, "rank 2"),
+                    "the error blames rank 1 alone, not rank 2 that left: %s", e);
+        CHILD_CHECK(dt < timeout + 1.5, "took %.2f s", dt);
+        /* and a receive from rank 2 says that it left */
+        r = mscclpp_bootstrap_recv(b, &w, sizeof w, 2, 9);
+        CHILD_CHECK(r == MSCCLPP_ERR_REMOTE && strstr(mscclpp_last_error(), "rank 2 left"),
+                    "recv from the rank that left gave %s", mscclpp_result_string(r));
+    }
+    mscclpp_bootstrap_destroy(b);
+    return 0;
+}
+
+static void run_left(int back)
+{
+    launch_t l;
+    launch_init(&l, 3, 3, rank_left, &back);
+    launch_run(&l, 30);
+    expect_all_ok(&l);
+}
+
+START_TEST(t_left_forward) { run_left(0); }
+END_TEST
+
+START_TEST(t_left_back) { run_left(1); }
+END_TEST
+
 /* ------------------------------------------------------------------------------------------- */
 
 static int free_port(void)
@@ -867,7 +925,7 @@ static int rank_root_garbage(int rank, int n, const mscclpp_unique_id_t *id, voi
         if (k % 2) { /* a well-formed hello with a wrong secret */
             memcpy(hello, "MSCCLPPH", 8);
             hello[8] = 0;
-            hello[9] = 2;
+            hello[9] = 3; /* PROTO_VERSION */
             memcpy(hello + 12, id->internal + UID_SECRET_OFF, 32);
             hello[12 + k % 32] ^= 1;
             memset(hello + 44, 0, 8);
@@ -1276,6 +1334,8 @@ static Suite *suite(void)
     tcase_add_test(tc, t_threads);
     tcase_add_test(tc, t_wrong_secret);
     tcase_add_test(tc, t_killed_rank);
+    tcase_add_test(tc, t_left_forward);
+    tcase_add_test(tc, t_left_back);
     tcase_add_test(tc, t_address_forms);
     tcase_add_test(tc, t_address_secret);
     tcase_add_test(tc, t_custom_bootstrap);

@@ -342,7 +342,8 @@ END_TEST
  * output written) as its default plans; `arg` says which ranks pass malloc'd buffers (bit r:
  * rank r), the others mscclpp_malloc'd ones. The plan is chosen by the call's shape alone, so
  * every rank runs the same one; a rank on malloc'd memory runs it on its context's stand-ins
- * (before: refused with MSCCLPP_ERR_INVALID_ARG on that rank, its peers failing after it). */
+ * (before: refused with MSCCLPP_ERR_INVALID_ARG on that rank, its peers failing after it),
+ * also captured into a graph and replayed. */
 static int staged_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     const int private_ranks = *(const int *)arg;
@@ -392,6 +393,24 @@ static int staged_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg
                     return MP_FAIL(rank, "call %d: allgather block %d element %zu: %g", k, r, i,
                                    b[(size_t)r * cnt + i]);
     }
+    /* captured into a graph (the copies in and out of a staged call with it), replayed with
+     * new input each time */
+    const size_t cnt = counts[0];
+    mscclpp_graph_t g = NULL;
+    MP_CHECK(rank, mscclpp_stream_begin_capture(st));
+    MP_CHECK(rank, mscclpp_allreduce(e.ex, a, b, cnt, MSCCLPP_FLOAT32, MSCCLPP_SUM, st));
+    MP_CHECK(rank, mscclpp_stream_end_capture(st, &g));
+    for (int rep = 0; rep < 3; rep++) {
+        for (size_t i = 0; i < cnt; i++) a[i] = (float)(rank + 10 * rep);
+        MP_CHECK(rank, mscclpp_graph_launch(g, st));
+        MP_CHECK(rank, mscclpp_stream_synchronize(st));
+        const float want = (float)(n * (n - 1) / 2 + 10 * rep * n);
+        for (size_t i = 0; i < cnt; i++)
+            if (b[i] != want)
+                return MP_FAIL(rank, "replay %d: allreduce element %zu: %g, not %g", rep, i, b[i],
+                               want);
+    }
+    MP_CHECK(rank, mscclpp_graph_destroy(g));
     /* the direct plans served the calls (not the scratch plans after them) */
     int direct = 0;
     for (const exec_context_t *c = exec_context_next(e.ex, NULL); c;
