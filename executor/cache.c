@@ -13,6 +13,7 @@
 
 static void unlink_locked(exec_cache_t *k, exec_cache_entry_t *e)
 {
+    k->gen++; /* whoever kept a pointer to it looks it up again (executor.c's fast path) */
     if (e->prev) e->prev->next = e->next;
     else k->head = e->next;
     if (e->next) e->next->prev = e->prev;
@@ -49,6 +50,8 @@ void exec_cache_add(mscclpp_executor_t *ex, exec_cache_entry_t *e)
     push_front_locked(&ex->cache, e);
     pthread_mutex_unlock(&ex->lock);
 }
+
+void exec_cache_changed(mscclpp_executor_t *ex) { ex->cache.gen++; }
 
 void exec_cache_bury(mscclpp_executor_t *ex, exec_cache_entry_t *e)
 {
@@ -173,6 +176,7 @@ void exec_cache_clear(mscclpp_executor_t *ex, bool dead_too)
     pthread_mutex_lock(&ex->lock);
     exec_cache_entry_t *list = ex->cache.head;
     ex->cache.head = ex->cache.tail = NULL;
+    ex->cache.gen++;
     pthread_mutex_unlock(&ex->lock);
     if (!dead_too) {
         release(ex, list, false); /* a reset: what graphs launch with stays */

@@ -56,6 +56,9 @@ typedef struct {
     /* dropped, but what they hold may still be used (a graph, a peer mid-setup, work queued
      * during a capture): freed with the executor */
     exec_cache_entry_t *dead;
+    /* counts every entry taken out of the list (and every change an owner says invalidates
+     * what it handed out, exec_cache_changed): equal counts, every entry seen is still live */
+    uint64_t gen;
 } exec_cache_t;
 
 /* The entry of (ops, owner, key), moved to the front; NULL on a miss. */
@@ -95,5 +98,9 @@ void exec_cache_clear(mscclpp_executor_t *ex, bool dead_too);
 
 /* Free every entry of `owner`, dead ones included (the owner goes). How many. */
 int exec_cache_drop_owner(mscclpp_executor_t *ex, const void *owner);
+
+/* Something an entry holds changed (a context's lowered plans were flushed): pointers into
+ * entries taken before are stale (the generation moves on). */
+void exec_cache_changed(mscclpp_executor_t *ex);
 
 #endif /* MSCCLPP_EXECUTOR_CACHE_H */

@@ -171,6 +171,7 @@ static void lowcache_free_list(mscclpp_executor_t *ex, exec_lowcache_t *l)
  */
 static void lowcache_flush(mscclpp_executor_t *ex, exec_context_t *c, bool retire_all)
 {
+    exec_cache_changed(ex); /* the fast path's lowered plan may be one of these */
     while (c->lowered) {
         exec_lowcache_t *l = c->lowered;
         c->lowered = l->next;

@@ -85,6 +85,26 @@ typedef struct {
     uint64_t tuning;
 } exec_shape_t;
 
+/*
+ * The last call, kept for the next one that repeats it exactly (executor.c, the fast path):
+ * its context and lowered plan are used again without the checks, allocation lookups and cache
+ * scans of a first call. Only for contexts that do not share the caller's buffers (keyed by the
+ * plan alone, so the buffers' allocations do not matter); valid while the cache's generation
+ * stays (no entry dropped, no lowered plan flushed since).
+ */
+typedef struct {
+    bool valid;
+    uint64_t gen; /* ex->cache.gen when recorded */
+    const struct mscclpp_plan *plan;
+    const void *send;
+    void *recv;
+    int rotation;
+    exec_shape_t shape;
+    struct exec_context *c;
+    struct exec_lowcache *l;
+    uint64_t hits; /* calls that took it (tests) */
+} exec_fast_t;
+
 /* The buffers of one call as the backend knows them (hal mem_info). */
 typedef struct {
     hal_mem_info_t in, out;
@@ -173,6 +193,7 @@ struct mscclpp_executor {
     struct exec_announce *announcing; /* that setup's announcement (context.c), or NULL */
     exec_shape_t shape;   /* the call in progress (one at a time) */
     exec_hint_t hint;     /* what run_collective adds to it */
+    exec_fast_t fast;     /* the last call, for the next that repeats it (executor.c) */
     /* The executor is broken once a collective failed (state.c). A stream sync may poll the
      * mailboxes from another thread: the lock guards the context list and these. */
     pthread_mutex_t lock;

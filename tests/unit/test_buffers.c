@@ -16,6 +16,8 @@
  *   t_scratch_bounded  a small call on a 64 MiB allocation gets a small scratch, a larger call
  *                      grows it (collectively), and scratch-only plans keep one context per
  *                      plan whatever the buffers
+ *   t_fast_path        a call that repeats the last one takes the executor's fast path; any
+ *                      other call, or one after the cache dropped its context, does not
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -280,6 +282,60 @@ START_TEST(t_scratch_bounded)
 }
 END_TEST
 
+/* ---- the last call again (issue 19 item 5): the executor's fast path ------------------------ */
+
+/* An allreduce of `count` floats from x into x + 4096 (a scratch-only plan at these sizes),
+ * checked; *hit says whether it took the fast path. */
+static int fast_call(int rank, int n, mscclpp_executor_t *ex, float *x, size_t count, int k,
+                     bool *hit)
+{
+    uint64_t before = ex->fast.hits;
+    for (size_t i = 0; i < count; i++) x[i] = (float)(rank + k + (int)(i % 5));
+    MP_CHECK(rank, mscclpp_allreduce(ex, x, x + 4096, count, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+    for (size_t i = 0; i < count; i++)
+        if (x[4096 + i] != (float)(n * (n - 1) / 2 + n * (k + (int)(i % 5))))
+            return MP_FAIL(rank, "call %d: element %zu is %g", k, i, x[4096 + i]);
+    *hit = ex->fast.hits != before;
+    return 0;
+}
+
+static int fast_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
+    float *x = NULL;
+    MP_CHECK(rank, mscclpp_malloc(1 << 16, (void **)&x));
+    /* expected: miss (first), hit, hit, miss (other size), hit, miss (after a reset), hit,
+     * miss (other buffer), miss (the first buffer again: only the last call is kept), hit */
+    static const struct {
+        size_t count, off;
+        bool reset, hit;
+    } calls[] = {{256, 0, false, false}, {256, 0, false, true},   {256, 0, false, true},
+                 {300, 0, false, false}, {300, 0, false, true},   {300, 0, true, false},
+                 {300, 0, false, true},  {300, 64, false, false}, {300, 0, false, false},
+                 {300, 0, false, true}};
+    for (int k = 0; k < (int)(sizeof calls / sizeof *calls); k++) {
+        if (calls[k].reset) MP_CHECK(rank, mscclpp_executor_reset(e.ex));
+        bool hit = false;
+        if (fast_call(rank, n, e.ex, x + calls[k].off, calls[k].count, k, &hit)) return 1;
+        if (hit != calls[k].hit)
+            return MP_FAIL(rank, "call %d (%zu floats at +%zu%s) %s the fast path", k,
+                           calls[k].count, calls[k].off, calls[k].reset ? ", after a reset" : "",
+                           hit ? "took" : "missed");
+    }
+    mp_exec_close(&e);
+    mscclpp_free(x);
+    return 0;
+}
+
+START_TEST(t_fast_path)
+{
+    set_dirs();
+    ck_assert_int_eq(mp_run(2, fast_body, NULL, 120, NULL), 0);
+}
+END_TEST
+
 /* ---- direct plans on buffers the peers cannot map: staged (issue 19 item 3) ---------------- */
 
 /* Every rank's executor loads the direct plans (plans/direct/: the peers' input read and
@@ -395,6 +451,7 @@ int main(void)
     tcase_add_test(tc, t_asymmetric_offsets);
     tcase_add_test(tc, t_private_refused);
     tcase_add_test(tc, t_scratch_bounded);
+    tcase_add_test(tc, t_fast_path);
     tcase_add_loop_test(tc, t_direct_staged, 0, 3);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
