@@ -41,7 +41,10 @@ struct plan_mk {
     uint32_t chunks[3];
     int *peers[PLAN_CH__COUNT]; /* memory, port: global channel -> peer */
     int n_chan[PLAN_CH__COUNT], cap_chan[PLAN_CH__COUNT];
-    mk_map_t chan_of[PLAN_CH__COUNT];
+    /* peer -> global channel + 1 (0: none), nranks entries made on first use: a direct index,
+     * as a peer's stub in a large alltoall declares a channel to every rank (a hash map's
+     * inserts were most of a 1024-rank alltoall's make) */
+    int *chan_ix[PLAN_CH__COUNT];
     plan_rbuf_t *rbufs;
     int n_rbufs, cap_rbufs;
     mk_map_t rbuf_of;
@@ -150,7 +153,7 @@ void plan_mk_free(plan_mk_t *mk)
     if (!mk) return;
     for (int t = 0; t < PLAN_CH__COUNT; t++) {
         free(mk->peers[t]);
-        map_free(&mk->chan_of[t]);
+        free(mk->chan_ix[t]);
     }
     free(mk->rbufs);
     map_free(&mk->rbuf_of);
@@ -181,15 +184,23 @@ int plan_mk_chan(plan_mk_t *mk, int ctype, int peer)
                         mk->rank, ctype, peer));
         return 0;
     }
-    int g = map_get(&mk->chan_of[ctype], peer);
-    if (g >= 0) return g;
-    g = mk->n_chan[ctype];
-    if (!grow(mk, (void **)&mk->peers[ctype], &mk->cap_chan[ctype], g + 1, sizeof(int)) ||
-        !map_put(mk, &mk->chan_of[ctype], peer, g))
+    if (!mk->chan_ix[ctype] && !(mk->chan_ix[ctype] = calloc((size_t)mk->nranks, sizeof(int)))) {
+        mk_fail(mk, ERR(MSCCLPP_ERR_NO_MEMORY, "plan making: out of memory"));
         return 0;
+    }
+    if (mk->chan_ix[ctype][peer]) return mk->chan_ix[ctype][peer] - 1;
+    int g = mk->n_chan[ctype];
+    if (!grow(mk, (void **)&mk->peers[ctype], &mk->cap_chan[ctype], g + 1, sizeof(int)))
+        return 0;
+    mk->chan_ix[ctype][peer] = g + 1;
     mk->peers[ctype][g] = peer;
     mk->n_chan[ctype]++;
     return g;
+}
+
+static int has_chan(const plan_mk_t *mk, int ctype, int peer)
+{
+    return mk->chan_ix[ctype] && mk->chan_ix[ctype][peer];
 }
 
 int plan_mk_peers(const plan_mk_t *mk, int *peers, int cap)
@@ -198,11 +209,9 @@ int plan_mk_peers(const plan_mk_t *mk, int *peers, int cap)
     /* ascending merge of the two channel lists (each peer once) */
     for (int p = 0, k = 0;
          p < mk->nranks && k < mk->n_chan[PLAN_CH_MEMORY] + mk->n_chan[PLAN_CH_PORT]; p++) {
-        bool any = map_get(&mk->chan_of[PLAN_CH_MEMORY], p) >= 0 ||
-                   map_get(&mk->chan_of[PLAN_CH_PORT], p) >= 0;
-        if (!any) continue;
-        k += (map_get(&mk->chan_of[PLAN_CH_MEMORY], p) >= 0) +
-             (map_get(&mk->chan_of[PLAN_CH_PORT], p) >= 0);
+        int m = has_chan(mk, PLAN_CH_MEMORY, p), q = has_chan(mk, PLAN_CH_PORT, p);
+        if (!m && !q) continue;
+        k += m + q;
         if (n < cap) peers[n] = p;
         n++;
     }

@@ -119,10 +119,6 @@ planmn2x1dir = $(plandir)/multinode/2x1
 dist_planmn2x1_DATA = \
 	plans/multinode/2x1/allgather-pkt.json \
 	plans/multinode/2x1/allgather.json \
-	plans/multinode/2x1/allreduce-pkt.json \
-	plans/multinode/2x1/allreduce.json \
-	plans/multinode/2x1/alltoall.json \
-	plans/multinode/2x1/broadcast.json \
 	plans/multinode/2x1/reducescatter-pkt.json \
 	plans/multinode/2x1/reducescatter.json
 planmn2x2dir = $(plandir)/multinode/2x2
@@ -132,9 +128,7 @@ dist_planmn2x2_DATA = \
 	plans/multinode/2x2/allreduce-pkt.json \
 	plans/multinode/2x2/allreduce.json \
 	plans/multinode/2x2/alltoall.json \
-	plans/multinode/2x2/broadcast.json \
-	plans/multinode/2x2/reducescatter-pkt.json \
-	plans/multinode/2x2/reducescatter.json
+	plans/multinode/2x2/broadcast.json
 planmn2x3dir = $(plandir)/multinode/2x3
 dist_planmn2x3_DATA = \
 	plans/multinode/2x3/allgather-pkt.json \
@@ -157,14 +151,10 @@ dist_planmn2x4_DATA = \
 	plans/multinode/2x4/reducescatter.json
 planmn4x2dir = $(plandir)/multinode/4x2
 dist_planmn4x2_DATA = \
-	plans/multinode/4x2/allgather-pkt.json \
-	plans/multinode/4x2/allgather.json \
 	plans/multinode/4x2/allreduce-pkt.json \
 	plans/multinode/4x2/allreduce.json \
 	plans/multinode/4x2/alltoall.json \
-	plans/multinode/4x2/broadcast.json \
-	plans/multinode/4x2/reducescatter-pkt.json \
-	plans/multinode/4x2/reducescatter.json
+	plans/multinode/4x2/broadcast.json
 planmnflat2x1dir = $(plandir)/multinode/flat/2x1
 dist_planmnflat2x1_DATA = \
 	plans/multinode/flat/2x1/allgather.json \

@@ -45,6 +45,9 @@ TESTS += tests/multinode/test_scale.sh
 EXTRA_DIST += tests/multinode/test_scale.sh
 # port ppkt (packets relayed over a port channel): allgather_pkt_2x1 with rppkt renamed ppkt
 EXTRA_DIST += tests/multinode/allgather_ppkt_port_2x1.json tests/multinode/mn_link.h
+# plans retired from plans/multinode/ (made plans serve those layouts), kept as fixtures
+EXTRA_DIST += tests/multinode/plans/2x1/allreduce.json tests/multinode/plans/2x1/allreduce-pkt.json \
+	tests/multinode/plans/2x2/reducescatter.json
 # MSCCL++-style multi-node programs and their plans (run by test_conformance_multinode.sh)
 EXTRA_DIST += tests/multinode/programs/build.py tests/multinode/programs/allgather_ring.py \
 	tests/multinode/programs/allgather_pkt.py tests/multinode/programs/reducescatter.py \

@@ -307,9 +307,14 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     char path[4096];
     if (pc->file)
         snprintf(path, sizeof path, "%s/%s", getenv("MSCCLPP_TOP_SRCDIR"), pc->file);
-    else
+    else {
         snprintf(path, sizeof path, "%s/plans/multinode/%dx%d/%s.json",
                  getenv("MSCCLPP_TOP_SRCDIR"), n / pc->per_node, pc->per_node, pc->kind);
+        /* retired from plans/ (the made plans serve that layout): kept as a fixture */
+        if (access(path, R_OK) != 0)
+            snprintf(path, sizeof path, "%s/tests/multinode/plans/%dx%d/%s.json",
+                     getenv("MSCCLPP_TOP_SRCDIR"), n / pc->per_node, pc->per_node, pc->kind);
+    }
     mscclpp_plan_t *plan = NULL;
     MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));
     mscclpp_executor_t *ex = NULL;
