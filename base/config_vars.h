@@ -48,11 +48,12 @@ CONFIG_VAR(MSCCLPP_CACHE_DIR, STR, "",
 CONFIG_VAR(MSCCLPP_HOST_SPIN, COUNT, "",
            "Polls a host-side wait spins before it yields the CPU (default: chosen from the cores "
            "and the threads that poll on the node; see base/wait.h)")
-CONFIG_VAR(MSCCLPP_HOST_SLICE_US, COUNT, "100",
-           "Time slice in microseconds a thread asks of the Linux scheduler once it waits past "
-           "its spin (sched_setattr runtime of a SCHED_OTHER thread; kernels >= 6.12): a short "
-           "slice lets it run as soon as it wakes beside busy processes, without a larger share "
-           "of the CPU; 0 leaves the kernel's slice (base/wait.h)")
+CONFIG_VAR(MSCCLPP_HOST_SLICE_US, COUNT, "0",
+           "Time slice in microseconds the library's polling threads ask of the Linux scheduler "
+           "(sched_setattr runtime of a SCHED_OTHER thread; kernels >= 6.12), e.g. 100: a short "
+           "slice lets a waiter run as soon as it wakes beside busy processes, without a larger "
+           "share of the CPU; 0 (default) leaves the kernel's slice (base/wait.h, "
+           "docs/performance.md)")
 CONFIG_VAR(MSCCLPP_CUDA_SHAREABLE, SHAREABLE, "auto",
            "CUDA backend: how shareable memory is made: auto (cuMem POSIX fds where the device "
            "supports them, else legacy cudaIpc), cumem, or legacy")
