@@ -30,7 +30,7 @@
 
 #include "base/debug.h"
 #include "core/core.h"
-#include "executor/executor.h"
+#include "executor/exec.h"
 #include "hal/hal_api.h"
 
 /* The largest count of a rank that refused its own arguments: above any count it accepts

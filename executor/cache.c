@@ -8,7 +8,7 @@
 
 #include "base/config.h"
 #include "base/debug.h"
-#include "executor/executor.h"
+#include "executor/exec.h"
 #include "hal/hal_api.h"
 
 static void unlink_locked(exec_cache_t *k, exec_cache_entry_t *e)

@@ -1,5 +1,5 @@
 /*
- * Contexts (executor/executor.h): what a plan needs for one pair of buffers, built collectively
+ * Contexts (executor/exec.h): what a plan needs for one pair of buffers, built collectively
  * on first use and kept in the executor's cache (executor/cache.h), most recently used first,
  * with native algorithms' buffer sets, up to MSCCLPP_EXEC_CONTEXTS entries of both (then the
  * least recently used go: context_evict).
@@ -37,7 +37,7 @@
 #include "base/wait.h"
 #include "base/wire.h"
 #include "executor/exec_forget.h"
-#include "executor/executor.h"
+#include "executor/exec.h"
 #include "executor/layout.h"
 #include "executor/native_exec.h"
 #include "hal/hal_api.h"

@@ -5,7 +5,7 @@
  * go (ncclMemFree, ncclCommDeregister), not for applications.
  *
  * Why forgetting is needed: contexts are keyed by the base of the allocations holding a call's
- * buffers (executor/executor.h), and hold mappings of the peers' allocations. Once an
+ * buffers (executor/exec.h), and hold mappings of the peers' allocations. Once an
  * allocation is freed, a new one may start at the same address; a call on it would find the
  * old context and use the peers' old mappings. Forgetting is local (no message): every rank
  * that freed its allocation drops its own contexts on it, so ranks that free their buffers

@@ -12,7 +12,7 @@
  * A call that repeats the last one exactly, on a context keyed by its plan alone, skips the
  * checks and lookups between exec_ready and the launch (fast_hit: ex->fast).
  *
- * See executor/executor.h for the objects and how the files divide the work.
+ * See executor/exec.h for the objects and how the files divide the work.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -23,7 +23,7 @@
 
 #include "base/config.h"
 #include "base/debug.h"
-#include "executor/executor.h"
+#include "executor/exec.h"
 #include "hal/hal_api.h"
 
 /* ---- execution --------------------------------------------------------------------------- */

@@ -1,7 +1,7 @@
 # executor/: the public calls (executor.c), contexts (context.c), executor and device state
 # (state.c), port channels and their proxy (exec_port.c), mscclpp_alltoallv on the alltoall
 # plans (alltoallv.c); see docs/architecture.md
-noinst_HEADERS += executor/plan.h executor/executor.h executor/state.h
+noinst_HEADERS += executor/plan.h executor/exec.h executor/state.h
 libmscclpp_la_SOURCES += executor/executor.c executor/context.c executor/state.c \
 	executor/exec_port.c executor/plan_dirs.c executor/alltoallv.c executor/cache.c
 noinst_HEADERS += executor/exec_port.h executor/exec_forget.h executor/cache.h

@@ -13,7 +13,7 @@
 
 #include "base/debug.h"
 #include "core/core.h"
-#include "executor/executor.h"
+#include "executor/exec.h"
 #include "executor/native_exec.h"
 #include "executor/tuning.h"
 #include "hal/hal_api.h"

@@ -11,7 +11,7 @@
 
 #include "base/config.h"
 #include "base/debug.h"
-#include "executor/executor.h"
+#include "executor/exec.h"
 #include "executor/layout.h"
 #include "executor/made.h"
 #include "executor/tuning.h"

@@ -19,7 +19,7 @@
 
 #include "base/debug.h"
 #include "base/wire.h"
-#include "executor/executor.h"
+#include "executor/exec.h"
 #include "executor/layout.h"
 #include "hal/hal_api.h"
 #include "hal/hal.h"

@@ -2,7 +2,7 @@
  * The device state of a context (kernels/common/kern_args.h, kern_state_t): its size, its
  * initial image, and the decoding of the error a launch recorded in it (or in its mailbox)
  * into a message naming plan, rank, block, op and peer. executor/state.c also holds the
- * executor's side of failures (broken executor, stream check), declared in executor/executor.h.
+ * executor's side of failures (broken executor, stream check), declared in executor/exec.h.
  */
 #ifndef MSCCLPP_EXECUTOR_STATE_H
 #define MSCCLPP_EXECUTOR_STATE_H

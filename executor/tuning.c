@@ -8,7 +8,7 @@
 
 #include "base/config.h"
 #include "base/debug.h"
-#include "executor/executor.h"
+#include "executor/exec.h"
 #include "executor/tuning.h"
 
 void exec_tuning_free(exec_tuning_t *t)

@@ -1,5 +1,5 @@
 dnl MSCCLPP_CHECK_HIPNV: --with-hipnv. The HIP backend module built a second time, for NVIDIA
-dnl GPUs (HIP's NVIDIA platform): hal/hip's sources against hal/hipnv's mapping of the HIP API
+dnl GPUs (HIP's NVIDIA platform): hal/hip's sources against vendor/hipnv's mapping of the HIP API
 dnl onto the CUDA runtime, and kernels/hip/kern_hip.hip through nvcc. Needs only what the CUDA
 dnl backend needs (nvcc, cuda_runtime.h, libcudart), so it is built whenever that is, unless
 dnl --without-hipnv. MSCCLPP_HAL=hip then runs the HIP code on an NVIDIA GPU (docs/gpu.md).

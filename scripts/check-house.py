@@ -29,9 +29,10 @@ import subprocess
 import sys
 
 # ARCHITECTURE.md §2: a layer includes only headers of the layers below it (or its own).
-# include/ (the public headers) and base/ are below everything; config.h is configure's.
+# include/ (the public headers), vendor/ (stand-ins for vendors' headers) and base/ are below
+# everything; config.h is configure's.
 RANKS = {
-    "include": -1, "mscclpp": -1, "base": 0,
+    "include": -1, "mscclpp": -1, "vendor": -1, "base": 0,
     "kernels": 1,
     "hal": 2,
     "transports": 3,
@@ -291,7 +292,7 @@ def check_vendor(src, files):
             if not any(header_match(inc, p) for p in VENDOR_HEADERS):
                 continue
             if os.path.exists(os.path.join(os.path.dirname(os.path.join(src, f)), inc)):
-                continue  # a header of ours beside the file (hal/hipnv/hip/*.h include each other)
+                continue  # a header of ours beside the file (vendor/hipnv/hip/*.h include each other)
             ok = False
             for i, (where, heads) in enumerate(rows):
                 here = f.startswith(where) if where.endswith("/") else f == where

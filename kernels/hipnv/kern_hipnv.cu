@@ -1,6 +1,7 @@
 /*
- * HIP on NVIDIA: kernels/hip/kern_hip.hip and kern_scale.hip, unchanged, compiled by nvcc against the HIP mapping of
- * hal/hipnv (hip/hip_runtime.h there defines __HIPCC__, so kernels/common takes its HIP path:
+ * HIP on NVIDIA: kernels/hip/kern_hip.hip and kern_scale.hip, unchanged, compiled by nvcc
+ * against the HIP stand-in of vendor/hipnv (below every layer: hip/hip_runtime.h there defines
+ * __HIPCC__, so kernels/common takes its HIP path:
  * HIP atomics and scopes, the HIP clock and back-off, the HIP launch). Linked into
  * libmscclpp-hal-hipnv.so through kernels/libkern_hipnv.la.
  */
@@ -9,5 +10,5 @@
 
 /* what this build is for: the interpreter's HIP path, never its CUDA one */
 #if !defined(KERN_HIP) || defined(KERN_CUDA)
-#error "kernels/common took its CUDA path: is -I hal/hipnv first on the include path?"
+#error "kernels/common took its CUDA path: is -I vendor/hipnv first on the include path?"
 #endif

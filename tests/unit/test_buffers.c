@@ -28,7 +28,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "executor/executor.h" /* the executor's contexts, read (never changed) to check sizes */
+#include "executor/exec.h" /* the executor's contexts, read (never changed) to check sizes */
 #include "mscclpp/mscclpp.h"
 #include "tests/unit/mp_harness.h"
 

@@ -38,7 +38,7 @@ case " $needed " in
 *) echo "not ok 2 - no libcudart among $needed" ;;
 esac
 
-# 3: every hip* call was mapped (hal/hipnv/hip/hip_runtime_api.h): none is left undefined
+# 3: every hip* call was mapped (vendor/hipnv/hip/hip_runtime_api.h): none is left undefined
 undef=$(nm -D --undefined-only "$so" | awk '{print $2}' | grep -i '^hip' | tr '\n' ' ')
 if [ -z "$undef" ]; then echo "ok 3 - no hip* symbol left to a HIP runtime"
 else echo "not ok 3 - undefined: $undef"; fi
@@ -60,7 +60,7 @@ cuinc=$(sed -n 's/^CUDA_CPPFLAGS = //p' "$bld/Makefile")
 if [ -n "$MSCCLPP_SKIP_KERN_COMPILE" ]; then
     echo "ok 5 # SKIP MSCCLPP_SKIP_KERN_COMPILE is set"
 elif ! "$nvcc" -O3 -std=c++17 -Werror all-warnings -arch=compute_90 -ptx \
-        -I"$top/hal/hipnv" -I"$top" -I"$top/include" -I"$bld" $cuinc \
+        -I"$top/vendor/hipnv" -I"$top" -I"$top/include" -I"$bld" $cuinc \
         "$top/kernels/hipnv/kern_hipnv.cu" -o "$tmp/k.ptx" >"$tmp/log" 2>&1; then
     sed 's/^/# /' "$tmp/log"
     echo "not ok 5 - kern_hip.hip does not compile as HIP through nvcc"

@@ -9,8 +9,10 @@
  * use, with HIP's signatures, so the HIP sources compile unchanged; a hip* call they start to use
  * and this file lacks fails the hipnv build (CI compiles it wherever nvcc is found).
  *
- * Found first on the include path (-I hal/hipnv) when building libmscclpp-hal-hipnv.so and
- * kernels/libkern_hipnv.la, never otherwise. Like HIP's NVIDIA platform, error codes are the
+ * Found first on the include path (-I vendor/hipnv) when building libmscclpp-hal-hipnv.so and
+ * kernels/libkern_hipnv.la, never otherwise. It lives in vendor/, below every layer: it stands
+ * in for a vendor's headers, which the HIP backend (hal/hip) and the kernels (kernels/hip) both
+ * compile against, and is part of neither. Like HIP's NVIDIA platform, error codes are the
  * CUDA runtime's (hipError_t is cudaError_t here): messages name the CUDA error.
  *
  * What differs from AMD on purpose, and why it is right on NVIDIA:

@@ -19,8 +19,8 @@
  * error record) that persists across launches. Building one is collective: every rank of the
  * plan builds the same contexts in the same order.
  */
-#ifndef MSCCLPP_EXECUTOR_EXECUTOR_H
-#define MSCCLPP_EXECUTOR_EXECUTOR_H
+#ifndef MSCCLPP_EXECUTOR_EXEC_H
+#define MSCCLPP_EXECUTOR_EXEC_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -392,4 +392,4 @@ mscclpp_result_t exec_stream_check(void *arg);
  * the executor). */
 mscclpp_result_t exec_check_launch(mscclpp_executor_t *ex, exec_context_t *c);
 
-#endif /* MSCCLPP_EXECUTOR_EXECUTOR_H */
+#endif /* MSCCLPP_EXECUTOR_EXEC_H */
