@@ -75,13 +75,16 @@ elif ! awk '/^ *[0-9]/ { rows++; if (NF != 19 || $14 !~ /^[0-9.]+$/ || $16 !~ /^
 else pass "$name"; fi
 
 # a sweep from in-cache to out-of-cache sizes: no row beats its bound by more than noise (with
-# one copy timed at the largest size, 256 KiB reached 224 % on this machine)
+# one copy timed at the largest size, 256 KiB reached 224 % on this machine). That bug puts rows
+# above the bound on every sweep; a row that beats it once is the machine's load (a copy timed
+# while descheduled: 124 % and 142 % were seen at load 30-160), so a sweep with such a row is
+# run again, up to 3 sweeps, and the case fails only when every sweep has one.
 name="a 4 KiB..16 MiB sweep: every row's % of its bound is at most 120"
-timeout -k 5 300 "$bench" --np 2 allreduce -b 4K -e 16M -f 8 -n 5 -w 2 --json "$tmp/s.json" \
-    >"$tmp/out" 2>"$tmp/err" </dev/null
-rc=$?
-if [ "$rc" -ne 0 ]; then fail "$name" "exit status $rc"
-else
+sweep() {
+    timeout -k 5 300 "$bench" --np 2 allreduce -b 4K -e 16M -f 8 -n 5 -w 2 --json "$tmp/s.json" \
+        >"$tmp/out" 2>"$tmp/err" </dev/null
+    rc=$?
+    [ "$rc" -eq 0 ] || { why="exit status $rc"; return 1; }
     why=$(python3 - "$tmp/s.json" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
@@ -95,5 +98,12 @@ elif bad:
     print(f"rows above 120 % of their bound: {bad}")
 PY
 )
-    if [ -n "$why" ]; then fail "$name" "$why"; else pass "$name"; fi
-fi
+    [ -z "$why" ]
+}
+whys=""
+for try in 1 2 3; do
+    if sweep; then whys=""; break; fi
+    whys="$whys${whys:+; }sweep $try: $why"
+    case $why in "rows above"*) ;; *) break ;; esac # only the timing check is retried
+done
+if [ -n "$whys" ]; then fail "$name" "$whys"; else pass "$name"; fi
