@@ -100,6 +100,7 @@ typedef struct ucx_recv {
     size_t len;
     void *bounce;    /* staged destination: received here, then copied to hdr.dst */
     bool sig_staged; /* the counter is staged memory */
+    uint64_t seq;    /* its signal's place among the held-back ones (tp_ctx.defer_seq) */
 } ucx_recv_t;
 
 /* A signal held back while a rendezvous receive from its sender is in flight. */
@@ -107,6 +108,7 @@ typedef struct {
     int src;
     bool staged;
     uint64_t addr, value;
+    uint64_t seq; /* arrival order of the message that carried it */
 } ucx_defer_t;
 
 struct tp_ctx {
@@ -122,8 +124,9 @@ struct tp_ctx {
     uint64_t *rndv_started, *rndv_done; /* per sender: rendezvous receives */
     ucx_recv_t *recvs;   /* rendezvous receives in flight */
     ucx_recv_t *copying, *copying_tail; /* staged receives whose copy-in is queued, in order */
-    ucx_defer_t *defer;  /* signals held back, in arrival order */
+    ucx_defer_t *defer;  /* signals held back, in the order their messages arrived (seq) */
     size_t ndefer, cap_defer;
+    uint64_t defer_seq;  /* the next message's place in that order */
     mscclpp_result_t am_res; /* first bad message (reported by progress, naming the sender) */
     char am_err[300];
     /* staging (see the top): the HAL of the communicator, its device, the mode */
@@ -371,7 +374,16 @@ static void ucx_release_deferred(tp_ctx_t *c, int src)
     c->ndefer = k;
 }
 
-static void ucx_signal_in(tp_ctx_t *c, int src, uint64_t addr, uint64_t value, bool staged)
+/*
+ * A signal that arrived: stored now, or held back behind the rendezvous receives from its
+ * sender still in flight. `seq` is the place of the message that carried it in arrival order:
+ * a rendezvous message's own signal is applied when its data is in, which is after the signals
+ * of messages that came behind it, yet it was sent before them; held back in arrival order, a
+ * later value is never overwritten by an earlier one (a fence record by the clearing store
+ * before it, a counter by a smaller total).
+ */
+static void ucx_signal_in(tp_ctx_t *c, int src, uint64_t addr, uint64_t value, bool staged,
+                          uint64_t seq)
 {
     if (c->rndv_started[src] == c->rndv_done[src]) { /* nothing earlier still arriving */
         ucx_store_counter(c, src, addr, value, staged);
@@ -387,7 +399,9 @@ static void ucx_signal_in(tp_ctx_t *c, int src, uint64_t addr, uint64_t value, b
         c->defer = d;
         c->cap_defer = cap;
     }
-    c->defer[c->ndefer++] = (ucx_defer_t){src, staged, addr, value};
+    size_t at = c->ndefer++;
+    for (; at > 0 && c->defer[at - 1].seq > seq; at--) c->defer[at] = c->defer[at - 1];
+    c->defer[at] = (ucx_defer_t){src, staged, addr, value, seq};
 }
 
 /* A rendezvous receive is done, its data in the destination (or failed): the signal it
@@ -397,7 +411,7 @@ static void ucx_recv_finish(tp_ctx_t *c, ucx_recv_t *r, bool ok)
     int src = r->hdr.src;
     ucx_bounce_give(c, r->bounce);
     if (ok && (r->hdr.flags & UCX_AM_SIGNAL)) /* held back: this receive still counts as open */
-        ucx_signal_in(c, src, r->hdr.sig, r->hdr.value, r->sig_staged);
+        ucx_signal_in(c, src, r->hdr.sig, r->hdr.value, r->sig_staged, r->seq);
     c->rndv_done[src]++;
     if (c->rndv_started[src] == c->rndv_done[src]) ucx_release_deferred(c, src);
     free(r);
@@ -514,6 +528,7 @@ static ucs_status_t ucx_am_recv(void *arg, const void *header, size_t hlen, void
         r->len = len;
         r->bounce = bounce;
         r->sig_staged = sig_staged;
+        r->seq = c->defer_seq++;
         r->next = c->recvs;
         c->recvs = r;
         c->rndv_started[h.src]++;
@@ -538,7 +553,8 @@ static ucs_status_t ucx_am_recv(void *arg, const void *header, size_t hlen, void
     } else if (dm) {
         tp_copy_words((void *)(uintptr_t)h.dst, data, len);
     }
-    if (h.flags & UCX_AM_SIGNAL) ucx_signal_in(c, h.src, h.sig, h.value, sig_staged);
+    if (h.flags & UCX_AM_SIGNAL)
+        ucx_signal_in(c, h.src, h.sig, h.value, sig_staged, c->defer_seq++);
     return UCS_OK;
 }
 
