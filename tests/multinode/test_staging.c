@@ -195,11 +195,13 @@ static uint8_t pattern(size_t i, int round) { return (uint8_t)(i * 13 + round * 
  * run (checked by moving the copy after the store; with the counter not staged, also by
  * finishing the receive as soon as its copy was queued).
  */
+#define ORDER_LATE 2 /* order_body's mode: two signals into one word (t_late_signal_order) */
+
 static int order_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
-    /* the counter staged too (always), or host memory as auto makes the port counters on a
-     * GPU backend: then only the order of the receive's bookkeeping protects the data */
-    bool counter_staged = *(const int *)arg;
+    /* the counter staged too (1, always), or host memory as auto makes the port counters on a
+     * GPU backend (0): then only the order of the receive's bookkeeping protects the data */
+    bool late = *(const int *)arg == ORDER_LATE, counter_staged = *(const int *)arg == 1;
     env_common(rank, "stage", "always");
     mscclpp_comm_t *comm = NULL;
     MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
@@ -237,6 +239,10 @@ static int order_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
              * rendezvous one (65449 bytes), received into a bounce */
             MP_CHECK(rank, ops->put(ep, rbuf, big, mbuf, big, ORDER_TAIL));
             MP_CHECK(rank, ops->put(ep, rbuf, 0, mbuf, 0, big));
+            if (late) { /* word 1 twice: riding the put, then alone right behind */
+                MP_CHECK(rank, ops->signal(ep, rcnt, 8, 2 * (uint64_t)round + 1));
+                MP_CHECK(rank, ops->signal(ep, rcnt, 8, 2 * (uint64_t)round + 2));
+            }
             MP_CHECK(rank, ops->signal(ep, rcnt, 0, (uint64_t)round + 1));
             MP_CHECK(rank, ops->flush(ep, config_timeout_ns(), TP_FLUSH_REMOTE));
         } else {
@@ -263,6 +269,15 @@ static int order_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
                 if (buf[i] != pattern(i, round))
                     return MP_FAIL(rank, "round %d: byte %zu of %d is %u, want %u", round, i,
                                    ORDER_BYTES, buf[i], pattern(i, round));
+            if (late) {
+                usleep(20000); /* what was held back with the first signal is applied now */
+                uint64_t v = __atomic_load_n(&counter[1], __ATOMIC_ACQUIRE);
+                if (v != 2 * (uint64_t)round + 2)
+                    return MP_FAIL(rank, "round %d: word 1 is %llu, want %d (the value sent "
+                                   "last): the signal that rode the rendezvous put was applied "
+                                   "after the one sent behind it", round,
+                                   (unsigned long long)v, 2 * round + 2);
+            }
         }
         MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot)); /* checked before the next */
     }
@@ -289,93 +304,19 @@ START_TEST(t_staged_put_signal_order)
 END_TEST
 
 /*
- * Signals held back behind a rendezvous receive keep their send order. Rank 0 puts a few MiB
- * (rendezvous messages into bounces) and then stores two values into one word of rank 1's
- * counters: the first rides the put's last message, the second goes alone, at once. Rank 1
- * must end with the second. The receiver held the second back while the rendezvous receive
- * was open and applied the rendezvous message's own signal after it, when its data was in: the
- * word ended with the first value. That left a launch-fence record overwritten by the clearing
- * store before it (test_mixed t_fence_port_packets timed out 3-4 runs in 12 beside busy
- * loops); a counter could go back to a smaller total the same way.
+ * Signals held back behind a rendezvous receive keep their send order (order_body's mode
+ * ORDER_LATE): rank 0 stores two values into word 1 of rank 1's counters, the first riding
+ * the big put's last (rendezvous) message, the second alone right behind it, then signals
+ * word 0; rank 1 must end with the second value in word 1. The receiver held the second back while the rendezvous receive was
+ * open and applied the rendezvous message's own signal after it, when its data was in: the word
+ * ended with the first value. That left a launch-fence record overwritten by the clearing store
+ * before it (test_mixed t_fence_port_packets timed out 3-4 runs in 12 beside busy loops); a
+ * counter could go back to a smaller total the same way.
  */
-static int late_signal_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
-{
-    (void)arg;
-    env_common(rank, "stage", "always");
-    mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
-    port_link_t link;
-    MP_CHECK(rank, mn_link_open(comm, "ucx", 1 - rank, &link));
-    const tp_ops_t *ops = link.ops;
-    tp_ctx_t *ctx = link.ctx;
-    tp_ep_t *ep = link.ep;
-    uint8_t *buf = NULL;
-    uint64_t *counter = NULL;
-    MP_CHECK(rank, mscclpp_malloc(ORDER_BYTES, (void **)&buf));
-    MP_CHECK(rank, mscclpp_malloc(64, (void **)&counter));
-    memset(buf, 0, ORDER_BYTES);
-    memset(counter, 0, 64);
-    tp_mem_t *mbuf = NULL, *mcnt = NULL;
-    MP_CHECK(rank, ops->mem_reg(ctx, buf, ORDER_BYTES, &mbuf));
-    setenv("MSCCLPP_UCX_STAGING", "never", 1); /* the counters as the port channels keep them */
-    MP_CHECK(rank, ops->mem_reg(ctx, counter, 64, &mcnt));
-    setenv("MSCCLPP_UCX_STAGING", "always", 1);
-    MP_CHECK(rank, mn_link_exchange(comm, &link, 9, mbuf, buf, ORDER_BYTES, mcnt, counter, 64));
-    tp_rmem_t *rbuf = link.theirs.buf[0], *rcnt = link.theirs.counters;
-    prog_t prog = {ops, ctx, 0, MSCCLPP_OK, ""};
-    pthread_t t;
-    if (rank == 1 && pthread_create(&t, NULL, prog_main, &prog) != 0)
-        return MP_FAIL(rank, "pthread_create failed");
-    const size_t big = ORDER_BYTES - ORDER_TAIL;
-    for (int round = 0; round < 6; round++) {
-        uint64_t first = 100u * (uint64_t)round + 1, second = first + 1;
-        if (rank == 0) {
-            MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
-            /* as in order_body: the big put's last message is a rendezvous one (65449 B) */
-            MP_CHECK(rank, ops->put(ep, rbuf, big, mbuf, big, ORDER_TAIL));
-            MP_CHECK(rank, ops->put(ep, rbuf, 0, mbuf, 0, big));
-            MP_CHECK(rank, ops->signal(ep, rcnt, 8, first));  /* rides that message */
-            MP_CHECK(rank, ops->signal(ep, rcnt, 8, second)); /* eager, behind it */
-            MP_CHECK(rank, ops->flush(ep, config_timeout_ns(), TP_FLUSH_REMOTE));
-            MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
-        } else {
-            MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
-            MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot)); /* rank 0 flushed */
-            uint64_t t0 = (uint64_t)time(NULL), v;
-            /* the first value rides the rendezvous message: applied once its data is in */
-            while ((v = __atomic_load_n(&counter[1], __ATOMIC_ACQUIRE)) < first &&
-                   (uint64_t)time(NULL) - t0 <= 20)
-                if (__atomic_load_n(&prog.res, __ATOMIC_RELAXED) != MSCCLPP_OK)
-                    return MP_FAIL(rank, "progress failed: %s", prog.err);
-            usleep(20000); /* what was held back with it is applied by now */
-            v = __atomic_load_n(&counter[1], __ATOMIC_ACQUIRE);
-            if (v != second)
-                return MP_FAIL(rank, "round %d: the word is %llu, want %llu (the value sent "
-                               "last)%s", round, (unsigned long long)v,
-                               (unsigned long long)second,
-                               v == first ? ": the signal that rode the rendezvous put was "
-                                            "applied after the one sent behind it" : "");
-        }
-        MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
-    }
-    if (rank == 1) {
-        __atomic_store_n(&prog.stop, 1, __ATOMIC_RELEASE);
-        pthread_join(t, NULL);
-        if (prog.res != MSCCLPP_OK) return MP_FAIL(rank, "progress failed: %s", prog.err);
-    }
-    MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
-    port_link_close(&link);
-    MP_CHECK(rank, ops->mem_dereg(ctx, mbuf));
-    MP_CHECK(rank, ops->mem_dereg(ctx, mcnt));
-    mscclpp_free(buf);
-    mscclpp_free(counter);
-    mscclpp_comm_destroy(comm);
-    return 0;
-}
-
 START_TEST(t_late_signal_order)
 {
-    ck_assert_int_eq(mp_run(2, late_signal_body, NULL, 180, NULL), 0);
+    static const int mode = ORDER_LATE;
+    ck_assert_int_eq(mp_run(2, order_body, (void *)&mode, 180, NULL), 0);
 }
 END_TEST
 
