@@ -16,12 +16,13 @@ hipcc=${HIPCC:-$(command -v hipcc || echo /opt/rocm/bin/hipcc)}
 # "Interpreter"). Stack: kern_cuda_entry's cumulative stack per thread (its frame and the
 # deepest chain of its out-of-line callees' frames); 6080 bytes before the shared-memory block
 # state, 1224 with the launch fence inlined into every wait, 432 with the waits' slow checks out
-# of line, 424 with the reduces' addresses in shared memory. Hot: the most spill-store bytes
-# any function of the hot path may have (one op's dispatch, copies, reductions, packets, puts,
-# signals and waits: $hot below); 92 today (kern_exec_op; 58 of the 60 reduce loops have none).
+# of line, 424 with the reduces' addresses in shared memory, 416 with the packet ops' too. Hot:
+# the spill-store bytes a function of the hot path (one op's dispatch, copies, reductions,
+# packets, puts, signals and waits: $hot below) may have, each its own ratchet: 0, or its number
+# in hot_allow (mostly arguments stored at a call site, docs/gpu.md "Interpreter").
 # Stores and loads: the static spill-store and spill-load bytes of all functions together,
-# 5596 / 6440 before the reduces' address table, 1600 / 3624 with it (the slow paths keep
-# theirs: kern_spin_check 616, kern_fail_sig 96, kern_port_until 88).
+# 5596 / 6440 before the reduces' address table, 1600 / 3624 with it, 1148 / 1300 with the
+# packet ops' (the slow paths keep theirs: kern_spin_check 512, kern_fail_sig 96).
 stack_limit=${KERN_STACK_LIMIT:-416}
 hot_limit=${KERN_HOT_SPILL_LIMIT:-0}
 # hot functions allowed more than hot_limit, "name=bytes ..." (each its own ratchet)
