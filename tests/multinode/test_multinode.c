@@ -787,7 +787,11 @@ START_TEST(t_proxy_hot)
         MSCCLPP_OK);
     push_trigger(p, 0);
     int before = __atomic_load_n(&b.armed, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < 300 && __atomic_load_n(&b.armed, __ATOMIC_ACQUIRE) == before; i++)
+    /* it arms after its spin and its 64 yields (base/wait.h); under load each yield may hand
+     * the core over for a whole slice of a busy thread (ms), so the bound is in time, not
+     * polls (300 polls of 1 ms failed once at load 18) */
+    double until = mp_now_s() + 5.0;
+    while (__atomic_load_n(&b.armed, __ATOMIC_ACQUIRE) == before && mp_now_s() < until)
         usleep(1000);
     ck_assert_int_gt(__atomic_load_n(&b.armed, __ATOMIC_ACQUIRE), before);
     proxy_destroy(p);
