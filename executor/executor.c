@@ -189,6 +189,9 @@ static bool fast_hit(const mscclpp_executor_t *ex, const mscclpp_plan_t *plan, c
           f->recv == recv && f->rotation == rotation && same_shape(&f->shape, shape) &&
           (!stream || stream->ops == ex->hal) && !f->c->broken))
         return false;
+    /* the cache's most recent entry, as a lookup would leave it (another entry used since,
+     * a native algorithm's set, goes through the lookup once: eviction keeps its order) */
+    if (&f->c->ce != ex->cache.head) return false;
     const exec_context_t *c = f->c;
     if (c->staged) return ex->hint.set; /* a collective's call (a plan run by name refuses) */
     if (!c->shares_io) return true;     /* keyed by the plan alone */
