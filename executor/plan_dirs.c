@@ -53,14 +53,23 @@ static int load_if_dir(exec_registry_t *reg, const char *dir, const char *what)
 }
 
 /*
- * Whether the backend's default plans for the sizes its direct/<backend>/ plans serve are those
- * (plans/<collective>_direct.py: the peers' input read and output written, the fewest bytes, on
- * stand-ins for buffers the peers cannot map) rather than the scratch plans. Decided by
- * measurement per backend (docs/plan-selection.md): the host backend, by the paired runs of
- * scripts/bench-direct.sh (docs/performance.md); CUDA and HIP keep the scratch plans until a
- * GPU run (scripts/gpu-check.sh step direct) says otherwise.
+ * Whether the backend's default plans, for the sizes its direct/<backend>/ plans serve, are
+ * those (plans/<collective>_direct.py: the peers' input read and output written, the fewest
+ * bytes; on buffers the peers cannot map they run on staged stand-ins) rather than the scratch
+ * plans: MSCCLPP_PLAN_DIRECT=on or off says so; auto (the default) asks the backend's rule,
+ * decided by measurement (docs/plan-selection.md). No backend takes them yet: on the host
+ * backend they win on buffers every rank can share and lose 1.2-8.7x out of place on malloc'd
+ * ones (staged), and selection cannot see the buffers (every rank must pick the same plan);
+ * CUDA and HIP wait for a GPU run (scripts/gpu-check.sh steps direct and directnccl).
  */
-static bool direct_default(const char *backend) { return !strcmp(backend, "host"); }
+static bool direct_default(const char *backend)
+{
+    const char *mode = config_get(CFG_MSCCLPP_PLAN_DIRECT);
+    if (!strcmp(mode, "on")) return true;
+    if (!strcmp(mode, "off")) return false;
+    (void)backend; /* auto: the backends measured faster with them (none yet) */
+    return false;
+}
 
 /* A plan folder: the node layout's plans, the backend's direct ones where they are its
  * defaults, the backend's, then the generic ones. */

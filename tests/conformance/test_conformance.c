@@ -634,7 +634,7 @@ discovered:
         if (plans[i].nodes) continue; /* multi-node plans: their tier is set above */
         bool direct = slash && !strncmp(plans[i].name, "direct/", 7);
         bool generic = direct && !strchr(slash + 1, '/'); /* not a backend's */
-        if (direct && !generic) plans[i].quick = true; /* direct/<backend>/: generic programs */
+        if (direct && !generic) plans[i].quick = true;    /* direct/<backend>/: generic programs */
         if (slash && !generic &&
             !((size_t)(slash - plans[i].name) == blen && !strncmp(plans[i].name, backend, blen)))
             plans[i].quick = true;
