@@ -193,46 +193,6 @@ EXTRA_DIST += plans/allgather_direct.py plans/allreduce_direct.py plans/alltoall
 # for small messages, *-pkt.json), registered first
 # when the communicator spans that many nodes of that many ranks (executor.c); the flat
 # all-pairs variants (plans/multinode/flat/<K>x<L>/) are installed for comparison (--plan).
-planmn2x1dir = $(plandir)/multinode/2x1
-dist_planmn2x1_DATA = \
-	plans/multinode/2x1/allgather-pkt.json \
-	plans/multinode/2x1/allgather.json \
-	plans/multinode/2x1/reducescatter-pkt.json \
-	plans/multinode/2x1/reducescatter.json
-planmn2x2dir = $(plandir)/multinode/2x2
-dist_planmn2x2_DATA = \
-	plans/multinode/2x2/allgather-pkt.json \
-	plans/multinode/2x2/allgather.json \
-	plans/multinode/2x2/allreduce-pkt.json \
-	plans/multinode/2x2/allreduce.json \
-	plans/multinode/2x2/alltoall.json \
-	plans/multinode/2x2/broadcast.json
-planmn2x3dir = $(plandir)/multinode/2x3
-dist_planmn2x3_DATA = \
-	plans/multinode/2x3/allgather-pkt.json \
-	plans/multinode/2x3/allgather.json \
-	plans/multinode/2x3/allreduce-pkt.json \
-	plans/multinode/2x3/allreduce.json \
-	plans/multinode/2x3/alltoall.json \
-	plans/multinode/2x3/broadcast.json \
-	plans/multinode/2x3/reducescatter-pkt.json \
-	plans/multinode/2x3/reducescatter.json
-planmn2x4dir = $(plandir)/multinode/2x4
-dist_planmn2x4_DATA = \
-	plans/multinode/2x4/allgather-pkt.json \
-	plans/multinode/2x4/allgather.json \
-	plans/multinode/2x4/allreduce-pkt.json \
-	plans/multinode/2x4/allreduce.json \
-	plans/multinode/2x4/alltoall.json \
-	plans/multinode/2x4/broadcast.json \
-	plans/multinode/2x4/reducescatter-pkt.json \
-	plans/multinode/2x4/reducescatter.json
-planmn4x2dir = $(plandir)/multinode/4x2
-dist_planmn4x2_DATA = \
-	plans/multinode/4x2/allreduce-pkt.json \
-	plans/multinode/4x2/allreduce.json \
-	plans/multinode/4x2/alltoall.json \
-	plans/multinode/4x2/broadcast.json
 planmnflat2x1dir = $(plandir)/multinode/flat/2x1
 dist_planmnflat2x1_DATA = \
 	plans/multinode/flat/2x1/allgather.json \

@@ -787,7 +787,11 @@ START_TEST(t_proxy_hot)
         MSCCLPP_OK);
     push_trigger(p, 0);
     int before = __atomic_load_n(&b.armed, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < 300 && __atomic_load_n(&b.armed, __ATOMIC_ACQUIRE) == before; i++)
+    /* it arms after its spin and its 64 yields (base/wait.h); under load each yield may hand
+     * the core over for a whole slice of a busy thread (ms), so the bound is in time, not
+     * polls (300 polls of 1 ms failed once at load 18) */
+    double until = mp_now_s() + 5.0;
+    while (__atomic_load_n(&b.armed, __ATOMIC_ACQUIRE) == before && mp_now_s() < until)
         usleep(1000);
     ck_assert_int_gt(__atomic_load_n(&b.armed, __ATOMIC_ACQUIRE), before);
     proxy_destroy(p);
@@ -857,6 +861,24 @@ START_TEST(t_ucx_rndv_signal_order)
 }
 END_TEST
 
+/* Drives a UCX context's progress from a thread until told to stop (errors ignored: a
+ * failed peer or a dropped message makes every later progress call fail too). */
+typedef struct {
+    const tp_ops_t *ops;
+    tp_ctx_t *ctx;
+    int stop; /* __atomic: the polling thread is done */
+} progress_drive_t;
+
+static void *progress_drive(void *arg)
+{
+    progress_drive_t *d = arg;
+    while (!__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) {
+        (void)d->ops->progress(d->ctx); /* fails once the peer is gone: keep driving */
+        usleep(200);
+    }
+    return NULL;
+}
+
 /*
  * A message whose destination is not memory the receiver registered (here: a region rank 1
  * deregistered after rank 0 unpacked its key) is dropped, and the receiver's progress fails
@@ -885,6 +907,9 @@ static int ucx_stray_body(int rank, int n, const mscclpp_unique_id_t *id, void *
     MP_CHECK(rank, mn_link_exchange(comm, &link, 9, mem, region, sizeof region, cnt, counter,
                                     sizeof counter));
     tp_rmem_t *rregion = link.theirs.buf[0], *rcnt = link.theirs.counters;
+    progress_drive_t d = {.ops = ops, .ctx = ctx};
+    pthread_t th;
+    bool driving = false;
     memset(region, 0x5a, sizeof region);
     if (rank == 1) MP_CHECK(rank, ops->mem_dereg(ctx, mem)); /* no longer ours to write */
     MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
@@ -895,6 +920,10 @@ static int ucx_stray_body(int rank, int n, const mscclpp_unique_id_t *id, void *
         MP_CHECK(rank, ops->mem_reg(ctx, src, sizeof src, &msrc));
         MP_CHECK(rank, ops->put(ep, rregion, 128, msrc, 0, 256));
         MP_CHECK(rank, ops->signal(ep, rcnt, 0, 1));
+        /* sent, then the remote flush only once rank 1 has seen the drop: its reply must not
+         * depend on the message and the flush arriving within one progress call of rank 1 */
+        MP_CHECK(rank, ops->flush(ep, config_timeout_ns(), TP_FLUSH_LOCAL));
+        MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
         MP_CHECK(rank, ops->flush(ep, config_timeout_ns(), TP_FLUSH_REMOTE));
         MP_CHECK(rank, ops->mem_dereg(ctx, msrc));
     } else {
@@ -912,8 +941,17 @@ static int ucx_stray_body(int rank, int n, const mscclpp_unique_id_t *id, void *
             if (region[i] != 0x5a) return MP_FAIL(rank, "byte %zu of the region was written", i);
         if (__atomic_load_n(&counter[0], __ATOMIC_ACQUIRE) != 0)
             return MP_FAIL(rank, "the signal of the dropped put was applied");
+        /* rank 0's remote flush is a round trip through our worker: keep driving it while
+         * the barriers wait (seen once: rank 0's flush timed out after rank 1 stopped) */
+        if (pthread_create(&th, NULL, progress_drive, &d) != 0) return MP_FAIL(rank, "pthread_create");
+        driving = true;
+        MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
     }
     MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
+    if (driving) {
+        __atomic_store_n(&d.stop, 1, __ATOMIC_RELEASE);
+        pthread_join(th, NULL);
+    }
     port_link_close(&link);
     if (rank == 0) ops->mem_dereg(ctx, mem);
     ops->mem_dereg(ctx, cnt);
@@ -938,22 +976,6 @@ END_TEST
  * this suite) the endpoint's failure word written by one thread and read by the other was a
  * data race while it was a plain (volatile) field; it is atomic now.
  */
-typedef struct {
-    const tp_ops_t *ops;
-    tp_ctx_t *ctx;
-    int stop; /* __atomic: the polling thread is done */
-} death_drive_t;
-
-static void *death_drive(void *arg)
-{
-    death_drive_t *d = arg;
-    while (!__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) {
-        (void)d->ops->progress(d->ctx); /* fails once the peer is gone: keep driving */
-        usleep(200);
-    }
-    return NULL;
-}
-
 static int ucx_death_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     (void)arg;
@@ -970,9 +992,9 @@ static int ucx_death_body(int rank, int n, const mscclpp_unique_id_t *id, void *
     MP_CHECK(rank, mn_link_exchange(comm, &link, 9, mem, region, sizeof region, cnt, counter,
                                     sizeof counter));
     if (mp_barrier_then_die(rank, comm, rank == 1)) return 1;
-    death_drive_t d = {.ops = ops, .ctx = link.ctx};
+    progress_drive_t d = {.ops = ops, .ctx = link.ctx};
     pthread_t th;
-    if (pthread_create(&th, NULL, death_drive, &d) != 0) return MP_FAIL(rank, "pthread_create");
+    if (pthread_create(&th, NULL, progress_drive, &d) != 0) return MP_FAIL(rank, "pthread_create");
     mscclpp_result_t st = MSCCLPP_OK;
     double until = mp_now_s() + 20;
     while ((st = ops->ep_status(link.ep)) == MSCCLPP_OK && mp_now_s() < until) usleep(100);
