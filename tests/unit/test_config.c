@@ -192,7 +192,7 @@ START_TEST(t_info_plans)
     snprintf(want, sizeof want, "plans from %s/plans/\n", dir);
     char *generic = strstr(out, want);
     ck_assert_msg(host && generic && host < generic && !strstr(out, "plans/direct/"), "%s", out);
-    ck_assert_msg(strstr(out, "registered first for a job of that layout") && strstr(out, "2x2"),
+    ck_assert_msg(strstr(out, "registered first for a job of that layout") && strstr(out, "8x8"),
                   "%s", out);
     /* MSCCLPP_PLAN_DIRECT=on: the backend's direct plans before its own folder */
     snprintf(env, sizeof env, "MSCCLPP_PLAN_DIR=%s/plans MSCCLPP_PLAN_DIRECT=on", dir);
