@@ -74,7 +74,7 @@ dist_plancuda_DATA = \
 	plans/cuda/reducescatter_5.json plans/cuda/reducescatter_6.json \
 	plans/cuda/reducescatter_7.json plans/cuda/reducescatter_8.json
 # Direct plans (plans/direct/: the peers' input and output addressed directly, the fewest bytes;
-# installed, not loaded by default: plans/README.md).
+# the generic ones are installed, not loaded by default: plans/README.md).
 plandirectdir = $(plandir)/direct
 dist_plandirect_DATA = \
 	plans/direct/allgather_direct_2.json plans/direct/allgather_direct_3.json \
@@ -109,52 +109,90 @@ dist_plandirect_DATA = \
 	plans/direct/reducescatter_direct_ip_4.json plans/direct/reducescatter_direct_ip_5.json \
 	plans/direct/reducescatter_direct_ip_6.json plans/direct/reducescatter_direct_ip_7.json \
 	plans/direct/reducescatter_direct_ip_8.json
+# The backends' direct plans (loaded before the backend's own with MSCCLPP_PLAN_DIRECT=on:
+# executor/plan_dirs.c direct_default), the host's at its scratch plans' block counts
+plandirecthostdir = $(plandir)/direct/host
+dist_plandirecthost_DATA = \
+	plans/direct/host/allgather_direct_2.json plans/direct/host/allgather_direct_3.json \
+	plans/direct/host/allgather_direct_4.json plans/direct/host/allgather_direct_5.json \
+	plans/direct/host/allgather_direct_6.json plans/direct/host/allgather_direct_7.json \
+	plans/direct/host/allgather_direct_8.json plans/direct/host/allgather_direct_ip_2.json \
+	plans/direct/host/allgather_direct_ip_3.json plans/direct/host/allgather_direct_ip_4.json \
+	plans/direct/host/allgather_direct_ip_5.json plans/direct/host/allgather_direct_ip_6.json \
+	plans/direct/host/allgather_direct_ip_7.json plans/direct/host/allgather_direct_ip_8.json \
+	plans/direct/host/allreduce_direct_2.json plans/direct/host/allreduce_direct_3.json \
+	plans/direct/host/allreduce_direct_4.json plans/direct/host/allreduce_direct_5.json \
+	plans/direct/host/allreduce_direct_6.json plans/direct/host/allreduce_direct_7.json \
+	plans/direct/host/allreduce_direct_8.json plans/direct/host/allreduce_direct_ip_2.json \
+	plans/direct/host/allreduce_direct_ip_3.json plans/direct/host/allreduce_direct_ip_4.json \
+	plans/direct/host/allreduce_direct_ip_5.json plans/direct/host/allreduce_direct_ip_6.json \
+	plans/direct/host/allreduce_direct_ip_7.json plans/direct/host/allreduce_direct_ip_8.json \
+	plans/direct/host/alltoall_direct_2.json plans/direct/host/alltoall_direct_3.json \
+	plans/direct/host/alltoall_direct_4.json plans/direct/host/alltoall_direct_5.json \
+	plans/direct/host/alltoall_direct_6.json plans/direct/host/alltoall_direct_7.json \
+	plans/direct/host/alltoall_direct_8.json plans/direct/host/broadcast_direct_2.json \
+	plans/direct/host/broadcast_direct_3.json plans/direct/host/broadcast_direct_4.json \
+	plans/direct/host/broadcast_direct_5.json plans/direct/host/broadcast_direct_6.json \
+	plans/direct/host/broadcast_direct_7.json plans/direct/host/broadcast_direct_8.json \
+	plans/direct/host/broadcast_direct_ip_2.json plans/direct/host/broadcast_direct_ip_3.json \
+	plans/direct/host/broadcast_direct_ip_4.json plans/direct/host/broadcast_direct_ip_5.json \
+	plans/direct/host/broadcast_direct_ip_6.json plans/direct/host/broadcast_direct_ip_7.json \
+	plans/direct/host/broadcast_direct_ip_8.json plans/direct/host/reducescatter_direct_2.json \
+	plans/direct/host/reducescatter_direct_3.json plans/direct/host/reducescatter_direct_4.json \
+	plans/direct/host/reducescatter_direct_5.json plans/direct/host/reducescatter_direct_6.json \
+	plans/direct/host/reducescatter_direct_7.json plans/direct/host/reducescatter_direct_8.json \
+	plans/direct/host/reducescatter_direct_ip_2.json \
+	plans/direct/host/reducescatter_direct_ip_3.json \
+	plans/direct/host/reducescatter_direct_ip_4.json \
+	plans/direct/host/reducescatter_direct_ip_5.json \
+	plans/direct/host/reducescatter_direct_ip_6.json \
+	plans/direct/host/reducescatter_direct_ip_7.json \
+	plans/direct/host/reducescatter_direct_ip_8.json
+# CUDA's direct plans at the CUDA plans' block counts and ranges (not loaded by default until a
+# GPU run decides: scripts/gpu-check.sh step direct)
+plandirectcudadir = $(plandir)/direct/cuda
+dist_plandirectcuda_DATA = \
+	plans/direct/cuda/allgather_direct_2.json plans/direct/cuda/allgather_direct_3.json \
+	plans/direct/cuda/allgather_direct_4.json plans/direct/cuda/allgather_direct_5.json \
+	plans/direct/cuda/allgather_direct_6.json plans/direct/cuda/allgather_direct_7.json \
+	plans/direct/cuda/allgather_direct_8.json plans/direct/cuda/allgather_direct_ip_2.json \
+	plans/direct/cuda/allgather_direct_ip_3.json plans/direct/cuda/allgather_direct_ip_4.json \
+	plans/direct/cuda/allgather_direct_ip_5.json plans/direct/cuda/allgather_direct_ip_6.json \
+	plans/direct/cuda/allgather_direct_ip_7.json plans/direct/cuda/allgather_direct_ip_8.json \
+	plans/direct/cuda/allreduce_direct_2.json plans/direct/cuda/allreduce_direct_3.json \
+	plans/direct/cuda/allreduce_direct_4.json plans/direct/cuda/allreduce_direct_5.json \
+	plans/direct/cuda/allreduce_direct_6.json plans/direct/cuda/allreduce_direct_7.json \
+	plans/direct/cuda/allreduce_direct_8.json plans/direct/cuda/allreduce_direct_ip_2.json \
+	plans/direct/cuda/allreduce_direct_ip_3.json plans/direct/cuda/allreduce_direct_ip_4.json \
+	plans/direct/cuda/allreduce_direct_ip_5.json plans/direct/cuda/allreduce_direct_ip_6.json \
+	plans/direct/cuda/allreduce_direct_ip_7.json plans/direct/cuda/allreduce_direct_ip_8.json \
+	plans/direct/cuda/alltoall_direct_2.json plans/direct/cuda/alltoall_direct_3.json \
+	plans/direct/cuda/alltoall_direct_4.json plans/direct/cuda/alltoall_direct_5.json \
+	plans/direct/cuda/alltoall_direct_6.json plans/direct/cuda/alltoall_direct_7.json \
+	plans/direct/cuda/alltoall_direct_8.json plans/direct/cuda/broadcast_direct_2.json \
+	plans/direct/cuda/broadcast_direct_3.json plans/direct/cuda/broadcast_direct_4.json \
+	plans/direct/cuda/broadcast_direct_5.json plans/direct/cuda/broadcast_direct_6.json \
+	plans/direct/cuda/broadcast_direct_7.json plans/direct/cuda/broadcast_direct_8.json \
+	plans/direct/cuda/broadcast_direct_ip_2.json plans/direct/cuda/broadcast_direct_ip_3.json \
+	plans/direct/cuda/broadcast_direct_ip_4.json plans/direct/cuda/broadcast_direct_ip_5.json \
+	plans/direct/cuda/broadcast_direct_ip_6.json plans/direct/cuda/broadcast_direct_ip_7.json \
+	plans/direct/cuda/broadcast_direct_ip_8.json plans/direct/cuda/reducescatter_direct_2.json \
+	plans/direct/cuda/reducescatter_direct_3.json plans/direct/cuda/reducescatter_direct_4.json \
+	plans/direct/cuda/reducescatter_direct_5.json plans/direct/cuda/reducescatter_direct_6.json \
+	plans/direct/cuda/reducescatter_direct_7.json plans/direct/cuda/reducescatter_direct_8.json \
+	plans/direct/cuda/reducescatter_direct_ip_2.json \
+	plans/direct/cuda/reducescatter_direct_ip_3.json \
+	plans/direct/cuda/reducescatter_direct_ip_4.json \
+	plans/direct/cuda/reducescatter_direct_ip_5.json \
+	plans/direct/cuda/reducescatter_direct_ip_6.json \
+	plans/direct/cuda/reducescatter_direct_ip_7.json \
+	plans/direct/cuda/reducescatter_direct_ip_8.json
 EXTRA_DIST += plans/allgather_direct.py plans/allreduce_direct.py plans/alltoall_direct.py \
 	plans/broadcast_direct.py plans/reducescatter_direct.py
 # Multi-node plans (plans/multinode/<nodes>x<ranks per node>/, hierarchical, and packet plans
 # for small messages, *-pkt.json), registered first
 # when the communicator spans that many nodes of that many ranks (executor.c); the flat
 # all-pairs variants (plans/multinode/flat/<K>x<L>/) are installed for comparison (--plan).
-planmn2x1dir = $(plandir)/multinode/2x1
-dist_planmn2x1_DATA = \
-	plans/multinode/2x1/allgather-pkt.json \
-	plans/multinode/2x1/allgather.json \
-	plans/multinode/2x1/reducescatter-pkt.json \
-	plans/multinode/2x1/reducescatter.json
-planmn2x2dir = $(plandir)/multinode/2x2
-dist_planmn2x2_DATA = \
-	plans/multinode/2x2/allgather-pkt.json \
-	plans/multinode/2x2/allgather.json \
-	plans/multinode/2x2/allreduce-pkt.json \
-	plans/multinode/2x2/allreduce.json \
-	plans/multinode/2x2/alltoall.json \
-	plans/multinode/2x2/broadcast.json
-planmn2x3dir = $(plandir)/multinode/2x3
-dist_planmn2x3_DATA = \
-	plans/multinode/2x3/allgather-pkt.json \
-	plans/multinode/2x3/allgather.json \
-	plans/multinode/2x3/allreduce-pkt.json \
-	plans/multinode/2x3/allreduce.json \
-	plans/multinode/2x3/alltoall.json \
-	plans/multinode/2x3/broadcast.json \
-	plans/multinode/2x3/reducescatter-pkt.json \
-	plans/multinode/2x3/reducescatter.json
-planmn2x4dir = $(plandir)/multinode/2x4
-dist_planmn2x4_DATA = \
-	plans/multinode/2x4/allgather-pkt.json \
-	plans/multinode/2x4/allgather.json \
-	plans/multinode/2x4/allreduce-pkt.json \
-	plans/multinode/2x4/allreduce.json \
-	plans/multinode/2x4/alltoall.json \
-	plans/multinode/2x4/broadcast.json \
-	plans/multinode/2x4/reducescatter-pkt.json \
-	plans/multinode/2x4/reducescatter.json
-planmn4x2dir = $(plandir)/multinode/4x2
-dist_planmn4x2_DATA = \
-	plans/multinode/4x2/allreduce-pkt.json \
-	plans/multinode/4x2/allreduce.json \
-	plans/multinode/4x2/alltoall.json \
-	plans/multinode/4x2/broadcast.json
 planmnflat2x1dir = $(plandir)/multinode/flat/2x1
 dist_planmnflat2x1_DATA = \
 	plans/multinode/flat/2x1/allgather.json \

@@ -47,6 +47,10 @@ EXTRA_DIST += tests/multinode/test_scale.sh
 EXTRA_DIST += tests/multinode/allgather_ppkt_port_2x1.json tests/multinode/mn_link.h
 # plans retired from plans/multinode/ (made plans serve those layouts), kept as fixtures
 EXTRA_DIST += tests/multinode/plans/2x1/allreduce.json tests/multinode/plans/2x1/allreduce-pkt.json \
+	tests/multinode/plans/2x1/allgather.json tests/multinode/plans/2x1/allgather-pkt.json \
+	tests/multinode/plans/2x1/reducescatter.json tests/multinode/plans/2x1/reducescatter-pkt.json \
+	tests/multinode/plans/2x2/allgather.json tests/multinode/plans/2x2/allgather-pkt.json \
+	tests/multinode/plans/2x2/allreduce.json tests/multinode/plans/2x2/allreduce-pkt.json \
 	tests/multinode/plans/2x2/reducescatter.json
 # MSCCL++-style multi-node programs and their plans (run by test_conformance_multinode.sh)
 EXTRA_DIST += tests/multinode/programs/build.py tests/multinode/programs/allgather_ring.py \

@@ -165,7 +165,7 @@ static int ib_only_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
 
     /* a plan with port channels between the nodes: refused before any data moves */
     char path[4096];
-    snprintf(path, sizeof path, "%s/plans/multinode/2x1/allgather.json",
+    snprintf(path, sizeof path, "%s/tests/multinode/plans/2x1/allgather.json",
              getenv("MSCCLPP_TOP_SRCDIR"));
     mscclpp_plan_t *plan = NULL;
     MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));

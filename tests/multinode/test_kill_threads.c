@@ -74,7 +74,7 @@ static int kill_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     mscclpp_comm_t *comm = NULL;
     if (mp_join_node(rank, n, kc->per_node, "kill", id, &comm)) return 1;
     char path[4096];
-    snprintf(path, sizeof path, "%s/plans/multinode/%dx%d/allgather.json",
+    snprintf(path, sizeof path, "%s/tests/multinode/plans/%dx%d/allgather.json",
              getenv("MSCCLPP_TOP_SRCDIR"), n / kc->per_node, kc->per_node);
     mscclpp_plan_t *plan = NULL;
     MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));

@@ -151,7 +151,7 @@ static void run_fence(int n, fence_case_t fc)
 /* 2 nodes x 1: port channels only (Simple, then LL packets relayed by the proxy) */
 START_TEST(t_fence_port_simple)
 {
-    run_fence(2, (fence_case_t){1, "plans/multinode/2x1/allgather.json"});
+    run_fence(2, (fence_case_t){1, "tests/multinode/plans/2x1/allgather.json"});
 }
 END_TEST
 START_TEST(t_fence_port_packets)
@@ -179,7 +179,7 @@ END_TEST
 /* 2 nodes x 2: memory channels inside a node, port channels across */
 START_TEST(t_fence_mixed)
 {
-    run_fence(4, (fence_case_t){2, "plans/multinode/2x2/allgather.json"});
+    run_fence(4, (fence_case_t){2, "tests/multinode/plans/2x2/allgather.json"});
 }
 END_TEST
 
@@ -203,7 +203,7 @@ static int fence_kill_body(int rank, int n, const mscclpp_unique_id_t *id, void 
     mp_set_timeout(SETUP_TIMEOUT_S);
     if (mp_join_node(rank, n, 1, "mixed", id, &comm)) return 1;
     char path[4096];
-    snprintf(path, sizeof path, "%s/plans/multinode/2x1/allgather.json",
+    snprintf(path, sizeof path, "%s/tests/multinode/plans/2x1/allgather.json",
              getenv("MSCCLPP_TOP_SRCDIR"));
     mscclpp_plan_t *plan = NULL;
     MP_CHECK(rank, mscclpp_plan_load_file(path, &plan));

@@ -490,7 +490,7 @@ static int refused_setup_body(int rank, int n, const mscclpp_unique_id_t *id, vo
     rank_t r;
     if (rank_open(&r, rank, n, id)) return 1;
     char path[600];
-    snprintf(path, sizeof path, "%s/multinode/2x1/allgather.json", plan_dir);
+    snprintf(path, sizeof path, "%s/tests/multinode/plans/2x1/allgather.json", mp_src_dir());
     mscclpp_plan_t *port = NULL;
     MP_CHECK(rank, mscclpp_plan_load_file(path, &port));
     const call_t ag = AG(1024);
