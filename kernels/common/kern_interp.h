@@ -250,6 +250,11 @@ typedef struct {
 
 #define KERN_SPIN_STOP (~0ull) /* kern_spin_check: the waiter gives up */
 
+/* a wait's kind (KERN_WAIT_*, 8 bits) and channel (-1 or an id below 2^23) in one argument */
+#define KERN_WC(what, chan) (((uint32_t)(what) << 24) | ((uint32_t)(chan)&0xffffffu))
+#define KERN_WC_WHAT(wc) ((wc) >> 24)
+#define KERN_WC_CHAN(wc) ((int32_t)((wc) << 8) >> 8)
+
 /*
  * The slow part of a wait's poll (every KERN_CHECK_EVERY polls), out of line: the wait loops
  * inline only the call. Gives up (KERN_SPIN_STOP) when another block recorded an error, the
@@ -257,14 +262,18 @@ typedef struct {
  * this launch (kern_fence_poll), this rank's proxy failed (a wait on a live peer, say a
  * memory-channel signal from a node-mate, would otherwise sit out the whole timeout while the
  * culprit is the dead peer the proxy names; recorded with channel -1), or the wait that began
- * at t0 passed the timeout (recorded here). Else returns the wait's start: t0, or now at its
- * first check. Takes and returns values, not the kern_spin_t: a pointer would keep every
- * caller's spin state in local memory.
+ * at t0 passed the timeout (recorded here; a t0 later than now has not: kern_spin_poll passes a
+ * wait's start plus its slack). Else returns the wait's start: t0, or now at its first check
+ * (t0 0). Takes and returns values, not the kern_spin_t: a pointer would keep every caller's
+ * spin state in local memory; and few (on GPUs the arguments past the argument registers are
+ * stored to the stack at every call site, inside every wait loop).
  */
-KERN_BIG_FN uint64_t kern_spin_check(kern_ctx_t *c, uint64_t t0, uint64_t slack, uint32_t what,
-                                     int32_t chan, int32_t peer, uint64_t expected, uint64_t seen)
+KERN_BIG_FN uint64_t kern_spin_check(kern_ctx_t *c, uint64_t t0, uint32_t wc, int32_t peer,
+                                     uint64_t expected, uint64_t seen)
 {
     const kern_blk_t *b = c->b;
+    const uint32_t what = KERN_WC_WHAT(wc);
+    const int32_t chan = KERN_WC_CHAN(wc);
     const kern_fifo_t *f = b->p->fifo;
     uint64_t now;
     if (kern_failed(c)) {
@@ -285,7 +294,7 @@ KERN_BIG_FN uint64_t kern_spin_check(kern_ctx_t *c, uint64_t t0, uint64_t slack,
     }
     now = kern_clock_ns(b->a.clock_khz);
     if (t0 == 0) return now == KERN_SPIN_STOP ? 0 : now;
-    if (now - t0 > b->a.timeout_ns + slack) {
+    if (now > t0 && now - t0 > b->a.timeout_ns) {
         kern_fail(c, KERN_ERR_TIMEOUT, what, chan, peer, expected, seen);
         return KERN_SPIN_STOP;
     }
@@ -303,9 +312,10 @@ KERN_FN int kern_spin_poll(kern_ctx_t *c, kern_spin_t *s, uint32_t what, int32_t
     uint32_t n = s->n++;
     if (c->failed) return 1;
     if (KERN_CHECK_EVERY(b->spin, n)) {
-        uint64_t t0 = kern_spin_check(c, s->t0, s->slack, what, chan, peer, expected, seen);
+        uint64_t t0 = kern_spin_check(c, s->t0 ? s->t0 + s->slack : 0, KERN_WC(what, chan),
+                                      peer, expected, seen);
         if (t0 == KERN_SPIN_STOP) return 1;
-        s->t0 = t0;
+        if (s->t0 == 0) s->t0 = t0;
     }
     kern_backoff(n, b->spin);
     return 0;
@@ -361,6 +371,43 @@ KERN_FN char *kern_io_ptr(const kern_ctx_t *c, const kern_desc_t *d, int sw, int
 #define KERN_SRC(c, io, k, x) kern_io_ptr((c), (io).sd, (io).ssw, (k), (x))
 #define KERN_DST(c, io, k, x) kern_io_ptr((c), (io).dd, (io).dsw, (k), (x))
 
+/* The sources and destinations of data op `op`: its descriptors, or the members of its switch
+ * channels (gstore, gstorepkt: destination 0's; glres: source 0's and destination 0's; glre:
+ * source 0's into the plain destination 0). The data functions take the op and build this
+ * themselves: passed by value, its words past the argument registers were stored to the stack
+ * at every call site. */
+KERN_FN kern_io_t kern_op_io(const kern_ctx_t *c, const kern_op_t *op)
+{
+    const kern_blk_t *b = c->b;
+    kern_io_t io;
+    io.sd = b->descs + op->desc;
+    io.dd = io.sd + op->n_src;
+    io.ns = op->n_src;
+    io.nd = op->n_dst;
+    io.ssw = 0;
+    io.dsw = 0;
+    switch (op->type) {
+    case KERN_OP_GSTORE:
+        io.ns = 1;
+        /* fall through */
+    case KERN_OP_GSTOREPKT:
+        io.nd = (int)b->sw[io.dd[0].idx].n_members;
+        io.dsw = 1;
+        break;
+    case KERN_OP_GLRES:
+        io.nd = (int)b->sw[io.dd[0].idx].n_members;
+        io.dsw = 1;
+        /* fall through */
+    case KERN_OP_GLRE:
+        io.ns = (int)b->sw[io.sd[0].idx].n_members;
+        io.ssw = 1;
+        if (op->type == KERN_OP_GLRE) io.nd = 1;
+        break;
+    default: break;
+    }
+    return io;
+}
+
 /* ---- data loops ----------------------------------------------------------------------------- */
 
 /* 16 bytes, the unit of every data loop (one vector load or store on GPUs). */
@@ -374,12 +421,13 @@ KERN_FN void kern_stv(char *p, kern_vec_t v) { *(kern_vec_t *)p = v; }
 /*
  * n bytes from src to nd (<= KERN_FAST) destinations d[], pointers in registers: one load
  * feeds every store. Where source and every destination agree modulo 16, a byte head brings
- * them to 16-byte alignment, then each thread moves KERN_COPY_U vectors per step (all loads,
- * then the stores), then the byte tail; else 4-byte words when they agree modulo 4, else bytes.
- * A destination equal to the source is skipped (a copy onto itself).
+ * them to 16-byte alignment; the head and tail bytes go first, then each thread moves
+ * KERN_COPY_U vectors per step (all loads, then the stores) with its own pointers stepping by
+ * the block's stride (no index arithmetic or counts of the head kept live in the loop); else
+ * 4-byte words when they agree modulo 4, else bytes. A destination equal to the source is
+ * skipped (a copy onto itself). d[] is overwritten.
  */
-KERN_FN void kern_copy_to(const kern_ctx_t *c, char *const *d, int nd, const char *src,
-                          uint64_t n)
+KERN_FN void kern_copy_to(const kern_ctx_t *c, char **d, int nd, const char *src, uint64_t n)
 {
     const uint64_t tid = (uint64_t)c->tid, nth = (uint64_t)c->nth;
     uintptr_t mis = 0;
@@ -390,24 +438,6 @@ KERN_FN void kern_copy_to(const kern_ctx_t *c, char *const *d, int nd, const cha
         head = (uint64_t)((16 - ((uintptr_t)src & 15)) & 15);
         if (head > n) head = n;
         nv = (n - head) / 16;
-        {
-            const char *s = src + head;
-            enum { U = KERN_COPY_U };
-            for (i = tid; i + (U - 1) * nth < nv; i += U * nth) {
-                kern_vec_t v[U];
-                int u;
-                KERN_UNROLL for (u = 0; u < U; u++) v[u] = kern_ldv(s + 16 * (i + u * nth));
-                KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd) {
-                    char *dk = d[k] + head;
-                    KERN_UNROLL for (u = 0; u < U; u++) kern_stv(dk + 16 * (i + u * nth), v[u]);
-                }
-            }
-            for (; i < nv; i += nth) {
-                kern_vec_t v = kern_ldv(s + 16 * i);
-                KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd)
-                    kern_stv(d[k] + head + 16 * i, v);
-            }
-        }
         /* head and tail bytes */
         {
             uint64_t tail = n - head - 16 * nv, m;
@@ -417,20 +447,52 @@ KERN_FN void kern_copy_to(const kern_ctx_t *c, char *const *d, int nd, const cha
                 KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd) d[k][e] = v;
             }
         }
+        /* vectors tid, tid + nth, ... below nv: pointers step by the block's stride */
+        if (tid < nv) {
+            const uint64_t st = 16 * nth, off = head + 16 * tid;
+            enum { U = KERN_COPY_U };
+            uintptr_t s = (uintptr_t)src + off;
+            const uintptr_t end = (uintptr_t)src + head + 16 * nv;
+            KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd) d[k] += off;
+            for (; s + (U - 1) * st < end; s += U * st) {
+                kern_vec_t v[U];
+                int u;
+                KERN_UNROLL for (u = 0; u < U; u++) v[u] = kern_ldv((const char *)(s + u * st));
+                KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd) {
+                    KERN_UNROLL for (u = 0; u < U; u++) kern_stv(d[k] + u * st, v[u]);
+                    d[k] += U * st;
+                }
+            }
+            for (; s < end; s += st) {
+                kern_vec_t v = kern_ldv((const char *)s);
+                KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd) {
+                    kern_stv(d[k], v);
+                    d[k] += st;
+                }
+            }
+        }
     } else if ((mis & 3) == 0) {
         uint64_t nw, m;
         head = (uint64_t)((4 - ((uintptr_t)src & 3)) & 3);
         if (head > n) head = n;
         nw = (n - head) / 4;
-        for (i = tid; i < nw; i += nth) {
-            uint32_t v = *(const uint32_t *)(src + head + 4 * i);
-            KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd)
-                *(uint32_t *)(d[k] + head + 4 * i) = v;
-        }
         for (m = tid; m < n - 4 * nw; m += nth) {
             uint64_t e = m < head ? m : m + 4 * nw;
             char v = src[e];
             KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd) d[k][e] = v;
+        }
+        if (tid < nw) {
+            const uint64_t st = 4 * nth, off = head + 4 * tid;
+            uintptr_t s = (uintptr_t)src + off;
+            const uintptr_t end = (uintptr_t)src + head + 4 * nw;
+            KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd) d[k] += off;
+            for (; s < end; s += st) {
+                uint32_t v = *(const uint32_t *)s;
+                KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd) {
+                    *(uint32_t *)d[k] = v;
+                    d[k] += st;
+                }
+            }
         }
     } else {
         for (i = tid; i < n; i += nth) {
@@ -441,34 +503,41 @@ KERN_FN void kern_copy_to(const kern_ctx_t *c, char *const *d, int nd, const cha
 }
 
 /*
- * A copy op: n bytes at x from the sources of io to its destinations, parallel lists (entry k
- * from source min(k, ns - 1), P10). A run of entries with the same source (a put to several
- * peers) is one pass over it per KERN_FAST destinations: one load feeds every store. A
- * destination that is its source is skipped.
+ * A copy op at byte x over n bytes: from its sources to its destinations, parallel lists (entry
+ * k from source min(k, ns - 1), P10); gstore: source 0 to every member of the switch channel of
+ * destination 0. A run of entries with the same source (a put to several peers) is one pass
+ * over it per KERN_FAST destinations: one load feeds every store. A destination that is its
+ * source is skipped. Takes the op, not a kern_io_t (on GPUs the arguments that do not fit in
+ * registers are stored to the stack at the call site), and keeps only the next destination's
+ * index across a pass: the rest is read from the op again, so the pass has the registers.
  */
-KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, kern_io_t io, uint64_t x, uint64_t n)
+KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t n)
 {
-    int k0 = 0, k1;
-    while (k0 < io.nd) {
-        const kern_desc_t *sd = &io.sd[k0 < io.ns ? k0 : io.ns - 1];
-        const char *src = kern_ptr(c, sd, x);
-        k1 = k0 + 1;
-        while (k1 < io.nd && kern_desc_same(&io.sd[k1 < io.ns ? k1 : io.ns - 1], sd)) k1++;
-        while (k0 < k1) {
-            char *d[KERN_FAST];
-            int k, m = 0;
+    int k0 = 0;
+    for (;;) {
+        const kern_io_t io = kern_op_io(c, op);
+        const char *src;
+        char *d[KERN_FAST];
+        int k, m = 0;
+        if (k0 >= io.nd) return;
+        {
+            const kern_desc_t *sd = &io.sd[k0 < io.ns ? k0 : io.ns - 1];
+            src = kern_ptr(c, sd, x);
             KERN_UNROLL for (k = 0; k < KERN_FAST; k++) d[k] = NULL;
-            /* compact the destinations that are not the source itself into d[0..m) */
-            for (k = 0; k < KERN_FAST && k0 < k1; k++, k0++) {
-                char *p = KERN_DST(c, io, k0, x);
+            /* up to KERN_FAST destinations with the source of k0; those that are not the
+             * source itself into d[0..m) */
+            for (k = 0; k < KERN_FAST && k0 < io.nd; k++, k0++) {
+                char *p;
+                if (k > 0 && !kern_desc_same(&io.sd[k0 < io.ns ? k0 : io.ns - 1], sd)) break;
+                p = KERN_DST(c, io, k0, x);
                 if (p != src) {
                     int j;
                     KERN_UNROLL for (j = 0; j < KERN_FAST; j++) if (j == m) d[j] = p;
                     m++;
                 }
             }
-            if (m > 0) kern_copy_to(c, d, m, src, n);
         }
+        if (m > 0) kern_copy_to(c, d, m, src, n);
     }
 }
 
@@ -623,11 +692,13 @@ KERN_BIG_FN char **kern_io_tab(kern_ctx_t *c, kern_io_t io, uint64_t x)
 
 /* A reduce op at byte x over n bytes: its addresses in the table, then the loop of its dtype
  * and op. */
-KERN_BIG_FN void kern_reduce_io(kern_ctx_t *c, uint32_t op, kern_io_t io, uint64_t x, uint64_t n)
+KERN_BIG_FN void kern_reduce_io(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t n)
 {
+    const kern_io_t io = kern_op_io(c, op);
     char *const *tab = kern_io_tab(c, io, x);
     if (tab)
-        kern_reduce(tab, c->b->a.dtype, op, io.ns, io.nd, n, (uint64_t)c->tid, (uint64_t)c->nth);
+        kern_reduce(tab, c->b->a.dtype, op->redop, io.ns, io.nd, n, (uint64_t)c->tid,
+                    (uint64_t)c->nth);
 }
 
 /* ---- LL packets --------------------------------------------------------------------------- */
@@ -756,8 +827,9 @@ KERN_FN int kern_pkt_get2(kern_ctx_t *c, const uint64_t *u, int both, uint32_t *
  * with the same source (a put to several peers) is one pass: each pair of source words is read
  * once for all of them.
  */
-KERN_BIG_FN void kern_pkt_put_io(kern_ctx_t *c, kern_io_t io, uint64_t x, uint64_t n)
+KERN_BIG_FN void kern_pkt_put_io(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t n)
 {
+    const kern_io_t io = kern_op_io(c, op);
     const uint64_t tid = (uint64_t)c->tid, nth = (uint64_t)c->nth;
     const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;
     const int ns = io.ns, nd = io.nd;
@@ -798,8 +870,9 @@ KERN_BIG_FN void kern_pkt_unpack(kern_ctx_t *c, char *dst, const char *img, uint
 
 /* rppkt / gstorepkt: the packets of source 0 (an image), once they arrived, re-sent to every
  * destination of io (addresses from the block's table). */
-KERN_BIG_FN void kern_pkt_relay(kern_ctx_t *c, kern_io_t io, uint64_t x, uint64_t n)
+KERN_BIG_FN void kern_pkt_relay(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t n)
 {
+    kern_io_t io = kern_op_io(c, op);
     const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;
     const int32_t peer = KERN_WRITER(&io.sd[0]);
     const int nd = io.nd;
@@ -883,14 +956,14 @@ KERN_DTYPE_LIST(KERN_GEN_PRED)
 
 /* A packet reduction: its addresses in the table, then the loop of its dtype. The op's
  * destination descriptors follow its sources (io.dd == io.sd + io.ns). */
-KERN_BIG_FN void kern_preduce(kern_ctx_t *c, uint32_t dt, uint32_t op, kern_io_t io, uint64_t x,
-                              uint64_t n)
+KERN_BIG_FN void kern_preduce(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t n)
 {
+    const kern_io_t io = kern_op_io(c, op);
     char *const *tab = kern_io_tab(c, io, x);
     if (!tab || io.ns == 0) return;
-    switch (dt) {
+    switch (c->b->a.dtype) {
 #define KERN_CASE_PRED(DT, ST, AT, UT, LOAD, STORE)                                            \
-    case KERN_DT_##DT: (void)kern_pred_##DT(c, op, tab, io.sd, io.ns, io.nd, n); break;
+    case KERN_DT_##DT: (void)kern_pred_##DT(c, op->redop, tab, io.sd, io.ns, io.nd, n); break;
         KERN_DTYPE_LIST(KERN_CASE_PRED)
 #undef KERN_CASE_PRED
     default: break;
@@ -1366,7 +1439,6 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
     uint64_t n = op->len;
     int i;
     int tid = c->tid, nth = c->nth;
-    kern_io_t io;
 
     c->op_type = op->type;
     if (piped) {
@@ -1392,12 +1464,6 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         return;
     }
 
-    io.sd = src;
-    io.dd = dst;
-    io.ns = op->n_src;
-    io.nd = op->n_dst;
-    io.ssw = 0;
-    io.dsw = 0;
     switch (op->type) {
     case KERN_OP_SIGNAL:
         for (i = tid; i < op->n_ids; i += nth) kern_add_rel_sys_u64(b->chans[ids[i]].remote, 1);
@@ -1428,7 +1494,7 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
     case KERN_OP_CPKT:
     case KERN_OP_PPKT:
         if (n == 0 || op->n_src == 0) break;
-        kern_pkt_put_io(c, io, x, n);
+        kern_pkt_put_io(c, op, x, n);
         break;
     case KERN_OP_COPY:
     case KERN_OP_PUT:
@@ -1436,7 +1502,7 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
     case KERN_OP_PWSF:
     case KERN_OP_GET:
         if (n == 0 || op->n_src == 0) break;
-        kern_copy_io(c, io, x, n);
+        kern_copy_io(c, op, x, n);
         break;
     case KERN_OP_UPKT:
         if (n == 0) break;
@@ -1444,53 +1510,39 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
                         KERN_WRITER(&src[0]));
         break;
     case KERN_OP_RPPKT:
-        if (n == 0 || op->n_src == 0) break;
-        kern_pkt_relay(c, io, x, n);
-        break;
     case KERN_OP_GSTOREPKT:
         if (n == 0 || op->n_src == 0) break;
-        io.nd = (int)b->sw[dst[0].idx].n_members;
-        io.dsw = 1;
-        kern_pkt_relay(c, io, x, n);
+        kern_pkt_relay(c, op, x, n);
         break;
     case KERN_OP_GSTORE:
         if (n == 0) break;
         if (kern_mc_op(c, op->type, b->a.dtype, op->redop, &src[0], &dst[0], x, n)) break;
-        io.ns = 1;
-        io.nd = (int)b->sw[dst[0].idx].n_members;
-        io.dsw = 1;
-        kern_copy_io(c, io, x, n);
+        kern_copy_io(c, op, x, n);
         break;
     case KERN_OP_RE:
     case KERN_OP_RES:
     case KERN_OP_RRE:
     case KERN_OP_RRES:
         if (n == 0) break;
-        kern_reduce_io(c, op->redop, io, x, n);
+        kern_reduce_io(c, op, x, n);
         break;
     case KERN_OP_GLRES:
         if (n == 0) break;
         if (kern_mc_op(c, op->type, b->a.dtype, op->redop, &src[0], &dst[0], x, n)) break;
-        io.ns = (int)b->sw[src[0].idx].n_members;
-        io.nd = (int)b->sw[dst[0].idx].n_members;
-        io.ssw = io.dsw = 1;
-        kern_reduce_io(c, op->redop, io, x, n);
+        kern_reduce_io(c, op, x, n);
         break;
     case KERN_OP_GLRE:
         /* unfused switch reduce: every member's copy of src[0] into the local dst[0], with no
          * multicast store (on the host and without NVLS the members are mapped pointers) */
         if (n == 0) break;
-        io.ns = (int)b->sw[src[0].idx].n_members;
-        io.ssw = 1;
-        io.nd = 1;
-        kern_reduce_io(c, op->redop, io, x, n);
+        kern_reduce_io(c, op, x, n);
         break;
     case KERN_OP_REPKT:
     case KERN_OP_RESPKT:
     case KERN_OP_RECPKT:
     case KERN_OP_RECSPKT:
         if (n == 0) break;
-        kern_preduce(c, b->a.dtype, op->redop, io, x, n);
+        kern_preduce(c, op, x, n);
         break;
     default: break; /* pipeline bodies are run by kern_run_block */
     }
