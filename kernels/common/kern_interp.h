@@ -1146,6 +1146,21 @@ KERN_FN void kern_fence_wait(kern_ctx_t *c, uint32_t fid)
                       flag, rec, sig);
 }
 
+/* Alltoallv (kern_args.h): tell the peer of fence channel `fid` where its block goes in my
+ * output allocation, before the record that publishes it. */
+KERN_FN void kern_vpublish(kern_ctx_t *c, uint32_t fid)
+{
+    const int32_t q = kern_fence_peer(c, fid);
+    const uint64_t w = c->b->a.io_off[1] + c->b->a.vtab[1 + KERN_VTAB_WORDS * q + 2];
+    if (fid & KERN_FENCE_PORT) {
+        const uint32_t id = fid & ~KERN_FENCE_PORT;
+        (void)kern_port_push(c, w, ((uint64_t)id << 32) | KERN_TRIG_WORD | KERN_PORT_VOFF,
+                             (int32_t)id, q);
+    } else {
+        kern_st_rlx_u64(c->b->chans[fid].remote + KERN_SLOT_VOFF, w);
+    }
+}
+
 KERN_BIG_FN void kern_launch_fence(kern_ctx_t *c)
 {
     const kern_plan_t *p = kern_plan_of(c);
@@ -1162,6 +1177,7 @@ KERN_BIG_FN void kern_launch_fence(kern_ctx_t *c)
                 kern_st_rlx_u64(slot + par, c->b->a.io_off[0]);
                 kern_st_rlx_u64(slot + par + 1, c->b->a.io_off[1]);
             }
+            if (c->b->a.vtab) kern_vpublish(c, ids[i]);
             kern_rec_write(c, ids[i], KERN_REC_FENCE);
         }
         for (i = c->tid; i < p->n_fence && !kern_failed(c); i += c->nth) kern_fence_wait(c, ids[i]);
@@ -1213,6 +1229,73 @@ KERN_FN int kern_fence_needed(const kern_args_t *a)
     return 0;
 }
 
+/* ---- alltoallv (kern_args.h, "Alltoallv") --------------------------------------------------- */
+
+/*
+ * KERN_OP_PUTV: destination k's peer q gets vtab[q]'s bytes from args.input + vtab[q][1], at
+ * the offset q published in its output allocation (its word in my slot of the channel to q);
+ * q == this rank: into args.output + vtab[q][2]. Memory: the whole block copies each block in
+ * turn; port channels: thread k pushes destination k (a block of 0 bytes sends the op's signal
+ * alone). Every block moved is added to vtab's word 0 unless that is UINT64_MAX.
+ */
+KERN_BIG_FN void kern_putv(kern_ctx_t *c, const kern_op_t *op)
+{
+    const kern_blk_t *b = c->b;
+    const kern_plan_t *p = b->p;
+    const kern_desc_t *dst = b->descs + op->desc + op->n_src;
+    const uint32_t *ids = b->ids + op->ids;
+    const kern_chan_t *ports = (const kern_chan_t *)((const char *)p + p->off_ports);
+    const uint32_t *rpub = (const uint32_t *)((const char *)p + p->off_rpub);
+    uint64_t *const cnt = b->a.vtab;
+    const uint64_t *v = cnt + 1;
+    const int counting = cnt && kern_ld_rlx_u64(cnt) != ~0ull;
+    const uint32_t type = op->pad;
+    int k;
+    if (!cnt) {
+        if (c->tid == 0) kern_fail(c, KERN_ERR_INVALID_ARG, KERN_WAIT_PLAN, -1, -1, 0, 0);
+        return;
+    }
+    if (op->port) {
+        const uint64_t *pb = (const uint64_t *)((const char *)p + p->off_pbufs);
+        if (c->failed) return;
+        for (k = c->tid; k < op->n_dst && k < op->n_ids; k += c->nth) {
+            const kern_chan_t *ch = ports + ids[k];
+            const uint64_t *row = v + KERN_VTAB_WORDS * ch->peer;
+            kern_desc_t sd = {row[1], KERN_LOC_IN, 0, 0, 0}, dd = dst[k];
+            if (row[0] == 0) {
+                if (type != KERN_OP_PUT)
+                    kern_port_ctl(c, type == KERN_OP_PWSF ? KERN_TRIG_SIGNAL | KERN_TRIG_FLUSH
+                                                          : KERN_TRIG_SIGNAL,
+                                  ids[k]);
+                continue;
+            }
+            /* kern_port_put adds the baked offset pb[idx]: the published one replaces it */
+            dd.off = kern_ld_acq_u64(ch->inbound + KERN_PORT_VOFF) - pb[dd.idx];
+            dd.flags = 0;
+            kern_port_put(c, type, ids[k], &sd, &dd, 0, row[0]);
+            if (counting) kern_add_rlx_sys_u64(cnt, row[0]);
+        }
+        return;
+    }
+    for (k = 0; k < op->n_dst; k++) {
+        const kern_desc_t *d = &dst[k];
+        int32_t q = b->a.rank;
+        char *to[KERN_FAST];
+        int j;
+        if (d->loc == KERN_LOC_REMOTE) {
+            const kern_chan_t *ch = b->chans + (rpub[d->idx] & ~KERN_RPUB_OUT);
+            q = ch->peer;
+            to[0] = (char *)b->rbufs[d->idx] + kern_ld_acq_u64(ch->inbound + KERN_SLOT_VOFF);
+        } else {
+            to[0] = b->base[KERN_LOC_OUT] + v[KERN_VTAB_WORDS * q + 2];
+        }
+        KERN_UNROLL for (j = 1; j < KERN_FAST; j++) to[j] = (char *)0;
+        kern_copy_to(c, to, 1, b->base[KERN_LOC_IN] + v[KERN_VTAB_WORDS * q + 1],
+                     v[KERN_VTAB_WORDS * q]);
+        if (counting && c->tid == 0) kern_add_rlx_sys_u64(cnt, v[KERN_VTAB_WORDS * q]);
+    }
+}
+
 /* ---- one op ------------------------------------------------------------------------------- */
 
 KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t unit,
@@ -1243,6 +1326,10 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
     }
     if (op->type == KERN_OP_BARRIER) {
         kern_barrier(c, op->barrier_id, op->barrier_nblocks);
+        return;
+    }
+    if (op->type == KERN_OP_PUTV) {
+        kern_putv(c, op);
         return;
     }
 
