@@ -996,6 +996,20 @@ KERN_FN uint64_t kern_port_push(kern_ctx_t *c, uint64_t fst, uint64_t snd, int32
 }
 
 /* One port data op entry: put `n` bytes of local src (at x) to the peer's dst (at x). */
+/* Push a data trigger (KERN_TRIG_* `bits`): n bytes at offset so of this rank's registered
+ * allocation `loc` to offset o of the peer's remote buffer rbuf, over port channel chan; with
+ * KERN_TRIG_FLUSH, wait until the proxy has done it. */
+KERN_FN void kern_port_data(kern_ctx_t *c, uint32_t bits, uint32_t chan, int32_t peer,
+                            uint32_t rbuf, uint32_t loc, uint64_t so, uint64_t o, uint64_t n)
+{
+    uint64_t pos = kern_port_push(c, (n & 0xffffffffull) | (so << 32),
+                                  (o & 0xffffffffull) | ((uint64_t)chan << 32) |
+                                      ((uint64_t)rbuf << 42) | ((uint64_t)loc << 52) |
+                                      ((uint64_t)bits << 54),
+                                  (int32_t)chan, peer);
+    if (pos != ~0ull && (bits & KERN_TRIG_FLUSH)) kern_port_until(c, pos, (int32_t)chan, peer);
+}
+
 KERN_BIG_FN void kern_port_put(kern_ctx_t *c, uint32_t type, uint32_t chan, const kern_desc_t *src,
                            const kern_desc_t *dst, uint64_t x, uint64_t n)
 {
@@ -1004,18 +1018,13 @@ KERN_BIG_FN void kern_port_put(kern_ctx_t *c, uint32_t type, uint32_t chan, cons
     const uint64_t *pb = (const uint64_t *)((const char *)p + p->off_pbufs);
     uint32_t bits = KERN_TRIG_DATA;
     uint64_t so = (uint64_t)(kern_ptr(c, src, x) - (char *)p->lbase[src->loc]);
-    uint64_t o = dst->off + x, pos;
+    uint64_t o = dst->off + x;
     if (dst->flags & KERN_DESC_PACKET) o *= 2;
     if (dst->flags & KERN_DESC_SCRATCH) o += c->b->half;
     o += pb[dst->idx];
     if (type == KERN_OP_PWS || type == KERN_OP_PWSF) bits |= KERN_TRIG_SIGNAL;
     if (type == KERN_OP_PWSF) bits |= KERN_TRIG_FLUSH;
-    pos = kern_port_push(c, (n & 0xffffffffull) | (so << 32),
-                         (o & 0xffffffffull) | ((uint64_t)chan << 32) |
-                             ((uint64_t)dst->idx << 42) | ((uint64_t)src->loc << 52) |
-                             ((uint64_t)bits << 54),
-                         (int32_t)chan, ch->peer);
-    if (pos != ~0ull && (bits & KERN_TRIG_FLUSH)) kern_port_until(c, pos, (int32_t)chan, ch->peer);
+    kern_port_data(c, bits, chan, ch->peer, dst->idx, src->loc, so, o, n);
 }
 
 /*
@@ -1232,68 +1241,74 @@ KERN_FN int kern_fence_needed(const kern_args_t *a)
 /* ---- alltoallv (kern_args.h, "Alltoallv") --------------------------------------------------- */
 
 /*
- * KERN_OP_PUTV: destination k's peer q gets vtab[q]'s bytes from args.input + vtab[q][1], at
- * the offset q published in its output allocation (its word in my slot of the channel to q);
- * q == this rank: into args.output + vtab[q][2]. Memory: the whole block copies each block in
- * turn; port channels: thread k pushes destination k (a block of 0 bytes sends the op's signal
- * alone). Every block moved is added to vtab's word 0 unless that is UINT64_MAX.
+ * KERN_OP_PUTV moves destination k's whole block: peer q (this rank for a local destination)
+ * gets vtab[q]'s bytes from args.input + vtab[q][1], at the offset q published in its output
+ * allocation (its word in my slot of the channel to q), or for q == this rank at args.output +
+ * vtab[q][2]. Every block moved is added to vtab's word 0 unless that is UINT64_MAX. One
+ * destination per call, so that the loops over them keep nothing live across the calls.
  */
-KERN_BIG_FN void kern_putv(kern_ctx_t *c, const kern_op_t *op)
+
+/* Memory channel or local destination k: the whole block copies. */
+KERN_BIG_FN void kern_putv_mem(kern_ctx_t *c, const kern_op_t *op, int k)
 {
     const kern_blk_t *b = c->b;
-    const kern_plan_t *p = b->p;
-    const kern_desc_t *dst = b->descs + op->desc + op->n_src;
-    const uint32_t *ids = b->ids + op->ids;
-    const kern_chan_t *ports = (const kern_chan_t *)((const char *)p + p->off_ports);
-    const uint32_t *rpub = (const uint32_t *)((const char *)p + p->off_rpub);
-    uint64_t *const cnt = b->a.vtab;
-    const uint64_t *v = cnt + 1;
-    const int counting = cnt && kern_ld_rlx_u64(cnt) != ~0ull;
-    const uint32_t type = op->pad;
+    const kern_desc_t *d = b->descs + op->desc + op->n_src + k;
+    uint64_t *cnt = b->a.vtab;
+    const uint64_t *row;
+    char *to[KERN_FAST];
+    int32_t q = b->a.rank;
+    int j;
+    if (d->loc == KERN_LOC_REMOTE) {
+        const uint32_t *rpub = (const uint32_t *)((const char *)b->p + b->p->off_rpub);
+        const kern_chan_t *ch = b->chans + (rpub[d->idx] & ~KERN_RPUB_OUT);
+        q = ch->peer;
+        to[0] = (char *)b->rbufs[d->idx] + kern_ld_acq_u64(ch->inbound + KERN_SLOT_VOFF);
+        row = cnt + 1 + KERN_VTAB_WORDS * q;
+    } else {
+        row = cnt + 1 + KERN_VTAB_WORDS * q;
+        to[0] = b->base[KERN_LOC_OUT] + row[2];
+    }
+    KERN_UNROLL for (j = 1; j < KERN_FAST; j++) to[j] = (char *)0;
+    kern_copy_to(c, to, 1, b->base[KERN_LOC_IN] + row[1], row[0]);
+    if (c->tid == 0 && kern_ld_rlx_u64(cnt) != ~0ull) kern_add_rlx_sys_u64(cnt, row[0]);
+}
+
+/* Port channel destination k (one thread): a put of the block with the op's signal and flush
+ * bits; a block of 0 bytes sends the signal alone. */
+KERN_BIG_FN void kern_putv_port(kern_ctx_t *c, const kern_op_t *op, int k)
+{
+    const kern_plan_t *p = kern_plan_of(c);
+    const uint32_t type = op->pad, chan = c->b->ids[op->ids + (uint32_t)k];
+    const uint32_t rbuf = c->b->descs[op->desc + op->n_src + (uint32_t)k].idx;
+    const kern_chan_t *ch = (const kern_chan_t *)((const char *)p + p->off_ports) + chan;
+    uint64_t *cnt = c->b->a.vtab;
+    const uint64_t *row = cnt + 1 + KERN_VTAB_WORDS * ch->peer;
+    uint32_t bits = type == KERN_OP_PWSF ? KERN_TRIG_SIGNAL | KERN_TRIG_FLUSH
+                  : type == KERN_OP_PWS  ? KERN_TRIG_SIGNAL
+                                         : 0u;
+    if (row[0] == 0) {
+        if (bits) kern_port_ctl(c, bits, chan);
+        return;
+    }
+    kern_port_data(c, bits | KERN_TRIG_DATA, chan, ch->peer, rbuf, KERN_LOC_IN,
+                   (uint64_t)(c->b->base[KERN_LOC_IN] + row[1] - (char *)p->lbase[KERN_LOC_IN]),
+                   kern_ld_acq_u64(ch->inbound + KERN_PORT_VOFF), row[0]);
+    if (kern_ld_rlx_u64(cnt) != ~0ull) kern_add_rlx_sys_u64(cnt, row[0]);
+}
+
+KERN_BIG_FN void kern_putv(kern_ctx_t *c, const kern_op_t *op)
+{
     int k;
-    if (!cnt) {
+    if (!c->b->a.vtab) {
         if (c->tid == 0) kern_fail(c, KERN_ERR_INVALID_ARG, KERN_WAIT_PLAN, -1, -1, 0, 0);
         return;
     }
     if (op->port) {
-        const uint64_t *pb = (const uint64_t *)((const char *)p + p->off_pbufs);
         if (c->failed) return;
-        for (k = c->tid; k < op->n_dst && k < op->n_ids; k += c->nth) {
-            const kern_chan_t *ch = ports + ids[k];
-            const uint64_t *row = v + KERN_VTAB_WORDS * ch->peer;
-            kern_desc_t sd = {row[1], KERN_LOC_IN, 0, 0, 0}, dd = dst[k];
-            if (row[0] == 0) {
-                if (type != KERN_OP_PUT)
-                    kern_port_ctl(c, type == KERN_OP_PWSF ? KERN_TRIG_SIGNAL | KERN_TRIG_FLUSH
-                                                          : KERN_TRIG_SIGNAL,
-                                  ids[k]);
-                continue;
-            }
-            /* kern_port_put adds the baked offset pb[idx]: the published one replaces it */
-            dd.off = kern_ld_acq_u64(ch->inbound + KERN_PORT_VOFF) - pb[dd.idx];
-            dd.flags = 0;
-            kern_port_put(c, type, ids[k], &sd, &dd, 0, row[0]);
-            if (counting) kern_add_rlx_sys_u64(cnt, row[0]);
-        }
+        for (k = c->tid; k < op->n_dst && k < op->n_ids; k += c->nth) kern_putv_port(c, op, k);
         return;
     }
-    for (k = 0; k < op->n_dst; k++) {
-        const kern_desc_t *d = &dst[k];
-        int32_t q = b->a.rank;
-        char *to[KERN_FAST];
-        int j;
-        if (d->loc == KERN_LOC_REMOTE) {
-            const kern_chan_t *ch = b->chans + (rpub[d->idx] & ~KERN_RPUB_OUT);
-            q = ch->peer;
-            to[0] = (char *)b->rbufs[d->idx] + kern_ld_acq_u64(ch->inbound + KERN_SLOT_VOFF);
-        } else {
-            to[0] = b->base[KERN_LOC_OUT] + v[KERN_VTAB_WORDS * q + 2];
-        }
-        KERN_UNROLL for (j = 1; j < KERN_FAST; j++) to[j] = (char *)0;
-        kern_copy_to(c, to, 1, b->base[KERN_LOC_IN] + v[KERN_VTAB_WORDS * q + 1],
-                     v[KERN_VTAB_WORDS * q]);
-        if (counting && c->tid == 0) kern_add_rlx_sys_u64(cnt, v[KERN_VTAB_WORDS * q]);
-    }
+    for (k = 0; k < op->n_dst; k++) kern_putv_mem(c, op, k);
 }
 
 /* ---- one op ------------------------------------------------------------------------------- */
