@@ -48,9 +48,9 @@
  * call until its launch is done (a host function queued behind it frees it on a stream). */
 struct exec_a2av_tab {
     struct exec_a2av_tab *next;
-    uint64_t *w;      /* bytes moved, then KERN_VTAB_WORDS per rank (kern_args_t.vtab) */
-    uint64_t *moved;  /* where the bytes moved go once the launch is done (counting), or NULL */
-    int busy;         /* atomic */
+    uint64_t *w;     /* bytes moved, then KERN_VTAB_WORDS per rank (kern_args_t.vtab) */
+    uint64_t *moved; /* where the bytes moved go once the launch is done (counting), or NULL */
+    int busy;        /* atomic */
 };
 
 /* A 64-bit mix of one matrix entry (splitmix64 finaliser), so that sums over entries differ
@@ -119,9 +119,9 @@ static bool goes_exact(mscclpp_executor_t *ex, const void *send, const size_t *s
 {
     int n = ex->comm->nranks;
     bool capturing = false;
-    if (ex->p2p || (stream && (ex->hal->stream_capturing(hal_api_stream(stream), &capturing) !=
-                                   MSCCLPP_OK ||
-                               capturing))) {
+    if (ex->p2p ||
+        (stream && (ex->hal->stream_capturing(hal_api_stream(stream), &capturing) != MSCCLPP_OK ||
+                    capturing))) {
         core_clear_error();
         return false;
     }
@@ -138,8 +138,8 @@ static bool goes_exact(mscclpp_executor_t *ex, const void *send, const size_t *s
 static void tab_done(void *arg)
 {
     struct exec_a2av_tab *t = arg;
-    if (t->moved) __atomic_fetch_add(t->moved, __atomic_load_n(&t->w[0], __ATOMIC_ACQUIRE),
-                                     __ATOMIC_RELAXED);
+    if (t->moved)
+        __atomic_fetch_add(t->moved, __atomic_load_n(&t->w[0], __ATOMIC_ACQUIRE), __ATOMIC_RELAXED);
     __atomic_store_n(&t->busy, 0, __ATOMIC_RELEASE);
 }
 
@@ -209,9 +209,8 @@ static mscclpp_result_t run_exact(mscclpp_executor_t *ex, const void *send,
         row[2] = rdispls[q] * es;
     }
     ex->a2av_vtab = t->w;
-    mscclpp_result_t r = exec_execute(ex, ex->a2av_plan, send, recv, (size_t)n * es,
-                                      (size_t)n * es, dtype, MSCCLPP_REDOP_PLAN,
-                                      MSCCLPP_PACKET_LL16, stream, 0, 0);
+    mscclpp_result_t r = exec_execute(ex, ex->a2av_plan, send, recv, (size_t)n * es, (size_t)n * es,
+                                      dtype, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, stream, 0, 0);
     ex->a2av_vtab = NULL;
     /* the table stays busy while a launch may read it: after a failure, for good */
     if (r == MSCCLPP_OK && stream)
@@ -297,8 +296,8 @@ MSCCLPP_API mscclpp_result_t mscclpp_alltoallv(mscclpp_executor_t *exec, const v
     }
     if (refused == MSCCLPP_OK) {
         mine[3] = goes_direct(exec, send, sendcounts, sdispls, recv, recvcounts, rdispls, es);
-        mine[4] = goes_exact(exec, send, sendcounts, sdispls, recv, recvcounts, rdispls, es,
-                             stream);
+        mine[4] =
+            goes_exact(exec, send, sendcounts, sdispls, recv, recvcounts, rdispls, es, stream);
     }
     uint64_t *all = malloc((size_t)n * sizeof mine);
     if (!all) return ERR(MSCCLPP_ERR_NO_MEMORY, "mscclpp_alltoallv: out of memory");

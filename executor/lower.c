@@ -437,7 +437,7 @@ static mscclpp_result_t lower_per_peer(const lower_t *L, const plan_op_t *op, ke
         if (!ok)
             return ERR(MSCCLPP_ERR_INVALID_PLAN,
                        OPFMT ": an alltoallv op's destination %d is not a peer's output with "
-                       "a published offset",
+                             "a published offset",
                        OPARGS(L, op), k);
     }
     ko->pad = ko->type;

@@ -431,8 +431,7 @@ typedef struct {
                          * signature (all 0: none, or it failed), then the first error of any
                          * launch, after which launches do nothing but fail (Errors); NULL:
                          * decide the fence by args.fence alone */
-    uint64_t *vtab; /* alltoallv: bytes moved, KERN_VTAB_WORDS per rank (see Alltoallv), else
-                     * NULL */
+    uint64_t *vtab;     /* alltoallv's count table (see Alltoallv), else NULL */
 } kern_args_t;
 
 #ifdef __cplusplus

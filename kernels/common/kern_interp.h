@@ -1002,11 +1002,11 @@ KERN_FN uint64_t kern_port_push(kern_ctx_t *c, uint64_t fst, uint64_t snd, int32
 KERN_FN void kern_port_data(kern_ctx_t *c, uint32_t bits, uint32_t chan, int32_t peer,
                             uint32_t rbuf, uint32_t loc, uint64_t so, uint64_t o, uint64_t n)
 {
-    uint64_t pos = kern_port_push(c, (n & 0xffffffffull) | (so << 32),
-                                  (o & 0xffffffffull) | ((uint64_t)chan << 32) |
-                                      ((uint64_t)rbuf << 42) | ((uint64_t)loc << 52) |
-                                      ((uint64_t)bits << 54),
-                                  (int32_t)chan, peer);
+    uint64_t pos =
+        kern_port_push(c, (n & 0xffffffffull) | (so << 32),
+                       (o & 0xffffffffull) | ((uint64_t)chan << 32) | ((uint64_t)rbuf << 42) |
+                           ((uint64_t)loc << 52) | ((uint64_t)bits << 54),
+                       (int32_t)chan, peer);
     if (pos != ~0ull && (bits & KERN_TRIG_FLUSH)) kern_port_until(c, pos, (int32_t)chan, peer);
 }
 
@@ -1283,9 +1283,9 @@ KERN_BIG_FN void kern_putv_port(kern_ctx_t *c, const kern_op_t *op, int k)
     const kern_chan_t *ch = (const kern_chan_t *)((const char *)p + p->off_ports) + chan;
     uint64_t *cnt = c->b->a.vtab;
     const uint64_t *row = cnt + 1 + KERN_VTAB_WORDS * ch->peer;
-    uint32_t bits = type == KERN_OP_PWSF ? KERN_TRIG_SIGNAL | KERN_TRIG_FLUSH
-                  : type == KERN_OP_PWS  ? KERN_TRIG_SIGNAL
-                                         : 0u;
+    uint32_t bits = type == KERN_OP_PWSF  ? KERN_TRIG_SIGNAL | KERN_TRIG_FLUSH
+                    : type == KERN_OP_PWS ? KERN_TRIG_SIGNAL
+                                          : 0u;
     if (row[0] == 0) {
         if (bits) kern_port_ctl(c, bits, chan);
         return;

@@ -312,13 +312,16 @@ static long run_alltoallv(const rank_env_t *e, const char *shape, bool inplace, 
     if (moves && e->ex->a2av_ways[way] != ways0 + (uint64_t)calls) {
         MP_FAIL(rank, "%s alltoallv %s unit %zu: did not go %s", shape,
                 inplace ? "in-place" : "out-of-place", unit,
-                way == 0 ? "direct" : way == 1 ? "count-exact" : "staged");
+                way == 0   ? "direct"
+                : way == 1 ? "count-exact"
+                           : "staged");
         goto out;
     }
     if (way == 1 && e->ex->a2av_moved - moved0 != (uint64_t)calls * want_moved) {
-        MP_FAIL(rank, "%s alltoallv unit %zu: the count-exact launches moved %llu bytes, the "
-                "send counts are %llu per call (%d calls)", shape, unit,
-                (unsigned long long)(e->ex->a2av_moved - moved0),
+        MP_FAIL(rank,
+                "%s alltoallv unit %zu: the count-exact launches moved %llu bytes, the "
+                "send counts are %llu per call (%d calls)",
+                shape, unit, (unsigned long long)(e->ex->a2av_moved - moved0),
                 (unsigned long long)want_moved, calls);
         goto out;
     }
