@@ -1312,35 +1312,44 @@ static void ring_rooted_dims(const made_ctx_t *c, int r, uint32_t d[3])
     d[2] = 2;
 }
 
-/* Alltoall as pairwise exchanges spread over thread blocks of up to 16 peers each. */
-static void pairs_alltoall(plan_mk_t *mk, const made_ctx_t *c)
+/*
+ * Alltoall as pairwise exchanges spread over thread blocks of up to 16 peers each: a ready
+ * handshake, each block into the peer's scratch, then copied out (pairs_alltoall); or, for
+ * the count-exact alltoallv (executor/alltoallv.c), each block straight into the peer's output
+ * (`to_output`), one op per peer that the lowering turns into KERN_OP_PUTV (the call's counts
+ * and offsets, not these chunks). Either way a signal to every peer and a wait for every peer
+ * follow: with `to_output`, a peer's next launch (whose fence publishes new offsets) starts
+ * only after its block from this rank landed, and no handshake is needed since a plan that
+ * reaches the peers' outputs fences every launch.
+ */
+static void pairs_any(plan_mk_t *mk, const made_ctx_t *c, bool to_output)
 {
-    int N = c->n, r = c->me;
+    int N = c->n, r = c->me, into = to_output ? OUT : SCR;
     for (int k = 1; k < N; k++) {
         int p = (r + k) % N;
         plan_mk_chan(mk, ctype_of(c, r, p), p);
     }
     if (plan_mk_is_stub(mk)) {
         /* a peer's resources as the focus rank's setup needs them (make_gpu): its channels
-         * (above: their count and order name the counter slots) and the focus's scratch */
-        plan_mk_rbuf(mk, ctype_of(c, r, c->focus), c->focus, SCR);
+         * (above: their count and order name the counter slots) and the focus's buffer */
+        plan_mk_rbuf(mk, ctype_of(c, r, c->focus), c->focus, into);
         return;
     }
     plan_mk_copy(mk, 0, PLAN_OP_COPY, L(OUT, (uint32_t)r, 1), L(IN, (uint32_t)r, 1));
     for (int k0 = 1, tb = 0; k0 < N; k0 += MADE_FLAT_MAX_PEERS, tb++) {
         int peers[MADE_FLAT_MAX_PEERS], np = 0, mem[MADE_FLAT_MAX_PEERS], nm = 0;
         for (int k = k0; k < N && k < k0 + MADE_FLAT_MAX_PEERS; k++) peers[np++] = (r + k) % N;
-        for (int i = 0; i < np; i++)
+        for (int i = 0; i < np && !to_output; i++)
             plan_mk_signal(mk, tb, ctype_of(c, r, peers[i]), peers[i], true, 0);
-        for (int i = 0; i < np; i++)
+        for (int i = 0; i < np && !to_output; i++)
             plan_mk_wait(mk, tb, ctype_of(c, r, peers[i]), peers[i], true, AFTER);
         for (int i = 0; i < np; i++) {
-            put_to(mk, c, tb, R(peers[i], SCR, (uint32_t)r, 1), L(IN, (uint32_t)peers[i], 1));
+            put_to(mk, c, tb, R(peers[i], into, (uint32_t)r, 1), L(IN, (uint32_t)peers[i], 1));
             if (ctype_of(c, r, peers[i]) == MEM) mem[nm++] = peers[i];
         }
         publish(mk, tb, mem, nm);
         await_all(mk, c, tb, peers, np);
-        for (int i = 0; i < np; i++)
+        for (int i = 0; i < np && !to_output; i++)
             plan_mk_copy(mk, tb, PLAN_OP_COPY, L(OUT, (uint32_t)peers[i], 1),
                          L(SCR, (uint32_t)peers[i], 1));
         for (int i = 0; i < np; i++)
@@ -1348,39 +1357,9 @@ static void pairs_alltoall(plan_mk_t *mk, const made_ctx_t *c)
     }
 }
 
-/*
- * Alltoallv, count-exact (executor/alltoallv.c): each block straight into its peer's output,
- * one op per peer (lowered to KERN_OP_PUTV: the call's counts and offsets, not these chunks),
- * then a signal to every peer and a wait for every peer: a peer's next launch (whose fence
- * publishes new offsets) starts only after its block from this rank landed. No handshake: the
- * plan reaches the peers' outputs, so every launch fences. Peers spread over thread blocks of
- * up to 16, as pairs_alltoall.
- */
-static void v_alltoall(plan_mk_t *mk, const made_ctx_t *c)
-{
-    int N = c->n, r = c->me;
-    for (int k = 1; k < N; k++) {
-        int p = (r + k) % N;
-        plan_mk_chan(mk, ctype_of(c, r, p), p);
-    }
-    if (plan_mk_is_stub(mk)) {
-        plan_mk_rbuf(mk, ctype_of(c, r, c->focus), c->focus, OUT);
-        return;
-    }
-    plan_mk_copy(mk, 0, PLAN_OP_COPY, L(OUT, (uint32_t)r, 1), L(IN, (uint32_t)r, 1));
-    for (int k0 = 1, tb = 0; k0 < N; k0 += MADE_FLAT_MAX_PEERS, tb++) {
-        int peers[MADE_FLAT_MAX_PEERS], np = 0, mem[MADE_FLAT_MAX_PEERS], nm = 0;
-        for (int k = k0; k < N && k < k0 + MADE_FLAT_MAX_PEERS; k++) peers[np++] = (r + k) % N;
-        for (int i = 0; i < np; i++) {
-            put_to(mk, c, tb, R(peers[i], OUT, (uint32_t)r, 1), L(IN, (uint32_t)peers[i], 1));
-            if (ctype_of(c, r, peers[i]) == MEM) mem[nm++] = peers[i];
-        }
-        publish(mk, tb, mem, nm);
-        await_all(mk, c, tb, peers, np);
-        for (int i = 0; i < np; i++)
-            if (ctype_of(c, r, peers[i]) == PORT) plan_mk_flush(mk, tb, peers[i], 0);
-    }
-}
+static void pairs_alltoall(plan_mk_t *mk, const made_ctx_t *c) { pairs_any(mk, c, false); }
+
+static void v_alltoall(plan_mk_t *mk, const made_ctx_t *c) { pairs_any(mk, c, true); }
 
 static void v_alltoall_dims(const made_ctx_t *c, int r, uint32_t d[3])
 {
