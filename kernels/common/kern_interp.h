@@ -159,8 +159,10 @@ KERN_BIG_FN void kern_fail_sig(kern_ctx_t *c, int32_t code, uint32_t what, int32
     }
 }
 
-KERN_FN void kern_fail(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan, int32_t peer,
-                       uint64_t expected, uint64_t seen)
+/* out of line: its callers pass fewer arguments than kern_fail_sig takes (on GPUs the
+ * arguments that do not fit in registers are stored to the stack at every call site) */
+KERN_BIG_FN void kern_fail(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan, int32_t peer,
+                           uint64_t expected, uint64_t seen)
 {
     kern_fail_sig(c, code, what, chan, peer, expected, seen, (const uint64_t *)0);
 }
@@ -438,28 +440,35 @@ KERN_FN void kern_copy_to(const kern_ctx_t *c, char *const *d, int nd, const cha
     }
 }
 
-/* Copy n bytes of source descriptor sd (at x) to every destination of io (at x), KERN_FAST
- * destinations per pass over the source. */
-KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, kern_io_t io, uint64_t x,
-                              uint64_t n)
+/*
+ * A copy op: n bytes at x from the sources of io to its destinations, parallel lists (entry k
+ * from source min(k, ns - 1), P10). A run of entries with the same source (a put to several
+ * peers) is one pass over it per KERN_FAST destinations: one load feeds every store. A
+ * destination that is its source is skipped.
+ */
+KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, kern_io_t io, uint64_t x, uint64_t n)
 {
-    const char *src = kern_ptr(c, sd, x);
-    int k0;
-    if (n == 0) return;
-    for (k0 = 0; k0 < io.nd; k0 += KERN_FAST) {
-        char *d[KERN_FAST];
-        int k, m = 0;
-        KERN_UNROLL for (k = 0; k < KERN_FAST; k++) d[k] = NULL;
-        /* compact the destinations that are not the source itself into d[0..m) */
-        for (k = 0; k < KERN_FAST && k0 + k < io.nd; k++) {
-            char *p = KERN_DST(c, io, k0 + k, x);
-            if (p != src) {
-                int j;
-                KERN_UNROLL for (j = 0; j < KERN_FAST; j++) if (j == m) d[j] = p;
-                m++;
+    int k0 = 0, k1;
+    while (k0 < io.nd) {
+        const kern_desc_t *sd = &io.sd[k0 < io.ns ? k0 : io.ns - 1];
+        const char *src = kern_ptr(c, sd, x);
+        k1 = k0 + 1;
+        while (k1 < io.nd && kern_desc_same(&io.sd[k1 < io.ns ? k1 : io.ns - 1], sd)) k1++;
+        while (k0 < k1) {
+            char *d[KERN_FAST];
+            int k, m = 0;
+            KERN_UNROLL for (k = 0; k < KERN_FAST; k++) d[k] = NULL;
+            /* compact the destinations that are not the source itself into d[0..m) */
+            for (k = 0; k < KERN_FAST && k0 < k1; k++, k0++) {
+                char *p = KERN_DST(c, io, k0, x);
+                if (p != src) {
+                    int j;
+                    KERN_UNROLL for (j = 0; j < KERN_FAST; j++) if (j == m) d[j] = p;
+                    m++;
+                }
             }
+            if (m > 0) kern_copy_to(c, d, m, src, n);
         }
-        if (m > 0) kern_copy_to(c, d, m, src, n);
     }
 }
 
@@ -498,7 +507,7 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, kern_i
         {                                                                                      \
             KERN_UNROLL for (j_ = 0; j_ < E; j_++) acc_[u_][j_] = LOAD(t_[u_].e[j_]);          \
         }                                                                                      \
-        for (k_ = 1; k_ < ns; k_++) {                                                          \
+        KERN_NOUNROLL for (k_ = 1; k_ < ns; k_++) {                                            \
             p_ = tab[k_] + hb;                                                                 \
             KERN_UNROLL for (u_ = 0; u_ < UU; u_++) t_[u_].v =                                 \
                 KERN_RED_IN(u_) ? kern_ldv(p_ + 16 * (i + (uint64_t)u_ * nth)) : z_;           \
@@ -512,7 +521,7 @@ KERN_BIG_FN void kern_copy_io(const kern_ctx_t *c, const kern_desc_t *sd, kern_i
         {                                                                                      \
             KERN_UNROLL for (j_ = 0; j_ < E; j_++) t_[u_].e[j_] = STORE(acc_[u_][j_]);         \
         }                                                                                      \
-        for (k_ = 0; k_ < nd; k_++) {                                                          \
+        KERN_NOUNROLL for (k_ = 0; k_ < nd; k_++) {                                            \
             char *q_ = tab[ns + k_] + hb;                                                      \
             KERN_UNROLL for (u_ = 0; u_ < UU; u_++) if (KERN_RED_IN(u_))                       \
                 kern_stv(q_ + 16 * (i + (uint64_t)u_ * nth), t_[u_].v);                        \
@@ -585,50 +594,111 @@ KERN_BIG_FN void kern_reduce(char *const *tab, uint32_t dt, uint32_t op, int ns,
 }
 
 /*
- * A reduce op at byte x over n bytes: the block's threads write its source and destination
- * addresses into the block's table together (one address per thread), one block sync, then
- * the loop of its dtype and op reads them from there. Every thread of the block calls this for
- * every reduce op (the sync). The table has two halves used in turn: a thread still reading the
- * previous reduce's addresses is never overwritten, as every thread passed this reduce's sync
- * only after finishing the one before.
+ * The addresses of a data op at byte x in the block's table: the block's threads write its
+ * io.ns sources then its io.nd destinations into shared memory together (one address per
+ * thread), one block sync; returns the table, or NULL (every thread alike) when the op has more
+ * entries than a plan may have. The loops then read an address when a step needs it: no
+ * descriptor is decoded per element and no pointer stays in a register. Every thread of the
+ * block calls this for every op that uses it (the sync): reduces, packet reductions, packet
+ * puts and relays. The table has two halves used in turn: a thread still reading the previous
+ * op's addresses is never overwritten, as every thread passed this op's sync only after
+ * finishing the one before.
  */
-KERN_BIG_FN void kern_reduce_io(kern_ctx_t *c, uint32_t op, kern_io_t io, uint64_t x, uint64_t n)
+KERN_BIG_FN char **kern_io_tab(kern_ctx_t *c, kern_io_t io, uint64_t x)
 {
-    const kern_blk_t *b = c->b;
-    char **tab = b->tab + (c->tabs++ & 1u) * KERN_IO_MAX;
+    char **tab = c->b->tab + (c->tabs++ & 1u) * KERN_IO_MAX;
     int k;
     if (io.ns + io.nd > KERN_IO_MAX) {
         /* more than a plan may have (plan.h PLAN_MAX_DESCS, PLAN_MAX_SWITCH_MEMBERS) */
         if (c->tid == 0)
             kern_fail(c, KERN_ERR_INVALID_ARG, KERN_WAIT_PLAN, -1, -1, KERN_IO_MAX,
                       (uint64_t)(io.ns + io.nd));
-        return;
+        return NULL;
     }
     for (k = c->tid; k < io.ns + io.nd; k += c->nth)
         tab[k] = k < io.ns ? KERN_SRC(c, io, k, x) : KERN_DST(c, io, k - io.ns, x);
     KERN_SYNC(c);
-    kern_reduce(tab, b->a.dtype, op, io.ns, io.nd, n, (uint64_t)c->tid, (uint64_t)c->nth);
+    return tab;
+}
+
+/* A reduce op at byte x over n bytes: its addresses in the table, then the loop of its dtype
+ * and op. */
+KERN_BIG_FN void kern_reduce_io(kern_ctx_t *c, uint32_t op, kern_io_t io, uint64_t x, uint64_t n)
+{
+    char *const *tab = kern_io_tab(c, io, x);
+    if (tab)
+        kern_reduce(tab, c->b->a.dtype, op, io.ns, io.nd, n, (uint64_t)c->tid, (uint64_t)c->nth);
 }
 
 /* ---- LL packets --------------------------------------------------------------------------- */
 
-/* Payload word j (4 bytes, zero padded past n) of plain data at p. */
+/* Payload word j (4 bytes, zero padded past n) of plain data at p. A partial word is
+ * assembled byte by byte in a register (a copy through memory would put it in local memory). */
 KERN_FN uint32_t kern_word(const char *p, uint64_t j, uint64_t n)
 {
-    uint32_t w = 0;
-    if (4 * j + 4 <= n)
-        w = *(const uint32_t *)(p + 4 * j);
-    else
-        kern_memcpy(&w, p + 4 * j, n - 4 * j);
-    return w;
+    union {
+        uint32_t w;
+        unsigned char b[4];
+    } t;
+    const uint64_t r = n - 4 * j;
+    int k;
+    if (r >= 4) return *(const uint32_t *)(p + 4 * j);
+    t.w = 0;
+    KERN_UNROLL for (k = 0; k < 4; k++) if ((uint64_t)k < r) t.b[k] = (unsigned char)p[4 * j + k];
+    return t.w;
 }
 
 KERN_FN void kern_store_word(char *p, uint64_t j, uint64_t n, uint32_t w)
 {
-    if (4 * j + 4 <= n)
+    union {
+        uint32_t w;
+        unsigned char b[4];
+    } t;
+    const uint64_t r = n - 4 * j;
+    int k;
+    if (r >= 4) {
         *(uint32_t *)(p + 4 * j) = w;
-    else
-        kern_memcpy(p + 4 * j, &w, n - 4 * j);
+        return;
+    }
+    t.w = w;
+    KERN_UNROLL for (k = 0; k < 4; k++) if ((uint64_t)k < r) p[4 * j + k] = (char)t.b[k];
+}
+
+/* Payload words 2g and 2g + 1 (the second 0 unless `both`) of plain data at p, zero padded past
+ * n: one 8-byte load where both are whole and aligned. */
+KERN_FN void kern_word2(const char *p, uint64_t g, uint64_t n, int both, uint32_t *w)
+{
+    const char *q = p + 8 * g;
+    if (8 * g + 8 <= n && ((uintptr_t)q & 7) == 0) {
+        union {
+            uint64_t u;
+            uint32_t w[2];
+        } t;
+        t.u = *(const uint64_t *)q;
+        w[0] = t.w[0];
+        w[1] = t.w[1];
+    } else {
+        w[0] = kern_word(p, 2 * g, n);
+        w[1] = both ? kern_word(p, 2 * g + 1, n) : 0;
+    }
+}
+
+/* Store words 2g and 2g + 1 (when `both`) of plain data at p, nothing past n. */
+KERN_FN void kern_store_word2(char *p, uint64_t g, uint64_t n, int both, const uint32_t *w)
+{
+    char *q = p + 8 * g;
+    if (8 * g + 8 <= n && ((uintptr_t)q & 7) == 0) {
+        union {
+            uint64_t u;
+            uint32_t w[2];
+        } t;
+        t.w[0] = w[0];
+        t.w[1] = w[1];
+        *(uint64_t *)q = t.u;
+    } else {
+        kern_store_word(p, 2 * g, n, w[0]);
+        if (both) kern_store_word(p, 2 * g + 1, n, w[1]);
+    }
 }
 
 KERN_FN uint64_t kern_unit(const kern_ctx_t *c, uint32_t w)
@@ -680,29 +750,33 @@ KERN_FN int kern_pkt_get2(kern_ctx_t *c, const uint64_t *u, int both, uint32_t *
 }
 
 /*
- * cpkt / ppkt: n payload bytes of plain source sd (at x) -> the packet image of every
- * destination of io, 8 payload bytes (two units) per thread step: each pair of source words is
- * read once for all destinations.
+ * cpkt / ppkt: n payload bytes of plain sources -> the packet images of the destinations
+ * (entry k from source min(k, ns - 1), parallel lists as for copies), 8 payload bytes (two
+ * units) per thread step. The addresses come from the block's table; a run of destinations
+ * with the same source (a put to several peers) is one pass: each pair of source words is read
+ * once for all of them.
  */
-KERN_BIG_FN void kern_pkt_put_io(const kern_ctx_t *c, const kern_desc_t *sd, kern_io_t io,
-                                 uint64_t x, uint64_t n)
+KERN_BIG_FN void kern_pkt_put_io(kern_ctx_t *c, kern_io_t io, uint64_t x, uint64_t n)
 {
     const uint64_t tid = (uint64_t)c->tid, nth = (uint64_t)c->nth;
     const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;
-    const char *src = kern_ptr(c, sd, x);
-    int k0;
-    for (k0 = 0; k0 < io.nd; k0 += KERN_FAST) {
-        uint64_t *d[KERN_FAST];
+    const int ns = io.ns, nd = io.nd;
+    char *const *tab = kern_io_tab(c, io, x);
+    int k0, k1, k;
+    if (!tab) return;
+    for (k0 = 0; k0 < nd; k0 = k1) {
+        const char *src = tab[k0 < ns ? k0 : ns - 1];
         uint64_t g;
-        int k, m = io.nd - k0 < KERN_FAST ? io.nd - k0 : KERN_FAST;
-        KERN_UNROLL for (k = 0; k < KERN_FAST; k++)
-            d[k] = k < m ? (uint64_t *)KERN_DST(c, io, k0 + k, x) : NULL;
+        for (k1 = k0 + 1; k1 < nd && tab[k1 < ns ? k1 : ns - 1] == src; k1++) {
+        }
         for (g = tid; g < np; g += nth) {
             const int both = 2 * g + 1 < nw;
-            const uint64_t u0 = kern_unit(c, kern_word(src, 2 * g, n));
-            const uint64_t u1 = both ? kern_unit(c, kern_word(src, 2 * g + 1, n)) : 0;
-            KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < m)
-                kern_put_units(d[k] + 2 * g, both, u0, u1);
+            uint32_t w[2];
+            uint64_t u0, u1;
+            kern_word2(src, g, n, both, w);
+            u0 = kern_unit(c, w[0]);
+            u1 = both ? kern_unit(c, w[1]) : 0;
+            for (k = k0; k < k1; k++) kern_put_units((uint64_t *)tab[ns + k] + 2 * g, both, u0, u1);
         }
     }
 }
@@ -716,28 +790,31 @@ KERN_BIG_FN void kern_pkt_unpack(kern_ctx_t *c, char *dst, const char *img, uint
     uint64_t g;
     for (g = (uint64_t)c->tid; g < np; g += (uint64_t)c->nth) {
         const int both = 2 * g + 1 < nw;
-        uint32_t w0, w1;
-        if (kern_pkt_get2(c, u + 2 * g, both, &w0, &w1, peer)) return;
-        kern_store_word(dst, 2 * g, n, w0);
-        if (both) kern_store_word(dst, 2 * g + 1, n, w1);
+        uint32_t w[2];
+        if (kern_pkt_get2(c, u + 2 * g, both, &w[0], &w[1], peer)) return;
+        kern_store_word2(dst, g, n, both, w);
     }
 }
 
-/* rppkt / gstorepkt: packets of img, once they arrived, re-sent to every destination of io. */
-KERN_BIG_FN void kern_pkt_relay(kern_ctx_t *c, const char *img, kern_io_t io, uint64_t x,
-                                uint64_t n, int32_t peer)
+/* rppkt / gstorepkt: the packets of source 0 (an image), once they arrived, re-sent to every
+ * destination of io (addresses from the block's table). */
+KERN_BIG_FN void kern_pkt_relay(kern_ctx_t *c, kern_io_t io, uint64_t x, uint64_t n)
 {
     const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;
-    const uint64_t *u = (const uint64_t *)img;
+    const int32_t peer = KERN_WRITER(&io.sd[0]);
+    const int nd = io.nd;
+    char *const *tab;
     uint64_t g;
+    io.ns = 1;
+    tab = kern_io_tab(c, io, x);
+    if (!tab) return;
     for (g = (uint64_t)c->tid; g < np; g += (uint64_t)c->nth) {
         const int both = 2 * g + 1 < nw;
         uint32_t w0, w1;
         int k;
-        if (kern_pkt_get2(c, u + 2 * g, both, &w0, &w1, peer)) return;
-        for (k = 0; k < io.nd; k++)
-            kern_put_units((uint64_t *)KERN_DST(c, io, k, x) + 2 * g, both, kern_unit(c, w0),
-                           kern_unit(c, w1));
+        if (kern_pkt_get2(c, (const uint64_t *)tab[0] + 2 * g, both, &w0, &w1, peer)) return;
+        for (k = 1; k <= nd; k++)
+            kern_put_units((uint64_t *)tab[k] + 2 * g, both, kern_unit(c, w0), kern_unit(c, w1));
     }
 }
 
@@ -758,14 +835,16 @@ KERN_DTYPE_LIST(KERN_GEN_OPFN)
  * Packet reductions (repkt, respkt, recpkt, recspkt), 8 payload bytes (two units) per thread
  * step: the first source is plain, the others packet images (each pair polled with one 16-byte
  * access where aligned); destination k is a packet image when its descriptor has
- * KERN_DESC_PACKET, else plain. Returns nonzero if a packet wait failed.
+ * KERN_DESC_PACKET, else plain. The addresses come from the block's table (tab[0..ns) sources,
+ * tab[ns..ns+nd) destinations); d: the op's descriptors, sources then destinations (as in
+ * the plan: d[ns + k] is destination k), read for the destinations' kind and the writer a
+ * timed-out wait names. Returns nonzero if a packet wait failed.
  */
 #define KERN_GEN_PRED(DT, ST, AT, UT, LOAD, STORE)                                             \
-    KERN_BIG_FN int kern_pred_##DT(kern_ctx_t *c, uint32_t op, kern_io_t io, uint64_t x,        \
-                                   uint64_t n)                                                 \
+    KERN_BIG_FN int kern_pred_##DT(kern_ctx_t *c, uint32_t op, char *const *tab,                \
+                                   const kern_desc_t *d, int ns, int nd, uint64_t n)           \
     {                                                                                          \
         const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;                                    \
-        const char *s0 = KERN_SRC(c, io, 0, x);                                                \
         uint64_t g;                                                                            \
         for (g = (uint64_t)c->tid; g < np; g += (uint64_t)c->nth) {                            \
             union {                                                                            \
@@ -777,26 +856,24 @@ KERN_DTYPE_LIST(KERN_GEN_OPFN)
             uint32_t j;                                                                        \
             int k;                                                                             \
             /* whole 8-byte groups: padding past n is reduced too and never stored */          \
-            v.w[0] = kern_word(s0, 2 * g, n);                                                  \
-            v.w[1] = both ? kern_word(s0, 2 * g + 1, n) : 0;                                   \
+            kern_word2(tab[0], g, n, both, v.w);                                               \
             for (j = 0; j < 8 / sizeof(ST); j++) acc[j] = LOAD(v.e[j]);                        \
-            for (k = 1; k < io.ns; k++) {                                                      \
-                const uint64_t *u = (const uint64_t *)KERN_SRC(c, io, k, x) + 2 * g;           \
-                if (kern_pkt_get2(c, u, both, &v.w[0], &v.w[1], KERN_WRITER(&io.sd[k])))       \
+            for (k = 1; k < ns; k++) {                                                         \
+                const uint64_t *u = (const uint64_t *)tab[k] + 2 * g;                          \
+                if (kern_pkt_get2(c, u, both, &v.w[0], &v.w[1], KERN_WRITER(&d[k])))           \
                     return 1;                                                                  \
                 if (!both) v.w[1] = 0;                                                         \
                 for (j = 0; j < 8 / sizeof(ST); j++)                                           \
                     acc[j] = kern_op_##DT(op, acc[j], LOAD(v.e[j]));                           \
             }                                                                                  \
             for (j = 0; j < 8 / sizeof(ST); j++) v.e[j] = STORE(acc[j]);                       \
-            for (k = 0; k < io.nd; k++) {                                                      \
-                char *d = KERN_DST(c, io, k, x);                                               \
-                if (io.dd[k].flags & KERN_DESC_PACKET) {                                       \
-                    kern_put_units((uint64_t *)d + 2 * g, both, kern_unit(c, v.w[0]),          \
+            for (k = 0; k < nd; k++) {                                                         \
+                char *q = tab[ns + k];                                                         \
+                if (d[ns + k].flags & KERN_DESC_PACKET) {                                      \
+                    kern_put_units((uint64_t *)q + 2 * g, both, kern_unit(c, v.w[0]),          \
                                    kern_unit(c, v.w[1]));                                      \
                 } else {                                                                       \
-                    kern_store_word(d, 2 * g, n, v.w[0]);                                      \
-                    if (both) kern_store_word(d, 2 * g + 1, n, v.w[1]);                        \
+                    kern_store_word2(q, g, n, both, v.w);                                      \
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \
@@ -804,13 +881,16 @@ KERN_DTYPE_LIST(KERN_GEN_OPFN)
     }
 KERN_DTYPE_LIST(KERN_GEN_PRED)
 
+/* A packet reduction: its addresses in the table, then the loop of its dtype. The op's
+ * destination descriptors follow its sources (io.dd == io.sd + io.ns). */
 KERN_BIG_FN void kern_preduce(kern_ctx_t *c, uint32_t dt, uint32_t op, kern_io_t io, uint64_t x,
                               uint64_t n)
 {
-    if (n == 0) return;
+    char *const *tab = kern_io_tab(c, io, x);
+    if (!tab || io.ns == 0) return;
     switch (dt) {
 #define KERN_CASE_PRED(DT, ST, AT, UT, LOAD, STORE)                                            \
-    case KERN_DT_##DT: (void)kern_pred_##DT(c, op, io, x, n); break;
+    case KERN_DT_##DT: (void)kern_pred_##DT(c, op, tab, io.sd, io.ns, io.nd, n); break;
         KERN_DTYPE_LIST(KERN_CASE_PRED)
 #undef KERN_CASE_PRED
     default: break;
@@ -883,15 +963,20 @@ KERN_BIG_FN int kern_mc_op(const kern_ctx_t *c, uint32_t type, uint32_t dt, uint
 
 /* ---- synchronisation ops ------------------------------------------------------------------ */
 
-KERN_BIG_FN void kern_wait_chan(kern_ctx_t *c, uint32_t id, int relaxed)
+/* wait / rlxwait on memory channels ids[0..n): thread i waits on channel i */
+KERN_BIG_FN void kern_wait_chan(kern_ctx_t *c, const uint32_t *ids, uint32_t n, int relaxed)
 {
-    const kern_chan_t *ch = &c->b->chans[id];
-    uint64_t exp = kern_add_rlx_dev_u64(ch->expected, 1) + 1;
-    uint64_t v = relaxed ? kern_ld_rlx_u64(ch->inbound) : kern_ld_acq_u64(ch->inbound);
-    kern_spin_t s = {0, 0};
-    while (v < exp) {
-        if (kern_spin_poll(c, &s, KERN_WAIT_SIGNAL, (int32_t)id, ch->peer, exp, v)) return;
-        v = relaxed ? kern_ld_rlx_u64(ch->inbound) : kern_ld_acq_u64(ch->inbound);
+    uint32_t i;
+    for (i = (uint32_t)c->tid; i < n; i += (uint32_t)c->nth) {
+        const uint32_t id = ids[i];
+        const kern_chan_t *ch = &c->b->chans[id];
+        uint64_t exp = kern_add_rlx_dev_u64(ch->expected, 1) + 1;
+        uint64_t v = relaxed ? kern_ld_rlx_u64(ch->inbound) : kern_ld_acq_u64(ch->inbound);
+        kern_spin_t s = {0, 0};
+        while (v < exp) {
+            if (kern_spin_poll(c, &s, KERN_WAIT_SIGNAL, (int32_t)id, ch->peer, exp, v)) return;
+            v = relaxed ? kern_ld_rlx_u64(ch->inbound) : kern_ld_acq_u64(ch->inbound);
+        }
     }
 }
 
@@ -916,15 +1001,21 @@ KERN_BIG_FN void kern_barrier(kern_ctx_t *c, uint32_t id, uint32_t nblocks)
     KERN_SYNC(c);
 }
 
-KERN_BIG_FN void kern_sem_acquire(kern_ctx_t *c, uint32_t id)
+/* acquire semaphores ids[0..n): thread i takes semaphore i */
+KERN_BIG_FN void kern_sem_acquire(kern_ctx_t *c, const uint32_t *ids, uint32_t n)
 {
-    int32_t *p = &c->b->sems[id];
-    kern_spin_t s = {0, 0};
-    for (;;) {
-        int32_t v = kern_ld_acq_i32(p);
-        if (v > 0 && kern_cas_acqrel_i32(p, v, v - 1)) return;
-        if (v <= 0 && kern_spin_poll(c, &s, KERN_WAIT_SEMAPHORE, (int32_t)id, -1, 1, (uint64_t)v))
-            return;
+    uint32_t i;
+    for (i = (uint32_t)c->tid; i < n; i += (uint32_t)c->nth) {
+        const uint32_t id = ids[i];
+        int32_t *p = &c->b->sems[id];
+        kern_spin_t s = {0, 0};
+        for (;;) {
+            int32_t v = kern_ld_acq_i32(p);
+            if (v > 0 && kern_cas_acqrel_i32(p, v, v - 1)) break;
+            if (v <= 0 &&
+                kern_spin_poll(c, &s, KERN_WAIT_SEMAPHORE, (int32_t)id, -1, 1, (uint64_t)v))
+                return;
+        }
     }
 }
 
@@ -995,7 +1086,6 @@ KERN_FN uint64_t kern_port_push(kern_ctx_t *c, uint64_t fst, uint64_t snd, int32
     return pos;
 }
 
-/* One port data op entry: put `n` bytes of local src (at x) to the peer's dst (at x). */
 /* Push a data trigger (KERN_TRIG_* `bits`): n bytes at offset so of this rank's registered
  * allocation `loc` to offset o of the peer's remote buffer rbuf, over port channel chan; with
  * KERN_TRIG_FLUSH, wait until the proxy has done it. */
@@ -1010,6 +1100,7 @@ KERN_FN void kern_port_data(kern_ctx_t *c, uint32_t bits, uint32_t chan, int32_t
     if (pos != ~0ull && (bits & KERN_TRIG_FLUSH)) kern_port_until(c, pos, (int32_t)chan, peer);
 }
 
+/* One port data op entry: put `n` bytes of local src (at x) to the peer's dst (at x). */
 KERN_BIG_FN void kern_port_put(kern_ctx_t *c, uint32_t type, uint32_t chan, const kern_desc_t *src,
                            const kern_desc_t *dst, uint64_t x, uint64_t n)
 {
@@ -1311,6 +1402,48 @@ KERN_BIG_FN void kern_putv(kern_ctx_t *c, const kern_op_t *op)
     for (k = 0; k < op->n_dst; k++) kern_putv_mem(c, op, k);
 }
 
+/*
+ * A port-channel op (spec §2.3, §2.4): thread i serves channel / destination i. x and n: the
+ * op's byte offset and length (pipeline-clamped).
+ */
+KERN_BIG_FN void kern_port_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t n)
+{
+    const kern_desc_t *src = c->b->descs + op->desc;
+    const kern_desc_t *dst = src + op->n_src;
+    const uint32_t *ids = c->b->ids + op->ids;
+    const int tid = c->tid, nth = c->nth;
+    int i, k;
+    if (c->failed) return;
+    switch (op->type) {
+    case KERN_OP_SIGNAL:
+    case KERN_OP_RLXSIGNAL:
+        for (i = tid; i < op->n_ids; i += nth) kern_port_ctl(c, KERN_TRIG_SIGNAL, ids[i]);
+        break;
+    case KERN_OP_FLUSH:
+        for (i = tid; i < op->n_ids; i += nth) kern_port_ctl(c, KERN_TRIG_FLUSH, ids[i]);
+        break;
+    case KERN_OP_WAIT:
+    case KERN_OP_RLXWAIT:
+        for (i = tid; i < op->n_ids; i += nth) kern_port_wait(c, ids[i]);
+        break;
+    case KERN_OP_PUT:
+    case KERN_OP_PWS:
+    case KERN_OP_PWSF:
+        if (op->n_src == 0) break;
+        for (k = tid; k < op->n_dst && k < op->n_ids; k += nth)
+            kern_port_put(c, op->type, ids[k], &src[k < op->n_src ? k : op->n_src - 1],
+                          &dst[k], x, n);
+        break;
+    case KERN_OP_PPKT:
+    case KERN_OP_RPPKT:
+        if (op->n_src == 0 || n == 0) break;
+        for (k = tid; k < op->n_dst && k < op->n_ids; k += nth)
+            kern_port_pkt(c, ids[k], &src[k < op->n_src ? k : op->n_src - 1], &dst[k], x, n);
+        break;
+    default: break; /* the lowering refuses other port ops */
+    }
+}
+
 /* ---- one op ------------------------------------------------------------------------------- */
 
 KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t unit,
@@ -1321,7 +1454,7 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
     const kern_desc_t *dst = src + op->n_src;
     const uint32_t *ids = b->ids + op->ids;
     uint64_t n = op->len;
-    int i, k;
+    int i;
     int tid = c->tid, nth = c->nth;
     kern_io_t io;
 
@@ -1349,36 +1482,7 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
     }
 
     if (op->port) {
-        /* port channels (spec §2.3, §2.4): thread i serves channel / destination i */
-        if (c->failed) return;
-        switch (op->type) {
-        case KERN_OP_SIGNAL:
-        case KERN_OP_RLXSIGNAL:
-            for (i = tid; i < op->n_ids; i += nth) kern_port_ctl(c, KERN_TRIG_SIGNAL, ids[i]);
-            break;
-        case KERN_OP_FLUSH:
-            for (i = tid; i < op->n_ids; i += nth) kern_port_ctl(c, KERN_TRIG_FLUSH, ids[i]);
-            break;
-        case KERN_OP_WAIT:
-        case KERN_OP_RLXWAIT:
-            for (i = tid; i < op->n_ids; i += nth) kern_port_wait(c, ids[i]);
-            break;
-        case KERN_OP_PUT:
-        case KERN_OP_PWS:
-        case KERN_OP_PWSF:
-            if (op->n_src == 0) break;
-            for (k = tid; k < op->n_dst && k < op->n_ids; k += nth)
-                kern_port_put(c, op->type, ids[k], &src[k < op->n_src ? k : op->n_src - 1],
-                              &dst[k], x, n);
-            break;
-        case KERN_OP_PPKT:
-        case KERN_OP_RPPKT:
-            if (op->n_src == 0 || n == 0) break;
-            for (k = tid; k < op->n_dst && k < op->n_ids; k += nth)
-                kern_port_pkt(c, ids[k], &src[k < op->n_src ? k : op->n_src - 1], &dst[k], x, n);
-            break;
-        default: break; /* the lowering refuses other port ops */
-        }
+        kern_port_op(c, op, x, n);
         return;
     }
 
@@ -1396,10 +1500,10 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         for (i = tid; i < op->n_ids; i += nth) kern_add_rlx_sys_u64(b->chans[ids[i]].remote, 1);
         break;
     case KERN_OP_WAIT:
-        for (i = tid; i < op->n_ids; i += nth) kern_wait_chan(c, ids[i], 0);
+        kern_wait_chan(c, ids, op->n_ids, 0);
         break;
     case KERN_OP_RLXWAIT:
-        for (i = tid; i < op->n_ids; i += nth) kern_wait_chan(c, ids[i], 1);
+        kern_wait_chan(c, ids, op->n_ids, 1);
         break;
     case KERN_OP_FLUSH:
         /* memory channels: make this block's earlier stores visible system-wide */
@@ -1407,7 +1511,7 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         break;
     case KERN_OP_SEM_ACQUIRE:
         /* the whole block waits: no thread runs the next op before every semaphore is held */
-        for (i = tid; i < op->n_ids; i += nth) kern_sem_acquire(c, ids[i]);
+        kern_sem_acquire(c, ids, op->n_ids);
         KERN_SYNC(c);
         break;
     case KERN_OP_SEM_RELEASE:
@@ -1415,30 +1519,18 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
         KERN_SYNC(c);
         for (i = tid; i < op->n_ids; i += nth) kern_add_rel_i32(&b->sems[ids[i]], 1);
         break;
+    case KERN_OP_CPKT:
+    case KERN_OP_PPKT:
+        if (n == 0 || op->n_src == 0) break;
+        kern_pkt_put_io(c, io, x, n);
+        break;
     case KERN_OP_COPY:
     case KERN_OP_PUT:
     case KERN_OP_PWS:
     case KERN_OP_PWSF:
     case KERN_OP_GET:
-    case KERN_OP_CPKT:
-    case KERN_OP_PPKT:
-        /* parallel src/dst lists, entry k from source min(k, n_src - 1) (P10 fixed); a run of
-         * entries with the same source (a put to several peers) is one pass: one load feeds
-         * every store */
         if (n == 0 || op->n_src == 0) break;
-        for (k = 0; k < op->n_dst;) {
-            const kern_desc_t *s = &src[k < op->n_src ? k : op->n_src - 1];
-            int j = k + 1;
-            while (j < op->n_dst && kern_desc_same(&src[j < op->n_src ? j : op->n_src - 1], s))
-                j++;
-            io.dd = dst + k;
-            io.nd = j - k;
-            if (op->type == KERN_OP_CPKT || op->type == KERN_OP_PPKT)
-                kern_pkt_put_io(c, s, io, x, n);
-            else
-                kern_copy_io(c, s, io, x, n);
-            k = j;
-        }
+        kern_copy_io(c, io, x, n);
         break;
     case KERN_OP_UPKT:
         if (n == 0) break;
@@ -1446,21 +1538,22 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
                         KERN_WRITER(&src[0]));
         break;
     case KERN_OP_RPPKT:
-        if (n == 0) break;
-        kern_pkt_relay(c, kern_ptr(c, &src[0], x), io, x, n, KERN_WRITER(&src[0]));
+        if (n == 0 || op->n_src == 0) break;
+        kern_pkt_relay(c, io, x, n);
         break;
     case KERN_OP_GSTOREPKT:
-        if (n == 0) break;
+        if (n == 0 || op->n_src == 0) break;
         io.nd = (int)b->sw[dst[0].idx].n_members;
         io.dsw = 1;
-        kern_pkt_relay(c, kern_ptr(c, &src[0], x), io, x, n, KERN_WRITER(&src[0]));
+        kern_pkt_relay(c, io, x, n);
         break;
     case KERN_OP_GSTORE:
         if (n == 0) break;
         if (kern_mc_op(c, op->type, b->a.dtype, op->redop, &src[0], &dst[0], x, n)) break;
+        io.ns = 1;
         io.nd = (int)b->sw[dst[0].idx].n_members;
         io.dsw = 1;
-        kern_copy_io(c, &src[0], io, x, n);
+        kern_copy_io(c, io, x, n);
         break;
     case KERN_OP_RE:
     case KERN_OP_RES:

@@ -7,6 +7,7 @@
  *   KERN_BIG_FN          same for the large ones (reduce loops, one op), never inlined on GPUs
  *   KERN_GRID_CONST      launch arguments read in place (CUDA __grid_constant__)
  *   KERN_UNROLL          unroll the next loop completely (its bound is a constant)
+ *   KERN_NOUNROLL        do not unroll the next loop (register pressure)
  *   KERN_BLOCK_SYNC(h)   block-wide barrier; `h` is the host barrier of a block run by several
  *                        host threads (kern_host_run_block_simt), NULL with one
  *   kern_*_u32/u64       atomics with explicit order and scope: "sys" = visible to peers
@@ -57,6 +58,7 @@
 #define KERN_BIG_FN static /* large functions: the compiler decides */
 #define KERN_GRID_CONST
 #define KERN_UNROLL _Pragma("GCC unroll 16")
+#define KERN_NOUNROLL _Pragma("GCC unroll 1")
 #define KERN_RED_U 4
 #define KERN_COPY_U 4
 /* kern_host.c: a block of several host threads meets at a pthread barrier */
@@ -141,6 +143,7 @@ KERN_FN void kern_memcpy(void *d, const void *s, uint64_t n) { memmove(d, s, (si
  * generation ran for tens of minutes. */
 #define KERN_BIG_FN static __device__ __attribute__((noinline))
 #define KERN_UNROLL _Pragma("unroll")
+#define KERN_NOUNROLL _Pragma("unroll 1")
 #define KERN_BLOCK_SYNC(h) __syncthreads()
 #define KERN_RED_U 2
 #define KERN_COPY_U 4

@@ -43,6 +43,16 @@ def col(r):
     return None
 
 
+def plan_name(r):
+    """A candidate's name: its file's name without .json (mscclpp-bench --json `plan_file`), else
+    the plan's own name (`plan`, the name inside the file: variants of one script share it)."""
+    f = r.get("plan_file")
+    if f:
+        b = os.path.basename(f)
+        return b[:-5] if b.endswith(".json") else b
+    return r.get("plan") or "?"
+
+
 def human(n):
     for unit, s in ((1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")):
         if n >= unit and n % unit == 0:
@@ -86,7 +96,7 @@ def main():
         sizes = sorted({r["size"] for r in var})
         by = {}
         for r in var:
-            name = os.path.basename(r.get("plan") or "?")[:-5]
+            name = plan_name(r)
             c = col(r)
             by.setdefault((r["collective"], r["nranks"], name), {})[r["size"]] = (
                 f"{c['time_us']:.1f}" if c else "err")
@@ -106,7 +116,7 @@ def main():
                 continue
             key = (r["collective"], r["nranks"], r["size"])
             if key not in best or c["time_us"] < best[key][1]["time_us"]:
-                best[key] = (os.path.basename(r["plan"])[:-5], c)
+                best[key] = (plan_name(r), c)
         for (coll, n, size), (name, c) in sorted(best.items()):
             lines.append(f"| {coll} | {n} | {human(size)} | {name} | {c['time_us']:.2f} | "
                          f"{c['busbw']:.2f} |")
