@@ -139,6 +139,9 @@ uint64_t config_timeout_ns(void)
     return 60ull * 1000000000ull;
 }
 
+/* The wait policy's per-thread state (base/wait.h): libmscclpp keeps its own copy hidden. */
+__thread base_wait_tls_t base_wait_tls;
+
 uint32_t base_wait_spin(unsigned pollers)
 {
     return svc ? svc->wait_spin(pollers) : BASE_WAIT_SPIN_SHARED;

@@ -11,9 +11,10 @@
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static unsigned cpus = 1;
-static unsigned local_ranks;   /* as the launcher announces them; 0: unknown */
-static int64_t forced = -1;    /* MSCCLPP_HOST_SPIN; -1: not set */
-static uint64_t slice_ns;      /* MSCCLPP_HOST_SLICE_US in ns; 0: the kernel's */
+static unsigned local_ranks; /* as the launcher announces them; 0: unknown */
+static int64_t forced = -1;  /* MSCCLPP_HOST_SPIN; -1: not set */
+static uint64_t slice_ns;    /* MSCCLPP_HOST_SLICE_US in ns; 0: the kernel's */
+__thread base_wait_tls_t base_wait_tls;
 
 /* Ranks on this node as the launcher announces them (MPICH/Hydra, Open MPI, Slurm); 0: unknown. */
 static unsigned launcher_local_ranks(void)

@@ -4,10 +4,12 @@
  * semaphores, GPU modules polling their runtime): spin with a cpu pause, then sched_yield, then
  * nanosleeps that double from BASE_WAIT_SLEEP_MIN_NS to BASE_WAIT_SLEEP_MAX_NS.
  *
- * Only the spin length varies, and base_wait_spin() alone chooses it: when every thread that
- * polls on this node has a core of its own, a waiter spins long (a sleep costs tens of
- * microseconds, far more than the peer needs to answer); when they share cores, it spins
- * briefly, because the thread it waits for may need that very core. MSCCLPP_HOST_SPIN overrides.
+ * Only the spin length varies, and base_wait_spin() chooses it: when every thread that polls on
+ * this node has a core of its own, a waiter spins long (a sleep costs tens of microseconds, far
+ * more than the peer needs to answer); when they share cores, it spins briefly, because the
+ * thread it waits for may need that very core. MSCCLPP_HOST_SPIN overrides. That choice is a
+ * guess from counts; what a thread sees corrects it: after a wait whose spin ran out in vain,
+ * the thread's next waits spin briefly, and longer again wait by wait (base_wait_tls_t).
  * GPU waits follow the same shape (spin, then sleep) with the spin of base_wait_dev_spin().
  *
  * The sleeps are only short because a waiting thread's timer slack is lowered to
@@ -43,6 +45,32 @@ extern "C" {
 #define BASE_WAIT_SPIN_OWN_CORE 2000u    /* polls when every poller has a core (tens of us) */
 #define BASE_WAIT_TIMER_SLACK_NS 1000ul  /* timer slack of a thread that sleeps in a wait */
 #define BASE_WAIT_SLEEP_REL 16u          /* base_wait_pause_rel: a sleep <= 1/16 of the wait */
+
+/**
+ * Per-thread state of the policy. `cap`: the longest spin this thread's next wait may do. A spin
+ * that ran out before its data came was wasted, and on a shared core it is worse than wasted:
+ * the thread that would write the data may be waiting for this very core (two ranks that the
+ * scheduler put on one core beside busy processes each spun 2000 polls, ~0.2 ms, per exchange:
+ * 200-340 us per 8-byte allreduce, issue 22 item 9). So a wait whose spin ran out sets the cap
+ * to BASE_WAIT_SPIN_SHARED, and each wait doubles it again, up to the spin its caller asks for.
+ * `spin` is the current stateless wait's (base_wait_step).
+ */
+typedef struct {
+    uint32_t cap; /* 0: not limited yet */
+    uint32_t spin;
+} base_wait_tls_t;
+extern __thread base_wait_tls_t base_wait_tls;
+
+/** The spin of a wait that starts now in this thread, asked to spin `spin` polls. */
+static inline uint32_t base_wait_begin(base_wait_tls_t *t, uint32_t spin)
+{
+    uint32_t cap = t->cap ? t->cap : UINT32_MAX;
+    t->cap = cap > UINT32_MAX / 2 ? UINT32_MAX : cap * 2;
+    return spin < cap ? spin : cap;
+}
+
+/** A wait of this thread spun all its polls in vain. */
+static inline void base_wait_spun_out(base_wait_tls_t *t) { t->cap = BASE_WAIT_SPIN_SHARED; }
 
 /**
  * Polls before a wait starts yielding. `pollers`: threads of this node that poll at the same
@@ -106,15 +134,29 @@ static inline void base_wait_sleep(uint32_t ns)
     nanosleep(&ts, NULL);
 }
 
+/** Back off after poll `n` of a wait of this thread that spins `spin` polls. */
+static inline void base_wait_back_off(uint32_t n, uint32_t spin)
+{
+    if (n < spin) {
+        base_cpu_relax();
+    } else if (n - spin < BASE_WAIT_YIELDS) {
+        if (n == spin && spin) base_wait_spun_out(&base_wait_tls);
+        sched_yield();
+    } else {
+        base_wait_sleep(base_wait_sleep_ns(n, spin));
+    }
+}
+
 /**
- * Back off after poll number `n` (0, 1, ...) of a wait that spins `spin` polls. Stateless, so
- * a loop that only counts its polls (the interpreter) follows the same policy as base_wait_t.
+ * Back off after poll number `n` (0, 1, ...) of a wait that spins at most `spin` polls.
+ * Stateless for its caller, so a loop that only counts its polls (the interpreter) follows the
+ * same policy as base_wait_t: the wait's spin, chosen at poll 0, lives in the calling thread.
  */
 static inline void base_wait_step(uint32_t n, uint32_t spin)
 {
-    if (n < spin) base_cpu_relax();
-    else if (n - spin < BASE_WAIT_YIELDS) sched_yield();
-    else base_wait_sleep(base_wait_sleep_ns(n, spin));
+    base_wait_tls_t *t = &base_wait_tls;
+    if (n == 0) t->spin = base_wait_begin(t, spin);
+    base_wait_back_off(n, t->spin);
 }
 
 /**
@@ -143,11 +185,12 @@ typedef struct {
     uint64_t deadline_ns; /* base_now_ns(); 0: no deadline */
 } base_wait_t;
 
-/** Start a wait that may last `timeout_ns` (0: unbounded), spinning `spin` polls first. */
+/** Start a wait that may last `timeout_ns` (0: unbounded), spinning at most `spin` polls first
+ *  (less after a wait of this thread spun out: base_wait_tls_t). */
 static inline void base_wait_init(base_wait_t *w, uint64_t timeout_ns, uint32_t spin)
 {
     w->polls = 0;
-    w->spin = spin;
+    w->spin = base_wait_begin(&base_wait_tls, spin);
     w->start_ns = base_now_ns();
     w->deadline_ns = timeout_ns ? w->start_ns + timeout_ns : 0;
 }
@@ -162,7 +205,7 @@ static inline bool base_wait_idle(const base_wait_t *w)
 static inline bool base_wait_pause(base_wait_t *w)
 {
     uint32_t n = w->polls;
-    base_wait_step(n, w->spin);
+    base_wait_back_off(n, w->spin);
     if (w->polls != UINT32_MAX) w->polls++; /* saturate instead of wrapping back to spinning */
     if (!base_wait_check_due(n, w->spin)) return true;
     return w->deadline_ns == 0 || base_now_ns() < w->deadline_ns;

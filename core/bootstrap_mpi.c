@@ -14,6 +14,9 @@
 #include "base/wait.h"
 #include "mscclpp/mscclpp_mpi.h"
 
+/* The wait policy's per-thread state (base/wait.h): libmscclpp keeps its own copy hidden. */
+__thread base_wait_tls_t base_wait_tls;
+
 /* Error helpers on the public API (this library cannot see the core's internals). */
 #define ERR(result, ...) mscclpp_report_error((result), __VA_ARGS__)
 #define ERR_ARG(...) ERR(MSCCLPP_ERR_INVALID_ARG, __VA_ARGS__)

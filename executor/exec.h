@@ -88,9 +88,11 @@ typedef struct {
 /*
  * The last call, kept for the next one that repeats it exactly (executor.c, the fast path):
  * its context and lowered plan are used again without the checks, allocation lookups and cache
- * scans of a first call. Only for contexts that do not share the caller's buffers (keyed by the
- * plan alone, so the buffers' allocations do not matter); valid while the cache's generation
- * stays (no entry dropped, no lowered plan flushed since).
+ * scans of a first call; valid while the cache's generation stays (no entry dropped, no lowered
+ * plan flushed since). A context keyed by the plan alone (scratch only, or staged) serves the
+ * same call whatever became of the buffers; one keyed by the caller's allocations (shares_io,
+ * not staged) only while they are still those allocations: no mscclpp_free since
+ * (hal_api_alloc_gen), or for the application's own memory the same allocation id (mem_info).
  */
 typedef struct {
     bool valid;
@@ -102,7 +104,10 @@ typedef struct {
     exec_shape_t shape;
     struct exec_context *c;
     struct exec_lowcache *l;
-    uint64_t hits; /* calls that took it (tests) */
+    uint64_t in_off, out_off; /* the launch's offsets in the context's buffers (shares_io) */
+    uint64_t alloc_gen;       /* hal_api_alloc_gen() when recorded (keyed contexts) */
+    bool foreign;             /* a buffer is the application's own memory: ask mem_info */
+    uint64_t hits;            /* calls that took it (tests) */
 } exec_fast_t;
 
 /* The buffers of one call as the backend knows them (hal mem_info). */

@@ -9,8 +9,10 @@
  *   hal->launch       the interpreter (kernels/common/kern_interp.h) on the stream
  *   exec_check_launch without a stream: the error the launch recorded (state.c)
  *
- * A call that repeats the last one exactly, on a context keyed by its plan alone, skips the
- * checks and lookups between exec_ready and the launch (fast_hit: ex->fast).
+ * A call that repeats the last one exactly skips the checks and lookups between exec_ready and
+ * the launch (fast_hit: ex->fast), when its context still serves it: always for one keyed by
+ * the plan alone (scratch only, or staged), while the caller's allocations are the same ones for
+ * one keyed by them.
  *
  * See executor/exec.h for the objects and how the files divide the work.
  */
@@ -147,10 +149,6 @@ mscclpp_result_t exec_execute(mscclpp_executor_t *ex, const struct mscclpp_plan 
     return r;
 }
 
-static mscclpp_result_t launch(mscclpp_executor_t *ex, exec_context_t *c, exec_lowcache_t *l,
-                               const void *send, void *recv, uint64_t in_off, uint64_t out_off,
-                               mscclpp_stream_t stream, int nthreads);
-
 /* The call's shape as its signature sees it (exec_shape_t): the caller's in-place-ness and
  * root (a staged call runs an out-of-place plan; a made rooted plan runs unrotated) and the
  * tuning table's digest, from run_collective's ex->hint when it set one. */
@@ -187,47 +185,81 @@ static bool fast_hit(const mscclpp_executor_t *ex, const mscclpp_plan_t *plan, c
                      const exec_shape_t *shape)
 {
     const exec_fast_t *f = &ex->fast;
-    return f->valid && f->gen == ex->cache.gen && f->plan == plan && f->send == send &&
-           f->recv == recv && f->rotation == rotation && same_shape(&f->shape, shape) &&
-           (!stream || stream->ops == ex->hal) && !f->c->broken;
+    if (!(f->valid && f->gen == ex->cache.gen && f->plan == plan && f->send == send &&
+          f->recv == recv && f->rotation == rotation && same_shape(&f->shape, shape) &&
+          (!stream || stream->ops == ex->hal) && !f->c->broken))
+        return false;
+    /* the cache's most recent entry, as a lookup would leave it (another entry used since,
+     * a native algorithm's set, goes through the lookup once: eviction keeps its order) */
+    if (&f->c->ce != ex->cache.head) return false;
+    const exec_context_t *c = f->c;
+    if (c->staged) return ex->hint.set; /* a collective's call (a plan run by name refuses) */
+    if (!c->shares_io) return true;     /* keyed by the plan alone */
+    /* keyed by the buffers' allocations (exec_context_get): still the same ones? */
+    if (!f->foreign) return hal_api_alloc_gen() == f->alloc_gen;
+    hal_mem_info_t in, out;
+    exec_mem_of(ex->hal, send, &in);
+    exec_mem_of(ex->hal, recv, &out);
+    return in.base == c->send_base && in.id == c->send_id && out.base == c->recv_base &&
+           out.id == c->recv_id;
 }
 
 /*
- * A staged call (exec_context_t.staged): the caller's input goes into the context's stand-ins
- * on the call's stream (or now, without one), and *send / *recv become the stand-ins' buffers
- * the plan runs on. An in-place plan gets the caller's whole span (both buffers, as they
- * overlap) in its one buffer, at the same relative offsets; the output is copied back after
- * the launch (execute_captured).
+ * A staged call (exec_context_t.staged) runs on its context's stand-ins: *send / *recv become
+ * where the plan finds the caller's bytes there. An in-place plan has one stand-in, which gets
+ * the caller's whole span (both buffers, as they overlap) at the same relative offsets.
+ * *from / *bytes: what launch_staged copies in.
  */
-static mscclpp_result_t stage_in(mscclpp_executor_t *ex, const exec_context_t *c, const void **send,
-                                 void **recv, size_t send_bytes, size_t recv_bytes,
-                                 mscclpp_stream_t stream)
+static mscclpp_result_t stage_at(const exec_context_t *c, const void **send, void **recv,
+                                 size_t send_bytes, size_t recv_bytes, const void **from,
+                                 size_t *bytes)
 {
-    const char *s = *send, *r = *recv, *from = s;
-    char *in = c->send_base, *out = c->recv_base;
-    size_t bytes = send_bytes;
-    if (c->plan->inplace) {
+    const char *s = *send, *r = *recv;
+    *from = s;
+    *bytes = send_bytes;
+    if (!c->plan->inplace) {
+        *send = c->send_base;
+        *recv = c->recv_base;
+    } else {
         const char *lo = s < r ? s : r;
         const char *hi = s + send_bytes > r + recv_bytes ? s + send_bytes : r + recv_bytes;
-        from = lo;
-        bytes = (size_t)(hi - lo);
-        in = out = c->recv_base;
-        in += s - lo;
-        out += r - lo;
+        *from = lo;
+        *bytes = (size_t)(hi - lo);
+        *send = (char *)c->recv_base + (s - lo);
+        *recv = (char *)c->recv_base + (r - lo);
     }
-    if (bytes > (c->plan->inplace ? c->out_alloc : c->in_alloc))
+    size_t have = c->plan->inplace ? c->out_alloc : c->in_alloc;
+    if (*bytes > have)
         return ERR(MSCCLPP_ERR_INTERNAL,
-                   "plan '%s': a staged call of %zu bytes exceeds its "
-                   "context's %zu-byte stand-in",
-                   c->plan->name, bytes, c->plan->inplace ? c->out_alloc : c->in_alloc);
-    if (bytes && stream)
-        CHECK(ex->hal->memcpy_async(c->plan->inplace ? c->recv_base : c->send_base, from, bytes,
-                                    hal_api_stream(stream)));
-    else if (bytes)
-        CHECK(ex->hal->memcpy_sync(c->plan->inplace ? c->recv_base : c->send_base, from, bytes));
-    *send = in;
-    *recv = out;
+                   "plan '%s': a staged call of %zu bytes exceeds its context's %zu-byte stand-in",
+                   c->plan->name, *bytes, have);
     return MSCCLPP_OK;
+}
+
+static mscclpp_result_t launch(mscclpp_executor_t *ex, exec_context_t *c, exec_lowcache_t *l,
+                               const void *send, void *recv, uint64_t in_off, uint64_t out_off,
+                               mscclpp_stream_t stream, int nthreads);
+
+/* A staged call's launch: the caller's input into the stand-ins on the call's stream (or now,
+ * without one), the launch on them, the output back to the caller's buffer behind it. */
+static mscclpp_result_t launch_staged(mscclpp_executor_t *ex, exec_context_t *c, exec_lowcache_t *l,
+                                      const void *send, void *recv, size_t send_bytes,
+                                      size_t recv_bytes, uint64_t in_off, uint64_t out_off,
+                                      mscclpp_stream_t stream, int nthreads)
+{
+    const void *run_send = send, *from;
+    void *run_recv = recv;
+    size_t bytes;
+    CHECK(stage_at(c, &run_send, &run_recv, send_bytes, recv_bytes, &from, &bytes));
+    void *to = c->plan->inplace ? c->recv_base : c->send_base;
+    hal_stream_t hs = hal_api_stream(stream);
+    if (bytes)
+        CHECK(hs ? ex->hal->memcpy_async(to, from, bytes, hs)
+                 : ex->hal->memcpy_sync(to, from, bytes));
+    CHECK(launch(ex, c, l, run_send, run_recv, in_off, out_off, stream, nthreads));
+    if (!recv_bytes) return MSCCLPP_OK;
+    return hs ? ex->hal->memcpy_async(recv, run_recv, recv_bytes, hs)
+              : ex->hal->memcpy_sync(recv, run_recv, recv_bytes);
 }
 
 /* exec_execute with ex->capturing set for the call. */
@@ -250,14 +282,19 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
     if (fast_hit(ex, plan, send, recv, rotation, stream, &shape)) {
         CHECK(exec_ready(ex, &resync, &resync_seq));
         if (!resync) {
+            const exec_fast_t *f = &ex->fast;
             ex->shape = shape;
             ex->fast.hits++;
-            return launch(ex, ex->fast.c, ex->fast.l, send, recv, 0, 0, stream, nthreads);
+            if (!f->c->staged)
+                return launch(ex, f->c, f->l, send, recv, f->in_off, f->out_off, stream, nthreads);
+            return launch_staged(ex, f->c, f->l, send, recv, send_bytes, recv_bytes, f->in_off,
+                                 f->out_off, stream, nthreads);
         }
         exec_contexts_free_all(ex, false); /* then as a first call (the cache is empty) */
         CHECK(exec_resync_done(ex, resync_seq));
     }
     ex->fast.valid = false;
+    const uint64_t alloc_gen = hal_api_alloc_gen(); /* before the buffers are looked up */
     exec_bufs_t bufs;
     CHECK(check_call(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op, packet, stream,
                      &bufs));
@@ -292,34 +329,39 @@ static mscclpp_result_t execute_captured(mscclpp_executor_t *ex, const mscclpp_p
             r = exec_poison(ex, comm_fail(ex->comm, r, true)); /* the others learn whom to blame */
         return r;
     }
-    void *caller_recv = recv;
-    if (c->staged) CHECK(stage_in(ex, c, &send, &recv, send_bytes, recv_bytes, stream));
+    /* the buffers the plan runs on (a staged context's stand-ins: stage_at), and their
+     * offsets in the allocations the peers reach */
+    const void *run_send = send, *from;
+    void *run_recv = recv;
+    size_t bytes;
+    if (c->staged) CHECK(stage_at(c, &run_send, &run_recv, send_bytes, recv_bytes, &from, &bytes));
     uint64_t in_off = 0, out_off = 0;
     if (c->shares_io) {
-        in_off = (uint64_t)((const char *)send - (const char *)c->send_base);
-        out_off = (uint64_t)((const char *)recv - (const char *)c->recv_base);
+        in_off = (uint64_t)((const char *)run_send - (const char *)c->send_base);
+        out_off = (uint64_t)((const char *)run_recv - (const char *)c->recv_base);
     }
     CHECK(exec_context_bind(ex, c, in_off, out_off));
     hal_stream_t hs = hal_api_stream(stream);
     exec_lowcache_t *l = NULL;
     CHECK(exec_context_lowered(ex, c, send_bytes, recv_bytes, dtype, op, packet, hs, &l));
-    CHECK(launch(ex, c, l, send, recv, in_off, out_off, stream, nthreads));
-    /* a staged call's output, back to the caller's buffer behind the launch */
-    if (c->staged && recv_bytes)
-        return hs ? ex->hal->memcpy_async(caller_recv, recv, recv_bytes, hs)
-                  : ex->hal->memcpy_sync(caller_recv, recv, recv_bytes);
-    /* a context keyed by the plan alone serves the same call again as it is (fast_hit) */
-    if (!c->shares_io && !c->staged)
-        ex->fast = (exec_fast_t){.valid = true,
-                                 .gen = ex->cache.gen,
-                                 .plan = plan,
-                                 .send = send,
-                                 .recv = recv,
-                                 .rotation = rotation,
-                                 .shape = shape,
-                                 .c = c,
-                                 .l = l,
-                                 .hits = ex->fast.hits};
+    CHECK(c->staged ? launch_staged(ex, c, l, send, recv, send_bytes, recv_bytes, in_off, out_off,
+                                    stream, nthreads)
+                    : launch(ex, c, l, send, recv, in_off, out_off, stream, nthreads));
+    /* the same call again takes this context and lowered plan as they are (fast_hit) */
+    ex->fast = (exec_fast_t){.valid = true,
+                             .gen = ex->cache.gen,
+                             .plan = plan,
+                             .send = send,
+                             .recv = recv,
+                             .rotation = rotation,
+                             .shape = shape,
+                             .c = c,
+                             .l = l,
+                             .in_off = in_off,
+                             .out_off = out_off,
+                             .alloc_gen = alloc_gen,
+                             .foreign = bufs.in.foreign || bufs.out.foreign,
+                             .hits = ex->fast.hits};
     return MSCCLPP_OK;
 }
 

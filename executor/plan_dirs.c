@@ -8,13 +8,15 @@
  *   3. otherwise the installed plans ($(pkgdatadir)/plans);
  *   4. then, only when MSCCLPP_CACHE_DIR is set and MSCCLPP_PLAN_DIR is not, the plans the
  *      Python DSL compiled into that cache (the Python package sets it for its own processes).
- * In a plan folder, the plans for the job's node layout (multinode/<nodes>x<ranks per node>/)
- * and for the backend (<backend>/) are registered before the generic ones: the first registered
+ * In a plan folder, the plans for the job's node layout (multinode/<nodes>x<ranks per node>/),
+ * on a backend whose defaults are the direct plans (direct_default) its direct/<backend>/, and
+ * the backend's own (<backend>/) are registered before the generic ones: the first registered
  * match wins. An installed library thus never reads the build tree it came from, nor a user's
  * cache unasked; with no plan found at all, executor creation warns, naming where it looked.
  */
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "base/config.h"
@@ -50,7 +52,27 @@ static int load_if_dir(exec_registry_t *reg, const char *dir, const char *what)
     return n;
 }
 
-/* A plan folder: the node layout's plans, the backend's, then the generic ones. */
+/*
+ * Whether the backend's default plans, for the sizes its direct/<backend>/ plans serve, are
+ * those (plans/<collective>_direct.py: the peers' input read and output written, the fewest
+ * bytes; on buffers the peers cannot map they run on staged stand-ins) rather than the scratch
+ * plans: MSCCLPP_PLAN_DIRECT=on or off says so; auto (the default) asks the backend's rule,
+ * decided by measurement (docs/plan-selection.md). No backend takes them yet: on the host
+ * backend they win on buffers every rank can share and lose 1.2-8.7x out of place on malloc'd
+ * ones (staged), and selection cannot see the buffers (every rank must pick the same plan);
+ * CUDA and HIP wait for a GPU run (scripts/gpu-check.sh steps direct and directnccl).
+ */
+static bool direct_default(const char *backend)
+{
+    const char *mode = config_get(CFG_MSCCLPP_PLAN_DIRECT);
+    if (!strcmp(mode, "on")) return true;
+    if (!strcmp(mode, "off")) return false;
+    (void)backend; /* auto: the backends measured faster with them (none yet) */
+    return false;
+}
+
+/* A plan folder: the node layout's plans, the backend's direct ones where they are its
+ * defaults, the backend's, then the generic ones. */
 static int load_plan_folder(exec_registry_t *reg, const char *dir, const char *backend, int nranks,
                             int nlocal)
 {
@@ -60,6 +82,10 @@ static int load_plan_folder(exec_registry_t *reg, const char *dir, const char *b
     if (nlocal > 0 && nlocal < nranks && nranks % nlocal == 0) {
         snprintf(sub, sizeof sub, "%s/multinode/%dx%d", dir, nranks / nlocal, nlocal);
         n += load_if_dir(reg, sub, "multi-node");
+    }
+    if (direct_default(backend)) {
+        snprintf(sub, sizeof sub, "%s/direct/%s", dir, backend);
+        n += load_if_dir(reg, sub, "direct");
     }
     snprintf(sub, sizeof sub, "%s/%s", dir, backend);
     n += load_if_dir(reg, sub, backend);
@@ -72,13 +98,16 @@ static int load_cache(exec_registry_t *reg, const char *backend)
 {
     const char *cache = config_get(CFG_MSCCLPP_CACHE_DIR);
     if (!*cache || *config_get(CFG_MSCCLPP_PLAN_DIR)) return 0;
-    char dirs[4][4400];
-    snprintf(dirs[0], sizeof dirs[0], "%s/default/%s", cache, backend);
-    snprintf(dirs[1], sizeof dirs[1], "%s/default", cache);
-    snprintf(dirs[2], sizeof dirs[2], "%s/%s", cache, backend);
-    snprintf(dirs[3], sizeof dirs[3], "%s", cache);
+    char dirs[5][4400];
+    int k = 0;
+    if (direct_default(backend)) /* as in a plan folder (load_plan_folder) */
+        snprintf(dirs[k++], sizeof dirs[0], "%s/default/direct/%s", cache, backend);
+    snprintf(dirs[k++], sizeof dirs[0], "%s/default/%s", cache, backend);
+    snprintf(dirs[k++], sizeof dirs[0], "%s/default", cache);
+    snprintf(dirs[k++], sizeof dirs[0], "%s/%s", cache, backend);
+    snprintf(dirs[k++], sizeof dirs[0], "%s", cache);
     int n = 0;
-    for (int i = 0; i < 4; i++) n += load_if_dir(reg, dirs[i], "cached");
+    for (int i = 0; i < k; i++) n += load_if_dir(reg, dirs[i], "cached");
     return n;
 }
 

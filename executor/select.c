@@ -57,6 +57,9 @@ mscclpp_result_t exec_select_attach(mscclpp_executor_t *ex)
     const char *mode = config_get(CFG_MSCCLPP_PLAN_MAKE);
     if (strcmp(mode, "last") && strcmp(mode, "first") && strcmp(mode, "off"))
         return ERR_ARG("MSCCLPP_PLAN_MAKE=\"%s\": last, first or off", mode);
+    const char *direct = config_get(CFG_MSCCLPP_PLAN_DIRECT); /* read by plan_dirs.c */
+    if (strcmp(direct, "auto") && strcmp(direct, "on") && strcmp(direct, "off"))
+        return ERR_ARG("MSCCLPP_PLAN_DIRECT=\"%s\": auto, on or off", direct);
     ex->made = calloc(1, sizeof *ex->made);
     if (!ex->made) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
     CHECK(exec_topo_init(&ex->made->topo, ex->comm->nranks, ex->comm->node_id));

@@ -61,11 +61,18 @@ MSCCLPP_API mscclpp_result_t mscclpp_malloc(size_t bytes, void **ptr)
     return ops->mem_alloc_shareable(bytes, ptr);
 }
 
+/* The application's frees of library memory so far (hal_api_alloc_gen). */
+static uint64_t app_frees;
+
+uint64_t hal_api_alloc_gen(void) { return __atomic_load_n(&app_frees, __ATOMIC_ACQUIRE); }
+
 MSCCLPP_API mscclpp_result_t mscclpp_free(void *ptr)
 {
     if (!ptr) return MSCCLPP_OK; /* like free(NULL): cleanup paths need not test */
     const hal_ops_t *ops;
     CHECK(hal_get(&ops));
+    /* counted before the memory can be allocated again at this address */
+    __atomic_add_fetch(&app_frees, 1, __ATOMIC_RELEASE);
     return ops->mem_free(ptr);
 }
 

@@ -27,6 +27,13 @@ struct mscclpp_stream {
     hal_event_t mark;     /* recorded here for mscclpp_stream_wait_stream (lazily made) */
 };
 
+/**
+ * How many times the application has freed library memory (mscclpp_free) so far: while it
+ * stays, every mscclpp_malloc'd buffer seen earlier is still the allocation it was (an address
+ * is reused only after a free). Memory the application allocated itself is not counted.
+ */
+uint64_t hal_api_alloc_gen(void);
+
 /** The HAL stream behind a public stream (NULL for a NULL stream: synchronous). */
 static inline hal_stream_t hal_api_stream(mscclpp_stream_t stream)
 {

@@ -92,6 +92,41 @@ def direct_ranks(chan, n):
         publish_and_wait(chan, r, peers)
 
 
+# The direct plans as a backend's defaults: plans/direct/<backend>/ holds each backend's
+# variants (its block count, the sizes they serve), registered before plans/<backend>/ when
+# MSCCLPP_PLAN_DIRECT=on, or where the backend's rule says so (executor/plan_dirs.c,
+# direct_default: no backend yet; docs/plan-selection.md). Host: one block per rank for the
+# allreduce, as plans/host/'s Simple allreduce, INSTANCES otherwise (the scratch plans'
+# counts), from 1 MiB + 1, where they beat the scratch plans on shared buffers (on malloc'd,
+# staged, ones they lose: docs/performance.md, "Direct plans on shared and malloc'd buffers").
+# None: no host variant of that collective.
+HOST_DIRECT_MIN_MESSAGE = {"allreduce": 1024 * 1024 + 1, "allgather": 1024 * 1024 + 1,
+                           "reducescatter": 1024 * 1024 + 1, "alltoall": 1024 * 1024 + 1,
+                           "broadcast": 1024 * 1024 + 1}
+# CUDA: the CUDA scratch plans' block counts and ranges (plans/cuda/), not loaded by default
+# until a GPU measurement (scripts/gpu-check.sh step direct) says they win there.
+
+
+def direct_variants(coll, build, inplace_twins=True):
+    """What default_plans() of plans/<coll>_direct.py yields: the generic direct plans
+    (plans/direct/), the host backend's (plans/direct/host/) and the CUDA ones
+    (plans/direct/cuda/), each out of place and, with inplace_twins, in place (_ip)."""
+    host_min = HOST_DIRECT_MIN_MESSAGE[coll]
+    cuda_min = CUDA_SIMPLE_MIN_MESSAGE
+    for ip in ("", "_ip") if inplace_twins else ("",):
+        for n in RANK_COUNTS:
+            yield f"direct/{coll}_direct{ip}_{n}.json", build(n, inplace=bool(ip))
+        for n in RANK_COUNTS if host_min is not None else ():
+            yield (f"direct/host/{coll}_direct{ip}_{n}.json",
+                   build(n, instances=1 if coll == "allreduce" else INSTANCES,
+                         min_message_size=host_min, variant="_host", inplace=bool(ip)))
+        for n in RANK_COUNTS:
+            yield (f"direct/cuda/{coll}_direct{ip}_{n}.json",
+                   build(n, instances=cuda_instances(n),
+                         min_message_size=cuda_allreduce_simple_min(n) if coll == "allreduce"
+                         else cuda_min, variant="_cuda", inplace=bool(ip)))
+
+
 def main(build, default_ranks=4):
     import argparse
 

@@ -10,19 +10,20 @@ Each rank reads its input and writes N copies of it: (N + 1) / N S per rank for 
 bytes, the minimum (mscclpp_collective_min_traffic), where the scratch plan (allgather.py)
 moves 2 S through the peers' scratch and back. The peers' outputs are addressed through the
 offsets the launch fence publishes (docs/nccl.md), so both buffers must be memory the peers can
-map on every rank; the plans live in plans/direct/, which the executor does not load by
-default (plans/README.md).
+map on every rank (a rank whose buffers are not runs it on staged stand-ins); the plans live in
+plans/direct/ and, per backend, plans/direct/<backend>/ (_common.direct_variants, plans/README.md).
 """
 
-from _common import (INSTANCES, MAX_MESSAGE, RANK_COUNTS, direct_ranks, main_variants,
+from _common import (INSTANCES, MAX_MESSAGE, direct_ranks, direct_variants, main_variants,
                      memory_channels)
 from mscclpp.language import AllGather, CollectiveProgram, Rank
 
 
-def allgather_direct(num_ranks, instances=INSTANCES, min_message_size=0, inplace=False):
+def allgather_direct(num_ranks, instances=INSTANCES, min_message_size=0, variant="",
+                     inplace=False):
     """Allgather, Simple protocol, peers' outputs written directly."""
     N = num_ranks
-    name = f"direct_allgather{'_ip' if inplace else ''}_{N}"
+    name = f"direct_allgather{'_ip' if inplace else ''}{variant}_{N}"
     with CollectiveProgram(name, AllGather(N, 1, inplace), N, instances=instances,
                            protocol="Simple", min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
@@ -38,9 +39,7 @@ def allgather_direct(num_ranks, instances=INSTANCES, min_message_size=0, inplace
 
 
 def default_plans():
-    for ip in ("", "_ip"):
-        for n in RANK_COUNTS:
-            yield f"direct/allgather_direct{ip}_{n}.json", allgather_direct(n, inplace=bool(ip))
+    yield from direct_variants("allgather", allgather_direct)
 
 
 if __name__ == "__main__":

@@ -13,22 +13,22 @@ Each rank reads S (its chunk of every input) and writes S (its chunk into every 
 per rank for a message of S bytes, the minimum (mscclpp_collective_min_traffic), where the
 scratch plan (allreduce_simple.py) moves 4 S. The peers' buffers are addressed through the
 offsets the launch fence publishes (docs/nccl.md), so both buffers must be memory the peers can
-map on every rank (mscclpp_malloc, driver device memory); the plans live in plans/direct/, which
-the executor does not load by default (plans/README.md). The in-place twin (_ip) is safe as
-written: rank r rewrites chunk r of a peer's buffer only after reading it, and nobody else
-reads that chunk of that rank.
+map on every rank (mscclpp_malloc, driver device memory; else staged stand-ins); the plans live in
+plans/direct/ and, per backend, plans/direct/<backend>/ (_common.direct_variants,
+plans/README.md). The in-place twin (_ip) is safe as written: rank r rewrites chunk r of a
+peer's buffer only after reading it, and nobody else reads that chunk of that rank.
 """
 
-from _common import (INSTANCES, MAX_MESSAGE, RANK_COUNTS, SIMPLE_MIN_MESSAGE, direct_ranks,
+from _common import (INSTANCES, MAX_MESSAGE, SIMPLE_MIN_MESSAGE, direct_ranks, direct_variants,
                      main_variants, memory_channels)
 from mscclpp.language import AllReduce, CollectiveProgram, Rank
 
 
 def allreduce_direct(num_ranks, instances=INSTANCES, min_message_size=SIMPLE_MIN_MESSAGE,
-                     inplace=False):
+                     variant="", inplace=False):
     """Allreduce, Simple protocol, peers' input and output addressed directly."""
     N = num_ranks
-    name = f"direct_allreduce{'_ip' if inplace else ''}_{N}"
+    name = f"direct_allreduce{'_ip' if inplace else ''}{variant}_{N}"
     with CollectiveProgram(name, AllReduce(N, 1, inplace), N, instances=instances,
                            protocol="Simple", min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
@@ -46,9 +46,7 @@ def allreduce_direct(num_ranks, instances=INSTANCES, min_message_size=SIMPLE_MIN
 
 
 def default_plans():
-    for ip in ("", "_ip"):
-        for n in RANK_COUNTS:
-            yield f"direct/allreduce_direct{ip}_{n}.json", allreduce_direct(n, inplace=bool(ip))
+    yield from direct_variants("allreduce", allreduce_direct)
 
 
 if __name__ == "__main__":

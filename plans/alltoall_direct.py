@@ -11,20 +11,21 @@ place, ranks r and p swap chunk p of r and chunk r of p, so one of them must kee
 somewhere while the other's arrives, which is a scratch buffer (the scratch plan, with the
 input staged). The peers' outputs are addressed through the offsets the launch fence publishes
 (docs/nccl.md), so both buffers must be memory the peers can map on every rank; the plans live
-in plans/direct/ (plans/README.md).
+in plans/direct/ and plans/direct/<backend>/ (plans/README.md).
 """
 
-from _common import (INSTANCES, MAX_MESSAGE, RANK_COUNTS, direct_ranks, main_variants,
+from _common import (INSTANCES, MAX_MESSAGE, direct_ranks, direct_variants, main_variants,
                      memory_channels)
 from mscclpp.language import AllToAll, CollectiveProgram, Rank
 
 
-def alltoall_direct(num_ranks, instances=INSTANCES, min_message_size=0, inplace=False):
+def alltoall_direct(num_ranks, instances=INSTANCES, min_message_size=0, variant="",
+                    inplace=False):
     """All-to-all, Simple protocol, peers' outputs written directly (out of place only)."""
     if inplace:
         raise ValueError("alltoall_direct: no in-place variant (a swap needs scratch)")
     N = num_ranks
-    with CollectiveProgram(f"direct_alltoall_{N}", AllToAll(N, 1, False), N,
+    with CollectiveProgram(f"direct_alltoall{variant}_{N}", AllToAll(N, 1, False), N,
                            instances=instances, protocol="Simple",
                            min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
@@ -39,8 +40,7 @@ def alltoall_direct(num_ranks, instances=INSTANCES, min_message_size=0, inplace=
 
 
 def default_plans():
-    for n in RANK_COUNTS:
-        yield f"direct/alltoall_direct_{n}.json", alltoall_direct(n)
+    yield from direct_variants("alltoall", alltoall_direct, inplace_twins=False)
 
 
 if __name__ == "__main__":

@@ -11,18 +11,19 @@ The root reads its input and writes N outputs: (N + 2) S in all out of place (th
 The scratch plan (broadcast.py) writes the peers' scratch and each peer copies it out again:
 3 N S. Other roots: the executor rotates the ranks (docs/plan-selection.md). The peers'
 outputs are addressed through the offsets the launch fence publishes (docs/nccl.md), so both
-buffers must be memory the peers can map on every rank; the plans live in plans/direct/
-(plans/README.md).
+buffers must be memory the peers can map on every rank; the plans live in plans/direct/ and
+plans/direct/<backend>/ (plans/README.md).
 """
 
-from _common import INSTANCES, MAX_MESSAGE, RANK_COUNTS, main_variants
+from _common import INSTANCES, MAX_MESSAGE, direct_variants, main_variants
 from mscclpp.language import Broadcast, CollectiveProgram, MemoryChannel, Rank, SyncType
 
 
-def broadcast_direct(num_ranks, instances=INSTANCES, min_message_size=0, inplace=False):
+def broadcast_direct(num_ranks, instances=INSTANCES, min_message_size=0, variant="",
+                     inplace=False):
     """Broadcast from rank 0, Simple protocol, peers' outputs written directly."""
     N = num_ranks
-    name = f"direct_broadcast{'_ip' if inplace else ''}_{N}"
+    name = f"direct_broadcast{'_ip' if inplace else ''}{variant}_{N}"
     with CollectiveProgram(name, Broadcast(N, 1, inplace, root=0), N, instances=instances,
                            protocol="Simple", min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
@@ -47,9 +48,7 @@ def broadcast_direct(num_ranks, instances=INSTANCES, min_message_size=0, inplace
 
 
 def default_plans():
-    for ip in ("", "_ip"):
-        for n in RANK_COUNTS:
-            yield f"direct/broadcast_direct{ip}_{n}.json", broadcast_direct(n, inplace=bool(ip))
+    yield from direct_variants("broadcast", broadcast_direct)
 
 
 if __name__ == "__main__":

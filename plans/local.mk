@@ -74,7 +74,7 @@ dist_plancuda_DATA = \
 	plans/cuda/reducescatter_5.json plans/cuda/reducescatter_6.json \
 	plans/cuda/reducescatter_7.json plans/cuda/reducescatter_8.json
 # Direct plans (plans/direct/: the peers' input and output addressed directly, the fewest bytes;
-# installed, not loaded by default: plans/README.md).
+# the generic ones are installed, not loaded by default: plans/README.md).
 plandirectdir = $(plandir)/direct
 dist_plandirect_DATA = \
 	plans/direct/allgather_direct_2.json plans/direct/allgather_direct_3.json \
@@ -109,6 +109,84 @@ dist_plandirect_DATA = \
 	plans/direct/reducescatter_direct_ip_4.json plans/direct/reducescatter_direct_ip_5.json \
 	plans/direct/reducescatter_direct_ip_6.json plans/direct/reducescatter_direct_ip_7.json \
 	plans/direct/reducescatter_direct_ip_8.json
+# The backends' direct plans (loaded before the backend's own with MSCCLPP_PLAN_DIRECT=on:
+# executor/plan_dirs.c direct_default), the host's at its scratch plans' block counts
+plandirecthostdir = $(plandir)/direct/host
+dist_plandirecthost_DATA = \
+	plans/direct/host/allgather_direct_2.json plans/direct/host/allgather_direct_3.json \
+	plans/direct/host/allgather_direct_4.json plans/direct/host/allgather_direct_5.json \
+	plans/direct/host/allgather_direct_6.json plans/direct/host/allgather_direct_7.json \
+	plans/direct/host/allgather_direct_8.json plans/direct/host/allgather_direct_ip_2.json \
+	plans/direct/host/allgather_direct_ip_3.json plans/direct/host/allgather_direct_ip_4.json \
+	plans/direct/host/allgather_direct_ip_5.json plans/direct/host/allgather_direct_ip_6.json \
+	plans/direct/host/allgather_direct_ip_7.json plans/direct/host/allgather_direct_ip_8.json \
+	plans/direct/host/allreduce_direct_2.json plans/direct/host/allreduce_direct_3.json \
+	plans/direct/host/allreduce_direct_4.json plans/direct/host/allreduce_direct_5.json \
+	plans/direct/host/allreduce_direct_6.json plans/direct/host/allreduce_direct_7.json \
+	plans/direct/host/allreduce_direct_8.json plans/direct/host/allreduce_direct_ip_2.json \
+	plans/direct/host/allreduce_direct_ip_3.json plans/direct/host/allreduce_direct_ip_4.json \
+	plans/direct/host/allreduce_direct_ip_5.json plans/direct/host/allreduce_direct_ip_6.json \
+	plans/direct/host/allreduce_direct_ip_7.json plans/direct/host/allreduce_direct_ip_8.json \
+	plans/direct/host/alltoall_direct_2.json plans/direct/host/alltoall_direct_3.json \
+	plans/direct/host/alltoall_direct_4.json plans/direct/host/alltoall_direct_5.json \
+	plans/direct/host/alltoall_direct_6.json plans/direct/host/alltoall_direct_7.json \
+	plans/direct/host/alltoall_direct_8.json plans/direct/host/broadcast_direct_2.json \
+	plans/direct/host/broadcast_direct_3.json plans/direct/host/broadcast_direct_4.json \
+	plans/direct/host/broadcast_direct_5.json plans/direct/host/broadcast_direct_6.json \
+	plans/direct/host/broadcast_direct_7.json plans/direct/host/broadcast_direct_8.json \
+	plans/direct/host/broadcast_direct_ip_2.json plans/direct/host/broadcast_direct_ip_3.json \
+	plans/direct/host/broadcast_direct_ip_4.json plans/direct/host/broadcast_direct_ip_5.json \
+	plans/direct/host/broadcast_direct_ip_6.json plans/direct/host/broadcast_direct_ip_7.json \
+	plans/direct/host/broadcast_direct_ip_8.json plans/direct/host/reducescatter_direct_2.json \
+	plans/direct/host/reducescatter_direct_3.json plans/direct/host/reducescatter_direct_4.json \
+	plans/direct/host/reducescatter_direct_5.json plans/direct/host/reducescatter_direct_6.json \
+	plans/direct/host/reducescatter_direct_7.json plans/direct/host/reducescatter_direct_8.json \
+	plans/direct/host/reducescatter_direct_ip_2.json \
+	plans/direct/host/reducescatter_direct_ip_3.json \
+	plans/direct/host/reducescatter_direct_ip_4.json \
+	plans/direct/host/reducescatter_direct_ip_5.json \
+	plans/direct/host/reducescatter_direct_ip_6.json \
+	plans/direct/host/reducescatter_direct_ip_7.json \
+	plans/direct/host/reducescatter_direct_ip_8.json
+# CUDA's direct plans at the CUDA plans' block counts and ranges (not loaded by default until a
+# GPU run decides: scripts/gpu-check.sh step direct)
+plandirectcudadir = $(plandir)/direct/cuda
+dist_plandirectcuda_DATA = \
+	plans/direct/cuda/allgather_direct_2.json plans/direct/cuda/allgather_direct_3.json \
+	plans/direct/cuda/allgather_direct_4.json plans/direct/cuda/allgather_direct_5.json \
+	plans/direct/cuda/allgather_direct_6.json plans/direct/cuda/allgather_direct_7.json \
+	plans/direct/cuda/allgather_direct_8.json plans/direct/cuda/allgather_direct_ip_2.json \
+	plans/direct/cuda/allgather_direct_ip_3.json plans/direct/cuda/allgather_direct_ip_4.json \
+	plans/direct/cuda/allgather_direct_ip_5.json plans/direct/cuda/allgather_direct_ip_6.json \
+	plans/direct/cuda/allgather_direct_ip_7.json plans/direct/cuda/allgather_direct_ip_8.json \
+	plans/direct/cuda/allreduce_direct_2.json plans/direct/cuda/allreduce_direct_3.json \
+	plans/direct/cuda/allreduce_direct_4.json plans/direct/cuda/allreduce_direct_5.json \
+	plans/direct/cuda/allreduce_direct_6.json plans/direct/cuda/allreduce_direct_7.json \
+	plans/direct/cuda/allreduce_direct_8.json plans/direct/cuda/allreduce_direct_ip_2.json \
+	plans/direct/cuda/allreduce_direct_ip_3.json plans/direct/cuda/allreduce_direct_ip_4.json \
+	plans/direct/cuda/allreduce_direct_ip_5.json plans/direct/cuda/allreduce_direct_ip_6.json \
+	plans/direct/cuda/allreduce_direct_ip_7.json plans/direct/cuda/allreduce_direct_ip_8.json \
+	plans/direct/cuda/alltoall_direct_2.json plans/direct/cuda/alltoall_direct_3.json \
+	plans/direct/cuda/alltoall_direct_4.json plans/direct/cuda/alltoall_direct_5.json \
+	plans/direct/cuda/alltoall_direct_6.json plans/direct/cuda/alltoall_direct_7.json \
+	plans/direct/cuda/alltoall_direct_8.json plans/direct/cuda/broadcast_direct_2.json \
+	plans/direct/cuda/broadcast_direct_3.json plans/direct/cuda/broadcast_direct_4.json \
+	plans/direct/cuda/broadcast_direct_5.json plans/direct/cuda/broadcast_direct_6.json \
+	plans/direct/cuda/broadcast_direct_7.json plans/direct/cuda/broadcast_direct_8.json \
+	plans/direct/cuda/broadcast_direct_ip_2.json plans/direct/cuda/broadcast_direct_ip_3.json \
+	plans/direct/cuda/broadcast_direct_ip_4.json plans/direct/cuda/broadcast_direct_ip_5.json \
+	plans/direct/cuda/broadcast_direct_ip_6.json plans/direct/cuda/broadcast_direct_ip_7.json \
+	plans/direct/cuda/broadcast_direct_ip_8.json plans/direct/cuda/reducescatter_direct_2.json \
+	plans/direct/cuda/reducescatter_direct_3.json plans/direct/cuda/reducescatter_direct_4.json \
+	plans/direct/cuda/reducescatter_direct_5.json plans/direct/cuda/reducescatter_direct_6.json \
+	plans/direct/cuda/reducescatter_direct_7.json plans/direct/cuda/reducescatter_direct_8.json \
+	plans/direct/cuda/reducescatter_direct_ip_2.json \
+	plans/direct/cuda/reducescatter_direct_ip_3.json \
+	plans/direct/cuda/reducescatter_direct_ip_4.json \
+	plans/direct/cuda/reducescatter_direct_ip_5.json \
+	plans/direct/cuda/reducescatter_direct_ip_6.json \
+	plans/direct/cuda/reducescatter_direct_ip_7.json \
+	plans/direct/cuda/reducescatter_direct_ip_8.json
 EXTRA_DIST += plans/allgather_direct.py plans/allreduce_direct.py plans/alltoall_direct.py \
 	plans/broadcast_direct.py plans/reducescatter_direct.py
 # Multi-node plans (plans/multinode/<nodes>x<ranks per node>/, hierarchical, and packet plans

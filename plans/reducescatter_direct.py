@@ -10,18 +10,20 @@ plan (reducescatter.py) first puts N - 1 chunks into the peers' scratch and read
 In place (_ip: the output is the rank's own chunk r of its input) the reduce rewrites chunk r,
 which no peer reads (peers read chunk p of rank r, never chunk r). The peers' inputs are
 addressed through the offsets the launch fence publishes (docs/nccl.md), so both buffers must be
-memory the peers can map on every rank; the plans live in plans/direct/ (plans/README.md).
+memory the peers can map on every rank; the plans live in plans/direct/ and
+plans/direct/<backend>/ (plans/README.md).
 """
 
-from _common import (INSTANCES, MAX_MESSAGE, RANK_COUNTS, direct_ranks, main_variants,
+from _common import (INSTANCES, MAX_MESSAGE, direct_ranks, direct_variants, main_variants,
                      memory_channels)
 from mscclpp.language import CollectiveProgram, Rank, ReduceScatter
 
 
-def reducescatter_direct(num_ranks, instances=INSTANCES, min_message_size=0, inplace=False):
+def reducescatter_direct(num_ranks, instances=INSTANCES, min_message_size=0, variant="",
+                         inplace=False):
     """Reduce-scatter, Simple protocol, peers' inputs read directly."""
     N = num_ranks
-    name = f"direct_reducescatter{'_ip' if inplace else ''}_{N}"
+    name = f"direct_reducescatter{'_ip' if inplace else ''}{variant}_{N}"
     with CollectiveProgram(name, ReduceScatter(N, 1, inplace), N, instances=instances,
                            protocol="Simple", min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
@@ -37,10 +39,7 @@ def reducescatter_direct(num_ranks, instances=INSTANCES, min_message_size=0, inp
 
 
 def default_plans():
-    for ip in ("", "_ip"):
-        for n in RANK_COUNTS:
-            yield (f"direct/reducescatter_direct{ip}_{n}.json",
-                   reducescatter_direct(n, inplace=bool(ip)))
+    yield from direct_variants("reducescatter", reducescatter_direct)
 
 
 if __name__ == "__main__":

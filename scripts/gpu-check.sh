@@ -43,12 +43,18 @@
 #                (tests/gpu/torch_graphs.py under torchrun, 2 ranks): 100 replays, checked
 #   seed         seed 000's examples/torch-integration/dsl_with_nccl_api.py under torchrun with
 #                the library preloaded (2 ranks): the DSL plan serves the 1 MiB+ allreduce
-#   direct       the direct plans (plans/direct/: peers' input read and output written, the
-#                fewest bytes) against the scratch plans of plans/cuda/ at the same block count,
+#   direct       the direct plans of CUDA (plans/direct/cuda/: peers' input read and output
+#                written, the fewest bytes, at the CUDA plans' block counts and ranges) against
+#                the scratch plans of plans/cuda/, which CUDA loads today,
 #                allreduce, allgather, reducescatter, alltoall and broadcast at 2/4/8 ranks,
 #                4 MiB .. 256 MiB, every row checked,
 #                in one run each: time per call and the scratch/direct time ratio at the largest
 #                size (issue 19 item 3)
+#   directnccl   tests/gpu/torch_nccl.py again (torchrun, 2 ranks, LD_PRELOAD) with CUDA's
+#                direct plans chosen (MSCCLPP_PLAN_DIRECT=on: plans/direct/cuda/ before
+#                plans/cuda/); PyTorch's caching allocator hands out the segments each rank keys
+#                those contexts by: passes, or counts the "ranks disagree" failures (with step
+#                direct, what decides executor/plan_dirs.c direct_default for CUDA)
 #   alltoallv    mscclpp_alltoallv count-exact on the GPU (tests/conformance/test_made with
 #                MSCCLPP_HAL=cuda, its alltoallv cases beside the other collectives): 4 ranks on
 #                the one GPU (memory channels; the per-call count table in pinned host memory,
@@ -284,8 +290,9 @@ fi
 
 # ---- direct plans vs scratch plans (issue 19 item 3) ----
 # The direct plans read the peers' inputs and write their outputs (2 S per rank for an allreduce
-# of S bytes where the scratch plan moves 4 S at 2 ranks); they are generated here with the CUDA
-# plans' block count (plans/_common.py cuda_instances) so that only the bytes differ.
+# of S bytes where the scratch plan moves 4 S at 2 ranks); plans/direct/cuda/ holds them at the
+# CUDA plans' block count (plans/_common.py cuda_instances), so only the bytes differ. Where
+# they win, executor/plan_dirs.c direct_default can take "cuda" (docs/plan-selection.md).
 if want direct; then
     fails=0
     lines=""
@@ -296,10 +303,13 @@ if want direct; then
         inst=$(python3 -c "import sys; sys.path.insert(0, '$src/plans'); import _common; \
 print(_common.cuda_instances($n))" 2>/dev/null)
         for c in allreduce allgather reducescatter alltoall broadcast; do
-            dp=$out/direct-plans/${c}_direct_$n.json
-            env PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" python3 \
-                "$src/plans/${c}_direct.py" --num_ranks "$n" --instances "${inst:-16}" \
-                >"$dp" 2>"$out/direct-gen-$c-$n.log" || { fails=$((fails + 1)); continue; }
+            dp=$src/plans/direct/cuda/${c}_direct_$n.json # shipped; else generated alike
+            if [ ! -f "$dp" ]; then
+                dp=$out/direct-plans/${c}_direct_$n.json
+                env PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" python3 \
+                    "$src/plans/${c}_direct.py" --num_ranks "$n" --instances "${inst:-16}" \
+                    >"$dp" 2>"$out/direct-gen-$c-$n.log" || { fails=$((fails + 1)); continue; }
+            fi
             sp=$src/plans/cuda/${c}_$n.json
             [ $c = allreduce ] && sp=$src/plans/cuda/allreduce_simple_$n.json
             for kind in direct scratch; do
@@ -506,6 +516,29 @@ PY
                 "$out/torchnccl.log")}"
     fi
 fi
+
+# ---- directnccl: the NCCL path with the direct plans as CUDA's defaults (issue 19 item 3) ----
+if want directnccl; then
+    if ! torchrun_ok; then
+        result directnccl SKIP "no torchrun / PyTorch here"
+    else
+        tq=""
+        [ $quick = 1 ] && tq=--quick
+        pyenv MSCCLPP_PLAN_DIRECT=on MSCCLPP_DEBUG=INFO LD_PRELOAD="$nccl_so" \
+            timeout $((limit * 4)) torchrun --standalone --nproc_per_node=2 \
+            "$src/tests/gpu/torch_nccl.py" $tq --json "$out/directnccl.json" \
+            >"$out/directnccl.log" 2>&1
+        rc=$?
+        nd=$(grep -c -i 'ranks disagree' "$out/directnccl.log")
+        nplans=$(grep -o "direct_[a-z_]*cuda_[0-9]*" "$out/directnccl.log" | sort -u | wc -l)
+        lines=$(grep '^torch_nccl' "$out/directnccl.log" | sed 's/^torch_nccl //' | tr '\n' ';')
+        [ $rc -eq 0 ] && [ "$nd" = 0 ] && result directnccl OK \
+            "$nplans direct plans named in the log, 0 'ranks disagree'; $lines" ||
+            result directnccl FAIL "exit $rc, $nd 'ranks disagree' lines: ${lines:-$(grep -m1 \
+                -i 'error\|torch_nccl:' "$out/directnccl.log")}"
+    fi
+fi
+
 if want torchgraphs; then
     if ! torchrun_ok; then
         result torchgraphs SKIP "no torchrun / PyTorch here"

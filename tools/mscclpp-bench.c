@@ -55,6 +55,7 @@ typedef struct {
     const char *natives[8]; /* --native MODULE.so: native algorithms to register */
     int nnatives;
     int which; /* --which: print the plan each call of the sweep runs, run nothing */
+    int malloc_bufs; /* --malloc: the buffers from malloc (host backend), not mscclpp_malloc */
 } opts_t;
 
 /* One column group of a row (out-of-place or in-place). */
@@ -86,6 +87,7 @@ typedef struct {
     bench_coll_t coll;
     int run_oop, run_ip;
     void *sendbuf, *recvbuf;
+    int malloc_bufs; /* from malloc (--malloc), not mscclpp_malloc */
     size_t buf_bytes;
     unsigned char *host;   /* staging for checks, buf_bytes */
     void *xchg;            /* nranks * 8 bytes for allgathers of results */
@@ -130,6 +132,9 @@ static void usage(FILE *f, const char *prog)
             "                        per row; the fields of --json)\n"
             "      --which           run nothing: print, per size and placement, the plan a call\n"
             "                        runs, where it comes from, and the other plans that match\n"
+            "      --malloc          host backend: allocate the buffers with malloc (memory\n"
+            "                        the peers cannot map: plans that reach the peers' buffers\n"
+            "                        run on staged copies) instead of mscclpp_malloc\n"
             "      --mpi             under mpiexec: also time the MPI collective\n"
             "      --bootstrap mpi|tcp  under mpiexec: bootstrap over MPI (default) or over TCP\n"
             "                        from a unique id that rank 0 broadcasts\n"
@@ -196,7 +201,7 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 
 enum { OPT_NP = 256, OPT_PLAN, OPT_PLAN_DIR, OPT_JSON, OPT_MPI, OPT_TIME_LIMIT, OPT_BOOT,
        OPT_PLOT, OPT_TUNE, OPT_TUNE_BLOCKS, OPT_TUNE_THREADS, OPT_NODES, OPT_NATIVE, OPT_CSV,
-       OPT_WHICH };
+       OPT_WHICH, OPT_MALLOC };
 
 /* What a value of each option may be, for the one-line answer to a bad one. */
 #define ACCEPT_SIZE "a size in bytes, optionally with K, M or G (1K = 1024)"
@@ -288,6 +293,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"nodes", required_argument, NULL, OPT_NODES},
         {"csv", required_argument, NULL, OPT_CSV},   {"version", no_argument, NULL, 'V'},
         {"which", no_argument, NULL, OPT_WHICH},
+        {"malloc", no_argument, NULL, OPT_MALLOC},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
     };
     const char *prog = "mscclpp-bench"; /* argv[0] may be libtool's lt- wrapper target */
@@ -360,6 +366,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case OPT_JSON: o->json_path = optarg; break;
         case OPT_CSV: o->csv_path = optarg; break;
         case OPT_WHICH: o->which = 1; break;
+        case OPT_MALLOC: o->malloc_bufs = 1; break;
         case OPT_MPI: o->mpi = 1; break;
         case OPT_BOOT:
             if (strcmp(optarg, "tcp") == 0) o->tcp_boot = 1;
@@ -1552,8 +1559,21 @@ static int bench_rank(const opts_t *o, mscclpp_comm_t *comm, const char *launche
     if (mscclpp_stream_create(&b.stream) != MSCCLPP_OK) b.stream = NULL; /* synchronous calls */
     /* Every nccl-tests size fits in max_bytes for every collective; round up for alignment. */
     b.buf_bytes = (o->max_bytes + 255) & ~(size_t)255;
-    if ((rc = mscclpp_malloc(b.buf_bytes, &b.sendbuf)) != MSCCLPP_OK ||
-        (rc = mscclpp_malloc(b.buf_bytes, &b.recvbuf)) != MSCCLPP_OK) {
+    if (o->malloc_bufs) {
+        /* the application's private memory: only the host backend's kernels can use it */
+        if (strcmp(mscclpp_backend_name(), "host")) {
+            fprintf(stderr, "mscclpp-bench: --malloc needs the host backend (this is %s)\n",
+                    mscclpp_backend_name());
+            goto fail_bufs;
+        }
+        b.malloc_bufs = 1;
+        if (!(b.sendbuf = malloc(b.buf_bytes)) || !(b.recvbuf = malloc(b.buf_bytes))) {
+            fprintf(stderr, "mscclpp-bench: rank %d: out of memory for %zu-byte buffers\n",
+                    b.rank, b.buf_bytes);
+            goto fail_bufs;
+        }
+    } else if ((rc = mscclpp_malloc(b.buf_bytes, &b.sendbuf)) != MSCCLPP_OK ||
+               (rc = mscclpp_malloc(b.buf_bytes, &b.recvbuf)) != MSCCLPP_OK) {
         report(&b, "mscclpp_malloc", rc);
         goto fail_bufs;
     }
@@ -1643,8 +1663,13 @@ fail_bufs:
             status = 1;
         }
     }
-    if (b.recvbuf) mscclpp_free(b.recvbuf);
-    if (b.sendbuf) mscclpp_free(b.sendbuf);
+    if (b.malloc_bufs) {
+        free(b.recvbuf);
+        free(b.sendbuf);
+    } else {
+        if (b.recvbuf) mscclpp_free(b.recvbuf);
+        if (b.sendbuf) mscclpp_free(b.sendbuf);
+    }
     if (b.stream) mscclpp_stream_destroy(b.stream);
 fail_exec:
     mscclpp_executor_release_natives(b.exec);

@@ -1405,7 +1405,15 @@ KERN_BIG_FN void kern_putv(kern_ctx_t *c, const kern_op_t *op)
  * A port-channel op (spec §2.3, §2.4): thread i serves channel / destination i. x and n: the
  * op's byte offset and length (pipeline-clamped).
  */
-KERN_BIG_FN void kern_port_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t n)
+/* out of line where ptxas compiles it (kern_exec_op then keeps fewer values across its calls:
+ * its spill loads 332 -> 152 bytes at sm_90); inline on AMD, where its own frame (the registers
+ * it saves around its calls) added 176 bytes to the kernel's scratch (gfx90a 400 -> 576) */
+#if defined(KERN_HIP) && !defined(__NVCC__)
+#define KERN_PORT_OP_FN KERN_FN
+#else
+#define KERN_PORT_OP_FN KERN_BIG_FN
+#endif
+KERN_PORT_OP_FN void kern_port_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t n)
 {
     const kern_desc_t *src = c->b->descs + op->desc;
     const kern_desc_t *dst = src + op->n_src;

@@ -244,6 +244,16 @@ if [ "$rc" -ne 0 ]; then why="$why info --plan: exit status $rc"
 elif ! grep -q '^ *65536 *out-of-place *default_allreduce[a-z_]*_2 .*\.json$' "$tmp/out"; then
     why="$why info --plan: no row for 64K"
 fi
+# MSCCLPP_PLAN_DIRECT=on: above 1 MiB the backend's direct plan (plans/direct/<backend>/)
+run env MSCCLPP_PLAN_DIRECT=on "$top_build/tools/mscclpp-info" --plan allreduce 2 4M
+if [ "$rc" -ne 0 ]; then why="$why info --plan 4M: exit status $rc"
+elif [ "${MSCCLPP_HAL:-host}" = host ] &&
+    ! grep -q '^ *4194304 *out-of-place *direct_allreduce_host_2 .*direct/host/.*\.json$' "$tmp/out"; then
+    why="$why info --plan: 4M with MSCCLPP_PLAN_DIRECT=on is not the host's direct plan"
+fi
+run env MSCCLPP_PLAN_DIRECT=maybe "$bench" --np 2 allreduce -b 1K -e 1K
+[ "$rc" -ne 0 ] && grep -q 'MSCCLPP_PLAN_DIRECT="maybe": auto, on or off' "$tmp/err" ||
+    why="$why MSCCLPP_PLAN_DIRECT=maybe: not refused (rc $rc)"
 run "$top_build/tools/mscclpp-info" --plan allreduce
 [ "$rc" -eq 2 ] && grep -q 'needs COLLECTIVE NRANKS SIZE' "$tmp/err" || why="$why info --plan alone (rc $rc)"
 if [ -n "$why" ]; then fail "$name" "$why"; else pass "$name"; fi

@@ -8,7 +8,8 @@
  * same programs as the generic plans at other block counts and size ranges. So do the in-place
  * twins of a plan (<family>_ip_<N>.json): the same program, run with input == output. The
  * out-of-place plans of plans/direct/ (they read the peers' inputs and write their outputs) run
- * in full: they are generic programs of their own.
+ * in full: they are generic programs of their own; their backends' variants (plans/direct/host/,
+ * plans/direct/cuda/: the same programs at other block counts and size ranges) run quick.
  *
  * Plans that cannot run on a backend are listed with the reason in
  * tests/conformance/exclude-<backend>.txt ("file-name  reason"); they are reported as skips.
@@ -609,9 +610,14 @@ int main(void)
     add_dir(dir, "host/", filter);
     snprintf(dir, sizeof dir, "%s/plans/cuda", top);
     add_dir(dir, "cuda/", filter);
-    /* plans that address the peers' input and output (not loaded by default): generic, in full */
+    /* plans that address the peers' input and output: generic, in full; then the backends'
+     * variants of them (quick, below) */
     snprintf(dir, sizeof dir, "%s/plans/direct", top);
     add_dir(dir, "direct/", filter);
+    snprintf(dir, sizeof dir, "%s/plans/direct/host", top);
+    add_dir(dir, "direct/host/", filter);
+    snprintf(dir, sizeof dir, "%s/plans/direct/cuda", top);
+    add_dir(dir, "direct/cuda/", filter);
     snprintf(dir, sizeof dir, "%s/tests/plans-reference", top);
     add_dir(dir, "", filter);
 discovered:
@@ -626,7 +632,9 @@ discovered:
     for (int i = 0; i < n_plans; i++) {
         const char *slash = strchr(plans[i].name, '/');
         if (plans[i].nodes) continue; /* multi-node plans: their tier is set above */
-        bool generic = slash && !strncmp(plans[i].name, "direct/", 7); /* not a backend's */
+        bool direct = slash && !strncmp(plans[i].name, "direct/", 7);
+        bool generic = direct && !strchr(slash + 1, '/'); /* not a backend's */
+        if (direct && !generic) plans[i].quick = true;    /* direct/<backend>/: generic programs */
         if (slash && !generic &&
             !((size_t)(slash - plans[i].name) == blen && !strncmp(plans[i].name, backend, blen)))
             plans[i].quick = true;

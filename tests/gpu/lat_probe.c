@@ -11,11 +11,16 @@
  *   total    the same ITERS calls plus one stream sync, as mscclpp-bench times them: when it is
  *            much above `enqueue`, the device (kernel run time, cross-rank waits) is the limit;
  *   sync     one call + a stream sync, ITERS times: the round-trip latency of one call.
- * usage: lat_probe [NRANKS [BYTES [ITERS]]]   (MSCCLPP_HAL picks the backend; host works too)
+ * usage: lat_probe [NRANKS [BYTES [ITERS [malloc]]]]   (MSCCLPP_HAL picks the backend; host
+ * works too). `malloc`: the buffers from malloc, not mscclpp_malloc (host backend: memory the
+ * peers cannot map, so plans that reach the peers' buffers run staged). MSCCLPP_PLAN_DIR naming
+ * plans/direct times the contexts of those plans (from 256 KiB + 1 for the allreduce).
  */
 #define _GNU_SOURCE
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "mscclpp/mscclpp.h"
@@ -23,6 +28,7 @@
 
 static size_t bytes = 8;
 static int iters = 1000;
+static bool use_malloc;
 
 static double clock_us(clockid_t clk)
 {
@@ -43,8 +49,15 @@ static int body(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg)
     mscclpp_bootstrap_t *boot = NULL;
     MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
     void *a = NULL, *b = NULL;
-    MP_CHECK(rank, mscclpp_malloc(bytes < 4096 ? 4096 : bytes, &a));
-    MP_CHECK(rank, mscclpp_malloc(bytes < 4096 ? 4096 : bytes, &b));
+    const size_t alloc = bytes < 4096 ? 4096 : bytes;
+    if (use_malloc) {
+        a = calloc(1, alloc);
+        b = calloc(1, alloc);
+        if (!a || !b) return MP_FAIL(rank, "out of memory");
+    } else {
+        MP_CHECK(rank, mscclpp_malloc(alloc, &a));
+        MP_CHECK(rank, mscclpp_malloc(alloc, &b));
+    }
     mscclpp_stream_t s = NULL;
     MP_CHECK(rank, mscclpp_stream_create(&s));
     size_t count = bytes / 4 ? bytes / 4 : 1;
@@ -84,15 +97,20 @@ static int body(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg)
         MP_CHECK(rank, mscclpp_stream_synchronize(s));
     }
     double t4 = now_us();
-    printf("lat_probe rank %d/%d %zu B: host %.2f us/call (best batch %.2f, cpu %.2f), enqueue "
+    printf("lat_probe rank %d/%d %zu B%s: host %.2f us/call (best batch %.2f, cpu %.2f), enqueue "
            "%.2f us/call, total %.2f us/call, call+sync %.2f us/call (%d calls)\n",
-           rank, nranks, bytes, host / iters, best, cpu / iters, (t1 - t0) / iters,
-           (t2 - t0) / iters, (t4 - t3) / iters, iters);
+           rank, nranks, bytes, use_malloc ? " (malloc)" : "", host / iters, best, cpu / iters,
+           (t1 - t0) / iters, (t2 - t0) / iters, (t4 - t3) / iters, iters);
     fflush(stdout);
     mscclpp_stream_destroy(s);
-    mscclpp_free(a);
-    mscclpp_free(b);
-    mscclpp_executor_destroy(ex);
+    mscclpp_executor_destroy(ex); /* its staged copies are done: the stream was synced */
+    if (use_malloc) {
+        free(a);
+        free(b);
+    } else {
+        mscclpp_free(a);
+        mscclpp_free(b);
+    }
     mscclpp_comm_destroy(comm);
     return 0;
 }
@@ -102,8 +120,9 @@ int main(int argc, char **argv)
     int n = argc > 1 ? atoi(argv[1]) : 2;
     if (argc > 2) bytes = (size_t)strtoull(argv[2], NULL, 0);
     if (argc > 3) iters = atoi(argv[3]);
-    if (n < 1 || n > 64 || iters < 1) {
-        fprintf(stderr, "usage: %s [NRANKS [BYTES [ITERS]]]\n", argv[0]);
+    if (argc > 4) use_malloc = !strcmp(argv[4], "malloc");
+    if (n < 1 || n > 64 || iters < 1 || (argc > 4 && !use_malloc)) {
+        fprintf(stderr, "usage: %s [NRANKS [BYTES [ITERS [malloc]]]]\n", argv[0]);
         return 2;
     }
     return mp_run(n, body, NULL, 300, NULL) ? 1 : 0;

@@ -11,7 +11,8 @@ from mscclpp import default_plans
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLANS = os.path.join(ROOT, "plans")
-FILES = sorted(glob.glob(os.path.join(PLANS, "*.json")) + glob.glob(os.path.join(PLANS, "*", "*.json")))
+FILES = sorted(glob.glob(os.path.join(PLANS, "*.json")) + glob.glob(os.path.join(PLANS, "*", "*.json"))
+               + glob.glob(os.path.join(PLANS, "direct", "*", "*.json")))
 # multi-node plans (plans/multinode/[flat/]<nodes>x<ranks per node>/), checked by the simulator below
 MULTINODE = sorted(glob.glob(os.path.join(PLANS, "multinode", "**", "*.json"), recursive=True))
 FAMILIES = ["allreduce_allpairs", "allreduce_pkt", "allreduce_simple", "allgather",
@@ -19,6 +20,12 @@ FAMILIES = ["allreduce_allpairs", "allreduce_pkt", "allreduce_simple", "allgathe
 DIRECT_FAMILIES = ["allreduce_direct", "allreduce_direct_ip", "allgather_direct",
                    "allgather_direct_ip", "reducescatter_direct", "reducescatter_direct_ip",
                    "alltoall_direct", "broadcast_direct", "broadcast_direct_ip"]
+# backends with direct variants of their own (plans/direct/<backend>/)
+DIRECT_BACKENDS = ["host", "cuda"]
+
+
+def _is_direct(path):
+    return "direct" in os.path.relpath(path, PLANS).split(os.sep)[:-1]
 
 
 def test_regenerating_default_plans_gives_the_committed_files():
@@ -63,8 +70,8 @@ def test_default_plan_shape_and_limits(path):
         plan = json.load(f)
     name = os.path.basename(path)[:-5]
     n = int(name.rsplit("_", 1)[1])
-    # plans/direct/: the peers' input and output addressed directly (not loaded by default)
-    direct = os.path.basename(os.path.dirname(path)) == "direct"
+    # plans/direct/ and plans/direct/<backend>/: the peers' input and output addressed directly
+    direct = _is_direct(path)
     assert plan["format"] == "mscclpp-plan/1"
     # the in-place twins are <family>_ip_<N>.json
     assert plan["inplace"] is ("_ip_" in name)
@@ -96,6 +103,40 @@ def test_default_plan_shape_and_limits(path):
 def test_every_direct_family_and_rank_count_is_present():
     names = {os.path.basename(f) for f in glob.glob(os.path.join(PLANS, "direct", "*.json"))}
     assert names == {f"{fam}_{n}.json" for fam in DIRECT_FAMILIES for n in range(2, 9)}
+
+
+@pytest.mark.parametrize("backend", DIRECT_BACKENDS)
+def test_direct_backend_variants(backend):
+    """plans/direct/<backend>/: every direct plan again, at the backend's block count (CUDA:
+    its scratch plans'; host: one block for the allreduce, as plans/host/, INSTANCES
+    otherwise) and from the size the backend's rule gives (CUDA: its scratch plans' ranges;
+    host: _common.HOST_DIRECT_MIN_MESSAGE), under a name of its own."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_plans_common", os.path.join(PLANS, "_common.py"))
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    d = os.path.join(PLANS, "direct", backend)
+    names = {os.path.basename(f) for f in glob.glob(os.path.join(d, "*.json"))}
+    assert names == {f"{fam}_{n}.json" for fam in DIRECT_FAMILIES for n in range(2, 9)}
+    seen = set()
+    for name in sorted(names):
+        with open(os.path.join(d, name)) as f:
+            plan = json.load(f)
+        coll, n = plan["collective"], len(plan["gpus"])
+        assert plan["name"] not in seen
+        seen.add(plan["name"])
+        assert f"_{backend}_" in plan["name"]
+        blocks = {len(g["threadblocks"]) for g in plan["gpus"]}
+        if backend == "cuda":
+            scratch = "allreduce_simple" if coll == "allreduce" else coll
+            with open(os.path.join(PLANS, "cuda", f"{scratch}_{n}.json")) as f:
+                ref = json.load(f)
+            assert blocks == {len(ref["gpus"][0]["threadblocks"])} == {common.cuda_instances(n)}
+            assert plan["min_message_size"] == ref["min_message_size"]
+        else:
+            assert blocks == {1 if coll == "allreduce" else common.INSTANCES}
+            assert plan["min_message_size"] == common.HOST_DIRECT_MIN_MESSAGE[coll]
+        assert plan["max_message_size"] == 2**64 - 1
 
 
 def test_allreduce_size_ranges_meet():

@@ -30,6 +30,9 @@ hot_allow=${KERN_HOT_SPILL_ALLOW-"kern_exec_op=48 kern_copy_io=44 kern_pred_E4M3
 kern_pred_I8=44 kern_pred_U8=44 kern_pred_F16=16 kern_port_op=12 kern_io_tab=8 kern_port_wait=8"}
 spill_limit=${KERN_SPILL_LIMIT:-1148}
 load_limit=${KERN_SPILL_LOAD_LIMIT:-1300}
+# gfx90a: kern_hip_entry's ScratchSize (its frame and its callees' deepest chain): 528 with the
+# interpreter of session 3, 416 with the reduces' address table, 400 with the packet ops' too
+hip_scratch_limit=${KERN_HIP_SCRATCH_LIMIT:-400}
 hot='kern_(exec_op|copy_io|io_tab|red_|reduce|pkt_|pred_|preduce|wait_chan|sem_acquire|port_op|port_put|port_pkt|port_ctl|port_wait|mc_op)'
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -104,8 +107,13 @@ elif (cd "$tmp" && HCC_AMDGPU_TARGET=gfx90a "$hipcc" -O3 -std=c++17 -Werror \
         echo "ok $n - hipcc gfx90a # SKIP no device assembly kept (-save-temps)"
     elif grep -q '^_Z[A-Za-z0-9_]*kern_exec_op[A-Za-z0-9_]*:' "$s" &&
             grep -q '^_Z[A-Za-z0-9_]*kern_red_F32_SUM[A-Za-z0-9_]*:' "$s"; then
-        echo "# kern_hip_entry gfx90a: $(grep -m 2 -E '; (NumVgprs|ScratchSize):' "$s" | tr -d ';' | tr '\n' ' ')"
-        echo "ok $n - hipcc gfx90a"
+        echo "# kern_hip_entry gfx90a: $(grep -m 2 -E '; (NumVgprs|ScratchSize):' "$s" | tr -d ';' | tr '\n' ' ')(limit: scratch $hip_scratch_limit)"
+        scratch=$(sed -n 's/^; ScratchSize: \([0-9]*\).*/\1/p' "$s" | head -n 1)
+        if [ "${scratch:-0}" -gt "$hip_scratch_limit" ]; then
+            echo "not ok $n - hipcc gfx90a: kern_hip_entry's ScratchSize $scratch > $hip_scratch_limit"
+        else
+            echo "ok $n - hipcc gfx90a"
+        fi
     else
         echo "# kern_exec_op / kern_red_F32_SUM are not functions of their own in $s"
         echo "not ok $n - hipcc gfx90a: the interpreter's large functions were inlined"

@@ -18,6 +18,11 @@
  *                      plan whatever the buffers
  *   t_fast_path        a call that repeats the last one takes the executor's fast path; any
  *                      other call, or one after the cache dropped its context, does not
+ *   t_direct_staged    the direct plans (they reach the peers' input and output) on malloc'd
+ *                      buffers of some ranks: those run them on staged stand-ins
+ *   t_fast_io          the fast path for the direct plans' contexts: on mscclpp_malloc'd
+ *                      buffers, on malloc'd (staged) ones, on the application's memfd mappings;
+ *                      a buffer freed (or mapped anew) at the same address misses it
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -442,6 +447,114 @@ START_TEST(t_direct_staged)
 }
 END_TEST
 
+/* ---- the fast path for contexts that share the caller's buffers (issue 19 item 5) ----------- */
+
+/* One out-of-place (or in-place: a == b) allreduce of `count` floats with the direct plans,
+ * on `st` (or none), every element checked; *hit: whether it took the fast path. */
+static int fast_io_call(int rank, int n, mscclpp_executor_t *ex, float *a, float *b, size_t count,
+                        int k, mscclpp_stream_t st, bool *hit)
+{
+    uint64_t before = ex->fast.hits;
+    for (size_t i = 0; i < count; i++) a[i] = (float)(rank + k + (int)(i % 5));
+    MP_CHECK(rank, mscclpp_allreduce(ex, a, b, count, MSCCLPP_FLOAT32, MSCCLPP_SUM, st));
+    if (st) MP_CHECK(rank, mscclpp_stream_synchronize(st));
+    for (size_t i = 0; i < count; i++)
+        if (b[i] != (float)(n * (n - 1) / 2 + n * (k + (int)(i % 5))))
+            return MP_FAIL(rank, "call %d: element %zu is %g", k, i, b[i]);
+    *hit = ex->fast.hits != before;
+    return 0;
+}
+
+/* arg: 0 mscclpp_malloc'd buffers (contexts keyed by the allocations), 1 malloc'd (staged
+ * contexts), 2 the application's memfd mappings (foreign: keyed by the allocations) */
+static int fast_io_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    const int mode = *(const int *)arg;
+    char dir[900];
+    snprintf(dir, sizeof dir, "%s/direct", mp_plan_dir());
+    setenv("MSCCLPP_PLAN_DIR", dir, 1); /* this rank's process only */
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
+    const size_t count = 262144, bytes = count * sizeof(float); /* 1 MiB: the direct plan's */
+    float *a = NULL, *b = NULL;
+    if (mode == 0) {
+        MP_CHECK(rank, mscclpp_malloc(bytes, (void **)&a));
+        MP_CHECK(rank, mscclpp_malloc(bytes, (void **)&b));
+    } else if (mode == 1) {
+        a = malloc(bytes);
+        b = malloc(bytes);
+    } else {
+        a = app_map(bytes, NULL);
+        b = app_map(bytes, NULL);
+    }
+    if (!a || !b) return MP_FAIL(rank, "no buffers");
+    mscclpp_stream_t st = NULL;
+    MP_CHECK(rank, mscclpp_stream_create(&st));
+    /* expected: miss (first), hit, hit on a stream; after the output buffer is freed and
+     * allocated again (mapped anew at the same address: modes 0 and 2) miss, hit; in place
+     * miss, hit */
+    static const struct {
+        bool on_stream, renew, inplace, hit;
+    } calls[] = {{false, false, false, false}, {false, false, false, true},
+                 {true, false, false, true},   {false, true, false, false},
+                 {false, false, false, true},  {false, false, true, false},
+                 {true, false, true, true}};
+    for (int k = 0; k < (int)(sizeof calls / sizeof *calls); k++) {
+        if (calls[k].renew && mode == 1) continue; /* malloc gives no address back for sure */
+        if (calls[k].renew && mode == 0) {
+            void *old = b;
+            MP_CHECK(rank, mscclpp_free(b));
+            MP_CHECK(rank, mscclpp_malloc(bytes, (void **)&b));
+            if (b != old) /* another address misses anyway: still checked */
+                fprintf(stderr, "rank %d: mscclpp_malloc gave %p, not %p again\n", rank, (void *)b,
+                        old);
+        } else if (calls[k].renew && (b = app_map(bytes, b)) == NULL) {
+            return MP_FAIL(rank, "cannot map a new buffer at the old one's address");
+        }
+        bool hit = false;
+        float *src = calls[k].inplace ? b : a;
+        if (fast_io_call(rank, n, e.ex, src, b, count, k, calls[k].on_stream ? st : NULL, &hit))
+            return 1;
+        if (hit != calls[k].hit)
+            return MP_FAIL(rank, "mode %d call %d (%s%s%s) %s the fast path", mode, k,
+                           calls[k].inplace ? "in place" : "out of place",
+                           calls[k].on_stream ? ", on a stream" : "",
+                           calls[k].renew ? ", output buffer renewed" : "",
+                           hit ? "took" : "missed");
+    }
+    /* the direct plan served them, on stand-ins exactly when the buffers are malloc'd */
+    int direct = 0, staged = 0;
+    for (const exec_context_t *c = exec_context_next(e.ex, NULL); c; c = exec_context_next(e.ex, c))
+        if (strstr(c->plan->name, "direct_")) {
+            direct++;
+            staged += c->staged;
+        }
+    if (!direct || (mode == 1) != (staged > 0))
+        return MP_FAIL(rank, "mode %d: %d direct context(s), %d staged", mode, direct, staged);
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
+    mscclpp_stream_destroy(st);
+    mp_exec_close(&e);
+    if (mode == 0) {
+        mscclpp_free(a);
+        mscclpp_free(b);
+    } else if (mode == 1) {
+        free(a);
+        free(b);
+    } else {
+        munmap(a, bytes);
+        munmap(b, bytes);
+    }
+    return 0;
+}
+
+START_TEST(t_fast_io)
+{
+    set_dirs();
+    int mode = _i;
+    ck_assert_int_eq(mp_run(2, fast_io_body, &mode, 300, NULL), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("buffers");
@@ -453,6 +566,7 @@ int main(void)
     tcase_add_test(tc, t_scratch_bounded);
     tcase_add_test(tc, t_fast_path);
     tcase_add_loop_test(tc, t_direct_staged, 0, 3);
+    tcase_add_loop_test(tc, t_fast_io, 0, 3);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

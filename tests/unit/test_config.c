@@ -185,14 +185,25 @@ START_TEST(t_info_plans)
     ck_assert_int_eq(run_info_args(env, "--plans", out, sizeof out), 0);
     snprintf(want, sizeof want, "plan folder: %s/plans (from MSCCLPP_PLAN_DIR)", dir);
     ck_assert_msg(strstr(out, want), "%s", out);
-    /* the backend's folder first, then the generic one, each with its count */
+    /* the backend's folder first, then the generic one, each with its count; no direct plans
+     * (MSCCLPP_PLAN_DIRECT=auto: no backend takes them yet) */
     snprintf(want, sizeof want, "plans from %s/plans/host/\n", dir);
     char *host = strstr(out, want);
     snprintf(want, sizeof want, "plans from %s/plans/\n", dir);
     char *generic = strstr(out, want);
-    ck_assert_msg(host && generic && host < generic, "%s", out);
-    ck_assert_msg(strstr(out, "registered first for a job of that layout") && strstr(out, "2x2"),
+    ck_assert_msg(host && generic && host < generic && !strstr(out, "plans/direct/"), "%s", out);
+    ck_assert_msg(strstr(out, "registered first for a job of that layout") && strstr(out, "8x8"),
                   "%s", out);
+    /* MSCCLPP_PLAN_DIRECT=on: the backend's direct plans before its own folder */
+    snprintf(env, sizeof env, "MSCCLPP_PLAN_DIR=%s/plans MSCCLPP_PLAN_DIRECT=on", dir);
+    ck_assert_int_eq(run_info_args(env, "--plans", out, sizeof out), 0);
+    snprintf(want, sizeof want, "plans from %s/plans/direct/host/\n", dir);
+    char *direct = strstr(out, want);
+    snprintf(want, sizeof want, "plans from %s/plans/host/\n", dir);
+    host = strstr(out, want);
+    ck_assert_msg(direct && host && direct < host, "%s", out);
+    snprintf(env, sizeof env, "MSCCLPP_PLAN_DIR=%s/plans MSCCLPP_CACHE_DIR=/tmp", dir);
+    ck_assert_int_eq(run_info_args(env, "--plans", out, sizeof out), 0);
     ck_assert_msg(strstr(out, "Python DSL cache: not read (MSCCLPP_PLAN_DIR is set)"), "%s", out);
     ck_assert_msg(!strstr(out, "MSCCLPP_TIMEOUT"), "--plans alone: %s", out);
     /* a build-tree tool reads the source tree's plans, as the build's libmscclpp.so does */

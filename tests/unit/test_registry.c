@@ -1,6 +1,8 @@
 /*
  * Plan registry (executor/registry.c): selection by collective, world size, ranks per node,
- * in-place, message-size range and tags; deterministic order; loading a directory.
+ * in-place, message-size range and tags; deterministic order; loading a directory; which of
+ * the source tree's plans a backend's defaults (exec_plans_load_defaults) pick per collective,
+ * size and placement.
  */
 #include <check.h>
 #include <stdint.h>
@@ -367,6 +369,93 @@ START_TEST(test_load_dir)
 }
 END_TEST
 
+/*
+ * The default plans of a backend (plans/ as MSCCLPP_PLAN_DIR, exec_plans_load_defaults) and
+ * the plan each call picks. By default (MSCCLPP_PLAN_DIRECT=auto) no backend takes the direct
+ * plans yet (executor/plan_dirs.c direct_default): the host backend's and CUDA's scratch plans
+ * serve every size. With MSCCLPP_PLAN_DIRECT=on the backend's direct plans
+ * (plans/direct/<backend>/) serve the sizes they accept, the scratch plans the rest.
+ */
+START_TEST(test_backend_defaults)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/plans", top_srcdir());
+    ck_assert_int_eq(setenv("MSCCLPP_PLAN_DIR", dir, 1), 0);
+    static const struct {
+        const char *backend, *coll;
+        bool inplace;
+        uint64_t bytes;
+        const char *want_auto, *want_on; /* plan names, %d = ranks; NULL: none */
+    } cases[] = {
+        {"host", "allreduce", false, 8, "default_allreduce_pkt_host_%d",
+         "default_allreduce_pkt_host_%d"},
+        {"host", "allreduce", false, 1 << 20, "default_allreduce_simple_host_%d",
+         "default_allreduce_simple_host_%d"},
+        {"host", "allreduce", false, (1 << 20) + 1, "default_allreduce_simple_host_%d",
+         "direct_allreduce_host_%d"},
+        {"host", "allreduce", true, 64 << 20, "default_allreduce_simple_ip_host_%d",
+         "direct_allreduce_ip_host_%d"},
+        {"host", "allgather", false, 64 << 10, "default_allgather_%d", "default_allgather_%d"},
+        {"host", "allgather", false, 16 << 20, "default_allgather_%d",
+         "direct_allgather_host_%d"},
+        {"host", "allgather", true, 16 << 20, NULL, "direct_allgather_ip_host_%d"},
+        {"host", "reducescatter", false, 1 << 20, "default_reducescatter_%d",
+         "default_reducescatter_%d"},
+        {"host", "reducescatter", false, 16 << 20, "default_reducescatter_%d",
+         "direct_reducescatter_host_%d"},
+        {"host", "reducescatter", true, 16 << 20, NULL, "direct_reducescatter_ip_host_%d"},
+        {"host", "alltoall", false, 16 << 20, "default_alltoall_%d", "direct_alltoall_host_%d"},
+        {"host", "alltoall", true, 16 << 20, NULL, NULL}, /* served staged out of place */
+        {"host", "broadcast", false, 4096, "default_broadcast_%d", "default_broadcast_%d"},
+        {"host", "broadcast", false, 16 << 20, "default_broadcast_%d",
+         "direct_broadcast_host_%d"},
+        {"host", "broadcast", true, 16 << 20, NULL, "direct_broadcast_ip_host_%d"},
+        {"cuda", "allreduce", false, 64 << 20, "default_allreduce_simple_cuda_%d",
+         "direct_allreduce_cuda_%d"},
+        {"cuda", "allreduce", true, 64 << 20, "default_allreduce_simple_ip_cuda_%d",
+         "direct_allreduce_ip_cuda_%d"},
+        {"cuda", "allgather", false, 1 << 20, "default_allgather_%d", "default_allgather_%d"},
+        {"cuda", "allgather", false, 64 << 20, "default_allgather_cuda_%d",
+         "direct_allgather_cuda_%d"},
+        {"cuda", "reducescatter", false, 64 << 20, "default_reducescatter_cuda_%d",
+         "direct_reducescatter_cuda_%d"},
+        {"cuda", "alltoall", false, 64 << 20, "default_alltoall_cuda_%d",
+         "direct_alltoall_cuda_%d"},
+        {"cuda", "broadcast", false, 64 << 20, "default_broadcast_cuda_%d",
+         "direct_broadcast_cuda_%d"},
+    };
+    static const int ranks[] = {2, 4, 8};
+    for (int on = 0; on < 2; on++) {
+        if (on) ck_assert_int_eq(setenv("MSCCLPP_PLAN_DIRECT", "on", 1), 0);
+        else unsetenv("MSCCLPP_PLAN_DIRECT");
+        for (size_t r = 0; r < sizeof ranks / sizeof *ranks; r++) {
+            const int n = ranks[r];
+            exec_registry_t host = EXEC_REGISTRY_INIT, cuda = EXEC_REGISTRY_INIT;
+            exec_plans_load_defaults(&host, "host", n, n);
+            exec_plans_load_defaults(&cuda, "cuda", n, n);
+            for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+                const exec_registry_t *reg = !strcmp(cases[i].backend, "host") ? &host : &cuda;
+                const struct mscclpp_plan *p =
+                    sel(reg, cases[i].coll, n, n, cases[i].inplace, cases[i].bytes, NULL);
+                const char *fmt = on ? cases[i].want_on : cases[i].want_auto;
+                char want[128] = "(none)";
+                if (fmt) snprintf(want, sizeof want, fmt, n);
+                ck_assert_msg(fmt ? p && !strcmp(p->name, want) : !p,
+                              "MSCCLPP_PLAN_DIRECT=%s, %s, %d ranks, %s %s of %llu bytes: got "
+                              "%s, expected %s",
+                              on ? "on" : "auto", cases[i].backend, n, cases[i].coll,
+                              cases[i].inplace ? "in place" : "out of place",
+                              (unsigned long long)cases[i].bytes, p ? p->name : "(none)", want);
+            }
+            exec_registry_fini(&host);
+            exec_registry_fini(&cuda);
+        }
+    }
+    unsetenv("MSCCLPP_PLAN_DIRECT");
+    unsetenv("MSCCLPP_PLAN_DIR");
+}
+END_TEST
+
 START_TEST(test_arguments)
 {
     exec_registry_t reg = EXEC_REGISTRY_INIT;
@@ -419,6 +508,7 @@ int main(void)
     tcase_add_test(tc, test_first_registered_wins);
     tcase_add_test(tc, test_registered_before_defaults);
     tcase_add_test(tc, test_load_dir);
+    tcase_add_test(tc, test_backend_defaults);
     tcase_add_test(tc, test_arguments);
     tcase_add_test(tc, test_op_names);
     suite_add_tcase(s, tc);

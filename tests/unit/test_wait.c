@@ -95,6 +95,35 @@ START_TEST(t_relative_sleeps)
 }
 END_TEST
 
+/* A wait whose spin ran out in vain limits the next wait's spin to BASE_WAIT_SPIN_SHARED; each
+ * wait doubles the limit again, up to what its caller asks (issue 22 item 9: two ranks on one
+ * core each spun 2000 polls per exchange while the other could not run). */
+START_TEST(t_spin_adapts)
+{
+    base_wait_t w;
+    base_wait_init(&w, 0, BASE_WAIT_SPIN_OWN_CORE);
+    ck_assert_uint_eq(w.spin, BASE_WAIT_SPIN_OWN_CORE); /* nothing learnt yet */
+    for (uint32_t i = 0; i <= BASE_WAIT_SPIN_OWN_CORE; i++) base_wait_pause(&w);
+    uint32_t want = BASE_WAIT_SPIN_SHARED;
+    for (int wait = 0; want < BASE_WAIT_SPIN_OWN_CORE; wait++, want *= 2) {
+        base_wait_init(&w, 0, BASE_WAIT_SPIN_OWN_CORE); /* each ends at once: no spin ran out */
+        ck_assert_msg(w.spin == want, "wait %d: spin %u, want %u", wait, w.spin, want);
+    }
+    base_wait_init(&w, 0, BASE_WAIT_SPIN_OWN_CORE);
+    ck_assert_uint_eq(w.spin, BASE_WAIT_SPIN_OWN_CORE);
+    base_wait_init(&w, 0, 8); /* never more than asked */
+    ck_assert_uint_eq(w.spin, 8);
+
+    /* the interpreter's stateless steps learn the same way */
+    for (uint32_t n = 0; n <= BASE_WAIT_SPIN_OWN_CORE; n++)
+        base_wait_step(n, BASE_WAIT_SPIN_OWN_CORE);
+    base_wait_step(0, BASE_WAIT_SPIN_OWN_CORE);
+    ck_assert_uint_eq(base_wait_tls.spin, BASE_WAIT_SPIN_SHARED);
+    base_wait_step(0, BASE_WAIT_SPIN_OWN_CORE);
+    ck_assert_uint_eq(base_wait_tls.spin, 2 * BASE_WAIT_SPIN_SHARED);
+}
+END_TEST
+
 /* The calling thread's sched_attr runtime: the custom slice of a SCHED_OTHER thread (Linux
  * 6.12+; 0 when it has none). */
 static uint64_t my_runtime(void)
@@ -155,6 +184,7 @@ int main(void)
     tcase_add_test(tc, t_relative_sleeps);
     tcase_add_test(tc, t_waiter_slice);
     tcase_add_test(tc, t_waiter_slice_off);
+    tcase_add_test(tc, t_spin_adapts);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
