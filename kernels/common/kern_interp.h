@@ -1329,6 +1329,16 @@ KERN_FN int kern_fence_needed(const kern_args_t *a)
     return 0;
 }
 
+/* An op's function called by kern_exec_op (kern_port_op, kern_putv): out of line where ptxas
+ * compiles it (kern_exec_op then keeps fewer values across its calls: its spill loads 332 -> 152
+ * bytes at sm_90); inline on AMD, where its own frame (the registers it saves around its calls)
+ * added to the kernel's scratch (kern_port_op: gfx90a 400 -> 576, kern_putv: 400 -> 432) */
+#if defined(KERN_HIP) && !defined(__NVCC__)
+#define KERN_PORT_OP_FN KERN_FN
+#else
+#define KERN_PORT_OP_FN KERN_BIG_FN
+#endif
+
 /* ---- alltoallv (kern_args.h, "Alltoallv") --------------------------------------------------- */
 
 /*
@@ -1346,21 +1356,24 @@ KERN_BIG_FN void kern_putv_mem(kern_ctx_t *c, const kern_op_t *op, int k)
     const kern_desc_t *d = b->descs + op->desc + op->n_src + k;
     uint64_t *cnt = b->a.vtab;
     const uint64_t *row;
-    char *to[KERN_FAST];
+    /* source and destination through the block's address table (kern_io_tab's protocol):
+     * a pointer array of the thread's own would live in scratch memory on AMD GPUs */
+    char **tab = b->tab + (c->tabs++ & 1u) * KERN_IO_MAX;
     int32_t q = b->a.rank;
-    int j;
+    char *to;
     if (d->loc == KERN_LOC_REMOTE) {
         const uint32_t *rpub = (const uint32_t *)((const char *)b->p + b->p->off_rpub);
         const kern_chan_t *ch = b->chans + (rpub[d->idx] & ~KERN_RPUB_OUT);
         q = ch->peer;
-        to[0] = (char *)b->rbufs[d->idx] + kern_ld_acq_u64(ch->inbound + KERN_SLOT_VOFF);
+        to = (char *)b->rbufs[d->idx] + kern_ld_acq_u64(ch->inbound + KERN_SLOT_VOFF);
         row = cnt + 1 + KERN_VTAB_WORDS * q;
     } else {
         row = cnt + 1 + KERN_VTAB_WORDS * q;
-        to[0] = b->base[KERN_LOC_OUT] + row[2];
+        to = b->base[KERN_LOC_OUT] + row[2];
     }
-    KERN_UNROLL for (j = 1; j < KERN_FAST; j++) to[j] = (char *)0;
-    kern_copy_to(c, to, 1, b->base[KERN_LOC_IN] + row[1], row[0]);
+    if (c->tid == 0) tab[0] = to;
+    KERN_SYNC(c);
+    kern_copy_to(c, tab, 1, b->base[KERN_LOC_IN] + row[1], row[0]);
     if (c->tid == 0 && kern_ld_rlx_u64(cnt) != ~0ull) kern_add_rlx_sys_u64(cnt, row[0]);
 }
 
@@ -1387,7 +1400,7 @@ KERN_BIG_FN void kern_putv_port(kern_ctx_t *c, const kern_op_t *op, int k)
     if (kern_ld_rlx_u64(cnt) != ~0ull) kern_add_rlx_sys_u64(cnt, row[0]);
 }
 
-KERN_BIG_FN void kern_putv(kern_ctx_t *c, const kern_op_t *op)
+KERN_PORT_OP_FN void kern_putv(kern_ctx_t *c, const kern_op_t *op)
 {
     int k;
     /* no count table, nothing to move: the executor never launches such a plan without one
@@ -1405,14 +1418,6 @@ KERN_BIG_FN void kern_putv(kern_ctx_t *c, const kern_op_t *op)
  * A port-channel op (spec §2.3, §2.4): thread i serves channel / destination i. x and n: the
  * op's byte offset and length (pipeline-clamped).
  */
-/* out of line where ptxas compiles it (kern_exec_op then keeps fewer values across its calls:
- * its spill loads 332 -> 152 bytes at sm_90); inline on AMD, where its own frame (the registers
- * it saves around its calls) added 176 bytes to the kernel's scratch (gfx90a 400 -> 576) */
-#if defined(KERN_HIP) && !defined(__NVCC__)
-#define KERN_PORT_OP_FN KERN_FN
-#else
-#define KERN_PORT_OP_FN KERN_BIG_FN
-#endif
 KERN_PORT_OP_FN void kern_port_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t n)
 {
     const kern_desc_t *src = c->b->descs + op->desc;
