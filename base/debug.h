@@ -77,6 +77,11 @@ bool core_error_logged(void);
  */
 void core_set_culprit(int rank);
 int core_culprit(void);
+/** A culprit that is some peer, but not one the failing code can name (a wait for LL packets
+ * that no op of this rank's plan says who writes: a made plan keeps only this rank's ops):
+ * comm_fail asks the bootstrap for a rank that is gone. Below 0, like "none", for every other
+ * reader. */
+#define CORE_CULPRIT_UNKNOWN (-2)
 /**
  * A thread whose errors another thread reports (a proxy: the launch that needed it reports the
  * transport's failure) records them without logging: the reporting thread logs the error once,

@@ -185,7 +185,11 @@ mscclpp_result_t comm_fail(mscclpp_comm_t *comm, mscclpp_result_t r, bool logged
      * for may have stopped, or exited, because of that rank). A live peer may be stalled
      * behind a rank that died and time out as late as this rank did: the bootstrap names a
      * dead rank then (boot_notice with `from` -1). */
-    if (suspect >= 0 && suspect < comm->nranks && suspect != comm->rank &&
+    /* A peer that cannot be named (CORE_CULPRIT_UNKNOWN): the bootstrap's notices and a rank
+     * whose process is gone say who it was, if anyone. */
+    bool unknown = suspect == CORE_CULPRIT_UNKNOWN;
+    if (unknown) suspect = waited_for = -1;
+    if ((unknown || (suspect >= 0 && suspect < comm->nranks && suspect != comm->rank)) &&
         boot_notice(comm->boot, suspect, &from, &culprit, why, sizeof why) && culprit >= 0 &&
         culprit < comm->nranks && culprit != suspect && culprit != comm->rank) {
         more = true;
@@ -194,6 +198,8 @@ mscclpp_result_t comm_fail(mscclpp_comm_t *comm, mscclpp_result_t r, bool logged
     if (more && from >= 0)
         r = ERR(r, "%s; rank %d had reported that it failed because of rank %d (%s)", msg, from,
                 culprit, why);
+    else if (more && unknown) /* no peer named: the rank that died is the likeliest writer */
+        r = ERR(r, "%s; %s", msg, why);
     else if (more) /* the suspect is alive: stalled behind a rank that died, most likely */
         r = ERR(r, "%s; %s: rank %d is likely stalled behind it", msg, why, waited_for);
     else if (!logged) r = ERR(r, "%s", msg);

@@ -257,10 +257,14 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
     char where[96] = "";
     if (e->iter) snprintf(where, sizeof(where), " (pipeline iteration %u)", e->iter);
     mscclpp_result_t code = (mscclpp_result_t)e->code;
-    /* the peer this block waited for is whom the failure blames (comm_fail looks further) */
+    /* the peer this block waited for is whom the failure blames (comm_fail looks further);
+     * a wait for packets whose writer this rank's plan does not know blames a peer it cannot
+     * name (a made plan keeps only this rank's ops) */
     if (e->what != KERN_WAIT_EARLIER)
-        core_set_culprit(code != MSCCLPP_ERR_ABORTED && e->peer >= 0
-                             ? phys_rank(e->sig, e->peer, plan)
+        core_set_culprit(code == MSCCLPP_ERR_ABORTED ? -1
+                         : e->peer >= 0              ? phys_rank(e->sig, e->peer, plan)
+                         : e->what == KERN_WAIT_PACKET && code == MSCCLPP_ERR_TIMEOUT
+                             ? CORE_CULPRIT_UNKNOWN
                              : -1);
     const char *opn = exec_op_name(e->op_type);
     /* the interpreter records its own op index; split plan ops make it differ from the plan's */
@@ -294,7 +298,8 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
                            (unsigned long long)e->seen);
         return DECODED(code,
                        "plan '%s': rank %d block %d %s timed out waiting for LL packets "
-                       "with flag %llu (last seen flag %llu; no op of the plan writes them)",
+                       "with flag %llu (last seen flag %llu; this rank's plan does not say which rank "
+                       "writes them)",
                        name, e->rank, e->block, at, (unsigned long long)e->expected,
                        (unsigned long long)e->seen);
     case KERN_WAIT_BARRIER:

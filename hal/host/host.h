@@ -89,6 +89,8 @@ uint64_t host_pool_threads_created(void);
 #define HOST_STREAM_DEPTH 1024
 /** Most tasks `s` ever held at once, and tasks it keeps allocated now (tests check bounds). */
 void host_stream_depth_stats(hal_stream_t s, uint64_t *max_depth, uint64_t *allocated);
+/** Times the worker of `s` woke threads waiting in a sync (tests: once per sync that waited). */
+uint64_t host_stream_sync_wakes(hal_stream_t s);
 
 /* Create a thread with every signal blocked (signals belong to the application's threads). */
 int host_thread_create(pthread_t *th, void *(*fn)(void *), void *arg);

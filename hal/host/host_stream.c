@@ -345,10 +345,12 @@ struct hal_stream {
     _Atomic uint64_t submitted, completed;
     bool worker_sleeping, stop, started; /* under lock */
     int sync_waiters;                    /* under lock */
-    int space_waiters;                   /* under lock: enqueuers waiting for a free slot */
-    pthread_cond_t space_cv;             /* they wait here */
-    uint64_t n_free;                     /* tasks on free_tasks (under lock) */
-    uint64_t allocated, max_depth;       /* tasks in existence, most ever held (under lock) */
+    uint64_t sync_target;          /* under lock: the fewest completions a sync waiter waits for */
+    uint64_t sync_wakes;           /* under lock: times the worker woke the sync waiters (tests) */
+    int space_waiters;             /* under lock: enqueuers waiting for a free slot */
+    pthread_cond_t space_cv;       /* they wait here */
+    uint64_t n_free;               /* tasks on free_tasks (under lock) */
+    uint64_t allocated, max_depth; /* tasks in existence, most ever held (under lock) */
     pthread_t worker;
     mscclpp_result_t err; /* first error of a task since the last sync */
     char errmsg[512];
@@ -421,7 +423,13 @@ static void *stream_main(void *arg)
         s->free_tasks = t;
         s->n_free++;
         atomic_fetch_add(&s->completed, 1);
-        if (s->sync_waiters) pthread_cond_broadcast(&s->done_cv);
+        /* wake a sync only when it can return: waking it after every task of a long queue
+         * costs a context switch per task on the cores the ranks share (issue 22 item 9) */
+        if (s->sync_waiters && atomic_load(&s->completed) >= s->sync_target) {
+            s->sync_target = UINT64_MAX; /* waiters still short of theirs set it again */
+            s->sync_wakes++;
+            pthread_cond_broadcast(&s->done_cv);
+        }
         if (s->space_waiters) pthread_cond_signal(&s->space_cv);
         pthread_mutex_unlock(&s->lock);
     }
@@ -436,6 +444,7 @@ mscclpp_result_t host_stream_create(hal_stream_t *s)
     pthread_cond_init(&st->work_cv, NULL);
     pthread_cond_init(&st->done_cv, NULL);
     pthread_cond_init(&st->space_cv, NULL);
+    st->sync_target = UINT64_MAX;
     *s = st;
     return MSCCLPP_OK;
 }
@@ -626,7 +635,10 @@ static mscclpp_result_t stream_drain(hal_stream_t s)
     while (atomic_load(&s->completed) < target && !host_wait_idle(&w)) host_wait_pause(&w);
     pthread_mutex_lock(&s->lock);
     s->sync_waiters++;
-    while (atomic_load(&s->completed) < target) pthread_cond_wait(&s->done_cv, &s->lock);
+    while (atomic_load(&s->completed) < target) {
+        if (target < s->sync_target) s->sync_target = target;
+        pthread_cond_wait(&s->done_cv, &s->lock);
+    }
     s->sync_waiters--;
     /* drained (unless another thread queues meanwhile): give back what a burst allocated */
     while (s->n_free > TASK_KEEP) {
@@ -801,6 +813,14 @@ void host_stream_depth_stats(hal_stream_t s, uint64_t *max_depth, uint64_t *allo
     if (max_depth) *max_depth = s->max_depth;
     if (allocated) *allocated = s->allocated;
     pthread_mutex_unlock(&s->lock);
+}
+
+uint64_t host_stream_sync_wakes(hal_stream_t s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t n = s->sync_wakes;
+    pthread_mutex_unlock(&s->lock);
+    return n;
 }
 
 int host_stream_pool_threads(hal_stream_t s)

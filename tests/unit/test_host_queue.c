@@ -92,6 +92,34 @@ START_TEST(t_burst_bounded)
 }
 END_TEST
 
+/* A sync that waits for a queue of launches is woken once, when the last of them finishes, not
+ * after each (issue 22 item 9: each wake was a context switch on the cores the ranks share). */
+static void slow_block(const void *args, int block, int nblocks)
+{
+    (void)args, (void)block, (void)nblocks;
+    usleep(2000);
+}
+
+START_TEST(t_sync_wakes_once)
+{
+    const hal_ops_t *H = hal_host_ops();
+    ck_assert_int_eq(H->init(), MSCCLPP_OK);
+    host_block_fn_t old = host_set_block_fn(slow_block);
+    hal_stream_t s;
+    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    char args[ARGS_BYTES] = {0};
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_eq(H->launch(args, sizeof args, 1, 1, s), MSCCLPP_OK);
+    ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK); /* 0.2 s: it sleeps after its yields */
+    uint64_t wakes = host_stream_sync_wakes(s);
+    printf("# a sync behind 100 launches of 2 ms was woken %llu time(s)\n",
+           (unsigned long long)wakes);
+    ck_assert_uint_le(wakes, 1);
+    ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
+    host_set_block_fn(old);
+}
+END_TEST
+
 START_TEST(t_full_queue_times_out)
 {
     const hal_ops_t *H = hal_host_ops();
@@ -130,6 +158,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, t_burst_bounded);
     tcase_add_test(tc, t_full_queue_times_out);
+    tcase_add_test(tc, t_sync_wakes_once);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);
