@@ -137,6 +137,13 @@ static void *proxy_main(void *arg)
         __atomic_store_n(&f->tail, tail, __ATOMIC_RELEASE);
         last = base_now_ns();
     }
+    /* What the handlers handed over leaves before the proxy stops: a transport may hold a put
+     * back until its next call, and whoever saw the trigger handled (proxy_drain) may be the
+     * one stopping us now (a context dropped to grow). */
+    if (p->err == MSCCLPP_OK) {
+        mscclpp_result_t r = p->progress(p->arg);
+        if (r != MSCCLPP_OK) proxy_fail(p, r);
+    }
     return NULL;
 }
 

@@ -506,13 +506,21 @@ void exec_port_destroy(exec_port_t *p)
 {
     if (!p) return;
     proxy_destroy(p->proxy);
+    /* Our launches completed, but a peer may still wait for their trailing puts (a packet
+     * plan's last op, with no flush after it): a local flush sends what the transport held
+     * back and waits for its send completion, which a peer that is gone ends at once. Not a
+     * flush at the peer: that would wait for a peer that stopped driving its transport. */
+    core_error_kept_t kept;
+    core_error_keep(&kept);
+    for (int v = 0; p->peers && v < p->n; v++)
+        if (p->peers[v].link.ops && p->peers[v].link.ep)
+            (void)p->peers[v].link.ops->flush(p->peers[v].link.ep, config_timeout_ns(),
+                                              TP_FLUSH_LOCAL);
+    core_error_put_back(&kept);
     if (p->peers)
         for (int v = 0; v < p->n; v++) {
             port_peer_t *pp = &p->peers[v];
             free(pp->slots);
-            /* no flush: the peer may have stopped driving its transport already (a flush
-             * would then wait for the timeout); every launch completed, and a launch sees its
-             * data only after the signals that follow it */
             port_link_close(&pp->link);
         }
     for (int i = 0; i < TP__COUNT; i++) {

@@ -119,15 +119,6 @@ static int body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     mscclpp_stream_t s = NULL;
     float *a = NULL, *b = NULL, *c = NULL, *d = NULL;
     r = mscclpp_executor_create(comm, &ex);
-    /* 2 nodes of 2: the 2x2 plans of plans/multinode.py, kept as fixtures since they retired.
-     * They are whole plans: an LL wait names the rank whose ops write its packets, which the
-     * culprit judgement uses. The plans the executor makes hold one rank's part, so their LL
-     * waits name no writer and a survivor blames no one (notes/shape.md, open) */
-    if (r == MSCCLPP_OK && cc->nodes > 1) {
-        char fix[600];
-        snprintf(fix, sizeof fix, "%s/tests/multinode/plans/2x2", getenv("MSCCLPP_TOP_SRCDIR"));
-        r = mscclpp_executor_load_plan_dir(ex, fix, NULL);
-    }
     if (r == MSCCLPP_OK) r = mscclpp_stream_create(&s);
     if (r == MSCCLPP_OK) r = mscclpp_malloc(COUNT * sizeof(float), (void **)&a);
     if (r == MSCCLPP_OK) r = mscclpp_malloc(COUNT * sizeof(float), (void **)&b);

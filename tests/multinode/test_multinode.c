@@ -801,6 +801,71 @@ START_TEST(t_proxy_hot)
 }
 END_TEST
 
+/*
+ * What a handler handed to its transport leaves before the proxy stops: a transport may hold a
+ * put back until its next call (ucx: "progress included"), and a caller that saw the trigger
+ * handled (proxy_drain) may destroy the proxy at once (a context dropped to grow, an executor
+ * destroyed right after a call). The proxy used to leave its loop on `stop` without another
+ * progress call, and the held-back put was freed by the link's close: its peer waited for it
+ * forever (test_multinode t_allgather_pkt_2x1_tcp, once at load 275). Here the handler returns
+ * only after the stop is set, so the window that load opened is open every time.
+ */
+typedef struct {
+    int in_handler; /* atomic */
+    int release;    /* atomic */
+    int handled;    /* atomic */
+    int after;      /* atomic: progress calls after the handler returned */
+} stop_probe_t;
+
+static mscclpp_result_t stop_handle(void *arg, uint64_t fst, uint64_t snd)
+{
+    (void)fst, (void)snd;
+    stop_probe_t *sp = arg;
+    __atomic_store_n(&sp->in_handler, 1, __ATOMIC_RELEASE);
+    double until = mp_now_s() + 10.0;
+    while (!__atomic_load_n(&sp->release, __ATOMIC_ACQUIRE) && mp_now_s() < until) usleep(1000);
+    __atomic_store_n(&sp->handled, 1, __ATOMIC_RELEASE);
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t stop_progress(void *arg)
+{
+    stop_probe_t *sp = arg;
+    if (__atomic_load_n(&sp->handled, __ATOMIC_ACQUIRE))
+        __atomic_add_fetch(&sp->after, 1, __ATOMIC_RELEASE);
+    return MSCCLPP_OK;
+}
+
+static void *destroy_proxy(void *arg)
+{
+    proxy_destroy(arg);
+    return NULL;
+}
+
+START_TEST(t_proxy_progress_on_stop)
+{
+    stop_probe_t sp = {0, 0, 0, 0};
+    proxy_t *p = NULL;
+    ck_assert_int_eq(proxy_create(hal_host_ops(), 16, 64, stop_handle, stop_progress, NULL, &sp,
+                                  "stop", &p),
+                     MSCCLPP_OK);
+    kern_fifo_t *f = proxy_fifo(p);
+    kern_trigger_t *slot = (kern_trigger_t *)(f + 1);
+    __atomic_store_n(&slot->fst, 0x77, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->snd, KERN_TRIG_VALID | KERN_TRIG_SIGNAL, __ATOMIC_RELEASE);
+    double until = mp_now_s() + 10.0;
+    while (!__atomic_load_n(&sp.in_handler, __ATOMIC_ACQUIRE) && mp_now_s() < until) usleep(1000);
+    ck_assert_int_eq(__atomic_load_n(&sp.in_handler, __ATOMIC_ACQUIRE), 1);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, destroy_proxy, p), 0);
+    usleep(100000); /* proxy_destroy has set the stop and waits for the thread */
+    __atomic_store_n(&sp.release, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    ck_assert_msg(__atomic_load_n(&sp.after, __ATOMIC_ACQUIRE) >= 1,
+                  "the proxy stopped without a progress call after its last handler");
+}
+END_TEST
+
 /* ---- the ucx transport's messages (a put, a put with its signal, a signal) ----------------- */
 
 /* Not a multiple of any chunk or word: a rendezvous-sized put plus a small eager one. */
@@ -1031,6 +1096,7 @@ static Suite *suite(void)
     ADD(tc, t_proxy_idle_wait);
     ADD(tc, t_proxy_arm);
     ADD(tc, t_proxy_hot);
+    ADD(tc, t_proxy_progress_on_stop);
     ADD(tc, t_port_api_ipc);
     if (tp_built(TP_UCX)) ADD(tc, t_port_api_tcp);
     if (tp_built(TP_UCX)) ADD(tc, t_ucx_rndv_signal_order);
