@@ -1607,6 +1607,7 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
 /* every size the staging copies in 8-byte words */
 typedef char kern_op_words_check[sizeof(kern_op_t) % 8 == 0 ? 1 : -1];
 typedef char kern_desc_words_check[sizeof(kern_desc_t) % 8 == 0 ? 1 : -1];
+typedef char kern_args_words_check[sizeof(kern_args_t) % 8 == 0 ? 1 : -1];
 
 /*
  * Run block `block` of a launch as thread tid of nth. `sm`: the block's shared memory (GPU:
@@ -1645,10 +1646,18 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
             for (i = (uint32_t)tid; i < bk.n_ids; i += (uint32_t)nth) sm->ids[i] = si[i];
         }
     }
+    {
+        /* the arguments word by word, shared among the threads: a struct copy by thread 0
+         * loads every field at once and keeps them live (gfx90a: 16 bytes more scratch) */
+        const uint64_t *aw = (const uint64_t *)a;
+        uint64_t *bw = (uint64_t *)&b->a;
+        uint32_t i;
+        for (i = (uint32_t)tid; i < (uint32_t)(sizeof(kern_args_t) / 8); i += (uint32_t)nth)
+            bw[i] = aw[i];
+    }
     if (tid == 0) {
         kern_state_t *st = a->state;
         uint32_t flag = 1;
-        b->a = *a;
         b->st = st;
         b->p = p;
         b->bad = !ok || st->magic != KERN_STATE_MAGIC;
