@@ -220,8 +220,8 @@ static void run(int phase, int nodes, int victim, int delay_us)
     if (phase == P_CONNECT) {
         const char *p = strstr(results[victim].msg, "connect #1 to rank ");
         ck_assert_msg(results[victim].state == 2 && p,
-                      "connect: rank %d's injected connect fault did not fail its call: %s",
-                      victim, results[victim].msg);
+                      "connect: rank %d's injected connect fault did not fail its call: %s", victim,
+                      results[victim].msg);
         culprit = atoi(p + strlen("connect #1 to rank "));
         ck_assert_int_ne(culprit, victim);
     }
@@ -260,7 +260,8 @@ static void run(int phase, int nodes, int victim, int delay_us)
         for (int r = 0; r < NRANKS; r++) {
             char cmd[700];
             fprintf(stderr, "# rank %d (%s, %.2f s after the kill):\n", r,
-                    r == victim ? (phase == P_CONNECT ? "could not connect" : "killed") : "survivor",
+                    r == victim ? (phase == P_CONNECT ? "could not connect" : "killed")
+                                : "survivor",
                     results[r].t > 0 ? results[r].t - results[victim].t : 0.0);
             snprintf(cmd, sizeof cmd,
                      "grep ' WARN ' '%s/rank%d.log' | head -n 6 | cut -c1-400 | sed 's/^/#   | /' "
@@ -318,13 +319,14 @@ int main(void)
     char only_phase[16] = "";
     int only_i = -1;
     if (only && sscanf(only, "%15[a-z]:%d", only_phase, &only_i) != 2) only_i = -1;
-#define CULPRIT_ADD(t, name)                                                                       \
-    if (only_i < 0) tcase_add_loop_test(tc, t, 0, 4);                                              \
+#define CULPRIT_ADD(t, name)                          \
+    if (only_i < 0) tcase_add_loop_test(tc, t, 0, 4); \
     else if (!strcmp(only_phase, name) && only_i < 4) tcase_add_loop_test(tc, t, only_i, only_i + 1)
     CULPRIT_ADD(t_boot, "boot");
     CULPRIT_ADD(t_setup, "setup");
     CULPRIT_ADD(t_run, "run");
-    if (only_i < 0 || (!strcmp(only_phase, "connect") && only_i == 0)) tcase_add_test(tc, t_connect);
+    if (only_i < 0 || (!strcmp(only_phase, "connect") && only_i == 0))
+        tcase_add_test(tc, t_connect);
 #undef CULPRIT_ADD
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
