@@ -425,14 +425,17 @@ KERN_FN void kern_stv(char *p, kern_vec_t v) { *(kern_vec_t *)p = v; }
  * KERN_COPY_U vectors per step (all loads, then the stores) with its own pointers stepping by
  * the block's stride (no index arithmetic or counts of the head kept live in the loop); else
  * 4-byte words when they agree modulo 4, else bytes. A destination equal to the source is
- * skipped (a copy onto itself). d[] is overwritten.
+ * skipped (a copy onto itself). dst[] may be shared by the block's threads (it is read only).
  */
-KERN_FN void kern_copy_to(const kern_ctx_t *c, char **d, int nd, const char *src, uint64_t n)
+KERN_FN void kern_copy_to(const kern_ctx_t *c, char *const *dst, int nd, const char *src,
+                          uint64_t n)
 {
     const uint64_t tid = (uint64_t)c->tid, nth = (uint64_t)c->nth;
     uintptr_t mis = 0;
     uint64_t head, nv, i;
+    char *d[KERN_FAST];
     int k;
+    KERN_UNROLL for (k = 0; k < KERN_FAST; k++) d[k] = k < nd ? dst[k] : NULL;
     KERN_UNROLL for (k = 0; k < KERN_FAST; k++) if (k < nd) mis |= (uintptr_t)d[k] - (uintptr_t)src;
     if ((mis & 15) == 0) {
         head = (uint64_t)((16 - ((uintptr_t)src & 15)) & 15);
@@ -958,8 +961,9 @@ KERN_DTYPE_LIST(KERN_GEN_PRED)
  * destination descriptors follow its sources (io.dd == io.sd + io.ns). */
 KERN_BIG_FN void kern_preduce(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t n)
 {
+    char *const *tab = kern_io_tab(c, kern_op_io(c, op), x);
+    /* read from the op again after the call: less to keep across it */
     const kern_io_t io = kern_op_io(c, op);
-    char *const *tab = kern_io_tab(c, io, x);
     if (!tab || io.ns == 0) return;
     switch (c->b->a.dtype) {
 #define KERN_CASE_PRED(DT, ST, AT, UT, LOAD, STORE)                                            \
