@@ -134,12 +134,22 @@ static void victim_main(side_t *s)
     for (;;) pause(); /* never drives its worker again: killed here */
 }
 
-/* An error that names the victim: what the survivor must get. */
-static int judged(mscclpp_result_t r, const char *where)
+/* An error that names the victim: what the survivor must get. It then goes on as a survivor
+ * does (its proxy drives the worker until the communicator goes, then closes and finishes):
+ * nothing UCX left behind may abort it later. */
+static int judged(side_t *s, mscclpp_result_t r, const char *where)
 {
     const char *msg = mscclpp_last_error();
     fprintf(stderr, "survivor: %s: %s: %s\n", where, mscclpp_result_string(r), msg);
-    return strstr(msg, "rank 1") ? S_OK : S_WRONG;
+    int code = strstr(msg, "rank 1") ? S_OK : S_WRONG;
+    double t0 = now_s();
+    while (now_s() - t0 < 0.2) {
+        (void)s->ops->progress(s->ctx);
+        usleep(1000);
+    }
+    (void)s->ops->close(s->ep);
+    s->ops->fini(s->ctx);
+    return code;
 }
 
 static void survivor_main(side_t *s)
@@ -157,17 +167,17 @@ static void survivor_main(side_t *s)
     if (write_all(s->to, &c, 1) || read_all(s->from, &c, 1) || c != 'D') _exit(S_SETUP);
     /* step 5: the victim is dead; nothing drove the worker since */
     mscclpp_result_t r = side_connect(s);
-    if (r != MSCCLPP_OK) _exit(judged(r, "connect"));
+    if (r != MSCCLPP_OK) _exit(judged(s, r, "connect"));
     t0 = now_s();
     while (now_s() - t0 < 5) {
         r = s->ops->progress(s->ctx);
-        if (r != MSCCLPP_OK) _exit(judged(r, "progress"));
+        if (r != MSCCLPP_OK) _exit(judged(s, r, "progress"));
         r = s->ops->ep_status(s->ep);
-        if (r != MSCCLPP_OK) _exit(judged(r, "ep_status"));
+        if (r != MSCCLPP_OK) _exit(judged(s, r, "ep_status"));
         usleep(1000);
     }
     r = s->ops->flush(s->ep, 2000000000ull, TP_FLUSH_REMOTE);
-    if (r != MSCCLPP_OK) _exit(judged(r, "flush"));
+    if (r != MSCCLPP_OK) _exit(judged(s, r, "flush"));
     fprintf(stderr, "survivor: no call failed 5 s after the victim's death\n");
     _exit(S_SILENT);
 }

@@ -887,13 +887,13 @@ static mscclpp_result_t ucx_ep_connect(tp_ep_t *ep, wire_reader_t *r)
     ep_params.err_handler.arg = ep;
     pthread_mutex_lock(&c->lock);
     /* Drain the worker first, so that UCX has seen whatever happened to the peer's half of
-     * this connection: UCX 1.13's tcp (through at least 1.18) reuses the socket of a peer that
-     * connected to us first, and if that peer died meanwhile (its reset not yet read), the
-     * connection request it sends there fails inside ucp_ep_create, which leaves its tcp
-     * endpoint both failed and sending; the next progress then aborts the process
+     * this connection: UCX's tcp (1.13; the same code on its master) reuses the socket of a
+     * peer that connected to us first, and if that peer died meanwhile (its reset not yet
+     * read), the connection request sent there fails inside ucp_ep_create, which leaves the
+     * tcp endpoint both failed and sending; the next progress then aborts the process
      * (tcp_ep.c:478 "!(ep->flags & UCT_TCP_EP_FLAG_CTX_TYPE_TX)"). Read first, the reset
      * fails the half connection cleanly, and ucp_ep_create connects afresh (refused: an error
-     * naming the rank). docs/transports.md, "A peer that dies while connecting". */
+     * naming the rank). docs/reliability.md, "A peer that dies while UCX connects". */
     ucx_settle(c);
     ucs_status_t st = ucp_ep_create(c->worker, &ep_params, &ep->ep);
     if (st == UCS_ERR_UNREACHABLE) {
