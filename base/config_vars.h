@@ -90,9 +90,9 @@ CONFIG_VAR(MSCCLPP_PROXY_HOT_US, COUNT, "",
            "trigger or inbound message before it sleeps; 0: at once. Default: 1000 where the "
            "node's pollers have a core each, else 0")
 CONFIG_VAR(MSCCLPP_TEST_TRANSPORT_FAULT, STR, "",
-           "Test only: OP:N (OP put, signal or flush) makes the Nth such transport call of the "
-           "process fail with MSCCLPP_ERR_REMOTE, moving nothing; OP:N:MS delays that call MS "
-           "milliseconds instead (transports/transport.c)")
+           "Test only: OP:N (OP connect, put, signal or flush) makes the Nth such transport call "
+           "of the process fail with MSCCLPP_ERR_REMOTE, moving nothing; OP:N:MS delays that "
+           "call MS milliseconds instead (transports/tp_fault.c)")
 CONFIG_VAR(MSCCLPP_TEST_NCCL_LEAVE_MS, COUNT, "0",
            "Test only: milliseconds every NCCL-API call waits, its work done, before it leaves "
            "its communicator (nccl/nccl_coll.c run_comm): a destroy or abort that did not wait "

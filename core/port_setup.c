@@ -174,7 +174,13 @@ mscclpp_result_t port_links_exchange(mscclpp_comm_t *comm, port_link_t *const *l
         }
         res = mscclpp_bootstrap_recv(comm->boot, in, (size_t)len, links[i]->peer, tag);
         wire_reader_t r = {in, (size_t)len, 0, false};
-        if (res == MSCCLPP_OK) res = unpack(comm, links[i], machine, &r);
+        if (res == MSCCLPP_OK) {
+            res = unpack(comm, links[i], machine, &r);
+            /* the peer sent what cannot be used, or cannot be reached at the address it sent
+             * (a transport connect that fails: the peer died, say): the error blames it, and
+             * comm_fail tells the others so, before this rank exits and looks like the cause */
+            if (res != MSCCLPP_OK && res != MSCCLPP_ERR_NO_MEMORY) core_set_culprit(links[i]->peer);
+        }
         free(in);
     }
     return res;

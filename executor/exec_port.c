@@ -512,10 +512,17 @@ void exec_port_destroy(exec_port_t *p)
      * flush at the peer: that would wait for a peer that stopped driving its transport. */
     core_error_kept_t kept;
     core_error_keep(&kept);
-    for (int v = 0; p->peers && v < p->n; v++)
-        if (p->peers[v].link.ops && p->peers[v].link.ep)
-            (void)p->peers[v].link.ops->flush(p->peers[v].link.ep, config_timeout_ns(),
-                                              TP_FLUSH_LOCAL);
+    for (int v = 0; p->peers && v < p->n; v++) {
+        port_link_t *l = &p->peers[v].link;
+        if (!l->ops || !l->ep) continue;
+        mscclpp_result_t r = l->ops->flush(l->ep, config_timeout_ns(), TP_FLUSH_LOCAL);
+        /* nothing to hand back to (the calls completed), but say which peer may miss data */
+        if (r != MSCCLPP_OK)
+            INFO(SUBSYS_EXEC,
+                 "port context: flushing the link to rank %d before closing it "
+                 "failed (%s): %s",
+                 p->peers[v].rank, mscclpp_result_string(r), mscclpp_last_error());
+    }
     core_error_put_back(&kept);
     if (p->peers)
         for (int v = 0; v < p->n; v++) {

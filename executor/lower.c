@@ -418,6 +418,33 @@ static mscclpp_result_t check_extents(const lower_t *L, const plan_op_t *op,
     return MSCCLPP_OK;
 }
 
+/* An alltoallv plan's data op (plan.per_peer): a put, pws, pwsf or copy from the input becomes
+ * KERN_OP_PUTV, whose destinations are whole peers' outputs reached through published offsets
+ * (kern_args.h, "Alltoallv"); anything else stays as it is. */
+static mscclpp_result_t lower_per_peer(const lower_t *L, const plan_op_t *op, kern_op_t *ko,
+                                       const kern_desc_t *kd)
+{
+    if ((op->type != PLAN_OP_PUT && op->type != PLAN_OP_PWS && op->type != PLAN_OP_PWSF &&
+         op->type != PLAN_OP_COPY) ||
+        !op->n_src || op->src[0].buf != PLAN_BUF_INPUT)
+        return MSCCLPP_OK;
+    for (int k = 0; k < op->n_dst; k++) {
+        const kern_desc_t *d = &kd[op->n_src + k];
+        bool ok = op->dst[k].buf == PLAN_BUF_OUTPUT &&
+                  (d->loc == KERN_LOC_OUT || d->loc == KERN_LOC_PORT ||
+                   (d->loc == KERN_LOC_REMOTE &&
+                    exec_rbuf_published(L->plan, L->rank, (int)d->idx) >= 0));
+        if (!ok)
+            return ERR(MSCCLPP_ERR_INVALID_PLAN,
+                       OPFMT ": an alltoallv op's destination %d is not a peer's output with "
+                             "a published offset",
+                       OPARGS(L, op), k);
+    }
+    ko->pad = ko->type;
+    ko->type = KERN_OP_PUTV;
+    return MSCCLPP_OK;
+}
+
 static mscclpp_result_t lower_op(const lower_t *L, const plan_block_t *blk, const plan_op_t *op,
                                  mscclpp_redop_t callop, kern_op_t *ko, kern_desc_t *kd,
                                  uint32_t *ids)
@@ -437,7 +464,8 @@ static mscclpp_result_t lower_op(const lower_t *L, const plan_block_t *blk, cons
     ko->n_dst = op->n_dst;
     tbg_slice(L, op, kd, nd, &len);
     ko->len = len;
-    return check_extents(L, op, kd, bounds, nd, len);
+    CHECK(check_extents(L, op, kd, bounds, nd, len));
+    return L->plan->per_peer ? lower_per_peer(L, op, ko, kd) : MSCCLPP_OK;
 }
 
 /* ---- plan ops -> kern ops ------------------------------------------------------------------ */

@@ -171,6 +171,10 @@ struct mscclpp_plan {
      * owns, every other rank its chunk counts. Loaded plans are whole (partial false). */
     bool partial;
     int part_rank;
+    /* A made alltoallv plan (executor/alltoallv.c): its put/pws/pwsf/copy ops from the input
+     * move each peer's count of this call (KERN_OP_PUTV, kern_args.h "Alltoallv"), not their
+     * chunks; run only by mscclpp_alltoallv, which passes the counts. */
+    bool per_peer;
     plan_gpu_t *gpus;      /* gpus[r].id == r */
     void *arena;           /* owner of every allocation above (plan_free releases it) */
 };

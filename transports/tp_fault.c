@@ -1,7 +1,8 @@
 /*
  * Test-only fault injection, a layer over the transports (as libfabric's hook providers wrap a
  * provider): tp_fault_wrap() hands out, in place of a transport's own table, a copy whose
- * put, signal and flush can fail on demand and whose ep_open and close track the connections.
+ * connect, put, signal and flush can fail on demand and whose ep_open and close track the
+ * connections.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -14,7 +15,8 @@
 #include "transports/tp_fault.h"
 
 /*
- * MSCCLPP_TEST_TRANSPORT_FAULT=OP:N (OP is put, signal or flush; N >= 1): the Nth call of OP in
+ * MSCCLPP_TEST_TRANSPORT_FAULT=OP:N (OP is connect, put, signal or flush; N >= 1): the Nth call
+ * of OP in
  * this process, over every transport, fails with MSCCLPP_ERR_REMOTE and "<transport>
  * transport: <op> #N to rank P failed (injected by MSCCLPP_TEST_TRANSPORT_FAULT=OP:N)", moving
  * nothing; the calls before and after it go to the transport. For tests only: it reaches the
@@ -30,7 +32,7 @@ enum { FAULT_UNDECIDED = 0, FAULT_OFF = 1, FAULT_ON = 2 };
 static int fault_state; /* atomic */
 static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
 static char fault_spec[64];
-static const char *fault_op;                 /* "put", "signal" or "flush" */
+static const char *fault_op;                 /* "connect", "put", "signal" or "flush" */
 static uint64_t fault_nth, fault_calls;      /* fault_calls: atomic */
 static unsigned long fault_delay_ms;         /* OP:N:MS: delay the call instead of failing it */
 static tp_ops_t fault_tables[TP__COUNT];     /* the wrappers handed out */
@@ -104,6 +106,15 @@ FAULT_EP_OPEN_(2)
 #undef FAULT_EP_OPEN_
 _Static_assert(TP__COUNT == 3, "one fault_ep_open_<id> per transport");
 
+/* connect: completing a connection with the peer's address (a peer that cannot be reached) */
+static mscclpp_result_t fault_ep_connect(tp_ep_t *ep, wire_reader_t *addr)
+{
+    int id, peer;
+    if (!fault_lookup(ep, &id, &peer)) return MSCCLPP_ERR_INTERNAL;
+    if (fault_hit("connect", id, peer)) return MSCCLPP_ERR_REMOTE;
+    return fault_raw[id]->ep_connect(ep, addr);
+}
+
 static mscclpp_result_t fault_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, tp_mem_t *src,
                                   uint64_t src_off, uint64_t bytes)
 {
@@ -166,7 +177,7 @@ static int fault_decide(void)
         const char *spec = config_get(CFG_MSCCLPP_TEST_TRANSPORT_FAULT);
         st = FAULT_OFF;
         if (*spec) {
-            const char *ops[] = {"put", "signal", "flush"};
+            const char *ops[] = {"connect", "put", "signal", "flush"};
             const char *colon = strchr(spec, ':');
             char *end = NULL;
             unsigned long long n = colon ? strtoull(colon + 1, &end, 10) : 0;
@@ -175,7 +186,7 @@ static int fault_decide(void)
                 ms = strtoull(end + 1, &end, 10);
                 if (ms == 0 || ms > 600000) end = NULL; /* 1 ms to 10 minutes */
             }
-            for (int i = 0; i < 3 && colon; i++)
+            for (int i = 0; i < 4 && colon; i++)
                 if ((size_t)(colon - spec) == strlen(ops[i]) &&
                     !strncmp(spec, ops[i], strlen(ops[i])) && n >= 1 && end && !*end) {
                     fault_op = ops[i];
@@ -185,8 +196,8 @@ static int fault_decide(void)
                 }
             if (st == FAULT_OFF)
                 WARN(SUBSYS_NET,
-                     "MSCCLPP_TEST_TRANSPORT_FAULT=\"%s\" is not OP:N or OP:N:MS (OP put, "
-                     "signal or flush; N >= 1; MS 1 to 600000): no fault is injected",
+                     "MSCCLPP_TEST_TRANSPORT_FAULT=\"%s\" is not OP:N or OP:N:MS (OP connect, "
+                     "put, signal or flush; N >= 1; MS 1 to 600000): no fault is injected",
                      spec);
         }
         if (st == FAULT_ON) {
@@ -216,6 +227,7 @@ const tp_ops_t *tp_fault_wrap(int id, const tp_ops_t *raw)
         fault_raw[id] = raw;
         fault_tables[id] = *raw;
         fault_tables[id].ep_open = opens[id];
+        fault_tables[id].ep_connect = fault_ep_connect;
         fault_tables[id].put = fault_put;
         fault_tables[id].signal = fault_signal;
         fault_tables[id].flush = fault_flush;

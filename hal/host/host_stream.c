@@ -481,12 +481,16 @@ static host_task_t *task_get(hal_stream_t s, size_t args_bytes)
  * Wait until the stream holds fewer than HOST_STREAM_DEPTH tasks. Lock held. A task of the
  * stream that failed ends the wait with that task's error (which names the peer it waited for:
  * "the queue is full" alone named nobody, issue 22 item 5). A worker that finishes no task for
- * MSCCLPP_TIMEOUT + 0.5 s (a launch whose waits are all bounded fails before that, but a long
- * copy could take longer) ends the wait with MSCCLPP_ERR_TIMEOUT.
+ * MSCCLPP_TIMEOUT + 3 s ends the wait with MSCCLPP_ERR_TIMEOUT: a launch whose waits are all
+ * bounded fails before that (at MSCCLPP_TIMEOUT, plus up to 1.3 s in which the bootstrap looks
+ * for the rank to blame: a notice, probes of ranks that may be gone), so its error, not this
+ * one, is what the caller gets; only a task that never ends (a long copy) meets this bound.
  */
+#define SPACE_SLACK_NS 3000000000ull
+
 static mscclpp_result_t wait_for_space(hal_stream_t s, const char *who)
 {
-    uint64_t timeout = config_timeout_ns() + 500000000ull;
+    uint64_t timeout = config_timeout_ns() + SPACE_SLACK_NS;
     uint64_t seen = atomic_load(&s->completed), since = host_now_ns();
     while (atomic_load(&s->submitted) - atomic_load(&s->completed) >= HOST_STREAM_DEPTH) {
         if (s->err != MSCCLPP_OK) /* left for the sync to report too */

@@ -7,6 +7,10 @@
  *            memory mapped through the fd broker, transport endpoints);
  *   - run:   while the survivors queue thousands of collectives on a stream (the stream's queue
  *            fills behind a launch that waits for the dead rank).
+ * And one rank that cannot reach a peer (connect: its first transport connect fails, injected
+ * by MSCCLPP_TEST_TRANSPORT_FAULT=connect:1): it fails and exits, and every other rank but the
+ * unreachable one must name the unreachable one, which it heard of in that rank's abort notice,
+ * not the rank that exited (as when a rank fails to reach a dead peer, then exits).
  * Each survivor runs until a call fails; its error, and the first error line it printed (its
  * stderr goes to a file of its own), must name the dead rank ("rank V"): not a live rank that
  * exited because of it, not a process id. The suite prints, per run, how many survivors named
@@ -39,8 +43,8 @@
 #define RUN_CALLS 3000   /* stream launches a survivor queues in the run phase */
 #define FAIL_TIMEOUT "5" /* MSCCLPP_TIMEOUT of the phase under test */
 
-enum { P_BOOT, P_SETUP, P_RUN };
-static const char *const phase_names[] = {"boot", "setup", "run"};
+enum { P_BOOT, P_SETUP, P_RUN, P_CONNECT };
+static const char *const phase_names[] = {"boot", "setup", "run", "connect"};
 
 typedef struct {
     int phase, nodes, victim, delay_us;
@@ -112,6 +116,7 @@ static int body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     setenv("UCX_NET_DEVICES", "lo", 1);
     setenv("MSCCLPP_TIMEOUT", cc->phase == P_BOOT ? FAIL_TIMEOUT : "30", 1);
     if (victim && cc->phase == P_BOOT) die_after(cc->delay_us);
+    if (victim && cc->phase == P_CONNECT) setenv("MSCCLPP_TEST_TRANSPORT_FAULT", "connect:1", 1);
     mscclpp_comm_t *comm = NULL;
     mscclpp_result_t r = mscclpp_comm_init_rank(id, rank, n, &comm);
     if (r != MSCCLPP_OK) return failed(rank, r);
@@ -139,7 +144,7 @@ static int body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         if (r != MSCCLPP_OK) return failed(rank, r);
         setenv("MSCCLPP_TIMEOUT", FAIL_TIMEOUT, 1);
     }
-    if (victim && cc->phase != P_BOOT) die_after(cc->delay_us);
+    if (victim && cc->phase != P_BOOT && cc->phase != P_CONNECT) die_after(cc->delay_us);
     /* every rank runs until a call fails (the victim until it dies): none can get past the
      * victim's death, whenever it lands; bounded, in case a call wrongly succeeds */
     time_t until = time(NULL) + 60;
@@ -210,8 +215,18 @@ static void run(int phase, int nodes, int victim, int delay_us)
     double slowest = 0; /* from the kill to a survivor's failure */
     char report[4096] = "";
     size_t used = 0;
+    /* the rank to name: the dead one, or the one the connect phase's victim could not reach */
+    int culprit = victim;
+    if (phase == P_CONNECT) {
+        const char *p = strstr(results[victim].msg, "connect #1 to rank ");
+        ck_assert_msg(results[victim].state == 2 && p,
+                      "connect: rank %d's injected connect fault did not fail its call: %s", victim,
+                      results[victim].msg);
+        culprit = atoi(p + strlen("connect #1 to rank "));
+        ck_assert_int_ne(culprit, victim);
+    }
     for (int r = 0; r < NRANKS; r++) {
-        if (r == victim) continue;
+        if (r == culprit || (r == victim && phase != P_CONNECT)) continue;
         survivors++;
         char path[512], line[1024] = "";
         snprintf(path, sizeof path, "%s/rank%d.log", cc.dir, r);
@@ -219,10 +234,10 @@ static void run(int phase, int nodes, int victim, int delay_us)
         const char *why = NULL;
         if (results[r].state == 1) why = "every call returned OK";
         else if (results[r].state == 0) why = "never ended (crashed or killed)";
-        else if (!names_rank(results[r].msg, victim)) why = "its error does not name the dead rank";
+        else if (!names_rank(results[r].msg, culprit)) why = "its error does not name the culprit";
         else if (!have_line) why = "printed no error line";
-        else if (!names_rank(strstr(line, " WARN ") + 6, victim))
-            why = "its first error line does not name the dead rank";
+        else if (!names_rank(strstr(line, " WARN ") + 6, culprit))
+            why = "its first error line does not name the culprit";
         if (results[r].state == 2 && results[victim].t > 0 &&
             results[r].t - results[victim].t > slowest)
             slowest = results[r].t - results[victim].t;
@@ -245,7 +260,8 @@ static void run(int phase, int nodes, int victim, int delay_us)
         for (int r = 0; r < NRANKS; r++) {
             char cmd[700];
             fprintf(stderr, "# rank %d (%s, %.2f s after the kill):\n", r,
-                    r == victim ? "killed" : "survivor",
+                    r == victim ? (phase == P_CONNECT ? "could not connect" : "killed")
+                                : "survivor",
                     results[r].t > 0 ? results[r].t - results[victim].t : 0.0);
             snprintf(cmd, sizeof cmd,
                      "grep ' WARN ' '%s/rank%d.log' | head -n 6 | cut -c1-400 | sed 's/^/#   | /' "
@@ -281,6 +297,9 @@ START_TEST(t_setup) { run(P_SETUP, _i % 2 ? 2 : 1, 1 + _i % 3, (int[]){0, 500, 2
 END_TEST
 START_TEST(t_run) { run(P_RUN, _i % 2 ? 2 : 1, 1 + _i % 3, 20000 + 30000 * _i); }
 END_TEST
+/* 2 nodes: rank 3's port channels to ranks 0 and 1 cross them */
+START_TEST(t_connect) { run(P_CONNECT, 2, 3, 0); }
+END_TEST
 
 int main(void)
 {
@@ -295,9 +314,20 @@ int main(void)
     Suite *s = suite_create("culprit");
     TCase *tc = tcase_create("kill");
     tcase_set_timeout(tc, 150);
-    tcase_add_loop_test(tc, t_boot, 0, 4);
-    tcase_add_loop_test(tc, t_setup, 0, 4);
-    tcase_add_loop_test(tc, t_run, 0, 4);
+    /* CULPRIT_ONLY=<phase>:<i> (say setup:3) runs one case, for debugging a flaky one */
+    const char *only = getenv("CULPRIT_ONLY");
+    char only_phase[16] = "";
+    int only_i = -1;
+    if (only && sscanf(only, "%15[a-z]:%d", only_phase, &only_i) != 2) only_i = -1;
+#define CULPRIT_ADD(t, name)                          \
+    if (only_i < 0) tcase_add_loop_test(tc, t, 0, 4); \
+    else if (!strcmp(only_phase, name) && only_i < 4) tcase_add_loop_test(tc, t, only_i, only_i + 1)
+    CULPRIT_ADD(t_boot, "boot");
+    CULPRIT_ADD(t_setup, "setup");
+    CULPRIT_ADD(t_run, "run");
+    if (only_i < 0 || (!strcmp(only_phase, "connect") && only_i == 0))
+        tcase_add_test(tc, t_connect);
+#undef CULPRIT_ADD
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* no fork per case: the totals add up in this process */

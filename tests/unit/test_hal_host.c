@@ -1053,6 +1053,35 @@ START_TEST(test_launch_host_func)
 }
 END_TEST
 
+/*
+ * A full stream waits for room as long as its head task may still be failing in time: a launch
+ * whose peer died fails at MSCCLPP_TIMEOUT plus the culprit judgement (a notice wait, probes of
+ * ranks that may be gone), and an enqueue behind it must get room (or that launch's error), not
+ * a timeout of its own that names nobody (test_culprit t_run:1 under TSan: "the stream's queue
+ * is full (1024 tasks) and none finished in 5.5 s"). Here the head task takes MSCCLPP_TIMEOUT
+ * + 1 s; the enqueues behind it all succeed.
+ */
+static void hostfn_sleep_ms(void *arg) { usleep((useconds_t)(intptr_t)arg * 1000u); }
+static void hostfn_count(void *arg) { __atomic_add_fetch((int *)arg, 1, __ATOMIC_RELAXED); }
+
+START_TEST(test_full_stream_waits_for_a_slow_head)
+{
+    setenv("MSCCLPP_TIMEOUT", "1", 1);
+    hal_stream_t s;
+    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    int ran = 0;
+    ck_assert_int_eq(H->launch_host_func(hostfn_sleep_ms, (void *)(intptr_t)2000, s), MSCCLPP_OK);
+    for (int i = 0; i < 1100; i++)
+        ck_assert_msg(H->launch_host_func(hostfn_count, &ran, s) == MSCCLPP_OK,
+                      "enqueue %d behind a 2 s task (MSCCLPP_TIMEOUT 1) failed: %s", i,
+                      mscclpp_last_error());
+    ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK);
+    ck_assert_int_eq(ran, 1100);
+    ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
+    unsetenv("MSCCLPP_TIMEOUT");
+}
+END_TEST
+
 int main(void)
 {
     setenv("MSCCLPP_DEBUG", getenv("MSCCLPP_DEBUG") ? getenv("MSCCLPP_DEBUG") : "NONE", 1);
@@ -1084,6 +1113,7 @@ int main(void)
     tcase_add_test(tc, test_mem_info);
     tcase_add_test(tc, test_foreign_export_fork);
     tcase_add_test(tc, test_launch_host_func);
+    tcase_add_test(tc, test_full_stream_waits_for_a_slow_head);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -342,6 +342,49 @@ START_TEST(t_shapes)
 }
 END_TEST
 
+/* The count-exact alltoallv plan (executor/alltoallv.c) of every shape: as a chunk plan it is
+ * an alltoall (each block straight into its peer's output), which the verifier simulates; each
+ * rank's part is its part of the whole, and its stubs carry what setup needs. */
+START_TEST(t_alltoallv_plans)
+{
+    const shape_t *sh = &shapes[_i];
+    int n = shape_ranks(sh), node_of[1024];
+    shape_labels(sh, node_of);
+    uint64_t lab[1024];
+    for (int r = 0; r < n; r++) lab[r] = (uint64_t)node_of[r];
+    exec_topo_t t;
+    ck_assert_int_eq(exec_topo_init(&t, n, lab), MSCCLPP_OK);
+    struct mscclpp_plan *p = NULL;
+    ck_assert_msg(exec_made_alltoallv(&t, -1, &p) == MSCCLPP_OK, "%d ranks: %s", n,
+                  mscclpp_last_error());
+    ck_assert(p->per_peer && !strcmp(p->collective, "alltoall"));
+    ck_assert_ptr_nonnull(strstr(mscclpp_plan_name(p), "made_alltoallv_"));
+    char *json = to_json(p);
+    mscclpp_plan_t *back = NULL;
+    ck_assert_msg(mscclpp_plan_load_string(json, strlen(json), &back) == MSCCLPP_OK, "%s: %s",
+                  mscclpp_plan_name(p), mscclpp_last_error());
+    ck_assert_msg(mscclpp_plan_verify(back) == MSCCLPP_OK, "%s: %s", mscclpp_plan_name(p),
+                  mscclpp_last_error());
+    ck_assert_msg(same_plan(back, p), "%s through JSON: %s", mscclpp_plan_name(p), diff);
+    for (int me = 0; me < n; me++) {
+        struct mscclpp_plan *part = NULL;
+        ck_assert_int_eq(exec_made_alltoallv(&t, me, &part), MSCCLPP_OK);
+        ck_assert(part->partial && part->part_rank == me && part->per_peer);
+        ck_assert_msg(same_gpu(&part->gpus[me], &p->gpus[me], me), "%s rank %d's part: %s",
+                      mscclpp_plan_name(p), me, diff);
+        for (int v = 0; v < n; v++)
+            if (v != me)
+                ck_assert_msg(same_resources(&part->gpus[v], &p->gpus[v], v, me),
+                              "%s rank %d's stub of %d: %s", mscclpp_plan_name(p), me, v, diff);
+        mscclpp_plan_destroy(part);
+    }
+    free(json);
+    mscclpp_plan_destroy(back);
+    mscclpp_plan_destroy(p);
+    exec_topo_fini(&t);
+}
+END_TEST
+
 START_TEST(t_refusals)
 {
     mscclpp_plan_t *p = NULL;
@@ -392,6 +435,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, t_flat_is_the_dsl, 0, 8);
     tcase_add_loop_test(tc, t_shapes, 0, NSHAPES);
+    tcase_add_loop_test(tc, t_alltoallv_plans, 0, NSHAPES);
     tcase_add_test(tc, t_refusals);
     tcase_add_test(tc, t_large_partial);
     suite_add_tcase(s, tc);

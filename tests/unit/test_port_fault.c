@@ -13,6 +13,7 @@
  * ("the proxy failed (port channel 0 to rank 1)") must carry the transport's sentence too.
  * t_peer_left: a peer that finished its last call and exited must not fail a slower rank that
  * needs nothing more from it (3 ranks over ucx; see left_json).
+ * t_destroy_flush_logged: the flush of a port context's links on destroy logs its failure.
  */
 #include <check.h>
 #include <stdio.h>
@@ -210,6 +211,82 @@ static int no_fault_body(int rank, int n, const mscclpp_unique_id_t *id, void *a
 }
 
 /*
+ * exec_port_destroy flushes each link locally before closing it (1141b53); nothing is left to
+ * return that flush's error to, but it must not vanish: rank 0's first flush (the destroy's:
+ * the plan has no flush op) is injected to fail, and its log (INFO, EXEC) must name the peer
+ * and the transport's sentence. Before: nothing was logged.
+ */
+static void flush_log_path(char *log, size_t cap)
+{
+    snprintf(log, cap, "/tmp/mscclpp-pfflush-%d.log", (int)getpid());
+}
+
+/* before rank 0 makes the unique id: the logger reads its settings at its first line */
+static int destroy_flush_setup(int rank)
+{
+    if (rank != 0) return 0;
+    char log[64];
+    flush_log_path(log, sizeof log);
+    setenv("MSCCLPP_TEST_TRANSPORT_FAULT", "flush:1", 1);
+    setenv("MSCCLPP_DEBUG", "INFO", 1);
+    setenv("MSCCLPP_DEBUG_SUBSYS", "EXEC", 1);
+    setenv("MSCCLPP_DEBUG_FILE", log, 1);
+    return 0;
+}
+
+static int destroy_flush_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mp_set_timeout(TIMEOUT_S);
+    char log[64];
+    flush_log_path(log, sizeof log);
+    mscclpp_comm_t *comm = NULL;
+    if (mp_join_node(rank, n, n, "port-fault", id, &comm)) return 1; /* one node: ipc */
+    char *json = plan_json(0);
+    mscclpp_plan_t *plan = NULL;
+    MP_CHECK(rank, mscclpp_plan_load_string(json, strlen(json), &plan));
+    free(json);
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    float *in = NULL, *out = NULL;
+    MP_CHECK(rank, mscclpp_malloc(COUNT * sizeof(float), (void **)&in));
+    MP_CHECK(rank, mscclpp_malloc(2 * COUNT * sizeof(float), (void **)&out));
+    for (int i = 0; i < COUNT; i++) in[i] = (float)(rank * 10000 + i);
+    MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, COUNT * sizeof(float),
+                                   2 * COUNT * sizeof(float), MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+    if (mp_barrier_then_die(rank, comm, false)) return 1;
+    mscclpp_executor_destroy(ex);
+    int rc = 0;
+    if (rank == 0) {
+        FILE *f = fopen(log, "r");
+        char line[2048];
+        int found = 0;
+        while (f && !found && fgets(line, sizeof line, f))
+            found = strstr(line, "flushing the link to rank 1") && strstr(line, "flush #1") &&
+                    strstr(line, "MSCCLPP_TEST_TRANSPORT_FAULT");
+        if (f) fclose(f);
+        unlink(log);
+        if (!found)
+            rc =
+                MP_FAIL(rank, "no INFO line for the failed flush of the link to rank 1 in %s", log);
+    }
+    mscclpp_plan_destroy(plan);
+    mscclpp_free(in);
+    mscclpp_free(out);
+    mscclpp_comm_destroy(comm);
+    return rc;
+}
+
+START_TEST(t_destroy_flush_logged)
+{
+    mp_child_setup = destroy_flush_setup;
+    int failed = mp_run(2, destroy_flush_body, NULL, 60, NULL);
+    mp_child_setup = NULL;
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
+/*
  * A peer that finished and left (issue 22, board 2026-11-26 08:00): 3 ranks as 3 nodes (ucx
  * over tcp). Rank 1 exchanges its input with rank 0 and, its call done, destroys everything and
  * exits. Rank 0's launch still waits (for rank 2, whose signal is 3 s late) and
@@ -345,6 +422,7 @@ int main(void)
     tcase_add_loop_test(tc, t_put_fails_after_launch, 0, MODE__COUNT);
     tcase_add_loop_test(tc, t_knob_off, 0, 5);
     tcase_add_test(tc, t_peer_left);
+    tcase_add_test(tc, t_destroy_flush_logged);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
