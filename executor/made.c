@@ -1497,6 +1497,7 @@ static mscclpp_result_t make_gpu(const made_ctx_t *base, const made_algo_t *a, i
     int inst = a->instances ? a->instances : (base->s->instances > 0 ? base->s->instances : 1);
     plan_mk_t *mk = plan_mk_new(c.n, r, inst, stub);
     if (!mk) return ERR(MSCCLPP_ERR_NO_MEMORY, "plan making: out of memory");
+    if (stub) plan_mk_stub_focus(mk, c.focus);
     uint32_t d[3];
     a->dims(&c, r, d);
     plan_mk_dims(mk, d[0], d[1], d[2]);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "executor/lower.h"
 #include "executor/made.h"
 #include "executor/plan.h"
 
@@ -274,6 +275,36 @@ static const shape_t shapes[] = {
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
+/* Who writes the packets of rank me's chunks (lower.c, what a timed-out packet wait names):
+ * the part made for me names the same ranks as the whole plan, though its peers are stubs
+ * without ops. Returns the chunks a peer writes. */
+static int check_writers(const mscclpp_plan_t *whole, const mscclpp_plan_t *part, int me)
+{
+    const plan_gpu_t *g = &whole->gpus[me];
+    uint32_t n[3] = {g->input_chunks, g->output_chunks, g->scratch_chunks};
+    uint16_t *a[3], *b[3];
+    int peers = 0;
+    for (int t = 0; t < 3; t++) {
+        a[t] = calloc(n[t] + 1, sizeof(uint16_t));
+        b[t] = calloc(n[t] + 1, sizeof(uint16_t));
+        ck_assert(a[t] && b[t]);
+    }
+    ck_assert_int_eq(exec_packet_writers(whole, me, a), MSCCLPP_OK);
+    ck_assert_int_eq(exec_packet_writers(part, me, b), MSCCLPP_OK);
+    for (int t = 0; t < 3; t++) {
+        for (uint32_t c = 0; c < n[t]; c++) {
+            ck_assert_msg(a[t][c] == b[t][c],
+                          "%s rank %d: buffer %d chunk %u: packets written by rank %d in the "
+                          "whole plan, by %d in the rank's part",
+                          mscclpp_plan_name(whole), me, t, c, a[t][c] - 1, b[t][c] - 1);
+            peers += a[t][c] && a[t][c] != me + 1;
+        }
+        free(a[t]);
+        free(b[t]);
+    }
+    return peers;
+}
+
 static void check_one(const char *coll, exec_made_proto_t proto, const shape_t *sh, int root)
 {
     int n = shape_ranks(sh), node_of[1024];
@@ -299,6 +330,11 @@ static void check_one(const char *coll, exec_made_proto_t proto, const shape_t *
         ck_assert(part->partial && part->part_rank == me);
         ck_assert_msg(same_gpu(&part->gpus[me], &p->gpus[me], me), "%s rank %d's part: %s",
                       mscclpp_plan_name(p), me, diff);
+        int written = check_writers(p, part, me);
+        /* a packet plan's ranks read their peers' packets */
+        if (proto == EXEC_MADE_PACKET && n > 1)
+            ck_assert_msg(written > 0, "%s rank %d: no chunk written by a peer",
+                          mscclpp_plan_name(p), me);
         for (int v = 0; v < n; v++) {
             if (v == me) continue;
             const plan_gpu_t *g = &part->gpus[v];
