@@ -191,6 +191,18 @@ struct mscclpp_executor {
     /* mscclpp_alltoallv's staging pair (alltoallv.c), kept (exec_keep) until the executor goes */
     void *a2av_in, *a2av_out;
     size_t a2av_bytes;
+    /* its count-exact path: the plan (made on first use), the per-call count tables (host
+     * memory the device reads, one per call in flight) and the table of the call in progress
+     * (kern_args_t.vtab of its launch; NULL for every other launch) */
+    struct mscclpp_plan *a2av_plan;
+    struct exec_a2av_tab *a2av_tabs;
+    uint64_t *a2av_vtab;
+    /* for tests: the calls that went direct, count-exact and staged, and (when a2av_count is
+     * set before the calls) the bytes the count-exact launches moved, counted by the kernel
+     * (kern_args.h, "Alltoallv"), added once each launch is done */
+    uint64_t a2av_ways[3];
+    bool a2av_count;
+    uint64_t a2av_moved; /* atomic */
     uint64_t source;  /* id as an error source of streams (hal_api.h) */
     bool setup_talked; /* the context setup in progress has sent or received a message */
     bool setup_disagreed; /* it failed because the ranks disagree on the call, midway */
@@ -286,6 +298,9 @@ void exec_contexts_free_all(mscclpp_executor_t *ex, bool dead_too);
 
 /* Keep device memory `p` (a buffer a graph uses) until the executor goes. */
 mscclpp_result_t exec_keep(mscclpp_executor_t *ex, void *p);
+/** Frees mscclpp_alltoallv's plan and count tables (alltoallv.c): after the launches drained
+ *  and the contexts are gone. */
+void exec_alltoallv_release(mscclpp_executor_t *ex);
 
 /* ---- executor.c --------------------------------------------------------------------------- */
 

@@ -390,6 +390,13 @@ static mscclpp_result_t launch(mscclpp_executor_t *ex, exec_context_t *c, exec_l
     exec_call_sig(c->plan->collective, exec_sig_seq(ex, c), c->digest, &ex->shape,
                   l->low->args.sig);
     l->low->args.last_sig = ex->last_sig;
+    /* mscclpp_alltoallv's counts (NULL for the rest), which its plan's ops read */
+    if (c->plan->per_peer && !ex->a2av_vtab)
+        return ERR(MSCCLPP_ERR_INTERNAL,
+                   "plan '%s' moves alltoallv counts; only "
+                   "mscclpp_alltoallv runs it",
+                   c->plan->name);
+    l->low->args.vtab = ex->a2av_vtab;
     /* A context that reaches the peers' input or output fences every launch: those buffers
      * are the callers', ready (input written, output no longer read by the caller's earlier
      * work) only once the peer's stream has reached this launch, and the peers publish their
@@ -538,6 +545,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
     hal_api_source_remove(exec->source);
     exec_native_release(exec); /* before the communicator may go */
     exec_contexts_free_all(exec, true);
+    exec_alltoallv_release(exec);
     if (exec->tmp) exec->hal->mem_free(exec->tmp);
     exec->hal->mem_free(exec->last_sig);
     exec_tuning_free(exec->tuning);

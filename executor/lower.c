@@ -209,34 +209,51 @@ static bool desc_is_packet(int type, int chtype, bool is_dst, int j)
 
 /* ---- who writes the packets a descriptor reads --------------------------------------------- */
 
-static void mark_writer(writers_t *wr, int buf, const plan_desc_t *d, int writer)
+static void mark_writer(writers_t *wr, int buf, uint32_t index, uint32_t size, int writer)
 {
-    for (uint64_t c = d->index; c < (uint64_t)d->index + d->size && c < wr->n[buf]; c++)
+    for (uint64_t c = index; c < (uint64_t)index + size && c < wr->n[buf]; c++)
         if (!wr->w[buf][c]) wr->w[buf][c] = (uint16_t)(writer + 1);
 }
 
-/* The packet destinations of op (of rank p) that land in my buffers. */
-static void op_writes(const lower_t *L, int p, const plan_block_t *blk, const plan_op_t *op,
-                      writers_t *wr)
+/* The packet destinations of op (of rank p) that land in rank me's buffers. */
+static void op_writes(const struct mscclpp_plan *plan, int me, int p, const plan_block_t *blk,
+                      const plan_op_t *op, writers_t *wr)
 {
-    const plan_gpu_t *g = &L->plan->gpus[p];
+    const plan_gpu_t *g = &plan->gpus[p];
     for (int j = 0; j < op->n_dst; j++) {
         const plan_desc_t *d = &op->dst[j];
         if (!desc_is_packet(op->type, op->channel_type, true, j)) continue;
         if (d->kind == PLAN_DESC_LOCAL) {
-            if (p == L->rank) mark_writer(wr, d->buf, d, p);
+            if (p == me) mark_writer(wr, d->buf, d->index, d->size, p);
         } else if (d->kind == PLAN_DESC_REMOTE) {
             const plan_rbuf_t *rb = &g->rbufs[blk->rbuf[op->channel_type][d->ref]];
-            if (rb->owner == L->rank) mark_writer(wr, rb->buf, d, p);
+            if (rb->owner == me) mark_writer(wr, rb->buf, d->index, d->size, p);
         } else {
             const plan_switch_t *sw = &g->switches[blk->chan[PLAN_CH_SWITCH][d->ref]];
             for (int m = 0; m < sw->n_ranks; m++)
-                if (sw->ranks[m] == L->rank) mark_writer(wr, sw->buf, d, p);
+                if (sw->ranks[m] == me) mark_writer(wr, sw->buf, d->index, d->size, p);
         }
     }
 }
 
-/* Scan every rank's ops once, peers before this rank (a peer is the better name). */
+/* Scan every rank's ops once, peers before rank me (a peer is the better name). A made plan's
+ * peers are stubs without ops: each says which of my chunks its packet puts write. */
+static void scan_writers(const struct mscclpp_plan *plan, int me, writers_t *wr)
+{
+    for (int k = 1; k <= plan->nranks; k++) {
+        int p = (me + k) % plan->nranks;
+        const plan_gpu_t *g = &plan->gpus[p];
+        for (int i = 0; i < g->n_pkt_writes; i++) {
+            const plan_pkt_write_t *w = &g->pkt_writes[i];
+            if (w->owner == me && w->buf <= PLAN_BUF_SCRATCH)
+                mark_writer(wr, w->buf, w->index, w->size, p);
+        }
+        for (int b = 0; b < g->n_blocks; b++)
+            for (int i = 0; i < g->blocks[b].n_ops; i++)
+                op_writes(plan, me, p, &g->blocks[b], &g->blocks[b].ops[i], wr);
+    }
+}
+
 static mscclpp_result_t find_writers(lower_t *L)
 {
     writers_t *wr = &L->writers;
@@ -247,13 +264,21 @@ static mscclpp_result_t find_writers(lower_t *L)
         wr->w[t] = calloc(n[t] ? n[t] : 1, sizeof(uint16_t));
         if (!wr->w[t]) return ERR(MSCCLPP_ERR_NO_MEMORY, "exec_lower: out of memory");
     }
-    for (int k = 1; k <= L->plan->nranks; k++) {
-        int p = (L->rank + k) % L->plan->nranks;
-        const plan_gpu_t *g = &L->plan->gpus[p];
-        for (int b = 0; b < g->n_blocks; b++)
-            for (int i = 0; i < g->blocks[b].n_ops; i++)
-                op_writes(L, p, &g->blocks[b], &g->blocks[b].ops[i], wr);
+    scan_writers(L->plan, L->rank, wr);
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t exec_packet_writers(const struct mscclpp_plan *plan, int rank, uint16_t *w[3])
+{
+    CHECK_ARG(plan != NULL && w != NULL && rank >= 0 && rank < plan->nranks);
+    CHECK_ARG(plan->nranks < UINT16_MAX);
+    const plan_gpu_t *g = &plan->gpus[rank];
+    writers_t wr = {{w[0], w[1], w[2]}, {g->input_chunks, g->output_chunks, g->scratch_chunks}};
+    for (int t = 0; t < 3; t++) {
+        CHECK_ARG(w[t] != NULL || wr.n[t] == 0);
+        if (wr.n[t]) memset(w[t], 0, wr.n[t] * sizeof(uint16_t));
     }
+    scan_writers(plan, rank, &wr);
     return MSCCLPP_OK;
 }
 
@@ -418,6 +443,33 @@ static mscclpp_result_t check_extents(const lower_t *L, const plan_op_t *op,
     return MSCCLPP_OK;
 }
 
+/* An alltoallv plan's data op (plan.per_peer): a put, pws, pwsf or copy from the input becomes
+ * KERN_OP_PUTV, whose destinations are whole peers' outputs reached through published offsets
+ * (kern_args.h, "Alltoallv"); anything else stays as it is. */
+static mscclpp_result_t lower_per_peer(const lower_t *L, const plan_op_t *op, kern_op_t *ko,
+                                       const kern_desc_t *kd)
+{
+    if ((op->type != PLAN_OP_PUT && op->type != PLAN_OP_PWS && op->type != PLAN_OP_PWSF &&
+         op->type != PLAN_OP_COPY) ||
+        !op->n_src || op->src[0].buf != PLAN_BUF_INPUT)
+        return MSCCLPP_OK;
+    for (int k = 0; k < op->n_dst; k++) {
+        const kern_desc_t *d = &kd[op->n_src + k];
+        bool ok = op->dst[k].buf == PLAN_BUF_OUTPUT &&
+                  (d->loc == KERN_LOC_OUT || d->loc == KERN_LOC_PORT ||
+                   (d->loc == KERN_LOC_REMOTE &&
+                    exec_rbuf_published(L->plan, L->rank, (int)d->idx) >= 0));
+        if (!ok)
+            return ERR(MSCCLPP_ERR_INVALID_PLAN,
+                       OPFMT ": an alltoallv op's destination %d is not a peer's output with "
+                             "a published offset",
+                       OPARGS(L, op), k);
+    }
+    ko->pad = ko->type;
+    ko->type = KERN_OP_PUTV;
+    return MSCCLPP_OK;
+}
+
 static mscclpp_result_t lower_op(const lower_t *L, const plan_block_t *blk, const plan_op_t *op,
                                  mscclpp_redop_t callop, kern_op_t *ko, kern_desc_t *kd,
                                  uint32_t *ids)
@@ -437,7 +489,8 @@ static mscclpp_result_t lower_op(const lower_t *L, const plan_block_t *blk, cons
     ko->n_dst = op->n_dst;
     tbg_slice(L, op, kd, nd, &len);
     ko->len = len;
-    return check_extents(L, op, kd, bounds, nd, len);
+    CHECK(check_extents(L, op, kd, bounds, nd, len));
+    return L->plan->per_peer ? lower_per_peer(L, op, ko, kd) : MSCCLPP_OK;
 }
 
 /* ---- plan ops -> kern ops ------------------------------------------------------------------ */

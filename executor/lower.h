@@ -105,6 +105,11 @@ typedef struct {
     void *blob; /**< the kern_plan_t image, 64-byte aligned */
 } exec_lowered_t;
 
+/** Who writes the packets of rank's buffers (what a packet wait names when it times out):
+ *  w[t][c] = writer rank + 1 of chunk c of buffer t (input, output, scratch), 0: none known;
+ *  w[t] holds plan->gpus[rank]'s chunk count of buffer t. Exported for tests. */
+mscclpp_result_t exec_packet_writers(const struct mscclpp_plan *plan, int rank, uint16_t *w[3]);
+
 /**
  * Lower `plan` for `rank`. `op` replaces the plan's reduce_op unless MSCCLPP_REDOP_PLAN.
  * Errors: INVALID_ARG (sizes, dtype, missing resources), INVALID_PLAN (a descriptor that would

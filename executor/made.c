@@ -1312,40 +1312,60 @@ static void ring_rooted_dims(const made_ctx_t *c, int r, uint32_t d[3])
     d[2] = 2;
 }
 
-/* Alltoall as pairwise exchanges spread over thread blocks of up to 16 peers each. */
-static void pairs_alltoall(plan_mk_t *mk, const made_ctx_t *c)
+/*
+ * Alltoall as pairwise exchanges spread over thread blocks of up to 16 peers each: a ready
+ * handshake, each block into the peer's scratch, then copied out (pairs_alltoall); or, for
+ * the count-exact alltoallv (executor/alltoallv.c), each block straight into the peer's output
+ * (`to_output`), one op per peer that the lowering turns into KERN_OP_PUTV (the call's counts
+ * and offsets, not these chunks). Either way a signal to every peer and a wait for every peer
+ * follow: with `to_output`, a peer's next launch (whose fence publishes new offsets) starts
+ * only after its block from this rank landed, and no handshake is needed since a plan that
+ * reaches the peers' outputs fences every launch.
+ */
+static void pairs_any(plan_mk_t *mk, const made_ctx_t *c, bool to_output)
 {
-    int N = c->n, r = c->me;
+    int N = c->n, r = c->me, into = to_output ? OUT : SCR;
     for (int k = 1; k < N; k++) {
         int p = (r + k) % N;
         plan_mk_chan(mk, ctype_of(c, r, p), p);
     }
     if (plan_mk_is_stub(mk)) {
         /* a peer's resources as the focus rank's setup needs them (make_gpu): its channels
-         * (above: their count and order name the counter slots) and the focus's scratch */
-        plan_mk_rbuf(mk, ctype_of(c, r, c->focus), c->focus, SCR);
+         * (above: their count and order name the counter slots) and the focus's buffer */
+        plan_mk_rbuf(mk, ctype_of(c, r, c->focus), c->focus, into);
         return;
     }
     plan_mk_copy(mk, 0, PLAN_OP_COPY, L(OUT, (uint32_t)r, 1), L(IN, (uint32_t)r, 1));
     for (int k0 = 1, tb = 0; k0 < N; k0 += MADE_FLAT_MAX_PEERS, tb++) {
         int peers[MADE_FLAT_MAX_PEERS], np = 0, mem[MADE_FLAT_MAX_PEERS], nm = 0;
         for (int k = k0; k < N && k < k0 + MADE_FLAT_MAX_PEERS; k++) peers[np++] = (r + k) % N;
-        for (int i = 0; i < np; i++)
+        for (int i = 0; i < np && !to_output; i++)
             plan_mk_signal(mk, tb, ctype_of(c, r, peers[i]), peers[i], true, 0);
-        for (int i = 0; i < np; i++)
+        for (int i = 0; i < np && !to_output; i++)
             plan_mk_wait(mk, tb, ctype_of(c, r, peers[i]), peers[i], true, AFTER);
         for (int i = 0; i < np; i++) {
-            put_to(mk, c, tb, R(peers[i], SCR, (uint32_t)r, 1), L(IN, (uint32_t)peers[i], 1));
+            put_to(mk, c, tb, R(peers[i], into, (uint32_t)r, 1), L(IN, (uint32_t)peers[i], 1));
             if (ctype_of(c, r, peers[i]) == MEM) mem[nm++] = peers[i];
         }
         publish(mk, tb, mem, nm);
         await_all(mk, c, tb, peers, np);
-        for (int i = 0; i < np; i++)
+        for (int i = 0; i < np && !to_output; i++)
             plan_mk_copy(mk, tb, PLAN_OP_COPY, L(OUT, (uint32_t)peers[i], 1),
                          L(SCR, (uint32_t)peers[i], 1));
         for (int i = 0; i < np; i++)
             if (ctype_of(c, r, peers[i]) == PORT) plan_mk_flush(mk, tb, peers[i], 0);
     }
+}
+
+static void pairs_alltoall(plan_mk_t *mk, const made_ctx_t *c) { pairs_any(mk, c, false); }
+
+static void v_alltoall(plan_mk_t *mk, const made_ctx_t *c) { pairs_any(mk, c, true); }
+
+static void v_alltoall_dims(const made_ctx_t *c, int r, uint32_t d[3])
+{
+    (void)r;
+    d[0] = d[1] = (uint32_t)c->n;
+    d[2] = 0;
 }
 
 /* ---- choosing an algorithm ------------------------------------------------------------------- */
@@ -1477,6 +1497,7 @@ static mscclpp_result_t make_gpu(const made_ctx_t *base, const made_algo_t *a, i
     int inst = a->instances ? a->instances : (base->s->instances > 0 ? base->s->instances : 1);
     plan_mk_t *mk = plan_mk_new(c.n, r, inst, stub);
     if (!mk) return ERR(MSCCLPP_ERR_NO_MEMORY, "plan making: out of memory");
+    if (stub) plan_mk_stub_focus(mk, c.focus);
     uint32_t d[3];
     a->dims(&c, r, d);
     plan_mk_dims(mk, d[0], d[1], d[2]);
@@ -1496,6 +1517,9 @@ static mscclpp_result_t make_gpu(const made_ctx_t *base, const made_algo_t *a, i
     return res;
 }
 
+static mscclpp_result_t assemble(const exec_topo_t *t, const exec_made_spec_t *s,
+                                 const made_algo_t *a, int rank, struct mscclpp_plan **out);
+
 mscclpp_result_t exec_made_plan(const exec_topo_t *t, const exec_made_spec_t *s, int rank,
                                 struct mscclpp_plan **out)
 {
@@ -1513,6 +1537,26 @@ mscclpp_result_t exec_made_plan(const exec_topo_t *t, const exec_made_spec_t *s,
                                 "ranks on %d node(s): %s",
                                 s->proto ? "packet" : "Simple", s->collective, t->n, t->nnodes,
                                 why);
+    return assemble(t, s, a, rank, out);
+}
+
+mscclpp_result_t exec_made_alltoallv(const exec_topo_t *t, int rank, struct mscclpp_plan **out)
+{
+    CHECK_ARG(t != NULL && out != NULL);
+    CHECK_ARG(rank >= -1 && rank < t->n);
+    *out = NULL;
+    static const made_algo_t v = {"alltoallv", v_alltoall, v_alltoall_dims, 1};
+    exec_made_spec_t s = {.collective = "alltoall", .proto = EXEC_MADE_SIMPLE, .instances = 1};
+    CHECK(assemble(t, &s, &v, rank, out));
+    (*out)->per_peer = true;
+    return MSCCLPP_OK;
+}
+
+/* The plan of algorithm `a` for `s` (exec_made_plan). */
+static mscclpp_result_t assemble(const exec_topo_t *t, const exec_made_spec_t *s,
+                                 const made_algo_t *a, int rank, struct mscclpp_plan **out)
+{
+    bool rooted = !strcmp(s->collective, "broadcast") || !strcmp(s->collective, "reduce");
     plan_arena_t *arena = plan_arena_new();
     if (!arena) return ERR(MSCCLPP_ERR_NO_MEMORY, "plan making: out of memory");
     mscclpp_result_t res = MSCCLPP_OK;

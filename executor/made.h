@@ -55,6 +55,13 @@ typedef struct {
 mscclpp_result_t exec_made_plan(const exec_topo_t *t, const exec_made_spec_t *spec, int rank,
                                 struct mscclpp_plan **out);
 
+/**
+ * The count-exact alltoallv plan (executor/alltoallv.c) for `t`: rank `rank`'s part (-1: every
+ * rank in full), collective "alltoall", per_peer set: each put goes straight into the peer's
+ * output with the call's counts (kern_args.h, "Alltoallv").
+ */
+mscclpp_result_t exec_made_alltoallv(const exec_topo_t *t, int rank, struct mscclpp_plan **out);
+
 /** Largest message (plan-format §3.2) of the packet plan of `collective` across nodes: every
  *  port put of a packet image at most 16 KiB (docs/multinode.md, "which plan serves which size"). */
 uint64_t exec_made_pkt_cap(const exec_topo_t *t, const char *collective);

@@ -138,6 +138,14 @@ typedef struct {
     uint8_t access; /* bit (1 << PLAN_CH_MEMORY) | (1 << PLAN_CH_PORT) */
 } plan_rbuf_t;
 
+/* Chunks of a rank's buffer that a made plan's peer writes packets into (plan_gpu_t). */
+typedef struct {
+    int owner;      /* rank owning the buffer */
+    uint8_t buf;    /* plan_buf_t */
+    uint32_t index; /* first chunk */
+    uint32_t size;  /* chunks */
+} plan_pkt_write_t;
+
 typedef struct {
     int id;
     uint32_t input_chunks, output_chunks, scratch_chunks;
@@ -150,6 +158,11 @@ typedef struct {
     int32_t *sem_init;
     int n_blocks;
     plan_block_t *blocks;
+    /* A made plan's peer stub (no blocks): the chunks of the focus rank's buffers its packet
+     * puts write, so that the focus's packet waits name their writer (lower.c). NULL in loaded
+     * plans, whose peers' ops say it. */
+    int n_pkt_writes;
+    plan_pkt_write_t *pkt_writes;
 } plan_gpu_t;
 
 struct mscclpp_plan {
@@ -171,6 +184,10 @@ struct mscclpp_plan {
      * owns, every other rank its chunk counts. Loaded plans are whole (partial false). */
     bool partial;
     int part_rank;
+    /* A made alltoallv plan (executor/alltoallv.c): its put/pws/pwsf/copy ops from the input
+     * move each peer's count of this call (KERN_OP_PUTV, kern_args.h "Alltoallv"), not their
+     * chunks; run only by mscclpp_alltoallv, which passes the counts. */
+    bool per_peer;
     plan_gpu_t *gpus;      /* gpus[r].id == r */
     void *arena;           /* owner of every allocation above (plan_free releases it) */
 };

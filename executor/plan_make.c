@@ -52,6 +52,10 @@ struct plan_mk {
     int n_blocks, cap_blocks;
     plan_mk_desc_t *descs;
     uint32_t n_descs, cap_descs;
+    /* stub: the focus's chunks its packet puts write (per instance, as recorded) */
+    int focus;
+    plan_mk_desc_t *pkt_writes;
+    int n_pkt_writes, cap_pkt_writes;
     mscclpp_result_t err;
 };
 
@@ -145,6 +149,7 @@ plan_mk_t *plan_mk_new(int nranks, int rank, int instances, bool stub)
     mk->rank = rank;
     mk->instances = instances;
     mk->stub = stub;
+    mk->focus = -1;
     return mk;
 }
 
@@ -160,11 +165,13 @@ void plan_mk_free(plan_mk_t *mk)
     for (int b = 0; b < mk->n_blocks; b++) free(mk->blocks[b].ops);
     free(mk->blocks);
     free(mk->descs);
+    free(mk->pkt_writes);
     free(mk);
 }
 
 int plan_mk_rank(const plan_mk_t *mk) { return mk->rank; }
 bool plan_mk_is_stub(const plan_mk_t *mk) { return mk->stub; }
+void plan_mk_stub_focus(plan_mk_t *mk, int focus) { mk->focus = focus; }
 
 void plan_mk_dims(plan_mk_t *mk, uint32_t input_chunks, uint32_t output_chunks,
                   uint32_t scratch_chunks)
@@ -346,7 +353,15 @@ void plan_mk_xfer(plan_mk_t *mk, int tb, int type, int ctype, plan_mk_desc_t dst
     op.n_chans = 1;
     op.chans[0] = plan_mk_chan(mk, ctype, rem.owner);
     use_rbuf(mk, rem.owner, rem.buf, ctype);
-    if (mk->stub) return;
+    if (mk->stub) {
+        /* a stub keeps no ops, but who writes a peer's packets names the culprit of that
+         * peer's packet waits (lower.c find_writers) */
+        if ((type == PLAN_OP_PPKT || type == PLAN_OP_RPPKT) && rem.owner == mk->focus &&
+            grow(mk, (void **)&mk->pkt_writes, &mk->cap_pkt_writes, mk->n_pkt_writes + 1,
+                 sizeof *mk->pkt_writes))
+            mk->pkt_writes[mk->n_pkt_writes++] = dst;
+        return;
+    }
     op.n_src = op.n_dst = 1;
     op.src = push_descs(mk, &src, 1);
     op.dst = push_descs(mk, &dst, 1);
@@ -882,6 +897,19 @@ mscclpp_result_t plan_mk_emit(plan_mk_t *mk, plan_arena_t *arena, plan_gpu_t *g)
         g->rbufs = plan_arena_alloc(arena, (size_t)mk->n_rbufs, sizeof *g->rbufs);
         if (!g->rbufs) return ERR(MSCCLPP_ERR_NO_MEMORY, "plan making: out of memory");
         memcpy(g->rbufs, mk->rbufs, (size_t)mk->n_rbufs * sizeof *g->rbufs);
+    }
+    if (mk->n_pkt_writes) {
+        /* replicated as emit_block replicates the descriptors (plan-format §7.7) */
+        g->pkt_writes =
+            plan_arena_alloc(arena, (size_t)mk->n_pkt_writes * (size_t)n, sizeof *g->pkt_writes);
+        if (!g->pkt_writes) return ERR(MSCCLPP_ERR_NO_MEMORY, "plan making: out of memory");
+        for (int k = 0; k < mk->n_pkt_writes; k++)
+            for (int i = 0; i < n; i++) {
+                const plan_mk_desc_t *d = &mk->pkt_writes[k];
+                g->pkt_writes[g->n_pkt_writes++] =
+                    (plan_pkt_write_t){d->owner, d->buf, d->index * (uint32_t)n + (uint32_t)i * d->size,
+                                       d->size};
+            }
     }
     if (mk->stub || !mk->n_blocks) return MSCCLPP_OK;
     if (mk->n_blocks * n > PLAN_MAX_BLOCKS)

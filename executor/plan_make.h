@@ -75,6 +75,10 @@ void plan_mk_free(plan_mk_t *mk);
 int plan_mk_rank(const plan_mk_t *mk);
 bool plan_mk_is_stub(const plan_mk_t *mk);
 
+/** A stub made for rank `focus`'s part: it keeps the chunks of focus's buffers its packet puts
+ *  write (plan_gpu_t.pkt_writes), the writers focus's packet waits name. */
+void plan_mk_stub_focus(plan_mk_t *mk, int focus);
+
 /** This rank's chunk counts (per instance); scratch grows with plan_mk_scratch too. */
 void plan_mk_dims(plan_mk_t *mk, uint32_t input_chunks, uint32_t output_chunks,
                   uint32_t scratch_chunks);

@@ -55,6 +55,12 @@
 #                plans/cuda/); PyTorch's caching allocator hands out the segments each rank keys
 #                those contexts by: passes, or counts the "ranks disagree" failures (with step
 #                direct, what decides executor/plan_dirs.c direct_default for CUDA)
+#   alltoallv    mscclpp_alltoallv count-exact on the GPU (tests/conformance/test_made with
+#                MSCCLPP_HAL=cuda, its alltoallv cases beside the other collectives): 4 ranks on
+#                the one GPU (memory channels; the per-call count table in pinned host memory,
+#                the peers' offsets published at the launch fence) and 2 namespace nodes x 1
+#                (port channels); every element and gap checked, the bytes the kernel moved
+#                equal to the counts, the staged way for malloc memory and in place
 #   multinode    2 namespace nodes x 1 rank on the one GPU: port channels over UCX, device
 #                memory staged through pinned host memory (auto and always), checked
 #   variants     with --variants DIR: every plan in DIR (tests/gpu/gen_variants.py DIR) at its
@@ -337,6 +343,18 @@ fi
 # stages it through pinned host bounces (MSCCLPP_UCX_STAGING=auto); mscclpp-info says whether it
 # will. Without network namespaces (no `ip`), mscclpp-bench falls back to a forced node id per
 # rank (still two "nodes": port channels over UCX on the loopback).
+# ---- alltoallv: count-exact on the GPU (issue 20 item 4) ----
+if want alltoallv; then
+    fails=0
+    line=""
+    for shape in 1x4 2x1; do
+        MSCCLPP_HAL=cuda MADE_FILTER=$shape timeout 600 "$build/tests/conformance/test_made" \
+            >"$out/alltoallv-$shape.log" 2>&1 || fails=$((fails + 1))
+        line="$line $(grep -m1 '^# .*calls on' "$out/alltoallv-$shape.log" | sed 's/^# //');"
+    done
+    [ $fails = 0 ] && result alltoallv OK "$line ($(elapsed))" || result alltoallv FAIL "$line"
+fi
+
 if want multinode; then
     fails=0
     "$build/tools/mscclpp-info" 2>&1 | grep -A3 -i '^ *ucx' >"$out/multinode-info.log"

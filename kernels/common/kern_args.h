@@ -94,6 +94,21 @@
  * kern_ptr adds to a remote buffer's base. Remote buffers of owners with no memory channel
  * both ways (port channels) keep the offset the executor baked in (this rank's own).
  *
+ * Alltoallv (mscclpp_alltoallv, count-exact): args.vtab (NULL for every other launch) is a
+ * word of bytes moved, then KERN_VTAB_WORDS words per rank q from word 1: the bytes of this
+ * call's block for q (0), its offset from args.input (1), and where the block from q goes, as
+ * an offset from args.output (2). Word 0 is UINT64_MAX, or (when the executor counts, for
+ * tests) a counter the launch adds every block's bytes to as it moves them. Such a
+ * launch fences (its plan reaches the peers' outputs); at the fence block 0 publishes to every
+ * peer q, next to its record, the offset in this rank's output allocation where q's block goes
+ * (io_off[1] + vtab[q][2]): word KERN_SLOT_VOFF of the memory slot, or KERN_PORT_VOFF of the
+ * port slot (word trigger). A peer reads it from its own slot when it moves its block
+ * (KERN_OP_PUTV): the word stays until this rank's next fence, which comes after the peer
+ * signalled that its block landed (the alltoallv plan waits on every peer). KERN_OP_PUTV is
+ * lowered from the plan's put/pws/copy ops of an alltoallv plan (plan.per_peer): destination k
+ * of the op is peer q's output (a remote buffer, a port channel, or this rank's own output for
+ * q = this rank), the source and the length come from vtab[q], never from the descriptors.
+ *
  * Error mailbox: the state lives in device memory, which the host can only read after a
  * device sync. So that a launch on a stream cannot fail unseen, the CAS winner also copies its
  * record into args.mailbox (when not NULL): a kern_error_t in host-pinned, device-mapped memory
@@ -157,6 +172,9 @@ enum {
     KERN_OP_GLRE, /* ours: switch load-reduce into a local buffer, no multicast store */
     KERN_OP__COUNT
 };
+/* Lowered-only op (no plan op has its code): an alltoallv put (see Alltoallv); kern_op_t.pad
+ * holds the plan op it replaces (KERN_OP_PUT, PWS, PWSF or COPY). */
+#define KERN_OP_PUTV 64
 
 /* Element types and reduce ops: the values of mscclpp_dtype_t and mscclpp_redop_t. */
 enum {
@@ -210,7 +228,7 @@ typedef struct {
     uint16_t barrier_nblocks;
     uint16_t n_inner; /* pipeline: the next n_inner ops are its body */
     uint8_t port;     /* 1: the op's channels are port channels (ids index the port table) */
-    uint8_t pad;
+    uint8_t pad;      /* KERN_OP_PUTV: the plan op it replaces */
     uint32_t desc;    /* first descriptor, counted from the block's first_desc */
     uint32_t ids;     /* first id (memory channel or semaphore), from the block's first_id */
     uint32_t n_iter;  /* pipeline iterations */
@@ -265,6 +283,10 @@ typedef struct {
 /* A memory channel's 128-byte counter slot: the offsets published at the fence, odd/even flag */
 #define KERN_SLOT_OFF_ODD 8u
 #define KERN_SLOT_OFF_EVEN 10u
+/* Alltoallv: the word of a memory / port counter slot carrying where the peer wants my block */
+#define KERN_SLOT_VOFF 12u
+#define KERN_PORT_VOFF 7u
+#define KERN_VTAB_WORDS 3 /* per rank: bytes, source offset, destination offset (Alltoallv) */
 /* Word trigger (snd bit 57): the proxy stores fst into word (snd & 7) of the peer's counter
  * slot of port channel (snd >> 32) & 1023 (a fence record word, see Launch fence). */
 #define KERN_TRIG_WORD (1ull << 57)
@@ -409,6 +431,7 @@ typedef struct {
                          * signature (all 0: none, or it failed), then the first error of any
                          * launch, after which launches do nothing but fail (Errors); NULL:
                          * decide the fence by args.fence alone */
+    uint64_t *vtab;     /* alltoallv's count table (see Alltoallv), else NULL */
 } kern_args_t;
 
 #ifdef __cplusplus

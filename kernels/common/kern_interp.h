@@ -1086,6 +1086,20 @@ KERN_FN uint64_t kern_port_push(kern_ctx_t *c, uint64_t fst, uint64_t snd, int32
     return pos;
 }
 
+/* Push a data trigger (KERN_TRIG_* `bits`): n bytes at offset so of this rank's registered
+ * allocation `loc` to offset o of the peer's remote buffer rbuf, over port channel chan; with
+ * KERN_TRIG_FLUSH, wait until the proxy has done it. */
+KERN_FN void kern_port_data(kern_ctx_t *c, uint32_t bits, uint32_t chan, int32_t peer,
+                            uint32_t rbuf, uint32_t loc, uint64_t so, uint64_t o, uint64_t n)
+{
+    uint64_t pos =
+        kern_port_push(c, (n & 0xffffffffull) | (so << 32),
+                       (o & 0xffffffffull) | ((uint64_t)chan << 32) | ((uint64_t)rbuf << 42) |
+                           ((uint64_t)loc << 52) | ((uint64_t)bits << 54),
+                       (int32_t)chan, peer);
+    if (pos != ~0ull && (bits & KERN_TRIG_FLUSH)) kern_port_until(c, pos, (int32_t)chan, peer);
+}
+
 /* One port data op entry: put `n` bytes of local src (at x) to the peer's dst (at x). */
 KERN_BIG_FN void kern_port_put(kern_ctx_t *c, uint32_t type, uint32_t chan, const kern_desc_t *src,
                            const kern_desc_t *dst, uint64_t x, uint64_t n)
@@ -1095,18 +1109,13 @@ KERN_BIG_FN void kern_port_put(kern_ctx_t *c, uint32_t type, uint32_t chan, cons
     const uint64_t *pb = (const uint64_t *)((const char *)p + p->off_pbufs);
     uint32_t bits = KERN_TRIG_DATA;
     uint64_t so = (uint64_t)(kern_ptr(c, src, x) - (char *)p->lbase[src->loc]);
-    uint64_t o = dst->off + x, pos;
+    uint64_t o = dst->off + x;
     if (dst->flags & KERN_DESC_PACKET) o *= 2;
     if (dst->flags & KERN_DESC_SCRATCH) o += c->b->half;
     o += pb[dst->idx];
     if (type == KERN_OP_PWS || type == KERN_OP_PWSF) bits |= KERN_TRIG_SIGNAL;
     if (type == KERN_OP_PWSF) bits |= KERN_TRIG_FLUSH;
-    pos = kern_port_push(c, (n & 0xffffffffull) | (so << 32),
-                         (o & 0xffffffffull) | ((uint64_t)chan << 32) |
-                             ((uint64_t)dst->idx << 42) | ((uint64_t)src->loc << 52) |
-                             ((uint64_t)bits << 54),
-                         (int32_t)chan, ch->peer);
-    if (pos != ~0ull && (bits & KERN_TRIG_FLUSH)) kern_port_until(c, pos, (int32_t)chan, ch->peer);
+    kern_port_data(c, bits, chan, ch->peer, dst->idx, src->loc, so, o, n);
 }
 
 /*
@@ -1237,6 +1246,21 @@ KERN_FN void kern_fence_wait(kern_ctx_t *c, uint32_t fid)
                       flag, rec, sig);
 }
 
+/* Alltoallv (kern_args.h): tell the peer of fence channel `fid` where its block goes in my
+ * output allocation, before the record that publishes it. */
+KERN_FN void kern_vpublish(kern_ctx_t *c, uint32_t fid)
+{
+    const int32_t q = kern_fence_peer(c, fid);
+    const uint64_t w = c->b->a.io_off[1] + c->b->a.vtab[1 + KERN_VTAB_WORDS * q + 2];
+    if (fid & KERN_FENCE_PORT) {
+        const uint32_t id = fid & ~KERN_FENCE_PORT;
+        (void)kern_port_push(c, w, ((uint64_t)id << 32) | KERN_TRIG_WORD | KERN_PORT_VOFF,
+                             (int32_t)id, q);
+    } else {
+        kern_st_rlx_u64(c->b->chans[fid].remote + KERN_SLOT_VOFF, w);
+    }
+}
+
 KERN_BIG_FN void kern_launch_fence(kern_ctx_t *c)
 {
     const kern_plan_t *p = kern_plan_of(c);
@@ -1253,6 +1277,7 @@ KERN_BIG_FN void kern_launch_fence(kern_ctx_t *c)
                 kern_st_rlx_u64(slot + par, c->b->a.io_off[0]);
                 kern_st_rlx_u64(slot + par + 1, c->b->a.io_off[1]);
             }
+            if (c->b->a.vtab) kern_vpublish(c, ids[i]);
             kern_rec_write(c, ids[i], KERN_REC_FENCE);
         }
         for (i = c->tid; i < p->n_fence && !kern_failed(c); i += c->nth) kern_fence_wait(c, ids[i]);
@@ -1304,18 +1329,95 @@ KERN_FN int kern_fence_needed(const kern_args_t *a)
     return 0;
 }
 
-/*
- * A port-channel op (spec §2.3, §2.4): thread i serves channel / destination i. x and n: the
- * op's byte offset and length (pipeline-clamped).
- */
-/* out of line where ptxas compiles it (kern_exec_op then keeps fewer values across its calls:
- * its spill loads 332 -> 152 bytes at sm_90); inline on AMD, where its own frame (the registers
- * it saves around its calls) added 176 bytes to the kernel's scratch (gfx90a 400 -> 576) */
+/* An op's function called by kern_exec_op (kern_port_op, kern_putv): out of line where ptxas
+ * compiles it (kern_exec_op then keeps fewer values across its calls: its spill loads 332 -> 152
+ * bytes at sm_90); inline on AMD, where its own frame (the registers it saves around its calls)
+ * added to the kernel's scratch (kern_port_op: gfx90a 400 -> 576, kern_putv: 400 -> 432) */
 #if defined(KERN_HIP) && !defined(__NVCC__)
 #define KERN_PORT_OP_FN KERN_FN
 #else
 #define KERN_PORT_OP_FN KERN_BIG_FN
 #endif
+
+/* ---- alltoallv (kern_args.h, "Alltoallv") --------------------------------------------------- */
+
+/*
+ * KERN_OP_PUTV moves destination k's whole block: peer q (this rank for a local destination)
+ * gets vtab[q]'s bytes from args.input + vtab[q][1], at the offset q published in its output
+ * allocation (its word in my slot of the channel to q), or for q == this rank at args.output +
+ * vtab[q][2]. Every block moved is added to vtab's word 0 unless that is UINT64_MAX. One
+ * destination per call, so that the loops over them keep nothing live across the calls.
+ */
+
+/* Memory channel or local destination k: the whole block copies. */
+KERN_BIG_FN void kern_putv_mem(kern_ctx_t *c, const kern_op_t *op, int k)
+{
+    const kern_blk_t *b = c->b;
+    const kern_desc_t *d = b->descs + op->desc + op->n_src + k;
+    uint64_t *cnt = b->a.vtab;
+    const uint64_t *row;
+    /* source and destination through the block's address table (kern_io_tab's protocol):
+     * a pointer array of the thread's own would live in scratch memory on AMD GPUs */
+    char **tab = b->tab + (c->tabs++ & 1u) * KERN_IO_MAX;
+    int32_t q = b->a.rank;
+    char *to;
+    if (d->loc == KERN_LOC_REMOTE) {
+        const uint32_t *rpub = (const uint32_t *)((const char *)b->p + b->p->off_rpub);
+        const kern_chan_t *ch = b->chans + (rpub[d->idx] & ~KERN_RPUB_OUT);
+        q = ch->peer;
+        to = (char *)b->rbufs[d->idx] + kern_ld_acq_u64(ch->inbound + KERN_SLOT_VOFF);
+        row = cnt + 1 + KERN_VTAB_WORDS * q;
+    } else {
+        row = cnt + 1 + KERN_VTAB_WORDS * q;
+        to = b->base[KERN_LOC_OUT] + row[2];
+    }
+    if (c->tid == 0) tab[0] = to;
+    KERN_SYNC(c);
+    kern_copy_to(c, tab, 1, b->base[KERN_LOC_IN] + row[1], row[0]);
+    if (c->tid == 0 && kern_ld_rlx_u64(cnt) != ~0ull) kern_add_rlx_sys_u64(cnt, row[0]);
+}
+
+/* Port channel destination k (one thread): a put of the block with the op's signal and flush
+ * bits; a block of 0 bytes sends the signal alone. */
+KERN_BIG_FN void kern_putv_port(kern_ctx_t *c, const kern_op_t *op, int k)
+{
+    const kern_plan_t *p = kern_plan_of(c);
+    const uint32_t type = op->pad, chan = c->b->ids[op->ids + (uint32_t)k];
+    const uint32_t rbuf = c->b->descs[op->desc + op->n_src + (uint32_t)k].idx;
+    const kern_chan_t *ch = (const kern_chan_t *)((const char *)p + p->off_ports) + chan;
+    uint64_t *cnt = c->b->a.vtab;
+    const uint64_t *row = cnt + 1 + KERN_VTAB_WORDS * ch->peer;
+    uint32_t bits = type == KERN_OP_PWSF  ? KERN_TRIG_SIGNAL | KERN_TRIG_FLUSH
+                    : type == KERN_OP_PWS ? KERN_TRIG_SIGNAL
+                                          : 0u;
+    if (row[0] == 0) {
+        if (bits) kern_port_ctl(c, bits, chan);
+        return;
+    }
+    kern_port_data(c, bits | KERN_TRIG_DATA, chan, ch->peer, rbuf, KERN_LOC_IN,
+                   (uint64_t)(c->b->base[KERN_LOC_IN] + row[1] - (char *)p->lbase[KERN_LOC_IN]),
+                   kern_ld_acq_u64(ch->inbound + KERN_PORT_VOFF), row[0]);
+    if (kern_ld_rlx_u64(cnt) != ~0ull) kern_add_rlx_sys_u64(cnt, row[0]);
+}
+
+KERN_PORT_OP_FN void kern_putv(kern_ctx_t *c, const kern_op_t *op)
+{
+    int k;
+    /* no count table, nothing to move: the executor never launches such a plan without one
+     * (executor.c launch refuses) */
+    if (!c->b->a.vtab) return;
+    if (op->port) {
+        if (c->failed) return;
+        for (k = c->tid; k < op->n_dst && k < op->n_ids; k += c->nth) kern_putv_port(c, op, k);
+        return;
+    }
+    for (k = 0; k < op->n_dst; k++) kern_putv_mem(c, op, k);
+}
+
+/*
+ * A port-channel op (spec §2.3, §2.4): thread i serves channel / destination i. x and n: the
+ * op's byte offset and length (pipeline-clamped).
+ */
 KERN_PORT_OP_FN void kern_port_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t n)
 {
     const kern_desc_t *src = c->b->descs + op->desc;
@@ -1384,6 +1486,10 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
     }
     if (op->type == KERN_OP_BARRIER) {
         kern_barrier(c, op->barrier_id, op->barrier_nblocks);
+        return;
+    }
+    if (op->type == KERN_OP_PUTV) {
+        kern_putv(c, op);
         return;
     }
 
@@ -1501,6 +1607,7 @@ KERN_BIG_FN void kern_exec_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, ui
 /* every size the staging copies in 8-byte words */
 typedef char kern_op_words_check[sizeof(kern_op_t) % 8 == 0 ? 1 : -1];
 typedef char kern_desc_words_check[sizeof(kern_desc_t) % 8 == 0 ? 1 : -1];
+typedef char kern_args_words_check[sizeof(kern_args_t) % 8 == 0 ? 1 : -1];
 
 /*
  * Run block `block` of a launch as thread tid of nth. `sm`: the block's shared memory (GPU:
@@ -1539,10 +1646,18 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
             for (i = (uint32_t)tid; i < bk.n_ids; i += (uint32_t)nth) sm->ids[i] = si[i];
         }
     }
+    {
+        /* the arguments word by word, shared among the threads: a struct copy by thread 0
+         * loads every field at once and keeps them live (gfx90a: 16 bytes more scratch) */
+        const uint64_t *aw = (const uint64_t *)a;
+        uint64_t *bw = (uint64_t *)&b->a;
+        uint32_t i;
+        for (i = (uint32_t)tid; i < (uint32_t)(sizeof(kern_args_t) / 8); i += (uint32_t)nth)
+            bw[i] = aw[i];
+    }
     if (tid == 0) {
         kern_state_t *st = a->state;
         uint32_t flag = 1;
-        b->a = *a;
         b->st = st;
         b->p = p;
         b->bad = !ok || st->magic != KERN_STATE_MAGIC;

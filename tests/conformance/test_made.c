@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "executor/exec.h" /* mscclpp_alltoallv's ways and bytes moved (a2av_ways) */
 #include "mscclpp/mscclpp.h"
 #include "tests/conformance/conf_ref.h"
 #include "tests/unit/mp_harness.h"
@@ -210,12 +211,16 @@ typedef enum {
     V_REFUSED,     /* the last rank passes a NULL send buffer with elements to send */
     V_EVEN,        /* `unit` elements to and from every peer, packed: the direct path */
     V_EVEN_MALLOC, /* the same, the last rank's buffers from malloc: every rank stages */
+    V_STREAM,      /* V_RUN queued on a stream, twice (two count tables in flight) */
 } v_mode_t;
 
 /* mscclpp_alltoallv once (element t of the block from rank p to rank q holds conf_input(p, q *
  * unit + t)), every element and every gap byte checked; V_MISMATCH and V_REFUSED: every rank
  * must refuse the call, at once (V_REFUSED failed by the timeout before the refusing rank took
- * part in the count exchange). Returns the number of wrong elements, -1 when the call failed. */
+ * part in the count exchange). The way the call went is checked (direct for V_EVEN, staged
+ * where a rank's buffers are from malloc or the call is in place, count-exact otherwise), and
+ * the count-exact way's traffic: the bytes its launch moved, counted by the kernel, equal this
+ * rank's send counts. Returns the number of wrong elements, -1 when the call failed. */
 static long run_alltoallv(const rank_env_t *e, const char *shape, bool inplace, size_t unit,
                           mscclpp_dtype_t dt, v_mode_t mode)
 {
@@ -235,7 +240,11 @@ static long run_alltoallv(const rank_env_t *e, const char *shape, bool inplace, 
         }
         sspan = rspan = (size_t)n * unit;
     }
-    uint8_t *send = inplace ? e->b : e->a, *recv = e->b, *own = NULL;
+    /* the buffers start at offsets into their allocations that differ from rank to rank
+     * (multiples of 8 bytes, under 1 KiB: e->cap has 4 KiB to spare): where a block lands is
+     * the peer's offset, not ours */
+    size_t soff = 8 * (size_t)((3 * rank + 1) % 64), roff = 8 * (size_t)((5 * rank + 2) % 64);
+    uint8_t *send = inplace ? e->b + roff : e->a + soff, *recv = e->b + roff, *own = NULL;
     long wrong = -1;
     if (mode == V_EVEN_MALLOC && rank == n - 1) {
         /* memory no other process can map: this rank cannot go direct, so no rank may */
@@ -258,8 +267,26 @@ static long run_alltoallv(const rank_env_t *e, const char *shape, bool inplace, 
         send = NULL;
         sc[0] += !sc[0]; /* something to send from nowhere */
     }
+    /* the way this call must go, and the bytes it must move (count-exact) */
+    int way = mode == V_EVEN && !inplace ? 0 : inplace || mode == V_EVEN_MALLOC ? 2 : 1;
+    /* no count anywhere: the call returns at once */
+    bool moves = (mode == V_EVEN || mode == V_EVEN_MALLOC) && unit;
+    for (int p = 0; p < n && !moves; p++)
+        for (int q = 0; q < n && !moves; q++) moves = v_count(p, q, unit) > 0;
+    uint64_t want_moved = 0, ways0 = e->ex->a2av_ways[way], moved0 = e->ex->a2av_moved;
+    for (int j = 0; j < n; j++) want_moved += (uint64_t)sc[j] * es;
+    e->ex->a2av_count = true;
+    int calls = mode == V_STREAM ? 2 : 1;
+    mscclpp_stream_t st = NULL;
+    if (mode == V_STREAM && mscclpp_stream_create(&st) != MSCCLPP_OK) goto out;
     double t0 = mp_now_s();
-    mscclpp_result_t r = mscclpp_alltoallv(e->ex, send, sc, sd, recv, rc, rd, dt, NULL);
+    mscclpp_result_t r = MSCCLPP_OK;
+    for (int k = 0; k < calls && r == MSCCLPP_OK; k++)
+        r = mscclpp_alltoallv(e->ex, send, sc, sd, recv, rc, rd, dt, st);
+    if (st) {
+        mscclpp_result_t rs = mscclpp_stream_destroy(st); /* synchronizes first */
+        if (r == MSCCLPP_OK) r = rs;
+    }
     if (mode == V_MISMATCH || mode == V_REFUSED) {
         const char *want = mode == V_MISMATCH ? "disagree" : refuser ? "NULL buffer" : "refused";
         double took = mp_now_s() - t0;
@@ -280,6 +307,22 @@ static long run_alltoallv(const rank_env_t *e, const char *shape, bool inplace, 
         MP_FAIL(rank, "%s alltoallv %s %s unit %zu: %s: %s", shape,
                 inplace ? "in-place" : "out-of-place", mscclpp_dtype_name(dt), unit,
                 mscclpp_result_string(r), mscclpp_last_error());
+        goto out;
+    }
+    if (moves && e->ex->a2av_ways[way] != ways0 + (uint64_t)calls) {
+        MP_FAIL(rank, "%s alltoallv %s unit %zu: did not go %s", shape,
+                inplace ? "in-place" : "out-of-place", unit,
+                way == 0   ? "direct"
+                : way == 1 ? "count-exact"
+                           : "staged");
+        goto out;
+    }
+    if (way == 1 && e->ex->a2av_moved - moved0 != (uint64_t)calls * want_moved) {
+        MP_FAIL(rank,
+                "%s alltoallv unit %zu: the count-exact launches moved %llu bytes, the "
+                "send counts are %llu per call (%d calls)",
+                shape, unit, (unsigned long long)(e->ex->a2av_moved - moved0),
+                (unsigned long long)want_moved, calls);
         goto out;
     }
     if (mscclpp_memcpy(e->stage, recv, rspan * es) != MSCCLPP_OK) goto out;
@@ -382,7 +425,9 @@ static int shape_rank(int rank, int nranks, const mscclpp_unique_id_t *id, void 
         if (!w) w = run_alltoallv(&e, sh->name, false, 7, MSCCLPP_FLOAT32, V_EVEN);
         if (!w) w = run_alltoallv(&e, sh->name, true, 7, MSCCLPP_FLOAT32, V_EVEN);
         if (!w) w = run_alltoallv(&e, sh->name, false, 7, MSCCLPP_FLOAT32, V_EVEN_MALLOC);
-        runs += 6;
+        /* count-exact on a stream, two calls in flight */
+        if (!w) w = run_alltoallv(&e, sh->name, false, 9, MSCCLPP_FLOAT32, V_STREAM);
+        runs += 7;
         if (w) failures++;
     }
 done:

@@ -31,8 +31,10 @@ kern_pred_I8=44 kern_pred_U8=44 kern_pred_F16=16 kern_port_op=12 kern_io_tab=8 k
 spill_limit=${KERN_SPILL_LIMIT:-1148}
 load_limit=${KERN_SPILL_LOAD_LIMIT:-1300}
 # gfx90a: kern_hip_entry's ScratchSize (its frame and its callees' deepest chain): 528 with the
-# interpreter of session 3, 416 with the reduces' address table, 400 with the packet ops' too
-hip_scratch_limit=${KERN_HIP_SCRATCH_LIMIT:-400}
+# interpreter of session 3, 416 with the reduces' address table, 400 with the packet ops' too,
+# 368 with the launch arguments copied to shared memory word by word by all threads (thread 0's
+# struct copy kept every field live: its frame 240 bytes, 256 once alltoallv's vtab was added)
+hip_scratch_limit=${KERN_HIP_SCRATCH_LIMIT:-368}
 hot='kern_(exec_op|copy_io|io_tab|red_|reduce|pkt_|pred_|preduce|wait_chan|sem_acquire|port_op|port_put|port_pkt|port_ctl|port_wait|mc_op)'
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT

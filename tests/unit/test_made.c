@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "executor/lower.h"
 #include "executor/made.h"
 #include "executor/plan.h"
 
@@ -274,6 +275,36 @@ static const shape_t shapes[] = {
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
+/* Who writes the packets of rank me's chunks (lower.c, what a timed-out packet wait names):
+ * the part made for me names the same ranks as the whole plan, though its peers are stubs
+ * without ops. Returns the chunks a peer writes. */
+static int check_writers(const mscclpp_plan_t *whole, const mscclpp_plan_t *part, int me)
+{
+    const plan_gpu_t *g = &whole->gpus[me];
+    uint32_t n[3] = {g->input_chunks, g->output_chunks, g->scratch_chunks};
+    uint16_t *a[3], *b[3];
+    int peers = 0;
+    for (int t = 0; t < 3; t++) {
+        a[t] = calloc(n[t] + 1, sizeof(uint16_t));
+        b[t] = calloc(n[t] + 1, sizeof(uint16_t));
+        ck_assert(a[t] && b[t]);
+    }
+    ck_assert_int_eq(exec_packet_writers(whole, me, a), MSCCLPP_OK);
+    ck_assert_int_eq(exec_packet_writers(part, me, b), MSCCLPP_OK);
+    for (int t = 0; t < 3; t++) {
+        for (uint32_t c = 0; c < n[t]; c++) {
+            ck_assert_msg(a[t][c] == b[t][c],
+                          "%s rank %d: buffer %d chunk %u: packets written by rank %d in the "
+                          "whole plan, by %d in the rank's part",
+                          mscclpp_plan_name(whole), me, t, c, a[t][c] - 1, b[t][c] - 1);
+            peers += a[t][c] && a[t][c] != me + 1;
+        }
+        free(a[t]);
+        free(b[t]);
+    }
+    return peers;
+}
+
 static void check_one(const char *coll, exec_made_proto_t proto, const shape_t *sh, int root)
 {
     int n = shape_ranks(sh), node_of[1024];
@@ -299,6 +330,11 @@ static void check_one(const char *coll, exec_made_proto_t proto, const shape_t *
         ck_assert(part->partial && part->part_rank == me);
         ck_assert_msg(same_gpu(&part->gpus[me], &p->gpus[me], me), "%s rank %d's part: %s",
                       mscclpp_plan_name(p), me, diff);
+        int written = check_writers(p, part, me);
+        /* a packet plan's ranks read their peers' packets */
+        if (proto == EXEC_MADE_PACKET && n > 1)
+            ck_assert_msg(written > 0, "%s rank %d: no chunk written by a peer",
+                          mscclpp_plan_name(p), me);
         for (int v = 0; v < n; v++) {
             if (v == me) continue;
             const plan_gpu_t *g = &part->gpus[v];
@@ -339,6 +375,49 @@ START_TEST(t_shapes)
         for (int k = 0; k < nroots; k++) check_one(colls[c], EXEC_MADE_SIMPLE, sh, roots[k]);
     }
     for (int c = 0; c < 3; c++) check_one(colls[c], EXEC_MADE_PACKET, sh, 0);
+}
+END_TEST
+
+/* The count-exact alltoallv plan (executor/alltoallv.c) of every shape: as a chunk plan it is
+ * an alltoall (each block straight into its peer's output), which the verifier simulates; each
+ * rank's part is its part of the whole, and its stubs carry what setup needs. */
+START_TEST(t_alltoallv_plans)
+{
+    const shape_t *sh = &shapes[_i];
+    int n = shape_ranks(sh), node_of[1024];
+    shape_labels(sh, node_of);
+    uint64_t lab[1024];
+    for (int r = 0; r < n; r++) lab[r] = (uint64_t)node_of[r];
+    exec_topo_t t;
+    ck_assert_int_eq(exec_topo_init(&t, n, lab), MSCCLPP_OK);
+    struct mscclpp_plan *p = NULL;
+    ck_assert_msg(exec_made_alltoallv(&t, -1, &p) == MSCCLPP_OK, "%d ranks: %s", n,
+                  mscclpp_last_error());
+    ck_assert(p->per_peer && !strcmp(p->collective, "alltoall"));
+    ck_assert_ptr_nonnull(strstr(mscclpp_plan_name(p), "made_alltoallv_"));
+    char *json = to_json(p);
+    mscclpp_plan_t *back = NULL;
+    ck_assert_msg(mscclpp_plan_load_string(json, strlen(json), &back) == MSCCLPP_OK, "%s: %s",
+                  mscclpp_plan_name(p), mscclpp_last_error());
+    ck_assert_msg(mscclpp_plan_verify(back) == MSCCLPP_OK, "%s: %s", mscclpp_plan_name(p),
+                  mscclpp_last_error());
+    ck_assert_msg(same_plan(back, p), "%s through JSON: %s", mscclpp_plan_name(p), diff);
+    for (int me = 0; me < n; me++) {
+        struct mscclpp_plan *part = NULL;
+        ck_assert_int_eq(exec_made_alltoallv(&t, me, &part), MSCCLPP_OK);
+        ck_assert(part->partial && part->part_rank == me && part->per_peer);
+        ck_assert_msg(same_gpu(&part->gpus[me], &p->gpus[me], me), "%s rank %d's part: %s",
+                      mscclpp_plan_name(p), me, diff);
+        for (int v = 0; v < n; v++)
+            if (v != me)
+                ck_assert_msg(same_resources(&part->gpus[v], &p->gpus[v], v, me),
+                              "%s rank %d's stub of %d: %s", mscclpp_plan_name(p), me, v, diff);
+        mscclpp_plan_destroy(part);
+    }
+    free(json);
+    mscclpp_plan_destroy(back);
+    mscclpp_plan_destroy(p);
+    exec_topo_fini(&t);
 }
 END_TEST
 
@@ -392,6 +471,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, t_flat_is_the_dsl, 0, 8);
     tcase_add_loop_test(tc, t_shapes, 0, NSHAPES);
+    tcase_add_loop_test(tc, t_alltoallv_plans, 0, NSHAPES);
     tcase_add_test(tc, t_refusals);
     tcase_add_test(tc, t_large_partial);
     suite_add_tcase(s, tc);
