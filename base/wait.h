@@ -9,7 +9,8 @@
  * more than the peer needs to answer); when they share cores, it spins briefly, because the
  * thread it waits for may need that very core. MSCCLPP_HOST_SPIN overrides. That choice is a
  * guess from counts; what a thread sees corrects it: after a wait whose spin ran out in vain,
- * the thread's next waits spin briefly, and longer again wait by wait (base_wait_tls_t).
+ * the thread's next waits spin briefly, and after one whose yields ran out in vain they yield
+ * twice and sleep long enough to leave the core; longer again wait by wait (base_wait_tls_t).
  * GPU waits follow the same shape (spin, then sleep) with the spin of base_wait_dev_spin().
  *
  * The sleeps are only short because a waiting thread's timer slack is lowered to
@@ -39,8 +40,10 @@ extern "C" {
 #endif
 
 #define BASE_WAIT_YIELDS 64u             /* sched_yield calls after the spin phase */
+#define BASE_WAIT_YIELDS_SHARED 2u       /* ... after a wait whose yields were in vain */
 #define BASE_WAIT_SLEEP_MIN_NS 1000u     /* first nanosleep */
 #define BASE_WAIT_SLEEP_MAX_NS 50000u    /* longest nanosleep: bounds the wake-up latency */
+#define BASE_WAIT_SLEEP_BLOCK_STEP 4u    /* after vain yields, sleeps start at MIN << this */
 #define BASE_WAIT_SPIN_SHARED 64u        /* polls when pollers outnumber cores */
 #define BASE_WAIT_SPIN_OWN_CORE 2000u    /* polls when every poller has a core (tens of us) */
 #define BASE_WAIT_TIMER_SLACK_NS 1000ul  /* timer slack of a thread that sleeps in a wait */
@@ -54,10 +57,22 @@ extern "C" {
  * 200-340 us per 8-byte allreduce, issue 22 item 9). So a wait whose spin ran out sets the cap
  * to BASE_WAIT_SPIN_SHARED, and each wait doubles it again, up to the spin its caller asks for.
  * `spin` is the current stateless wait's (base_wait_step).
+ *
+ * `ycap` does the same for the yields: a wait that yielded all its yields in vain and went on
+ * to sleep sets it to BASE_WAIT_YIELDS_SHARED, each wait doubles it; while it is below
+ * BASE_WAIT_YIELDS, a wait's sleeps start at BASE_WAIT_SLEEP_MIN_NS << BASE_WAIT_SLEEP_BLOCK_STEP.
+ * Two ranks' stream workers on one core took turns of 0.09-0.17 ms, each runnable while the
+ * other ran (perf sched timehist): a yield hands the core only to a thread the scheduler deems
+ * owed it, and a sleep of a few microseconds ends before its thread is switched out (in this
+ * VM, 1-4 us sleeps switched in 0 of 2000 tries and took 20-40 us each under load; 8 us and
+ * longer switched). A sleep long enough to block is what hands the core to the partner.
+ * `yields` is the current stateless wait's.
  */
 typedef struct {
     uint32_t cap; /* 0: not limited yet */
     uint32_t spin;
+    uint32_t ycap; /* 0: not limited yet */
+    uint32_t yields;
 } base_wait_tls_t;
 extern __thread base_wait_tls_t base_wait_tls;
 
@@ -71,6 +86,17 @@ static inline uint32_t base_wait_begin(base_wait_tls_t *t, uint32_t spin)
 
 /** A wait of this thread spun all its polls in vain. */
 static inline void base_wait_spun_out(base_wait_tls_t *t) { t->cap = BASE_WAIT_SPIN_SHARED; }
+
+/** The yields of a wait that starts now in this thread. */
+static inline uint32_t base_wait_begin_yields(base_wait_tls_t *t)
+{
+    uint32_t cap = t->ycap ? t->ycap : BASE_WAIT_YIELDS;
+    t->ycap = cap >= BASE_WAIT_YIELDS / 2 ? 0 : cap * 2;
+    return cap < BASE_WAIT_YIELDS ? cap : BASE_WAIT_YIELDS;
+}
+
+/** A wait of this thread yielded all its yields in vain. */
+static inline void base_wait_yielded_out(base_wait_tls_t *t) { t->ycap = BASE_WAIT_YIELDS_SHARED; }
 
 /**
  * Polls before a wait starts yielding. `pollers`: threads of this node that poll at the same
@@ -112,14 +138,22 @@ static inline void base_cpu_relax(void)
 #endif
 }
 
+/** Length of the sleep at poll `n` of a wait that spins `spin` polls and then yields `yields`
+ *  times (0 before the sleeps). */
+static inline uint32_t base_wait_sleep_at(uint32_t n, uint32_t spin, uint32_t yields)
+{
+    if (n < spin || n - spin < yields) return 0;
+    uint32_t k = n - spin - yields;
+    if (yields < BASE_WAIT_YIELDS) k += BASE_WAIT_SLEEP_BLOCK_STEP;
+    uint32_t ns = k < 6 ? BASE_WAIT_SLEEP_MIN_NS << k : BASE_WAIT_SLEEP_MAX_NS;
+    return ns > BASE_WAIT_SLEEP_MAX_NS ? BASE_WAIT_SLEEP_MAX_NS : ns;
+}
+
 /** Length of the sleep at poll `n` of a wait that spins `spin` polls (0 before the sleeps):
  *  for a waiter that sleeps in a call of its own (a poll on a transport's event fd). */
 static inline uint32_t base_wait_sleep_ns(uint32_t n, uint32_t spin)
 {
-    if (n < spin || n - spin < BASE_WAIT_YIELDS) return 0;
-    uint32_t k = n - spin - BASE_WAIT_YIELDS;
-    uint32_t ns = k < 6 ? BASE_WAIT_SLEEP_MIN_NS << k : BASE_WAIT_SLEEP_MAX_NS;
-    return ns > BASE_WAIT_SLEEP_MAX_NS ? BASE_WAIT_SLEEP_MAX_NS : ns;
+    return base_wait_sleep_at(n, spin, BASE_WAIT_YIELDS);
 }
 
 /** Sleep `ns` (< 1 s) with the policy's timer slack. */
@@ -134,17 +168,21 @@ static inline void base_wait_sleep(uint32_t ns)
     nanosleep(&ts, NULL);
 }
 
-/** Back off after poll `n` of a wait of this thread that spins `spin` polls. */
-static inline void base_wait_back_off(uint32_t n, uint32_t spin)
+/** Back off after poll `n` of a wait of this thread that spins `spin` polls, then yields
+ *  `yields` times. */
+static inline void base_wait_back_off(uint32_t n, uint32_t spin, uint32_t yields)
 {
     if (n < spin) {
         base_cpu_relax();
-    } else if (n - spin < BASE_WAIT_YIELDS) {
-        if (n == spin && spin) base_wait_spun_out(&base_wait_tls);
-        sched_yield();
-    } else {
-        base_wait_sleep(base_wait_sleep_ns(n, spin));
+        return;
     }
+    if (n == spin && spin) base_wait_spun_out(&base_wait_tls);
+    if (n - spin < yields) {
+        sched_yield();
+        return;
+    }
+    if (n - spin == yields && yields) base_wait_yielded_out(&base_wait_tls);
+    base_wait_sleep(base_wait_sleep_at(n, spin, yields));
 }
 
 /**
@@ -155,17 +193,22 @@ static inline void base_wait_back_off(uint32_t n, uint32_t spin)
 static inline void base_wait_step(uint32_t n, uint32_t spin)
 {
     base_wait_tls_t *t = &base_wait_tls;
-    if (n == 0) t->spin = base_wait_begin(t, spin);
-    base_wait_back_off(n, t->spin);
+    if (n == 0) {
+        t->spin = base_wait_begin(t, spin);
+        t->yields = base_wait_begin_yields(t);
+    }
+    base_wait_back_off(n, t->spin, t->yields);
 }
 
 /**
- * The sleep at poll `n` of a wait that has lasted `elapsed_ns` (base_wait_pause_rel): the
- * policy's, but at most elapsed / BASE_WAIT_SLEEP_REL (and at least BASE_WAIT_SLEEP_MIN_NS).
+ * The sleep at poll `n` of a wait (spin, then yields) that has lasted `elapsed_ns`
+ * (base_wait_pause_rel): the policy's, but at most elapsed / BASE_WAIT_SLEEP_REL (and at least
+ * BASE_WAIT_SLEEP_MIN_NS).
  */
-static inline uint32_t base_wait_sleep_rel_ns(uint32_t n, uint32_t spin, uint64_t elapsed_ns)
+static inline uint32_t base_wait_sleep_rel_ns(uint32_t n, uint32_t spin, uint32_t yields,
+                                              uint64_t elapsed_ns)
 {
-    uint32_t ns = base_wait_sleep_ns(n, spin);
+    uint32_t ns = base_wait_sleep_at(n, spin, yields);
     uint64_t cap = elapsed_ns / BASE_WAIT_SLEEP_REL;
     if (cap < BASE_WAIT_SLEEP_MIN_NS) cap = BASE_WAIT_SLEEP_MIN_NS;
     return ns > cap ? (uint32_t)cap : ns;
@@ -181,6 +224,7 @@ static inline bool base_wait_check_due(uint32_t n, uint32_t spin)
 typedef struct {
     uint32_t polls;       /* pauses so far (saturates) */
     uint32_t spin;        /* polls spent spinning */
+    uint32_t yields;      /* then polls spent yielding */
     uint64_t start_ns;    /* base_now_ns() at base_wait_init */
     uint64_t deadline_ns; /* base_now_ns(); 0: no deadline */
 } base_wait_t;
@@ -191,6 +235,7 @@ static inline void base_wait_init(base_wait_t *w, uint64_t timeout_ns, uint32_t 
 {
     w->polls = 0;
     w->spin = base_wait_begin(&base_wait_tls, spin);
+    w->yields = base_wait_begin_yields(&base_wait_tls);
     w->start_ns = base_now_ns();
     w->deadline_ns = timeout_ns ? w->start_ns + timeout_ns : 0;
 }
@@ -198,14 +243,14 @@ static inline void base_wait_init(base_wait_t *w, uint64_t timeout_ns, uint32_t 
 /** True once the wait has passed its spin and yield phases (a caller may block instead). */
 static inline bool base_wait_idle(const base_wait_t *w)
 {
-    return (uint64_t)w->polls >= (uint64_t)w->spin + BASE_WAIT_YIELDS;
+    return (uint64_t)w->polls >= (uint64_t)w->spin + w->yields;
 }
 
 /** Back off one step. False when the deadline has passed, true otherwise. */
 static inline bool base_wait_pause(base_wait_t *w)
 {
     uint32_t n = w->polls;
-    base_wait_back_off(n, w->spin);
+    base_wait_back_off(n, w->spin, w->yields);
     if (w->polls != UINT32_MAX) w->polls++; /* saturate instead of wrapping back to spinning */
     if (!base_wait_check_due(n, w->spin)) return true;
     return w->deadline_ns == 0 || base_now_ns() < w->deadline_ns;
@@ -221,9 +266,9 @@ static inline bool base_wait_pause(base_wait_t *w)
 static inline bool base_wait_pause_rel(base_wait_t *w)
 {
     uint32_t n = w->polls;
-    if (n < w->spin || n - w->spin < BASE_WAIT_YIELDS) return base_wait_pause(w);
+    if (n < w->spin || n - w->spin <= w->yields) return base_wait_pause(w);
     uint64_t now = base_now_ns();
-    base_wait_sleep(base_wait_sleep_rel_ns(n, w->spin, now - w->start_ns));
+    base_wait_sleep(base_wait_sleep_rel_ns(n, w->spin, w->yields, now - w->start_ns));
     if (w->polls != UINT32_MAX) w->polls++;
     return w->deadline_ns == 0 || now < w->deadline_ns;
 }

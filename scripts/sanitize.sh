@@ -44,12 +44,14 @@ logdir=$bld/test-logs
 # and a failing proxy (test_mixed), an abort from one thread while another is inside a call
 # (test_comm_abort, test_nccl_abort), survivors of a killed rank telling each other whom to blame
 # (test_culprit), ranks that disagree (fence records written by the host and the interpreter,
-# answers from a stream sync) and launches queued behind a lost peer (test_exec_agree).
+# answers from a stream sync) and launches queued behind a lost peer (test_exec_agree), a peer
+# killed while UCX connects (test_ucx_death: UCX's async thread beside the worker's progress).
 tsan_suites=(tests/unit/test_host_queue tests/unit/test_hal_host tests/unit/test_exec_fail
              tests/unit/test_channels tests/unit/test_executor tests/multinode/test_multinode
              tests/unit/test_port_fault tests/multinode/test_kill_threads tests/unit/test_bootstrap
              tests/multinode/test_mixed tests/unit/test_comm_abort tests/nccl/test_nccl_abort
-             tests/multinode/test_culprit tests/unit/test_exec_agree)
+             tests/multinode/test_culprit tests/unit/test_exec_agree
+             tests/multinode/test_ucx_death)
 
 suites=(tests/unit/test_plan tests/unit/test_registry tests/unit/test_kernels
         tests/unit/test_plan_exec tests/unit/test_hal_api tests/unit/test_hal_host

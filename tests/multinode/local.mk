@@ -84,3 +84,12 @@ tests_multinode_test_staging_SOURCES = tests/multinode/test_staging.c tests/unit
 tests_multinode_test_staging_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_multinode_test_staging_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(JANSSON_LIBS) $(CHECK_LIBS) -ldl
 endif
+# A peer killed in the middle of a UCX connection: the survivor gets an error naming it, never
+# UCX 1.13's tcp assertion (issue 22)
+if HAVE_CHECK
+check_PROGRAMS += tests/multinode/test_ucx_death
+TESTS += tests/multinode/test_ucx_death
+tests_multinode_test_ucx_death_SOURCES = tests/multinode/test_ucx_death.c
+tests_multinode_test_ucx_death_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_multinode_test_ucx_death_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(JANSSON_LIBS) $(CHECK_LIBS) -ldl
+endif

@@ -78,10 +78,11 @@ START_TEST(t_relative_sleeps)
 {
     uint32_t n = 2 + BASE_WAIT_YIELDS + 10; /* deep in the sleep phase: the policy's longest */
     ck_assert_uint_eq(base_wait_sleep_ns(n, 2), BASE_WAIT_SLEEP_MAX_NS);
-    ck_assert_uint_eq(base_wait_sleep_rel_ns(n, 2, 0), BASE_WAIT_SLEEP_MIN_NS);
-    ck_assert_uint_eq(base_wait_sleep_rel_ns(n, 2, 160000), 160000 / BASE_WAIT_SLEEP_REL);
-    ck_assert_uint_eq(base_wait_sleep_rel_ns(n, 2, 1000000000ull), BASE_WAIT_SLEEP_MAX_NS);
-    ck_assert_uint_eq(base_wait_sleep_rel_ns(2 + BASE_WAIT_YIELDS, 2, 1000000000ull),
+    const uint32_t y = BASE_WAIT_YIELDS;
+    ck_assert_uint_eq(base_wait_sleep_rel_ns(n, 2, y, 0), BASE_WAIT_SLEEP_MIN_NS);
+    ck_assert_uint_eq(base_wait_sleep_rel_ns(n, 2, y, 160000), 160000 / BASE_WAIT_SLEEP_REL);
+    ck_assert_uint_eq(base_wait_sleep_rel_ns(n, 2, y, 1000000000ull), BASE_WAIT_SLEEP_MAX_NS);
+    ck_assert_uint_eq(base_wait_sleep_rel_ns(2 + y, 2, y, 1000000000ull),
                       BASE_WAIT_SLEEP_MIN_NS); /* never longer than the policy's */
     /* and the wait still ends at its deadline */
     base_wait_t w;
@@ -121,6 +122,50 @@ START_TEST(t_spin_adapts)
     ck_assert_uint_eq(base_wait_tls.spin, BASE_WAIT_SPIN_SHARED);
     base_wait_step(0, BASE_WAIT_SPIN_OWN_CORE);
     ck_assert_uint_eq(base_wait_tls.spin, 2 * BASE_WAIT_SPIN_SHARED);
+}
+END_TEST
+
+/* A wait that yielded all its yields in vain and went on to sleep limits the next wait's yields
+ * to BASE_WAIT_YIELDS_SHARED; each wait doubles the limit again (issue 22 item 9: two ranks on
+ * one core took turns of 64 yields, ~0.17 ms, since each yield came back to the waiter). A wait
+ * that ends while it yields changes nothing. */
+START_TEST(t_yields_adapt)
+{
+    base_wait_t w;
+    base_wait_init(&w, 0, 4);
+    ck_assert_uint_eq(w.yields, BASE_WAIT_YIELDS); /* nothing learnt yet */
+    while (!base_wait_idle(&w)) base_wait_pause(&w);
+    base_wait_init(&w, 0, 4); /* ended in its last yield: not in vain */
+    ck_assert_uint_eq(w.yields, BASE_WAIT_YIELDS);
+    while (!base_wait_idle(&w)) base_wait_pause(&w);
+    base_wait_pause(&w); /* the first sleep: every yield was in vain */
+    uint32_t want = BASE_WAIT_YIELDS_SHARED;
+    for (int wait = 0; want < BASE_WAIT_YIELDS; wait++, want *= 2) {
+        base_wait_init(&w, 0, 4); /* each ends at once */
+        ck_assert_msg(w.yields == want, "wait %d: %u yields, want %u", wait, w.yields, want);
+    }
+    base_wait_init(&w, 0, 4);
+    ck_assert_uint_eq(w.yields, BASE_WAIT_YIELDS);
+    base_wait_init(&w, 0, 4);
+    ck_assert_uint_eq(w.yields, BASE_WAIT_YIELDS); /* never more */
+
+    /* after vain yields the sleeps start long enough to leave the core (a sleep of a few
+     * microseconds ends before the thread is switched out: in a VM it cost 20-40 us and gave
+     * the core to no one) */
+    ck_assert_uint_eq(base_wait_sleep_at(4 + BASE_WAIT_YIELDS, 4, BASE_WAIT_YIELDS),
+                      BASE_WAIT_SLEEP_MIN_NS);
+    ck_assert_uint_eq(base_wait_sleep_at(4 + BASE_WAIT_YIELDS_SHARED, 4, BASE_WAIT_YIELDS_SHARED),
+                      BASE_WAIT_SLEEP_MIN_NS << BASE_WAIT_SLEEP_BLOCK_STEP);
+    ck_assert_uint_eq(
+        base_wait_sleep_at(4 + BASE_WAIT_YIELDS_SHARED + 10, 4, BASE_WAIT_YIELDS_SHARED),
+        BASE_WAIT_SLEEP_MAX_NS);
+
+    /* the interpreter's stateless steps learn the same way */
+    for (uint32_t n = 0; n <= 4 + BASE_WAIT_YIELDS; n++) base_wait_step(n, 4);
+    base_wait_step(0, 4);
+    ck_assert_uint_eq(base_wait_tls.yields, BASE_WAIT_YIELDS_SHARED);
+    base_wait_step(0, 4);
+    ck_assert_uint_eq(base_wait_tls.yields, 2 * BASE_WAIT_YIELDS_SHARED);
 }
 END_TEST
 
@@ -185,6 +230,7 @@ int main(void)
     tcase_add_test(tc, t_waiter_slice);
     tcase_add_test(tc, t_waiter_slice_off);
     tcase_add_test(tc, t_spin_adapts);
+    tcase_add_test(tc, t_yields_adapt);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -439,6 +439,14 @@ static void ucx_copies_settle(tp_ctx_t *c)
     c->copying_tail = NULL;
 }
 
+/* Drive the worker until it has nothing more to do, then finish the receives it completed
+ * (lock held). Errors of messages stay in am_res, for progress to report. */
+static void ucx_settle(tp_ctx_t *c)
+{
+    while (ucp_worker_progress(c->worker)) {}
+    ucx_copies_settle(c);
+}
+
 static void ucx_recv_done(void *req, ucs_status_t st, size_t len, void *user)
 {
     (void)len;
@@ -878,6 +886,15 @@ static mscclpp_result_t ucx_ep_connect(tp_ep_t *ep, wire_reader_t *r)
     ep_params.err_handler.cb = ucx_ep_error;
     ep_params.err_handler.arg = ep;
     pthread_mutex_lock(&c->lock);
+    /* Drain the worker first, so that UCX has seen whatever happened to the peer's half of
+     * this connection: UCX's tcp (1.13; the same code on its master) reuses the socket of a
+     * peer that connected to us first, and if that peer died meanwhile (its reset not yet
+     * read), the connection request sent there fails inside ucp_ep_create, which leaves the
+     * tcp endpoint both failed and sending; the next progress then aborts the process
+     * (tcp_ep.c:478 "!(ep->flags & UCT_TCP_EP_FLAG_CTX_TYPE_TX)"). Read first, the reset
+     * fails the half connection cleanly, and ucp_ep_create connects afresh (refused: an error
+     * naming the rank). docs/reliability.md, "A peer that dies while UCX connects". */
+    ucx_settle(c);
     ucs_status_t st = ucp_ep_create(c->worker, &ep_params, &ep->ep);
     if (st == UCS_ERR_UNREACHABLE) {
         /* shared-memory transports have no peer failure detection: connect without it (a
@@ -1217,8 +1234,7 @@ static mscclpp_result_t ucx_drive(tp_ctx_t *c)
         mscclpp_result_t r = ucx_send_pending(ep);
         if (res == MSCCLPP_OK) res = r;
     }
-    while (ucp_worker_progress(c->worker)) {}
-    ucx_copies_settle(c);
+    ucx_settle(c);
     if (res == MSCCLPP_OK && c->am_res != MSCCLPP_OK)
         res = ERR(c->am_res, "%s", c->am_err);
     return res;
