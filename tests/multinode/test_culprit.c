@@ -281,7 +281,9 @@ static void run(int phase, int nodes, int victim, int delay_us)
     fflush(stdout);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", cc.dir);
-    if (system(cmd) != 0) fprintf(stderr, "# could not remove %s\n", cc.dir);
+    if (getenv("CULPRIT_KEEP")) /* the ranks' whole logs, for debugging */
+        printf("# logs kept in %s\n", cc.dir);
+    else if (system(cmd) != 0) fprintf(stderr, "# could not remove %s\n", cc.dir);
     ck_assert_msg(named == survivors,
                   "%s, %d node(s), rank %d killed after %d us: %d of %d "
                   "survivors named it:%s",
@@ -317,7 +319,8 @@ int main(void)
     Suite *s = suite_create("culprit");
     TCase *tc = tcase_create("kill");
     tcase_set_timeout(tc, 150);
-    /* CULPRIT_ONLY=<phase>:<i> (say setup:3) runs one case, for debugging a flaky one */
+    /* CULPRIT_ONLY=<phase>:<i> (say setup:3) runs one case, for debugging a flaky one;
+     * CULPRIT_KEEP=1 keeps the ranks' logs (set MSCCLPP_DEBUG=INFO for more) */
     const char *only = getenv("CULPRIT_ONLY");
     char only_phase[16] = "";
     int only_i = -1;

@@ -1058,8 +1058,8 @@ END_TEST
  * whose peer died fails at MSCCLPP_TIMEOUT plus the culprit judgement (a notice wait, probes of
  * ranks that may be gone), and an enqueue behind it must get room (or that launch's error), not
  * a timeout of its own that names nobody (test_culprit t_run:1 under TSan: "the stream's queue
- * is full (1024 tasks) and none finished in 5.5 s"). Here the head task takes MSCCLPP_TIMEOUT
- * + 1 s; the enqueues behind it all succeed.
+ * is full (1024 tasks) and none finished in 5.5 s"). Here the head task takes 2 x
+ * MSCCLPP_TIMEOUT + 2 s; the enqueues behind it all succeed.
  */
 static void hostfn_sleep_ms(void *arg) { usleep((useconds_t)(intptr_t)arg * 1000u); }
 static void hostfn_count(void *arg) { __atomic_add_fetch((int *)arg, 1, __ATOMIC_RELAXED); }
@@ -1070,10 +1070,10 @@ START_TEST(test_full_stream_waits_for_a_slow_head)
     hal_stream_t s;
     ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
     int ran = 0;
-    ck_assert_int_eq(H->launch_host_func(hostfn_sleep_ms, (void *)(intptr_t)2000, s), MSCCLPP_OK);
+    ck_assert_int_eq(H->launch_host_func(hostfn_sleep_ms, (void *)(intptr_t)4000, s), MSCCLPP_OK);
     for (int i = 0; i < 1100; i++)
         ck_assert_msg(H->launch_host_func(hostfn_count, &ran, s) == MSCCLPP_OK,
-                      "enqueue %d behind a 2 s task (MSCCLPP_TIMEOUT 1) failed: %s", i,
+                      "enqueue %d behind a 4 s task (MSCCLPP_TIMEOUT 1) failed: %s", i,
                       mscclpp_last_error());
     ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK);
     ck_assert_int_eq(ran, 1100);

@@ -131,10 +131,10 @@ START_TEST(t_full_queue_times_out)
     memset(args, 0, sizeof args);
     atomic_store(&ran, 0);
     atomic_store(&misordered, 0);
-    /* a worker stuck for 5 s, longer than MSCCLPP_TIMEOUT + the 3 s a failing launch may take
-     * to name its culprit (host_stream.c wait_for_space), fails the enqueuer */
+    /* a worker stuck for 6 s, longer than 2 x MSCCLPP_TIMEOUT + the 3 s a failing launch may
+     * take (host_stream.c wait_for_space), fails the enqueuer */
     setenv("MSCCLPP_TIMEOUT", "1", 1);
-    atomic_store(&hold_ms, 5000);
+    atomic_store(&hold_ms, 6000);
     mscclpp_result_t res = MSCCLPP_OK;
     long i;
     for (i = 0; i <= HOST_STREAM_DEPTH && res == MSCCLPP_OK; i++) {
