@@ -10,7 +10,7 @@ check_PROGRAMS += tests/unit/test_hal_host tests/unit/test_hal_api
 TESTS += tests/unit/test_hal_host tests/unit/test_hal_api
 
 # Uses internal (hidden) symbols: links the library objects (see Makefile.am).
-tests_unit_test_hal_host_SOURCES = tests/unit/test_hal_host.c
+tests_unit_test_hal_host_SOURCES = tests/unit/test_hal_host.c tests/unit/mp_harness.c
 tests_unit_test_hal_host_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_hal_host_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
 

@@ -89,7 +89,7 @@ endif
 if HAVE_CHECK
 check_PROGRAMS += tests/multinode/test_ucx_death
 TESTS += tests/multinode/test_ucx_death
-tests_multinode_test_ucx_death_SOURCES = tests/multinode/test_ucx_death.c
+tests_multinode_test_ucx_death_SOURCES = tests/multinode/test_ucx_death.c tests/unit/mp_harness.c
 tests_multinode_test_ucx_death_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_multinode_test_ucx_death_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(JANSSON_LIBS) $(CHECK_LIBS) -ldl
 endif

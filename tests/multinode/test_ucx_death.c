@@ -33,45 +33,13 @@
 #include "base/wire.h"
 #include "hal/hal.h"
 #include "mscclpp/mscclpp.h"
+#include "tests/unit/mp_harness.h"
 #include "transports/transport.h"
 
 #define ROUNDS_DEFAULT 10
 
 /* exit codes of the survivor */
 enum { S_OK = 0, S_SETUP = 2, S_SILENT = 3, S_WRONG = 4 };
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t k = write(fd, c, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        c += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *p, size_t n)
-{
-    char *c = p;
-    while (n) {
-        ssize_t k = read(fd, c, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        c += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 typedef struct {
     int rank;
@@ -112,9 +80,9 @@ static int side_setup(side_t *s)
         return -1;
     }
     uint32_t n = (uint32_t)w.len;
-    if (write_all(s->to, &n, sizeof n) || write_all(s->to, mine, n)) return -1;
-    if (read_all(s->from, &s->alen, sizeof s->alen) || s->alen > sizeof s->addr ||
-        read_all(s->from, s->addr, s->alen))
+    if (mp_write_all(s->to, &n, sizeof n) || mp_write_all(s->to, mine, n)) return -1;
+    if (mp_read_all(s->from, &s->alen, sizeof s->alen, 30000) || s->alen > sizeof s->addr ||
+        mp_read_all(s->from, s->addr, s->alen, 30000))
         return -1;
     return 0;
 }
@@ -130,7 +98,7 @@ static void victim_main(side_t *s)
     if (side_setup(s)) _exit(S_SETUP);
     if (side_connect(s) != MSCCLPP_OK) _exit(S_SETUP);
     char c = 'C';
-    if (write_all(s->to, &c, 1)) _exit(S_SETUP);
+    if (mp_write_all(s->to, &c, 1)) _exit(S_SETUP);
     for (;;) pause(); /* never drives its worker again: killed here */
 }
 
@@ -142,8 +110,8 @@ static int judged(side_t *s, mscclpp_result_t r, const char *where)
     const char *msg = mscclpp_last_error();
     fprintf(stderr, "survivor: %s: %s: %s\n", where, mscclpp_result_string(r), msg);
     int code = strstr(msg, "rank 1") ? S_OK : S_WRONG;
-    double t0 = now_s();
-    while (now_s() - t0 < 0.2) {
+    double t0 = mp_now_s();
+    while (mp_now_s() - t0 < 0.2) {
         (void)s->ops->progress(s->ctx);
         usleep(1000);
     }
@@ -156,20 +124,21 @@ static void survivor_main(side_t *s)
 {
     if (side_setup(s)) _exit(S_SETUP);
     char c;
-    if (read_all(s->from, &c, 1) || c != 'G') _exit(S_SETUP);
+    if (mp_read_all(s->from, &c, 1, 30000) || c != 'G') _exit(S_SETUP);
     /* step 3: drive the worker while the victim's request comes in and is answered */
-    double t0 = now_s();
-    while (now_s() - t0 < 0.1) {
+    double t0 = mp_now_s();
+    while (mp_now_s() - t0 < 0.1) {
         if (s->ops->progress(s->ctx) != MSCCLPP_OK) _exit(S_SETUP);
         usleep(1000);
     }
     c = 'P';
-    if (write_all(s->to, &c, 1) || read_all(s->from, &c, 1) || c != 'D') _exit(S_SETUP);
+    if (mp_write_all(s->to, &c, 1) || mp_read_all(s->from, &c, 1, 30000) || c != 'D')
+        _exit(S_SETUP);
     /* step 5: the victim is dead; nothing drove the worker since */
     mscclpp_result_t r = side_connect(s);
     if (r != MSCCLPP_OK) _exit(judged(s, r, "connect"));
-    t0 = now_s();
-    while (now_s() - t0 < 5) {
+    t0 = mp_now_s();
+    while (mp_now_s() - t0 < 5) {
         r = s->ops->progress(s->ctx);
         if (r != MSCCLPP_OK) _exit(judged(s, r, "progress"));
         r = s->ops->ep_status(s->ep);
@@ -207,22 +176,23 @@ static void round_run(int round)
     /* step 1: forward the addresses */
     uint8_t buf[2][TP_ADDR_MAX];
     uint32_t n[2];
-    bool ok = !read_all(a_from[0], &n[0], 4) && n[0] <= TP_ADDR_MAX &&
-              !read_all(a_from[0], buf[0], n[0]) && !read_all(v_from[0], &n[1], 4) &&
-              n[1] <= TP_ADDR_MAX && !read_all(v_from[0], buf[1], n[1]) &&
-              !write_all(a_to[1], &n[1], 4) && !write_all(a_to[1], buf[1], n[1]) &&
-              !write_all(v_to[1], &n[0], 4) && !write_all(v_to[1], buf[0], n[0]);
+    bool ok = !mp_read_all(a_from[0], &n[0], 4, 30000) && n[0] <= TP_ADDR_MAX &&
+              !mp_read_all(a_from[0], buf[0], n[0], 30000) &&
+              !mp_read_all(v_from[0], &n[1], 4, 30000) && n[1] <= TP_ADDR_MAX &&
+              !mp_read_all(v_from[0], buf[1], n[1], 30000) && !mp_write_all(a_to[1], &n[1], 4) &&
+              !mp_write_all(a_to[1], buf[1], n[1]) && !mp_write_all(v_to[1], &n[0], 4) &&
+              !mp_write_all(v_to[1], buf[0], n[0]);
     /* step 2 done by the victim; 3 by the survivor; 4 here */
     char c = 0;
-    ok = ok && !read_all(v_from[0], &c, 1) && c == 'C';
+    ok = ok && !mp_read_all(v_from[0], &c, 1, 30000) && c == 'C';
     c = 'G';
-    ok = ok && !write_all(a_to[1], &c, 1) && !read_all(a_from[0], &c, 1) && c == 'P';
+    ok = ok && !mp_write_all(a_to[1], &c, 1) && !mp_read_all(a_from[0], &c, 1, 30000) && c == 'P';
     kill(v, SIGKILL);
     int st = 0;
     waitpid(v, &st, 0);
     usleep(20000); /* the reset reaches the survivor's socket */
     c = 'D';
-    ok = ok && !write_all(a_to[1], &c, 1);
+    ok = ok && !mp_write_all(a_to[1], &c, 1);
     if (!ok) kill(a, SIGKILL);
     waitpid(a, &st, 0);
     close(a_to[1]);

@@ -1,6 +1,8 @@
 /* Fork-based multi-rank runner for tests and the set-up its ranks share (see mp_harness.h). */
 #include "tests/unit/mp_harness.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -131,6 +133,38 @@ double mp_now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int mp_write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int mp_read_all(int fd, void *buf, size_t n, int timeout_ms)
+{
+    char *p = buf;
+    double end = mp_now_s() + timeout_ms / 1e3;
+    while (n) {
+        int left = (int)((end - mp_now_s()) * 1e3);
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int r = left > 0 ? poll(&pfd, 1, left) : 0;
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        ssize_t got = read(fd, p, n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return -1;
+        p += got;
+        n -= (size_t)got;
+    }
+    return 0;
 }
 
 void mp_set_timeout(int seconds)

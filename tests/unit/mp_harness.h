@@ -45,6 +45,13 @@ int mp_fail(int rank, const char *file, int line, const char *fmt, ...)
 /** Seconds on the monotonic clock (how long an error took to come). */
 double mp_now_s(void);
 
+/** Write all `n` bytes to `fd` (a pipe between a test's processes); 0, or -1 on an error. */
+int mp_write_all(int fd, const void *buf, size_t n);
+
+/** Read exactly `n` bytes from `fd` within `timeout_ms` in all; 0, or -1 on an error, end of
+ *  file or the timeout (the process at the other end died or hung). */
+int mp_read_all(int fd, void *buf, size_t n, int timeout_ms);
+
 /** MSCCLPP_TIMEOUT of this process from now on, in whole seconds (a plan lowered earlier keeps
  *  the bound it was lowered with). */
 void mp_set_timeout(int seconds);

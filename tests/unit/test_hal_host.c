@@ -20,6 +20,7 @@
 #include "hal/host/host.h"
 #include "hal/host/host_wait.h"
 #include "kernels/common/kern_args.h"
+#include "tests/unit/mp_harness.h"
 
 static const hal_ops_t *H;
 
@@ -27,37 +28,6 @@ static void setup(void) { H = hal_host_ops(); }
 
 /* ------------------------------------------------------------------------------------------ */
 /* helpers for the multi-process tests */
-
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Read exactly n bytes within 30 s. */
-static int read_all(int fd, void *buf, size_t n)
-{
-    char *p = buf;
-    while (n) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int r = poll(&pfd, 1, 30000);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        ssize_t got = read(fd, p, n);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return -1;
-        p += got;
-        n -= (size_t)got;
-    }
-    return 0;
-}
 
 /* Exit status of a child, killing it if it has not exited within 60 s. */
 static int wait_child(pid_t pid)
@@ -200,7 +170,7 @@ static int get_in_child(const char *value, char *msg, size_t cap)
         char buf[256];
         snprintf(buf, sizeof buf, "%s|%s", r == MSCCLPP_OK ? ops->name : mscclpp_last_error(),
                  r2 == r ? "same" : "differs");
-        write_all(fds[1], buf, strlen(buf) + 1);
+        mp_write_all(fds[1], buf, strlen(buf) + 1);
         _exit(-r);
     }
     close(fds[1]);
@@ -240,7 +210,7 @@ START_TEST(test_forced_module_missing)
         const hal_ops_t *ops = NULL;
         mscclpp_result_t r = hal_select("cuda", &ops);
         const char *m = mscclpp_last_error();
-        write_all(fds[1], m, strlen(m) + 1);
+        mp_write_all(fds[1], m, strlen(m) + 1);
         _exit(-r);
     }
     close(fds[1]);
@@ -642,7 +612,7 @@ START_TEST(test_export_import_fork)
         const hal_ops_t *ops = hal_host_ops();
         hal_mem_handle_t h;
         char go;
-        if (read_all(to_child[0], &h, sizeof h)) _exit(10);
+        if (mp_read_all(to_child[0], &h, sizeof h, 30000)) _exit(10);
         uint8_t *p = NULL;
         if (ops->mem_import(&h, (void **)&p) != MSCCLPP_OK) {
             fprintf(stderr, "child import: %s\n", mscclpp_last_error());
@@ -658,8 +628,8 @@ START_TEST(test_export_import_fork)
         void *again = NULL;
         if (ops->mem_import(&h, &again) || again != p) _exit(14);
         if (ops->mem_unimport(again)) _exit(15);
-        if (write_all(to_parent[1], "w", 1)) _exit(16);
-        if (read_all(to_child[0], &go, 1)) _exit(17);
+        if (mp_write_all(to_parent[1], "w", 1)) _exit(16);
+        if (mp_read_all(to_child[0], &go, 1, 30000)) _exit(17);
         for (size_t i = 0; i < n; i++)
             if (p[i] != pattern(i, 3)) _exit(18);
         if (ops->mem_unimport(p)) _exit(19);
@@ -678,16 +648,16 @@ START_TEST(test_export_import_fork)
     ck_assert_uint_eq(h.alloc_size, n);
     ck_assert_uint_gt(h.len, 0);
     ck_assert_uint_le(h.len, HAL_MEM_HANDLE_BYTES);
-    ck_assert_int_eq(write_all(to_child[1], &h, sizeof h), 0);
+    ck_assert_int_eq(mp_write_all(to_child[1], &h, sizeof h), 0);
     char c;
-    int got = read_all(to_parent[0], &c, 1);
+    int got = mp_read_all(to_parent[0], &c, 1, 30000);
     if (got != 0) {
         int st = wait_child(pid);
         ck_abort_msg("child failed before writing (exit %d)", st);
     }
     ASSERT_BYTES(n, buf[i], pattern(i, 2)); /* the child's bytes */
     for (size_t i = 0; i < n; i++) buf[i] = pattern(i, 3);
-    ck_assert_int_eq(write_all(to_child[1], "r", 1), 0);
+    ck_assert_int_eq(mp_write_all(to_child[1], "r", 1), 0);
     ck_assert_int_eq(wait_child(pid), 0);
     ck_assert_int_eq(H->mem_free(buf), MSCCLPP_OK);
 }
@@ -769,12 +739,12 @@ START_TEST(test_import_after_exporter_exit)
         void *p;
         hal_mem_handle_t h;
         if (ops->mem_alloc_shareable(4096, &p) || ops->mem_export(p, &h)) _exit(1);
-        if (write_all(fds[1], &h, sizeof h)) _exit(2);
+        if (mp_write_all(fds[1], &h, sizeof h)) _exit(2);
         _exit(0);
     }
     close(fds[1]);
     hal_mem_handle_t h;
-    ck_assert_int_eq(read_all(fds[0], &h, sizeof h), 0);
+    ck_assert_int_eq(mp_read_all(fds[0], &h, sizeof h, 30000), 0);
     close(fds[0]);
     ck_assert_int_eq(wait_child(pid), 0);
     void *p = NULL;
@@ -840,9 +810,10 @@ START_TEST(test_export_again_after_fork)
         if (ops->mem_export(buf, &h)) _exit(1);
         if (!memcmp(&h, &parent_h, sizeof h)) _exit(2); /* must not hand out the parent's */
         for (size_t i = 0; i < n; i++) buf[i] = pattern(i, 4);
-        if (write_all(up[1], &h, sizeof h)) _exit(3);
+        if (mp_write_all(up[1], &h, sizeof h)) _exit(3);
         char go;
-        if (read_all(down[0], &go, 1)) _exit(4); /* serve until the parent has mapped it */
+        if (mp_read_all(down[0], &go, 1, 30000))
+            _exit(4); /* serve until the parent has mapped it */
         for (size_t i = 0; i < n; i++)
             if (buf[i] != pattern(i, 5)) _exit(5);
         _exit(ops->mem_free(buf) ? 6 : 0);
@@ -850,7 +821,7 @@ START_TEST(test_export_again_after_fork)
     close(up[1]);
     close(down[0]);
     hal_mem_handle_t h;
-    if (read_all(up[0], &h, sizeof h) != 0) {
+    if (mp_read_all(up[0], &h, sizeof h, 30000) != 0) {
         int st = wait_child(pid);
         ck_abort_msg("child failed before writing (exit %d)", st);
     }
@@ -860,7 +831,7 @@ START_TEST(test_export_again_after_fork)
     ASSERT_BYTES(n, buf[i], pattern(i, 4));
     for (size_t i = 0; i < n; i++) p[i] = pattern(i, 5);
     ASSERT_BYTES(n, buf[i], pattern(i, 5));
-    ck_assert_int_eq(write_all(down[1], "g", 1), 0);
+    ck_assert_int_eq(mp_write_all(down[1], "g", 1), 0);
     ck_assert_int_eq(wait_child(pid), 0);
     close(up[0]);
     close(down[1]);
