@@ -9,7 +9,8 @@
  *   4. then, only when MSCCLPP_CACHE_DIR is set and MSCCLPP_PLAN_DIR is not, the plans the
  *      Python DSL compiled into that cache (the Python package sets it for its own processes).
  * In a plan folder, the plans for the job's node layout (multinode/<nodes>x<ranks per node>/),
- * on a backend whose defaults are the direct plans (direct_default) its direct/<backend>/, and
+ * on a backend whose defaults are the direct plans (direct_default; the host backend: for calls
+ * whose ranks all pass shareable buffers, registered shared_only) its direct/<backend>/, and
  * the backend's own (<backend>/) are registered before the generic ones: the first registered
  * match wins. An installed library thus never reads the build tree it came from, nor a user's
  * cache unasked; with no plan found at all, executor creation warns, naming where it looked.
