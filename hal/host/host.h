@@ -91,6 +91,9 @@ uint64_t host_pool_threads_created(void);
 void host_stream_depth_stats(hal_stream_t s, uint64_t *max_depth, uint64_t *allocated);
 /** Times the worker of `s` woke threads waiting in a sync (tests: once per sync that waited). */
 uint64_t host_stream_sync_wakes(hal_stream_t s);
+/** Times the worker of `s` woke a thread waiting for space in a full queue (tests: once per
+ * batch of HOST_STREAM_DEPTH / 4 finished tasks, not once per task). */
+uint64_t host_stream_space_wakes(hal_stream_t s);
 
 /* Create a thread with every signal blocked (signals belong to the application's threads). */
 int host_thread_create(pthread_t *th, void *(*fn)(void *), void *arg);

@@ -348,6 +348,7 @@ struct hal_stream {
     uint64_t sync_target;          /* under lock: the fewest completions a sync waiter waits for */
     uint64_t sync_wakes;           /* under lock: times the worker woke the sync waiters (tests) */
     int space_waiters;             /* under lock: enqueuers waiting for a free slot */
+    uint64_t space_wakes;          /* under lock: times the worker woke them (tests) */
     pthread_cond_t space_cv;       /* they wait here */
     uint64_t n_free;               /* tasks on free_tasks (under lock) */
     uint64_t allocated, max_depth; /* tasks in existence, most ever held (under lock) */
@@ -385,6 +386,9 @@ static mscclpp_result_t task_run(hal_stream_t s, host_task_t *t)
     }
     return ERR(MSCCLPP_ERR_INTERNAL, "host stream: unknown task kind %d", (int)t->kind);
 }
+
+/* A full queue's enqueuer is woken when the stream holds this many tasks or fewer. */
+#define SPACE_WAKE_DEPTH (HOST_STREAM_DEPTH - HOST_STREAM_DEPTH / 4)
 
 static void *stream_main(void *arg)
 {
@@ -430,7 +434,14 @@ static void *stream_main(void *arg)
             s->sync_wakes++;
             pthread_cond_broadcast(&s->done_cv);
         }
-        if (s->space_waiters) pthread_cond_signal(&s->space_cv);
+        /* wake a full queue's enqueuer once a batch of slots is free (or a task failed), not
+         * after each task: each wake is a context switch on the cores the ranks share */
+        if (s->space_waiters &&
+            (atomic_load(&s->submitted) - atomic_load(&s->completed) <= SPACE_WAKE_DEPTH ||
+             s->err != MSCCLPP_OK)) {
+            s->space_wakes++;
+            pthread_cond_signal(&s->space_cv);
+        }
         pthread_mutex_unlock(&s->lock);
     }
 }
@@ -825,6 +836,14 @@ uint64_t host_stream_sync_wakes(hal_stream_t s)
 {
     pthread_mutex_lock(&s->lock);
     uint64_t n = s->sync_wakes;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+uint64_t host_stream_space_wakes(hal_stream_t s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t n = s->space_wakes;
     pthread_mutex_unlock(&s->lock);
     return n;
 }

@@ -1177,44 +1177,46 @@ KERN_FN void kern_port_data(kern_ctx_t *c, uint32_t bits, uint32_t chan, int32_t
     if (pos != ~0ull && (bits & KERN_TRIG_FLUSH)) kern_port_until(c, pos, (int32_t)chan, peer);
 }
 
-/* One port data op entry: put `n` bytes of local src (at x) to the peer's dst (at x). */
-KERN_BIG_FN void kern_port_put(kern_ctx_t *c, uint32_t type, uint32_t chan, const kern_desc_t *src,
-                           const kern_desc_t *dst, uint64_t x, uint64_t n)
+/*
+ * Entry k of port data op `op`: put n bytes of local source k (the last source past the op's
+ * sources) at x to the peer's destination k at x over the op's channel k. Port ppkt / rppkt
+ * (spec §2.5): the source is already a packet image (rppkt: packets that arrived in my scratch;
+ * ppkt: packets this rank formatted, e.g. by cpkt). The thread that triggers the put first
+ * waits until every unit of the image carries this launch's flag, so the proxy never ships a
+ * half-arrived image, then one proxy put moves the image's bytes verbatim into the peer's
+ * scratch, where the reader polls the flags as for memory-channel packets. The waiting thread
+ * scans the whole image itself rather than sharing it with a block sync: a sync inside an op
+ * would pair with the wrong barrier on threads that saw a failure and left early. Takes the op
+ * and k rather than the entry's fields: kern_port_op's loop keeps fewer values across the call.
+ */
+KERN_BIG_FN void kern_port_put(kern_ctx_t *c, const kern_op_t *op, int k, uint64_t x, uint64_t n)
 {
     const kern_plan_t *p = kern_plan_of(c);
+    const kern_desc_t *src = c->b->descs + op->desc + (k < op->n_src ? k : op->n_src - 1);
+    const kern_desc_t *dst = c->b->descs + op->desc + op->n_src + k;
+    const uint32_t chan = c->b->ids[op->ids + (uint32_t)k], type = op->type;
     const kern_chan_t *ch = (const kern_chan_t *)((const char *)p + p->off_ports) + chan;
     const uint64_t *pb = (const uint64_t *)((const char *)p + p->off_pbufs);
     uint32_t bits = KERN_TRIG_DATA;
-    uint64_t so = (uint64_t)(kern_ptr(c, src, x) - (char *)p->lbase[src->loc]);
-    uint64_t o = dst->off + x;
+    uint64_t so, o;
+    if (type == KERN_OP_PPKT || type == KERN_OP_RPPKT) {
+        const uint64_t nw = (n + 3) / 4;
+        const uint64_t *u = (const uint64_t *)kern_ptr(c, src, x);
+        uint64_t j;
+        for (j = 0; j < nw; j++) {
+            uint32_t w, w1;
+            if (kern_pkt_get2(c, u + j, 0, &w, &w1, KERN_WRITER(src))) return;
+        }
+        n = 8 * nw; /* 8 image bytes per 4 payload bytes; the offsets are doubled below */
+    }
+    so = (uint64_t)(kern_ptr(c, src, x) - (char *)p->lbase[src->loc]);
+    o = dst->off + x;
     if (dst->flags & KERN_DESC_PACKET) o *= 2;
     if (dst->flags & KERN_DESC_SCRATCH) o += c->b->half;
     o += pb[dst->idx];
     if (type == KERN_OP_PWS || type == KERN_OP_PWSF) bits |= KERN_TRIG_SIGNAL;
     if (type == KERN_OP_PWSF) bits |= KERN_TRIG_FLUSH;
     kern_port_data(c, bits, chan, ch->peer, dst->idx, src->loc, so, o, n);
-}
-
-/*
- * Port ppkt / rppkt (spec §2.5): the source is already a packet image (rppkt: packets that
- * arrived in my scratch; ppkt: packets this rank formatted, e.g. by cpkt). The thread that
- * triggers the put first waits until every unit of the image carries this launch's flag, so the
- * proxy never ships a half-arrived image, then one proxy put moves the image's bytes verbatim
- * into the peer's scratch, where the reader polls the flags as for memory-channel packets. The
- * waiting thread scans the whole image itself rather than sharing it with a block sync: a sync
- * inside an op would pair with the wrong barrier on threads that saw a failure and left early.
- */
-KERN_BIG_FN void kern_port_pkt(kern_ctx_t *c, uint32_t chan, const kern_desc_t *src,
-                           const kern_desc_t *dst, uint64_t x, uint64_t n)
-{
-    uint64_t nw = (n + 3) / 4, j;
-    const uint64_t *u = (const uint64_t *)kern_ptr(c, src, x);
-    for (j = 0; j < nw; j++) {
-        uint32_t w, w1;
-        if (kern_pkt_get2(c, u + j, 0, &w, &w1, KERN_WRITER(src))) return;
-    }
-    /* 8 image bytes per 4 payload bytes: kern_port_put doubles the packet offsets itself */
-    kern_port_put(c, KERN_OP_PUT, chan, src, dst, x, 8 * nw);
 }
 
 /* signal / flush on port channel `chan` */
@@ -1406,10 +1408,10 @@ KERN_FN int kern_fence_needed(const kern_args_t *a)
     return 0;
 }
 
-/* An op's function called by kern_exec_op (kern_port_op, kern_putv): out of line where ptxas
- * compiles it (kern_exec_op then keeps fewer values across its calls: its spill loads 332 -> 152
- * bytes at sm_90); inline on AMD, where its own frame (the registers it saves around its calls)
- * added to the kernel's scratch (kern_port_op: gfx90a 400 -> 576, kern_putv: 400 -> 432) */
+/* An op's function called by kern_exec_op (kern_putv): out of line where ptxas compiles it
+ * (kern_exec_op then keeps fewer values across its calls); inline on AMD, where its own frame
+ * (the registers it saves around its calls) added to the kernel's scratch (kern_putv: gfx90a
+ * 400 -> 432) */
 #if defined(KERN_HIP) && !defined(__NVCC__)
 #define KERN_PORT_OP_FN KERN_FN
 #else
@@ -1493,12 +1495,13 @@ KERN_PORT_OP_FN void kern_putv(kern_ctx_t *c, const kern_op_t *op)
 
 /*
  * A port-channel op (spec §2.3, §2.4): thread i serves channel / destination i. x and n: the
- * op's byte offset and length (pipeline-clamped).
+ * op's byte offset and length (pipeline-clamped). Inline in kern_exec_op: its loops keep few
+ * values across their calls (kern_port_put takes the op and the entry's index). Out of line it
+ * had to save 3 of kern_exec_op's caller's registers at sm_90 before its call (12 spill bytes)
+ * and its own 8 before kern_port_put's, and added its frame to gfx90a's scratch (400 -> 576).
  */
-KERN_PORT_OP_FN void kern_port_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t n)
+KERN_FN void kern_port_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x, uint64_t n)
 {
-    const kern_desc_t *src = c->b->descs + op->desc;
-    const kern_desc_t *dst = src + op->n_src;
     const uint32_t *ids = c->b->ids + op->ids;
     const int tid = c->tid, nth = c->nth;
     int i, k;
@@ -1515,19 +1518,15 @@ KERN_PORT_OP_FN void kern_port_op(kern_ctx_t *c, const kern_op_t *op, uint64_t x
     case KERN_OP_RLXWAIT:
         for (i = tid; i < op->n_ids; i += nth) kern_port_wait(c, ids[i]);
         break;
+    case KERN_OP_PPKT:
+    case KERN_OP_RPPKT:
+        if (n == 0) break;
+        /* fall through */
     case KERN_OP_PUT:
     case KERN_OP_PWS:
     case KERN_OP_PWSF:
         if (op->n_src == 0) break;
-        for (k = tid; k < op->n_dst && k < op->n_ids; k += nth)
-            kern_port_put(c, op->type, ids[k], &src[k < op->n_src ? k : op->n_src - 1],
-                          &dst[k], x, n);
-        break;
-    case KERN_OP_PPKT:
-    case KERN_OP_RPPKT:
-        if (op->n_src == 0 || n == 0) break;
-        for (k = tid; k < op->n_dst && k < op->n_ids; k += nth)
-            kern_port_pkt(c, ids[k], &src[k < op->n_src ? k : op->n_src - 1], &dst[k], x, n);
+        for (k = tid; k < op->n_dst && k < op->n_ids; k += nth) kern_port_put(c, op, k, x, n);
         break;
     default: break; /* the lowering refuses other port ops */
     }

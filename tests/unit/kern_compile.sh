@@ -17,27 +17,29 @@ hipcc=${HIPCC:-$(command -v hipcc || echo /opt/rocm/bin/hipcc)}
 # deepest chain of its out-of-line callees' frames); 6080 bytes before the shared-memory block
 # state, 1224 with the launch fence inlined into every wait, 432 with the waits' slow checks out
 # of line, 424 with the reduces' addresses in shared memory, 416 with the packet ops' too, 400
-# with the data ops taking (c, op, x, n) and kern_spin_check six arguments. Hot:
+# with the data ops taking (c, op, x, n) and kern_spin_check six arguments, 392 with
+# kern_port_op inline and kern_port_put taking (c, op, k, x, n). Hot:
 # the spill-store bytes a function of the hot path (one op's dispatch, copies, reductions,
 # packets, puts, signals and waits: $hot below) may have, each its own ratchet: 0, or its number
 # in hot_allow (mostly arguments stored at a call site, docs/gpu.md "Interpreter").
 # Stores and loads: the static spill-store and spill-load bytes of all functions together,
 # 5596 / 6440 before the reduces' address table, 1600 / 3624 with it, 1148 / 1300 with the
 # packet ops', 916 / 1028 with fewer arguments per call (the slow paths keep theirs:
-# kern_spin_check 452, kern_fail_sig 96).
-stack_limit=${KERN_STACK_LIMIT:-400}
+# kern_spin_check 452, kern_fail_sig 96), 892 / 1024 with kern_port_op inline.
+stack_limit=${KERN_STACK_LIMIT:-392}
 hot_limit=${KERN_HOT_SPILL_LIMIT:-0}
 # hot functions allowed more than hot_limit, "name=bytes ..." (each its own ratchet)
-hot_allow=${KERN_HOT_SPILL_ALLOW-"kern_exec_op=12 kern_pred_E4M3=32 kern_pred_E5M2=32 \
-kern_pred_I8=36 kern_pred_U8=36 kern_pred_F16=4 kern_port_op=8 kern_preduce=8"}
-spill_limit=${KERN_SPILL_LIMIT:-916}
-load_limit=${KERN_SPILL_LOAD_LIMIT:-1028}
+hot_allow=${KERN_HOT_SPILL_ALLOW-"kern_pred_E4M3=32 kern_pred_E5M2=32 kern_pred_I8=36 \
+kern_pred_U8=36 kern_pred_F16=4 kern_preduce=8"}
+spill_limit=${KERN_SPILL_LIMIT:-892}
+load_limit=${KERN_SPILL_LOAD_LIMIT:-1024}
 # gfx90a: kern_hip_entry's ScratchSize (its frame and its callees' deepest chain): 528 with the
 # interpreter of session 3, 416 with the reduces' address table, 400 with the packet ops' too,
 # 368 with the launch arguments copied to shared memory word by word by all threads (thread 0's
-# struct copy kept every field live: its frame 240 bytes, 256 once alltoallv's vtab was added)
-hip_scratch_limit=${KERN_HIP_SCRATCH_LIMIT:-368}
-hot='kern_(exec_op|copy_io|io_tab|red_|reduce|pkt_|pred_|preduce|wait_chan|sem_acquire|port_op|port_put|port_pkt|port_ctl|port_wait|mc_op|putv)'
+# struct copy kept every field live: its frame 240 bytes, 256 once alltoallv's vtab was added),
+# 352 with kern_port_put taking (c, op, k, x, n)
+hip_scratch_limit=${KERN_HIP_SCRATCH_LIMIT:-352}
+hot='kern_(exec_op|copy_io|io_tab|red_|reduce|pkt_|pred_|preduce|wait_chan|sem_acquire|port_op|port_put|port_ctl|port_wait|mc_op|putv)'
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 inc="-I$top -I$top/include -I$bld"

@@ -120,6 +120,40 @@ START_TEST(t_sync_wakes_once)
 }
 END_TEST
 
+/* An enqueuer waiting for space in a full queue is woken once per batch of finished tasks, not
+ * after each (issue 22 item 9: each wake was a context switch on the cores the ranks share, an
+ * enqueuer ahead of its worker ping-ponged with it once per launch). */
+static void brief_block(const void *args, int block, int nblocks)
+{
+    (void)args, (void)block, (void)nblocks;
+    usleep(100);
+}
+
+START_TEST(t_space_wakes_batched)
+{
+    const hal_ops_t *H = hal_host_ops();
+    ck_assert_int_eq(H->init(), MSCCLPP_OK);
+    host_block_fn_t old = host_set_block_fn(brief_block);
+    hal_stream_t s;
+    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    setenv("MSCCLPP_TIMEOUT", "10", 1);
+    char args[ARGS_BYTES] = {0};
+    const long n = HOST_STREAM_DEPTH + 4096;
+    for (long i = 0; i < n; i++)
+        ck_assert_int_eq(H->launch(args, sizeof args, 1, 1, s), MSCCLPP_OK);
+    ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK);
+    uint64_t wakes = host_stream_space_wakes(s);
+    printf("# %ld launches of 0.1 ms through a %d-task queue: the enqueuer was woken %llu "
+           "time(s)\n",
+           n, HOST_STREAM_DEPTH, (unsigned long long)wakes);
+    /* 4096 tasks past the first full queue free 16 batches of a quarter queue; a few more for
+     * the wakes a timed re-check takes first. One wake per task would be ~4096. */
+    ck_assert_uint_le(wakes, 64);
+    ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
+    host_set_block_fn(old);
+}
+END_TEST
+
 START_TEST(t_full_queue_times_out)
 {
     const hal_ops_t *H = hal_host_ops();
@@ -160,6 +194,7 @@ int main(void)
     tcase_add_test(tc, t_burst_bounded);
     tcase_add_test(tc, t_full_queue_times_out);
     tcase_add_test(tc, t_sync_wakes_once);
+    tcase_add_test(tc, t_space_wakes_batched);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);

@@ -72,46 +72,78 @@ static int names(int rank, const char *what, const char *msg, const char *const 
     return 0;
 }
 
+/* One rank's objects for the one-node cases: a comm (ipc), the test plan, an executor and its
+ * shared buffers, the input filled with rank * 10000 + i. */
+typedef struct {
+    mscclpp_comm_t *comm;
+    mscclpp_plan_t *plan;
+    mscclpp_executor_t *ex;
+    float *in, *out;
+} pf_rank_t;
+
+static int pf_open(pf_rank_t *f, int rank, int n, const mscclpp_unique_id_t *id, int flush)
+{
+    memset(f, 0, sizeof *f);
+    if (mp_join_node(rank, n, n, "port-fault", id, &f->comm)) return 1; /* one node: ipc */
+    char *json = plan_json(flush);
+    mscclpp_result_t lr = mscclpp_plan_load_string(json, strlen(json), &f->plan);
+    free(json);
+    MP_CHECK(rank, lr);
+    MP_CHECK(rank, mscclpp_executor_create(f->comm, &f->ex));
+    MP_CHECK(rank, mscclpp_malloc(COUNT * sizeof(float), (void **)&f->in));
+    MP_CHECK(rank, mscclpp_malloc(2 * COUNT * sizeof(float), (void **)&f->out));
+    for (int i = 0; i < COUNT; i++) f->in[i] = (float)(rank * 10000 + i);
+    return 0;
+}
+
+/* One call of the test plan on `s` (NULL: synchronous). */
+static mscclpp_result_t pf_execute(pf_rank_t *f, mscclpp_stream_t s)
+{
+    return mscclpp_execute(f->ex, f->plan, f->in, f->out, COUNT * sizeof(float),
+                           2 * COUNT * sizeof(float), MSCCLPP_FLOAT32, MSCCLPP_SUM, s);
+}
+
+static void pf_close(pf_rank_t *f)
+{
+    if (f->ex) mscclpp_executor_destroy(f->ex); /* first: the destroy may still use the rest */
+    if (f->plan) mscclpp_plan_destroy(f->plan);
+    if (f->in) mscclpp_free(f->in);
+    if (f->out) mscclpp_free(f->out);
+    if (f->comm) mscclpp_comm_destroy(f->comm);
+    memset(f, 0, sizeof *f);
+}
+
 static int fault_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     int mode = *(int *)arg;
     mp_set_timeout(TIMEOUT_S);
     /* rank 0's second put fails: the first call works, the second fails after its launch */
     if (rank == 0) setenv("MSCCLPP_TEST_TRANSPORT_FAULT", "put:2", 1);
-    mscclpp_comm_t *comm = NULL;
-    if (mp_join_node(rank, n, n, "port-fault", id, &comm)) return 1; /* one node: ipc */
-    char *json = plan_json(mode == MODE_FLUSH);
-    mscclpp_plan_t *plan = NULL;
-    MP_CHECK(rank, mscclpp_plan_load_string(json, strlen(json), &plan));
-    free(json);
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
-    float *in = NULL, *out = NULL;
-    MP_CHECK(rank, mscclpp_malloc(COUNT * sizeof(float), (void **)&in));
-    MP_CHECK(rank, mscclpp_malloc(2 * COUNT * sizeof(float), (void **)&out));
-    for (int i = 0; i < COUNT; i++) in[i] = (float)(rank * 10000 + i);
+    pf_rank_t f;
+    if (pf_open(&f, rank, n, id, mode == MODE_FLUSH)) return 1;
+    mscclpp_executor_t *ex = f.ex;
+    const float *in = f.in;
+    float *out = f.out;
     mscclpp_stream_t s = NULL;
     if (mode != MODE_SYNC) MP_CHECK(rank, mscclpp_stream_create(&s));
-    size_t ib = COUNT * sizeof(float), ob = 2 * ib;
 
     /* call 1: every put works */
-    memset(out, 0, ob);
-    MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, ib, ob, MSCCLPP_FLOAT32, MSCCLPP_SUM, s));
+    memset(out, 0, 2 * COUNT * sizeof(float));
+    MP_CHECK(rank, pf_execute(&f, s));
     if (s) MP_CHECK(rank, mscclpp_stream_synchronize(s));
     for (int i = 0; i < COUNT; i++)
         if (out[rank * COUNT + i] != in[i])
             return MP_FAIL(rank, "call 1: out[%d] = %g, want %g", rank * COUNT + i,
                            out[rank * COUNT + i], in[i]);
     mscclpp_bootstrap_t *boot = NULL;
-    MP_CHECK(rank, mscclpp_comm_bootstrap(comm, &boot));
+    MP_CHECK(rank, mscclpp_comm_bootstrap(f.comm, &boot));
     MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
 
     /* call 2: rank 0's put fails in its proxy */
     const char *const want[] = {"put #2 to rank 1 failed", "MSCCLPP_TEST_TRANSPORT_FAULT",
                                 "ipc transport", "rank 0"};
     double t0 = mp_now_s();
-    mscclpp_result_t r = mscclpp_execute(ex, plan, in, out, ib, ob, MSCCLPP_FLOAT32,
-                                         MSCCLPP_SUM, s);
+    mscclpp_result_t r = pf_execute(&f, s);
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
     if (rank == 1) {
@@ -155,7 +187,7 @@ static int fault_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         printf("# %s: rank 0 got %s in %.3f s: %s\n", mode_name[mode], mscclpp_result_string(r),
                dt, msg);
         /* every later call: broken, with the original sentence */
-        r = mscclpp_execute(ex, plan, in, out, ib, ob, MSCCLPP_FLOAT32, MSCCLPP_SUM, s);
+        r = pf_execute(&f, s);
         snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
         if (r != MSCCLPP_ERR_REMOTE || !strstr(msg, "broken by an earlier error") ||
             !strstr(msg, "put #2 to rank 1 failed"))
@@ -164,11 +196,7 @@ static int fault_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     }
     MP_CHECK(rank, mscclpp_bootstrap_barrier(boot));
     if (s) mscclpp_stream_destroy(s);
-    mscclpp_executor_destroy(ex);
-    mscclpp_plan_destroy(plan);
-    mscclpp_free(in);
-    mscclpp_free(out);
-    mscclpp_comm_destroy(comm);
+    pf_close(&f);
     return 0;
 }
 
@@ -185,28 +213,11 @@ END_TEST
 static int no_fault_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     setenv("MSCCLPP_TEST_TRANSPORT_FAULT", arg, 1);
-    mscclpp_comm_t *comm = NULL;
-    if (mp_join_node(rank, n, n, "port-fault", id, &comm)) return 1; /* one node: ipc */
-    char *json = plan_json(1);
-    mscclpp_plan_t *plan = NULL;
-    MP_CHECK(rank, mscclpp_plan_load_string(json, strlen(json), &plan));
-    free(json);
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
-    float *in = NULL, *out = NULL;
-    MP_CHECK(rank, mscclpp_malloc(COUNT * sizeof(float), (void **)&in));
-    MP_CHECK(rank, mscclpp_malloc(2 * COUNT * sizeof(float), (void **)&out));
-    for (int i = 0; i < COUNT; i++) in[i] = (float)(rank * 10000 + i);
-    for (int call = 0; call < 3; call++)
-        MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, COUNT * sizeof(float),
-                                       2 * COUNT * sizeof(float), MSCCLPP_FLOAT32, MSCCLPP_SUM,
-                                       NULL));
-    if (mp_barrier_then_die(rank, comm, false)) return 1;
-    mscclpp_executor_destroy(ex);
-    mscclpp_plan_destroy(plan);
-    mscclpp_free(in);
-    mscclpp_free(out);
-    mscclpp_comm_destroy(comm);
+    pf_rank_t f;
+    if (pf_open(&f, rank, n, id, 1)) return 1;
+    for (int call = 0; call < 3; call++) MP_CHECK(rank, pf_execute(&f, NULL));
+    if (mp_barrier_then_die(rank, f.comm, false)) return 1;
+    pf_close(&f);
     return 0;
 }
 
@@ -240,40 +251,27 @@ static int destroy_flush_body(int rank, int n, const mscclpp_unique_id_t *id, vo
     mp_set_timeout(TIMEOUT_S);
     char log[64];
     flush_log_path(log, sizeof log);
-    mscclpp_comm_t *comm = NULL;
-    if (mp_join_node(rank, n, n, "port-fault", id, &comm)) return 1; /* one node: ipc */
-    char *json = plan_json(0);
-    mscclpp_plan_t *plan = NULL;
-    MP_CHECK(rank, mscclpp_plan_load_string(json, strlen(json), &plan));
-    free(json);
-    mscclpp_executor_t *ex = NULL;
-    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
-    float *in = NULL, *out = NULL;
-    MP_CHECK(rank, mscclpp_malloc(COUNT * sizeof(float), (void **)&in));
-    MP_CHECK(rank, mscclpp_malloc(2 * COUNT * sizeof(float), (void **)&out));
-    for (int i = 0; i < COUNT; i++) in[i] = (float)(rank * 10000 + i);
-    MP_CHECK(rank, mscclpp_execute(ex, plan, in, out, COUNT * sizeof(float),
-                                   2 * COUNT * sizeof(float), MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
-    if (mp_barrier_then_die(rank, comm, false)) return 1;
-    mscclpp_executor_destroy(ex);
+    pf_rank_t f;
+    if (pf_open(&f, rank, n, id, 0)) return 1;
+    MP_CHECK(rank, pf_execute(&f, NULL));
+    if (mp_barrier_then_die(rank, f.comm, false)) return 1;
+    mscclpp_executor_destroy(f.ex); /* the flush under test */
+    f.ex = NULL;
     int rc = 0;
     if (rank == 0) {
-        FILE *f = fopen(log, "r");
+        FILE *fp = fopen(log, "r");
         char line[2048];
         int found = 0;
-        while (f && !found && fgets(line, sizeof line, f))
+        while (fp && !found && fgets(line, sizeof line, fp))
             found = strstr(line, "flushing the link to rank 1") && strstr(line, "flush #1") &&
                     strstr(line, "MSCCLPP_TEST_TRANSPORT_FAULT");
-        if (f) fclose(f);
+        if (fp) fclose(fp);
         unlink(log);
         if (!found)
             rc =
                 MP_FAIL(rank, "no INFO line for the failed flush of the link to rank 1 in %s", log);
     }
-    mscclpp_plan_destroy(plan);
-    mscclpp_free(in);
-    mscclpp_free(out);
-    mscclpp_comm_destroy(comm);
+    pf_close(&f);
     return rc;
 }
 
