@@ -40,8 +40,9 @@ CONFIG_VAR(MSCCLPP_PLAN_MAKE, STR, "last",
            "first (before them: to compare with plan files), or off")
 CONFIG_VAR(MSCCLPP_PLAN_DIRECT, STR, "auto",
            "Direct plans (plans/direct/<backend>/: the peers' input and output addressed, the "
-           "fewest bytes) before the backend's own: auto (where measured faster: no backend yet, "
-           "docs/plan-selection.md), on (jobs whose buffers every rank can share), or off")
+           "fewest bytes) before the backend's own: auto (where measured faster: on the host "
+           "backend for the call shapes whose ranks all pass shareable buffers, agreed at the "
+           "shape's first call; docs/plan-selection.md), on (always), or off")
 CONFIG_VAR(MSCCLPP_TUNING_FILE, STR, "",
            "Tuning table (mscclpp-bench --tune) the executor applies; none: no table (default: "
            "~/.cache/mscclpp/tuning/<backend>-<device>-<nranks>.json when it exists)")

@@ -708,6 +708,8 @@ static mscclpp_result_t context_agree(mscclpp_executor_t *ex, exec_context_t *c,
     exec_call_sig(c->plan->collective, exec_sig_seq(ex, c), c->digest, &ex->shape, mine.sig);
     mine.status = local;
     mine.scratch = c->scratch_bytes;
+    mine.staged = c->staged;
+    bool all_shared = !c->staged;
     if (local != MSCCLPP_OK) snprintf(mine.why, sizeof mine.why, "%s", mscclpp_last_error());
     char my_why[sizeof mine.why + 1];
     snprintf(my_why, sizeof my_why, "%s", mine.why);
@@ -731,6 +733,7 @@ static mscclpp_result_t context_agree(mscclpp_executor_t *ex, exec_context_t *c,
             snprintf(refusal_why, sizeof refusal_why, "%s", theirs.why);
         }
         if (theirs.scratch < least) least = theirs.scratch;
+        if (theirs.staged) all_shared = false;
         if (!memcmp(mine.sig, theirs.sig, KERN_SIG_CMP * sizeof(uint64_t))) continue;
         if (differs < 0) {
             differs = p;
@@ -764,6 +767,7 @@ static mscclpp_result_t context_agree(mscclpp_executor_t *ex, exec_context_t *c,
                    refuses, c->plan->name, refusal_why);
     }
     if (c->plan->double_scratch) c->scratch_half = least / 2 / 64 * 64;
+    c->all_shared = all_shared;
     return MSCCLPP_OK;
 }
 

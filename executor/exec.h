@@ -46,6 +46,9 @@ typedef struct {
     int root;
     char collective[24];
     exec_choice_t choice;
+    /* choice.shared's verdict for this shape (exec_select_verdict): 0 not known yet, 1 every
+     * rank's buffers were shareable at its first call, -1 not */
+    int8_t verdict;
 } exec_select_slot_t;
 
 /* One lowered plan of a context, for one call shape (and, for plans that address the peers'
@@ -138,6 +141,10 @@ typedef struct exec_context {
      * serve (the caps are the same on every rank). */
     bool staged;
     void *stage[2];
+    /* Every rank's context of this setup is on the caller's own buffers (none staged): the
+     * ranks said so in the setup's agreement step (context_agree), so it is the same on every
+     * rank; what MSCCLPP_PLAN_DIRECT=auto's choice for a call shape follows (select.h). */
+    bool all_shared;
     bool reaches_io;            /* some rank addresses a peer's input/output: fence every launch
                                  * (peers publish their offsets there, kern_args.h) */
     bool baked_off;             /* the lowered plan embeds peers' buffers at this rank's own
@@ -345,6 +352,7 @@ typedef struct {
     uint64_t sig[KERN_SIG_WORDS]; /* the call it builds the context for */
     mscclpp_result_t status;      /* whether it could prepare it */
     bool answer;                  /* sent by a rank that repeats its previous call instead */
+    bool staged;                  /* its context runs on stand-ins of its buffers */
     uint64_t scratch;             /* its scratch bytes */
     char why[EXEC_AGREE_WHY];     /* why not (status != OK) */
 } exec_agree_t;

@@ -635,7 +635,10 @@ static mscclpp_result_t run_staged(mscclpp_executor_t *ex, const exec_choice_t *
 
 /*
  * Run `collective` with the plan exec_select (select.c) chooses; an in-place call served by an
- * out-of-place plan first copies its input into a staging buffer.
+ * out-of-place plan first copies its input into a staging buffer. Where the choice has a plan
+ * for calls whose ranks all pass shareable buffers (exec_choice_t.shared), the shape's first
+ * call runs it and its context's setup tells every rank whether they all do
+ * (exec_context_t.all_shared): the shape's later calls run that plan, or the other one.
  */
 static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *collective,
                                        const void *send, void *recv, size_t in_bytes,
@@ -646,17 +649,24 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     exec_call_t call = {collective, inplace, in_bytes, out_bytes, dtype, root};
     exec_choice_t ch;
     CHECK(exec_select(ex, &call, &ch));
+    const int verdict = ch.shared ? exec_select_verdict(ex, &call) : -1;
+    if (verdict >= 0) {
+        ch.plan = ch.shared;
+        ch.rotation = ch.shared_rotation;
+        ch.staged = ch.shared_staged;
+    }
     /* what the call's signature says that exec_execute cannot see (kern_args.h) */
     ex->hint = (exec_hint_t){true, inplace, root, ex->tuning ? ex->tuning->digest : 0};
     mscclpp_result_t r;
-    if (!ch.staged) {
+    if (!ch.staged)
         r = exec_execute(ex, ch.plan, send, recv, in_bytes, out_bytes, dtype, op,
                          MSCCLPP_PACKET_LL16, stream, ch.rotation, ch.nthreads);
-        ex->hint.set = false;
-        return r;
-    }
-    r = run_staged(ex, &ch, stage_src, recv, in_bytes, out_bytes, dtype, op, stream);
+    else r = run_staged(ex, &ch, stage_src, recv, in_bytes, out_bytes, dtype, op, stream);
     ex->hint.set = false;
+    /* the shape's first call on the shared plan: its context says whether every rank's
+     * buffers are shareable (the same answer on every rank: built together) */
+    if (r == MSCCLPP_OK && verdict == 0 && ex->fast.valid && ex->fast.plan == ch.plan)
+        exec_select_agreed(ex, &call, ch.shared, ex->fast.c->all_shared);
     return r;
 }
 
@@ -748,6 +758,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_direct(mscclpp_executor_t *exec,
     if (exec_select(exec, &call, &ch) != MSCCLPP_OK) {
         core_clear_error(); /* no plan: the call itself says why */
         return MSCCLPP_OK;
+    }
+    if (ch.shared && exec_select_verdict(exec, &call) >= 0) { /* as run_collective */
+        ch.plan = ch.shared;
+        ch.staged = ch.shared_staged;
     }
     const struct mscclpp_plan *p = ch.plan;
     if (!ch.staged)

@@ -9,7 +9,8 @@
  *   4. then, only when MSCCLPP_CACHE_DIR is set and MSCCLPP_PLAN_DIR is not, the plans the
  *      Python DSL compiled into that cache (the Python package sets it for its own processes).
  * In a plan folder, the plans for the job's node layout (multinode/<nodes>x<ranks per node>/),
- * on a backend whose defaults are the direct plans (direct_default) its direct/<backend>/, and
+ * on a backend whose defaults are the direct plans (direct_default; the host backend: for calls
+ * whose ranks all pass shareable buffers, registered shared_only) its direct/<backend>/, and
  * the backend's own (<backend>/) are registered before the generic ones: the first registered
  * match wins. An installed library thus never reads the build tree it came from, nor a user's
  * cache unasked; with no plan found at all, executor creation warns, naming where it looked.
@@ -56,19 +57,32 @@ static int load_if_dir(exec_registry_t *reg, const char *dir, const char *what)
  * Whether the backend's default plans, for the sizes its direct/<backend>/ plans serve, are
  * those (plans/<collective>_direct.py: the peers' input read and output written, the fewest
  * bytes; on buffers the peers cannot map they run on staged stand-ins) rather than the scratch
- * plans: MSCCLPP_PLAN_DIRECT=on or off says so; auto (the default) asks the backend's rule,
- * decided by measurement (docs/plan-selection.md). No backend takes them yet: on the host
- * backend they win on buffers every rank can share and lose 1.2-8.7x out of place on malloc'd
- * ones (staged), and selection cannot see the buffers (every rank must pick the same plan);
- * CUDA and HIP wait for a GPU run (scripts/gpu-check.sh steps direct and directnccl).
+ * plans: MSCCLPP_PLAN_DIRECT=on (always: DIRECT_ALWAYS) or off (never) says so; auto (the
+ * default) asks the backend's rule, decided by measurement (docs/plan-selection.md):
+ *   host: DIRECT_SHARED, for the calls whose ranks ALL pass buffers the peers can map
+ *         (mscclpp_malloc, registered): there they win (0.2-1.7x the scratch plan's time),
+ *         staged on malloc'd ones they lose 1.2-8.7x. The plans are registered shared_only and
+ *         the ranks agree per call shape (select.c, exec_select_shared);
+ *   CUDA and HIP: none yet (they wait for scripts/gpu-check.sh steps direct and directnccl).
  */
-static bool direct_default(const char *backend)
+typedef enum { DIRECT_NEVER, DIRECT_SHARED, DIRECT_ALWAYS } direct_rule_t;
+
+static direct_rule_t direct_default(const char *backend)
 {
     const char *mode = config_get(CFG_MSCCLPP_PLAN_DIRECT);
-    if (!strcmp(mode, "on")) return true;
-    if (!strcmp(mode, "off")) return false;
-    (void)backend; /* auto: the backends measured faster with them (none yet) */
-    return false;
+    if (!strcmp(mode, "on")) return DIRECT_ALWAYS;
+    if (!strcmp(mode, "off")) return DIRECT_NEVER;
+    return !strcmp(backend, "host") ? DIRECT_SHARED : DIRECT_NEVER;
+}
+
+/* Register the direct plans of `dir` under `rule` (shared_only for DIRECT_SHARED). */
+static int load_direct(exec_registry_t *reg, const char *dir, direct_rule_t rule)
+{
+    int from = reg->count;
+    int n = load_if_dir(reg, dir, rule == DIRECT_SHARED ? "direct (shared buffers)" : "direct");
+    for (int i = from; rule == DIRECT_SHARED && i < reg->count; i++)
+        reg->entries[i].shared_only = true;
+    return n;
 }
 
 /* A plan folder: the node layout's plans, the backend's direct ones where they are its
@@ -83,9 +97,10 @@ static int load_plan_folder(exec_registry_t *reg, const char *dir, const char *b
         snprintf(sub, sizeof sub, "%s/multinode/%dx%d", dir, nranks / nlocal, nlocal);
         n += load_if_dir(reg, sub, "multi-node");
     }
-    if (direct_default(backend)) {
+    direct_rule_t rule = direct_default(backend);
+    if (rule != DIRECT_NEVER) {
         snprintf(sub, sizeof sub, "%s/direct/%s", dir, backend);
-        n += load_if_dir(reg, sub, "direct");
+        n += load_direct(reg, sub, rule);
     }
     snprintf(sub, sizeof sub, "%s/%s", dir, backend);
     n += load_if_dir(reg, sub, backend);
@@ -99,14 +114,16 @@ static int load_cache(exec_registry_t *reg, const char *backend)
     const char *cache = config_get(CFG_MSCCLPP_CACHE_DIR);
     if (!*cache || *config_get(CFG_MSCCLPP_PLAN_DIR)) return 0;
     char dirs[5][4400];
-    int k = 0;
-    if (direct_default(backend)) /* as in a plan folder (load_plan_folder) */
-        snprintf(dirs[k++], sizeof dirs[0], "%s/default/direct/%s", cache, backend);
+    int k = 0, n = 0;
+    direct_rule_t rule = direct_default(backend);
+    if (rule != DIRECT_NEVER) { /* as in a plan folder (load_plan_folder) */
+        snprintf(dirs[0], sizeof dirs[0], "%s/default/direct/%s", cache, backend);
+        n += load_direct(reg, dirs[0], rule);
+    }
     snprintf(dirs[k++], sizeof dirs[0], "%s/default/%s", cache, backend);
     snprintf(dirs[k++], sizeof dirs[0], "%s/default", cache);
     snprintf(dirs[k++], sizeof dirs[0], "%s/%s", cache, backend);
     snprintf(dirs[k++], sizeof dirs[0], "%s", cache);
-    int n = 0;
     for (int i = 0; i < k; i++) n += load_if_dir(reg, dirs[i], "cached");
     return n;
 }

@@ -302,6 +302,7 @@ typedef struct {
     int rank;
     size_t in_bytes, out_bytes;
     mscclpp_dtype_t dtype;
+    bool shared; /* shared_only plans may serve it */
 } select_call_t;
 
 static mscclpp_result_t registry_select(const exec_registry_t *reg, const char *collective,
@@ -325,6 +326,7 @@ static mscclpp_result_t registry_select(const exec_registry_t *reg, const char *
         if (p->inplace != inplace) continue;
         if (message_bytes < p->min_message_size || message_bytes > p->max_message_size) continue;
         if (!exec_tags_match(e->tags, tags) || e->off_layout) continue;
+        if (e->shared_only && !(call && call->shared)) continue;
         if (call && !exec_native_of(p) &&
             !exec_layout_fits(p, call->rank, call->in_bytes, call->out_bytes, call->dtype))
             continue;
@@ -357,10 +359,10 @@ mscclpp_result_t exec_registry_select(const exec_registry_t *reg, const char *co
 mscclpp_result_t exec_registry_select_fit(const exec_registry_t *reg, const char *collective,
                                           int world_size, int ranks_per_node, bool inplace,
                                           uint64_t message_bytes, int rank, size_t in_bytes,
-                                          size_t out_bytes, mscclpp_dtype_t dtype,
+                                          size_t out_bytes, mscclpp_dtype_t dtype, bool shared,
                                           const struct mscclpp_plan **plan)
 {
-    select_call_t call = {rank, in_bytes, out_bytes, dtype};
+    select_call_t call = {rank, in_bytes, out_bytes, dtype, shared};
     return registry_select(reg, collective, world_size, ranks_per_node, inplace, message_bytes,
                            NULL, &call, plan);
 }

@@ -39,6 +39,10 @@ typedef struct {
     char *tags;                 /* copy of the tag string, or NULL */
     bool made;                  /* made for the job (executor/made.c), registered last */
     bool off_layout;            /* joins ranks of two nodes by memory or switch channels */
+    bool shared_only;           /* chosen only for calls whose ranks all pass shareable buffers
+                                 * (MSCCLPP_PLAN_DIRECT=auto's direct plans: plan_dirs.c) */
+    int8_t agreed;              /* shared_only: the last verdict of a call shape it served
+                                 * (select.c, exec_select_agreed): 0 none yet, 1 ran, -1 not */
 } exec_registry_entry_t;
 
 typedef struct {
@@ -119,11 +123,13 @@ mscclpp_result_t exec_registry_select(const exec_registry_t *reg, const char *co
  * refuses its sizes (exec_layout_fits): the multi-node packet plans serve small messages but
  * need rank blocks of whole 4-byte words (an allgather of 61 float16 per rank is not), and the
  * Simple plan for the same size takes those calls. Native algorithms are never passed over.
+ * `shared`: the call's ranks all pass shareable buffers, so shared_only plans may serve it
+ * (exec_registry_select never takes them).
  */
 mscclpp_result_t exec_registry_select_fit(const exec_registry_t *reg, const char *collective,
                                           int world_size, int ranks_per_node, bool inplace,
                                           uint64_t message_bytes, int rank, size_t in_bytes,
-                                          size_t out_bytes, mscclpp_dtype_t dtype,
+                                          size_t out_bytes, mscclpp_dtype_t dtype, bool shared,
                                           const struct mscclpp_plan **plan);
 
 /** The message size used for matching: out_bytes for "allgather", in_bytes otherwise. */

@@ -152,6 +152,7 @@ static mscclpp_result_t choose_placed(mscclpp_executor_t *ex, const exec_call_t 
     mscclpp_comm_t *comm = ex->comm;
     uint64_t msg = exec_message_size(call->collective, call->in_bytes, call->out_bytes);
     int nth = 0;
+    const struct mscclpp_plan *shared = NULL;
     const struct mscclpp_plan *p = exec_tuning_pick(ex->tuning, &ex->registry, call->collective,
                                                     comm->nranks, comm->nlocal, inplace, msg, &nth);
     if (p && !exec_native_of(p) &&
@@ -162,18 +163,30 @@ static mscclpp_result_t choose_placed(mscclpp_executor_t *ex, const exec_call_t 
     if (!p) {
         mscclpp_result_t r = exec_registry_select_fit(
             &ex->registry, call->collective, comm->nranks, comm->nlocal, inplace, msg, comm->rank,
-            call->in_bytes, call->out_bytes, call->dtype, &p);
+            call->in_bytes, call->out_bytes, call->dtype, false, &p);
         if (r != MSCCLPP_OK) return r;
+        /* where every rank's buffers are shareable, a shared_only plan before it may serve */
+        const struct mscclpp_plan *q = NULL;
+        if (exec_registry_select_fit(&ex->registry, call->collective, comm->nranks, comm->nlocal,
+                                     inplace, msg, comm->rank, call->in_bytes, call->out_bytes,
+                                     call->dtype, true, &q) == MSCCLPP_OK &&
+            q != p)
+            shared = q;
     }
     out->plan = p;
     out->nthreads = nth;
     out->staged = call->inplace && !inplace;
     out->rotation = 0;
+    out->shared = shared;
+    out->shared_staged = out->staged;
+    out->shared_rotation = 0;
     if (is_rooted(call->collective)) {
         if (entry_is_made(&ex->registry, p) && p->root != call->root)
             CHECK(made_for_root(ex, p, call->root, &out->plan));
         else if (!entry_is_made(&ex->registry, p))
             out->rotation = (call->root - p->root + comm->nranks) % comm->nranks;
+        if (shared) /* loaded, never made */
+            out->shared_rotation = (call->root - shared->root + comm->nranks) % comm->nranks;
     }
     return MSCCLPP_OK;
 }
@@ -230,16 +243,57 @@ static uint32_t shape_hash(const exec_call_t *c)
     return (uint32_t)(h >> 32) % EXEC_SELECT_CACHE;
 }
 
-mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call, exec_choice_t *out)
+/* The cache slot holding `call`'s shape, or NULL. */
+static exec_select_slot_t *slot_of(const mscclpp_executor_t *ex, const exec_call_t *call)
 {
-    exec_select_slot_t *slot = &ex->chosen[shape_hash(call)];
+    const exec_select_slot_t *slot = &ex->chosen[shape_hash(call)];
     if (slot->valid && slot->gen == ex->registry.gen && slot->in_bytes == call->in_bytes &&
         slot->out_bytes == call->out_bytes && slot->dtype == call->dtype &&
         slot->root == call->root && slot->inplace == call->inplace &&
-        !strcmp(slot->collective, call->collective)) {
+        !strcmp(slot->collective, call->collective))
+        return (exec_select_slot_t *)slot;
+    return NULL;
+}
+
+int exec_select_verdict(const mscclpp_executor_t *ex, const exec_call_t *call)
+{
+    const exec_select_slot_t *slot = slot_of(ex, call);
+    return slot ? slot->verdict : 0;
+}
+
+/* The registry entry of `plan`, or NULL. */
+static exec_registry_entry_t *entry_of(exec_registry_t *reg, const struct mscclpp_plan *plan)
+{
+    for (int i = 0; i < reg->count; i++)
+        if (reg->entries[i].plan == plan) return &reg->entries[i];
+    return NULL;
+}
+
+void exec_select_agreed(mscclpp_executor_t *ex, const exec_call_t *call,
+                        const struct mscclpp_plan *shared, bool all_shared)
+{
+    exec_select_slot_t *slot = slot_of(ex, call);
+    if (slot) slot->verdict = all_shared ? 1 : -1;
+    exec_registry_entry_t *e = entry_of(&ex->registry, shared);
+    if (e) e->agreed = all_shared ? 1 : -1;
+    INFO(SUBSYS_EXEC, "rank %d: %s of %zu/%zu bytes%s runs plan '%s' from now on: %s",
+         ex->comm->rank, call->collective, call->in_bytes, call->out_bytes,
+         call->inplace ? " in place" : "",
+         all_shared ? shared->name
+         : slot     ? slot->choice.plan->name
+                    : "(scratch)",
+         all_shared ? "every rank's buffers are shareable"
+                    : "a rank's buffers are not shareable (they would be staged)");
+}
+
+mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call, exec_choice_t *out)
+{
+    exec_select_slot_t *slot = slot_of(ex, call);
+    if (slot) {
         *out = slot->choice;
         return MSCCLPP_OK;
     }
+    slot = &ex->chosen[shape_hash(call)];
     mscclpp_result_t r = choose_placed(ex, call, call->inplace, out);
     if (r == MSCCLPP_ERR_UNSUPPORTED && call->inplace) {
         core_clear_error();
@@ -258,7 +312,8 @@ mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call, ex
                                      .dtype = call->dtype,
                                      .root = call->root,
                                      .inplace = call->inplace,
-                                     .choice = *out};
+                                     .choice = *out,
+                                     .verdict = 0};
         strcpy(slot->collective, call->collective);
     }
     return MSCCLPP_OK;
@@ -299,6 +354,13 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_choose_plan(mscclpp_executor_t *ex
     exec_call_t call = {collective, inplace != 0, (size_t)in, (size_t)out, MSCCLPP_UINT8, 0};
     exec_choice_t ch;
     CHECK(exec_select(exec, &call, &ch));
+    /* MSCCLPP_PLAN_DIRECT=auto's shared_only plan: what the next call of this size runs, by
+     * the last agreement of a call it served (none yet: a first call runs it to find out) */
+    const exec_registry_entry_t *se = ch.shared ? entry_of(&exec->registry, ch.shared) : NULL;
+    if (se && se->agreed >= 0) {
+        ch.plan = ch.shared;
+        ch.staged = ch.shared_staged;
+    }
     /* a plan of the placement asked for: an in-place call served by an out-of-place plan stages
      * its input, which a caller running the plan itself must do (mscclpp_execute_launch) */
     if (ch.staged)

@@ -32,10 +32,30 @@ typedef struct {
     int nthreads; /* threads per block for the launch; 0: the plan's */
     int rotation; /* virtual rank = (rank - rotation) mod n: a loaded rooted plan's root */
     bool staged;  /* in-place call, out-of-place plan: the input is copied aside first */
+    /* The plan for the call when every rank's buffers are shareable (a shared_only plan:
+     * MSCCLPP_PLAN_DIRECT=auto's direct plans, registry.h), with its rotation and staging;
+     * NULL when it is `plan`. Which one runs is agreed per call shape: exec_select_verdict. */
+    const struct mscclpp_plan *shared;
+    int shared_rotation;
+    bool shared_staged;
 } exec_choice_t;
 
 /** The plan for `call`, or MSCCLPP_ERR_UNSUPPORTED saying what is served and how to add one. */
 mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call, exec_choice_t *out);
+
+/**
+ * For a choice with a `shared` plan: whether the call runs it, agreed for the call's shape by
+ * every rank at its first call. 0: not known yet (the first call runs `shared`; its context's
+ * setup tells every rank whether every rank's buffers are shareable: exec_context_t.all_shared,
+ * then exec_select_agreed records it); 1: run `shared`; -1: run `plan`. The same on every
+ * rank, since every rank makes the same calls.
+ */
+int exec_select_verdict(const mscclpp_executor_t *ex, const exec_call_t *call);
+
+/** Record the verdict for `call`'s shape (and, for what mscclpp_executor_choose_plan reports,
+ *  for the plan `shared`) after its first call. */
+void exec_select_agreed(mscclpp_executor_t *ex, const exec_call_t *call,
+                        const struct mscclpp_plan *shared, bool all_shared);
 
 /** Make this job's plans and register them after the loaded ones (executor creation). */
 mscclpp_result_t exec_select_attach(mscclpp_executor_t *ex);

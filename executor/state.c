@@ -368,8 +368,10 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
 #define EXEC_TAG_BASE 0x6000
 #define EXEC_TAG_SPAN 0x2000
 #define AGREE_MAGIC 0x45524741u /* "AGRE" */
-#define AGREE_VERSION 1u
-/* magic, version, status, answer, scratch, signature, why (fixed size) */
+#define AGREE_VERSION 2u        /* 2: the flags word carries `staged` */
+#define AGREE_ANSWER 1u
+#define AGREE_STAGED 2u
+/* magic, version, status, flags (AGREE_*), scratch, signature, why (fixed size) */
 #define AGREE_BYTES (16 + 8 + 8 * KERN_SIG_WORDS + EXEC_AGREE_WHY)
 
 int exec_setup_tag(uint32_t seq) { return EXEC_TAG_BASE + (int)(seq % EXEC_TAG_SPAN); }
@@ -381,7 +383,7 @@ mscclpp_result_t exec_agree_send(mscclpp_executor_t *ex, int peer, int tag, cons
     wire_put_u32(&w, AGREE_MAGIC);
     wire_put_u32(&w, AGREE_VERSION);
     wire_put_u32(&w, (uint32_t)(int32_t)a->status);
-    wire_put_u32(&w, a->answer ? 1u : 0u);
+    wire_put_u32(&w, (a->answer ? AGREE_ANSWER : 0u) | (a->staged ? AGREE_STAGED : 0u));
     wire_put_u64(&w, a->scratch);
     for (int i = 0; i < KERN_SIG_WORDS; i++) wire_put_u64(&w, a->sig[i]);
     wire_put_bytes(&w, a->why, EXEC_AGREE_WHY);
@@ -400,7 +402,9 @@ mscclpp_result_t exec_agree_recv(mscclpp_executor_t *ex, int peer, int tag, exec
                    "format or version",
                    peer);
     a->status = (mscclpp_result_t)(int32_t)wire_get_u32(&r);
-    a->answer = wire_get_u32(&r) != 0;
+    uint32_t flags = wire_get_u32(&r);
+    a->answer = (flags & AGREE_ANSWER) != 0;
+    a->staged = (flags & AGREE_STAGED) != 0;
     a->scratch = wire_get_u64(&r);
     for (int i = 0; i < KERN_SIG_WORDS; i++) a->sig[i] = wire_get_u64(&r);
     wire_get_bytes(&r, a->why, EXEC_AGREE_WHY);

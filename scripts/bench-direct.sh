@@ -6,7 +6,12 @@
 # is generated with the scratch plan's block count, so only the bytes moved differ.
 #
 #   scripts/bench-direct.sh [-r ROUNDS] [-n ITERS] [-p "2 4"] [-c "allreduce ..."]
-#                           [-s "MIN MAX FACTOR"] [-m "shared malloc"] [-b BUILD_DIR]
+#                           [-s "MIN MAX FACTOR"] [-m "shared malloc"] [-b BUILD_DIR] [-d]
+#
+# -d: the DEFAULTS instead of the two plan sets: the executor's own choice from plans/ (made
+# plans as usual) with MSCCLPP_PLAN_DIRECT=auto (the new default: on the host backend the direct
+# plans where every rank's buffers are shareable) against off (the scratch plans, the old
+# default); the table's columns are then "off" and "auto" and the plan auto ran.
 #
 # For every rank count, collective, buffer kind and round, two mscclpp-bench runs of the
 # collective back to back (every row checked), each with MSCCLPP_PLAN_DIR naming a folder that
@@ -30,8 +35,10 @@ colls="allreduce allgather reducescatter alltoall broadcast"
 sizes="1M 64M 8"
 build=$top/build
 modes=shared
+defaults=0
 while [ $# -gt 0 ]; do
     case $1 in
+    -d) defaults=1; shift ;;
     -r) rounds=$2; shift 2 ;;
     -n) iters=$2; shift 2 ;;
     -p) ranks=$2; shift 2 ;;
@@ -39,7 +46,7 @@ while [ $# -gt 0 ]; do
     -s) sizes=$2; shift 2 ;;
     -m) modes=$2; shift 2 ;;
     -b) build=$(cd "$2" && pwd); shift 2 ;;
-    -h | --help) sed -n '2,24s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,29s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "bench-direct: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -82,16 +89,20 @@ print(len(json.load(open(sys.argv[1]))['gpus'][0]['threadblocks']))" "$sd/$name"
 for r in $(seq 1 "$rounds"); do
     for n in $ranks; do
         for c in $colls; do
-            folders "$n" "$c"
+            [ $defaults = 1 ] || folders "$n" "$c"
             for m in $modes; do
                 pair="direct scratch"
-                [ $((r % 2)) = 0 ] && pair="scratch direct"
+                [ $defaults = 1 ] && pair="auto off"
+                [ $((r % 2)) = 0 ] && pair=$(echo "$pair" | awk '{print $2, $1}')
                 for kind in $pair; do
                     out=$tmp/$n.$c.$kind.$r.$m.json
                     cut -d' ' -f1 /proc/loadavg >"$tmp/$n.$c.$kind.$r.$m.load"
                     flag=
                     [ "$m" = malloc ] && flag=--malloc
-                    if ! MSCCLPP_PLAN_DIR=$tmp/plans/$kind.$n.$c timeout "${BENCH_RUN_LIMIT:-300}" \
+                    env=(MSCCLPP_PLAN_DIR="$tmp/plans/$kind.$n.$c")
+                    [ $defaults = 1 ] && env=(MSCCLPP_PLAN_DIR="$top/plans" MSCCLPP_PLAN_MAKE=last
+                        MSCCLPP_PLAN_DIRECT=$kind)
+                    if ! env "${env[@]}" timeout "${BENCH_RUN_LIMIT:-300}" \
                         "$bench" "$c" $flag --np "$n" -b "$smin" -e "$smax" -f "$sfac" \
                         -n "$iters" -w 2 --json "$out" >"$out.log" 2>&1; then
                         echo "bench-direct: $n ranks $c $m ($kind, round $r) failed; sample" \
@@ -105,9 +116,12 @@ for r in $(seq 1 "$rounds"); do
     done
 done
 echo "# load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$tmp" <<'EOF'
+python3 - "$tmp" "$defaults" <<'EOF'
 import glob, json, os, statistics, sys
+defaults = sys.argv[2] == "1"
+new, old = ("auto", "off") if defaults else ("direct", "scratch")
 t = {}  # (ranks, coll, size, mode, placement, kind) -> {round: time}
+ran = {}  # (ranks, coll, size, mode, placement) -> plans the new default ran (-d)
 loads = [float(open(f).read().split()[0]) for f in glob.glob(os.path.join(sys.argv[1], "*.load"))]
 for f in glob.glob(os.path.join(sys.argv[1], "*.json")):
     n, coll, kind, rnd, mode = os.path.basename(f).split(".")[:5]
@@ -117,7 +131,9 @@ for f in glob.glob(os.path.join(sys.argv[1], "*.json")):
             col = rec.get(key)
             if not col or col.get("error") or col.get("time_us") is None or col.get("wrong"):
                 continue
-            if ("direct_" in (col.get("plan") or "")) != (kind == "direct"):
+            if defaults and kind == "auto":
+                ran.setdefault((int(n), coll, rec["size"], mode, place), set()).add(col.get("plan"))
+            if not defaults and ("direct_" in (col.get("plan") or "")) != (kind == "direct"):
                 print(f"# left out: {n} ranks {coll} {rec['size']} B {mode} {place}: "
                       f"ran {col.get('plan')}, not a {kind} plan")
                 continue
@@ -125,15 +141,18 @@ for f in glob.glob(os.path.join(sys.argv[1], "*.json")):
 if loads:
     print(f"# load average at the start of the {len(loads)} runs: min {min(loads):.1f}, "
           f"median {statistics.median(loads):.1f}, max {max(loads):.1f}")
-print("| ranks | collective | size (B) | buffers | placement | scratch (us) | direct (us) | direct / scratch min / median / max |")
-print("|---:|---|---:|---|---|---:|---:|---|")
+extra = " auto ran |" if defaults else ""
+print(f"| ranks | collective | size (B) | buffers | placement | {old} (us) | {new} (us) | "
+      f"{new} / {old} min / median / max |{extra}")
+print("|---:|---|---:|---|---|---:|---:|---|" + ("---|" if defaults else ""))
 for key in sorted({k[:5] for k in t}):
-    d, s = t.get(key + ("direct",), {}), t.get(key + ("scratch",), {})
+    d, s = t.get(key + (new,), {}), t.get(key + (old,), {})
     both = sorted(set(d) & set(s))
     if not both:
         continue
     q = sorted(d[r] / s[r] for r in both)
+    cell = f" {' '.join(sorted(p or '?' for p in ran.get(key, ())))} |" if defaults else ""
     print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {key[4]} | {statistics.median(s.values()):.0f} "
           f"| {statistics.median(d.values()):.0f} | {q[0]:.2f} / {statistics.median(q):.2f} / "
-          f"{q[-1]:.2f} ({len(q)}) |")
+          f"{q[-1]:.2f} ({len(q)}) |{cell}")
 EOF

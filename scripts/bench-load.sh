@@ -19,7 +19,8 @@
 # size (variants run back to back in each round: compare them with each other), and the tails:
 # per variant and loops, "tail VARIANT LOOPS n/rows (worst x) n/rows (worst x)" counts the size
 # rows of ours, then of MPICH, slower than TAIL (default 10) times that variant's median without
-# busy loops at that size. -s LOG: no runs, only the summaries of the output of an earlier run.
+# busy loops at that size; and "rows VARIANT LOOPS" the mean row, rows over 100 us (ours /
+# MPICH) and rows of ours over 10x MPICH's same row. -s LOG: no runs, only the summaries of the output of an earlier run.
 # -c CPUS: ranks and busy loops run on these CPUs only (taskset -c): "-c 0" puts both ranks on
 # one core, the state the scheduler sometimes leaves them in beside busy processes.
 set -uo pipefail
@@ -114,6 +115,14 @@ echo "# medians over $rounds rounds: variant, busy loops, size, ours/MPICH, ours
     { key = $2 " " $3 " " $4; r[key] = r[key] " " $5; u[key] = u[key] " " $6 }
     END { for (key in r) print key, med(r[key]), med(u[key]) }' "$tmp/all" |
     sort -k1,1 -k2,2n -k3,3n
+# Per variant and loops: the mean row (us), ours and MPICH's; rows over 100 us, ours and MPICH's;
+# rows of ours slower than 10x MPICH's same row (same run and size: the machine's moment).
+echo "# rows: variant, busy loops, mean row us ours / MPICH, rows > 100 us ours / MPICH," \
+    "rows > 10x MPICH's same row"
+[ -f "$tmp/all" ] && awk '{ g = $2 " " $3; n[g]++; so[g] += $6; sm[g] += $7
+        if ($6 > 100) bo[g]++; if ($7 > 100) bm[g]++; if ($5 > 10) x[g]++ }
+    END { for (g in n) printf "rows %s %.1f / %.1f %d / %d %d/%d\n", g, so[g] / n[g],
+          sm[g] / n[g], bo[g], bm[g], x[g], n[g] }' "$tmp/all" | sort -k2,2 -k3,3n
 # The tail: a median hides runs in which every call of a size took 100x longer. Per variant and
 # loops, the size rows (one per run and size) whose time is more than TAIL times the variant's
 # quiet time (median over the rounds without busy loops, same size), ours and MPICH's (timed in

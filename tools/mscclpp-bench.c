@@ -1301,8 +1301,10 @@ static const char *column_plan(bench_t *b, uint64_t msg, int inplace)
     if (b->plan) return mscclpp_plan_name(b->plan);
     const mscclpp_plan_t *p = NULL;
     const char *coll = bench_coll_name(b->coll);
-    if (mscclpp_executor_select_plan(b->exec, coll, inplace, msg, NULL, &p) != MSCCLPP_OK &&
-        (!inplace || mscclpp_executor_select_plan(b->exec, coll, 0, msg, NULL, &p) != MSCCLPP_OK))
+    /* the executor's own choice (the tuning table, MSCCLPP_PLAN_DIRECT=auto's agreement on the
+     * calls just made: mscclpp_executor_choose_plan), not the registry's alone */
+    if (mscclpp_executor_choose_plan(b->exec, coll, inplace, msg, &p, NULL) != MSCCLPP_OK &&
+        (!inplace || mscclpp_executor_choose_plan(b->exec, coll, 0, msg, &p, NULL) != MSCCLPP_OK))
         return NULL;
     return p ? mscclpp_plan_name(p) : NULL;
 }
@@ -1385,6 +1387,14 @@ static void which_row(bench_t *b, size_t size, uint64_t msg, int inplace)
     printf("%12zu  %-17s  %-40s %7s  %s\n", size, where, mscclpp_plan_name(p), threads,
            file ? file : "(not from a file: made for the job or registered by the program)");
     if (b->plan) return;
+    /* MSCCLPP_PLAN_DIRECT=auto registers the host's direct plans for calls whose ranks all pass
+     * shareable buffers only (docs/plan-selection.md): others run the next plan that matches */
+    const char *dm = mscclpp_config_get("MSCCLPP_PLAN_DIRECT");
+    if ((!dm || !*dm || !strcmp(dm, "auto")) && !strcmp(mscclpp_backend_name(), "host") && file &&
+        strstr(file, "/direct/host/"))
+        printf("%12s  %-17s  (MSCCLPP_PLAN_DIRECT=auto: when every rank's buffers are shareable, "
+               "mscclpp_malloc or registered; otherwise the first of the others)\n",
+               "", "");
     const mscclpp_plan_t *cands[WHICH_MAX_CANDIDATES];
     int n = 0;
     if (mscclpp_executor_list_plans(b->exec, coll, staged ? 0 : inplace, msg, 0, cands,

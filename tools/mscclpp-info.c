@@ -199,7 +199,11 @@ static void print_plan_groups(const exec_registry_t *reg)
                 break;
             n++;
         }
-        printf("    %d plan%s from %.*s/\n", n, n == 1 ? "" : "s", (int)len, f ? f : "?");
+        printf("    %d plan%s from %.*s/%s\n", n, n == 1 ? "" : "s", (int)len, f ? f : "?",
+               reg->entries[i].shared_only
+                   ? " (MSCCLPP_PLAN_DIRECT=auto: for calls whose ranks all pass shareable "
+                     "buffers)"
+                   : "");
         i += n;
     }
 }

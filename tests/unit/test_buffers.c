@@ -20,6 +20,9 @@
  *                      other call, or one after the cache dropped its context, does not
  *   t_direct_staged    the direct plans (they reach the peers' input and output) on malloc'd
  *                      buffers of some ranks: those run them on staged stand-ins
+ *   t_direct_auto      MSCCLPP_PLAN_DIRECT=auto on the host backend: a call shape runs the
+ *                      direct plan when every rank's buffers are shareable, the scratch plan
+ *                      as soon as one rank's are malloc'd (2 and 4 ranks, mixes)
  *   t_fast_io          the fast path for the direct plans' contexts: on mscclpp_malloc'd
  *                      buffers, on malloc'd (staged) ones, on the application's memfd mappings;
  *                      a buffer freed (or mapped anew) at the same address misses it
@@ -228,6 +231,9 @@ static uint64_t scratch_of(const mscclpp_executor_t *ex)
 static int scratch_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     (void)arg;
+    /* the scratch plans (auto would run the 8 MiB call below with the direct plan, which has
+     * no scratch, on these shareable buffers) */
+    setenv("MSCCLPP_PLAN_DIRECT", "off", 1);
     mp_exec_t e;
     if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
     const size_t big = (size_t)64 << 20;
@@ -447,6 +453,111 @@ START_TEST(t_direct_staged)
 }
 END_TEST
 
+/* ---- MSCCLPP_PLAN_DIRECT=auto: the direct plan where every rank's buffers are shareable ---- */
+
+/* The plan the executor's last call ran (its fast-path record) is a direct one or not, as
+ * `direct` says; the call took the fast path when `hit`. */
+static int auto_ran(int rank, const mscclpp_executor_t *ex, bool direct, const char *what, int k)
+{
+    if (!ex->fast.valid) return MP_FAIL(rank, "%s, call %d: no record of the call's plan", what, k);
+    const char *name = ex->fast.plan->name;
+    if ((strncmp(name, "direct_", 7) == 0) != direct)
+        return MP_FAIL(rank, "%s, call %d ran plan '%s': want %s plan", what, k, name,
+                       direct ? "the direct" : "a scratch");
+    return 0;
+}
+
+/* arg: {nranks' malloc mask}: rank r's buffers are malloc'd when bit r is set, else
+ * mscclpp_malloc'd. Every call's output is checked element by element. */
+static int auto_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    const unsigned mask = *(const unsigned *)arg;
+    const bool priv = (mask >> rank) & 1u, direct = mask == 0;
+    unsetenv("MSCCLPP_PLAN_DIRECT"); /* auto */
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
+    const size_t count = 524288, bytes = count * sizeof(float); /* 2 MiB: direct/host's range */
+    float *a = NULL, *b = NULL;
+    if (priv) {
+        a = malloc(bytes * (size_t)n);
+        b = malloc(bytes * (size_t)n);
+    } else {
+        MP_CHECK(rank, mscclpp_malloc(bytes * (size_t)n, (void **)&a));
+        MP_CHECK(rank, mscclpp_malloc(bytes * (size_t)n, (void **)&b));
+    }
+    if (!a || !b) return MP_FAIL(rank, "out of memory");
+    mscclpp_stream_t st = NULL;
+    MP_CHECK(rank, mscclpp_stream_create(&st));
+    char want[64];
+    snprintf(want, sizeof want, "direct_allreduce_host_%d", n);
+    for (int k = 0; k < 4; k++) {
+        uint64_t hits = e.ex->fast.hits;
+        for (size_t i = 0; i < count; i++) a[i] = (float)(rank + k + (int)(i % 7));
+        MP_CHECK(rank, mscclpp_allreduce(e.ex, a, b, count, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                                         k == 3 ? st : NULL));
+        if (k == 3) MP_CHECK(rank, mscclpp_stream_synchronize(st));
+        for (size_t i = 0; i < count; i++)
+            if (b[i] != (float)(n * (n - 1) / 2 + n * (k + (int)(i % 7))))
+                return MP_FAIL(rank, "allreduce call %d: element %zu is %g", k, i, b[i]);
+        /* the first call runs the direct plan to learn what every rank passes; from the
+         * second the agreed plan, the third and fourth on the fast path */
+        if (k > 0 && auto_ran(rank, e.ex, direct, "allreduce", k)) return 1;
+        if (k == 0 && auto_ran(rank, e.ex, true, "allreduce", k)) return 1;
+        if (k >= 2 && e.ex->fast.hits == hits)
+            return MP_FAIL(rank, "allreduce call %d missed the fast path", k);
+    }
+    if (direct && strcmp(e.ex->fast.plan->name, want))
+        return MP_FAIL(rank, "allreduce ran '%s', not '%s'", e.ex->fast.plan->name, want);
+    /* what mscclpp-info and the bench report for this size */
+    const mscclpp_plan_t *chosen = NULL;
+    MP_CHECK(rank, mscclpp_executor_choose_plan(e.ex, "allreduce", 0, bytes, &chosen, NULL));
+    if ((strncmp(mscclpp_plan_name(chosen), "direct_", 7) == 0) != direct)
+        return MP_FAIL(rank, "choose_plan reports '%s'", mscclpp_plan_name(chosen));
+    /* in place, then an allgather (shapes of their own) */
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; i < count; i++) b[i] = (float)(rank * 3 + k);
+        MP_CHECK(rank, mscclpp_allreduce(e.ex, b, b, count, MSCCLPP_FLOAT32, MSCCLPP_SUM, st));
+        MP_CHECK(rank, mscclpp_stream_synchronize(st));
+        for (size_t i = 0; i < count; i++)
+            if (b[i] != (float)(3 * n * (n - 1) / 2 + n * k))
+                return MP_FAIL(rank, "in-place call %d: element %zu is %g", k, i, b[i]);
+        if (k == 1 && auto_ran(rank, e.ex, direct, "in-place allreduce", k)) return 1;
+        for (size_t i = 0; i < count; i++) a[i] = (float)(rank * 1000 + k + (int)(i % 3));
+        MP_CHECK(rank, mscclpp_allgather(e.ex, a, b, count, MSCCLPP_FLOAT32, NULL));
+        for (int r = 0; r < n; r++)
+            for (size_t i = 0; i < count; i++)
+                if (b[(size_t)r * count + i] != (float)(r * 1000 + k + (int)(i % 3)))
+                    return MP_FAIL(rank, "allgather call %d: block %d element %zu is %g", k, r, i,
+                                   b[(size_t)r * count + i]);
+        if (k == 1 && auto_ran(rank, e.ex, direct, "allgather", k)) return 1;
+    }
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
+    mscclpp_stream_destroy(st);
+    mp_exec_close(&e);
+    if (priv) {
+        free(a);
+        free(b);
+    } else {
+        mscclpp_free(a);
+        mscclpp_free(b);
+    }
+    return 0;
+}
+
+START_TEST(t_direct_auto)
+{
+    set_dirs();
+    /* {ranks, malloc mask}: all shared, rank 0 / rank 1 / both malloc'd; 4 ranks: all
+     * shared, rank 2 malloc'd, all malloc'd */
+    static const struct {
+        int n;
+        unsigned mask;
+    } cases[] = {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {4, 0}, {4, 4}, {4, 15}};
+    unsigned mask = cases[_i].mask;
+    ck_assert_int_eq(mp_run(cases[_i].n, auto_body, &mask, 300, NULL), 0);
+}
+END_TEST
+
 /* ---- the fast path for contexts that share the caller's buffers (issue 19 item 5) ----------- */
 
 /* One out-of-place (or in-place: a == b) allreduce of `count` floats with the direct plans,
@@ -567,6 +678,7 @@ int main(void)
     tcase_add_test(tc, t_fast_path);
     tcase_add_loop_test(tc, t_direct_staged, 0, 3);
     tcase_add_loop_test(tc, t_fast_io, 0, 3);
+    tcase_add_loop_test(tc, t_direct_auto, 0, 7);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -185,20 +185,29 @@ START_TEST(t_info_plans)
     ck_assert_int_eq(run_info_args(env, "--plans", out, sizeof out), 0);
     snprintf(want, sizeof want, "plan folder: %s/plans (from MSCCLPP_PLAN_DIR)", dir);
     ck_assert_msg(strstr(out, want), "%s", out);
-    /* the backend's folder first, then the generic one, each with its count; no direct plans
-     * (MSCCLPP_PLAN_DIRECT=auto: no backend takes them yet) */
+    /* the backend's folder first, then the generic one, each with its count; before them
+     * (MSCCLPP_PLAN_DIRECT=auto, host backend) the direct plans, for calls on shareable buffers */
+    snprintf(want, sizeof want,
+             "plans from %s/plans/direct/host/ (MSCCLPP_PLAN_DIRECT=auto: for calls whose ranks "
+             "all pass shareable buffers)\n",
+             dir);
+    char *direct = strstr(out, want);
     snprintf(want, sizeof want, "plans from %s/plans/host/\n", dir);
     char *host = strstr(out, want);
     snprintf(want, sizeof want, "plans from %s/plans/\n", dir);
     char *generic = strstr(out, want);
-    ck_assert_msg(host && generic && host < generic && !strstr(out, "plans/direct/"), "%s", out);
+    ck_assert_msg(direct && host && generic && direct < host && host < generic, "%s", out);
+    /* MSCCLPP_PLAN_DIRECT=off: no direct plans */
+    snprintf(env, sizeof env, "MSCCLPP_PLAN_DIR=%s/plans MSCCLPP_PLAN_DIRECT=off", dir);
+    ck_assert_int_eq(run_info_args(env, "--plans", out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "plans/host/") && !strstr(out, "plans/direct/"), "%s", out);
     ck_assert_msg(strstr(out, "registered first for a job of that layout") && strstr(out, "8x8"),
                   "%s", out);
     /* MSCCLPP_PLAN_DIRECT=on: the backend's direct plans before its own folder */
     snprintf(env, sizeof env, "MSCCLPP_PLAN_DIR=%s/plans MSCCLPP_PLAN_DIRECT=on", dir);
     ck_assert_int_eq(run_info_args(env, "--plans", out, sizeof out), 0);
     snprintf(want, sizeof want, "plans from %s/plans/direct/host/\n", dir);
-    char *direct = strstr(out, want);
+    direct = strstr(out, want);
     snprintf(want, sizeof want, "plans from %s/plans/host/\n", dir);
     host = strstr(out, want);
     ck_assert_msg(direct && host && direct < host, "%s", out);

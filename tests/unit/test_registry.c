@@ -371,8 +371,9 @@ END_TEST
 
 /*
  * The default plans of a backend (plans/ as MSCCLPP_PLAN_DIR, exec_plans_load_defaults) and
- * the plan each call picks. By default (MSCCLPP_PLAN_DIRECT=auto) no backend takes the direct
- * plans yet (executor/plan_dirs.c direct_default): the host backend's and CUDA's scratch plans
+ * the plan each call picks. By default (MSCCLPP_PLAN_DIRECT=auto) the host backend takes its
+ * direct plans for the calls whose ranks all pass shareable buffers (executor/plan_dirs.c
+ * direct_default: registered shared_only), the scratch plans otherwise; CUDA's scratch plans
  * serve every size. With MSCCLPP_PLAN_DIRECT=on the backend's direct plans
  * (plans/direct/<backend>/) serve the sizes they accept, the scratch plans the rest.
  */
@@ -385,44 +386,54 @@ START_TEST(test_backend_defaults)
         const char *backend, *coll;
         bool inplace;
         uint64_t bytes;
-        const char *want_auto, *want_on; /* plan names, %d = ranks; NULL: none */
+        /* plan names (%d = ranks; NULL: none) under MSCCLPP_PLAN_DIRECT=auto when a rank's
+         * buffers are not shareable, auto when every rank's are (exec_registry_select_fit's
+         * `shared`), and on */
+        const char *want_auto, *want_shared, *want_on;
     } cases[] = {
         {"host", "allreduce", false, 8, "default_allreduce_pkt_host_%d",
-         "default_allreduce_pkt_host_%d"},
+         "default_allreduce_pkt_host_%d", "default_allreduce_pkt_host_%d"},
         {"host", "allreduce", false, 1 << 20, "default_allreduce_simple_host_%d",
-         "default_allreduce_simple_host_%d"},
+         "default_allreduce_simple_host_%d", "default_allreduce_simple_host_%d"},
         {"host", "allreduce", false, (1 << 20) + 1, "default_allreduce_simple_host_%d",
-         "direct_allreduce_host_%d"},
+         "direct_allreduce_host_%d", "direct_allreduce_host_%d"},
         {"host", "allreduce", true, 64 << 20, "default_allreduce_simple_ip_host_%d",
-         "direct_allreduce_ip_host_%d"},
-        {"host", "allgather", false, 64 << 10, "default_allgather_%d", "default_allgather_%d"},
-        {"host", "allgather", false, 16 << 20, "default_allgather_%d",
+         "direct_allreduce_ip_host_%d", "direct_allreduce_ip_host_%d"},
+        {"host", "allgather", false, 64 << 10, "default_allgather_%d", "default_allgather_%d",
+         "default_allgather_%d"},
+        {"host", "allgather", false, 16 << 20, "default_allgather_%d", "direct_allgather_host_%d",
          "direct_allgather_host_%d"},
-        {"host", "allgather", true, 16 << 20, NULL, "direct_allgather_ip_host_%d"},
+        {"host", "allgather", true, 16 << 20, NULL, "direct_allgather_ip_host_%d",
+         "direct_allgather_ip_host_%d"},
         {"host", "reducescatter", false, 1 << 20, "default_reducescatter_%d",
-         "default_reducescatter_%d"},
+         "default_reducescatter_%d", "default_reducescatter_%d"},
         {"host", "reducescatter", false, 16 << 20, "default_reducescatter_%d",
-         "direct_reducescatter_host_%d"},
-        {"host", "reducescatter", true, 16 << 20, NULL, "direct_reducescatter_ip_host_%d"},
-        {"host", "alltoall", false, 16 << 20, "default_alltoall_%d", "direct_alltoall_host_%d"},
-        {"host", "alltoall", true, 16 << 20, NULL, NULL}, /* served staged out of place */
-        {"host", "broadcast", false, 4096, "default_broadcast_%d", "default_broadcast_%d"},
-        {"host", "broadcast", false, 16 << 20, "default_broadcast_%d",
+         "direct_reducescatter_host_%d", "direct_reducescatter_host_%d"},
+        {"host", "reducescatter", true, 16 << 20, NULL, "direct_reducescatter_ip_host_%d",
+         "direct_reducescatter_ip_host_%d"},
+        {"host", "alltoall", false, 16 << 20, "default_alltoall_%d", "direct_alltoall_host_%d",
+         "direct_alltoall_host_%d"},
+        {"host", "alltoall", true, 16 << 20, NULL, NULL, NULL}, /* served staged out of place */
+        {"host", "broadcast", false, 4096, "default_broadcast_%d", "default_broadcast_%d",
+         "default_broadcast_%d"},
+        {"host", "broadcast", false, 16 << 20, "default_broadcast_%d", "direct_broadcast_host_%d",
          "direct_broadcast_host_%d"},
-        {"host", "broadcast", true, 16 << 20, NULL, "direct_broadcast_ip_host_%d"},
+        {"host", "broadcast", true, 16 << 20, NULL, "direct_broadcast_ip_host_%d",
+         "direct_broadcast_ip_host_%d"},
         {"cuda", "allreduce", false, 64 << 20, "default_allreduce_simple_cuda_%d",
-         "direct_allreduce_cuda_%d"},
+         "default_allreduce_simple_cuda_%d", "direct_allreduce_cuda_%d"},
         {"cuda", "allreduce", true, 64 << 20, "default_allreduce_simple_ip_cuda_%d",
-         "direct_allreduce_ip_cuda_%d"},
-        {"cuda", "allgather", false, 1 << 20, "default_allgather_%d", "default_allgather_%d"},
+         "default_allreduce_simple_ip_cuda_%d", "direct_allreduce_ip_cuda_%d"},
+        {"cuda", "allgather", false, 1 << 20, "default_allgather_%d", "default_allgather_%d",
+         "default_allgather_%d"},
         {"cuda", "allgather", false, 64 << 20, "default_allgather_cuda_%d",
-         "direct_allgather_cuda_%d"},
+         "default_allgather_cuda_%d", "direct_allgather_cuda_%d"},
         {"cuda", "reducescatter", false, 64 << 20, "default_reducescatter_cuda_%d",
-         "direct_reducescatter_cuda_%d"},
+         "default_reducescatter_cuda_%d", "direct_reducescatter_cuda_%d"},
         {"cuda", "alltoall", false, 64 << 20, "default_alltoall_cuda_%d",
-         "direct_alltoall_cuda_%d"},
+         "default_alltoall_cuda_%d", "direct_alltoall_cuda_%d"},
         {"cuda", "broadcast", false, 64 << 20, "default_broadcast_cuda_%d",
-         "direct_broadcast_cuda_%d"},
+         "default_broadcast_cuda_%d", "direct_broadcast_cuda_%d"},
     };
     static const int ranks[] = {2, 4, 8};
     for (int on = 0; on < 2; on++) {
@@ -435,17 +446,33 @@ START_TEST(test_backend_defaults)
             exec_plans_load_defaults(&cuda, "cuda", n, n);
             for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
                 const exec_registry_t *reg = !strcmp(cases[i].backend, "host") ? &host : &cuda;
-                const struct mscclpp_plan *p =
-                    sel(reg, cases[i].coll, n, n, cases[i].inplace, cases[i].bytes, NULL);
-                const char *fmt = on ? cases[i].want_on : cases[i].want_auto;
-                char want[128] = "(none)";
-                if (fmt) snprintf(want, sizeof want, fmt, n);
-                ck_assert_msg(fmt ? p && !strcmp(p->name, want) : !p,
-                              "MSCCLPP_PLAN_DIRECT=%s, %s, %d ranks, %s %s of %llu bytes: got "
-                              "%s, expected %s",
-                              on ? "on" : "auto", cases[i].backend, n, cases[i].coll,
-                              cases[i].inplace ? "in place" : "out of place",
-                              (unsigned long long)cases[i].bytes, p ? p->name : "(none)", want);
+                for (int shared = 0; shared < 2; shared++) {
+                    const struct mscclpp_plan *p = NULL;
+                    uint64_t b = cases[i].bytes, in = b, out = b; /* a call of this size */
+                    if (!strcmp(cases[i].coll, "allgather")) in = b / (uint64_t)n;
+                    if (!strcmp(cases[i].coll, "reducescatter")) out = b / (uint64_t)n;
+                    if (exec_registry_select_fit(reg, cases[i].coll, n, n, cases[i].inplace, b, 0,
+                                                 in, out, MSCCLPP_UINT8, shared, &p) != MSCCLPP_OK)
+                        p = NULL;
+                    const char *fmt = on       ? cases[i].want_on
+                                      : shared ? cases[i].want_shared
+                                               : cases[i].want_auto;
+                    char want[128] = "(none)";
+                    if (fmt) snprintf(want, sizeof want, fmt, n);
+                    ck_assert_msg(fmt ? p && !strcmp(p->name, want) : !p,
+                                  "MSCCLPP_PLAN_DIRECT=%s, %s, %d ranks, %s %s of %llu bytes, %s "
+                                  "buffers: got %s, expected %s",
+                                  on ? "on" : "auto", cases[i].backend, n, cases[i].coll,
+                                  cases[i].inplace ? "in place" : "out of place",
+                                  (unsigned long long)b, shared ? "shared" : "unshared",
+                                  p ? p->name : "(none)", want);
+                    /* the registry's own select (no call) never takes a shared_only plan */
+                    if (!shared) {
+                        const struct mscclpp_plan *q =
+                            sel(reg, cases[i].coll, n, n, cases[i].inplace, b, NULL);
+                        ck_assert_ptr_eq(q, p);
+                    }
+                }
             }
             exec_registry_fini(&host);
             exec_registry_fini(&cuda);
