@@ -99,6 +99,11 @@ typedef struct {
 
 KERN_FN int kern_failed(const kern_ctx_t *c) { return kern_ld_rlx_i32(&c->b->st->err.code) != 0; }
 
+/* a wait's kind (KERN_WAIT_*, 8 bits) and channel (-1 or an id below 2^23) in one argument */
+#define KERN_WC(what, chan) (((uint32_t)(what) << 24) | ((uint32_t)(chan)&0xffffffu))
+#define KERN_WC_WHAT(wc) ((wc) >> 24)
+#define KERN_WC_CHAN(wc) ((int32_t)((wc) << 8) >> 8)
+
 /* Record the launch's first error; later ones are dropped. `psig`: a peer's call signature
  * (KERN_WAIT_MISMATCH), recorded with this launch's, or NULL. */
 KERN_BIG_FN void kern_fail_sig(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan,
@@ -161,10 +166,11 @@ KERN_BIG_FN void kern_fail_sig(kern_ctx_t *c, int32_t code, uint32_t what, int32
 
 /* out of line: its callers pass fewer arguments than kern_fail_sig takes (on GPUs the
  * arguments that do not fit in registers are stored to the stack at every call site) */
-KERN_BIG_FN void kern_fail(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan, int32_t peer,
+KERN_BIG_FN void kern_fail(kern_ctx_t *c, int32_t code, uint32_t wc, int32_t peer,
                            uint64_t expected, uint64_t seen)
 {
-    kern_fail_sig(c, code, what, chan, peer, expected, seen, (const uint64_t *)0);
+    kern_fail_sig(c, code, KERN_WC_WHAT(wc), KERN_WC_CHAN(wc), peer, expected, seen,
+                  (const uint64_t *)0);
 }
 
 /* ---- fence records (kern_args.h, "Launch fence") ------------------------------------------ */
@@ -250,11 +256,6 @@ typedef struct {
 
 #define KERN_SPIN_STOP (~0ull) /* kern_spin_check: the waiter gives up */
 
-/* a wait's kind (KERN_WAIT_*, 8 bits) and channel (-1 or an id below 2^23) in one argument */
-#define KERN_WC(what, chan) (((uint32_t)(what) << 24) | ((uint32_t)(chan)&0xffffffu))
-#define KERN_WC_WHAT(wc) ((wc) >> 24)
-#define KERN_WC_CHAN(wc) ((int32_t)((wc) << 8) >> 8)
-
 /*
  * The slow part of a wait's poll (every KERN_CHECK_EVERY polls), out of line: the wait loops
  * inline only the call. Gives up (KERN_SPIN_STOP) when another block recorded an error, the
@@ -273,7 +274,6 @@ KERN_BIG_FN uint64_t kern_spin_check(kern_ctx_t *c, uint64_t t0, uint32_t wc, in
 {
     const kern_blk_t *b = c->b;
     const uint32_t what = KERN_WC_WHAT(wc);
-    const int32_t chan = KERN_WC_CHAN(wc);
     const kern_fifo_t *f = b->p->fifo;
     uint64_t now;
     if (kern_failed(c)) {
@@ -281,21 +281,21 @@ KERN_BIG_FN uint64_t kern_spin_check(kern_ctx_t *c, uint64_t t0, uint32_t wc, in
         return KERN_SPIN_STOP;
     }
     if (b->a.abort && kern_ld_acq_u64(b->a.abort) != 0) {
-        kern_fail(c, KERN_ERR_ABORTED, what, chan, peer, expected, seen);
+        kern_fail(c, KERN_ERR_ABORTED, wc, peer, expected, seen);
         return KERN_SPIN_STOP;
     }
     if (!c->fenced && b->a.last_sig && kern_fence_poll(c)) return KERN_SPIN_STOP;
     if (f && what != KERN_WAIT_PROXY) {
         int32_t e = (int32_t)(int64_t)kern_ld_acq_u64(&f->err);
         if (e != 0) {
-            kern_fail(c, e, KERN_WAIT_PROXY, -1, peer, expected, seen);
+            kern_fail(c, e, KERN_WC(KERN_WAIT_PROXY, -1), peer, expected, seen);
             return KERN_SPIN_STOP;
         }
     }
     now = kern_clock_ns(b->a.clock_khz);
     if (t0 == 0) return now == KERN_SPIN_STOP ? 0 : now;
     if (now > t0 && now - t0 > b->a.timeout_ns) {
-        kern_fail(c, KERN_ERR_TIMEOUT, what, chan, peer, expected, seen);
+        kern_fail(c, KERN_ERR_TIMEOUT, wc, peer, expected, seen);
         return KERN_SPIN_STOP;
     }
     return t0;
@@ -683,7 +683,7 @@ KERN_BIG_FN char **kern_io_tab(kern_ctx_t *c, kern_io_t io, uint64_t x)
     if (io.ns + io.nd > KERN_IO_MAX) {
         /* more than a plan may have (plan.h PLAN_MAX_DESCS, PLAN_MAX_SWITCH_MEMBERS) */
         if (c->tid == 0)
-            kern_fail(c, KERN_ERR_INVALID_ARG, KERN_WAIT_PLAN, -1, -1, KERN_IO_MAX,
+            kern_fail(c, KERN_ERR_INVALID_ARG, KERN_WC(KERN_WAIT_PLAN, -1), -1, KERN_IO_MAX,
                       (uint64_t)(io.ns + io.nd));
         return NULL;
     }
@@ -792,6 +792,24 @@ KERN_FN void kern_put_units(uint64_t *u, int both, uint64_t u0, uint64_t u1)
         kern_st_pkt(u, u0);
         if (both) kern_st_pkt(u + 1, u1);
     }
+}
+
+/*
+ * One look at packet unit u[0] (and u[1] when `both`): nonzero and the payloads when both carry
+ * this launch's flag f (a 16-byte aligned pair is read with one access).
+ */
+KERN_FN int kern_pkt_try2(const uint64_t *u, int both, uint32_t f, uint32_t *w0, uint32_t *w1)
+{
+    uint64_t a, b = (uint64_t)f << 32;
+    if (both && ((uintptr_t)u & 15) == 0) {
+        kern_ld_pkt2(u, &a, &b);
+    } else {
+        a = kern_ld_pkt(u);
+        if (both) b = kern_ld_pkt(u + 1);
+    }
+    *w0 = (uint32_t)a;
+    *w1 = (uint32_t)b;
+    return (uint32_t)(a >> 32) == f && (uint32_t)(b >> 32) == f;
 }
 
 /*
@@ -908,6 +926,21 @@ KERN_BIG_FN void kern_pkt_relay(kern_ctx_t *c, const kern_op_t *op, uint64_t x, 
 KERN_DTYPE_LIST(KERN_GEN_OPFN)
 
 /*
+ * KERN_PKT_LOOK: a packet reduction of a 1- or 2-byte type looks at each packet pair once
+ * inline and calls the polling wait only when it is not there. ptxas then stores none of the
+ * step's state around the wait's slow-path call on every step (sm_90: kern_pred_I8/U8/E4M3/E5M2
+ * 36-32 -> 0 spill bytes with the packed integers below); for wider types it moved spills into
+ * other functions. Off on AMD: it raised gfx90a's ScratchSize 352 -> 368.
+ */
+#if defined(KERN_HIP) && !defined(__NVCC__)
+#define KERN_PKT_LOOK 0
+#else
+#define KERN_PKT_LOOK 1
+#endif
+/* an integer accumulator type (a compile-time constant) */
+#define KERN_INT_AT(AT) ((AT)0.5 == (AT)0)
+
+/*
  * Packet reductions (repkt, respkt, recpkt, recspkt), 8 payload bytes (two units) per thread
  * step: the first source is plain, the others packet images (each pair polled with one 16-byte
  * access where aligned); destination k is a packet image when its descriptor has
@@ -921,35 +954,53 @@ KERN_DTYPE_LIST(KERN_GEN_OPFN)
                                    const kern_desc_t *d, int ns, int nd, uint64_t n)           \
     {                                                                                          \
         const uint64_t nw = (n + 3) / 4, np = (nw + 1) / 2;                                    \
+        const uint32_t f = c->b->flag;                                                         \
         uint64_t g;                                                                            \
         for (g = (uint64_t)c->tid; g < np; g += (uint64_t)c->nth) {                            \
-            union {                                                                            \
+            typedef union {                                                                    \
                 uint32_t w[2];                                                                 \
                 ST e[8 / sizeof(ST)];                                                          \
-            } v;                                                                               \
+            } kern_pair_t;                                                                     \
+            kern_pair_t v, r;                                                                  \
             AT acc[8 / sizeof(ST)];                                                            \
             const int both = 2 * g + 1 < nw;                                                   \
             uint32_t j;                                                                        \
             int k;                                                                             \
             /* whole 8-byte groups: padding past n is reduced too and never stored */          \
-            kern_word2(tab[0], g, n, both, v.w);                                               \
-            for (j = 0; j < 8 / sizeof(ST); j++) acc[j] = LOAD(v.e[j]);                        \
+            kern_word2(tab[0], g, n, both, r.w);                                               \
+            for (j = 0; j < 8 / sizeof(ST); j++) acc[j] = LOAD(r.e[j]);                        \
             for (k = 1; k < ns; k++) {                                                         \
                 const uint64_t *u = (const uint64_t *)tab[k] + 2 * g;                          \
-                if (kern_pkt_get2(c, u, both, &v.w[0], &v.w[1], KERN_WRITER(&d[k])))           \
-                    return 1;                                                                  \
+                /* 1- and 2-byte types: one look inline, the wait (kern_pkt_get2, whose slow   \
+                 * path is a call) only when the packet is not there (KERN_PKT_LOOK) */        \
+                if (sizeof(ST) > 2 || !KERN_PKT_LOOK) {                                        \
+                    if (kern_pkt_get2(c, u, both, &v.w[0], &v.w[1], KERN_WRITER(&d[k])))       \
+                        return 1;                                                              \
+                } else if (!kern_pkt_try2(u, both, f, &v.w[0], &v.w[1])) {                     \
+                    if (kern_pkt_get2(c, u, both, &v.w[0], &v.w[1], KERN_WRITER(&d[k])))       \
+                        return 1;                                                              \
+                }                                                                              \
                 if (!both) v.w[1] = 0;                                                         \
-                for (j = 0; j < 8 / sizeof(ST); j++)                                           \
-                    acc[j] = kern_op_##DT(op, acc[j], LOAD(v.e[j]));                           \
+                if (KERN_INT_AT(AT)) {                                                         \
+                    /* integers: the running result stays in its storage type between the      \
+                     * sources (two words, not eight accumulators, live across the wait's      \
+                     * call); exact, as sums and products wrap and min / max stay in range */  \
+                    for (j = 0; j < 8 / sizeof(ST); j++)                                       \
+                        r.e[j] = STORE(kern_op_##DT(op, LOAD(r.e[j]), LOAD(v.e[j])));          \
+                } else {                                                                       \
+                    for (j = 0; j < 8 / sizeof(ST); j++)                                       \
+                        acc[j] = kern_op_##DT(op, acc[j], LOAD(v.e[j]));                       \
+                }                                                                              \
             }                                                                                  \
-            for (j = 0; j < 8 / sizeof(ST); j++) v.e[j] = STORE(acc[j]);                       \
+            if (!KERN_INT_AT(AT))                                                              \
+                for (j = 0; j < 8 / sizeof(ST); j++) r.e[j] = STORE(acc[j]);                   \
             for (k = 0; k < nd; k++) {                                                         \
                 char *q = tab[ns + k];                                                         \
                 if (d[ns + k].flags & KERN_DESC_PACKET) {                                      \
-                    kern_put_units((uint64_t *)q + 2 * g, both, kern_unit(c, v.w[0]),          \
-                                   kern_unit(c, v.w[1]));                                      \
+                    kern_put_units((uint64_t *)q + 2 * g, both, kern_unit(c, r.w[0]),          \
+                                   kern_unit(c, r.w[1]));                                      \
                 } else {                                                                       \
-                    kern_store_word2(q, g, n, both, v.w);                                      \
+                    kern_store_word2(q, g, n, both, r.w);                                      \
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \
@@ -1121,7 +1172,7 @@ KERN_BIG_FN int kern_port_until(kern_ctx_t *c, uint64_t pos, int32_t chan, int32
     while (t <= pos) {
         int32_t e = kern_proxy_err(f);
         if (e != 0) {
-            kern_fail(c, e, KERN_WAIT_PROXY, chan, peer, pos + 1, t);
+            kern_fail(c, e, KERN_WC(KERN_WAIT_PROXY, chan), peer, pos + 1, t);
             return 1;
         }
         if (kern_spin_poll(c, &s, KERN_WAIT_PROXY, chan, peer, pos + 1, t)) return 1;
@@ -1131,7 +1182,7 @@ KERN_BIG_FN int kern_port_until(kern_ctx_t *c, uint64_t pos, int32_t chan, int32
      * its error before its tail: a flush whose put failed must fail, not pass. */
     int32_t e = kern_proxy_err(f);
     if (e != 0) {
-        kern_fail(c, e, KERN_WAIT_PROXY, chan, peer, pos + 1, t);
+        kern_fail(c, e, KERN_WC(KERN_WAIT_PROXY, chan), peer, pos + 1, t);
         return 1;
     }
     return 0;
@@ -1240,7 +1291,7 @@ KERN_BIG_FN void kern_port_wait(kern_ctx_t *c, uint32_t chan)
     while (v < exp) {
         int32_t e = kern_proxy_err(p->fifo);
         if (e != 0) {
-            kern_fail(c, e, KERN_WAIT_PROXY, (int32_t)chan, ch->peer, exp, v);
+            kern_fail(c, e, KERN_WC(KERN_WAIT_PROXY, chan), ch->peer, exp, v);
             return;
         }
         if (kern_spin_poll(c, &s, KERN_WAIT_PORT, (int32_t)chan, ch->peer, exp, v)) return;
@@ -1760,7 +1811,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
     c.tabs = 0;
     if (b->bad) {
         if (tid == 0)
-            kern_fail(&c, KERN_ERR_INVALID_ARG, KERN_WAIT_PLAN, -1, -1, (uint64_t)nblocks,
+            kern_fail(&c, KERN_ERR_INVALID_ARG, KERN_WC(KERN_WAIT_PLAN, -1), -1, (uint64_t)nblocks,
                       p->n_blocks);
         return;
     }
@@ -1773,7 +1824,8 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
         if (earlier != 0) {
             /* an earlier launch failed: nothing of this one runs (kern_args.h, Errors) */
             if (tid == 0)
-                kern_fail(&c, (int32_t)earlier, KERN_WAIT_EARLIER, -1, -1, 0, (uint64_t)earlier);
+                kern_fail(&c, (int32_t)earlier, KERN_WC(KERN_WAIT_EARLIER, -1), -1, 0,
+                          (uint64_t)earlier);
             i = nops;
         }
         c.fenced = earlier == 0 && kern_fence_needed(a);

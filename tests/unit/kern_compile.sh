@@ -18,21 +18,22 @@ hipcc=${HIPCC:-$(command -v hipcc || echo /opt/rocm/bin/hipcc)}
 # state, 1224 with the launch fence inlined into every wait, 432 with the waits' slow checks out
 # of line, 424 with the reduces' addresses in shared memory, 416 with the packet ops' too, 400
 # with the data ops taking (c, op, x, n) and kern_spin_check six arguments, 392 with
-# kern_port_op inline and kern_port_put taking (c, op, k, x, n). Hot:
+# kern_port_op inline and kern_port_put taking (c, op, k, x, n), 376 with the packet
+# reductions' first look at a packet inline and integers' running result packed. Hot:
 # the spill-store bytes a function of the hot path (one op's dispatch, copies, reductions,
 # packets, puts, signals and waits: $hot below) may have, each its own ratchet: 0, or its number
 # in hot_allow (mostly arguments stored at a call site, docs/gpu.md "Interpreter").
 # Stores and loads: the static spill-store and spill-load bytes of all functions together,
 # 5596 / 6440 before the reduces' address table, 1600 / 3624 with it, 1148 / 1300 with the
 # packet ops', 916 / 1028 with fewer arguments per call (the slow paths keep theirs:
-# kern_spin_check 452, kern_fail_sig 96), 892 / 1024 with kern_port_op inline.
-stack_limit=${KERN_STACK_LIMIT:-392}
+# kern_spin_check 452, kern_fail_sig 96), 892 / 1024 with kern_port_op inline, 772 / 896 with
+# the packet reductions' change.
+stack_limit=${KERN_STACK_LIMIT:-376}
 hot_limit=${KERN_HOT_SPILL_LIMIT:-0}
 # hot functions allowed more than hot_limit, "name=bytes ..." (each its own ratchet)
-hot_allow=${KERN_HOT_SPILL_ALLOW-"kern_pred_E4M3=32 kern_pred_E5M2=32 kern_pred_I8=36 \
-kern_pred_U8=36 kern_pred_F16=4 kern_preduce=8"}
-spill_limit=${KERN_SPILL_LIMIT:-892}
-load_limit=${KERN_SPILL_LOAD_LIMIT:-1024}
+hot_allow=${KERN_HOT_SPILL_ALLOW-"kern_preduce=8"}
+spill_limit=${KERN_SPILL_LIMIT:-772}
+load_limit=${KERN_SPILL_LOAD_LIMIT:-896}
 # gfx90a: kern_hip_entry's ScratchSize (its frame and its callees' deepest chain): 528 with the
 # interpreter of session 3, 416 with the reduces' address table, 400 with the packet ops' too,
 # 368 with the launch arguments copied to shared memory word by word by all threads (thread 0's
