@@ -349,6 +349,7 @@ struct hal_stream {
     uint64_t sync_wakes;           /* under lock: times the worker woke the sync waiters (tests) */
     int space_waiters;             /* under lock: enqueuers waiting for a free slot */
     uint64_t space_wakes;          /* under lock: times the worker woke them (tests) */
+    bool space_wake_sent;          /* under lock: woken, not yet run: no second signal */
     pthread_cond_t space_cv;       /* they wait here */
     uint64_t n_free;               /* tasks on free_tasks (under lock) */
     uint64_t allocated, max_depth; /* tasks in existence, most ever held (under lock) */
@@ -436,9 +437,10 @@ static void *stream_main(void *arg)
         }
         /* wake a full queue's enqueuer once a batch of slots is free (or a task failed), not
          * after each task: each wake is a context switch on the cores the ranks share */
-        if (s->space_waiters &&
+        if (s->space_waiters && !s->space_wake_sent &&
             (atomic_load(&s->submitted) - atomic_load(&s->completed) <= SPACE_WAKE_DEPTH ||
              s->err != MSCCLPP_OK)) {
+            s->space_wake_sent = true;
             s->space_wakes++;
             pthread_cond_signal(&s->space_cv);
         }
@@ -533,6 +535,7 @@ static mscclpp_result_t wait_for_space(hal_stream_t s, const char *who)
         s->space_waiters++;
         pthread_cond_timedwait(&s->space_cv, &s->lock, &ts);
         s->space_waiters--;
+        s->space_wake_sent = false;
     }
     return MSCCLPP_OK;
 }
