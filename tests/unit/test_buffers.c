@@ -23,6 +23,8 @@
  *   t_direct_auto      MSCCLPP_PLAN_DIRECT=auto on the host backend: a call shape runs the
  *                      direct plan when every rank's buffers are shareable, the scratch plan
  *                      as soon as one rank's are malloc'd (2 and 4 ranks, mixes)
+ *   t_direct_auto_one_rank_moves  by default (MSCCLPP_PLAN_DIRECT=off) rank 0 alone may move
+ *                      to new buffers (shared or malloc'd) after two calls of a shape
  *   t_fast_io          the fast path for the direct plans' contexts: on mscclpp_malloc'd
  *                      buffers, on malloc'd (staged) ones, on the application's memfd mappings;
  *                      a buffer freed (or mapped anew) at the same address misses it
@@ -473,7 +475,7 @@ static int auto_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     const unsigned mask = *(const unsigned *)arg;
     const bool priv = (mask >> rank) & 1u, direct = mask == 0;
-    unsetenv("MSCCLPP_PLAN_DIRECT"); /* auto */
+    setenv("MSCCLPP_PLAN_DIRECT", "auto", 1);
     mp_exec_t e;
     if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
     const size_t count = 524288, bytes = count * sizeof(float); /* 2 MiB: direct/host's range */
@@ -543,6 +545,60 @@ static int auto_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     }
     return 0;
 }
+
+/* By default ranks need not change their buffers together: after two calls of a shape on shared
+ * buffers (2 MiB, the direct plans' range), rank 0 moves to a new pair (mscclpp_malloc'd or
+ * malloc'd, arg) while rank 1 keeps its own. Every call must succeed with the right sum. With
+ * MSCCLPP_PLAN_DIRECT=auto (session 7's default for a while) the third call timed out on both
+ * ranks: a direct context is keyed by every rank's buffers, and rank 1 did not rebuild its own. */
+static int moves_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    const int how = *(const int *)arg; /* 0: rank 0 moves to shared buffers, 1: to malloc'd */
+    unsetenv("MSCCLPP_PLAN_DIRECT");   /* the default */
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
+    const size_t count = 524288, bytes = count * sizeof(float);
+    float *a[2] = {NULL, NULL}, *b[2] = {NULL, NULL};
+    MP_CHECK(rank, mscclpp_malloc(bytes, (void **)&a[0]));
+    MP_CHECK(rank, mscclpp_malloc(bytes, (void **)&b[0]));
+    if (how == 0) {
+        MP_CHECK(rank, mscclpp_malloc(bytes, (void **)&a[1]));
+        MP_CHECK(rank, mscclpp_malloc(bytes, (void **)&b[1]));
+    } else {
+        a[1] = malloc(bytes);
+        b[1] = malloc(bytes);
+    }
+    for (int k = 0; k < 4; k++) {
+        int w = rank == 0 && k >= 2; /* rank 0 moves at the third call */
+        for (size_t i = 0; i < count; i++) a[w][i] = (float)(rank + k + (int)(i % 5));
+        mscclpp_result_t r =
+            mscclpp_allreduce(e.ex, a[w], b[w], count, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL);
+        if (r != MSCCLPP_OK) return MP_FAIL(rank, "call %d: %s", k, mscclpp_last_error());
+        for (size_t i = 0; i < count; i++)
+            if (b[w][i] != (float)(n * (n - 1) / 2 + n * (k + (int)(i % 5))))
+                return MP_FAIL(rank, "call %d: element %zu is %g", k, i, b[w][i]);
+    }
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
+    mp_exec_close(&e);
+    mscclpp_free(a[0]);
+    mscclpp_free(b[0]);
+    if (how == 0) {
+        mscclpp_free(a[1]);
+        mscclpp_free(b[1]);
+    } else {
+        free(a[1]);
+        free(b[1]);
+    }
+    return 0;
+}
+
+START_TEST(t_direct_auto_one_rank_moves)
+{
+    set_dirs();
+    int how = _i;
+    ck_assert_int_eq(mp_run(2, moves_body, &how, 300, NULL), 0);
+}
+END_TEST
 
 START_TEST(t_direct_auto)
 {
@@ -679,6 +735,7 @@ int main(void)
     tcase_add_loop_test(tc, t_direct_staged, 0, 3);
     tcase_add_loop_test(tc, t_fast_io, 0, 3);
     tcase_add_loop_test(tc, t_direct_auto, 0, 7);
+    tcase_add_loop_test(tc, t_direct_auto_one_rank_moves, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
