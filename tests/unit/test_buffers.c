@@ -351,6 +351,33 @@ END_TEST
 
 /* ---- direct plans on buffers the peers cannot map: staged (issue 19 item 3) ---------------- */
 
+/* Two buffers of `bytes` each: malloc'd (`priv`: not shareable, staged by the executor) or
+ * mscclpp_malloc'd (shareable). Nonzero, after saying why, when memory runs out. */
+static int pair_alloc(int rank, bool priv, size_t bytes, float **a, float **b)
+{
+    *a = *b = NULL;
+    if (priv) {
+        *a = malloc(bytes);
+        *b = malloc(bytes);
+    } else {
+        MP_CHECK(rank, mscclpp_malloc(bytes, (void **)a));
+        MP_CHECK(rank, mscclpp_malloc(bytes, (void **)b));
+    }
+    if (!*a || !*b) return MP_FAIL(rank, "out of memory for two buffers of %zu bytes", bytes);
+    return 0;
+}
+
+static void pair_free(bool priv, float *a, float *b)
+{
+    if (priv) {
+        free(a);
+        free(b);
+    } else {
+        mscclpp_free(a);
+        mscclpp_free(b);
+    }
+}
+
 /* Every rank's executor loads the direct plans (plans/direct/: the peers' input read and
  * output written) as its default plans; `arg` says which ranks pass malloc'd buffers (bit r:
  * rank r), the others mscclpp_malloc'd ones. The plan is chosen by the call's shape alone, so
@@ -370,14 +397,7 @@ static int staged_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg
     static const size_t counts[] = {262144, 1048576, 262144};
     const size_t most = 1048576 * 4 * (size_t)n;
     float *a = NULL, *b = NULL;
-    if (priv) {
-        a = malloc(most);
-        b = malloc(most);
-    } else {
-        MP_CHECK(rank, mscclpp_malloc(most, (void **)&a));
-        MP_CHECK(rank, mscclpp_malloc(most, (void **)&b));
-    }
-    if (!a || !b) return MP_FAIL(rank, "out of memory");
+    if (pair_alloc(rank, priv, most, &a, &b)) return 1;
     mscclpp_stream_t st = NULL;
     MP_CHECK(rank, mscclpp_stream_create(&st));
     for (int k = 0; k < 3; k++) {
@@ -436,13 +456,7 @@ static int staged_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg
     MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
     mscclpp_stream_destroy(st);
     mp_exec_close(&e);
-    if (priv) {
-        free(a);
-        free(b);
-    } else {
-        mscclpp_free(a);
-        mscclpp_free(b);
-    }
+    pair_free(priv, a, b);
     return 0;
 }
 
@@ -480,14 +494,7 @@ static int auto_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
     const size_t count = 524288, bytes = count * sizeof(float); /* 2 MiB: direct/host's range */
     float *a = NULL, *b = NULL;
-    if (priv) {
-        a = malloc(bytes * (size_t)n);
-        b = malloc(bytes * (size_t)n);
-    } else {
-        MP_CHECK(rank, mscclpp_malloc(bytes * (size_t)n, (void **)&a));
-        MP_CHECK(rank, mscclpp_malloc(bytes * (size_t)n, (void **)&b));
-    }
-    if (!a || !b) return MP_FAIL(rank, "out of memory");
+    if (pair_alloc(rank, priv, bytes * (size_t)n, &a, &b)) return 1;
     mscclpp_stream_t st = NULL;
     MP_CHECK(rank, mscclpp_stream_create(&st));
     char want[64];
@@ -536,13 +543,7 @@ static int auto_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
     mscclpp_stream_destroy(st);
     mp_exec_close(&e);
-    if (priv) {
-        free(a);
-        free(b);
-    } else {
-        mscclpp_free(a);
-        mscclpp_free(b);
-    }
+    pair_free(priv, a, b);
     return 0;
 }
 
@@ -558,16 +559,10 @@ static int moves_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     mp_exec_t e;
     if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
     const size_t count = 524288, bytes = count * sizeof(float);
-    float *a[2] = {NULL, NULL}, *b[2] = {NULL, NULL};
-    MP_CHECK(rank, mscclpp_malloc(bytes, (void **)&a[0]));
-    MP_CHECK(rank, mscclpp_malloc(bytes, (void **)&b[0]));
-    if (how == 0) {
-        MP_CHECK(rank, mscclpp_malloc(bytes, (void **)&a[1]));
-        MP_CHECK(rank, mscclpp_malloc(bytes, (void **)&b[1]));
-    } else {
-        a[1] = malloc(bytes);
-        b[1] = malloc(bytes);
-    }
+    float *a[2], *b[2];
+    if (pair_alloc(rank, false, bytes, &a[0], &b[0]) ||
+        pair_alloc(rank, how == 1, bytes, &a[1], &b[1]))
+        return 1;
     for (int k = 0; k < 4; k++) {
         int w = rank == 0 && k >= 2; /* rank 0 moves at the third call */
         for (size_t i = 0; i < count; i++) a[w][i] = (float)(rank + k + (int)(i % 5));
@@ -580,15 +575,8 @@ static int moves_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     }
     MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
     mp_exec_close(&e);
-    mscclpp_free(a[0]);
-    mscclpp_free(b[0]);
-    if (how == 0) {
-        mscclpp_free(a[1]);
-        mscclpp_free(b[1]);
-    } else {
-        free(a[1]);
-        free(b[1]);
-    }
+    pair_free(false, a[0], b[0]);
+    pair_free(how == 1, a[1], b[1]);
     return 0;
 }
 
