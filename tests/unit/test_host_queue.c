@@ -45,13 +45,21 @@ static long rss_kb(void)
     return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-START_TEST(t_burst_bounded)
+/* The host backend, its block function replaced by `fn` (the old one in *old), and a stream. */
+static const hal_ops_t *open_stream(host_block_fn_t fn, host_block_fn_t *old, hal_stream_t *s)
 {
     const hal_ops_t *H = hal_host_ops();
     ck_assert_int_eq(H->init(), MSCCLPP_OK);
-    host_block_fn_t old = host_set_block_fn(count_block);
+    *old = host_set_block_fn(fn);
+    ck_assert_int_eq(H->stream_create(s), MSCCLPP_OK);
+    return H;
+}
+
+START_TEST(t_burst_bounded)
+{
+    host_block_fn_t old;
     hal_stream_t s;
-    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    const hal_ops_t *H = open_stream(count_block, &old, &s);
     char args[ARGS_BYTES];
     memset(args, 0, sizeof args);
     atomic_store(&ran, 0);
@@ -107,11 +115,9 @@ static void slow_block(const void *args, int block, int nblocks)
 
 START_TEST(t_sync_wakes_once)
 {
-    const hal_ops_t *H = hal_host_ops();
-    ck_assert_int_eq(H->init(), MSCCLPP_OK);
-    host_block_fn_t old = host_set_block_fn(slow_block);
+    host_block_fn_t old;
     hal_stream_t s;
-    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    const hal_ops_t *H = open_stream(slow_block, &old, &s);
     char args[ARGS_BYTES] = {0};
     for (int i = 0; i < 100; i++)
         ck_assert_int_eq(H->launch(args, sizeof args, 1, 1, s), MSCCLPP_OK);
@@ -140,11 +146,9 @@ static void brief_block(const void *args, int block, int nblocks)
 
 START_TEST(t_space_wakes_batched)
 {
-    const hal_ops_t *H = hal_host_ops();
-    ck_assert_int_eq(H->init(), MSCCLPP_OK);
-    host_block_fn_t old = host_set_block_fn(brief_block);
+    host_block_fn_t old;
     hal_stream_t s;
-    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    const hal_ops_t *H = open_stream(brief_block, &old, &s);
     setenv("MSCCLPP_TIMEOUT", "10", 1);
     char args[ARGS_BYTES] = {0};
     /* The worker and this enqueuer share one CPU and the enqueuer runs at nice 19, so a woken
@@ -183,11 +187,9 @@ END_TEST
 
 START_TEST(t_full_queue_times_out)
 {
-    const hal_ops_t *H = hal_host_ops();
-    ck_assert_int_eq(H->init(), MSCCLPP_OK);
-    host_block_fn_t old = host_set_block_fn(count_block);
+    host_block_fn_t old;
     hal_stream_t s;
-    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    const hal_ops_t *H = open_stream(count_block, &old, &s);
     char args[ARGS_BYTES];
     memset(args, 0, sizeof args);
     atomic_store(&ran, 0);
