@@ -72,7 +72,8 @@
 #
 # Environment: MSCCLPP_TOP_BUILDDIR (default ./build, or . when run inside a build tree),
 # MSCCLPP_TOP_SRCDIR (default: this checkout), GPU_CHECK_TIMEOUT (seconds per bench run, 120),
-# GPU_CHECK_COLLS / GPU_CHECK_RANKS (the bench sweep's collectives and rank counts).
+# GPU_CHECK_COLLS / GPU_CHECK_RANKS / GPU_CHECK_SIZES (the bench sweep's collectives, rank counts
+# and size flags, e.g. "-b 8 -e 256M -f 32"), GPU_CHECK_NCU_TIMEOUT (seconds for ncu, 300).
 set -u
 src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 if [ -n "${MSCCLPP_TOP_BUILDDIR:-}" ]; then build=$MSCCLPP_TOP_BUILDDIR
@@ -187,7 +188,7 @@ ncures="no ncu"
 if want interp && command -v ncu >/dev/null; then
     # the last of 20 kernels of 1-rank 8 B calls: GPU time, local-memory (stack, spill) load
     # sectors, and the share of warp stalls waiting on a memory load
-    timeout 300 ncu --clock-control none -c 20 --metrics \
+    timeout "${GPU_CHECK_NCU_TIMEOUT:-300}" ncu --clock-control none -c 20 --metrics \
         gpu__time_duration.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio \
         "$build/tests/gpu/lat_probe" 1 8 20 >"$out/interp-ncu.log" 2>&1
     ncures=$(awk '/gpu__time_duration.sum/ {t = $NF " " $(NF-1)}
@@ -276,6 +277,7 @@ if want bench; then
     for n in $ranks; do
         for c in $colls; do
             if [ $quick = 1 ]; then sizes="-b 8 -e 64M -f 64"; else sizes="-b 8 -e 256M -f 4"; fi
+            [ -n "${GPU_CHECK_SIZES:-}" ] && sizes=$GPU_CHECK_SIZES
             timeout "$limit" "$bench" "$c" --np "$n" $sizes -n 20 -w 5 \
                 --json "$out/bench-$n-$c.json" >"$out/bench-$n-$c.log" 2>&1 || {
                 fails=$((fails + 1))
