@@ -38,12 +38,12 @@ CONFIG_VAR(MSCCLPP_PLAN_DIR, STR, "",
 CONFIG_VAR(MSCCLPP_PLAN_MAKE, STR, "last",
            "Plans made for the job (docs/plan-selection.md): last (after every registered plan), "
            "first (before them: to compare with plan files), or off")
-CONFIG_VAR(MSCCLPP_PLAN_DIRECT, STR, "off",
+CONFIG_VAR(MSCCLPP_PLAN_DIRECT, STR, "auto",
            "Direct plans (plans/direct/<backend>/: the peers' input and output addressed, the "
-           "fewest bytes) before the backend's own: off (the default), auto (where measured "
-           "faster: on the host backend for the call shapes whose ranks all pass shareable "
-           "buffers, agreed at the shape's first call), or on (always); with auto or on the "
-           "ranks must change their buffers together (docs/plan-selection.md)")
+           "fewest bytes) before the backend's own: auto (the default; where measured faster: on "
+           "the host backend for the calls whose ranks all pass shareable buffers, agreed by "
+           "every rank at every such call), on (always; the ranks must then change their buffers "
+           "together), or off (docs/plan-selection.md)")
 CONFIG_VAR(MSCCLPP_TUNING_FILE, STR, "",
            "Tuning table (mscclpp-bench --tune) the executor applies; none: no table (default: "
            "~/.cache/mscclpp/tuning/<backend>-<device>-<nranks>.json when it exists)")

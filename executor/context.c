@@ -242,6 +242,7 @@ static void context_free(mscclpp_executor_t *ex, exec_context_t *c)
 typedef struct {
     const void *send_base, *recv_base;
     uint64_t send_id, recv_id;
+    uint64_t peers; /* exec_context_t.peers */
     int rotation;
     bool staged; /* bases and ids are then NULL and 0 */
 } context_key_t;
@@ -257,7 +258,8 @@ static bool context_match(const exec_cache_entry_t *e, const void *key)
     const context_key_t *k = key;
     if (c->staged || k->staged) return c->staged == k->staged && c->rotation == k->rotation;
     return c->send_base == k->send_base && c->recv_base == k->recv_base &&
-           c->rotation == k->rotation && c->send_id == k->send_id && c->recv_id == k->recv_id;
+           c->rotation == k->rotation && c->send_id == k->send_id && c->recv_id == k->recv_id &&
+           c->peers == k->peers;
 }
 
 static bool context_holds(const exec_cache_entry_t *e, const void *base)
@@ -709,7 +711,6 @@ static mscclpp_result_t context_agree(mscclpp_executor_t *ex, exec_context_t *c,
     mine.status = local;
     mine.scratch = c->scratch_bytes;
     mine.staged = c->staged;
-    bool all_shared = !c->staged;
     if (local != MSCCLPP_OK) snprintf(mine.why, sizeof mine.why, "%s", mscclpp_last_error());
     char my_why[sizeof mine.why + 1];
     snprintf(my_why, sizeof my_why, "%s", mine.why);
@@ -733,7 +734,6 @@ static mscclpp_result_t context_agree(mscclpp_executor_t *ex, exec_context_t *c,
             snprintf(refusal_why, sizeof refusal_why, "%s", theirs.why);
         }
         if (theirs.scratch < least) least = theirs.scratch;
-        if (theirs.staged) all_shared = false;
         if (!memcmp(mine.sig, theirs.sig, KERN_SIG_CMP * sizeof(uint64_t))) continue;
         if (differs < 0) {
             differs = p;
@@ -767,7 +767,6 @@ static mscclpp_result_t context_agree(mscclpp_executor_t *ex, exec_context_t *c,
                    refuses, c->plan->name, refusal_why);
     }
     if (c->plan->double_scratch) c->scratch_half = least / 2 / 64 * 64;
-    c->all_shared = all_shared;
     return MSCCLPP_OK;
 }
 
@@ -935,8 +934,10 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
     const bool keyed = shares_io && !staged;
     void *send_base = keyed ? bufs->in.base : NULL, *recv_base = keyed ? bufs->out.base : NULL;
     const uint64_t send_id = keyed ? bufs->in.id : 0, recv_id = keyed ? bufs->out.id : 0;
+    /* MSCCLPP_PLAN_DIRECT=auto's calls: every rank's buffers, agreed for this call */
+    const uint64_t peers = keyed && ex->hint.set ? ex->hint.peers : 0;
     /* a failed context breaks the executor (exec_check), so every context here is sound */
-    const context_key_t key = {send_base, recv_base, send_id, recv_id, rotation, staged};
+    const context_key_t key = {send_base, recv_base, send_id, recv_id, peers, rotation, staged};
     exec_context_t *c = context_of(exec_cache_find(ex, &context_ops, plan, &key));
     if (c && in_bytes <= c->in_cap && out_bytes <= c->out_cap) {
         *out = c;
@@ -957,10 +958,14 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
      * Contexts on an earlier allocation at one of these addresses (freed, then allocated
      * again: the allocator reuses ranges) hold the peers' mappings of their old buffers: drop
      * them. The peers, running the same program, freed theirs too and miss here alike, so the
-     * new context is built collectively as on first use.
+     * new context is built collectively as on first use. Not for a context labelled with every
+     * rank's buffers (peers): the ranks agreed on this call's, so every rank misses here, but
+     * only this one may have freed its own: dropping them here alone would leave the ranks'
+     * caches unlike (their eviction counts entries); they never match again (the label holds
+     * the freed allocation's id) and go as the least recently used.
      */
     int dropped = 0;
-    for (; keyed;) {
+    for (; keyed && !peers;) {
         const void *gone = NULL;
         for (exec_context_t *e = exec_context_next(ex, NULL); e && !gone;
              e = exec_context_next(ex, e)) {
@@ -997,6 +1002,7 @@ mscclpp_result_t exec_context_get(mscclpp_executor_t *ex, const struct mscclpp_p
      * our announcement (above) and answered it: that is why this setup failed */
     res = exec_setup_settle(ex, &ann, res);
     if (res != MSCCLPP_OK) return res;
+    c->peers = peers;
     exec_cache_add(ex, &c->ce);
     *out = c;
     return MSCCLPP_OK;

@@ -46,8 +46,8 @@ typedef struct {
     int root;
     char collective[24];
     exec_choice_t choice;
-    /* choice.shared's verdict for this shape (exec_select_verdict): 0 not known yet, 1 every
-     * rank's buffers were shareable at its first call, -1 not */
+    /* choice.shared's last agreement for this shape (exec_select_verdict): 0 no call yet, 1
+     * every rank's buffers were shareable at the last call, -1 not */
     int8_t verdict;
 } exec_select_slot_t;
 
@@ -75,6 +75,10 @@ typedef struct {
     bool inplace;
     int root;
     uint64_t tuning;
+    /* MSCCLPP_PLAN_DIRECT=auto's shared plan: the label of every rank's buffers, agreed for
+     * this call (executor.c, agree_buffers), which a context on the caller's allocations is
+     * keyed by too (exec_context_t.peers); 0: none (a plan run by name) */
+    uint64_t peers;
 } exec_hint_t;
 
 /* The call in progress, as its signature sees it. */
@@ -141,10 +145,11 @@ typedef struct exec_context {
      * serve (the caps are the same on every rank). */
     bool staged;
     void *stage[2];
-    /* Every rank's context of this setup is on the caller's own buffers (none staged): the
-     * ranks said so in the setup's agreement step (context_agree), so it is the same on every
-     * rank; what MSCCLPP_PLAN_DIRECT=auto's choice for a call shape follows (select.h). */
-    bool all_shared;
+    /* Keyed by the caller's allocations and run for MSCCLPP_PLAN_DIRECT=auto's per-call
+     * agreement: the label of every rank's buffers (exec_hint_t.peers), part of the key, so a
+     * call where any rank's buffers differ misses on every rank alike; 0 for a plan run by name
+     * (the ranks then change their buffers together) */
+    uint64_t peers;
     bool reaches_io;            /* some rank addresses a peer's input/output: fence every launch
                                  * (peers publish their offsets there, kern_args.h) */
     bool baked_off;             /* the lowered plan embeds peers' buffers at this rank's own
@@ -324,6 +329,8 @@ mscclpp_result_t exec_execute(mscclpp_executor_t *ex, const struct mscclpp_plan 
 
 /* A digest of what a plan makes every rank do: equal digests, one program. Never 0. */
 uint64_t exec_plan_digest(const struct mscclpp_plan *plan);
+/** One 64-bit word into a running FNV-1a hash (the one of exec_plan_digest). */
+uint64_t exec_hash_u64(uint64_t h, uint64_t v);
 
 /* The signature of a call (kern_args.h, "Call signature") on the context of (collective, seq,
  * plan digest). */

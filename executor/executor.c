@@ -195,6 +195,8 @@ static bool fast_hit(const mscclpp_executor_t *ex, const mscclpp_plan_t *plan, c
     const exec_context_t *c = f->c;
     if (c->staged) return ex->hint.set; /* a collective's call (a plan run by name refuses) */
     if (!c->shares_io) return true;     /* keyed by the plan alone */
+    /* MSCCLPP_PLAN_DIRECT=auto: every rank's buffers, agreed for this call (run_collective) */
+    if (c->peers != (ex->hint.set ? ex->hint.peers : 0)) return false;
     /* keyed by the buffers' allocations (exec_context_get): still the same ones? */
     if (!f->foreign) return hal_api_alloc_gen() == f->alloc_gen;
     hal_mem_info_t in, out;
@@ -632,13 +634,119 @@ static mscclpp_result_t run_staged(mscclpp_executor_t *ex, const exec_choice_t *
                                    const void *stage_src, void *recv, size_t in_bytes,
                                    size_t out_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
                                    mscclpp_stream_t stream);
+static bool runs_on(mscclpp_executor_t *ex, const struct mscclpp_plan *plan, const void *send,
+                    const void *recv, size_t send_bytes, size_t recv_bytes,
+                    mscclpp_dtype_t dtype);
+
+#define AGREE_BUFS_MAGIC 0x53465542u /* "BUFS" */
+#define AGREE_BUFS_VERSION 1u
+#define AGREE_BUFS_SHAREABLE 1u
+#define AGREE_BUFS_WORDS 3 /* magic << 32 | version, flags, identity; then the call's hash */
+
+/*
+ * MSCCLPP_PLAN_DIRECT=auto (exec_choice_t.shared): whether this call runs the plan for calls
+ * whose ranks all pass shareable buffers, agreed by every rank for this very call. NCCL lets a
+ * rank pass other buffers at any call, so no rank can tell from its own buffers whether its
+ * peers' are still those a context mapped (a rank that moved alone made the call time out on
+ * every rank). One bootstrap allgather: each rank's "the shared plan takes my buffers as they
+ * are" (memory the peers can map, the sizes fit) and their identity (allocations); every rank
+ * then decides alike: *shared when all take them, and *label, which the context is keyed by
+ * (exec_context_t.peers): a call where any rank's buffers differ from a context's misses it on
+ * every rank, so the new one is built by all. Only calls auto's shared plan may serve pay it.
+ */
+static mscclpp_result_t agree_buffers(mscclpp_executor_t *ex, const exec_call_t *call,
+                                      const exec_choice_t *ch, const void *send, void *recv,
+                                      bool *shared, uint64_t *label)
+{
+    const int n = ex->comm->nranks, me = ex->comm->rank;
+    const struct mscclpp_plan *p = ch->shared;
+    hal_mem_info_t in, out;
+    exec_mem_of(ex->hal, recv, &out);
+    bool mine;
+    uint64_t id = 1469598103934665603ull;
+    if (!ch->shared_staged) {
+        exec_mem_of(ex->hal, send, &in);
+        mine = runs_on(ex, p, send, recv, call->in_bytes, call->out_bytes, call->dtype);
+        id = exec_hash_u64(exec_hash_u64(id, (uint64_t)(uintptr_t)in.base), in.id);
+    } else {
+        /* an in-place call on an out-of-place plan: its input goes to the executor's staging
+         * buffer (run_staged), shareable, grown alike on every rank */
+        uint64_t out_off = (uint64_t)((const char *)recv - (const char *)out.base);
+        mine = out.shareable && call->out_bytes <= out.size - out_off &&
+               exec_layout_fits(p, me, call->in_bytes, call->out_bytes, call->dtype);
+        id = exec_hash_u64(id, 1); /* "the staging buffer" */
+    }
+    id = exec_hash_u64(exec_hash_u64(id, (uint64_t)(uintptr_t)out.base), out.id);
+    /* the call itself: ranks that make different calls here find out, none having started */
+    uint64_t what = 1469598103934665603ull;
+    for (const char *c = call->collective; *c; c++) what = exec_hash_u64(what, (uint64_t)*c);
+    what = exec_hash_u64(what, call->in_bytes);
+    what = exec_hash_u64(exec_hash_u64(what, call->out_bytes), (uint64_t)call->dtype);
+    what = exec_hash_u64(exec_hash_u64(what, (uint64_t)call->inplace), (uint64_t)call->root);
+    const size_t w = AGREE_BUFS_WORDS + 1;
+    uint64_t *all = calloc((size_t)n * w, sizeof *all);
+    if (!all) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+    uint64_t *my = all + (size_t)me * w;
+    my[0] = ((uint64_t)AGREE_BUFS_MAGIC << 32) | AGREE_BUFS_VERSION;
+    my[1] = mine ? AGREE_BUFS_SHAREABLE : 0;
+    my[2] = id;
+    my[3] = what;
+    mscclpp_result_t r = mscclpp_bootstrap_allgather(ex->comm->boot, all, w * sizeof *all);
+    if (r != MSCCLPP_OK) {
+        free(all);
+        /* a peer that is gone, or not making this call: nothing was launched, but the peers
+         * may be anywhere now */
+        return exec_poison(ex, comm_fail(ex->comm, r, true));
+    }
+    bool every = true;
+    uint64_t h = 1469598103934665603ull;
+    int other = -1;
+    for (int q = 0; q < n; q++) {
+        const uint64_t *t = all + (size_t)q * w;
+        if (t[0] != my[0]) {
+            free(all);
+            return exec_poison(ex, ERR(MSCCLPP_ERR_REMOTE,
+                                       "executor: rank %d sent a buffer agreement of another "
+                                       "format or version",
+                                       q));
+        }
+        if (t[3] != what && other < 0) other = q;
+        every = every && (t[1] & AGREE_BUFS_SHAREABLE);
+        h = exec_hash_u64(h, t[2]);
+    }
+    free(all);
+    if (other >= 0) /* every rank got the same words: all refuse this call, unharmed */
+        return ERR_ARG("ranks disagree on a call: rank %d and rank %d make different %s calls "
+                       "(size, dtype, in-place-ness or root; here %zu bytes in, %zu out); every "
+                       "rank must make the same calls in the same order",
+                       me, other, call->collective, call->in_bytes, call->out_bytes);
+    *shared = every;
+    *label = h ? h : 1;
+    return MSCCLPP_OK;
+}
+
+/* A broken executor reports (or, after ranks disagreed, resynchronises) before the buffer
+ * agreement: every rank then does, since they all broke alike. */
+static mscclpp_result_t ready_for_agreement(mscclpp_executor_t *ex, mscclpp_stream_t stream)
+{
+    if (comm_aborted(ex->comm)) return exec_poison(ex, comm_abort_error(ex->comm, "execute"));
+    bool capturing = false;
+    if (stream && stream->ops == ex->hal) CHECK(stream_capturing(ex, stream, &capturing));
+    if (capturing) return MSCCLPP_OK; /* exec_execute decides (a capture cannot resync) */
+    bool resync;
+    uint32_t seq;
+    CHECK(exec_ready(ex, &resync, &seq));
+    if (!resync) return MSCCLPP_OK;
+    exec_contexts_free_all(ex, false);
+    return exec_resync_done(ex, seq);
+}
 
 /*
  * Run `collective` with the plan exec_select (select.c) chooses; an in-place call served by an
  * out-of-place plan first copies its input into a staging buffer. Where the choice has a plan
- * for calls whose ranks all pass shareable buffers (exec_choice_t.shared), the shape's first
- * call runs it and its context's setup tells every rank whether they all do
- * (exec_context_t.all_shared): the shape's later calls run that plan, or the other one.
+ * for calls whose ranks all pass shareable buffers (exec_choice_t.shared), every rank says
+ * whether its buffers are such, for this call (agree_buffers): all of them run that plan, or
+ * all run the other one.
  */
 static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *collective,
                                        const void *send, void *recv, size_t in_bytes,
@@ -649,24 +757,28 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     exec_call_t call = {collective, inplace, in_bytes, out_bytes, dtype, root};
     exec_choice_t ch;
     CHECK(exec_select(ex, &call, &ch));
-    const int verdict = ch.shared ? exec_select_verdict(ex, &call) : -1;
-    if (verdict >= 0) {
+    bool shared = false;
+    uint64_t label = 0;
+    if (ch.shared) {
+        CHECK(ready_for_agreement(ex, stream));
+        CHECK(agree_buffers(ex, &call, &ch, send, recv, &shared, &label));
+        /* what mscclpp_executor_choose_plan and mscclpp_executor_direct report */
+        if (exec_select_verdict(ex, &call) != (shared ? 1 : -1))
+            exec_select_agreed(ex, &call, ch.shared, shared);
+    }
+    if (shared) {
         ch.plan = ch.shared;
         ch.rotation = ch.shared_rotation;
         ch.staged = ch.shared_staged;
     }
     /* what the call's signature says that exec_execute cannot see (kern_args.h) */
-    ex->hint = (exec_hint_t){true, inplace, root, ex->tuning ? ex->tuning->digest : 0};
+    ex->hint = (exec_hint_t){true, inplace, root, ex->tuning ? ex->tuning->digest : 0, label};
     mscclpp_result_t r;
     if (!ch.staged)
         r = exec_execute(ex, ch.plan, send, recv, in_bytes, out_bytes, dtype, op,
                          MSCCLPP_PACKET_LL16, stream, ch.rotation, ch.nthreads);
     else r = run_staged(ex, &ch, stage_src, recv, in_bytes, out_bytes, dtype, op, stream);
     ex->hint.set = false;
-    /* the shape's first call on the shared plan: its context says whether every rank's
-     * buffers are shareable (the same answer on every rank: built together) */
-    if (r == MSCCLPP_OK && verdict == 0 && ex->fast.valid && ex->fast.plan == ch.plan)
-        exec_select_agreed(ex, &call, ch.shared, ex->fast.c->all_shared);
     return r;
 }
 
@@ -759,7 +871,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_direct(mscclpp_executor_t *exec,
         core_clear_error(); /* no plan: the call itself says why */
         return MSCCLPP_OK;
     }
-    if (ch.shared && exec_select_verdict(exec, &call) >= 0) { /* as run_collective */
+    /* auto's shared plan: as the shape's last call agreed (none yet: as if every rank's buffers
+     * were shareable); each call agrees anew (run_collective) */
+    if (ch.shared && exec_select_verdict(exec, &call) >= 0) {
         ch.plan = ch.shared;
         ch.staged = ch.shared_staged;
     }

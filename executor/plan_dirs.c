@@ -62,7 +62,7 @@ static int load_if_dir(exec_registry_t *reg, const char *dir, const char *what)
  *   host: DIRECT_SHARED, for the calls whose ranks ALL pass buffers the peers can map
  *         (mscclpp_malloc, registered): there they win (0.2-1.7x the scratch plan's time),
  *         staged on malloc'd ones they lose 1.2-8.7x. The plans are registered shared_only and
- *         the ranks agree per call shape (select.c, exec_select_shared);
+ *         the ranks agree at every call they may serve (executor.c, agree_buffers);
  *   CUDA and HIP: none yet (they wait for scripts/gpu-check.sh steps direct and directnccl).
  */
 typedef enum { DIRECT_NEVER, DIRECT_SHARED, DIRECT_ALWAYS } direct_rule_t;

@@ -276,14 +276,14 @@ void exec_select_agreed(mscclpp_executor_t *ex, const exec_call_t *call,
     if (slot) slot->verdict = all_shared ? 1 : -1;
     exec_registry_entry_t *e = entry_of(&ex->registry, shared);
     if (e) e->agreed = all_shared ? 1 : -1;
-    INFO(SUBSYS_EXEC, "rank %d: %s of %zu/%zu bytes%s runs plan '%s' from now on: %s",
+    INFO(SUBSYS_EXEC, "rank %d: %s of %zu/%zu bytes%s runs plan '%s' (agreed per call): %s",
          ex->comm->rank, call->collective, call->in_bytes, call->out_bytes,
          call->inplace ? " in place" : "",
          all_shared ? shared->name
          : slot     ? slot->choice.plan->name
                     : "(scratch)",
          all_shared ? "every rank's buffers are shareable"
-                    : "a rank's buffers are not shareable (they would be staged)");
+                    : "a rank's buffers are not shareable (or the plan does not take them)");
 }
 
 mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call, exec_choice_t *out)
@@ -355,7 +355,8 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_choose_plan(mscclpp_executor_t *ex
     exec_choice_t ch;
     CHECK(exec_select(exec, &call, &ch));
     /* MSCCLPP_PLAN_DIRECT=auto's shared_only plan: what the next call of this size runs, by
-     * the last agreement of a call it served (none yet: a first call runs it to find out) */
+     * the last agreement of a call it served (none yet: as if every rank's buffers were
+     * shareable; each call agrees anew, executor.c) */
     const exec_registry_entry_t *se = ch.shared ? entry_of(&exec->registry, ch.shared) : NULL;
     if (se && se->agreed >= 0) {
         ch.plan = ch.shared;

@@ -34,7 +34,8 @@ typedef struct {
     bool staged;  /* in-place call, out-of-place plan: the input is copied aside first */
     /* The plan for the call when every rank's buffers are shareable (a shared_only plan:
      * MSCCLPP_PLAN_DIRECT=auto's direct plans, registry.h), with its rotation and staging;
-     * NULL when it is `plan`. Which one runs is agreed per call shape: exec_select_verdict. */
+     * NULL when it is `plan`. Which one runs every rank agrees at every call (executor.c,
+     * agree_buffers). */
     const struct mscclpp_plan *shared;
     int shared_rotation;
     bool shared_staged;
@@ -44,16 +45,14 @@ typedef struct {
 mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call, exec_choice_t *out);
 
 /**
- * For a choice with a `shared` plan: whether the call runs it, agreed for the call's shape by
- * every rank at its first call. 0: not known yet (the first call runs `shared`; its context's
- * setup tells every rank whether every rank's buffers are shareable: exec_context_t.all_shared,
- * then exec_select_agreed records it); 1: run `shared`; -1: run `plan`. The same on every
- * rank, since every rank makes the same calls.
+ * For a choice with a `shared` plan: what the last call of this shape ran, as every rank agreed
+ * for it (executor.c, agree_buffers): 0 no call yet, 1 `shared`, -1 `plan`. What
+ * mscclpp_executor_choose_plan and mscclpp_executor_direct report; each call agrees anew.
  */
 int exec_select_verdict(const mscclpp_executor_t *ex, const exec_call_t *call);
 
-/** Record the verdict for `call`'s shape (and, for what mscclpp_executor_choose_plan reports,
- *  for the plan `shared`) after its first call. */
+/** Record the last agreement for `call`'s shape (and, for what mscclpp_executor_choose_plan
+ *  reports, for the plan `shared`). */
 void exec_select_agreed(mscclpp_executor_t *ex, const exec_call_t *call,
                         const struct mscclpp_plan *shared, bool all_shared);
 

@@ -65,6 +65,8 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 
 static uint64_t fnv_u64(uint64_t h, uint64_t v) { return fnv(h, &v, sizeof v); }
 
+uint64_t exec_hash_u64(uint64_t h, uint64_t v) { return fnv_u64(h, v); }
+
 static uint64_t fnv_str(uint64_t h, const char *s)
 {
     return fnv(h, s ? s : "", s ? strlen(s) + 1 : 1);

@@ -95,8 +95,8 @@ def direct_ranks(chan, n):
 # The direct plans as a backend's defaults: plans/direct/<backend>/ holds each backend's
 # variants (its block count, the sizes they serve), registered before plans/<backend>/ when
 # MSCCLPP_PLAN_DIRECT=on, or where the backend's rule says so (executor/plan_dirs.c,
-# direct_default: the host backend under auto, for call shapes whose ranks all pass
-# shareable buffers; docs/plan-selection.md). Host: one block per rank for the
+# direct_default: the host backend under auto, the default, for calls whose ranks all pass
+# shareable buffers, agreed at every such call; docs/plan-selection.md). Host: one block per rank for the
 # allreduce, as plans/host/'s Simple allreduce, INSTANCES otherwise (the scratch plans'
 # counts), from 1 MiB + 1, where they beat the scratch plans on shared buffers (on malloc'd,
 # staged, ones they lose: docs/performance.md, "Direct plans on shared and malloc'd buffers").

@@ -9,9 +9,9 @@
 #                           [-s "MIN MAX FACTOR"] [-m "shared malloc"] [-b BUILD_DIR] [-d]
 #
 # -d: the DEFAULTS instead of the two plan sets: the executor's own choice from plans/ (made
-# plans as usual) with MSCCLPP_PLAN_DIRECT=auto (opt-in: on the host backend the direct
-# plans where every rank's buffers are shareable) against off (the scratch plans, the
-# default); the table's columns are then "off" and "auto" and the plan auto ran.
+# plans as usual) with MSCCLPP_PLAN_DIRECT=auto (the default: on the host backend the direct
+# plans where every rank's buffers are shareable, agreed at every call) against off (the
+# scratch plans); the table's columns are then "off" and "auto" and the plan auto ran.
 #
 # For every rank count, collective, buffer kind and round, two mscclpp-bench runs of the
 # collective back to back (every row checked), each with MSCCLPP_PLAN_DIR naming a folder that

@@ -1398,7 +1398,7 @@ static void which_row(bench_t *b, size_t size, uint64_t msg, int inplace)
     /* MSCCLPP_PLAN_DIRECT=auto registers the host's direct plans for calls whose ranks all pass
      * shareable buffers only (docs/plan-selection.md): others run the next plan that matches */
     const char *dm = mscclpp_config_get("MSCCLPP_PLAN_DIRECT");
-    if (dm && !strcmp(dm, "auto") && !strcmp(mscclpp_backend_name(), "host") && file &&
+    if ((!dm || !*dm || !strcmp(dm, "auto")) && !strcmp(mscclpp_backend_name(), "host") && file &&
         strstr(file, "/direct/host/"))
         printf("%12s  %-17s  (MSCCLPP_PLAN_DIRECT=auto: when every rank's buffers are shareable, "
                "mscclpp_malloc or registered; otherwise the first of the others)\n",

@@ -266,14 +266,14 @@ fi
 # shareable (the bench's mscclpp_malloc), the scratch plan on malloc'd ones (--malloc); the
 # record says which, and --which says when the direct plan serves
 if [ "${MSCCLPP_HAL:-host}" = host ]; then
-    run env MSCCLPP_PLAN_DIRECT=auto "$top_build/tools/mscclpp-info" --plan allreduce 2 4M
+    run env -u MSCCLPP_PLAN_DIRECT "$top_build/tools/mscclpp-info" --plan allreduce 2 4M
     grep -q '^ *4194304 *out-of-place *direct_allreduce_host_2 ' "$tmp/out" &&
         grep -q "MSCCLPP_PLAN_DIRECT=auto: when every rank's buffers are shareable" "$tmp/out" ||
         why="$why info --plan 4M (auto): not the direct plan with its condition"
     for m in shared malloc; do
         flag=""; want=direct_allreduce_host_2
         [ $m = malloc ] && flag=--malloc && want=default_allreduce_simple_host_2
-        run env MSCCLPP_PLAN_DIRECT=auto "$bench" --np 2 allreduce -b 4M -e 4M -n 2 -w 1 $flag \
+        run env -u MSCCLPP_PLAN_DIRECT "$bench" --np 2 allreduce -b 4M -e 4M -n 2 -w 1 $flag \
             --json "$tmp/auto.json"
         [ "$rc" -eq 0 ] && grep -q '^# Out of bounds values : 0 OK' "$tmp/out" &&
             grep -q "\"out_of_place\":{\"plan\":\"$want\"" "$tmp/auto.json" &&

@@ -23,8 +23,8 @@
  *   t_direct_auto      MSCCLPP_PLAN_DIRECT=auto on the host backend: a call shape runs the
  *                      direct plan when every rank's buffers are shareable, the scratch plan
  *                      as soon as one rank's are malloc'd (2 and 4 ranks, mixes)
- *   t_direct_auto_one_rank_moves  by default (MSCCLPP_PLAN_DIRECT=off) rank 0 alone may move
- *                      to new buffers (shared or malloc'd) after two calls of a shape
+ *   t_direct_auto_one_rank_moves  ranks may move to new buffers (shared or malloc'd) alone,
+ *                      and back, under MSCCLPP_PLAN_DIRECT=auto and off
  *   t_fast_io          the fast path for the direct plans' contexts: on mscclpp_malloc'd
  *                      buffers, on malloc'd (staged) ones, on the application's memfd mappings;
  *                      a buffer freed (or mapped anew) at the same address misses it
@@ -508,10 +508,10 @@ static int auto_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         for (size_t i = 0; i < count; i++)
             if (b[i] != (float)(n * (n - 1) / 2 + n * (k + (int)(i % 7))))
                 return MP_FAIL(rank, "allreduce call %d: element %zu is %g", k, i, b[i]);
-        /* the first call runs the direct plan to learn what every rank passes; from the
-         * second the agreed plan, the third and fourth on the fast path */
-        if (k > 0 && auto_ran(rank, e.ex, direct, "allreduce", k)) return 1;
-        if (k == 0 && auto_ran(rank, e.ex, true, "allreduce", k)) return 1;
+        /* every call agrees on every rank's buffers first: the direct plan from the first call
+         * where all are shareable, the scratch plan from the first where one is not; the third
+         * and fourth on the fast path */
+        if (auto_ran(rank, e.ex, direct, "allreduce", k)) return 1;
         if (k >= 2 && e.ex->fast.hits == hits)
             return MP_FAIL(rank, "allreduce call %d missed the fast path", k);
     }
@@ -547,44 +547,86 @@ static int auto_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     return 0;
 }
 
-/* By default ranks need not change their buffers together: after two calls of a shape on shared
- * buffers (2 MiB, the direct plans' range), rank 0 moves to a new pair (mscclpp_malloc'd or
- * malloc'd, arg) while rank 1 keeps its own. Every call must succeed with the right sum. With
- * MSCCLPP_PLAN_DIRECT=auto (session 7's default for a while) the third call timed out on both
- * ranks: a direct context is keyed by every rank's buffers, and rank 1 did not rebuild its own. */
+/* Ranks need not change their buffers together (NCCL lets each rank pass any buffers at any
+ * call), also under MSCCLPP_PLAN_DIRECT=auto, where a direct context maps every rank's buffers:
+ * after two calls of a shape on shared buffers (2 MiB, the direct plans' range), the ranks of
+ * `movers` move to a new pair (mscclpp_malloc'd, or malloc'd), the others keep theirs; two calls
+ * later the movers go back to their first pair (or stay). Every call must succeed with the right
+ * sum on every rank, and under auto run the direct plan where every rank's buffers are
+ * shareable, the scratch plan where one rank's are not. With session 7's auto the third call
+ * timed out on every rank: a direct context was keyed by each rank's own buffers only, so rank 1
+ * launched on the old one while rank 0 set up a new one. */
+typedef struct {
+    int n;
+    unsigned movers;  /* bit r: rank r moves */
+    bool to_malloc;   /* the movers' new pair is malloc'd */
+    bool back;        /* the movers go back to their first pair for calls 4 and 5 */
+    bool stream;      /* calls on a stream */
+    const char *mode; /* MSCCLPP_PLAN_DIRECT, NULL: the default */
+} moves_case_t;
+
 static int moves_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
-    const int how = *(const int *)arg; /* 0: rank 0 moves to shared buffers, 1: to malloc'd */
-    unsetenv("MSCCLPP_PLAN_DIRECT");   /* the default */
+    const moves_case_t *mc = arg;
+    if (mc->mode) setenv("MSCCLPP_PLAN_DIRECT", mc->mode, 1);
+    else unsetenv("MSCCLPP_PLAN_DIRECT"); /* the default */
+    const bool mover = (mc->movers >> rank) & 1u;
     mp_exec_t e;
     if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
     const size_t count = 524288, bytes = count * sizeof(float);
     float *a[2], *b[2];
     if (pair_alloc(rank, false, bytes, &a[0], &b[0]) ||
-        pair_alloc(rank, how == 1, bytes, &a[1], &b[1]))
+        pair_alloc(rank, mc->to_malloc, bytes, &a[1], &b[1]))
         return 1;
-    for (int k = 0; k < 4; k++) {
-        int w = rank == 0 && k >= 2; /* rank 0 moves at the third call */
+    mscclpp_stream_t st = NULL;
+    if (mc->stream) MP_CHECK(rank, mscclpp_stream_create(&st));
+    const bool autom = mc->mode && !strcmp(mc->mode, "auto");
+    int before_back = 0;
+    for (int k = 0; k < 6; k++) {
+        const bool moved = k >= 2 && (k < 4 || !mc->back);
+        int w = mover && moved;
         for (size_t i = 0; i < count; i++) a[w][i] = (float)(rank + k + (int)(i % 5));
+        if (k == 4) before_back = count_contexts(e.ex);
         mscclpp_result_t r =
-            mscclpp_allreduce(e.ex, a[w], b[w], count, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL);
+            mscclpp_allreduce(e.ex, a[w], b[w], count, MSCCLPP_FLOAT32, MSCCLPP_SUM, st);
+        if (r == MSCCLPP_OK && st) r = mscclpp_stream_synchronize(st);
         if (r != MSCCLPP_OK) return MP_FAIL(rank, "call %d: %s", k, mscclpp_last_error());
         for (size_t i = 0; i < count; i++)
             if (b[w][i] != (float)(n * (n - 1) / 2 + n * (k + (int)(i % 5))))
                 return MP_FAIL(rank, "call %d: element %zu is %g", k, i, b[w][i]);
+        /* auto: the direct plan unless a mover's buffers are malloc'd (alike on every rank) */
+        if (autom && auto_ran(rank, e.ex, !(moved && mc->to_malloc), "allreduce", k)) return 1;
     }
+    /* back on the first pair: the context built for it at the first call serves again */
+    if (autom && mc->back && count_contexts(e.ex) != before_back)
+        return MP_FAIL(rank, "%d contexts after the movers went back, %d before",
+                       count_contexts(e.ex), before_back);
     MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
+    if (st) mscclpp_stream_destroy(st);
     mp_exec_close(&e);
     pair_free(false, a[0], b[0]);
-    pair_free(how == 1, a[1], b[1]);
+    pair_free(mc->to_malloc, a[1], b[1]);
     return 0;
 }
 
 START_TEST(t_direct_auto_one_rank_moves)
 {
     set_dirs();
-    int how = _i;
-    ck_assert_int_eq(mp_run(2, moves_body, &how, 300, NULL), 0);
+    static const moves_case_t cases[] = {
+        {2, 1, false, false, false, "auto"}, /* rank 0 to new shared buffers */
+        {2, 1, true, false, false, "auto"},  /* rank 0 to malloc'd ones */
+        {2, 1, false, true, false, "auto"},  /* and back */
+        {2, 1, true, true, false, "auto"},   /* to malloc'd and back */
+        {2, 2, false, true, true, "auto"},   /* rank 1, on a stream */
+        {2, 3, false, true, false, "auto"},  /* both ranks */
+        {4, 4, false, true, false, "auto"},  /* rank 2 of 4 */
+        {4, 9, true, true, true, "auto"},    /* ranks 0 and 3 of 4 to malloc'd and back */
+        {4, 5, false, false, false, "auto"}, /* ranks 0 and 2 of 4, staying */
+        {2, 1, false, true, false, NULL},    /* the default */
+        {2, 1, false, true, false, "off"},
+    };
+    const moves_case_t *mc = &cases[_i];
+    ck_assert_int_eq(mp_run(mc->n, moves_body, (void *)mc, 300, NULL), 0);
 }
 END_TEST
 
@@ -723,7 +765,7 @@ int main(void)
     tcase_add_loop_test(tc, t_direct_staged, 0, 3);
     tcase_add_loop_test(tc, t_fast_io, 0, 3);
     tcase_add_loop_test(tc, t_direct_auto, 0, 7);
-    tcase_add_loop_test(tc, t_direct_auto_one_rank_moves, 0, 2);
+    tcase_add_loop_test(tc, t_direct_auto_one_rank_moves, 0, 11);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -181,8 +181,7 @@ START_TEST(t_info_plans)
     const char *src = getenv("MSCCLPP_TOP_SRCDIR");
     char dir[1024];
     if (!src || !realpath(src, dir)) snprintf(dir, sizeof dir, "%s", src ? src : "..");
-    snprintf(env, sizeof env,
-             "MSCCLPP_PLAN_DIR=%s/plans MSCCLPP_CACHE_DIR=/tmp MSCCLPP_PLAN_DIRECT=auto", dir);
+    snprintf(env, sizeof env, "MSCCLPP_PLAN_DIR=%s/plans MSCCLPP_CACHE_DIR=/tmp", dir);
     ck_assert_int_eq(run_info_args(env, "--plans", out, sizeof out), 0);
     snprintf(want, sizeof want, "plan folder: %s/plans (from MSCCLPP_PLAN_DIR)", dir);
     ck_assert_msg(strstr(out, want), "%s", out);
@@ -198,8 +197,8 @@ START_TEST(t_info_plans)
     snprintf(want, sizeof want, "plans from %s/plans/\n", dir);
     char *generic = strstr(out, want);
     ck_assert_msg(direct && host && generic && direct < host && host < generic, "%s", out);
-    /* MSCCLPP_PLAN_DIRECT=off (the default): no direct plans */
-    snprintf(env, sizeof env, "MSCCLPP_PLAN_DIR=%s/plans", dir);
+    /* MSCCLPP_PLAN_DIRECT=off: no direct plans */
+    snprintf(env, sizeof env, "MSCCLPP_PLAN_DIR=%s/plans MSCCLPP_PLAN_DIRECT=off", dir);
     ck_assert_int_eq(run_info_args(env, "--plans", out, sizeof out), 0);
     ck_assert_msg(strstr(out, "plans/host/") && !strstr(out, "plans/direct/"), "%s", out);
     ck_assert_msg(strstr(out, "registered first for a job of that layout") && strstr(out, "8x8"),
