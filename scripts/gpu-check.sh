@@ -8,6 +8,9 @@
 #   info         device, driver, toolkit, mscclpp-info
 #   copy         the device's own device-to-device copy bandwidth (PyTorch, when installed)
 #   nomps        2 ranks on one GPU WITHOUT MPS: the library must warn (and the time it takes)
+#   floor        an empty kernel's launch cost, without and under MPS (tests/gpu/launch_floor.cu,
+#                built with the device's nvcc): host time per launch and back-to-back time per
+#                launch, the floor under the latency step's figures
 #   hal          tests/gpu/test_gpu_hal, with cuMem and with legacy cudaIpc shareable memory
 #   hipnv        the HIP backend on this NVIDIA GPU (libmscclpp-hal-hipnv.so, docs/gpu.md §8),
 #                MSCCLPP_HAL=hip: test_gpu_hal, the conformance suite in its quick mode and a
@@ -198,9 +201,32 @@ if want interp && command -v ncu >/dev/null; then
             t, l, s}' \
         "$out/interp-ncu.log")
 fi
+# ---- floor, its first half: an empty kernel's launch cost without MPS (tests/gpu/launch_floor.cu,
+# built here with the device's nvcc); the second half runs under MPS below ----
+floorbin=""
+if want floor; then
+    nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+    if [ -x "$nvcc_bin" ] && "$nvcc_bin" -O3 -arch=native -o "$out/launch_floor" \
+        "$src/tests/gpu/launch_floor.cu" >"$out/floor-build.log" 2>&1; then
+        floorbin=$out/launch_floor
+        timeout 60 "$floorbin" 2000 >"$out/floor-nomps.log" 2>&1
+    fi
+fi
 mps_start >"$out/mps.log" 2>&1
 cat "$out/mps.log"
 trap 'mps_stop >/dev/null 2>&1' EXIT
+if want floor; then
+    if [ -z "$floorbin" ]; then
+        result floor SKIP "no nvcc here to build tests/gpu/launch_floor.cu ($(tail -n 1 \
+            "$out/floor-build.log" 2>/dev/null))"
+    else
+        timeout 60 "$floorbin" 2000 >"$out/floor-mps.log" 2>&1
+        fl() { awk -v k="$2" '$2 == k && $3 == "4x1024:" {print $5 "/" $8; exit}' "$1"; }
+        result floor OK "empty kernel 4x1024, host/total us per launch: $(fl "$out/floor-nomps.log" \
+empty) without MPS, $(fl "$out/floor-mps.log" empty) under MPS; one global round trip added: \
+$(fl "$out/floor-mps.log" one-trip) under MPS"
+    fi
+fi
 
 # ---- hal ----
 if want hal; then

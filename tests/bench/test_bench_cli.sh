@@ -11,7 +11,7 @@ limit=${BENCH_TEST_TIMEOUT:-300}
 : "${MSCCLPP_PLAN_DIR:=$top_src/plans}"
 export MSCCLPP_PLAN_DIR
 
-echo "1..16"
+echo "1..17"
 rows() { grep -c '^ *[0-9]' "$tmp/out"; }
 have_py() { command -v python3 >/dev/null 2>&1; }
 

@@ -78,7 +78,7 @@ static void run(const char *name, int which, int nb, int nt, int iters, unsigned
     }
     double sync = now_us() - t0;
     CK(cudaGetLastError());
-    printf("launch_floor %-9s %dx%-4d: host %.2f us/launch, total %.2f us/launch, launch+sync "
+    printf("launch_floor %-9s %dx%d: host %.2f us/launch, total %.2f us/launch, launch+sync "
            "%.2f us (%d launches)\n",
            name, nb, nt, host / iters, total / iters, sync / iters, iters);
 }
