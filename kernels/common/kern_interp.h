@@ -1737,21 +1737,34 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
     kern_blk_t *b = &sm->b;
     const kern_plan_t *p = a->plan;
     const char *pb = (const char *)p;
-    const int ok = p->magic == KERN_PLAN_MAGIC && (uint32_t)nblocks == p->n_blocks &&
-                   p->n_blocks <= KERN_MAX_BLOCKS;
+    kern_state_t *st = a->state;
+    /* Each step's words are all loaded before any is looked at, so that the start of a launch
+     * is a few round trips to memory (the plan's header and thread 0's state words together,
+     * the block's entry, its ops), not one per word: ncu on an H200 found the 8 B launch's
+     * prologue to be such a chain, the checks' && ordering every load after the last. */
+    const uint32_t magic = p->magic, pnb = p->n_blocks, off_blocks = p->off_blocks;
+    const uint32_t off_ops = p->off_ops, off_descs = p->off_descs, off_ids = p->off_ids;
+    uint32_t smagic = 0, sflag = 0, nsems = 0;
+    if (tid == 0 && st) {
+        smagic = st->magic;
+        nsems = st->n_sems;
+        sflag = kern_ld_rlx_u32(&st->flags[(uint32_t)block < KERN_MAX_BLOCKS ? block : 0]);
+    }
+    const int ok = (magic == KERN_PLAN_MAGIC) & ((uint32_t)nblocks == pnb) &
+                   (pnb <= KERN_MAX_BLOCKS);
     kern_block_t bk = {0, 0, 0, 0, 0, 0};
     int staged = 0;
 
     if (ok) {
-        bk = ((const kern_block_t *)(pb + p->off_blocks))[block];
+        bk = ((const kern_block_t *)(pb + off_blocks))[block];
         staged = bk.n_ops <= KERN_STAGE_OPS && bk.n_descs <= KERN_STAGE_DESCS &&
                  bk.n_ids <= KERN_STAGE_IDS;
         if (staged) {
-            const uint64_t *so = (const uint64_t *)((const kern_op_t *)(pb + p->off_ops) +
+            const uint64_t *so = (const uint64_t *)((const kern_op_t *)(pb + off_ops) +
                                                     bk.first_op);
-            const uint64_t *sd = (const uint64_t *)((const kern_desc_t *)(pb + p->off_descs) +
+            const uint64_t *sd = (const uint64_t *)((const kern_desc_t *)(pb + off_descs) +
                                                     bk.first_desc);
-            const uint32_t *si = (const uint32_t *)(pb + p->off_ids) + bk.first_id;
+            const uint32_t *si = (const uint32_t *)(pb + off_ids) + bk.first_id;
             uint64_t *to = (uint64_t *)sm->ops, *td = (uint64_t *)sm->descs;
             uint32_t i, nop = bk.n_ops * (uint32_t)(sizeof(kern_op_t) / 8),
                         nd = bk.n_descs * (uint32_t)(sizeof(kern_desc_t) / 8);
@@ -1770,25 +1783,21 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
             bw[i] = aw[i];
     }
     if (tid == 0) {
-        kern_state_t *st = a->state;
         uint32_t flag = 1;
         b->st = st;
         b->p = p;
-        b->bad = !ok || st->magic != KERN_STATE_MAGIC;
-        if (!b->bad) {
-            flag = kern_ld_rlx_u32(&st->flags[block]);
-            if (flag == 0) flag = 1;
-        }
+        b->bad = !ok || !st || smagic != KERN_STATE_MAGIC;
+        if (!b->bad && sflag != 0) flag = sflag;
         b->flag = flag;
-        b->ops = staged ? sm->ops : (const kern_op_t *)(pb + p->off_ops) + bk.first_op;
-        b->descs = staged ? sm->descs : (const kern_desc_t *)(pb + p->off_descs) + bk.first_desc;
-        b->ids = staged ? sm->ids : (const uint32_t *)(pb + p->off_ids) + bk.first_id;
+        b->ops = staged ? sm->ops : (const kern_op_t *)(pb + off_ops) + bk.first_op;
+        b->descs = staged ? sm->descs : (const kern_desc_t *)(pb + off_descs) + bk.first_desc;
+        b->ids = staged ? sm->ids : (const uint32_t *)(pb + off_ids) + bk.first_id;
         b->n_ops = bk.n_ops;
         b->chans = (const kern_chan_t *)(pb + p->off_chans);
         b->rbufs = (void *const *)(pb + p->off_rbufs);
         /* after the semaphores, 8-byte aligned (kern_args.h) */
         b->roff = b->bad ? (uint64_t *)0
-                         : (uint64_t *)((char *)(st + 1) + ((st->n_sems * 4u + 7u) & ~7u));
+                         : (uint64_t *)((char *)(st + 1) + ((nsems * 4u + 7u) & ~7u));
         b->sw = (const kern_switch_t *)(pb + p->off_switch);
         b->members = (void *const *)(pb + p->off_members);
         b->sems = (int32_t *)(st + 1);
