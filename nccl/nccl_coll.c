@@ -528,7 +528,12 @@ static ncclResult_t run_real(const task_t *t, const op_plan_t *op, const shim_re
  * carries none of it (docs/nccl.md "Point-to-point"). Each transfer from rank s to rank t runs
  * a plan of those two ranks only (p2p_plan): s puts its buffer into t's scratch over a memory
  * channel (a port channel when t is on another node, through the proxy, flushed before the
- * launch ends), signals, and t copies the scratch into its buffer. The plans run on the
+ * launch ends), signals, and t copies the scratch into its buffer. A `nop` (the block's sync)
+ * sits between the put and the signal and between the wait and the copy: a signal publishes
+ * only what the whole block has written before a sync, and a wait only lets thread i past for
+ * channel i (plan-format.md 2.3). Without them a GPU receiver copied stale scratch (an H200,
+ * torch_nccl.py's 512 B ring; the host backend, with one thread a block, never showed it), and
+ * the verifier, which p2p_plan now runs on each plan it makes, names the race. The plans run on the
  * communicator's point-to-point executor (mscclpp_executor_set_p2p), whose every launch
  * fences: when the plan's first op runs, the peer has reached the same transfer, so its
  * scratch is free. Transfers of a group are queued in one order every rank agrees on (the
@@ -633,7 +638,7 @@ static ncclResult_t p2p_plan(ncclComm_t c, int s, int t, const mscclpp_plan_t **
                 "[{\"access_channel_type\":\"%s\",\"remote_buffer_ids\":[0]}],\"ops\":["
                 "{\"name\":\"put\",\"src_buff\":[{\"type\":\"i\",\"index\":0,\"size\":1}],"
                 "\"dst_buff\":[{\"buffer_id\":0,\"index\":0,\"size\":1}],"
-                "\"channel_ids\":[0],\"channel_type\":\"%s\"},"
+                "\"channel_ids\":[0],\"channel_type\":\"%s\"},{\"name\":\"nop\"},"
                 "{\"name\":\"signal\",\"channel_ids\":[0],\"channel_type\":\"%s\"}%s]}]}",
                 sep, r, ch, t, t, ch, ch, ch, ch, ch,
                 local ? "" : ",{\"name\":\"flush\",\"channel_ids\":[0],"
@@ -647,7 +652,7 @@ static ncclResult_t p2p_plan(ncclComm_t c, int s, int t, const mscclpp_plan_t **
                 "\"channels\":[{\"channel_type\":\"%s\",\"channel_ids\":[0]}],"
                 "\"remote_buffer_refs\":[],\"ops\":["
                 "{\"name\":\"wait\",\"channel_ids\":[0],\"channel_type\":\"%s\"},"
-                "{\"name\":\"copy\",\"src_buff\":[{\"type\":\"s\",\"index\":0,\"size\":1}],"
+                "{\"name\":\"nop\"},{\"name\":\"copy\",\"src_buff\":[{\"type\":\"s\",\"index\":0,\"size\":1}],"
                 "\"dst_buff\":[{\"type\":\"o\",\"index\":0,\"size\":1}]}]}]}",
                 sep, r, ch, s, ch, ch);
         else
@@ -661,6 +666,13 @@ static ncclResult_t p2p_plan(ncclComm_t c, int s, int t, const mscclpp_plan_t **
     mscclpp_result_t r = len < cap ? mscclpp_plan_load_string(json, len, slot)
                                    : MSCCLPP_ERR_INTERNAL;
     free(json);
+    /* the plan is ours, so a fault in it is ours too: the verifier simulates it once per pair
+     * and direction (deadlocks, races; a 2-rank, 2-block plan: microseconds) */
+    if (r == MSCCLPP_OK && (r = mscclpp_plan_verify(*slot)) != MSCCLPP_OK) {
+        mscclpp_plan_destroy(*slot);
+        *slot = NULL;
+        r = MSCCLPP_ERR_INTERNAL;
+    }
     if (r != MSCCLPP_OK) {
         char what[160];
         snprintf(what, sizeof what, "%s: the send/recv plan from rank %d to rank %d", who, s, t);

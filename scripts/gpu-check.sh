@@ -8,6 +8,9 @@
 #   info         device, driver, toolkit, mscclpp-info
 #   copy         the device's own device-to-device copy bandwidth (PyTorch, when installed)
 #   nomps        2 ranks on one GPU WITHOUT MPS: the library must warn (and the time it takes)
+#   floor        an empty kernel's launch cost, without and under MPS (tests/gpu/launch_floor.cu,
+#                built with the device's nvcc): host time per launch and back-to-back time per
+#                launch, the floor under the latency step's figures
 #   hal          tests/gpu/test_gpu_hal, with cuMem and with legacy cudaIpc shareable memory
 #   hipnv        the HIP backend on this NVIDIA GPU (libmscclpp-hal-hipnv.so, docs/gpu.md §8),
 #                MSCCLPP_HAL=hip: test_gpu_hal, the conformance suite in its quick mode and a
@@ -72,7 +75,8 @@
 #
 # Environment: MSCCLPP_TOP_BUILDDIR (default ./build, or . when run inside a build tree),
 # MSCCLPP_TOP_SRCDIR (default: this checkout), GPU_CHECK_TIMEOUT (seconds per bench run, 120),
-# GPU_CHECK_COLLS / GPU_CHECK_RANKS (the bench sweep's collectives and rank counts).
+# GPU_CHECK_COLLS / GPU_CHECK_RANKS / GPU_CHECK_SIZES (the bench sweep's collectives, rank counts
+# and size flags, e.g. "-b 8 -e 256M -f 32"), GPU_CHECK_NCU_TIMEOUT (seconds for ncu, 300).
 set -u
 src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 if [ -n "${MSCCLPP_TOP_BUILDDIR:-}" ]; then build=$MSCCLPP_TOP_BUILDDIR
@@ -187,7 +191,7 @@ ncures="no ncu"
 if want interp && command -v ncu >/dev/null; then
     # the last of 20 kernels of 1-rank 8 B calls: GPU time, local-memory (stack, spill) load
     # sectors, and the share of warp stalls waiting on a memory load
-    timeout 300 ncu --clock-control none -c 20 --metrics \
+    timeout "${GPU_CHECK_NCU_TIMEOUT:-300}" ncu --clock-control none -c 20 --metrics \
         gpu__time_duration.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio \
         "$build/tests/gpu/lat_probe" 1 8 20 >"$out/interp-ncu.log" 2>&1
     ncures=$(awk '/gpu__time_duration.sum/ {t = $NF " " $(NF-1)}
@@ -197,9 +201,32 @@ if want interp && command -v ncu >/dev/null; then
             t, l, s}' \
         "$out/interp-ncu.log")
 fi
+# ---- floor, its first half: an empty kernel's launch cost without MPS (tests/gpu/launch_floor.cu,
+# built here with the device's nvcc); the second half runs under MPS below ----
+floorbin=""
+if want floor; then
+    nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+    if [ -x "$nvcc_bin" ] && "$nvcc_bin" -O3 -arch=native -o "$out/launch_floor" \
+        "$src/tests/gpu/launch_floor.cu" >"$out/floor-build.log" 2>&1; then
+        floorbin=$out/launch_floor
+        timeout 60 "$floorbin" 2000 >"$out/floor-nomps.log" 2>&1
+    fi
+fi
 mps_start >"$out/mps.log" 2>&1
 cat "$out/mps.log"
 trap 'mps_stop >/dev/null 2>&1' EXIT
+if want floor; then
+    if [ -z "$floorbin" ]; then
+        result floor SKIP "no nvcc here to build tests/gpu/launch_floor.cu ($(tail -n 1 \
+            "$out/floor-build.log" 2>/dev/null))"
+    else
+        timeout 60 "$floorbin" 2000 >"$out/floor-mps.log" 2>&1
+        fl() { awk -v k="$2" '$2 == k && $3 == "4x1024:" {print $5 "/" $8; exit}' "$1"; }
+        result floor OK "empty kernel 4x1024, host/total us per launch: $(fl "$out/floor-nomps.log" \
+empty) without MPS, $(fl "$out/floor-mps.log" empty) under MPS; one global round trip added: \
+$(fl "$out/floor-mps.log" one-trip) under MPS"
+    fi
+fi
 
 # ---- hal ----
 if want hal; then
@@ -276,6 +303,7 @@ if want bench; then
     for n in $ranks; do
         for c in $colls; do
             if [ $quick = 1 ]; then sizes="-b 8 -e 64M -f 64"; else sizes="-b 8 -e 256M -f 4"; fi
+            [ -n "${GPU_CHECK_SIZES:-}" ] && sizes=$GPU_CHECK_SIZES
             timeout "$limit" "$bench" "$c" --np "$n" $sizes -n 20 -w 5 \
                 --json "$out/bench-$n-$c.json" >"$out/bench-$n-$c.log" 2>&1 || {
                 fails=$((fails + 1))

@@ -1449,14 +1449,22 @@ KERN_BIG_FN void kern_fence_answer(kern_ctx_t *c)
 }
 
 /* Whether this launch fences: forced, or its signature differs from the previous launch's. */
-KERN_FN int kern_fence_needed(const kern_args_t *a)
+/*
+ * The executor's words for this launch: *earlier, an earlier launch's error (0: none), and
+ * whether this launch fences (asked, or the previous launch's signature differs). Every word is
+ * loaded before any is looked at, so the five loads are one round trip to memory, not five in a
+ * row (ncu on an H200, 1-rank 8 B: the launch's prologue is a chain of such trips).
+ */
+KERN_FN int kern_fence_needed(const kern_args_t *a, int64_t *earlier)
 {
-    int k;
-    if (a->fence) return 1;
-    if (!a->last_sig) return 0;
-    for (k = 0; k < KERN_SIG_CMP; k++)
-        if (kern_ld_rlx_u64(&a->last_sig[k]) != a->sig[k]) return 1;
-    return 0;
+    uint64_t w[KERN_EXEC_WORDS];
+    int k, differ = 0;
+    *earlier = 0;
+    if (!a->last_sig) return a->fence != 0;
+    KERN_UNROLL for (k = 0; k < KERN_EXEC_WORDS; k++) w[k] = kern_ld_rlx_u64(&a->last_sig[k]);
+    *earlier = (int64_t)w[KERN_EXEC_FAILED];
+    KERN_UNROLL for (k = 0; k < KERN_SIG_CMP; k++) differ |= w[k] != a->sig[k];
+    return a->fence || differ;
 }
 
 /* An op's function called by kern_exec_op (kern_putv): out of line where ptxas compiles it
@@ -1819,8 +1827,8 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
         const kern_op_t *ops = b->ops;
         const uint32_t nops = b->n_ops;
         uint32_t i = 0;
-        int64_t earlier =
-            a->last_sig ? (int64_t)kern_ld_rlx_u64(&a->last_sig[KERN_EXEC_FAILED]) : 0;
+        int64_t earlier;
+        const int fence = kern_fence_needed(a, &earlier);
         if (earlier != 0) {
             /* an earlier launch failed: nothing of this one runs (kern_args.h, Errors) */
             if (tid == 0)
@@ -1828,7 +1836,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
                           (uint64_t)earlier);
             i = nops;
         }
-        c.fenced = earlier == 0 && kern_fence_needed(a);
+        c.fenced = earlier == 0 && fence;
         if (c.fenced) kern_launch_fence(&c); /* errors: c.op stays -1 */
         while (i < nops) {
             const kern_op_t *op = &ops[i];

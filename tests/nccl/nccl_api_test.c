@@ -934,6 +934,75 @@ static void t_back_to_back(ncclComm_t comm, int rank, int n, bool zc)
 }
 
 /*
+ * Send/recv of growing sizes on the same buffers, as tests/gpu/torch_nccl.py issues them through
+ * PyTorch (whose caching allocator hands the same addresses back): at each size a ring
+ * (grouped send + receive) and, with an even rank count, pairs (send then receive, or receive
+ * then send, each alone). The buffers move inside their allocations from call to call, each
+ * rank its own way (the caching allocator's offsets differ per rank): a rank's buffer may be
+ * new while its peer's is the one of an earlier call. On an H200 the 512 B ring after the 64 B
+ * pairs delivered only the first 64 B. `zc`: ncclMemAlloc'd and registered, else malloc.
+ */
+static void t_p2p_sizes(ncclComm_t comm, int rank, int n, bool zc)
+{
+    static const size_t counts_p2p[] = {2, 16, 128, 1024, 8192, 65536, 16, 2, 65536, 128};
+    const size_t cap = 65536 + 256;
+    int32_t *s0 = NULL, *r0 = NULL;
+    void *hs = NULL, *hr = NULL;
+    if (zc) {
+        NCCLCHECK(ncclMemAlloc((void **)&s0, cap * 4));
+        NCCLCHECK(ncclMemAlloc((void **)&r0, cap * 4));
+        NCCLCHECK(ncclCommRegister(comm, s0, cap * 4, &hs));
+        NCCLCHECK(ncclCommRegister(comm, r0, cap * 4, &hr));
+    } else {
+        s0 = alloc(cap, ncclInt32);
+        r0 = alloc(cap, ncclInt32);
+    }
+    const char *mem = zc ? "ncclMemAlloc" : "malloc";
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n, peer = rank ^ 1;
+    for (size_t k = 0; k < sizeof counts_p2p / sizeof *counts_p2p && !g_fails; k++) {
+        const size_t count = counts_p2p[k];
+        for (int pass = 0; pass < 2 && !g_fails; pass++) {
+            const bool ring = pass == 0;
+            if (!ring && n % 2) break;
+            const int from = ring ? prev : peer;
+            /* offsets (elements): the send buffer moves on odd ranks only, the receive
+             * buffer on every rank, with another period */
+            int32_t *s = s0 + (rank % 2 ? (k % 2) * 64 : 0), *r = r0 + ((k + pass) % 3) * 32;
+            for (size_t i = 0; i < count; i++) s[i] = b2b_val(rank, i, (int)(k * 2) + pass);
+            for (size_t i = 0; i < count; i++) r[i] = -1;
+            if (ring) {
+                NCCLCHECK(ncclGroupStart());
+                NCCLCHECK(ncclSend(s, count, ncclInt32, next, comm, NULL));
+                NCCLCHECK(ncclRecv(r, count, ncclInt32, prev, comm, NULL));
+                NCCLCHECK(ncclGroupEnd());
+            } else if (rank % 2 == 0) {
+                NCCLCHECK(ncclSend(s, count, ncclInt32, peer, comm, NULL));
+                NCCLCHECK(ncclRecv(r, count, ncclInt32, peer, comm, NULL));
+            } else {
+                NCCLCHECK(ncclRecv(r, count, ncclInt32, peer, comm, NULL));
+                NCCLCHECK(ncclSend(s, count, ncclInt32, peer, comm, NULL));
+            }
+            size_t bad = 0, first = 0;
+            for (size_t i = 0; i < count; i++)
+                if (r[i] != b2b_val(from, i, (int)(k * 2) + pass) && !bad++) first = i;
+            if (bad)
+                FAIL("send/recv of growing sizes (%s): %s of %zu elements (step %zu): %zu "
+                     "wrong, first [%zu] is %d, expected %d", mem, ring ? "ring" : "pair", count,
+                     k, bad, first, (int)r[first], (int)b2b_val(from, first, (int)(k * 2) + pass));
+        }
+    }
+    if (zc) {
+        NCCLCHECK(ncclCommDeregister(comm, hs));
+        NCCLCHECK(ncclCommDeregister(comm, hr));
+        NCCLCHECK(ncclMemFree(s0));
+        NCCLCHECK(ncclMemFree(r0));
+    } else {
+        free(s0);
+        free(r0);
+    }
+}
+
+/*
  * Zero-copy across ncclMemFree: allreduce on ncclMemAlloc'd buffers, free them, allocate the
  * same sizes again (the same addresses, as the allocator usually hands back) and allreduce
  * new values. A context kept from the first buffers would use the peers' old memory. Sizes
@@ -1115,6 +1184,9 @@ static int run_rank(const char *mode, int rank, int n, ncclUniqueId id)
     } else if (!strcmp(mode, "backtoback")) {
         t_back_to_back(comm, rank, n, false);
         t_back_to_back(comm, rank, n, true);
+    } else if (!strcmp(mode, "p2psizes")) {
+        t_p2p_sizes(comm, rank, n, false);
+        t_p2p_sizes(comm, rank, n, true);
     } else if (!strcmp(mode, "realloc")) {
         t_realloc(comm, rank, n);
     } else if (!strcmp(mode, "p2pnodes")) {

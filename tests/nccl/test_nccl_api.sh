@@ -20,7 +20,7 @@ MSCCLPP_HAL=host
 export MSCCLPP_HAL
 unset MSCCLPP_NCCL_LIB_PATH MSCCLPP_NCCL_PLAN_DIR
 
-echo "1..25"
+echo "1..27"
 # case NAME CMD...: pass when the command exits 0
 case_ok() {
     name=$1
@@ -30,7 +30,7 @@ case_ok() {
 }
 
 if [ ! -f "$shim" ] || [ ! -x "$t_shim" ]; then
-    for c in $(seq 1 25); do
+    for c in $(seq 1 27); do
         skip "case $c" "libmscclpp_nccl not built (configure found no nccl.h; see docs/nccl.md)"
     done
     exit 0
@@ -200,5 +200,13 @@ done
 for r in 2 3; do
     case_ok "ranks that disagree on count or dtype get an error, then agree again, $r ranks" \
         env MSCCLPP_TIMEOUT=5 "$t_shim" mismatch $r
+done
+
+# 26-27: send/recv of growing sizes on buffers that move inside their allocations, each rank
+# its own way (malloc'd, then ncclMemAlloc'd): the shim's point-to-point plans lacked the block
+# syncs around their signal and wait (a GPU receiver copied stale scratch; p2p_plan now verifies
+# each plan it makes, which fails these cases on the old plans)
+for r in 2 3; do
+    case_ok "send/recv of growing sizes, moving buffers, $r ranks" "$t_shim" p2psizes $r
 done
 [ $fails -eq 0 ]
