@@ -25,6 +25,7 @@
 
 #include "base/config.h"
 #include "base/debug.h"
+#include "base/wait.h"
 #include "executor/exec.h"
 #include "hal/hal_api.h"
 
@@ -241,6 +242,7 @@ static mscclpp_result_t stage_at(const exec_context_t *c, const void **send, voi
 static mscclpp_result_t launch(mscclpp_executor_t *ex, exec_context_t *c, exec_lowcache_t *l,
                                const void *send, void *recv, uint64_t in_off, uint64_t out_off,
                                mscclpp_stream_t stream, int nthreads);
+static void board_release(mscclpp_executor_t *ex);
 
 /* A staged call's launch: the caller's input into the stand-ins on the call's stream (or now,
  * without one), the launch on them, the output back to the caller's buffer behind it. */
@@ -548,6 +550,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
     exec_native_release(exec); /* before the communicator may go */
     exec_contexts_free_all(exec, true);
     exec_alltoallv_release(exec);
+    board_release(exec); /* no peer writes it: each agreement of theirs needs one of mine */
     if (exec->tmp) exec->hal->mem_free(exec->tmp);
     exec->hal->mem_free(exec->last_sig);
     exec_tuning_free(exec->tuning);
@@ -642,6 +645,144 @@ static bool runs_on(mscclpp_executor_t *ex, const struct mscclpp_plan *plan, con
 #define AGREE_BUFS_VERSION 1u
 #define AGREE_BUFS_SHAREABLE 1u
 #define AGREE_BUFS_WORDS 3 /* magic << 32 | version, flags, identity; then the call's hash */
+#define BOARD_SLOT_U64 8   /* a board slot, 64 bytes: word 0 the agreement's number, then its words */
+
+/* The board's bytes for n ranks: two slots per rank (agreements alternate between them). */
+static size_t board_size(int n)
+{
+    size_t b = (size_t)n * 2 * BOARD_SLOT_U64 * sizeof(uint64_t);
+    return (b + 4095) / 4096 * 4096;
+}
+
+static void board_release(mscclpp_executor_t *ex)
+{
+    for (int q = 0; ex->board_mapping && q < ex->comm->nranks; q++)
+        if (ex->board_mapping[q]) comm_unmap_peer(ex->comm, ex->board_mapping[q]);
+    if (ex->board) ex->hal->mem_free(ex->board);
+    free(ex->board_peer);
+    free(ex->board_mapping);
+    ex->board = NULL;
+    ex->board_peer = NULL;
+    ex->board_mapping = NULL;
+}
+
+/*
+ * The board, set up at the first buffer agreement (every rank makes it at the same call):
+ * where the backend's device memory is host memory and every rank is on this node, each rank
+ * allocates a shareable board and maps every peer's, exchanged in one bootstrap allgather that
+ * also says whether every rank could; otherwise every rank agrees through the bootstrap
+ * (board_state -1). A failure after that exchange breaks the executor (the caller).
+ */
+static mscclpp_result_t board_setup(mscclpp_executor_t *ex)
+{
+    const int n = ex->comm->nranks, me = ex->comm->rank;
+    bool local = ex->host_memory;
+    for (int q = 0; q < n && local; q++) local = q == me || comm_same_node(ex->comm, q);
+    ex->board_state = -1;
+    if (!local) return MSCCLPP_OK; /* a rank elsewhere: every rank has one, so all decide so */
+    const size_t rec = 8 + REGMEM_WIRE_MAX, bytes = board_size(n);
+    uint8_t *all = calloc((size_t)n, rec);
+    ex->board_peer = calloc((size_t)n, sizeof *ex->board_peer);
+    ex->board_mapping = calloc((size_t)n, sizeof *ex->board_mapping);
+    if (!all || !ex->board_peer || !ex->board_mapping) {
+        free(all);
+        board_release(ex);
+        return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
+    }
+    void *b = NULL;
+    mscclpp_regmem_t *m = NULL;
+    size_t len = 0;
+    bool ok = ex->hal->mem_alloc_shareable(bytes, &b) == MSCCLPP_OK &&
+              ex->hal->memset_sync(b, 0, bytes) == MSCCLPP_OK &&
+              mscclpp_register_memory(ex->comm, b, bytes, MSCCLPP_TRANSPORT_IPC, &m) ==
+                  MSCCLPP_OK &&
+              mscclpp_regmem_serialize(m, all + (size_t)me * rec + 8, REGMEM_WIRE_MAX, &len) ==
+                  MSCCLPP_OK;
+    if (m) mscclpp_regmem_destroy(m);
+    if (!ok) {
+        INFO(SUBSYS_EXEC, "rank %d: no shared board for buffer agreements (%s): the bootstrap",
+             me, mscclpp_last_error());
+        core_clear_error();
+        len = 0;
+    }
+    uint64_t l64 = len;
+    memcpy(all + (size_t)me * rec, &l64, sizeof l64);
+    ex->board = b;
+    mscclpp_result_t r = mscclpp_bootstrap_allgather(ex->comm->boot, all, rec);
+    for (int q = 0; q < n && r == MSCCLPP_OK && ok; q++) {
+        memcpy(&l64, all + (size_t)q * rec, sizeof l64);
+        ok = l64 != 0 && l64 <= REGMEM_WIRE_MAX;
+    }
+    for (int q = 0; q < n && r == MSCCLPP_OK && ok; q++) {
+        if (q == me) continue;
+        memcpy(&l64, all + (size_t)q * rec, sizeof l64);
+        r = mscclpp_regmem_deserialize(ex->comm, all + (size_t)q * rec + 8, (size_t)l64, &m);
+        if (r != MSCCLPP_OK) break;
+        if (!m->ptr)
+            r = ERR(MSCCLPP_ERR_UNSUPPORTED, "executor: rank %d cannot map rank %d's board", me,
+                    q);
+        ex->board_peer[q] = m->ptr;
+        ex->board_mapping[q] = m->import_base;
+        m->import_base = NULL;
+        mscclpp_regmem_destroy(m);
+    }
+    free(all);
+    if (r != MSCCLPP_OK || !ok) {
+        board_release(ex);
+        return r; /* !ok: some rank has no board, so every rank goes by the bootstrap */
+    }
+    ex->board_peer[me] = ex->board;
+    ex->board_bytes = bytes;
+    ex->board_state = 1;
+    return MSCCLPP_OK;
+}
+
+/*
+ * One agreement on the board: my `w` words of all[] (w < BOARD_SLOT_U64) into my slot of this
+ * agreement's parity on every peer's board, number last (release), then every peer's from my
+ * board once their number is this agreement's. A slot is rewritten two agreements later at the
+ * earliest, by which time its reader took part in the one between: it has read it.
+ */
+static mscclpp_result_t board_exchange(mscclpp_executor_t *ex, uint64_t *all, size_t w)
+{
+    const int n = ex->comm->nranks, me = ex->comm->rank;
+    const uint64_t seq = ++ex->board_seq;
+    const size_t par = (size_t)(seq & 1);
+    const uint64_t *mine = all + (size_t)me * w;
+    for (int q = 0; q < n; q++) {
+        if (q == me) continue;
+        uint64_t *s = ex->board_peer[q] + ((size_t)me * 2 + par) * BOARD_SLOT_U64;
+        for (size_t i = 0; i < w; i++) __atomic_store_n(s + 1 + i, mine[i], __ATOMIC_RELAXED);
+        __atomic_store_n(s, seq, __ATOMIC_RELEASE);
+    }
+    for (int q = 0; q < n; q++) {
+        if (q == me) continue;
+        const uint64_t *s = ex->board + ((size_t)q * 2 + par) * BOARD_SLOT_U64;
+        base_wait_t wt;
+        base_wait_init(&wt, config_timeout_ns(), BASE_WAIT_SPIN_SHARED);
+        while (__atomic_load_n(s, __ATOMIC_ACQUIRE) != seq) {
+            if (comm_aborted(ex->comm)) return comm_abort_error(ex->comm, "buffer agreement");
+            if (!base_wait_pause(&wt))
+                return ERR(MSCCLPP_ERR_TIMEOUT,
+                           "rank %d: rank %d did not reach the buffer agreement of this call "
+                           "(MSCCLPP_PLAN_DIRECT=auto, docs/plan-selection.md) within "
+                           "MSCCLPP_TIMEOUT: it is gone, stuck in an earlier call, or makes "
+                           "another call (every rank must make the same calls in the same order)",
+                           me, q);
+        }
+        for (size_t i = 0; i < w; i++)
+            all[(size_t)q * w + i] = __atomic_load_n(s + 1 + i, __ATOMIC_RELAXED);
+    }
+    return MSCCLPP_OK;
+}
+
+/* Every rank's `w` words of all[] (mine in place): on the board where there is one. */
+static mscclpp_result_t agree_exchange(mscclpp_executor_t *ex, uint64_t *all, size_t w)
+{
+    if (!ex->board_state) CHECK(board_setup(ex));
+    if (ex->board_state > 0) return board_exchange(ex, all, w);
+    return mscclpp_bootstrap_allgather(ex->comm->boot, all, w * sizeof *all);
+}
 
 /*
  * MSCCLPP_PLAN_DIRECT=auto (exec_choice_t.shared): whether this call runs the plan for calls
@@ -691,7 +832,7 @@ static mscclpp_result_t agree_buffers(mscclpp_executor_t *ex, const exec_call_t 
     my[1] = mine ? AGREE_BUFS_SHAREABLE : 0;
     my[2] = id;
     my[3] = what;
-    mscclpp_result_t r = mscclpp_bootstrap_allgather(ex->comm->boot, all, w * sizeof *all);
+    mscclpp_result_t r = agree_exchange(ex, all, w);
     if (r != MSCCLPP_OK) {
         free(all);
         /* a peer that is gone, or not making this call: nothing was launched, but the peers

@@ -597,6 +597,10 @@ static int moves_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         /* auto: the direct plan unless a mover's buffers are malloc'd (alike on every rank) */
         if (autom && auto_ran(rank, e.ex, !(moved && mc->to_malloc), "allreduce", k)) return 1;
     }
+    /* the agreements went through the shared board (one node, host memory), not the bootstrap */
+    if (autom && e.ex->board_state != 1)
+        return MP_FAIL(rank, "buffer agreements without the shared board (state %d)",
+                       e.ex->board_state);
     /* back on the first pair: the context built for it at the first call serves again */
     if (autom && mc->back && count_contexts(e.ex) != before_back)
         return MP_FAIL(rank, "%d contexts after the movers went back, %d before",
