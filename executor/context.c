@@ -265,6 +265,11 @@ static bool context_match(const exec_cache_entry_t *e, const void *key)
 static bool context_holds(const exec_cache_entry_t *e, const void *base)
 {
     const exec_context_t *c = context_of(e);
+    /* one keyed by every rank's buffers (peers) is never matched again once a rank's buffer
+     * is gone (its id is in the key), and a rank may forget its buffers alone: dropped here it
+     * would leave the ranks' caches unlike, and the bound evicts by count (cache.c); it goes as
+     * the least recently used, alike everywhere */
+    if (c->peers) return false;
     return c->send_base == base || c->recv_base == base;
 }
 

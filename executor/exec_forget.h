@@ -10,7 +10,10 @@
  * old context and use the peers' old mappings. Forgetting is local (no message): every rank
  * that freed its allocation drops its own contexts on it, so ranks that free their buffers
  * alike (the same program on every rank) miss together at their next call and rebuild the
- * context collectively, as on first use.
+ * context collectively, as on first use. Contexts keyed by every rank's buffers
+ * (MSCCLPP_PLAN_DIRECT=auto's agreed calls, exec_context_t.peers) are not dropped: their key
+ * holds the allocation's id, so they never match a new one, and a rank may free its buffers
+ * alone; they go as the least recently used, alike on every rank.
  */
 #ifndef MSCCLPP_EXECUTOR_EXEC_FORGET_H
 #define MSCCLPP_EXECUTOR_EXEC_FORGET_H

@@ -25,6 +25,8 @@
  *                      as soon as one rank's are malloc'd (2 and 4 ranks, mixes)
  *   t_direct_auto_one_rank_moves  ranks may move to new buffers (shared or malloc'd) alone,
  *                      and back, under MSCCLPP_PLAN_DIRECT=auto and off
+ *   t_direct_auto_forget_alone  one rank forgets its buffers alone; the bounded cache still
+ *                      evicts alike on every rank
  *   t_fast_io          the fast path for the direct plans' contexts: on mscclpp_malloc'd
  *                      buffers, on malloc'd (staged) ones, on the application's memfd mappings;
  *                      a buffer freed (or mapped anew) at the same address misses it
@@ -39,6 +41,7 @@
 #include <unistd.h>
 
 #include "executor/exec.h" /* the executor's contexts, read (never changed) to check sizes */
+#include "executor/exec_forget.h"
 #include "mscclpp/mscclpp.h"
 #include "tests/unit/mp_harness.h"
 
@@ -634,6 +637,52 @@ START_TEST(t_direct_auto_one_rank_moves)
 }
 END_TEST
 
+/* A rank may forget its buffers alone (mscclpp_executor_forget; the NCCL API's ncclMemFree):
+ * under MSCCLPP_PLAN_DIRECT=auto the direct contexts are keyed by every rank's buffers, so
+ * dropping one on that rank only would leave the ranks' caches unlike, and the bound on the
+ * cache (MSCCLPP_EXEC_CONTEXTS, 3 here) would then evict on one rank and not on the other (a
+ * barrier met by one rank: the call timed out). Rank 0 forgets its first pair alone; then four
+ * calls on new pairs, every element checked. */
+static int forget_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    setenv("MSCCLPP_PLAN_DIRECT", "auto", 1);
+    setenv("MSCCLPP_EXEC_CONTEXTS", "3", 1);
+    setenv("MSCCLPP_TIMEOUT", "10", 1);
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
+    const size_t count = 524288, bytes = count * sizeof(float); /* 2 MiB: direct/host's range */
+    float *a[5], *b[5];
+    int dropped = 0;
+    for (int k = 0; k < 5; k++)
+        if (pair_alloc(rank, false, bytes, &a[k], &b[k])) return 1;
+    for (int k = 0; k < 5; k++) {
+        for (size_t i = 0; i < count; i++) a[k][i] = (float)(rank + k + (int)(i % 3));
+        MP_CHECK(rank, mscclpp_allreduce(e.ex, a[k], b[k], count, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                                         NULL));
+        for (size_t i = 0; i < count; i++)
+            if (b[k][i] != (float)(n * (n - 1) / 2 + n * (k + (int)(i % 3))))
+                return MP_FAIL(rank, "call %d: element %zu is %g", k, i, b[k][i]);
+        if (auto_ran(rank, e.ex, true, "allreduce", k)) return 1;
+        if (k == 0 && rank == 0) MP_CHECK(rank, mscclpp_executor_forget(e.ex, a[0], &dropped));
+    }
+    if (dropped != 0)
+        return MP_FAIL(rank, "forget dropped %d contexts keyed by every rank's buffers", dropped);
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
+    mp_exec_close(&e);
+    for (int k = 0; k < 5; k++) pair_free(false, a[k], b[k]);
+    unsetenv("MSCCLPP_EXEC_CONTEXTS");
+    unsetenv("MSCCLPP_TIMEOUT");
+    return 0;
+}
+
+START_TEST(t_direct_auto_forget_alone)
+{
+    set_dirs();
+    ck_assert_int_eq(mp_run(2, forget_body, NULL, 300, NULL), 0);
+}
+END_TEST
+
 START_TEST(t_direct_auto)
 {
     set_dirs();
@@ -770,6 +819,7 @@ int main(void)
     tcase_add_loop_test(tc, t_fast_io, 0, 3);
     tcase_add_loop_test(tc, t_direct_auto, 0, 7);
     tcase_add_loop_test(tc, t_direct_auto_one_rank_moves, 0, 11);
+    tcase_add_test(tc, t_direct_auto_forget_alone);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
