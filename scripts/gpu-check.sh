@@ -400,7 +400,7 @@ if want alltoallv; then
     fails=0
     line=""
     for shape in 1x4 2x1; do
-        MSCCLPP_HAL=cuda MADE_FILTER=$shape timeout 600 "$build/tests/conformance/test_made" \
+        MSCCLPP_HAL=cuda MADE_FILTER=$shape timeout $((limit * 2)) "$build/tests/conformance/test_made" \
             >"$out/alltoallv-$shape.log" 2>&1 || fails=$((fails + 1))
         line="$line $(grep -m1 '^# .*calls on' "$out/alltoallv-$shape.log" | sed 's/^# //');"
     done
@@ -510,7 +510,7 @@ if want agree; then
     fails=0
     line=""
     for case in agree queue; do
-        MSCCLPP_TEST_HAL=cuda CK_RUN_CASE=$case timeout 900 "$build/tests/unit/test_exec_agree" \
+        MSCCLPP_TEST_HAL=cuda CK_RUN_CASE=$case timeout $((limit * 3)) "$build/tests/unit/test_exec_agree" \
             >"$out/agree-$case.log" 2>&1 || fails=$((fails + 1))
         line="$line $case: $(grep -m1 '^[0-9]*%: Checks' "$out/agree-$case.log");"
     done
