@@ -3,6 +3,10 @@
 # GPU, over a build made with --with-cuda (for instance by shared/tools/gpu-pack.sh).
 #
 #   scripts/gpu-check.sh [-o OUTDIR] [--variants DIR] [--quick] [--skip STEP,...] [--only STEP,...]
+#                        [--deadline SECONDS]
+# --deadline: no step starts after SECONDS from the start (each is said SKIP in the report); a
+# step that started runs to its own bound. For a device call with a hard time limit: pick a
+# deadline that leaves the longest step's bound before that limit.
 #
 # Steps (each bounded by `timeout`, each logged in OUTDIR/<step>.log):
 #   info         device, driver, toolkit, mscclpp-info
@@ -85,6 +89,8 @@ elif [ -x ./tools/mscclpp-bench ]; then build=$(pwd)
 else build=$src/build; fi
 out=gpu-check-$(date -u +%Y%m%d-%H%M%S)
 variants=""
+deadline=""
+late=","
 quick=0
 skip=","
 while [ $# -gt 0 ]; do
@@ -94,11 +100,13 @@ while [ $# -gt 0 ]; do
     --quick) quick=1 ;;
     --skip) skip=",$2,"; shift ;;
     --only) only=",$2,"; shift ;;
+    --deadline) deadline=$2; shift ;;
     -h | --help) sed -n "2,/^set -u/{/^set -u/d;p}" "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
 done
+case $deadline in *[!0-9]*) echo "gpu-check: --deadline takes whole seconds, not '$deadline'" >&2; exit 2 ;; esac
 # --only STEP,...: every other step skipped
 steps_all="copy nomps floor interp hal hipnv conformance bench direct alltoallv multinode latency"
 steps_all="$steps_all graphs agree torchnccl directnccl torchgraphs seed variants"
@@ -119,7 +127,19 @@ report=$out/report.md
 status=0
 t0=$(date +%s)
 
-want() { case $skip in *",$1,"*) return 1 ;; esac; return 0; }
+# want STEP: run it? Not when skipped, nor once the run is past --deadline (said once per step:
+# the report still gets written, so a device call with a hard limit keeps what ran)
+want() {
+    case $skip in *",$1,"*) return 1 ;; esac
+    if [ -n "$deadline" ] && [ $(($(date +%s) - t0)) -ge "$deadline" ]; then
+        case $late in *",$1,"*) ;; *)
+            late="$late$1,"
+            result "$1" SKIP "the run passed --deadline $deadline s before this step" ;;
+        esac
+        return 1
+    fi
+    return 0
+}
 # result STEP OK|FAIL|SKIP TEXT: one line of the summary
 result() {
     printf '| %s | %s | %s |\n' "$1" "$2" "$3" >>"$out/summary.md"
