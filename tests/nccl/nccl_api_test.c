@@ -838,6 +838,46 @@ static void t_stream_gate(ncclComm_t comm, int rank, int n)
 /* ---- back-to-back calls and zero-copy ---- */
 
 /* The int32 input of rank r at element i in step it: small enough that sums never overflow. */
+/* Two int32 buffers of `cap` elements each: ncclMemAlloc'd and registered when `zc` (so the
+ * plans run on them, zero-copy), else malloc'd (staged). false (and a FAIL) when NCCL refused. */
+typedef struct {
+    int32_t *a, *b;
+    void *ha, *hb;
+    bool zc;
+} buf_pair_t;
+
+static bool pair_alloc(ncclComm_t comm, size_t cap, bool zc, buf_pair_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->zc = zc;
+    if (!zc) {
+        p->a = alloc(cap, ncclInt32);
+        p->b = alloc(cap, ncclInt32);
+        return true;
+    }
+    ncclResult_t r = ncclMemAlloc((void **)&p->a, cap * 4);
+    if (r == ncclSuccess) r = ncclMemAlloc((void **)&p->b, cap * 4);
+    if (r == ncclSuccess) r = ncclCommRegister(comm, p->a, cap * 4, &p->ha);
+    if (r == ncclSuccess) r = ncclCommRegister(comm, p->b, cap * 4, &p->hb);
+    if (r != ncclSuccess)
+        FAIL("ncclMemAlloc/ncclCommRegister of %zu bytes -> %d: %s", cap * 4, (int)r,
+             ncclGetLastError(NULL));
+    return r == ncclSuccess;
+}
+
+static void pair_free(ncclComm_t comm, buf_pair_t *p)
+{
+    if (!p->zc) {
+        free(p->a);
+        free(p->b);
+        return;
+    }
+    NCCLCHECK(ncclCommDeregister(comm, p->ha));
+    NCCLCHECK(ncclCommDeregister(comm, p->hb));
+    NCCLCHECK(ncclMemFree(p->a));
+    NCCLCHECK(ncclMemFree(p->b));
+}
+
 static int32_t b2b_val(int r, size_t i, int it) { return (r + 1) * 1000 + (int32_t)(i % 997) + it; }
 
 /*
@@ -850,17 +890,9 @@ static int32_t b2b_val(int r, size_t i, int it) { return (r + 1) * 1000 + (int32
 static void t_back_to_back(ncclComm_t comm, int rank, int n, bool zc)
 {
     const size_t cap = 70 * 1024 / 4 * 4; /* int32 elements: room for every step below */
-    int32_t *a = NULL, *b = NULL;
-    void *ha = NULL, *hb = NULL;
-    if (zc) {
-        NCCLCHECK(ncclMemAlloc((void **)&a, cap * 4));
-        NCCLCHECK(ncclMemAlloc((void **)&b, cap * 4));
-        NCCLCHECK(ncclCommRegister(comm, a, cap * 4, &ha));
-        NCCLCHECK(ncclCommRegister(comm, b, cap * 4, &hb));
-    } else {
-        a = alloc(cap, ncclInt32);
-        b = alloc(cap, ncclInt32);
-    }
+    buf_pair_t bufs;
+    if (!pair_alloc(comm, cap, zc, &bufs)) return;
+    int32_t *a = bufs.a, *b = bufs.b;
     /* kind: 0 allreduce, 1 allgather, 2 reduce-scatter, 3 reduce-scatter in place;
      * count: elements per rank for 1-3 */
     static const struct {
@@ -922,15 +954,7 @@ static void t_back_to_back(ncclComm_t comm, int rank, int n, bool zc)
             }
         }
     }
-    if (zc) {
-        NCCLCHECK(ncclCommDeregister(comm, ha));
-        NCCLCHECK(ncclCommDeregister(comm, hb));
-        NCCLCHECK(ncclMemFree(a));
-        NCCLCHECK(ncclMemFree(b));
-    } else {
-        free(a);
-        free(b);
-    }
+    pair_free(comm, &bufs);
 }
 
 /*
@@ -946,17 +970,9 @@ static void t_p2p_sizes(ncclComm_t comm, int rank, int n, bool zc)
 {
     static const size_t counts_p2p[] = {2, 16, 128, 1024, 8192, 65536, 16, 2, 65536, 128};
     const size_t cap = 65536 + 256;
-    int32_t *s0 = NULL, *r0 = NULL;
-    void *hs = NULL, *hr = NULL;
-    if (zc) {
-        NCCLCHECK(ncclMemAlloc((void **)&s0, cap * 4));
-        NCCLCHECK(ncclMemAlloc((void **)&r0, cap * 4));
-        NCCLCHECK(ncclCommRegister(comm, s0, cap * 4, &hs));
-        NCCLCHECK(ncclCommRegister(comm, r0, cap * 4, &hr));
-    } else {
-        s0 = alloc(cap, ncclInt32);
-        r0 = alloc(cap, ncclInt32);
-    }
+    buf_pair_t bufs;
+    if (!pair_alloc(comm, cap, zc, &bufs)) return;
+    int32_t *s0 = bufs.a, *r0 = bufs.b;
     const char *mem = zc ? "ncclMemAlloc" : "malloc";
     const int next = (rank + 1) % n, prev = (rank + n - 1) % n, peer = rank ^ 1;
     for (size_t k = 0; k < sizeof counts_p2p / sizeof *counts_p2p && !g_fails; k++) {
@@ -991,15 +1007,7 @@ static void t_p2p_sizes(ncclComm_t comm, int rank, int n, bool zc)
                      k, bad, first, (int)r[first], (int)b2b_val(from, first, (int)(k * 2) + pass));
         }
     }
-    if (zc) {
-        NCCLCHECK(ncclCommDeregister(comm, hs));
-        NCCLCHECK(ncclCommDeregister(comm, hr));
-        NCCLCHECK(ncclMemFree(s0));
-        NCCLCHECK(ncclMemFree(r0));
-    } else {
-        free(s0);
-        free(r0);
-    }
+    pair_free(comm, &bufs);
 }
 
 /*
