@@ -338,7 +338,9 @@ mscclpp_result_t exec_execute(mscclpp_executor_t *ex, const struct mscclpp_plan 
 
 /* A digest of what a plan makes every rank do: equal digests, one program. Never 0. */
 uint64_t exec_plan_digest(const struct mscclpp_plan *plan);
-/** One 64-bit word into a running FNV-1a hash (the one of exec_plan_digest). */
+/** One 64-bit word into a running FNV-1a hash (the one of exec_plan_digest), which starts at
+ * EXEC_HASH_SEED (FNV-1a's offset basis). */
+#define EXEC_HASH_SEED 1469598103934665603ull
 uint64_t exec_hash_u64(uint64_t h, uint64_t v);
 
 /* The signature of a call (kern_args.h, "Call signature") on the context of (collective, seq,

@@ -804,7 +804,7 @@ static mscclpp_result_t agree_buffers(mscclpp_executor_t *ex, const exec_call_t 
     hal_mem_info_t in, out;
     exec_mem_of(ex->hal, recv, &out);
     bool mine;
-    uint64_t id = 1469598103934665603ull;
+    uint64_t id = EXEC_HASH_SEED;
     if (!ch->shared_staged) {
         exec_mem_of(ex->hal, send, &in);
         mine = runs_on(ex, p, send, recv, call->in_bytes, call->out_bytes, call->dtype);
@@ -819,11 +819,7 @@ static mscclpp_result_t agree_buffers(mscclpp_executor_t *ex, const exec_call_t 
     }
     id = exec_hash_u64(exec_hash_u64(id, (uint64_t)(uintptr_t)out.base), out.id);
     /* the call itself: ranks that make different calls here find out, none having started */
-    uint64_t what = 1469598103934665603ull;
-    for (const char *c = call->collective; *c; c++) what = exec_hash_u64(what, (uint64_t)*c);
-    what = exec_hash_u64(what, call->in_bytes);
-    what = exec_hash_u64(exec_hash_u64(what, call->out_bytes), (uint64_t)call->dtype);
-    what = exec_hash_u64(exec_hash_u64(what, (uint64_t)call->inplace), (uint64_t)call->root);
+    const uint64_t what = exec_call_hash(call);
     const size_t w = AGREE_BUFS_WORDS + 1;
     uint64_t *all = calloc((size_t)n * w, sizeof *all);
     if (!all) return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
@@ -833,6 +829,16 @@ static mscclpp_result_t agree_buffers(mscclpp_executor_t *ex, const exec_call_t 
     my[2] = id;
     my[3] = what;
     mscclpp_result_t r = agree_exchange(ex, all, w);
+    if (r != MSCCLPP_OK && !strstr(mscclpp_last_error(), "buffer agreement")) {
+        /* the bootstrap's own words (its first use sets the board up) name neither the call
+         * nor what to do */
+        char why[512];
+        snprintf(why, sizeof why, "%s", mscclpp_last_error());
+        r = ERR(r, "rank %d: the buffer agreement of this %s call (MSCCLPP_PLAN_DIRECT=auto, "
+                "docs/plan-selection.md) failed: %s; a peer is gone, stuck in an earlier call, "
+                "or makes another call (every rank must make the same calls in the same order)",
+                me, call->collective, why);
+    }
     if (r != MSCCLPP_OK) {
         free(all);
         /* a peer that is gone, or not making this call: nothing was launched, but the peers
@@ -840,7 +846,7 @@ static mscclpp_result_t agree_buffers(mscclpp_executor_t *ex, const exec_call_t 
         return exec_poison(ex, comm_fail(ex->comm, r, true));
     }
     bool every = true;
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = EXEC_HASH_SEED;
     int other = -1;
     for (int q = 0; q < n; q++) {
         const uint64_t *t = all + (size_t)q * w;

@@ -233,14 +233,19 @@ static mscclpp_result_t none_served(mscclpp_executor_t *ex, const exec_call_t *c
 /* The cache: the last choices per call shape (a direct-mapped table), valid while the
  * registry stays at the generation it was chosen at (registry.h: a registration or a new
  * layout moves it on). */
-static uint32_t shape_hash(const exec_call_t *c)
+uint64_t exec_call_hash(const exec_call_t *c)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = EXEC_HASH_SEED;
     for (const char *s = c->collective; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
     uint64_t v[5] = {c->in_bytes, c->out_bytes, (uint64_t)c->dtype, (uint64_t)c->root,
                      (uint64_t)c->inplace};
     for (int i = 0; i < 5; i++) h = (h ^ v[i]) * 1099511628211ull;
-    return (uint32_t)(h >> 32) % EXEC_SELECT_CACHE;
+    return h;
+}
+
+static uint32_t shape_hash(const exec_call_t *c)
+{
+    return (uint32_t)(exec_call_hash(c) >> 32) % EXEC_SELECT_CACHE;
 }
 
 /* The cache slot holding `call`'s shape, or NULL. */

@@ -27,6 +27,10 @@ typedef struct {
     int root; /* broadcast, reduce (0 otherwise) */
 } exec_call_t;
 
+/* A hash of the call's shape (collective, sizes, dtype, root, in-place-ness): the selection
+ * cache's slot, and what the ranks compare to find that they make different calls. */
+uint64_t exec_call_hash(const exec_call_t *c);
+
 typedef struct {
     const struct mscclpp_plan *plan;
     int nthreads; /* threads per block for the launch; 0: the plan's */

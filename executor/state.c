@@ -75,7 +75,7 @@ static uint64_t fnv_str(uint64_t h, const char *s)
 /* Plan files loaded on each rank are distinct objects: the digest is of their content. */
 uint64_t exec_plan_digest(const struct mscclpp_plan *p)
 {
-    uint64_t h = fnv_str(1469598103934665603ull, p->name);
+    uint64_t h = fnv_str(EXEC_HASH_SEED, p->name);
     h = fnv_str(h, p->collective);
     h = fnv_u64(h, (uint64_t)p->nranks);
     h = fnv_u64(h, p->inplace | (p->packet_protocol << 1) | (p->double_scratch << 2));
@@ -396,7 +396,16 @@ mscclpp_result_t exec_agree_send(mscclpp_executor_t *ex, int peer, int tag, cons
 mscclpp_result_t exec_agree_recv(mscclpp_executor_t *ex, int peer, int tag, exec_agree_t *a)
 {
     uint8_t buf[AGREE_BYTES];
-    CHECK(mscclpp_bootstrap_recv(ex->comm->boot, buf, sizeof buf, peer, tag));
+    mscclpp_result_t got = mscclpp_bootstrap_recv(ex->comm->boot, buf, sizeof buf, peer, tag);
+    if (got != MSCCLPP_OK) {
+        /* the bootstrap's words name a tag: say which wait it was and what to look for */
+        char why[512];
+        snprintf(why, sizeof why, "%s", mscclpp_last_error());
+        return ERR(got, "rank %d: setting up a plan's context, rank %d's answer did not come: "
+                   "%s (it is gone, stuck in an earlier call, or makes another call: every "
+                   "rank must make the same calls in the same order)",
+                   ex->comm->rank, peer, why);
+    }
     wire_reader_t r = {buf, sizeof buf, 0, false};
     if (wire_get_u32(&r) != AGREE_MAGIC || wire_get_u32(&r) != AGREE_VERSION)
         return ERR(MSCCLPP_ERR_REMOTE,

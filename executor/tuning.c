@@ -102,7 +102,7 @@ static uint64_t fnv_bytes(uint64_t h, const void *p, size_t n)
  * different tables can be told so when they pick different plans. Never 0. */
 static uint64_t entries_digest(const exec_tuning_t *t)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = EXEC_HASH_SEED;
     for (int i = 0; i < t->count; i++) {
         const exec_tuning_entry_t *e = &t->entries[i];
         uint64_t v[5] = {e->inplace, e->min_bytes, e->max_bytes, (uint64_t)e->nblocks,

@@ -683,6 +683,68 @@ START_TEST(t_direct_auto_forget_alone)
 }
 END_TEST
 
+/* The per-call buffer agreement's failures (MSCCLPP_PLAN_DIRECT=auto, calls of 1 MiB and up):
+ * case 0, ranks that make different calls there (2 and 4 MiB allreduces) both get "ranks
+ * disagree", naming both ranks and the call, nothing launched, and then agree again (the next
+ * same call is right); case 1, a rank whose call is below the direct plans' range (512 KiB, no
+ * agreement) leaves its peer to say, within MSCCLPP_TIMEOUT, that the buffer agreement with
+ * rank 1 failed, while rank 1 says that rank 0 did not answer its plan's context setup (both
+ * messages named neither the call nor the cause before: only a bootstrap tag). */
+static int disagree_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    const int mode = *(const int *)arg;
+    setenv("MSCCLPP_PLAN_DIRECT", "auto", 1);
+    setenv("MSCCLPP_TIMEOUT", "3", 1);
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
+    const size_t big = 1048576; /* floats: 4 MiB */
+    float *a = NULL, *b = NULL;
+    if (pair_alloc(rank, false, big * sizeof(float), &a, &b)) return 1;
+    size_t count = rank == 0 ? big / 2 : (mode == 0 ? big : big / 8);
+    for (size_t i = 0; i < count; i++) a[i] = (float)(rank + 1);
+    double t0 = mp_now_s();
+    mscclpp_result_t r =
+        mscclpp_allreduce(e.ex, a, b, count, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL);
+    double dt = mp_now_s() - t0;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
+    if (r == MSCCLPP_OK) return MP_FAIL(rank, "calls of different sizes returned OK");
+    if (dt > 3 + 2.0) return MP_FAIL(rank, "the error took %.2f s: %s", dt, msg);
+    if (mode == 0) {
+        if (r != MSCCLPP_ERR_INVALID_ARG || !strstr(msg, "ranks disagree") ||
+            !strstr(msg, "rank 0") || !strstr(msg, "rank 1") || !strstr(msg, "allreduce"))
+            return MP_FAIL(rank, "disagreeing calls: %s: %s", mscclpp_result_string(r), msg);
+        /* every rank refused the call alike: the same call next is right */
+        count = big / 2;
+        for (size_t i = 0; i < count; i++) a[i] = (float)(rank + 1);
+        MP_CHECK(rank, mscclpp_allreduce(e.ex, a, b, count, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+        for (size_t i = 0; i < count; i++)
+            if (b[i] != 3.0f) return MP_FAIL(rank, "after agreeing: element %zu is %g", i, b[i]);
+        MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
+    } else if (r != MSCCLPP_ERR_TIMEOUT ||
+               !strstr(msg, rank == 0 ? "buffer agreement of this allreduce call"
+                                      : "setting up a plan's context") ||
+               !strstr(msg, rank == 0 ? "rank 1" : "rank 0") ||
+               !strstr(msg, "makes another call")) {
+        return MP_FAIL(rank, "a peer that makes another call: %s: %s",
+                       mscclpp_result_string(r), msg);
+    }
+    printf("# %s: rank %d: %s in %.2f s: %s\n", mode ? "peer elsewhere" : "disagree", rank,
+           mscclpp_result_string(r), dt, msg);
+    mp_exec_close(&e);
+    pair_free(false, a, b);
+    unsetenv("MSCCLPP_TIMEOUT");
+    return 0;
+}
+
+START_TEST(t_direct_auto_disagree)
+{
+    set_dirs();
+    int mode = _i;
+    ck_assert_int_eq(mp_run(2, disagree_body, &mode, 120, NULL), 0);
+}
+END_TEST
+
 START_TEST(t_direct_auto)
 {
     set_dirs();
@@ -820,6 +882,7 @@ int main(void)
     tcase_add_loop_test(tc, t_direct_auto, 0, 7);
     tcase_add_loop_test(tc, t_direct_auto_one_rank_moves, 0, 11);
     tcase_add_test(tc, t_direct_auto_forget_alone);
+    tcase_add_loop_test(tc, t_direct_auto_disagree, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
