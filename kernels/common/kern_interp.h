@@ -1885,13 +1885,16 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
          * decision (none after a failure: the next launch fences). Only the last: a block that
          * starts after another ended must still see the previous launch's signature. */
         if (a->last_sig) {
-            uint32_t old = kern_add_acqrel_u32(&b->st->done, 1);
-            if (old + 1 == (uint32_t)nblocks) {
+            /* one block is always the last: no counter (a GPU-scope atomic and a store less at
+             * the end of every small-message launch) */
+            const int last =
+                nblocks == 1 || kern_add_acqrel_u32(&b->st->done, 1) + 1 == (uint32_t)nblocks;
+            if (last) {
                 int failed = kern_failed(&c), k;
                 if (c.fenced || failed)
                     for (k = 0; k < KERN_SIG_CMP; k++)
                         kern_st_rlx_u64(&a->last_sig[k], failed ? 0 : a->sig[k]);
-                kern_st_rlx_u32(&b->st->done, 0);
+                if (nblocks > 1) kern_st_rlx_u32(&b->st->done, 0);
             }
         }
     }

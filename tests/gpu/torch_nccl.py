@@ -123,15 +123,21 @@ def host_async(rank, world):
     r = torch.empty(n, device=dev)
     cycles = 100_000_000  # GPU clocks: some 50 ms at the clocks of current parts
     worst = 0.0
+    # each call with the result it must leave, checked right after it (the next call's set-up
+    # writes x again)
     calls = [
-        ("all_reduce", lambda: dist.all_reduce(x)),
-        ("all_gather", lambda: dist.all_gather_into_tensor(out, x)),
-        ("reduce_scatter", lambda: dist.reduce_scatter_tensor(part, src)),
+        ("all_reduce", lambda: dist.all_reduce(x),
+         lambda: ("x", x, world * base + world * (world - 1) / 2)),
+        ("all_gather", lambda: dist.all_gather_into_tensor(out, x),
+         lambda: ("out", out, src)),
+        ("reduce_scatter", lambda: dist.reduce_scatter_tensor(part, src),
+         lambda: ("part", part, world * (base + rank))),
         ("send/recv", lambda: [q.wait() for q in dist.batch_isend_irecv(
             [dist.P2POp(dist.isend, base, (rank + 1) % world),
-             dist.P2POp(dist.irecv, r, (rank - 1) % world)])]),
+             dist.P2POp(dist.irecv, r, (rank - 1) % world)])],
+         lambda: ("ring", r, base)),
     ]
-    for name, call in calls:
+    for name, call, result in calls:
         for _ in range(3):  # warm: contexts and plans exist before the timed call
             x.copy_(base + rank)
             call()
@@ -148,8 +154,8 @@ def host_async(rank, world):
             fail(rank, f"{name}: the call took {dt * 1e3:.2f} ms on the host and the stream was "
                        f"{'still' if busy else 'no longer'} busy: it waited for the stream")
         worst = max(worst, dt)
-    expect(rank, "async all_reduce", x, world * base + world * (world - 1) / 2)
-    expect(rank, "async ring", r, base)
+        what, got, want = result()
+        expect(rank, f"async {name} ({what})", got, want)
     return worst
 
 
