@@ -46,6 +46,15 @@ int64_t config_get_int(config_id_t id);
 /** MSCCLPP_TIMEOUT in nanoseconds (the default's when the value is bad). */
 uint64_t config_timeout_ns(void);
 /**
+ * The bound of a host wait for work whose own waits are each bounded by MSCCLPP_TIMEOUT (a plan
+ * kernel on a stream, a host-backend task): 2 x MSCCLPP_TIMEOUT + 3 s. The work's own timeout,
+ * whose error names the op and the peer, must reach the caller first: a kernel's first wait may
+ * begin after the host started waiting, and a wait may pass slowly before the one that fails.
+ * Only work that never ends meets this bound. (Inline: HAL modules reach config_timeout_ns
+ * through the base services table, which has no slot for this.)
+ */
+static inline uint64_t config_backstop_ns(void) { return 2 * config_timeout_ns() + 3000000000ull; }
+/**
  * When the variable is set to a value its kind refuses: 1, with the reason in `why` (naming
  * the variable, the value and what is accepted). Else 0.
  */

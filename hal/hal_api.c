@@ -316,9 +316,13 @@ static mscclpp_result_t stream_check_sources(mscclpp_stream_t stream, mscclpp_re
     else n = 0; /* cannot copy: keep them for the next sync */
     if (list) stream->n_watch = 0;
     pthread_mutex_unlock(&stream->lock);
+    /* a sync that gave up on a kernel still running says less than a source whose launch
+     * failed (its error names the op and the peer): the source's comes first */
+    bool gave_up = res == MSCCLPP_ERR_TIMEOUT;
     for (int i = 0; i < n; i++) {
         mscclpp_result_t r = source_check(list[i]);
-        if (r != MSCCLPP_OK && res == MSCCLPP_OK) {
+        if (r != MSCCLPP_OK && (res == MSCCLPP_OK || gave_up)) {
+            gave_up = false;
             res = r;
             snprintf(first, sizeof first, "%s", mscclpp_last_error());
         }

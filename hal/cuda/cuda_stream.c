@@ -1,7 +1,8 @@
 /*
  * CUDA backend streams, events and the interpreter launch. A NULL hal_stream_t is the legacy
- * default stream. Host waits poll with backoff so they stay bounded by MSCCLPP_TIMEOUT: a
- * plan kernel that waits for a peer that never comes must not hang the caller.
+ * default stream. Host waits poll with backoff so they stay bounded (config_backstop_ns: past
+ * the kernel's own MSCCLPP_TIMEOUT, whose error names the peer): a plan kernel that waits for
+ * a peer that never comes must not hang the caller.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -21,7 +22,7 @@ mscclpp_result_t kern_cuda_launch(const void *args, size_t args_bytes, int nbloc
 /* Poll `query` until it stops answering "not ready", with the one wait policy (base/wait.h). */
 #define BOUNDED_WAIT(query, what, who, obj)                                                      \
     do {                                                                                         \
-        uint64_t limit_ = config_timeout_ns();                                                   \
+        uint64_t limit_ = config_backstop_ns(); /* the kernel's own timeout comes first */      \
         base_wait_t w_;                                                                          \
         base_wait_init(&w_, limit_, base_wait_spin(0));                                          \
         for (;;) {                                                                               \

@@ -139,10 +139,11 @@ static mscclpp_result_t hip_device_props(int dev, hal_device_props_t *props)
 
 /* ----- streams and events ------------------------------------------------------------------- */
 
-/* Poll until not "not ready" with the one wait policy (base/wait.h); bounded by the timeout. */
+/* Poll until not "not ready" with the one wait policy (base/wait.h); bounded by
+ * config_backstop_ns, past the kernel's own MSCCLPP_TIMEOUT (whose error names the peer). */
 static mscclpp_result_t bounded_wait(hipStream_t s, hipEvent_t e, const char *who)
 {
-    uint64_t limit = config_timeout_ns();
+    uint64_t limit = config_backstop_ns(); /* the kernel's own timeout comes first */
     base_wait_t w;
     base_wait_init(&w, limit, base_wait_spin(0));
     for (;;) {

@@ -494,18 +494,17 @@ static host_task_t *task_get(hal_stream_t s, size_t args_bytes)
  * Wait until the stream holds fewer than HOST_STREAM_DEPTH tasks. Lock held. A task of the
  * stream that failed ends the wait with that task's error (which names the peer it waited for:
  * "the queue is full" alone named nobody, issue 22 item 5). A worker that finishes no task for
- * 2 x MSCCLPP_TIMEOUT + 3 s ends the wait with MSCCLPP_ERR_TIMEOUT. A launch blocked behind a
+ * 2 x MSCCLPP_TIMEOUT + 3 s (config_backstop_ns) ends the wait with MSCCLPP_ERR_TIMEOUT. A launch blocked behind a
  * dead peer fails before that, and its error, naming the peer, is what the caller should get:
  * each of its waits is bounded by MSCCLPP_TIMEOUT, but one wait may pass slowly before the one
  * that fails begins (seen under TSan: a packet wait that began about 3 s into the launch), and
  * the bootstrap then takes up to 1.3 s to find the rank to blame (a notice, probes of ranks
  * that may be gone). Only a task that never ends meets this bound.
  */
-#define SPACE_SLACK_NS 3000000000ull
 
 static mscclpp_result_t wait_for_space(hal_stream_t s, const char *who)
 {
-    uint64_t timeout = 2 * config_timeout_ns() + SPACE_SLACK_NS;
+    uint64_t timeout = config_backstop_ns();
     uint64_t seen = atomic_load(&s->completed), since = host_now_ns();
     while (atomic_load(&s->submitted) - atomic_load(&s->completed) >= HOST_STREAM_DEPTH) {
         if (s->err != MSCCLPP_OK) /* left for the sync to report too */

@@ -2,7 +2,9 @@
  * A fake HAL backend module for tests/unit/test_hal_modules: built like hal/cuda (with
  * base/module.c, loaded through the library's loader), so a test can prove that a module's
  * error messages reach the caller's mscclpp_last_error(). FAKE_HAL_DEVICES (default 0) is the
- * device count it claims; init fails quietly without one. Allocations always fail.
+ * device count it claims; init fails quietly without one. Allocations always fail. Its streams
+ * are handles with no work behind them whose sync times out as a GPU stream's does when a kernel
+ * never ends ("still busy after N ms").
  * With -DFAKE_HAL_OLD it is instead a module built for an older services table.
  */
 #include <stdlib.h>
@@ -52,6 +54,26 @@ static mscclpp_result_t fake_alloc(size_t bytes, void **ptr)
     return ERR_SYS("fake backend: cannot allocate %zu bytes (the device is out of luck)", bytes);
 }
 
+static int fake_stream_obj;
+
+static mscclpp_result_t fake_stream_create(hal_stream_t *s)
+{
+    CHECK_ARG(s != NULL);
+    *s = (hal_stream_t)(void *)&fake_stream_obj;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t fake_stream_destroy(hal_stream_t s)
+{
+    (void)s;
+    return MSCCLPP_OK;
+}
+
+static mscclpp_result_t fake_stream_sync(hal_stream_t s)
+{
+    return ERR(MSCCLPP_ERR_TIMEOUT, "fake stream_sync: stream %p still busy after 1 ms", (void *)s);
+}
+
 static const hal_ops_t fake_ops = {
     .size = sizeof(hal_ops_t),
     .abi_version = HAL_ABI_VERSION,
@@ -70,6 +92,9 @@ __attribute__((visibility("default"))) const hal_ops_t *mscclpp_hal_module(void)
     ops.device_count = fake_device_count;
     ops.mem_alloc = fake_alloc;
     ops.mem_alloc_shareable = fake_alloc;
+    ops.stream_create = fake_stream_create;
+    ops.stream_destroy = fake_stream_destroy;
+    ops.stream_sync = fake_stream_sync;
     return &ops;
 }
 #endif

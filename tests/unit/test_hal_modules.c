@@ -22,9 +22,11 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "base/config.h"
 #include "base/services.h"
 #include "hal/fd_broker.h"
 #include "hal/hal.h"
+#include "hal/hal_api.h"
 
 typedef struct {
     void *dl;
@@ -274,6 +276,46 @@ START_TEST(t_module_init_error_named)
     ck_assert_int_eq(hal_select("cuda", &ops), MSCCLPP_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(mscclpp_last_error(), "fake backend: no usable device") != NULL,
                   "last error: '%s'", mscclpp_last_error());
+    fake_module_dir_remove(dir);
+}
+END_TEST
+
+/* A failed launch's error, as its source (the executor) reports it, naming the peer. */
+static mscclpp_result_t peer_gone(void *arg)
+{
+    (void)arg;
+    return ERR(MSCCLPP_ERR_TIMEOUT, "plan 'x': rank 0 block 0 op 2 timed out waiting for rank 1");
+}
+
+/* A stream sync that gives up on a kernel still running ("still busy") says less than a source
+ * of the stream whose launch failed: the source's error is the one the caller gets. The bug (seen
+ * on an H200): a sync bounded by MSCCLPP_TIMEOUT alone gave up just before the kernel's own
+ * timeout, and its "still busy" message hid the failed launch's, which names the lost peer. */
+START_TEST(t_sync_timeout_yields_to_source)
+{
+    char dir[64];
+    fake_module_dir("libfakehal.so", dir, sizeof dir);
+    setenv("FAKE_HAL_DEVICES", "1", 1);
+    ck_assert_str_eq(mscclpp_backend_name(), "cuda");
+    mscclpp_stream_t s = NULL;
+    ck_assert_int_eq(mscclpp_stream_create(&s), MSCCLPP_OK);
+    /* no source: the sync's own error */
+    ck_assert_int_eq(mscclpp_stream_synchronize(s), MSCCLPP_ERR_TIMEOUT);
+    ck_assert_msg(strstr(mscclpp_last_error(), "still busy"), "%s", mscclpp_last_error());
+    uint64_t id = 0;
+    ck_assert_int_eq(hal_api_source_add(peer_gone, NULL, &id), MSCCLPP_OK);
+    ck_assert_int_eq(hal_api_stream_note(s, id), MSCCLPP_OK);
+    ck_assert_int_eq(mscclpp_stream_synchronize(s), MSCCLPP_ERR_TIMEOUT);
+    ck_assert_msg(strstr(mscclpp_last_error(), "waiting for rank 1") &&
+                      !strstr(mscclpp_last_error(), "still busy"),
+                  "%s", mscclpp_last_error());
+    hal_api_source_remove(id);
+    /* destroy syncs first, and the fake's work never ends */
+    ck_assert_int_eq(mscclpp_stream_destroy(s), MSCCLPP_ERR_TIMEOUT);
+    /* the backstop of such waits lets the kernel's own timeout come first */
+    setenv("MSCCLPP_TIMEOUT", "4", 1);
+    ck_assert_uint_eq(config_backstop_ns(), 11000000000ull);
+    unsetenv("MSCCLPP_TIMEOUT");
     fake_module_dir_remove(dir);
 }
 END_TEST
@@ -554,6 +596,7 @@ static Suite *suite(void)
     tcase_add_test(tc, t_module_error_reaches_last_error);
     tcase_add_test(tc, t_module_init_error_named);
     tcase_add_test(tc, t_module_old_services_refused);
+    tcase_add_test(tc, t_sync_timeout_yields_to_source);
     tcase_add_test(tc, t_fdb_self_and_refusals);
     tcase_add_test(tc, t_fdb_across_fork);
     tcase_add_test(tc, t_fdb_asker_left);
