@@ -36,6 +36,12 @@ INSTANCES = 4                      # thread blocks per rank for the Simple plans
 #   words for some sizes (INVALID_PLAN for 122 int8 bytes), so the Simple plan takes over
 #   earlier instead: from 128 KiB on 2 ranks, from 256 KiB (the generic boundary) above.
 CUDA_SIMPLE_MIN_MESSAGE = 1024 * 1024 + 1  # allgather/reducescatter/alltoall/broadcast
+# - the one-hop LL allreduce below 1 KiB: one thread block per rank, not ALLPAIRS_BLOCKS. On an
+#   H200 (session 9, mscclpp-bench -n 1000, 2 ranks, us per call at 8 B / 512 B / 32 KiB): 1 block
+#   of 256 threads 8.80 / 8.68 / 23.5, 4 blocks 9.67 / 10.22 / 13.18; 8 ranks 18.08 / 17.63 /
+#   66.9 against 18.81 / 19.48 / 29.7. Above about 1-4 KiB the 4 blocks win (interpolated: the
+#   sizes between were not measured), so 1 KiB is where the generic plan takes over.
+CUDA_ALLPAIRS_SMALL_MAX = 1024
 
 
 def cuda_allreduce_simple_min(n):

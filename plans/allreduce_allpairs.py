@@ -21,8 +21,8 @@ thread's writes. The in-place variants are otherwise the same programs, with "in
 on an H200: an 8-byte allreduce took 17.6 us with 1024 threads, 12.5 us with 256).
 """
 
-from _common import ALLPAIRS_BLOCKS, ALLPAIRS_MAX_MESSAGE, ALLPAIRS_THREADS, RANK_COUNTS, main, \
-    memory_channels, peers_of
+from _common import ALLPAIRS_BLOCKS, ALLPAIRS_MAX_MESSAGE, ALLPAIRS_THREADS, \
+    CUDA_ALLPAIRS_SMALL_MAX, RANK_COUNTS, main, memory_channels, peers_of
 from mscclpp.language import (
     AllReduce, Buffer, CollectiveProgram, Rank,
 )
@@ -62,6 +62,12 @@ def default_plans():
         yield f"allreduce_allpairs_{n}.json", allreduce_allpairs(n)
     for n in RANK_COUNTS:
         yield f"allreduce_allpairs_ip_{n}.json", allreduce_allpairs(n, inplace=True)
+    # CUDA, up to 1 KiB: one block per rank (_common.py, CUDA_ALLPAIRS_SMALL_MAX)
+    for ip in (False, True):
+        for n in RANK_COUNTS:
+            yield (f"cuda/allreduce_allpairs{'_ip' if ip else ''}_small_{n}.json",
+                   allreduce_allpairs(n, blocks=1, max_message_size=CUDA_ALLPAIRS_SMALL_MAX,
+                                      inplace=ip, variant="_small_cuda"))
 
 
 if __name__ == "__main__":

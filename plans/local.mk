@@ -52,9 +52,17 @@ dist_planhost_DATA = \
 	plans/host/allreduce_simple_ip_7.json plans/host/allreduce_simple_ip_8.json
 
 # CUDA-tuned plans (plans/cuda/, chosen by measurement on an H100; docs/performance.md):
-# more thread blocks per rank for large messages (Simple allreduce from 128/256 KiB).
+# more thread blocks per rank for large messages (Simple allreduce from 128/256 KiB), and one
+# block per rank for the LL allreduce up to 1 KiB (measured on an H200, session 9).
 plancudadir = $(plandir)/cuda
 dist_plancuda_DATA = \
+	plans/cuda/allreduce_allpairs_small_2.json plans/cuda/allreduce_allpairs_small_3.json \
+	plans/cuda/allreduce_allpairs_small_4.json plans/cuda/allreduce_allpairs_small_5.json \
+	plans/cuda/allreduce_allpairs_small_6.json plans/cuda/allreduce_allpairs_small_7.json \
+	plans/cuda/allreduce_allpairs_small_8.json plans/cuda/allreduce_allpairs_ip_small_2.json \
+	plans/cuda/allreduce_allpairs_ip_small_3.json plans/cuda/allreduce_allpairs_ip_small_4.json \
+	plans/cuda/allreduce_allpairs_ip_small_5.json plans/cuda/allreduce_allpairs_ip_small_6.json \
+	plans/cuda/allreduce_allpairs_ip_small_7.json plans/cuda/allreduce_allpairs_ip_small_8.json \
 	plans/cuda/allgather_2.json plans/cuda/allgather_3.json plans/cuda/allgather_4.json \
 	plans/cuda/allgather_5.json plans/cuda/allgather_6.json plans/cuda/allgather_7.json \
 	plans/cuda/allgather_8.json plans/cuda/allreduce_simple_2.json \
