@@ -596,7 +596,9 @@ if want directnccl; then
     else
         tq=""
         [ $quick = 1 ] && tq=--quick
-        pyenv MSCCLPP_PLAN_DIRECT=on MSCCLPP_DEBUG=INFO LD_PRELOAD="$nccl_so" \
+        # INFO for the plan loads only (the direct plans named), so the times compare with
+        # torchnccl's (session 9 logged every subsystem here)
+        pyenv MSCCLPP_PLAN_DIRECT=on MSCCLPP_DEBUG=INFO MSCCLPP_DEBUG_SUBSYS=PLAN LD_PRELOAD="$nccl_so" \
             timeout $((limit * 4)) torchrun --standalone --nproc_per_node=2 \
             "$src/tests/gpu/torch_nccl.py" $tq --json "$out/directnccl.json" \
             >"$out/directnccl.log" 2>&1
