@@ -144,6 +144,21 @@ static int decide_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg
                        tp_ucx_mem_staged(m), want);
     MP_CHECK(rank, ops->mem_dereg(ctx, m));
     mscclpp_free(buf);
+    /* memory the CPU cannot read (as GPU memory is to a UCX without CUDA support): staged
+     * with always; else handed to UCX as it is, which faulted or lost the puts: refused */
+    long page = sysconf(_SC_PAGESIZE);
+    void *gpu_like = mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (gpu_like == MAP_FAILED) return MP_FAIL(rank, "mmap failed");
+    m = NULL;
+    r = ops->mem_reg(ctx, gpu_like, (size_t)page, &m);
+    if (want ? r != MSCCLPP_OK || !tp_ucx_mem_staged(m)
+             : r != MSCCLPP_ERR_UNSUPPORTED ||
+                   !strstr(mscclpp_last_error(), "MSCCLPP_UCX_STAGING=auto") ||
+                   !strstr(mscclpp_last_error(), "cannot read"))
+        return MP_FAIL(rank, "MSCCLPP_UCX_STAGING=%s, memory the CPU cannot read: %s: %s", mode,
+                       mscclpp_result_string(r), mscclpp_last_error());
+    if (m) MP_CHECK(rank, ops->mem_dereg(ctx, m));
+    munmap(gpu_like, (size_t)page);
     mscclpp_comm_destroy(comm);
     return 0;
 }

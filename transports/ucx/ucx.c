@@ -800,6 +800,19 @@ static mscclpp_result_t ucx_mem_reg(tp_ctx_t *c, void *ptr, size_t bytes, tp_mem
     m->staged = ucx_decide(c, ptr, bytes, &why);
     INFO(SUBSYS_NET, "rank %d: ucx registration [%p,+%zu) %s: %s", c->world->rank, ptr, bytes,
          m->staged ? "staged through pinned host memory" : "handed to UCX", why);
+    if (!m->staged && !(c->hal != hal_host_ops() && c->ucx_devmem) &&
+        !tp_cpu_readable(ptr, bytes)) {
+        /* UCX would read and write it with the CPU: a fault in the proxy, or puts that never
+         * arrive and show up only as the peers' timeouts. Refused here, at setup. */
+        free(m);
+        return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                   "ucx transport: rank %d: [%p,+%zu) is memory the CPU cannot read (%s device "
+                   "memory?), which this UCX cannot access either (no %s memory support), yet "
+                   "it would be handed to UCX as it is (%s): set MSCCLPP_UCX_STAGING=auto (the "
+                   "default) or always, so that it is staged through pinned host memory",
+                   c->world->rank, ptr, bytes, c->hal->name,
+                   !strcmp(c->hal->name, "hip") ? "ROCm" : "CUDA", why);
+    }
     if (m->staged) { /* the bounces and stream, now, before any launch uses this memory */
         pthread_mutex_lock(&c->lock);
         mscclpp_result_t res = ucx_stage_prepare(c);
