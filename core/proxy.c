@@ -37,6 +37,9 @@ struct proxy {
     int culprit;          /* the rank that error blames (core_culprit), or -1 */
     char msg[768];
     char name[64];
+    /* the handler call in progress (proxy_busy): when it began (ns, 0 when none), and its
+     * trigger; written by the thread, read by whoever reports a launch's timeout */
+    uint64_t busy_ns, busy_fst, busy_snd;
 };
 
 static void proxy_fail(proxy_t *p, mscclpp_result_t r)
@@ -128,7 +131,11 @@ static void *proxy_main(void *arg)
         idle = 0;
         uint64_t fst = __atomic_load_n(&s->fst, __ATOMIC_RELAXED);
         if (p->err == MSCCLPP_OK) {
+            __atomic_store_n(&p->busy_fst, fst, __ATOMIC_RELAXED);
+            __atomic_store_n(&p->busy_snd, snd & ~KERN_TRIG_VALID, __ATOMIC_RELAXED);
+            __atomic_store_n(&p->busy_ns, base_now_ns() | 1u, __ATOMIC_RELEASE);
             mscclpp_result_t r = p->handler(p->arg, fst, snd & ~KERN_TRIG_VALID);
+            __atomic_store_n(&p->busy_ns, 0, __ATOMIC_RELEASE);
             if (r != MSCCLPP_OK) proxy_fail(p, r);
         }
         __atomic_store_n(&s->fst, 0, __ATOMIC_RELAXED);
@@ -229,6 +236,27 @@ mscclpp_result_t proxy_drain(proxy_t *p)
                        "handled after MSCCLPP_TIMEOUT (a transport call hangs?)", p->name,
                        (unsigned long long)(end - t), (unsigned long long)(end - tail));
     }
+}
+
+bool proxy_busy(proxy_t *p, uint64_t min_ns, uint64_t *for_ns, uint64_t *fst, uint64_t *snd,
+                uint64_t *behind)
+{
+    if (!p) return false;
+    uint64_t since = __atomic_load_n(&p->busy_ns, __ATOMIC_ACQUIRE), now = base_now_ns();
+    if (!since || now < since || now - since < min_ns) return false;
+    *fst = __atomic_load_n(&p->busy_fst, __ATOMIC_RELAXED);
+    *snd = __atomic_load_n(&p->busy_snd, __ATOMIC_RELAXED);
+    /* the same call still, or the values may belong to the next one */
+    if (__atomic_load_n(&p->busy_ns, __ATOMIC_ACQUIRE) != since) return false;
+    *for_ns = now - since;
+    kern_fifo_t *f = p->fifo;
+    kern_trigger_t *slots = (kern_trigger_t *)(f + 1);
+    uint64_t tail = __atomic_load_n(&f->tail, __ATOMIC_ACQUIRE), end = tail + 1;
+    while (end - tail < p->size &&
+           (__atomic_load_n(&slots[end & (p->size - 1)].snd, __ATOMIC_ACQUIRE) & KERN_TRIG_VALID))
+        end++;
+    *behind = end - tail - 1;
+    return true;
 }
 
 void proxy_destroy(proxy_t *p)

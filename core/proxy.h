@@ -59,6 +59,16 @@ mscclpp_result_t proxy_error(proxy_t *p);
  * trailing operations (a put with no flush) is known. Safe on NULL.
  */
 mscclpp_result_t proxy_drain(proxy_t *p);
+
+/**
+ * Whether the proxy is inside one handler call (a transport call) that began at least
+ * `min_ns` ago: then true, with how long (*for_ns), the trigger it handles (*fst, *snd) and
+ * how many more valid triggers wait in the FIFO behind it (*behind). For the message of a
+ * launch that timed out while its proxy never failed: a proxy stuck in a call looks, from the
+ * peers, exactly like a put that was never made.
+ */
+bool proxy_busy(proxy_t *p, uint64_t min_ns, uint64_t *for_ns, uint64_t *fst, uint64_t *snd,
+                uint64_t *behind);
 /** Stop the thread (after it consumed what was pushed) and free the FIFO. Safe on NULL. */
 void proxy_destroy(proxy_t *p);
 

@@ -497,6 +497,29 @@ mscclpp_result_t exec_port_error(exec_port_t *p)
     return p ? proxy_error(p->proxy) : MSCCLPP_OK;
 }
 
+bool exec_port_stuck(exec_port_t *p, uint64_t min_ns, char *buf, size_t cap)
+{
+    uint64_t for_ns, fst, snd, behind;
+    if (!p || !proxy_busy(p->proxy, min_ns, &for_ns, &fst, &snd, &behind)) return false;
+    uint32_t chan = (uint32_t)(snd >> 32) & 1023u, bits = (uint32_t)(snd >> 54) & 7u;
+    char what[96];
+    if (snd & KERN_TRIG_WORD)
+        snprintf(what, sizeof what, "a fence record word");
+    else if (bits & KERN_TRIG_DATA)
+        snprintf(what, sizeof what, "a put of %llu bytes%s", (unsigned long long)(fst & 0xffffffffull),
+                 (bits & KERN_TRIG_SIGNAL) ? " with its signal" : "");
+    else
+        snprintf(what, sizeof what, "a %s", (bits & KERN_TRIG_SIGNAL) ? "signal" : "flush");
+    const port_peer_t *peer = (int)chan < p->n_ports ? &p->peers[p->chan_v[chan]] : NULL;
+    snprintf(buf, cap, "rank %d's proxy has been inside one %s transport call for %.1f s (%s to "
+             "rank %d on port channel %u; %llu more trigger(s) wait behind it), so what it "
+             "carries never left: a transport or HAL call that blocks (on a GPU, one that waits "
+             "for the running kernel?)", p->comm->rank,
+             peer && peer->link.ops ? peer->link.ops->name : "?", (double)for_ns / 1e9, what,
+             peer ? peer->rank : -1, chan, (unsigned long long)behind);
+    return true;
+}
+
 mscclpp_result_t exec_port_drain(exec_port_t *p)
 {
     return p ? proxy_drain(p->proxy) : MSCCLPP_OK;

@@ -43,6 +43,10 @@ mscclpp_result_t exec_port_fill(exec_port_t *p, uint64_t *const peer_off[2],
 
 /** The proxy's first error (re-recorded with its message), or MSCCLPP_OK. */
 mscclpp_result_t exec_port_error(exec_port_t *p);
+/** When the proxy has been inside one transport call for `min_ns` or longer: true, and `buf`
+ *  says which (the operation, its peer and port channel, for how long, what waits behind it).
+ *  For the message of a launch that timed out while the proxy never failed. */
+bool exec_port_stuck(exec_port_t *p, uint64_t min_ns, char *buf, size_t cap);
 /** Wait (bounded) until the proxy handled every trigger pushed so far, then exec_port_error. */
 mscclpp_result_t exec_port_drain(exec_port_t *p);
 

@@ -508,6 +508,11 @@ static mscclpp_result_t with_proxy_reason(exec_context_t *c, mscclpp_result_t r)
     mscclpp_result_t pr = exec_port_error(c->port); /* leaves the message alone when OK */
     if (pr == MSCCLPP_OK) {
         core_set_culprit(culprit);
+        /* a wait that timed out while this rank's proxy sat in one call since: what the peers
+         * wait for may be what it holds (0.5 s: no healthy transport call lasts that long) */
+        char stuck[512];
+        if (r == MSCCLPP_ERR_TIMEOUT && exec_port_stuck(c->port, 500000000ull, stuck, sizeof stuck))
+            return core_error_quiet(r, "%s; %s", where, stuck);
         return r;
     }
     char why[768];

@@ -238,6 +238,10 @@ bool tp_cpu_readable(const void *p, size_t n);
 /** ucx: is this registration staged through pinned host memory (MSCCLPP_UCX_STAGING)? False
  *  when ucx is not built. For tests. */
 bool tp_ucx_mem_staged(const tp_mem_t *mem);
+/** For tests: pinned bounce buffers and copy streams the ucx transport made in this process
+ *  after setup, from the proxy's calls (a put, a received message): 0 when staging holds to
+ *  its rule of making them only at registration (docs/multinode.md, "Which memory"). */
+uint64_t tp_ucx_stage_late_allocs(void);
 /** ucx, for mscclpp-info: whether GPU memory registered with ucx will be staged, and why. */
 void tp_ucx_staging_info(char *buf, size_t cap);
 

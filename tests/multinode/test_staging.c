@@ -144,6 +144,21 @@ static int decide_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg
                        tp_ucx_mem_staged(m), want);
     MP_CHECK(rank, ops->mem_dereg(ctx, m));
     mscclpp_free(buf);
+    /* memory the CPU cannot read (as GPU memory is to a UCX without CUDA support): staged
+     * with always; else handed to UCX as it is, which faulted or lost the puts: refused */
+    long page = sysconf(_SC_PAGESIZE);
+    void *gpu_like = mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (gpu_like == MAP_FAILED) return MP_FAIL(rank, "mmap failed");
+    m = NULL;
+    r = ops->mem_reg(ctx, gpu_like, (size_t)page, &m);
+    if (want ? r != MSCCLPP_OK || !tp_ucx_mem_staged(m)
+             : r != MSCCLPP_ERR_UNSUPPORTED ||
+                   !strstr(mscclpp_last_error(), "MSCCLPP_UCX_STAGING=auto") ||
+                   !strstr(mscclpp_last_error(), "cannot read"))
+        return MP_FAIL(rank, "MSCCLPP_UCX_STAGING=%s, memory the CPU cannot read: %s: %s", mode,
+                       mscclpp_result_string(r), mscclpp_last_error());
+    if (m) MP_CHECK(rank, ops->mem_dereg(ctx, m));
+    munmap(gpu_like, (size_t)page);
     mscclpp_comm_destroy(comm);
     return 0;
 }
@@ -392,6 +407,11 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     }
     if (ran == 0)
         return MP_FAIL(rank, "%s: no size of the test lies in the plan's range", path);
+    /* every bounce buffer and the copy stream were made at registration, none by the proxy
+     * while a launch ran (on a GPU a pinned allocation there may wait for that very launch) */
+    if (tp_ucx_stage_late_allocs() != 0)
+        return MP_FAIL(rank, "%s: %llu staging allocation(s) made by the proxy during the calls",
+                       path, (unsigned long long)tp_ucx_stage_late_allocs());
     mscclpp_free(in0);
     mscclpp_free(out);
     MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
@@ -400,6 +420,72 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     mscclpp_comm_destroy(comm);
     return 0;
 }
+
+/*
+ * The plans made for the job (executor/made.c) through the collective API, staged: the 2x1
+ * LL-packet allreduce (port ppkt of a scratch image, packets polled in staged scratch) that
+ * timed out on one H200 under MPS (gpu-check alltoallv step, test_made 2x1), then a 1 MiB
+ * allreduce (a Simple made plan, rendezvous chunks) and a packet allgather. Every element is
+ * checked, and the proxy made no staging allocation during the calls.
+ */
+static int made_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    env_common(rank, "made", "always");
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    const size_t counts[] = {61 * 2, 256 * 1024 + 2}; /* elements of the allreduce */
+    float *in = NULL, *out = NULL;
+    MP_CHECK(rank, mscclpp_malloc(counts[1] * 4, (void **)&in));
+    MP_CHECK(rank, mscclpp_malloc(counts[1] * 4, (void **)&out));
+    for (int call = 0; call < 3; call++) {
+        bool ag = call == 2;
+        size_t count = ag ? 61 : counts[call];
+        size_t out_count = ag ? count * (size_t)n : count;
+        memset(out, 0xff, out_count * 4);
+        for (size_t i = 0; i < count; i++) in[i] = value(rank, i);
+        double t0 = mp_now_s();
+        mscclpp_result_t r =
+            ag ? mscclpp_allgather(ex, in, out, count, MSCCLPP_FLOAT32, NULL)
+               : mscclpp_allreduce(ex, in, out, count, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL);
+        if (r != MSCCLPP_OK)
+            return MP_FAIL(rank, "made %s of %zu floats: %s after %.1f s: %s",
+                           ag ? "allgather" : "allreduce", count, mscclpp_result_string(r),
+                           mp_now_s() - t0, mscclpp_last_error());
+        for (size_t i = 0; i < out_count; i++) {
+            float want = ag ? value((int)(i / count), i % count) : value(0, i) + value(1, i);
+            if (out[i] != want)
+                return MP_FAIL(rank, "made %s of %zu floats: out[%zu] = %g, want %g",
+                               ag ? "allgather" : "allreduce", count, i, out[i], want);
+        }
+    }
+    if (tp_ucx_stage_late_allocs() != 0)
+        return MP_FAIL(rank, "made plans: %llu staging allocation(s) made by the proxy during "
+                       "the calls", (unsigned long long)tp_ucx_stage_late_allocs());
+    mscclpp_free(in);
+    mscclpp_free(out);
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
+    mscclpp_executor_destroy(ex);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_made_staged)
+{
+    /* no plan files: the collectives run the plans made for the job */
+    char empty[] = "/tmp/mscclpp-staging-made-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(empty));
+    setenv("MSCCLPP_PLAN_DIR", empty, 1);
+    setenv("MSCCLPP_TUNING_FILE", "none", 1);
+    int f = mp_run(2, made_body, NULL, 240, NULL);
+    unsetenv("MSCCLPP_PLAN_DIR");
+    unsetenv("MSCCLPP_TUNING_FILE");
+    rmdir(empty);
+    ck_assert_int_eq(f, 0);
+}
+END_TEST
 
 static const plan_case_t plan_cases[] = {
     {1, "allreduce", NULL}, {1, "allgather", NULL}, {1, "reducescatter", NULL},
@@ -434,6 +520,7 @@ static Suite *suite(void)
         tcase_add_test(tc, t_late_signal_order);
         tcase_add_loop_test(tc, t_plans_staged, 0,
                             (int)(sizeof plan_cases / sizeof plan_cases[0]));
+        tcase_add_test(tc, t_made_staged);
     }
     suite_add_tcase(s, tc);
     return s;

@@ -404,6 +404,68 @@ START_TEST(t_peer_left)
 }
 END_TEST
 
+/*
+ * A proxy stuck inside a transport call (its put held 8 s by MSCCLPP_TEST_TRANSPORT_FAULT=
+ * put:1:8000 on both ranks): the plan made for 2 nodes of 1 rank (LL packets put over a port
+ * channel, no signal) times out waiting for the peer's packets on both ranks, as on one H200
+ * under MPS (test_made 2x1), where the peers' view cannot tell a put never made from one
+ * lost. The message must say that this rank's own proxy holds the put: for how long, to whom.
+ */
+static int stuck_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    char node[32];
+    snprintf(node, sizeof node, "stuck-node-%d", rank); /* a node each: ucx */
+    setenv("MSCCLPP_NODE_ID", node, 1);
+    setenv("MSCCLPP_TIMEOUT", "2", 1);
+    setenv("UCX_TLS", "tcp", 1);
+    setenv("UCX_NET_DEVICES", "lo", 1);
+    setenv("MSCCLPP_TEST_TRANSPORT_FAULT", "put:1:8000", 1);
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
+    float *in = NULL, *out = NULL;
+    MP_CHECK(rank, mscclpp_malloc(64 * sizeof(float), (void **)&in));
+    MP_CHECK(rank, mscclpp_malloc(64 * sizeof(float), (void **)&out));
+    const mscclpp_plan_t *sel = NULL;
+    MP_CHECK(rank, mscclpp_executor_choose_plan(ex, "allreduce", 0, 64 * sizeof(float), &sel,
+                                                NULL));
+    if (strcmp(mscclpp_plan_name(sel), "made_allreduce_pkt_2x1"))
+        return MP_FAIL(rank, "chose plan '%s', want made_allreduce_pkt_2x1",
+                       mscclpp_plan_name(sel));
+    double t0 = mp_now_s();
+    mscclpp_result_t r = mscclpp_allreduce(ex, in, out, 64, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL);
+    double took = mp_now_s() - t0;
+    char peer[32];
+    snprintf(peer, sizeof peer, "to rank %d", 1 - rank);
+    const char *msg = mscclpp_last_error();
+    if (r != MSCCLPP_ERR_TIMEOUT || !strstr(msg, "LL packets") ||
+        !strstr(msg, "proxy has been inside one ucx transport call") ||
+        !strstr(msg, "a put of") || !strstr(msg, peer) || took > 7.0)
+        return MP_FAIL(rank, "want a packet timeout naming this rank's stuck put %s within "
+                       "7 s, got %s after %.1f s: %s", peer, mscclpp_result_string(r), took, msg);
+    printf("# rank %d: %s\n", rank, msg);
+    fflush(stdout);
+    mscclpp_free(in);
+    mscclpp_free(out);
+    _exit(0); /* the executor is broken and its proxy still inside the put: no tidy exit */
+}
+
+START_TEST(t_proxy_stuck)
+{
+    char empty[] = "/tmp/mscclpp-stuck-XXXXXX"; /* no plan files: the made plans serve */
+    ck_assert_ptr_nonnull(mkdtemp(empty));
+    setenv("MSCCLPP_PLAN_DIR", empty, 1);
+    setenv("MSCCLPP_TUNING_FILE", "none", 1);
+    int f = mp_run(2, stuck_body, NULL, 60, NULL);
+    unsetenv("MSCCLPP_PLAN_DIR");
+    unsetenv("MSCCLPP_TUNING_FILE");
+    rmdir(empty);
+    ck_assert_int_eq(f, 0);
+}
+END_TEST
+
 START_TEST(t_knob_off)
 {
     static const char *const specs[] = {"put:1000", "put", "put:0", "wire:1", "put:2x"};
@@ -421,6 +483,7 @@ int main(void)
     tcase_add_loop_test(tc, t_knob_off, 0, 5);
     tcase_add_test(tc, t_peer_left);
     tcase_add_test(tc, t_destroy_flush_logged);
+    tcase_add_test(tc, t_proxy_stuck);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -39,6 +39,15 @@
  *                   Receiver: eager data is copied from UCX's buffer into the destination;
  *                   rendezvous data is received into a bounce and copied in when it arrived,
  *                   before the receive counts as done, so the signal ordering above covers it.
+ *                   The bounces and the stream are made at the first staged registration
+ *                   (context setup), never by the proxy: there a launch runs that waits for
+ *                   the proxy, and on a GPU a pinned allocation (cudaHostAlloc: "page-locked
+ *                   host memory allocation" is among the CUDA guide's implicit synchronizations;
+ *                   under MPS it waited for the running kernel) would wait for it in turn.
+ *                   Sends take one of UCX_STAGE_SEND_BUFS, rendezvous receives one of
+ *                   UCX_STAGE_RECV_BUFS, and a receive that finds none waits (UCX keeps its
+ *                   data) until an earlier one's copy-in frees one; eager data goes through a
+ *                   free receive bounce too, so the HAL copies from pinned memory.
  *                   MSCCLPP_UCX_STAGING=auto stages only what the CPU cannot read on a GPU
  *                   backend whose UCX lacks that memory type; always stages every registration
  *                   (how CI runs the whole path on the host backend); never stages nothing.
@@ -89,6 +98,8 @@ typedef struct {
 
 enum { UCX_STAGE_AUTO, UCX_STAGE_ALWAYS, UCX_STAGE_NEVER };
 #define UCX_STAGE_SEND_BUFS 4 /* bounces one context's sends may hold: copy k+1 while k flies */
+#define UCX_STAGE_RECV_BUFS 8 /* bounces its staged receives may hold (more wait for one) */
+#define UCX_STAGE_BUFS (UCX_STAGE_SEND_BUFS + UCX_STAGE_RECV_BUFS)
 #define UCX_KEY_UCX 1u        /* the key's kind: a UCX rkey follows */
 #define UCX_KEY_STAGED 2u     /* staged memory: no rkey (active messages use base/size only) */
 
@@ -99,6 +110,7 @@ typedef struct ucx_recv {
     ucx_am_hdr_t hdr;
     size_t len;
     void *bounce;    /* staged destination: received here, then copied to hdr.dst */
+    void *desc;      /* waiting for a bounce: UCX's data descriptor, received from later */
     bool sig_staged; /* the counter is staged memory */
     uint64_t seq;    /* its signal's place among the held-back ones (tp_ctx.defer_seq) */
 } ucx_recv_t;
@@ -134,11 +146,13 @@ struct tp_ctx {
     int dev;             /* device current when the context was made; -1 unknown */
     bool ucx_devmem;     /* this UCX maps the backend's device memory itself */
     size_t chunk;        /* bytes of one bounce buffer, the most one staged message carries */
-    hal_stream_t sstream; /* our copies' stream (made on first use, non-blocking on CUDA/HIP) */
-    void **bfree;        /* bounce buffers free to take */
-    void **ball;         /* every bounce buffer (freed at fini only: see ucx_bounce_take) */
-    size_t nfree, nall, cap_b;
-    unsigned send_held;  /* bounces held by messages being sent */
+    hal_stream_t sstream; /* our copies' stream (non-blocking on CUDA/HIP) */
+    bool prepared;       /* the stream and every bounce made (ucx_stage_prepare) */
+    void *ball[UCX_STAGE_BUFS]; /* every bounce buffer (freed at fini only) */
+    size_t nall;
+    void *sfree[UCX_STAGE_SEND_BUFS], *rfree[UCX_STAGE_RECV_BUFS]; /* free to take */
+    unsigned nsfree, nrfree;
+    ucx_recv_t *waiting, *waiting_tail; /* rendezvous receives waiting for a bounce, in order */
 };
 
 struct tp_ep {
@@ -249,6 +263,9 @@ static mscclpp_result_t ucx_status(const char *what, int peer, ucs_status_t st)
 
 /* ---- staging through pinned host memory ------------------------------------------------- */
 
+static uint64_t ucx_late_allocs; /* tp_ucx_stage_late_allocs */
+uint64_t tp_ucx_stage_late_allocs(void) { return __atomic_load_n(&ucx_late_allocs, __ATOMIC_RELAXED); }
+
 /*
  * Queue one copy by the HAL on the context's own stream (dst == NULL: none), and with `wait`
  * wait for every copy queued there. Not memcpy_sync: on CUDA it runs
@@ -267,7 +284,10 @@ static mscclpp_result_t ucx_stage_op(tp_ctx_t *c, void *dst, const void *src, si
     else
         cur = -1; /* nothing to restore */
     mscclpp_result_t res = MSCCLPP_OK;
-    if (!c->sstream) res = hal->stream_create(&c->sstream);
+    if (!c->sstream) { /* not prepared (a bug): made now, and counted */
+        res = hal->stream_create(&c->sstream);
+        __atomic_add_fetch(&ucx_late_allocs, 1, __ATOMIC_RELAXED);
+    }
     if (res == MSCCLPP_OK && dst) res = hal->memcpy_async(dst, src, n, c->sstream);
     if (res == MSCCLPP_OK && wait) res = hal->stream_sync(c->sstream);
     if (cur >= 0) (void)hal->device_set(cur);
@@ -280,36 +300,60 @@ static mscclpp_result_t ucx_stage_copy(tp_ctx_t *c, void *dst, const void *src, 
 }
 
 /*
- * A bounce buffer of c->chunk bytes: a free one, else a new one. They are freed only at fini:
- * freeing pinned memory (cudaFreeHost) may synchronize the device, which would wait for a
- * kernel that waits for this proxy. Senders hold at most UCX_STAGE_SEND_BUFS (they wait for one
- * to come back); receives take what they need, which the senders' bound limits in turn.
+ * The staging resources of the context: its copy stream and UCX_STAGE_BUFS bounce buffers of
+ * c->chunk bytes, made once, by the first staged registration (lock held), in the thread that
+ * sets up a context, before any launch can wait for this transport's proxy. They are freed only
+ * at fini: freeing pinned memory (cudaFreeHost) may synchronize the device too.
  */
-static mscclpp_result_t ucx_bounce_take(tp_ctx_t *c, void **out)
+static mscclpp_result_t ucx_stage_prepare(tp_ctx_t *c)
 {
-    if (c->nfree) {
-        *out = c->bfree[--c->nfree];
-        return MSCCLPP_OK;
+    if (c->prepared) return MSCCLPP_OK;
+    const hal_ops_t *hal = c->hal;
+    int cur = -1;
+    if (c->dev >= 0 && hal->device_get(&cur) == MSCCLPP_OK && cur != c->dev)
+        CHECK(hal->device_set(c->dev));
+    else
+        cur = -1; /* nothing to restore */
+    mscclpp_result_t res = MSCCLPP_OK;
+    if (!c->sstream) res = hal->stream_create(&c->sstream);
+    while (res == MSCCLPP_OK && c->nall < UCX_STAGE_BUFS) {
+        void *b = NULL;
+        res = hal->host_alloc(c->chunk, &b);
+        if (res == MSCCLPP_OK) c->ball[c->nall++] = b;
     }
-    if (c->nall == c->cap_b) {
-        size_t cap = c->cap_b ? 2 * c->cap_b : 16;
-        void **all = realloc(c->ball, cap * sizeof *all);
-        if (all) c->ball = all;
-        void **fr = all ? realloc(c->bfree, cap * sizeof *fr) : NULL;
-        if (fr) c->bfree = fr;
-        if (!all || !fr) return ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
-        c->cap_b = cap;
-    }
-    void *b = NULL;
-    CHECK(c->hal->host_alloc(c->chunk, &b));
-    c->ball[c->nall++] = b;
-    *out = b;
+    if (cur >= 0) (void)hal->device_set(cur);
+    if (res != MSCCLPP_OK)
+        return ERR(res, "ucx transport: rank %d: %d staging buffers of %zu bytes (pinned host "
+                   "memory, MSCCLPP_UCX_STAGE_CHUNK) and a copy stream: %s", c->world->rank,
+                   UCX_STAGE_BUFS, c->chunk, mscclpp_last_error());
+    for (unsigned i = 0; i < UCX_STAGE_SEND_BUFS; i++) c->sfree[i] = c->ball[i];
+    for (unsigned i = 0; i < UCX_STAGE_RECV_BUFS; i++)
+        c->rfree[i] = c->ball[UCX_STAGE_SEND_BUFS + i];
+    c->nsfree = UCX_STAGE_SEND_BUFS;
+    c->nrfree = UCX_STAGE_RECV_BUFS;
+    c->prepared = true;
     return MSCCLPP_OK;
 }
 
-static void ucx_bounce_give(tp_ctx_t *c, void *b)
+/* Staging from a path that only a registration should reach first (lock held): made now if
+ * it was not, and counted (tp_ucx_stage_late_allocs). */
+static mscclpp_result_t ucx_stage_ready(tp_ctx_t *c)
 {
-    if (b) c->bfree[c->nfree++] = b; /* bfree has room for every buffer of ball */
+    if (c->prepared) return MSCCLPP_OK;
+    __atomic_add_fetch(&ucx_late_allocs, 1, __ATOMIC_RELAXED);
+    return ucx_stage_prepare(c);
+}
+
+/* A receive bounce (lock held), or NULL when every one is taken. */
+static void *ucx_rbounce_take(tp_ctx_t *c)
+{
+    if (ucx_stage_ready(c) != MSCCLPP_OK || !c->nrfree) return NULL;
+    return c->rfree[--c->nrfree];
+}
+
+static void ucx_rbounce_give(tp_ctx_t *c, void *b)
+{
+    if (b) c->rfree[c->nrfree++] = b; /* rfree has room for every receive bounce */
 }
 
 /* Is this registration staged? (for tests) */
@@ -409,7 +453,7 @@ static void ucx_signal_in(tp_ctx_t *c, int src, uint64_t addr, uint64_t value, b
 static void ucx_recv_finish(tp_ctx_t *c, ucx_recv_t *r, bool ok)
 {
     int src = r->hdr.src;
-    ucx_bounce_give(c, r->bounce);
+    ucx_rbounce_give(c, r->bounce);
     if (ok && (r->hdr.flags & UCX_AM_SIGNAL)) /* held back: this receive still counts as open */
         ucx_signal_in(c, src, r->hdr.sig, r->hdr.value, r->sig_staged, r->seq);
     c->rndv_done[src]++;
@@ -423,20 +467,24 @@ static void ucx_recv_finish(tp_ctx_t *c, ucx_recv_t *r, bool ok)
  * handler's own copy (which waits for the stream anyway), so a receive is finished at the
  * latest when the proxy next drives the worker; the proxy never sleeps with one queued.
  */
+static void ucx_recv_resume(tp_ctx_t *c);
+
 static void ucx_copies_settle(tp_ctx_t *c)
 {
-    if (!c->copying) return;
-    bool ok = ucx_stage_op(c, NULL, NULL, 0, true) == MSCCLPP_OK;
-    while (c->copying) {
-        ucx_recv_t *r = c->copying;
-        c->copying = r->next;
-        if (!ok)
-            ucx_bad_msg(c, r->hdr.src, "(%llu bytes to 0x%llx) could not be copied in from its "
-                        "staging buffer: %s", (unsigned long long)r->len,
-                        (unsigned long long)r->hdr.dst, mscclpp_last_error());
-        ucx_recv_finish(c, r, ok);
+    if (c->copying) {
+        bool ok = ucx_stage_op(c, NULL, NULL, 0, true) == MSCCLPP_OK;
+        while (c->copying) {
+            ucx_recv_t *r = c->copying;
+            c->copying = r->next;
+            if (!ok)
+                ucx_bad_msg(c, r->hdr.src, "(%llu bytes to 0x%llx) could not be copied in from "
+                            "its staging buffer: %s", (unsigned long long)r->len,
+                            (unsigned long long)r->hdr.dst, mscclpp_last_error());
+            ucx_recv_finish(c, r, ok);
+        }
+        c->copying_tail = NULL;
     }
-    c->copying_tail = NULL;
+    ucx_recv_resume(c); /* the bounces those receives gave back */
 }
 
 /* Drive the worker until it has nothing more to do, then finish the receives it completed
@@ -485,6 +533,35 @@ static void ucx_recv_done(void *req, ucs_status_t st, size_t len, void *user)
     ucx_recv_finish(c, r, ok);
 }
 
+/* Receive rendezvous message r (its data descriptor `desc`) in place, or into its bounce. */
+static void ucx_recv_start(tp_ctx_t *c, ucx_recv_t *r, void *desc)
+{
+    r->desc = NULL;
+    r->next = c->recvs;
+    c->recvs = r;
+    ucp_request_param_t p = {0};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = ucx_recv_done;
+    p.user_data = r;
+    void *to = r->bounce ? r->bounce : (void *)(uintptr_t)r->hdr.dst;
+    ucs_status_ptr_t q = ucp_am_recv_data_nbx(c->worker, desc, to, r->len, &p);
+    if (UCS_PTR_IS_ERR(q)) ucx_recv_done(NULL, UCS_PTR_STATUS(q), 0, r);
+    else if (q == NULL) ucx_recv_done(NULL, UCS_OK, r->len, r);
+}
+
+/* Start the receives that wait for a bounce, in arrival order, while bounces are free (lock
+ * held). Their signals are held back meanwhile (counted in rndv_started on arrival). */
+static void ucx_recv_resume(tp_ctx_t *c)
+{
+    while (c->waiting && c->nrfree) {
+        ucx_recv_t *r = c->waiting;
+        c->waiting = r->next;
+        if (!c->waiting) c->waiting_tail = NULL;
+        r->bounce = ucx_rbounce_take(c);
+        ucx_recv_start(c, r, r->desc);
+    }
+}
+
 static ucs_status_t ucx_am_recv(void *arg, const void *header, size_t hlen, void *data,
                                 size_t len, const ucp_am_recv_param_t *param)
 {
@@ -520,13 +597,6 @@ static ucs_status_t ucx_am_recv(void *arg, const void *header, size_t hlen, void
     }
     if ((h.flags & UCX_AM_DATA) && (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
         ucx_recv_t *r = calloc(1, sizeof *r);
-        void *bounce = NULL;
-        if (r && dm->staged && ucx_bounce_take(c, &bounce) != MSCCLPP_OK) {
-            ucx_bad_msg(c, h.src, "(%zu bytes) found no staging buffer: %s", len,
-                        mscclpp_last_error());
-            free(r);
-            return UCS_OK;
-        }
         if (!r) {
             ucx_bad_msg(c, h.src, "(%zu bytes) found no memory to receive it in place", len);
             return UCS_OK;
@@ -534,25 +604,31 @@ static ucs_status_t ucx_am_recv(void *arg, const void *header, size_t hlen, void
         r->ctx = c;
         r->hdr = h;
         r->len = len;
-        r->bounce = bounce;
         r->sig_staged = sig_staged;
         r->seq = c->defer_seq++;
-        r->next = c->recvs;
-        c->recvs = r;
         c->rndv_started[h.src]++;
-        ucp_request_param_t p = {0};
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-        p.cb.recv_am = ucx_recv_done;
-        p.user_data = r;
-        void *to = bounce ? bounce : (void *)(uintptr_t)h.dst;
-        ucs_status_ptr_t q = ucp_am_recv_data_nbx(c->worker, data, to, len, &p);
-        if (UCS_PTR_IS_ERR(q)) ucx_recv_done(NULL, UCS_PTR_STATUS(q), 0, r);
-        else if (q == NULL) ucx_recv_done(NULL, UCS_OK, len, r);
+        if (dm->staged && !c->waiting) r->bounce = ucx_rbounce_take(c);
+        if (dm->staged && !r->bounce) {
+            /* every receive bounce holds data being received or copied in: this one waits,
+             * UCX keeping its data, and starts when one comes back (ucx_recv_resume) */
+            r->desc = data;
+            if (c->waiting_tail) c->waiting_tail->next = r;
+            else c->waiting = r;
+            c->waiting_tail = r;
+            return UCS_INPROGRESS;
+        }
+        ucx_recv_start(c, r, data);
         return UCS_INPROGRESS; /* the descriptor now belongs to the receive */
     }
     if (dm && dm->staged) {
-        /* eager into staged memory: from UCX's buffer straight into the destination */
-        if (ucx_stage_copy(c, (void *)(uintptr_t)h.dst, data, len) != MSCCLPP_OK) {
+        /* eager into staged memory: through a free receive bounce (pinned: the HAL's copy
+         * from UCX's pageable buffer would stage it through memory of the driver's own), else
+         * from UCX's buffer straight into the destination */
+        void *b = ucx_rbounce_take(c);
+        if (b) memcpy(b, data, len); /* len <= c->chunk, checked above */
+        mscclpp_result_t cr = ucx_stage_copy(c, (void *)(uintptr_t)h.dst, b ? b : data, len);
+        ucx_rbounce_give(c, b);
+        if (cr != MSCCLPP_OK) {
             ucx_bad_msg(c, h.src, "(%zu bytes to 0x%llx) could not be copied into staged "
                         "memory: %s", len, (unsigned long long)h.dst, mscclpp_last_error());
             return UCS_OK;
@@ -685,6 +761,12 @@ static void ucx_fini(tp_ctx_t *c)
     if (!c) return;
     core_error_kept_t kept; /* a failure's message outlives the clean-up (ucx_close) */
     core_error_keep(&kept);
+    while (c->waiting) { /* receives that never found a bounce: UCX's data goes back */
+        ucx_recv_t *r = c->waiting;
+        c->waiting = r->next;
+        ucp_am_data_release(c->worker, r->desc);
+        free(r);
+    }
     ucp_worker_destroy(c->worker);
     ucp_cleanup(c->context);
     if (c->copying) (void)ucx_stage_op(c, NULL, NULL, 0, true); /* before their bounces go */
@@ -704,8 +786,6 @@ static void ucx_fini(tp_ctx_t *c)
     /* the communicator is going: no kernel waits for this proxy any more */
     if (c->sstream) (void)c->hal->stream_destroy(c->sstream);
     for (size_t i = 0; i < c->nall; i++) (void)c->hal->host_free(c->ball[i]);
-    free(c->ball);
-    free(c->bfree);
     core_error_put_back(&kept);
     pthread_mutex_destroy(&c->lock);
     free(c);
@@ -720,7 +800,28 @@ static mscclpp_result_t ucx_mem_reg(tp_ctx_t *c, void *ptr, size_t bytes, tp_mem
     m->staged = ucx_decide(c, ptr, bytes, &why);
     INFO(SUBSYS_NET, "rank %d: ucx registration [%p,+%zu) %s: %s", c->world->rank, ptr, bytes,
          m->staged ? "staged through pinned host memory" : "handed to UCX", why);
-    if (!m->staged) { /* staged memory is never mapped: only base and size travel */
+    if (!m->staged && !(c->hal != hal_host_ops() && c->ucx_devmem) &&
+        !tp_cpu_readable(ptr, bytes)) {
+        /* UCX would read and write it with the CPU: a fault in the proxy, or puts that never
+         * arrive and show up only as the peers' timeouts. Refused here, at setup. */
+        free(m);
+        return ERR(MSCCLPP_ERR_UNSUPPORTED,
+                   "ucx transport: rank %d: [%p,+%zu) is memory the CPU cannot read (%s device "
+                   "memory?), which this UCX cannot access either (no %s memory support), yet "
+                   "it would be handed to UCX as it is (%s): set MSCCLPP_UCX_STAGING=auto (the "
+                   "default) or always, so that it is staged through pinned host memory",
+                   c->world->rank, ptr, bytes, c->hal->name,
+                   !strcmp(c->hal->name, "hip") ? "ROCm" : "CUDA", why);
+    }
+    if (m->staged) { /* the bounces and stream, now, before any launch uses this memory */
+        pthread_mutex_lock(&c->lock);
+        mscclpp_result_t res = ucx_stage_prepare(c);
+        pthread_mutex_unlock(&c->lock);
+        if (res != MSCCLPP_OK) {
+            free(m);
+            return res;
+        }
+    } else { /* staged memory is never mapped: only base and size travel */
         ucp_mem_map_params_t mp = {0};
         mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
         mp.address = ptr;
@@ -944,10 +1045,7 @@ static mscclpp_result_t ucx_failed(tp_ep_t *ep, const char *what)
 static void ucx_msg_free(tp_ctx_t *c, ucx_send_t *m)
 {
     if (!m) return;
-    if (m->bounce) {
-        ucx_bounce_give(c, m->bounce);
-        c->send_held--;
-    }
+    if (m->bounce) c->sfree[c->nsfree++] = m->bounce; /* sfree has room for every one */
     free(m);
 }
 
@@ -1009,29 +1107,27 @@ static mscclpp_result_t ucx_wait_until(tp_ep_t *ep, bool (*done)(tp_ep_t *, void
 static bool ucx_bounce_ready(tp_ep_t *ep, void *arg)
 {
     (void)arg;
-    return ep->ctx->send_held < UCX_STAGE_SEND_BUFS;
+    return ep->ctx->nsfree > 0;
 }
 
 /* A bounce for a staged send (lock held): waits, bounded, while every one is in flight. */
 static mscclpp_result_t ucx_bounce_send(tp_ep_t *ep, void **out)
 {
     tp_ctx_t *c = ep->ctx;
-    if (c->send_held >= UCX_STAGE_SEND_BUFS) {
+    CHECK(ucx_stage_ready(c));
+    if (!c->nsfree) {
         /* every bounce in flight: what other connections hold back goes out first */
         for (tp_ep_t *e = c->eps; e; e = e->next) CHECK(ucx_send_pending(e));
         CHECK(ucx_wait_until(ep, ucx_bounce_ready, NULL, config_timeout_ns(),
                              "put (waiting for a staging buffer)"));
     }
-    CHECK(ucx_bounce_take(c, out));
-    c->send_held++;
+    *out = c->sfree[--c->nsfree];
     return MSCCLPP_OK;
 }
 
 static void ucx_bounce_unsend(tp_ctx_t *c, void *b)
 {
-    if (!b) return;
-    ucx_bounce_give(c, b);
-    c->send_held--;
+    if (b) c->sfree[c->nsfree++] = b;
 }
 
 /*
@@ -1376,6 +1472,8 @@ bool tp_ucx_mem_staged(const tp_mem_t *mem)
     (void)mem;
     return false;
 }
+
+uint64_t tp_ucx_stage_late_allocs(void) { return 0; }
 
 void tp_ucx_staging_info(char *buf, size_t cap) { snprintf(buf, cap, "ucx not built"); }
 
