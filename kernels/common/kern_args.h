@@ -69,7 +69,10 @@
  * waits polls (kern_spin_poll, the slow path only): a peer's fence record for this very launch
  * means that peer changed its call and this rank did not, and fails the launch with both
  * signatures; this rank then answers the peer's record (KERN_REC_ANSWER) so that the peer's
- * fence fails at once too, naming the same disagreement. A rank that never waits for the peer
+ * fence fails at once too, naming the same disagreement. One thread answers (the one whose
+ * error the launch recorded), as its block ends; a reader takes a record only when its word
+ * reads the same before and after the signature (a record written again under it is polled
+ * again, never taken for "the peer moved on"). A rank that never waits for the peer
  * (a broadcast's root) computes only from its own data and ends OK; its peer's fence times out.
  * A rank whose call needs a context it has not built yet goes into the (host) setup exchange
  * instead of launching: before that, its host writes a KERN_REC_SETUP record (with the flag the

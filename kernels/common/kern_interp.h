@@ -105,8 +105,9 @@ KERN_FN int kern_failed(const kern_ctx_t *c) { return kern_ld_rlx_i32(&c->b->st-
 #define KERN_WC_CHAN(wc) ((int32_t)((wc) << 8) >> 8)
 
 /* Record the launch's first error; later ones are dropped. `psig`: a peer's call signature
- * (KERN_WAIT_MISMATCH), recorded with this launch's, or NULL. */
-KERN_BIG_FN void kern_fail_sig(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan,
+ * (KERN_WAIT_MISMATCH), recorded with this launch's, or NULL. Returns 1 when this call's error
+ * is the one recorded. */
+KERN_BIG_FN int kern_fail_sig(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan,
                                int32_t peer, uint64_t expected, uint64_t seen,
                                const uint64_t *psig)
 {
@@ -114,7 +115,7 @@ KERN_BIG_FN void kern_fail_sig(kern_ctx_t *c, int32_t code, uint32_t what, int32
     kern_error_t *e = &b->st->err;
     int k;
     c->failed = 1;
-    if (!kern_cas_acqrel_i32(&e->code, 0, code)) return;
+    if (!kern_cas_acqrel_i32(&e->code, 0, code)) return 0;
     for (k = 0; k < KERN_SIG_WORDS; k++) {
         e->sig[k] = b->a.sig[k]; /* the host reads the rank rotation from it */
         e->peer_sig[k] = psig ? psig[k] : 0;
@@ -162,6 +163,7 @@ KERN_BIG_FN void kern_fail_sig(kern_ctx_t *c, int32_t code, uint32_t what, int32
 #endif
         kern_fence_sys();
     }
+    return 1;
 }
 
 /* out of line: its callers pass fewer arguments than kern_fail_sig takes (on GPUs the
@@ -196,8 +198,10 @@ KERN_FN int32_t kern_fence_peer(const kern_ctx_t *c, uint32_t fid)
  * Read the peer's record in `slot` if it is `want` (kind and this launch's flag): 1 and its
  * signature in sig; 0 if it is not there (yet). The writer clears the record word, writes the
  * signature, then the record word: a record word that changed while the signature was read
- * means the peer has moved on to a later record, 2: it got past its fence of this launch, so
- * it found our signatures equal (a rank whose launch failed writes no more records).
+ * means the slot is being written again, 0 too (the caller polls again). Never "the peer moved
+ * on, so it agreed": the same record can be written twice (two answering threads: a fence
+ * that took the second one's clear for agreement ran a call its peer had refused), and a
+ * record of a later launch says that itself (kern_fence_wait).
  */
 KERN_FN int kern_rec_read(const uint64_t *slot, uint64_t want, uint64_t *sig)
 {
@@ -205,7 +209,7 @@ KERN_FN int kern_rec_read(const uint64_t *slot, uint64_t want, uint64_t *sig)
     if (kern_ld_acq_u64(slot + KERN_REC_WORD) != want) return 0;
     for (k = 0; k < KERN_SIG_WORDS; k++) sig[k] = kern_ld_rlx_u64(slot + KERN_REC_SIG + k);
     kern_fence_sys();
-    return kern_ld_rlx_u64(slot + KERN_REC_WORD) == want ? 1 : 2;
+    return kern_ld_rlx_u64(slot + KERN_REC_WORD) == want;
 }
 
 KERN_FN int kern_sig_differs(const kern_ctx_t *c, const uint64_t *sig)
@@ -228,8 +232,10 @@ KERN_FN int kern_rec_asks(const kern_ctx_t *c, const uint64_t *slot, uint64_t *r
 
 /*
  * The side of a disagreement that did not fence (see Launch fence): called by waits as they
- * poll. A peer's record of this launch with another signature fails the launch (c->answer:
- * answer it when the block ends, kern_fence_answer). Returns 1 then.
+ * poll. A peer's record of this launch with another signature fails the launch. Returns 1 then.
+ * The thread whose error is the launch's answers when its block ends (c->answer,
+ * kern_fence_answer): one writer per record, however many threads (on a GPU, every lane of
+ * every waiting warp polls at the same count) found it at once.
  */
 KERN_FN int kern_fence_poll(kern_ctx_t *c)
 {
@@ -240,9 +246,9 @@ KERN_FN int kern_fence_poll(kern_ctx_t *c)
     for (i = 0; i < p->n_fence; i++) {
         if (!kern_rec_asks(c, kern_fence_slot(c, ids[i]), &rec, sig) || !kern_sig_differs(c, sig))
             continue;
-        c->answer = 1;
-        kern_fail_sig(c, KERN_ERR_INVALID_ARG, KERN_WAIT_MISMATCH, (int32_t)(ids[i] & 1023u),
-                      kern_fence_peer(c, ids[i]), c->b->flag, rec, sig);
+        c->answer = kern_fail_sig(c, KERN_ERR_INVALID_ARG, KERN_WAIT_MISMATCH,
+                                  (int32_t)(ids[i] & 1023u), kern_fence_peer(c, ids[i]), c->b->flag,
+                                  rec, sig);
         return 1;
     }
     return 0;
