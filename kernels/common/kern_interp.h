@@ -105,9 +105,8 @@ KERN_FN int kern_failed(const kern_ctx_t *c) { return kern_ld_rlx_i32(&c->b->st-
 #define KERN_WC_CHAN(wc) ((int32_t)((wc) << 8) >> 8)
 
 /* Record the launch's first error; later ones are dropped. `psig`: a peer's call signature
- * (KERN_WAIT_MISMATCH), recorded with this launch's, or NULL. Returns 1 when this call's error
- * is the one recorded. */
-KERN_BIG_FN int kern_fail_sig(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan,
+ * (KERN_WAIT_MISMATCH), recorded with this launch's, or NULL. */
+KERN_BIG_FN void kern_fail_sig(kern_ctx_t *c, int32_t code, uint32_t what, int32_t chan,
                                int32_t peer, uint64_t expected, uint64_t seen,
                                const uint64_t *psig)
 {
@@ -115,7 +114,7 @@ KERN_BIG_FN int kern_fail_sig(kern_ctx_t *c, int32_t code, uint32_t what, int32_
     kern_error_t *e = &b->st->err;
     int k;
     c->failed = 1;
-    if (!kern_cas_acqrel_i32(&e->code, 0, code)) return 0;
+    if (!kern_cas_acqrel_i32(&e->code, 0, code)) return;
     for (k = 0; k < KERN_SIG_WORDS; k++) {
         e->sig[k] = b->a.sig[k]; /* the host reads the rank rotation from it */
         e->peer_sig[k] = psig ? psig[k] : 0;
@@ -163,7 +162,6 @@ KERN_BIG_FN int kern_fail_sig(kern_ctx_t *c, int32_t code, uint32_t what, int32_
 #endif
         kern_fence_sys();
     }
-    return 1;
 }
 
 /* out of line: its callers pass fewer arguments than kern_fail_sig takes (on GPUs the
@@ -232,10 +230,8 @@ KERN_FN int kern_rec_asks(const kern_ctx_t *c, const uint64_t *slot, uint64_t *r
 
 /*
  * The side of a disagreement that did not fence (see Launch fence): called by waits as they
- * poll. A peer's record of this launch with another signature fails the launch. Returns 1 then.
- * The thread whose error is the launch's answers when its block ends (c->answer,
- * kern_fence_answer): one writer per record, however many threads (on a GPU, every lane of
- * every waiting warp polls at the same count) found it at once.
+ * poll. A peer's record of this launch with another signature fails the launch (c->answer:
+ * answer it when the block ends, kern_fence_answer). Returns 1 then.
  */
 KERN_FN int kern_fence_poll(kern_ctx_t *c)
 {
@@ -246,9 +242,9 @@ KERN_FN int kern_fence_poll(kern_ctx_t *c)
     for (i = 0; i < p->n_fence; i++) {
         if (!kern_rec_asks(c, kern_fence_slot(c, ids[i]), &rec, sig) || !kern_sig_differs(c, sig))
             continue;
-        c->answer = kern_fail_sig(c, KERN_ERR_INVALID_ARG, KERN_WAIT_MISMATCH,
-                                  (int32_t)(ids[i] & 1023u), kern_fence_peer(c, ids[i]), c->b->flag,
-                                  rec, sig);
+        c->answer = 1;
+        kern_fail_sig(c, KERN_ERR_INVALID_ARG, KERN_WAIT_MISMATCH, (int32_t)(ids[i] & 1023u),
+                      kern_fence_peer(c, ids[i]), c->b->flag, rec, sig);
         return 1;
     }
     return 0;
@@ -1441,14 +1437,22 @@ KERN_BIG_FN void kern_launch_fence(kern_ctx_t *c)
     }
 }
 
-/* After a launch that did not fence found a peer's record with another signature: answer
- * every such record with ours, so that those peers fail at once, naming the disagreement. */
+/*
+ * After a launch that did not fence found a peer's record with another signature: answer
+ * every such record with ours, so that those peers fail at once, naming the disagreement.
+ * Once per launch: the first thread here answers, the others return (state.answered). Several
+ * threads find the record in the same poll (on a GPU every lane of every waiting warp polls at
+ * the same count), and two answers written at once (clear, signature, record word) let the
+ * peer's fence read one, then the other's clear.
+ */
 KERN_BIG_FN void kern_fence_answer(kern_ctx_t *c)
 {
     const kern_plan_t *p = kern_plan_of(c);
     const uint32_t *ids = (const uint32_t *)((const char *)p + p->off_fence);
     uint64_t rec, sig[KERN_SIG_WORDS];
+    int32_t *once = &c->b->st->answered, was = kern_ld_rlx_i32(once);
     uint32_t i;
+    if (was == (int32_t)c->b->flag || !kern_cas_acqrel_i32(once, was, (int32_t)c->b->flag)) return;
     for (i = 0; i < p->n_fence; i++)
         if (kern_rec_asks(c, kern_fence_slot(c, ids[i]), &rec, sig))
             kern_rec_write(c, ids[i], KERN_REC_ANSWER);

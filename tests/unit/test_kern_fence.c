@@ -12,7 +12,7 @@
  * record word); the fence read one answer, then the next one's clear, and took the change for
  * "the peer moved on past its fence, so it agreed". Both halves are here: one answer per
  * launch (t_one_answer), and a record written again under the reader is not agreement
- * (t_rewritten_answer).
+ * (t_rewritten_answer); each failed before its fix.
  */
 #include <check.h>
 #include <pthread.h>
@@ -98,9 +98,8 @@ static void check_mismatch(int r, uint64_t rec)
 
 /*
  * Two threads of rank 0 find rank 1's fence record in the same poll (on a GPU: lanes of one
- * warp, or warps that poll at the same count): both fail the launch, one answers. Before the
- * fix both answered, and two answers written at once look to the fence like a peer that moved
- * on (t_rewritten_answer).
+ * warp, or warps that poll at the same count): both fail the launch, and its answer is written
+ * once. Before the fix each wrote it (t_rewritten_answer: what the fence then did).
  */
 START_TEST(t_one_answer)
 {
@@ -112,19 +111,33 @@ START_TEST(t_one_answer)
     /* both passed kern_spin_check's look at the error record before either failed */
     ck_assert_int_eq(kern_fence_poll(&t0), 1);
     ck_assert_int_eq(kern_fence_poll(&t1), 1);
-    ck_assert_int_eq(t0.failed && t1.failed, 1);
-    ck_assert_msg(t0.answer + t1.answer == 1, "%d threads answer rank 1's record, want 1",
-                  t0.answer + t1.answer);
+    ck_assert_int_eq(t0.failed && t1.failed && t0.answer && t1.answer, 1);
     check_mismatch(0, KERN_REC(KERN_REC_FENCE, FLAG));
     ck_assert_int_eq(ranks[0].st.err.op, 1); /* begun without the fence */
-    /* the block ends: the answer goes out, and rank 1's fence fails on it at once */
-    if (t0.answer) kern_fence_answer(&t0);
-    if (t1.answer) kern_fence_answer(&t1);
+    /* the blocks end: the first answers */
+    uint64_t *rec = &ranks[1].slot[KERN_REC_WORD];
+    kern_fence_answer(&t0);
+    ck_assert_uint_eq(*rec, KERN_REC(KERN_REC_ANSWER, FLAG));
+    *rec = 0; /* what a second writer's first store would be seen as */
+    kern_fence_answer(&t1);
+    ck_assert_msg(*rec == 0, "a second thread wrote the launch's answer again (record word %#llx)",
+                  (unsigned long long)*rec);
+    /* rank 1's fence fails on the answer at once */
+    *rec = KERN_REC(KERN_REC_ANSWER, FLAG);
     uint64_t t = base_now_ns();
     kern_fence_wait(&f, 0);
     ck_assert_msg(base_now_ns() - t < 1000000000ull, "the fence waited %.2f s for the answer",
                   (double)(base_now_ns() - t) / 1e9);
     check_mismatch(1, KERN_REC(KERN_REC_ANSWER, FLAG));
+    /* the next launch of the context may answer again (one answer per launch) */
+    ranks[0].b.flag = ranks[1].b.flag = FLAG + 1;
+    memset(&ranks[0].st.err, 0, sizeof ranks[0].st.err);
+    f = ctx_of(1, 0, -1, 1);
+    kern_rec_write(&f, 0, KERN_REC_FENCE);
+    t0 = ctx_of(0, 0, 1, 0);
+    ck_assert_int_eq(kern_fence_poll(&t0), 1);
+    kern_fence_answer(&t0);
+    ck_assert_uint_eq(*rec, KERN_REC(KERN_REC_ANSWER, FLAG + 1));
 }
 END_TEST
 
