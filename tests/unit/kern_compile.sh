@@ -28,7 +28,8 @@ hipcc=${HIPCC:-$(command -v hipcc || echo /opt/rocm/bin/hipcc)}
 # packet ops', 916 / 1028 with fewer arguments per call (the slow paths keep theirs:
 # kern_spin_check 452, kern_fail_sig 96), 892 / 1024 with kern_port_op inline, 772 / 896 with
 # the packet reductions' change, 764 / 896 with the launch's executor words loaded at once,
-# 712 / 836 with kern_rec_read's one answer (1: the same word twice; no 2, 'changed').
+# 712 / 836 with the launch fence's kern_rec_read returning 0 or 1 (a record read while it
+# changes is polled again).
 stack_limit=${KERN_STACK_LIMIT:-376}
 hot_limit=${KERN_HOT_SPILL_LIMIT:-0}
 # hot functions allowed more than hot_limit, "name=bytes ..." (each its own ratchet)
