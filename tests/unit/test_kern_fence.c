@@ -17,6 +17,7 @@
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,7 +154,7 @@ static void *answer_again(void *arg)
         kern_rec_write(&w, 0, KERN_REC_ANSWER);
         atomic_fetch_add_explicit(&rewrites, 1, memory_order_relaxed);
         /* the record stands a while (most of the fence's reads find it whole) */
-        for (volatile int i = 0; i < 300; i++) {
+        for (volatile int i = 0; i < 100; i++) {
         }
     }
     return NULL;
@@ -175,11 +176,12 @@ START_TEST(t_rewritten_answer)
     atomic_store(&rewrites, 0);
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, answer_again, NULL), 0);
-    long tries = 0, passed = 0, other = 0;
+    long tries = 0, contested = 0, passed = 0, other = 0;
     uint64_t t0 = base_now_ns(), dt = 0;
-    /* 0.5 s of tries and 50000 rewrites under them (however the two threads get the cores),
-     * at most 10 s */
-    while ((dt < 500000000ull || atomic_load(&rewrites) < 50000) && dt < 10000000000ull) {
+    /* 0.5 s of tries, and 20000 of them with a rewrite while they read (both threads on a core
+     * at once, however loaded the machine), at most 10 s */
+    while ((dt < 500000000ull || contested < 20000) && dt < 10000000000ull) {
+        long before = atomic_load_explicit(&rewrites, memory_order_relaxed);
         memset(&ranks[1].st.err, 0, sizeof ranks[1].st.err);
         ranks[1].last_sig[KERN_EXEC_FAILED] = 0;
         kern_ctx_t f = ctx_of(1, 0, -1, 1);
@@ -188,13 +190,14 @@ START_TEST(t_rewritten_answer)
         if (e->code == 0) passed++;
         else if (e->code != KERN_ERR_INVALID_ARG || e->what != KERN_WAIT_MISMATCH) other++;
         tries++;
+        contested += atomic_load_explicit(&rewrites, memory_order_relaxed) != before;
         dt = base_now_ns() - t0;
     }
     atomic_store(&writers_stop, 1);
     pthread_join(th, NULL);
-    printf("# t_rewritten_answer: %ld tries, %ld rewrites: %ld passed the fence, %ld other "
-           "errors\n",
-           tries, (long)atomic_load(&rewrites), passed, other);
+    printf("# t_rewritten_answer: %ld tries (%ld with a rewrite during them), %ld rewrites: %ld "
+           "passed the fence, %ld other errors\n",
+           tries, contested, (long)atomic_load(&rewrites), passed, other);
     ck_assert_msg(passed == 0 && other == 0,
                   "%ld of %ld fences passed on an answer that was being written again, %ld failed "
                   "otherwise",
@@ -224,6 +227,76 @@ START_TEST(t_later_record)
 }
 END_TEST
 
+/*
+ * The whole exchange under threads, as a GPU runs it: rank 0's launch has NTH threads that
+ * all find rank 1's fence record in the same poll (they wait for it to appear, then poll at
+ * once, as a warp's lanes do), each fails the launch and goes to answer; rank 1's fence waits
+ * on its own thread. Every round, rank 1's fence must fail on the disagreement. (On this 2-core
+ * machine it passed before the fix too: host threads rarely overlap as a GPU's lanes do; the
+ * two tests above fail before it. Here for the election under ThreadSanitizer.)
+ */
+#define NTH 6
+static pthread_barrier_t round_start;
+
+static void *rank0_thread(void *arg)
+{
+    int tid = (int)(intptr_t)arg;
+    kern_ctx_t t = ctx_of(0, tid, 1, 0);
+    const uint64_t want = KERN_REC(KERN_REC_FENCE, ranks[0].b.flag);
+    pthread_barrier_wait(&round_start);
+    uint64_t t0 = base_now_ns();
+    while (__atomic_load_n(&ranks[0].slot[KERN_REC_WORD], __ATOMIC_ACQUIRE) != want)
+        if (base_now_ns() - t0 > 2000000000ull) return (void *)1;
+    if (!kern_fence_poll(&t)) return (void *)1;
+    if (t.answer) kern_fence_answer(&t);
+    return NULL;
+}
+
+START_TEST(t_answer_threads)
+{
+    int rounds = 0, passed = 0, other = 0;
+    uint64_t t0 = base_now_ns();
+    rank_init(0);
+    rank_init(1);
+    while (rounds < 300 || (base_now_ns() - t0 < 500000000ull && rounds < 5000)) {
+        /* a new launch of both ranks: the next flag, no error */
+        uint32_t flag = FLAG + (uint32_t)rounds;
+        for (int r = 0; r < 2; r++) {
+            memset(&ranks[r].st.err, 0, sizeof ranks[r].st.err);
+            ranks[r].last_sig[KERN_EXEC_FAILED] = 0;
+            ranks[r].b.flag = flag;
+        }
+        pthread_t th[NTH];
+        ck_assert_int_eq(pthread_barrier_init(&round_start, NULL, NTH + 1), 0);
+        for (int i = 0; i < NTH; i++)
+            ck_assert_int_eq(pthread_create(&th[i], NULL, rank0_thread, (void *)(intptr_t)i), 0);
+        pthread_barrier_wait(&round_start);
+        kern_ctx_t f = ctx_of(1, 0, -1, 1);
+        kern_rec_write(&f, 0, KERN_REC_FENCE);
+        kern_fence_wait(&f, 0);
+        int stuck = 0;
+        for (int i = 0; i < NTH; i++) {
+            void *rv;
+            pthread_join(th[i], &rv);
+            stuck += rv != NULL;
+        }
+        pthread_barrier_destroy(&round_start);
+        ck_assert_msg(!stuck, "round %d: %d threads of rank 0 did not find the record", rounds,
+                      stuck);
+        const kern_error_t *e = &ranks[1].st.err;
+        if (e->code == 0) passed++;
+        else if (e->code != KERN_ERR_INVALID_ARG || e->what != KERN_WAIT_MISMATCH) other++;
+        rounds++;
+    }
+    printf("# t_answer_threads: %d rounds of %d threads: %d fences passed, %d other errors\n",
+           rounds, NTH, passed, other);
+    ck_assert_msg(passed == 0 && other == 0,
+                  "%d of %d fences passed against a peer that refused the call, %d failed "
+                  "otherwise",
+                  passed, rounds, other);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kern_fence");
@@ -232,6 +305,7 @@ int main(void)
     tcase_add_test(tc, t_one_answer);
     tcase_add_test(tc, t_rewritten_answer);
     tcase_add_test(tc, t_later_record);
+    tcase_add_test(tc, t_answer_threads);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
