@@ -68,7 +68,7 @@ static void rank_init(int r)
     k->b.a.rank = r;
     k->b.a.timeout_ns = 2000000000ull;
     k->b.a.last_sig = k->last_sig;
-    k->b.a.sig[0] = 1 | (1ull << 40);  /* allreduce, context 1 */
+    k->b.a.sig[0] = 1 | (1ull << 40); /* allreduce, context 1 */
     k->b.a.sig[1] = k->b.a.sig[2] = r ? 4096 : 1024;
     k->b.a.sig[3] = 0x1234;
 }
