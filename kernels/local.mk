@@ -40,4 +40,10 @@ tests_unit_test_kernels_SOURCES = tests/unit/test_kernels.c tests/unit/kern_harn
 	tests/unit/kern_harness.h
 tests_unit_test_kernels_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_kernels_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
+# the launch fence's records, function by function (the interpreter's host build)
+check_PROGRAMS += tests/unit/test_kern_fence
+TESTS += tests/unit/test_kern_fence
+tests_unit_test_kern_fence_SOURCES = tests/unit/test_kern_fence.c
+tests_unit_test_kern_fence_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_kern_fence_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
 endif

@@ -69,7 +69,10 @@
  * waits polls (kern_spin_poll, the slow path only): a peer's fence record for this very launch
  * means that peer changed its call and this rank did not, and fails the launch with both
  * signatures; this rank then answers the peer's record (KERN_REC_ANSWER) so that the peer's
- * fence fails at once too, naming the same disagreement. A rank that never waits for the peer
+ * fence fails at once too, naming the same disagreement. One thread answers, once per launch
+ * (state.answered), as its block ends; a reader takes a record only when its word reads the
+ * same before and after the signature (a record written again under it is polled again, never
+ * taken for "the peer moved on"). A rank that never waits for the peer
  * (a broadcast's root) computes only from its own data and ends OK; its peer's fence times out.
  * A rank whose call needs a context it has not built yet goes into the (host) setup exchange
  * instead of launching: before that, its host writes a KERN_REC_SETUP record (with the flag the
@@ -387,7 +390,8 @@ typedef struct {
     uint32_t done; /* blocks finished in the current launch (its last one updates last_sig) */
     uint32_t pad0[2];
     uint32_t fenced; /* flag of the last launch whose fence block 0 has passed */
-    uint32_t pad1[10];
+    int32_t answered; /* flag of the last launch that answered a peer's record */
+    uint32_t pad1[9];
     kern_error_t err;  /* 136 bytes */
     uint32_t pad2[14]; /* the barriers start on a 64-byte boundary */
     kern_syncer_t barrier[KERN_MAX_BARRIERS];

@@ -196,8 +196,10 @@ KERN_FN int32_t kern_fence_peer(const kern_ctx_t *c, uint32_t fid)
  * Read the peer's record in `slot` if it is `want` (kind and this launch's flag): 1 and its
  * signature in sig; 0 if it is not there (yet). The writer clears the record word, writes the
  * signature, then the record word: a record word that changed while the signature was read
- * means the peer has moved on to a later record, 2: it got past its fence of this launch, so
- * it found our signatures equal (a rank whose launch failed writes no more records).
+ * means the slot is being written again, 0 too (the caller polls again). Never "the peer moved
+ * on, so it agreed": the same record can be written twice (two answering threads: a fence
+ * that took the second one's clear for agreement ran a call its peer had refused), and a
+ * record of a later launch says that itself (kern_fence_wait).
  */
 KERN_FN int kern_rec_read(const uint64_t *slot, uint64_t want, uint64_t *sig)
 {
@@ -205,7 +207,7 @@ KERN_FN int kern_rec_read(const uint64_t *slot, uint64_t want, uint64_t *sig)
     if (kern_ld_acq_u64(slot + KERN_REC_WORD) != want) return 0;
     for (k = 0; k < KERN_SIG_WORDS; k++) sig[k] = kern_ld_rlx_u64(slot + KERN_REC_SIG + k);
     kern_fence_sys();
-    return kern_ld_rlx_u64(slot + KERN_REC_WORD) == want ? 1 : 2;
+    return kern_ld_rlx_u64(slot + KERN_REC_WORD) == want;
 }
 
 KERN_FN int kern_sig_differs(const kern_ctx_t *c, const uint64_t *sig)
@@ -1435,14 +1437,22 @@ KERN_BIG_FN void kern_launch_fence(kern_ctx_t *c)
     }
 }
 
-/* After a launch that did not fence found a peer's record with another signature: answer
- * every such record with ours, so that those peers fail at once, naming the disagreement. */
+/*
+ * After a launch that did not fence found a peer's record with another signature: answer
+ * every such record with ours, so that those peers fail at once, naming the disagreement.
+ * Once per launch: the first thread here answers, the others return (state.answered). Several
+ * threads find the record in the same poll (on a GPU every lane of every waiting warp polls at
+ * the same count), and two answers written at once (clear, signature, record word) let the
+ * peer's fence read one, then the other's clear.
+ */
 KERN_BIG_FN void kern_fence_answer(kern_ctx_t *c)
 {
     const kern_plan_t *p = kern_plan_of(c);
     const uint32_t *ids = (const uint32_t *)((const char *)p + p->off_fence);
     uint64_t rec, sig[KERN_SIG_WORDS];
+    int32_t *once = &c->b->st->answered, was = kern_ld_rlx_i32(once);
     uint32_t i;
+    if (was == (int32_t)c->b->flag || !kern_cas_acqrel_i32(once, was, (int32_t)c->b->flag)) return;
     for (i = 0; i < p->n_fence; i++)
         if (kern_rec_asks(c, kern_fence_slot(c, ids[i]), &rec, sig))
             kern_rec_write(c, ids[i], KERN_REC_ANSWER);

@@ -27,13 +27,15 @@ hipcc=${HIPCC:-$(command -v hipcc || echo /opt/rocm/bin/hipcc)}
 # 5596 / 6440 before the reduces' address table, 1600 / 3624 with it, 1148 / 1300 with the
 # packet ops', 916 / 1028 with fewer arguments per call (the slow paths keep theirs:
 # kern_spin_check 452, kern_fail_sig 96), 892 / 1024 with kern_port_op inline, 772 / 896 with
-# the packet reductions' change, 764 / 896 with the launch's executor words loaded at once.
+# the packet reductions' change, 764 / 896 with the launch's executor words loaded at once,
+# 712 / 836 with the launch fence's kern_rec_read returning 0 or 1 (a record read while it
+# changes is polled again).
 stack_limit=${KERN_STACK_LIMIT:-376}
 hot_limit=${KERN_HOT_SPILL_LIMIT:-0}
 # hot functions allowed more than hot_limit, "name=bytes ..." (each its own ratchet)
 hot_allow=${KERN_HOT_SPILL_ALLOW-"kern_preduce=8"}
-spill_limit=${KERN_SPILL_LIMIT:-764}
-load_limit=${KERN_SPILL_LOAD_LIMIT:-896}
+spill_limit=${KERN_SPILL_LIMIT:-712}
+load_limit=${KERN_SPILL_LOAD_LIMIT:-836}
 # gfx90a: kern_hip_entry's ScratchSize (its frame and its callees' deepest chain): 528 with the
 # interpreter of session 3, 416 with the reduces' address table, 400 with the packet ops' too,
 # 368 with the launch arguments copied to shared memory word by word by all threads (thread 0's
