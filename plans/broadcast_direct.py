@@ -3,11 +3,12 @@
 Replicated over INSTANCES thread blocks (each on its own share of the message):
   1. every other rank signals the root (after a block sync: it is in this launch, its output
      free of the caller's earlier work); the root waits for all of them;
-  2. the root puts its input straight into every peer's OUTPUT (one fused put: one load feeds
-     every store) and copies it to its own output (in place it is already there);
+  2. the root puts its input straight into every peer's OUTPUT and into its own output (in
+     place it is already there): one fused put whose last destination is local (plan-format
+     §2.4), so one load feeds every store;
   3. the root signals every peer (after a block sync), each peer waits: its output is complete.
-The root reads its input and writes N outputs: (N + 2) S in all out of place (the fewest,
-(N + 1) S, plus the local copy's read), N S in place (the fewest); the other ranks move nothing.
+The root reads its input once and writes N outputs: (N + 1) S in all out of place, N S in
+place, the fewest either way; the other ranks move nothing.
 The scratch plan (broadcast.py) writes the peers' scratch and each peer copies it out again:
 3 N S. Other roots: the executor rotates the ranks (docs/plan-selection.md). The peers'
 outputs are addressed through the offsets the launch fence publishes (docs/nccl.md), so both
@@ -36,9 +37,9 @@ def broadcast_direct(num_ranks, instances=INSTANCES, min_message_size=0, variant
         inp, out = root.get_input_buffer(), root.get_output_buffer()
         for p in peers:
             down[p].wait(tb=0, data_sync=SyncType.after)
-        for p in peers:  # fused into one put
+        for p in peers:  # fused into one put ...
             down[p].put(Rank(p).get_output_buffer()[0:1], inp[0:1], tb=0)
-        if not inplace:
+        if not inplace:  # ... with this copy as its last destination
             root.copy(out[0:1], inp[0:1], tb=0)
         for p in peers:
             down[p].signal(tb=0, data_sync=SyncType.before)
