@@ -896,6 +896,18 @@ static int desc_expect(const plan_op_t *op, bool dst, int pos)
     }
 }
 
+/* A memory put may also store into this rank's own buffers: a destination with a "type" is
+ * local (plan-format §2.4), so one load of the source feeds the peers' stores and the local one
+ * (the copy of a rank's own block in an allgather or broadcast). Port puts are one proxy
+ * transfer per channel: their destinations stay remote. */
+static bool local_put_dst(const plan_op_t *op, const json_t *jd)
+{
+    if (op->type != PLAN_OP_PUT || op->channel_type != PLAN_CH_MEMORY || !json_is_object(jd))
+        return false;
+    const json_t *t = json_object_get(jd, "type");
+    return t && !json_is_null(t);
+}
+
 static int max_descs(const plan_op_t *op, bool dst)
 {
     int n = 0;
@@ -1020,8 +1032,10 @@ static mscclpp_result_t parse_desc_list(ld_t *ld, int rank, const plan_block_t *
     else op->src = arr;
     for (size_t i = 0; i < n; i++) {
         size_t pi = path_idx(ld, i);
-        CHECK(parse_desc(ld, rank, blk, json_array_get(list, i), op,
-                         desc_expect(op, dst, (int)i), &arr[i]));
+        const json_t *jd = json_array_get(list, i);
+        int kind = desc_expect(op, dst, (int)i);
+        if (dst && local_put_dst(op, jd)) kind = PLAN_DESC_LOCAL;
+        CHECK(parse_desc(ld, rank, blk, jd, op, kind, &arr[i]));
         path_set(ld, pi);
     }
     if (dst) op->n_dst = (uint8_t)n;

@@ -55,6 +55,13 @@ def cuda_instances(n):
     return 64 if n <= 2 else 32 if n <= 4 else 16
 
 
+def cuda_root_blocks(n):
+    """Thread blocks of the root of the CUDA direct broadcast for n ranks, whose other ranks
+    run one block each (only the root moves data): every block the co-residency rule leaves
+    (the sum over ranks <= 128, as n x cuda_instances(n) for the replicated plans)."""
+    return 128 - (n - 1)
+
+
 def memory_channels(n):
     """One memory channel from every rank to every other: chan[(r, p)] goes r -> p."""
     from mscclpp.language import MemoryChannel
@@ -114,10 +121,12 @@ HOST_DIRECT_MIN_MESSAGE = {"allreduce": 1024 * 1024 + 1, "allgather": 1024 * 102
 # until a GPU measurement (scripts/gpu-check.sh step direct) says they win there.
 
 
-def direct_variants(coll, build, inplace_twins=True):
+def direct_variants(coll, build, inplace_twins=True, cuda_args=None):
     """What default_plans() of plans/<coll>_direct.py yields: the generic direct plans
     (plans/direct/), the host backend's (plans/direct/host/) and the CUDA ones
-    (plans/direct/cuda/), each out of place and, with inplace_twins, in place (_ip)."""
+    (plans/direct/cuda/), each out of place and, with inplace_twins, in place (_ip).
+    cuda_args(n): the CUDA variant's shape arguments for n ranks (default: instances =
+    cuda_instances(n))."""
     host_min = HOST_DIRECT_MIN_MESSAGE[coll]
     cuda_min = CUDA_SIMPLE_MIN_MESSAGE
     for ip in ("", "_ip") if inplace_twins else ("",):
@@ -128,8 +137,9 @@ def direct_variants(coll, build, inplace_twins=True):
                    build(n, instances=1 if coll == "allreduce" else INSTANCES,
                          min_message_size=host_min, variant="_host", inplace=bool(ip)))
         for n in RANK_COUNTS:
+            shape = cuda_args(n) if cuda_args else dict(instances=cuda_instances(n))
             yield (f"direct/cuda/{coll}_direct{ip}_{n}.json",
-                   build(n, instances=cuda_instances(n),
+                   build(n, **shape,
                          min_message_size=cuda_allreduce_simple_min(n) if coll == "allreduce"
                          else cuda_min, variant="_cuda", inplace=bool(ip)))
 

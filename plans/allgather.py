@@ -1,7 +1,8 @@
 """Allgather (Simple protocol, out-of-place, memory channels, one node).
 
 Rank r: tell every peer it is ready (relaxed signal) and wait for theirs; put the input into
-every peer's scratch slot r and copy it to output chunk r; signal, wait; copy scratch slot p to
+every peer's scratch slot r and copy it to output chunk r (one put whose last destination is
+local: one load feeds every store, plan-format §2.4); signal, wait; copy scratch slot p to
 output chunk p. The ready handshake keeps a fast rank from overwriting a peer's scratch slot
 while that peer still copies it out in the previous launch. Only scratch is remote.
 """

@@ -3,12 +3,14 @@
 Rank r, replicated over INSTANCES thread blocks (each on its own share of every chunk):
   1. signal every peer (after a block sync) and wait for theirs: every peer is in this launch
      and done with r's output of the last call;
-  2. put the input straight into chunk r of every peer's OUTPUT (one fused put) and copy it to
-     output chunk r (in place it is already there);
+  2. put the input straight into chunk r of every peer's OUTPUT and into its own output chunk r
+     (in place it is already there): the put and the copy fuse into one put whose last
+     destination is local (plan-format §2.4), so one load of each input element feeds all N
+     stores;
   3. signal every peer and wait for theirs: r's output is complete.
-Each rank reads its input and writes N copies of it: (N + 1) / N S per rank for an output of S
-bytes, the minimum (mscclpp_collective_min_traffic), where the scratch plan (allgather.py)
-moves 2 S through the peers' scratch and back. The peers' outputs are addressed through the
+Each rank reads its input once and writes N copies of it: (N + 1) / N S per rank for an output
+of S bytes, (N + 1) S in all, the minimum (mscclpp_collective_min_traffic; in place N S), where
+the scratch plan (allgather.py) moves 2 S through the peers' scratch and back. The peers' outputs are addressed through the
 offsets the launch fence publishes (docs/nccl.md), so both buffers must be memory the peers can
 map on every rank (a rank whose buffers are not runs it on staged stand-ins); the plans live in
 plans/direct/ and, per backend, plans/direct/<backend>/ (_common.direct_variants, plans/README.md).
@@ -31,9 +33,9 @@ def allgather_direct(num_ranks, instances=INSTANCES, min_message_size=0, variant
         for r, peers in direct_ranks(chan, N):  # between the two handshakes
             rank = Rank(r)
             inp, out = rank.get_input_buffer(), rank.get_output_buffer()
-            for p in peers:  # fused into one put
+            for p in peers:  # fused into one put ...
                 chan[(r, p)].put(Rank(p).get_output_buffer()[r:r + 1], inp[0:1], tb=0)
-            if not inplace:
+            if not inplace:  # ... with this copy as its last destination
                 rank.copy(out[r:r + 1], inp[0:1], tb=0)
     return prog
 

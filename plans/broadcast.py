@@ -1,7 +1,8 @@
 """Broadcast from rank 0 (Simple protocol, out-of-place, memory channels, one node).
 
 Every other rank tells the root it is ready (relaxed signal); the root waits for that, puts its
-input into each peer's scratch, copies it to its own output and signals; each peer waits and
+input into each peer's scratch and copies it to its own output (one put whose last destination
+is local: one load feeds every store, plan-format §2.4) and signals; each peer waits and
 copies its scratch to its output. Only scratch is remote.
 """
 

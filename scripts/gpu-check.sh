@@ -57,7 +57,9 @@
 #                allreduce, allgather, reducescatter, alltoall and broadcast at 2/4/8 ranks,
 #                4 MiB .. 256 MiB, every row checked,
 #                in one run each: time per call and the scratch/direct time ratio at the largest
-#                size (issue 19 item 3)
+#                size (issue 19 item 3); and the broadcast whose root runs the blocks its peers
+#                leave (the shipped one) against its program replicated over the CUDA plans'
+#                block count on every rank: the replicated/shipped time ratio
 #   directnccl   tests/gpu/torch_nccl.py again (torchrun, 2 ranks, LD_PRELOAD) with CUDA's
 #                direct plans chosen (MSCCLPP_PLAN_DIRECT=on: plans/direct/cuda/ before
 #                plans/cuda/); PyTorch's caching allocator hands out the segments each rank keys
@@ -405,6 +407,28 @@ PY
 )
             lines="$lines $c $n ranks $r;"
         done
+        # The CUDA broadcast's root runs the blocks its peers leave (_common.cuda_root_blocks,
+        # the others one each): against the same program replicated over inst blocks per rank
+        rp=$out/direct-plans/broadcast_direct_repl_$n.json
+        env PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" python3 \
+            "$src/plans/broadcast_direct.py" --num_ranks "$n" --instances "${inst:-16}" \
+            >"$rp" 2>"$out/direct-gen-repl-$n.log" || { fails=$((fails + 1)); continue; }
+        timeout "$limit" "$bench" --plan "$rp" --np "$n" -b 4M -e $dq -f 4 -n 20 -w 5 \
+            --json "$out/direct-repl-broadcast-$n.json" >"$out/direct-repl-broadcast-$n.log" 2>&1 &&
+            grep -q "^# Out of bounds values : 0 OK" "$out/direct-repl-broadcast-$n.log" ||
+            fails=$((fails + 1))
+        r=$(python3 - "$out/direct-direct-broadcast-$n.json" "$out/direct-repl-broadcast-$n.json" \
+            <<'PY' 2>&1
+import json, sys
+try:
+    d, s = ([json.loads(l) for l in open(p)][-1] for p in sys.argv[1:3])
+    td, ts = d["out_of_place"]["time_us"], s["out_of_place"]["time_us"]
+    print(f"{d['size'] >> 20} MiB {td:.0f}/{ts:.0f} us ({ts / td:.2f}x)")
+except Exception as e:
+    print(f"no times ({e})")
+PY
+)
+        lines="$lines broadcast $n ranks root blocks/replicated $r;"
     done
     [ $fails = 0 ] && result direct OK "direct/scratch:$lines ($(elapsed))" ||
         result direct FAIL "$fails runs failed:$lines"

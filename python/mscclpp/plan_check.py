@@ -553,6 +553,13 @@ class _Loader:
             return None if pos != 0 else (SWITCHD if dst else LOCAL)
         return None
 
+    @staticmethod
+    def local_put_dst(name, t, d):
+        """A memory put's destination may be this rank's own buffer (a "type" key): one load
+        feeds the peers' stores and the local one (plan-format §2.4; plan_load.c)."""
+        return name == "put" and t == MEMORY and isinstance(d, dict) \
+            and d.get("type") is not None
+
     def max_descs(self, name, dst):
         n = 0
         while n < MAX_DESCS and self.desc_expect(name, dst, n) is not None:
@@ -671,7 +678,9 @@ class _Loader:
                 if mx == 0:
                     raise PlanError(p, f"{name} takes no {key}")
                 raise PlanError(p, f"{name} takes at most {mx} {key} entries, got {len(lst)}")
-            descs[key] = [self.desc(r, blk, d, name, t, self.desc_expect(name, dst, i),
+            descs[key] = [self.desc(r, blk, d, name, t,
+                                    LOCAL if dst and self.local_put_dst(name, t, d)
+                                    else self.desc_expect(name, dst, i),
                                     f"{p}[{i}]", G) for i, d in enumerate(lst)]
             if descs[key]:
                 out[key] = descs[key]

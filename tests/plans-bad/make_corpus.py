@@ -210,8 +210,6 @@ case("wait_on_switch", f"{O(7)}.channel_type: wait cannot use switch channels", 
 case("flush_on_memory", f"{O(7)}.channel_type: flush cannot use memory channels", setkey(lambda p: ops0(p)[7], "name", "flush"))
 case("copy_remote_descriptor", f'{O(3)}.dst_buff[0].buffer_id: copy needs a local buffer ("type") here, not a remote buffer',
      setkey(lambda p: ops0(p)[3], "dst_buff", [{"buffer_id": 0, "index": 0, "size": 1}]))
-case("put_local_destination", f'{O(4)}.dst_buff[0].type: put needs a remote buffer ("buffer_id") here, not a local buffer',
-     setkey(lambda p: ops0(p)[4], "dst_buff", [{"type": "o", "index": 0, "size": 1}]))
 case("copy_channel_ids", f"{O(3)}.channel_ids: copy uses no channels", setkey(lambda p: ops0(p)[3], "channel_ids", [0]))
 case("put_unpaired_descriptors", f"{O(4)}.src_buff: put pairs src_buff[i] with dst_buff[i]: 2 sources for 1 destinations",
      setkey(lambda p: ops0(p)[4], "src_buff", [{"type": "i", "index": 0, "size": 1}] * 2))
@@ -223,6 +221,14 @@ def port_put(p):
         g["threadblocks"][0]["remote_buffer_refs"].append({"access_channel_type": "port", "remote_buffer_ids": [0]})
     ops0(p)[4]["channel_type"] = "port"
 case("port_put_without_channel", f"{O(4)}.channel_ids: put on port channels needs one channel id per destination", port_put)
+def port_put_local(p):
+    # a memory put may store into its own rank's buffers too (plan-format §2.4); a port put is one
+    # proxy transfer per channel, to the peer only
+    port_put(p)
+    ops0(p)[4]["channel_ids"] = [0]
+    ops0(p)[4]["dst_buff"] = [{"type": "o", "index": 0, "size": 1}]
+case("put_local_destination", f'{O(4)}.dst_buff[0].type: put needs a remote buffer ("buffer_id") here, not a local buffer',
+     port_put_local)
 case("sem_acquire_without_ids", f"{O(0)}.semaphore_ids: required key is missing",
      lambda p: ops0(p).insert(0, {"name": "sem_acquire"}))
 case("barrier_without_id", f"{O(0)}.barrier_id: required key is missing",
@@ -369,6 +375,19 @@ AR = {"name": "ar2", "collective": "allreduce", "protocol": "Simple", "inplace":
 def arops(p, r=0): return p["gpus"][r]["threadblocks"][0]["ops"]
 
 vcase("ok_allgather", None, lambda p: None)
+def put_own_output(p):
+    # the copy of op 3 as one more destination of the put (one load feeds both stores)
+    for g in p["gpus"]:
+        o = g["threadblocks"][0]["ops"]
+        o[4]["src_buff"].append(dict(o[3]["src_buff"][0]))
+        o[4]["dst_buff"].append(dict(o[3]["dst_buff"][0]))
+        del o[3]
+vcase("ok_put_own_output", None, put_own_output)
+def put_own_output_wrong(p):
+    # the local store lands on the chunk the peer's put writes
+    put_own_output(p)
+    p["gpus"][0]["threadblocks"][0]["ops"][3]["dst_buff"][1]["index"] = 1
+vcase("put_own_output_wrong_chunk", "write-after-write race at gpus[0].threadblocks[0].ops[3]", put_own_output_wrong)
 vcase("ok_allreduce", None, lambda p: None, AR)
 def wrong_chunk(p):
     for r in (0, 1):

@@ -131,7 +131,16 @@ def test_direct_backend_variants(backend):
             scratch = "allreduce_simple" if coll == "allreduce" else coll
             with open(os.path.join(PLANS, "cuda", f"{scratch}_{n}.json")) as f:
                 ref = json.load(f)
-            assert blocks == {len(ref["gpus"][0]["threadblocks"])} == {common.cuda_instances(n)}
+            per_rank = [len(g["threadblocks"]) for g in plan["gpus"]]
+            # every block of every rank co-resident on one GPU: at most 128 in all
+            assert sum(per_rank) <= 128
+            if coll == "broadcast":
+                # only the root moves data: it takes the blocks the others do not need
+                assert per_rank == [common.cuda_root_blocks(n)] + [1] * (n - 1)
+                assert sum(per_rank) == 128
+            else:
+                assert blocks == {len(ref["gpus"][0]["threadblocks"])} == \
+                    {common.cuda_instances(n)}
             assert plan["min_message_size"] == ref["min_message_size"]
         else:
             assert blocks == {1 if coll == "allreduce" else common.INSTANCES}

@@ -66,6 +66,54 @@ def test_puts_from_different_buffer_types_do_not_fuse():
     assert names(p) == ["put", "put"]
 
 
+def test_copy_of_the_put_source_becomes_a_local_destination():
+    # plan-format 2.4: one load of inp[0] feeds the peers' stores and the rank's own
+    with prog3() as p:
+        inp, out = Rank(0).get_input_buffer(), Rank(0).get_output_buffer()
+        for r in (1, 2):
+            MemoryChannel(r, 0).put(Rank(r).get_output_buffer()[0:1], inp[0:1], tb=0)
+        Rank(0).copy(out[0:1], inp[0:1], tb=0)
+    op, = ops_of(p)
+    assert op["name"] == "put"
+    assert op["src_buff"] == [{"type": "i", "index": 0, "size": 1}] * 3
+    assert [d.get("buffer_id") for d in op["dst_buff"]] == [0, 1, None]
+    assert op["dst_buff"][2] == {"type": "o", "index": 0, "size": 1}
+
+
+def test_copy_before_the_put_goes_first():
+    with prog3() as p:
+        inp, out = Rank(0).get_input_buffer(), Rank(0).get_output_buffer()
+        Rank(0).copy(out[0:1], inp[0:1], tb=0)
+        MemoryChannel(1, 0).put(Rank(1).get_output_buffer()[0:1], inp[0:1], tb=0)
+    op, = ops_of(p)
+    assert op["name"] == "put" and op["dst_buff"][0] == {"type": "o", "index": 0, "size": 1}
+    assert "buffer_id" in op["dst_buff"][1]
+
+
+def test_copy_stays_apart_from_the_put():
+    # another source (nothing to share), a write the put reads, a port put, target mscclpp
+    with prog3() as p:
+        inp, out = Rank(0).get_input_buffer(), Rank(0).get_output_buffer()
+        MemoryChannel(1, 0).put(Rank(1).get_output_buffer()[0:1], inp[0:1], tb=0)
+        Rank(0).copy(out[0:1], inp[1:2], tb=0)
+    assert names(p) == ["put", "copy"]
+    with prog3() as p:
+        inp, out = Rank(0).get_input_buffer(), Rank(0).get_output_buffer()
+        MemoryChannel(1, 0).put(Rank(1).get_output_buffer()[0:1], out[1:2], tb=0)
+        Rank(0).copy(out[1:2], out[1:2], tb=0)
+    assert names(p)[0] == "put" and "copy" in names(p)
+    with prog3() as p:
+        inp, out = Rank(0).get_input_buffer(), Rank(0).get_output_buffer()
+        PortChannel(1, 0).put(Rank(1).get_output_buffer()[0:1], inp[0:1], tb=0)
+        Rank(0).copy(out[0:1], inp[0:1], tb=0)
+    assert names(p) == ["put", "copy"]
+    with prog3(target="mscclpp") as p:
+        inp, out = Rank(0).get_input_buffer(), Rank(0).get_output_buffer()
+        MemoryChannel(1, 0).put(Rank(1).get_output_buffer()[0:1], inp[0:1], tb=0)
+        Rank(0).copy(out[0:1], inp[0:1], tb=0)
+    assert names(p) == ["put", "copy"]
+
+
 def test_port_puts_carry_channel_ids():
     with prog3() as p:
         s = [Buffer(r, 3) for r in range(3)]

@@ -288,8 +288,10 @@ class CollectiveProgram:
             sw_types = {i: self.switch_channels[sid][1] for i, sid in enumerate(g.switch_ids)}
             if g.tbs:
                 nblocks = max(g.tbs) + 1
+                # MSCCL++'s executor stores a put only to peers: no local destination there
                 blocks = [passes.process_block(g.tbs.get(b, []), self.instr_fusion,
-                                               self.auto_sync, sw_types)
+                                               self.auto_sync, sw_types,
+                                               local_put=self.target == "native")
                           for b in range(nblocks)]
             else:
                 blocks = []

@@ -133,6 +133,8 @@ class Op:
             if not (n == "ppkt" and self.ctype == "port"):
                 for d in self.src:
                     add(reads, d)
+            for d in self.dst:  # a memory put's own-rank destinations (plan-format §2.4)
+                add(writes, d)
         elif n == "get":
             for d in self.dst:
                 add(writes, d)

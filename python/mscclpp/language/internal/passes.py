@@ -23,8 +23,31 @@ def _n_remote(descs):
     return sum(1 for d in descs if d[0] == "R")
 
 
-def try_fuse(cur, nxt, sw_types):
-    """Return the fusion of two adjacent ops of one block, or None."""
+def _overlap_local(a, b):
+    """Do local descriptors a and b touch a common chunk of one buffer?"""
+    return a[0] == "L" and b[0] == "L" and a[1] == b[1] and a[3] < b[3] + b[4] \
+        and b[3] < a[3] + a[4]
+
+
+def _put_with_copy(put, cp, next_to):
+    """A memory put and a copy of the same block (either order) as one put whose extra,
+    local, destination is the copy's (plan-format §2.4), when the copy reads the put's source
+    next_to (its entry goes beside that one): one load of the source then feeds the stores into
+    the peers' buffers and this rank's own, and the copy's second read of it is gone. None
+    otherwise (a copy of another source gains nothing by joining), or when one op's local write
+    meets a local read or write of the other (the fused op orders loads before stores only
+    within a thread)."""
+    if put.ctype != "memory" or len(put.dst) + 1 > MAX_DESCS or cp.src[0] != next_to:
+        return None
+    if any(_overlap_local(cp.dst[0], d) for d in put.src + put.dst + cp.src) \
+            or any(_overlap_local(cp.src[0], d) for d in put.dst):
+        return None
+    return Op("put", "memory", list(put.chans), put.src + cp.src, put.dst + cp.dst, put.tbg)
+
+
+def try_fuse(cur, nxt, sw_types, local_put=True):
+    """Return the fusion of two adjacent ops of one block, or None. With local_put (the native
+    target), a copy next to a memory put becomes one more destination of the put."""
     a, b = cur.name, nxt.name
     # ---- synchronisation ------------------------------------------------------------------
     if a == "nop":
@@ -70,6 +93,13 @@ def try_fuse(cur, nxt, sw_types):
         if a == "get" and len({(d[0], d[1]) for d in cur.dst + nxt.dst}) != 1:
             return None
         return Op(a, cur.ctype, cur.chans + nxt.chans, srcs, cur.dst + nxt.dst, cur.tbg)
+    if local_put and a == "put" and b == "copy":
+        return _put_with_copy(cur, nxt, cur.src[-1])
+    if local_put and a == "copy" and b == "put":
+        op = _put_with_copy(nxt, cur, nxt.src[0])
+        if op is not None:  # the copy's entry first, as recorded
+            op.src, op.dst = op.src[-1:] + op.src[:-1], op.dst[-1:] + op.dst[:-1]
+        return op
     if a == "rppkt" and b == "rppkt":
         if cur.ctype == nxt.ctype and cur.src == nxt.src \
                 and len(cur.dst) + len(nxt.dst) <= MAX_CHANNELS_PER_OP:
@@ -125,17 +155,17 @@ def try_fuse(cur, nxt, sw_types):
     return None
 
 
-def fuse(ops, sw_types):
+def fuse(ops, sw_types, local_put=True):
     out = []
     cur = None
     for op in ops:
         if op.name == "pipeline":
-            op = Op("pipeline", body=fuse(op.body, sw_types), unit=op.unit,
+            op = Op("pipeline", body=fuse(op.body, sw_types, local_put), unit=op.unit,
                     num_chunks=op.num_chunks)
         if cur is None:
             cur = op
             continue
-        fused = try_fuse(cur, op, sw_types)
+        fused = try_fuse(cur, op, sw_types, local_put)
         if fused is not None:
             cur = fused
         else:
@@ -233,9 +263,9 @@ def collapse_syncs(ops, top_level=True):
     return out
 
 
-def process_block(ops, fusion, auto_sync, sw_types):
+def process_block(ops, fusion, auto_sync, sw_types, local_put=True):
     if fusion:
-        ops = fuse(ops, sw_types)
+        ops = fuse(ops, sw_types, local_put)
     ops = insert_data_sync(ops)
     if auto_sync:
         ops = insert_dependency_sync(ops, sw_types)
