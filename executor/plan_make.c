@@ -492,6 +492,51 @@ static mk_op_t fused(plan_mk_t *mk, const mk_op_t *a, const mk_op_t *b, int type
     return o;
 }
 
+/* passes.py _overlap_local: local descriptors a and b touch a common chunk of one buffer. */
+static bool overlap_local(plan_mk_desc_t a, plan_mk_desc_t b)
+{
+    return a.owner < 0 && b.owner < 0 && a.buf == b.buf && a.index < b.index + b.size &&
+           b.index < a.index + a.size;
+}
+
+/*
+ * passes.py _put_with_copy: a memory put and a copy of the same block as one put whose extra,
+ * local, destination is the copy's (plan-format §2.4: one load of the source feeds the peers'
+ * stores and this rank's own), when the copy reads the put's source `next_to` and neither op's
+ * local write meets the other's local reads or writes. copy_first: the copy came first, and its
+ * entry stays first.
+ */
+static bool put_with_copy(plan_mk_t *mk, const mk_op_t *put, const mk_op_t *cp,
+                          plan_mk_desc_t next_to, bool copy_first, mk_op_t *out)
+{
+    if (put->ctype != PLAN_CH_MEMORY || put->n_dst + 1 > PLAN_MK_FUSE_DESCS ||
+        cp->n_src != 1 || cp->n_dst != 1)
+        return false;
+    const plan_mk_desc_t *ps = src_of(mk, put), *pd = dst_of(mk, put);
+    const plan_mk_desc_t cs = src_of(mk, cp)[0], cd = dst_of(mk, cp)[0];
+    if (!desc_eq(cs, next_to) || overlap_local(cd, cs)) return false;
+    for (int i = 0; i < put->n_src; i++)
+        if (overlap_local(cd, ps[i])) return false;
+    for (int i = 0; i < put->n_dst; i++)
+        if (overlap_local(cd, pd[i]) || overlap_local(cs, pd[i])) return false;
+    mk_op_t o = *put;
+    plan_mk_desc_t tmp[PLAN_MK_FUSE_DESCS + 1];
+    int k = 0;
+    if (copy_first) tmp[k++] = cs;
+    for (int i = 0; i < put->n_src; i++) tmp[k++] = src_of(mk, put)[i];
+    if (!copy_first) tmp[k++] = cs;
+    o.src = push_descs(mk, tmp, k);
+    o.n_src = (uint16_t)k;
+    k = 0;
+    if (copy_first) tmp[k++] = cd;
+    for (int i = 0; i < put->n_dst; i++) tmp[k++] = dst_of(mk, put)[i];
+    if (!copy_first) tmp[k++] = cd;
+    o.dst = push_descs(mk, tmp, k);
+    o.n_dst = (uint16_t)k;
+    *out = o;
+    return true;
+}
+
 /* passes.py try_fuse: the fusion of adjacent ops a, b of one block, into *out. */
 static bool try_fuse(plan_mk_t *mk, const mk_op_t *a, const mk_op_t *b, mk_op_t *out)
 {
@@ -560,6 +605,11 @@ static bool try_fuse(plan_mk_t *mk, const mk_op_t *a, const mk_op_t *b, mk_op_t 
         *out = fused(mk, a, b, ta, a->ctype, 0, true, true);
         return true;
     }
+    /* a copy beside a memory put: one more destination of the put (made plans run on our
+     * executor, the DSL's native target) */
+    if (ta == PLAN_OP_PUT && tb == PLAN_OP_COPY)
+        return put_with_copy(mk, a, b, as[a->n_src - 1], false, out);
+    if (ta == PLAN_OP_COPY && tb == PLAN_OP_PUT) return put_with_copy(mk, b, a, bs[0], true, out);
     if (ta == PLAN_OP_RPPKT && tb == PLAN_OP_RPPKT) {
         if (a->ctype != b->ctype || a->n_src != b->n_src ||
             a->n_dst + b->n_dst > PLAN_MK_FUSE_CHANNELS)
