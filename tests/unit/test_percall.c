@@ -111,22 +111,19 @@ static int body(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg)
 }
 
 static const scenario_t scenarios[] = {
-    {"8 B out of place, direct off", "off", 8, 0, 1000, 1000},
-    {"8 B in place, direct off", "off", 8, 1, 1000, 1000},
-    {"1 MiB out of place, direct off", "off", 1 << 20, 0, 1000, 1000},
-    {"1 MiB in place, direct off", "off", 1 << 20, 1, 1000, 1000},
-    {"8 B out of place, direct auto", "auto", 8, 0, 1000, 1000},
-    {"1 MiB out of place, direct auto", "auto", 1 << 20, 0, 1000, 1000},
-    {"8 B out of place, direct on", "on", 8, 0, 1000, 1000},
-    {"8 B in place, direct on", "on", 8, 1, 1000, 1000},
-    {"1 MiB out of place, direct on", "on", 1 << 20, 0, 1000, 1000},
+    {"8 B out of place, direct off", "off", 8, 0, 2, 0},
+    {"8 B in place, direct off", "off", 8, 1, 3, 0},
+    {"1 MiB out of place, direct off", "off", 1 << 20, 0, 2, 0},
+    {"1 MiB in place, direct off", "off", 1 << 20, 1, 3, 0},
+    {"8 B out of place, direct auto", "auto", 8, 0, 2, 0},
+    {"1 MiB out of place, direct auto", "auto", 1 << 20, 0, 2, 0},
+    {"8 B out of place, direct on", "on", 8, 0, 2, 0},
+    {"8 B in place, direct on", "on", 8, 1, 3, 0},
+    {"1 MiB out of place, direct on", "on", 1 << 20, 0, 2, 0},
 };
 #define NSCENARIOS (int)(sizeof scenarios / sizeof scenarios[0])
 
-START_TEST(t_percall)
-{
-    ck_assert_int_eq(mp_run(2, body, (void *)&scenarios[_i], 120, NULL), 0);
-}
+START_TEST(t_percall) { ck_assert_int_eq(mp_run(2, body, (void *)&scenarios[_i], 120, NULL), 0); }
 END_TEST
 
 int main(void)
