@@ -12,7 +12,7 @@
  * host backend a cudaStream_t may be an mscclpp stream), as PyTorch passes its current stream.
  *
  * Built from the NCCL layer's sources and the library's objects (it reads internal counters).
- * MSCCLPP_TEST_PERCALL_PRINT=1 prints every scenario's operations per call.
+ * TEST_PERCALL_PRINT=1 prints every scenario's operations per call.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -110,7 +110,7 @@ static int body(int rank, int nranks, const mscclpp_unique_id_t *mid, void *arg)
             len += snprintf(line + len, sizeof line - (size_t)len, " %s=%.2f", name,
                             (double)d / CALLS);
     }
-    if (getenv("MSCCLPP_TEST_PERCALL_PRINT"))
+    if (getenv("TEST_PERCALL_PRINT"))
         printf("%s (total %.2f per call)\n", line, (double)sum / CALLS);
     fflush(stdout);
     int rc = 0;
@@ -157,17 +157,17 @@ static int body(int rank, int nranks, const mscclpp_unique_id_t *mid, void *arg)
 
 static const scenario_t scenarios[] = {
     {"ncclMemAlloc 8 B out of place, direct off", "off", 8, 0, B_NCCLMEM, 5, 2},
-    {"ncclMemAlloc 8 B in place, direct off", "off", 8, 1, B_NCCLMEM, 6, 2},
-    {"ncclMemAlloc 1 MiB out of place, direct off", "off", 1 << 20, 0, B_NCCLMEM, 5, 2},
+    {"ncclMemAlloc 8 B in place, direct off", "off", 8, 1, B_NCCLMEM, 5, 1},
+    {"ncclMemAlloc 2 MiB out of place, direct off", "off", 2 << 20, 0, B_NCCLMEM, 5, 2},
     {"app memory 8 B out of place, direct off", "off", 8, 0, B_APP, 5, 2},
-    {"app memory 8 B in place, direct off", "off", 8, 1, B_APP, 6, 2},
-    {"app memory 1 MiB out of place, direct off", "off", 1 << 20, 0, B_APP, 5, 2},
-    {"app memory 1 MiB in place, direct off", "off", 1 << 20, 1, B_APP, 6, 2},
+    {"app memory 8 B in place, direct off", "off", 8, 1, B_APP, 5, 1},
+    {"app memory 2 MiB out of place, direct off", "off", 2 << 20, 0, B_APP, 5, 2},
+    {"app memory 2 MiB in place, direct off", "off", 2 << 20, 1, B_APP, 5, 1},
     {"app memory 8 B out of place, direct auto", "auto", 8, 0, B_APP, 5, 2},
-    {"app memory 1 MiB out of place, direct auto", "auto", 1 << 20, 0, B_APP, 5, 2},
+    {"app memory 2 MiB out of place, direct auto", "auto", 2 << 20, 0, B_APP, 7, 4},
     {"app memory 8 B out of place, direct on", "on", 8, 0, B_APP, 5, 2},
-    {"app memory 8 B in place, direct on", "on", 8, 1, B_APP, 6, 2},
-    {"app memory 1 MiB out of place, direct on", "on", 1 << 20, 0, B_APP, 5, 2},
+    {"app memory 8 B in place, direct on", "on", 8, 1, B_APP, 5, 1},
+    {"app memory 2 MiB out of place, direct on", "on", 2 << 20, 0, B_APP, 7, 4},
     {"ncclMemAlloc 8 B out of place, direct on", "on", 8, 0, B_NCCLMEM, 5, 2},
 };
 #define NSCENARIOS (int)(sizeof scenarios / sizeof scenarios[0])

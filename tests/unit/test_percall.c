@@ -8,7 +8,11 @@
  * counts over those calls must stay within the bounds below (docs/performance.md, "Host path
  * per call", lists them before and after the per-call caches).
  *
- * Set MSCCLPP_TEST_PERCALL_PRINT=1 to print every scenario's operations per call.
+ * The large size is 2 MiB: above the 1 MiB from which the host backend's direct plans serve
+ * (plans/direct/host), as 1 MiB is above CUDA's 128 KiB, so MSCCLPP_PLAN_DIRECT=on and auto run
+ * a plan that shares the caller's buffers here as they would on a GPU.
+ *
+ * Set TEST_PERCALL_PRINT=1 to print every scenario's operations per call (and the plan).
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -38,7 +42,7 @@ typedef struct {
 static int report(int rank, const scenario_t *sc, const uint64_t *before, const uint64_t *after,
                   unsigned *total, unsigned *lookups)
 {
-    bool print = getenv("MSCCLPP_TEST_PERCALL_PRINT") != NULL;
+    bool print = getenv("TEST_PERCALL_PRINT") != NULL;
     char line[1024];
     int len = snprintf(line, sizeof line, "# rank %d %s:", rank, sc->name);
     uint64_t sum = 0, look = 0;
@@ -93,6 +97,14 @@ static int body(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg)
             return MP_FAIL(rank, "%s: out[%zu] = %g, want 3", sc->name, k, (double)out[k]);
     unsigned total, lookups;
     report(rank, sc, before, after, &total, &lookups);
+    const mscclpp_plan_t *plan = NULL;
+    int nt = 0;
+    if (getenv("TEST_PERCALL_PRINT")) {
+        mscclpp_result_t pr =
+            mscclpp_executor_choose_plan(ex, "allreduce", sc->inplace, sc->bytes, &plan, &nt);
+        printf("# rank %d %s: plan %s\n", rank, sc->name,
+               pr == MSCCLPP_OK ? mscclpp_plan_name(plan) : mscclpp_last_error());
+    }
     int rc = 0;
     if (total > sc->max_ops)
         rc = MP_FAIL(rank, "%s: %u HAL operations per steady-state call, at most %u expected",
@@ -113,13 +125,13 @@ static int body(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg)
 static const scenario_t scenarios[] = {
     {"8 B out of place, direct off", "off", 8, 0, 2, 0},
     {"8 B in place, direct off", "off", 8, 1, 3, 0},
-    {"1 MiB out of place, direct off", "off", 1 << 20, 0, 2, 0},
-    {"1 MiB in place, direct off", "off", 1 << 20, 1, 3, 0},
+    {"2 MiB out of place, direct off", "off", 2 << 20, 0, 2, 0},
+    {"2 MiB in place, direct off", "off", 2 << 20, 1, 3, 0},
     {"8 B out of place, direct auto", "auto", 8, 0, 2, 0},
-    {"1 MiB out of place, direct auto", "auto", 1 << 20, 0, 2, 0},
+    {"2 MiB out of place, direct auto", "auto", 2 << 20, 0, 4, 2},
     {"8 B out of place, direct on", "on", 8, 0, 2, 0},
     {"8 B in place, direct on", "on", 8, 1, 3, 0},
-    {"1 MiB out of place, direct on", "on", 1 << 20, 0, 2, 0},
+    {"2 MiB out of place, direct on", "on", 2 << 20, 0, 2, 0},
 };
 #define NSCENARIOS (int)(sizeof scenarios / sizeof scenarios[0])
 
