@@ -388,19 +388,28 @@ void hal_count_read(uint64_t *counts)
         counts[i] = atomic_load_explicit(&count_calls[i], memory_order_relaxed);
 }
 
-static void count_print(void)
+static atomic_bool count_print_on; /* MSCCLPP_HAL_COUNT=1: hal_count_report prints */
+
+static void count_print_line(const char *when)
 {
     const hal_ops_t *real = atomic_load(&count_real);
     if (!real) return;
     char line[2048];
-    int len = snprintf(line, sizeof line, "mscclpp: HAL operations of pid %d (backend %s):",
-                       (int)getpid(), real->name);
+    int len = snprintf(line, sizeof line, "mscclpp: HAL operations of pid %d (backend %s) %s:",
+                       (int)getpid(), real->name, when);
     for (size_t i = 0; i < HAL_NSLOTS_ && len < (int)sizeof line; i++) {
         uint64_t n = atomic_load(&count_calls[i]);
         if (n) len += snprintf(line + len, sizeof line - (size_t)len, " %s=%llu", slots[i].name,
                                (unsigned long long)n);
     }
     fprintf(stderr, "%s\n", line);
+}
+
+static void count_print(void) { count_print_line("at exit"); }
+
+void hal_count_report(const char *when)
+{
+    if (atomic_load(&count_print_on)) count_print_line(when);
 }
 
 const hal_ops_t *hal_count_wrap(const hal_ops_t *real)
@@ -433,6 +442,7 @@ static void get_select(void)
     if (get_result == MSCCLPP_OK) get_result = hal_select(config_get(CFG_MSCCLPP_HAL), &get_ops);
     if (get_result == MSCCLPP_OK && config_get_int(CFG_MSCCLPP_HAL_COUNT) > 0) {
         hal_count_enable();
+        atomic_store(&count_print_on, true);
         atexit(count_print);
     }
     if (get_result == MSCCLPP_OK) get_ops = hal_count_wrap(get_ops);

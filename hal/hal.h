@@ -272,7 +272,8 @@ const hal_ops_t *hal_host_ops(void);
  * hal_count_enable() called before it, hal_get hands out a table that counts every call of each
  * slot and passes it on to the chosen backend's (hal_host_ops returns that table too when the
  * host backend is the one counted). Off (the default), nothing is wrapped and nothing counted.
- * With MSCCLPP_HAL_COUNT=1 the counts are also printed to stderr when the process exits.
+ * With MSCCLPP_HAL_COUNT=1 the counts are also printed to stderr at every mscclpp_comm_destroy
+ * and when the process exits.
  */
 void hal_count_enable(void);
 /** hal_count_wrap(real): the counting table of `real` when counting is on and `real` is the
@@ -286,6 +287,9 @@ int hal_count_slots(void);
 const char *hal_count_slot_name(int i);
 /** Copy the counts so far into counts[0..hal_count_slots()-1] (zeros when counting is off). */
 void hal_count_read(uint64_t *counts);
+/** With MSCCLPP_HAL_COUNT=1: print the counts so far to stderr, saying `when` (the library
+ * calls it as a communicator goes, since forked ranks often leave with _exit). */
+void hal_count_report(const char *when);
 
 /**
  * Backends that could be loaded, for mscclpp-info: name, path, status per entry, in the order

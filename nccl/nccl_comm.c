@@ -1038,20 +1038,35 @@ ncclResult_t shim_stream_get(ncclComm_t c, cudaStream_t native, mscclpp_stream_t
  * plans' state persists from one launch to the next), so work on another stream than the last
  * one first waits for what that stream has queued, on the device (an event), not on the host.
  */
-ncclResult_t shim_stream_enter(ncclComm_t c, mscclpp_stream_t st, const char *who)
+static bool stream_captured(ncclComm_t c, mscclpp_stream_t st)
 {
     int capturing = 0;
     if (st && mscclpp_stream_is_capturing(st, &capturing) != MSCCLPP_OK) capturing = 0;
     c->capturing = capturing != 0;
+    c->capture_known = true;
     if (capturing) c->captured_any = true;
+    return c->capturing;
+}
+
+ncclResult_t shim_stream_enter(ncclComm_t c, mscclpp_stream_t st, const char *who)
+{
+    /* The capture status is asked here only when the stream changes; a call on the same
+     * stream as the last leaves it to the executor (which asks at every launch) and to the
+     * staging buffers' users (shim_stream_captured): one backend query per call fewer. */
+    c->capture_known = false;
     /* a capture may not wait for work outside it (CUDA refuses the event): the program orders
      * the capture after its other work itself (torch.cuda.graph synchronizes first) */
-    if (c->last_stream && c->last_stream != st && !capturing) {
+    if (c->last_stream && c->last_stream != st && !stream_captured(c, st)) {
         mscclpp_result_t r = mscclpp_stream_wait_stream(st, c->last_stream);
         if (r != MSCCLPP_OK) return shim_from_mscclpp(r, who);
     }
     c->last_stream = st;
     return ncclSuccess;
+}
+
+bool shim_stream_captured(ncclComm_t c)
+{
+    return c->capture_known ? c->capturing : stream_captured(c, c->last_stream);
 }
 
 /* Wait (on the host) for the work this communicator queued last: before freeing what it uses. */
