@@ -24,6 +24,7 @@
 #include "base/services.h"
 #include "base/self.h"
 #include "hal/hal.h"
+#include "hal/host/host.h"
 
 #ifndef MSCCLPP_HAL_MODULES
 #define MSCCLPP_HAL_MODULES ""
@@ -238,7 +239,7 @@ static void backend_try(hal_backend_t *b)
     b->status = MSCCLPP_OK;
     if (!strcmp(b->name, "host")) {
         snprintf(b->path, sizeof b->path, "(built in)");
-        b->ops = hal_host_ops();
+        b->ops = host_ops_table();
     } else {
         b->status = module_load(b);
         if (b->status != MSCCLPP_OK) {
@@ -424,10 +425,13 @@ const hal_ops_t *hal_count_wrap(const hal_ops_t *real)
     return atomic_load(&count_real) == real ? &count_ops : real;
 }
 
-const hal_ops_t *hal_count_host(const hal_ops_t *host)
+/* hal_host_ops' answer: the counting table when the host backend is the one counted. */
+static const hal_ops_t *count_host(const hal_ops_t *host)
 {
     return atomic_load_explicit(&count_real, memory_order_acquire) == host ? &count_ops : host;
 }
+
+const hal_ops_t *hal_host_ops(void) { return count_host(host_ops_table()); }
 
 static pthread_once_t get_once = PTHREAD_ONCE_INIT;
 static const hal_ops_t *get_ops;

@@ -279,8 +279,6 @@ void hal_count_enable(void);
 /** hal_count_wrap(real): the counting table of `real` when counting is on and `real` is the
  * counted backend (the first one wrapped), else `real` itself. */
 const hal_ops_t *hal_count_wrap(const hal_ops_t *real);
-/** hal_count_host: hal_host_ops' answer: the counting table when the host backend is counted. */
-const hal_ops_t *hal_count_host(const hal_ops_t *host);
 /** Number of counted slots (every slot of HAL_OPS_SLOTS, in its order). */
 int hal_count_slots(void);
 /** Name of counted slot i (0 <= i < hal_count_slots()). */
