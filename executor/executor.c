@@ -31,8 +31,6 @@
 
 /* ---- execution --------------------------------------------------------------------------- */
 
-/* The checks of a call that need no peer: a context for unusable buffers would be built for
- * nothing. */
 /* The allocations of the call's buffers: what run_collective looked up earlier in this call
  * (exec_hint_t.mem_known), else asked of the backend, once for a call in place. */
 static void call_mem_of(const mscclpp_executor_t *ex, const void *send, const void *recv,
@@ -49,6 +47,8 @@ static void call_mem_of(const mscclpp_executor_t *ex, const void *send, const vo
     else exec_mem_of(ex->hal, recv, out);
 }
 
+/* The checks of a call that need no peer: a context for unusable buffers would be built for
+ * nothing. */
 static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
                                    const void *send, void *recv, size_t send_bytes,
                                    size_t recv_bytes, mscclpp_dtype_t dtype, mscclpp_redop_t op,
