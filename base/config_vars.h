@@ -95,6 +95,9 @@ CONFIG_VAR(MSCCLPP_TEST_TRANSPORT_FAULT, STR, "",
            "Test only: OP:N (OP connect, put, signal or flush) makes the Nth such transport call "
            "of the process fail with MSCCLPP_ERR_REMOTE, moving nothing; OP:N:MS delays that "
            "call MS milliseconds instead (transports/tp_fault.c)")
+CONFIG_VAR(MSCCLPP_HAL_COUNT, COUNT, "0",
+           "Test and measurement: 1 counts every backend (HAL) operation of the process and "
+           "prints the counts per operation to stderr at exit (hal/hal.c; docs/performance.md)")
 CONFIG_VAR(MSCCLPP_TEST_NCCL_LEAVE_MS, COUNT, "0",
            "Test only: milliseconds every NCCL-API call waits, its work done, before it leaves "
            "its communicator (nccl/nccl_coll.c run_comm): a destroy or abort that did not wait "

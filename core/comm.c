@@ -241,6 +241,11 @@ mscclpp_result_t comm_abort_word(mscclpp_comm_t *comm, uint64_t **word)
 MSCCLPP_API mscclpp_result_t mscclpp_comm_destroy(mscclpp_comm_t *comm)
 {
     if (!comm) return MSCCLPP_OK;
+    if (comm->hal) { /* MSCCLPP_HAL_COUNT=1: what the communicator's life asked of the backend */
+        char when[64];
+        snprintf(when, sizeof when, "at mscclpp_comm_destroy of rank %d", comm->rank);
+        hal_count_report(when);
+    }
     for (int i = 0; i < TP__COUNT; i++) /* the contexts before the world they see */
         if (comm->tp[i]) tp_get(i)->fini(comm->tp[i]);
     comm_release_resources(comm);

@@ -79,6 +79,14 @@ typedef struct {
      * this call (executor.c, agree_buffers), which a context on the caller's allocations is
      * keyed by too (exec_context_t.peers); 0: none (a plan run by name) */
     uint64_t peers;
+    /* What run_collective asked the backend earlier in this very call, so that exec_execute
+     * does not ask again (issue 19 item 5): the stream's capture status (capture_known), and
+     * the allocations of mem_send and mem_recv (mem_known), for a call on those buffers. */
+    bool capture_known, capturing;
+    const struct mscclpp_stream *capture_stream; /* the stream capture_known is about */
+    bool mem_known;
+    const void *mem_send, *mem_recv;
+    hal_mem_info_t mem_in, mem_out;
 } exec_hint_t;
 
 /* The call in progress, as its signature sees it. */

@@ -31,6 +31,22 @@
 
 /* ---- execution --------------------------------------------------------------------------- */
 
+/* The allocations of the call's buffers: what run_collective looked up earlier in this call
+ * (exec_hint_t.mem_known), else asked of the backend, once for a call in place. */
+static void call_mem_of(const mscclpp_executor_t *ex, const void *send, const void *recv,
+                        hal_mem_info_t *in, hal_mem_info_t *out)
+{
+    const exec_hint_t *h = &ex->hint;
+    if (h->set && h->mem_known && h->mem_send == send && h->mem_recv == recv) {
+        *in = h->mem_in;
+        *out = h->mem_out;
+        return;
+    }
+    exec_mem_of(ex->hal, send, in);
+    if (recv == send) *out = *in; /* in place: one allocation */
+    else exec_mem_of(ex->hal, recv, out);
+}
+
 /* The checks of a call that need no peer: a context for unusable buffers would be built for
  * nothing. */
 static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t *plan,
@@ -79,8 +95,7 @@ static mscclpp_result_t check_call(mscclpp_executor_t *ex, const mscclpp_plan_t 
      * (exec_context_t); any other plan needs memory its kernel can use: the backend's device
      * memory, or any memory on a backend whose device memory is host memory (host backend).
      */
-    exec_mem_of(ex->hal, send, &bufs->in);
-    exec_mem_of(ex->hal, recv, &bufs->out);
+    call_mem_of(ex, send, recv, &bufs->in, &bufs->out);
     bufs->staged = false;
     if (exec_plan_shares_io(plan)) {
         const hal_mem_info_t *bad = !bufs->in.shareable ? &bufs->in
@@ -140,8 +155,11 @@ mscclpp_result_t exec_execute(mscclpp_executor_t *ex, const struct mscclpp_plan 
     if (comm_aborted(ex->comm)) return exec_poison(ex, comm_abort_error(ex->comm, "execute"));
     core_set_culprit(-1); /* whom this call's failure blames, if it fails (comm_fail) */
     bool capturing = false;
-    /* a stream of another backend is reported by the checks below */
-    if (!stream || stream->ops == ex->hal) CHECK(stream_capturing(ex, stream, &capturing));
+    /* a stream of another backend is reported by the checks below; run_collective may have
+     * asked already in this call */
+    if (ex->hint.set && ex->hint.capture_known && ex->hint.capture_stream == stream)
+        capturing = ex->hint.capturing;
+    else if (!stream || stream->ops == ex->hal) CHECK(stream_capturing(ex, stream, &capturing));
     bool outer = ex->capturing;
     ex->capturing = capturing;
     mscclpp_result_t r = execute_captured(ex, plan, send, recv, send_bytes, recv_bytes, dtype, op,
@@ -201,8 +219,7 @@ static bool fast_hit(const mscclpp_executor_t *ex, const mscclpp_plan_t *plan, c
     /* keyed by the buffers' allocations (exec_context_get): still the same ones? */
     if (!f->foreign) return hal_api_alloc_gen() == f->alloc_gen;
     hal_mem_info_t in, out;
-    exec_mem_of(ex->hal, send, &in);
-    exec_mem_of(ex->hal, recv, &out);
+    call_mem_of(ex, send, recv, &in, &out);
     return in.base == c->send_base && in.id == c->send_id && out.base == c->recv_base &&
            out.id == c->recv_id;
 }
@@ -640,6 +657,10 @@ static mscclpp_result_t run_staged(mscclpp_executor_t *ex, const exec_choice_t *
 static bool runs_on(mscclpp_executor_t *ex, const struct mscclpp_plan *plan, const void *send,
                     const void *recv, size_t send_bytes, size_t recv_bytes,
                     mscclpp_dtype_t dtype);
+static bool runs_on_mem(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
+                        const void *send, const void *recv, size_t send_bytes,
+                        size_t recv_bytes, mscclpp_dtype_t dtype, const hal_mem_info_t *in,
+                        const hal_mem_info_t *out);
 
 #define AGREE_BUFS_MAGIC 0x53465542u /* "BUFS" */
 #define AGREE_BUFS_VERSION 1u
@@ -797,7 +818,7 @@ static mscclpp_result_t agree_exchange(mscclpp_executor_t *ex, uint64_t *all, si
  */
 static mscclpp_result_t agree_buffers(mscclpp_executor_t *ex, const exec_call_t *call,
                                       const exec_choice_t *ch, const void *send, void *recv,
-                                      bool *shared, uint64_t *label)
+                                      bool *shared, uint64_t *label, exec_hint_t *looked)
 {
     const int n = ex->comm->nranks, me = ex->comm->rank;
     const struct mscclpp_plan *p = ch->shared;
@@ -806,8 +827,16 @@ static mscclpp_result_t agree_buffers(mscclpp_executor_t *ex, const exec_call_t 
     bool mine;
     uint64_t id = EXEC_HASH_SEED;
     if (!ch->shared_staged) {
-        exec_mem_of(ex->hal, send, &in);
-        mine = runs_on(ex, p, send, recv, call->in_bytes, call->out_bytes, call->dtype);
+        if (send == recv) in = out;
+        else exec_mem_of(ex->hal, send, &in);
+        mine = runs_on_mem(ex, p, send, recv, call->in_bytes, call->out_bytes, call->dtype, &in,
+                           &out);
+        /* the call's own buffers, looked up: exec_execute need not ask again (call_mem_of) */
+        looked->mem_known = true;
+        looked->mem_send = send;
+        looked->mem_recv = recv;
+        looked->mem_in = in;
+        looked->mem_out = out;
         id = exec_hash_u64(exec_hash_u64(id, (uint64_t)(uintptr_t)in.base), in.id);
     } else {
         /* an in-place call on an out-of-place plan: its input goes to the executor's staging
@@ -874,11 +903,15 @@ static mscclpp_result_t agree_buffers(mscclpp_executor_t *ex, const exec_call_t 
 
 /* A broken executor reports (or, after ranks disagreed, resynchronises) before the buffer
  * agreement: every rank then does, since they all broke alike. */
-static mscclpp_result_t ready_for_agreement(mscclpp_executor_t *ex, mscclpp_stream_t stream)
+static mscclpp_result_t ready_for_agreement(mscclpp_executor_t *ex, mscclpp_stream_t stream,
+                                           bool *capture_known, bool *captured)
 {
     if (comm_aborted(ex->comm)) return exec_poison(ex, comm_abort_error(ex->comm, "execute"));
     bool capturing = false;
     if (stream && stream->ops == ex->hal) CHECK(stream_capturing(ex, stream, &capturing));
+    /* what exec_execute would ask (a stream of another backend: its checks report it) */
+    *capture_known = !stream || stream->ops == ex->hal;
+    *captured = capturing;
     if (capturing) return MSCCLPP_OK; /* exec_execute decides (a capture cannot resync) */
     bool resync;
     uint32_t seq;
@@ -906,9 +939,11 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
     CHECK(exec_select(ex, &call, &ch));
     bool shared = false;
     uint64_t label = 0;
+    exec_hint_t looked = {0}; /* what this call asked the backend already */
     if (ch.shared) {
-        CHECK(ready_for_agreement(ex, stream));
-        CHECK(agree_buffers(ex, &call, &ch, send, recv, &shared, &label));
+        CHECK(ready_for_agreement(ex, stream, &looked.capture_known, &looked.capturing));
+        looked.capture_stream = stream;
+        CHECK(agree_buffers(ex, &call, &ch, send, recv, &shared, &label, &looked));
         /* what mscclpp_executor_choose_plan and mscclpp_executor_direct report */
         if (exec_select_verdict(ex, &call) != (shared ? 1 : -1))
             exec_select_agreed(ex, &call, ch.shared, shared);
@@ -919,7 +954,12 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
         ch.staged = ch.shared_staged;
     }
     /* what the call's signature says that exec_execute cannot see (kern_args.h) */
-    ex->hint = (exec_hint_t){true, inplace, root, ex->tuning ? ex->tuning->digest : 0, label};
+    looked.set = true;
+    looked.inplace = inplace;
+    looked.root = root;
+    looked.tuning = ex->tuning ? ex->tuning->digest : 0;
+    looked.peers = label;
+    ex->hint = looked;
     mscclpp_result_t r;
     if (!ch.staged)
         r = exec_execute(ex, ch.plan, send, recv, in_bytes, out_bytes, dtype, op,
@@ -970,21 +1010,17 @@ static mscclpp_result_t run_staged(mscclpp_executor_t *ex, const exec_choice_t *
     return r;
 }
 
-/* Whether `plan` would run on these very buffers: its chunk layout takes the sizes, and the
- * buffers are memory it can use (check_call's rules, without recording an error). */
-static bool runs_on(mscclpp_executor_t *ex, const struct mscclpp_plan *plan, const void *send,
-                    const void *recv, size_t send_bytes, size_t recv_bytes,
-                    mscclpp_dtype_t dtype)
+/* runs_on, with the buffers' allocations already looked up (exec_mem_of: *in of send, *out
+ * of recv), so that a caller that needs them too asks the backend once per buffer. */
+static bool runs_on_mem(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
+                        const void *send, const void *recv, size_t send_bytes,
+                        size_t recv_bytes, mscclpp_dtype_t dtype, const hal_mem_info_t *in,
+                        const hal_mem_info_t *out)
 {
-    exec_bufs_t b;
-    if (exec_native_of(plan)) { /* maps the callers' allocations itself */
-        exec_mem_of(ex->hal, send, &b.in);
-        exec_mem_of(ex->hal, recv, &b.out);
+    exec_bufs_t b = {.in = *in, .out = *out};
+    if (exec_native_of(plan)) /* maps the callers' allocations itself */
         return b.in.shareable && b.out.shareable;
-    }
     if (!exec_layout_fits(plan, ex->comm->rank, send_bytes, recv_bytes, dtype)) return false;
-    exec_mem_of(ex->hal, send, &b.in);
-    exec_mem_of(ex->hal, recv, &b.out);
     if (exec_plan_shares_io(plan)) {
         if (!b.in.shareable || !b.out.shareable) return false;
         uint64_t in_off = (uint64_t)((const char *)send - (const char *)b.in.base);
@@ -992,6 +1028,22 @@ static bool runs_on(mscclpp_executor_t *ex, const struct mscclpp_plan *plan, con
         return send_bytes <= b.in.size - in_off && recv_bytes <= b.out.size - out_off;
     }
     return ex->host_memory || ((!send_bytes || b.in.size) && (!recv_bytes || b.out.size));
+}
+
+/* Whether `plan` would run on these very buffers: its chunk layout takes the sizes, and the
+ * buffers are memory it can use (check_call's rules, without recording an error). */
+static bool runs_on(mscclpp_executor_t *ex, const struct mscclpp_plan *plan, const void *send,
+                    const void *recv, size_t send_bytes, size_t recv_bytes,
+                    mscclpp_dtype_t dtype)
+{
+    if (!exec_native_of(plan) && !exec_layout_fits(plan, ex->comm->rank, send_bytes, recv_bytes,
+                                                   dtype))
+        return false; /* no lookup needed */
+    hal_mem_info_t in, out;
+    exec_mem_of(ex->hal, send, &in);
+    if (recv == send) out = in; /* in place: one allocation */
+    else exec_mem_of(ex->hal, recv, &out);
+    return runs_on_mem(ex, plan, send, recv, send_bytes, recv_bytes, dtype, &in, &out);
 }
 
 MSCCLPP_API mscclpp_result_t mscclpp_executor_direct(mscclpp_executor_t *exec,

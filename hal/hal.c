@@ -9,11 +9,14 @@
  * the one to use: hipnv exists to run the HIP code on a GPU we have, docs/gpu.md).
  */
 #include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "base/config.h"
@@ -21,6 +24,7 @@
 #include "base/services.h"
 #include "base/self.h"
 #include "hal/hal.h"
+#include "hal/host/host.h"
 
 #ifndef MSCCLPP_HAL_MODULES
 #define MSCCLPP_HAL_MODULES ""
@@ -136,7 +140,7 @@ static const struct {
     const char *name;
     size_t offset;
 } slots[] = {
-#define HAL_SLOT_ENTRY_(slot, params) {#slot, offsetof(hal_ops_t, slot)},
+#define HAL_SLOT_ENTRY_(slot, params, args) {#slot, offsetof(hal_ops_t, slot)},
     HAL_OPS_SLOTS(HAL_SLOT_ENTRY_)
 #undef HAL_SLOT_ENTRY_
     {"fini", offsetof(hal_ops_t, fini)},
@@ -235,7 +239,7 @@ static void backend_try(hal_backend_t *b)
     b->status = MSCCLPP_OK;
     if (!strcmp(b->name, "host")) {
         snprintf(b->path, sizeof b->path, "(built in)");
-        b->ops = hal_host_ops();
+        b->ops = host_ops_table();
     } else {
         b->status = module_load(b);
         if (b->status != MSCCLPP_OK) {
@@ -332,6 +336,103 @@ mscclpp_result_t hal_select(const char *name, const hal_ops_t **ops)
     return MSCCLPP_OK;
 }
 
+/* ---- counting (hal.h: hal_count_enable) -------------------------------------------------- */
+
+/* One backend is counted: the first one wrapped. count_real is set once, under count_lock, and
+ * read without it afterwards (acquire): hal_host_ops() reads it at every call. */
+static atomic_bool count_on;
+static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
+static const hal_ops_t *_Atomic count_real;
+static _Atomic uint64_t count_calls[HAL_NSLOTS_];
+
+enum {
+#define HAL_COUNT_INDEX_(slot, params, args) COUNT_##slot,
+    HAL_OPS_SLOTS(HAL_COUNT_INDEX_)
+#undef HAL_COUNT_INDEX_
+    COUNT_fini,
+};
+_Static_assert(COUNT_fini + 1 == HAL_NSLOTS_, "the counted slots are the table's slots");
+
+static const hal_ops_t *counted(int slot)
+{
+    atomic_fetch_add_explicit(&count_calls[slot], 1, memory_order_relaxed);
+    return atomic_load_explicit(&count_real, memory_order_acquire);
+}
+
+#define HAL_COUNT_FN_(slot, params, args) \
+    static mscclpp_result_t count_##slot params { return counted(COUNT_##slot)->slot args; }
+HAL_OPS_SLOTS(HAL_COUNT_FN_)
+#undef HAL_COUNT_FN_
+static void count_fini(void) { counted(COUNT_fini)->fini(); }
+
+static hal_ops_t count_ops = {
+    .size = sizeof(hal_ops_t),
+    .abi_version = HAL_ABI_VERSION,
+#define HAL_COUNT_SLOT_(slot, params, args) .slot = count_##slot,
+    HAL_OPS_SLOTS(HAL_COUNT_SLOT_)
+#undef HAL_COUNT_SLOT_
+    .fini = count_fini,
+};
+
+void hal_count_enable(void) { atomic_store(&count_on, true); }
+
+int hal_count_slots(void) { return (int)HAL_NSLOTS_; }
+
+const char *hal_count_slot_name(int i)
+{
+    return i >= 0 && i < (int)HAL_NSLOTS_ ? slots[i].name : "?";
+}
+
+void hal_count_read(uint64_t *counts)
+{
+    for (size_t i = 0; i < HAL_NSLOTS_; i++)
+        counts[i] = atomic_load_explicit(&count_calls[i], memory_order_relaxed);
+}
+
+static atomic_bool count_print_on; /* MSCCLPP_HAL_COUNT=1: hal_count_report prints */
+
+static void count_print_line(const char *when)
+{
+    const hal_ops_t *real = atomic_load(&count_real);
+    if (!real) return;
+    char line[2048];
+    int len = snprintf(line, sizeof line, "mscclpp: HAL operations of pid %d (backend %s) %s:",
+                       (int)getpid(), real->name, when);
+    for (size_t i = 0; i < HAL_NSLOTS_ && len < (int)sizeof line; i++) {
+        uint64_t n = atomic_load(&count_calls[i]);
+        if (n) len += snprintf(line + len, sizeof line - (size_t)len, " %s=%llu", slots[i].name,
+                               (unsigned long long)n);
+    }
+    fprintf(stderr, "%s\n", line);
+}
+
+static void count_print(void) { count_print_line("at exit"); }
+
+void hal_count_report(const char *when)
+{
+    if (atomic_load(&count_print_on)) count_print_line(when);
+}
+
+const hal_ops_t *hal_count_wrap(const hal_ops_t *real)
+{
+    if (!real || real == &count_ops || !atomic_load(&count_on)) return real;
+    pthread_mutex_lock(&count_lock);
+    if (!atomic_load(&count_real)) {
+        count_ops.name = real->name;
+        atomic_store_explicit(&count_real, real, memory_order_release);
+    }
+    pthread_mutex_unlock(&count_lock);
+    return atomic_load(&count_real) == real ? &count_ops : real;
+}
+
+/* hal_host_ops' answer: the counting table when the host backend is the one counted. */
+static const hal_ops_t *count_host(const hal_ops_t *host)
+{
+    return atomic_load_explicit(&count_real, memory_order_acquire) == host ? &count_ops : host;
+}
+
+const hal_ops_t *hal_host_ops(void) { return count_host(host_ops_table()); }
+
 static pthread_once_t get_once = PTHREAD_ONCE_INIT;
 static const hal_ops_t *get_ops;
 static mscclpp_result_t get_result;
@@ -343,6 +444,12 @@ static void get_select(void)
      * instead of running with a default the user did not ask for. */
     get_result = config_check();
     if (get_result == MSCCLPP_OK) get_result = hal_select(config_get(CFG_MSCCLPP_HAL), &get_ops);
+    if (get_result == MSCCLPP_OK && config_get_int(CFG_MSCCLPP_HAL_COUNT) > 0) {
+        hal_count_enable();
+        atomic_store(&count_print_on, true);
+        atexit(count_print);
+    }
+    if (get_result == MSCCLPP_OK) get_ops = hal_count_wrap(get_ops);
     if (get_result != MSCCLPP_OK) snprintf(get_error, sizeof get_error, "%s", mscclpp_last_error());
 }
 

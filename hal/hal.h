@@ -166,51 +166,55 @@ typedef struct hal_ops {
 } hal_ops_t;
 
 /*
- * Every function slot of hal_ops_t that returns a result, with its parameters: X(slot, params).
+ * Every function slot of hal_ops_t that returns a result, with its parameters and the names
+ * that pass them on: X(slot, params, args).
  * `fini` (void) is the only other slot. Used to define typed stubs and to check tables.
  */
-#define HAL_OPS_SLOTS(X)                                                                        \
-    X(init, (void))                                                                             \
-    X(device_count, (int *count))                                                               \
-    X(device_set, (int dev))                                                                    \
-    X(device_get, (int *dev))                                                                   \
-    X(device_props, (int dev, hal_device_props_t *props))                                       \
-    X(mem_alloc, (size_t bytes, void **ptr))                                                    \
-    X(mem_alloc_shareable, (size_t bytes, void **ptr))                                          \
-    X(mem_free, (void *ptr))                                                                    \
-    X(host_alloc, (size_t bytes, void **ptr))                                                   \
-    X(host_free, (void *ptr))                                                                   \
-    X(mem_range, (const void *ptr, void **base, size_t *size))                                  \
-    X(mem_info, (const void *ptr, hal_mem_info_t *info))                                        \
-    X(memcpy_sync, (void *dst, const void *src, size_t bytes))                                  \
-    X(memset_sync, (void *dst, int value, size_t bytes))                                        \
-    X(memcpy_async, (void *dst, const void *src, size_t bytes, hal_stream_t s))                 \
-    X(memset_async, (void *dst, int value, size_t bytes, hal_stream_t s))                       \
-    X(mem_export, (void *base, hal_mem_handle_t *handle))                                       \
-    X(mem_import, (const hal_mem_handle_t *handle, void **base))                                \
-    X(mem_unimport, (void *base))                                                               \
-    X(mc_granularity, (size_t bytes, size_t *granularity))                                      \
-    X(mc_create, (size_t bytes, int ndevices, hal_mc_t *mc, hal_mem_handle_t *handle))          \
-    X(mc_import, (const hal_mem_handle_t *handle, hal_mc_t *mc))                                \
-    X(mc_bind, (hal_mc_t mc, void *base, size_t bytes, void **mc_ptr))                          \
-    X(mc_free, (hal_mc_t mc))                                                                   \
-    X(stream_create, (hal_stream_t *s))                                                         \
-    X(stream_destroy, (hal_stream_t s))                                                         \
-    X(stream_sync, (hal_stream_t s))                                                            \
-    X(stream_capturing, (hal_stream_t s, bool *capturing))                                      \
-    X(stream_begin_capture, (hal_stream_t s))                                                   \
-    X(stream_end_capture, (hal_stream_t s, hal_graph_t *graph))                                 \
-    X(graph_launch, (hal_graph_t graph, hal_stream_t s))                                        \
-    X(graph_destroy, (hal_graph_t graph))                                                       \
-    X(event_create, (hal_event_t *e))                                                           \
-    X(event_destroy, (hal_event_t e))                                                           \
-    X(event_record, (hal_event_t e, hal_stream_t s))                                            \
-    X(event_sync, (hal_event_t e))                                                              \
-    X(event_elapsed_ms, (hal_event_t start, hal_event_t end, float *ms))                        \
-    X(stream_wait_event, (hal_stream_t s, hal_event_t e))                                       \
-    X(launch, (const void *args, size_t args_bytes, int nblocks, int nthreads, hal_stream_t s)) \
-    X(launch_scale, (const void *args, size_t args_bytes, hal_stream_t s))                     \
-    X(launch_host_func, (hal_host_fn_t fn, void *arg, hal_stream_t s))
+#define HAL_OPS_SLOTS(X)                                                                          \
+    X(init, (void), ())                                                                           \
+    X(device_count, (int *count), (count))                                                        \
+    X(device_set, (int dev), (dev))                                                               \
+    X(device_get, (int *dev), (dev))                                                              \
+    X(device_props, (int dev, hal_device_props_t *props), (dev, props))                           \
+    X(mem_alloc, (size_t bytes, void **ptr), (bytes, ptr))                                        \
+    X(mem_alloc_shareable, (size_t bytes, void **ptr), (bytes, ptr))                              \
+    X(mem_free, (void *ptr), (ptr))                                                               \
+    X(host_alloc, (size_t bytes, void **ptr), (bytes, ptr))                                       \
+    X(host_free, (void *ptr), (ptr))                                                              \
+    X(mem_range, (const void *ptr, void **base, size_t *size), (ptr, base, size))                 \
+    X(mem_info, (const void *ptr, hal_mem_info_t *info), (ptr, info))                             \
+    X(memcpy_sync, (void *dst, const void *src, size_t bytes), (dst, src, bytes))                 \
+    X(memset_sync, (void *dst, int value, size_t bytes), (dst, value, bytes))                     \
+    X(memcpy_async, (void *dst, const void *src, size_t bytes, hal_stream_t s),                   \
+      (dst, src, bytes, s))                                                                       \
+    X(memset_async, (void *dst, int value, size_t bytes, hal_stream_t s), (dst, value, bytes, s)) \
+    X(mem_export, (void *base, hal_mem_handle_t *handle), (base, handle))                         \
+    X(mem_import, (const hal_mem_handle_t *handle, void **base), (handle, base))                  \
+    X(mem_unimport, (void *base), (base))                                                         \
+    X(mc_granularity, (size_t bytes, size_t *granularity), (bytes, granularity))                 \
+    X(mc_create, (size_t bytes, int ndevices, hal_mc_t *mc, hal_mem_handle_t *handle),            \
+      (bytes, ndevices, mc, handle))                                                              \
+    X(mc_import, (const hal_mem_handle_t *handle, hal_mc_t *mc), (handle, mc))                    \
+    X(mc_bind, (hal_mc_t mc, void *base, size_t bytes, void **mc_ptr), (mc, base, bytes, mc_ptr)) \
+    X(mc_free, (hal_mc_t mc), (mc))                                                               \
+    X(stream_create, (hal_stream_t *s), (s))                                                     \
+    X(stream_destroy, (hal_stream_t s), (s))                                                      \
+    X(stream_sync, (hal_stream_t s), (s))                                                         \
+    X(stream_capturing, (hal_stream_t s, bool *capturing), (s, capturing))                        \
+    X(stream_begin_capture, (hal_stream_t s), (s))                                                \
+    X(stream_end_capture, (hal_stream_t s, hal_graph_t *graph), (s, graph))                      \
+    X(graph_launch, (hal_graph_t graph, hal_stream_t s), (graph, s))                              \
+    X(graph_destroy, (hal_graph_t graph), (graph))                                                \
+    X(event_create, (hal_event_t *e), (e))                                                       \
+    X(event_destroy, (hal_event_t e), (e))                                                        \
+    X(event_record, (hal_event_t e, hal_stream_t s), (e, s))                                      \
+    X(event_sync, (hal_event_t e), (e))                                                           \
+    X(event_elapsed_ms, (hal_event_t start, hal_event_t end, float *ms), (start, end, ms))        \
+    X(stream_wait_event, (hal_stream_t s, hal_event_t e), (s, e))                                 \
+    X(launch, (const void *args, size_t args_bytes, int nblocks, int nthreads, hal_stream_t s),   \
+      (args, args_bytes, nblocks, nthreads, s))                                                   \
+    X(launch_scale, (const void *args, size_t args_bytes, hal_stream_t s), (args, args_bytes, s)) \
+    X(launch_host_func, (hal_host_fn_t fn, void *arg, hal_stream_t s), (fn, arg, s))
 
 /**
  * Report that `backend` cannot do `op`: records MSCCLPP_ERR_UNSUPPORTED with the message
@@ -219,7 +223,7 @@ typedef struct hal_ops {
  */
 mscclpp_result_t hal_unsupported_op(const char *backend, const char *op);
 
-#define HAL_STUB_DEFINE_(slot, params)                                                          \
+#define HAL_STUB_DEFINE_(slot, params, args)                                                    \
     static __attribute__((unused)) mscclpp_result_t hal_stub_##slot params                      \
     {                                                                                           \
         return hal_unsupported_op(hal_stub_backend_, #slot);                                    \
@@ -261,6 +265,29 @@ mscclpp_result_t hal_get(const hal_ops_t **ops);
 
 /** The always-present host backend (hal/host). */
 const hal_ops_t *hal_host_ops(void);
+
+/*
+ * Counting the operations a process asks of its backend (a test and measurement tool, not for
+ * production): with MSCCLPP_HAL_COUNT=1 set before the first hal_get, or after
+ * hal_count_enable() called before it, hal_get hands out a table that counts every call of each
+ * slot and passes it on to the chosen backend's (hal_host_ops returns that table too when the
+ * host backend is the one counted). Off (the default), nothing is wrapped and nothing counted.
+ * With MSCCLPP_HAL_COUNT=1 the counts are also printed to stderr at every mscclpp_comm_destroy
+ * and when the process exits.
+ */
+void hal_count_enable(void);
+/** hal_count_wrap(real): the counting table of `real` when counting is on and `real` is the
+ * counted backend (the first one wrapped), else `real` itself. */
+const hal_ops_t *hal_count_wrap(const hal_ops_t *real);
+/** Number of counted slots (every slot of HAL_OPS_SLOTS, in its order). */
+int hal_count_slots(void);
+/** Name of counted slot i (0 <= i < hal_count_slots()). */
+const char *hal_count_slot_name(int i);
+/** Copy the counts so far into counts[0..hal_count_slots()-1] (zeros when counting is off). */
+void hal_count_read(uint64_t *counts);
+/** With MSCCLPP_HAL_COUNT=1: print the counts so far to stderr, saying `when` (the library
+ * calls it as a communicator goes, since forked ranks often leave with _exit). */
+void hal_count_report(const char *when);
 
 /**
  * Backends that could be loaded, for mscclpp-info: name, path, status per entry, in the order

@@ -72,6 +72,7 @@ static _Thread_local char group_error_msg[1024];
  */
 static ncclResult_t stage_reserve(ncclComm_t c, size_t bytes, const char *who)
 {
+    (void)shim_stream_captured(c); /* a captured call stages: captured_any, before any growth */
     if (bytes <= c->stage_bytes) return ncclSuccess;
     size_t want = (size_t)1 << 20;
     while (want < bytes) want *= 2;

@@ -32,8 +32,16 @@ static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     void *ptr;
     size_t bytes;
+    /* where its allocation starts, if the peers may map it (mscclpp_executor_usable), asked
+     * once: a zero-copy call on it needs no allocation lookup (issue 19 item 5); the entry,
+     * and the answer with it, goes at ncclMemFree */
+    bool zc_known;
+    void *zc_base;
+    uint64_t serial; /* which ncclMemAlloc made it: an entry made later at the same address has
+                      * another, so an answer asked about a freed one is never kept in it */
 } *mem_table;
 static size_t mem_count, mem_cap;
+static uint64_t mem_serial;
 
 bool shim_is_our_memory(const void *ptr)
 {
@@ -67,6 +75,9 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size)
     if (r == MSCCLPP_OK) {
         mem_table[mem_count].ptr = p;
         mem_table[mem_count].bytes = size;
+        mem_table[mem_count].zc_known = false;
+        mem_table[mem_count].zc_base = NULL;
+        mem_table[mem_count].serial = ++mem_serial;
         mem_count++;
     }
     pthread_mutex_unlock(&mem_lock);
@@ -144,14 +155,56 @@ static bool in_mem_table(const void *p, size_t bytes)
     return known;
 }
 
+/*
+ * Memory from ncclMemAlloc holding [p, p + bytes): true, with *base its allocation's start when
+ * the peers may map it (else NULL). The answer is the allocation's, so it is asked once per
+ * entry (for the whole entry: a part of it is usable exactly when all of it is, one allocation
+ * holding it) and kept in the entry until ncclMemFree removes it.
+ */
+static bool mem_table_base(ncclComm_t c, const void *p, size_t bytes, void **base)
+{
+    void *ptr = NULL;
+    size_t size = 0;
+    uint64_t serial = 0;
+    bool found = false;
+    pthread_mutex_lock(&mem_lock);
+    for (size_t i = 0; i < mem_count && !found; i++) {
+        if (!inside(p, bytes, mem_table[i].ptr, mem_table[i].bytes)) continue;
+        found = true;
+        ptr = mem_table[i].ptr;
+        size = mem_table[i].bytes;
+        serial = mem_table[i].serial;
+        if (mem_table[i].zc_known) {
+            *base = mem_table[i].zc_base;
+            pthread_mutex_unlock(&mem_lock);
+            return true;
+        }
+    }
+    pthread_mutex_unlock(&mem_lock);
+    if (!found) return false;
+    /* asked without the lock (the executor may take its own); kept only while the entry is
+     * still the one asked about */
+    void *b = NULL;
+    if (mscclpp_executor_usable(c->exec, ptr, size, &b) != MSCCLPP_OK) {
+        *base = NULL; /* not kept: asked again next time */
+        return true;
+    }
+    pthread_mutex_lock(&mem_lock);
+    for (size_t i = 0; i < mem_count; i++)
+        if (mem_table[i].serial == serial) {
+            mem_table[i].zc_known = true;
+            mem_table[i].zc_base = b;
+        }
+    pthread_mutex_unlock(&mem_lock);
+    *base = b;
+    return true;
+}
+
 void *shim_zc_base(ncclComm_t c, const void *p, size_t bytes)
 {
     if (!c->zero_copy || !p || !bytes) return NULL;
     void *base = NULL;
-    if (in_mem_table(p, bytes)) {
-        if (mscclpp_executor_usable(c->exec, p, bytes, &base) != MSCCLPP_OK) base = NULL;
-        return base;
-    }
+    if (mem_table_base(c, p, bytes, &base)) return base;
     pthread_mutex_lock(&c->lock);
     for (struct shim_reg *r = c->regs; r && !base; r = r->next)
         if (r->zc_base && inside(p, bytes, r->buff, r->size)) base = r->zc_base;
@@ -985,20 +1038,35 @@ ncclResult_t shim_stream_get(ncclComm_t c, cudaStream_t native, mscclpp_stream_t
  * plans' state persists from one launch to the next), so work on another stream than the last
  * one first waits for what that stream has queued, on the device (an event), not on the host.
  */
-ncclResult_t shim_stream_enter(ncclComm_t c, mscclpp_stream_t st, const char *who)
+static bool stream_captured(ncclComm_t c, mscclpp_stream_t st)
 {
     int capturing = 0;
     if (st && mscclpp_stream_is_capturing(st, &capturing) != MSCCLPP_OK) capturing = 0;
     c->capturing = capturing != 0;
+    c->capture_known = true;
     if (capturing) c->captured_any = true;
+    return c->capturing;
+}
+
+ncclResult_t shim_stream_enter(ncclComm_t c, mscclpp_stream_t st, const char *who)
+{
+    /* The capture status is asked here only when the stream changes; a call on the same
+     * stream as the last leaves it to the executor (which asks at every launch) and to the
+     * staging buffers' users (shim_stream_captured): one backend query per call fewer. */
+    c->capture_known = false;
     /* a capture may not wait for work outside it (CUDA refuses the event): the program orders
      * the capture after its other work itself (torch.cuda.graph synchronizes first) */
-    if (c->last_stream && c->last_stream != st && !capturing) {
+    if (c->last_stream && c->last_stream != st && !stream_captured(c, st)) {
         mscclpp_result_t r = mscclpp_stream_wait_stream(st, c->last_stream);
         if (r != MSCCLPP_OK) return shim_from_mscclpp(r, who);
     }
     c->last_stream = st;
     return ncclSuccess;
+}
+
+bool shim_stream_captured(ncclComm_t c)
+{
+    return c->capture_known ? c->capturing : stream_captured(c, c->last_stream);
 }
 
 /* Wait (on the host) for the work this communicator queued last: before freeing what it uses. */

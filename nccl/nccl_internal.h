@@ -115,6 +115,7 @@ struct ncclComm {
     /* Graph capture (docs/nccl.md "Streams"): the call in progress queues into a capture; some
      * call did; staging buffers a graph may still use, freed with the communicator */
     bool capturing, captured_any;
+    bool capture_known; /* capturing was asked for the call in progress (shim_stream_captured) */
     void **kept;
     int n_kept, cap_kept;
     ncclComm_t real; /* the parallel communicator of the fallback library, or NULL */
@@ -187,6 +188,10 @@ ncclResult_t shim_stream_get(ncclComm_t c, cudaStream_t native, mscclpp_stream_t
                              bool *sync_after, const char *who);
 /* Order work about to be queued on st after this communicator's work on other streams. */
 ncclResult_t shim_stream_enter(ncclComm_t c, mscclpp_stream_t st, const char *who);
+/* Whether the stream the call entered (shim_stream_enter) is being captured, asked at most once
+ * per call and only by calls that need it: those that change streams, and those that use the
+ * staging buffers (a graph may stage through them at any replay: captured_any). */
+bool shim_stream_captured(ncclComm_t c);
 /* Wait for the work this communicator queued last (before freeing what it uses). */
 ncclResult_t shim_stream_drain(ncclComm_t c, const char *who);
 

@@ -86,6 +86,14 @@ endif
 
 # Soak: many small collectives, RSS and fds flat (issue 8).
 if HAVE_CHECK
+# HAL operations per steady-state call (issue 19 item 5), counted on the host backend; uses
+# internal symbols (hal_count_*): links the library objects.
+check_PROGRAMS += tests/unit/test_percall
+TESTS += tests/unit/test_percall
+tests_unit_test_percall_SOURCES = tests/unit/test_percall.c tests/unit/mp_harness.c
+tests_unit_test_percall_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_percall_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
+
 check_PROGRAMS += tests/unit/test_soak
 TESTS += tests/unit/test_soak
 tests_unit_test_soak_SOURCES = tests/unit/test_soak.c tests/unit/mp_harness.c

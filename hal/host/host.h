@@ -20,6 +20,9 @@ mscclpp_result_t host_host_alloc(size_t bytes, void **ptr);
 mscclpp_result_t host_host_free(void *ptr);
 mscclpp_result_t host_mem_range(const void *ptr, void **base, size_t *size);
 /* Also adopts the application's shared file mappings (host_mem.c, "Foreign memory"). */
+/* The host backend's own table; hal_host_ops (hal/hal.c) hands it out, or the counting table
+ * around it (hal_count_enable). */
+const hal_ops_t *host_ops_table(void);
 mscclpp_result_t host_mem_info(const void *ptr, hal_mem_info_t *info);
 mscclpp_result_t host_memcpy_sync(void *dst, const void *src, size_t bytes);
 mscclpp_result_t host_memset_sync(void *dst, int value, size_t bytes);

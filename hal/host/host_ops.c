@@ -123,4 +123,4 @@ static const hal_ops_t host_ops = {
     .launch_host_func = host_launch_host_func,
 };
 
-const hal_ops_t *hal_host_ops(void) { return &host_ops; }
+const hal_ops_t *host_ops_table(void) { return &host_ops; }

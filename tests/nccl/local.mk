@@ -17,6 +17,16 @@ tests_nccl_test_nccl_abort_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_nccl_test_nccl_abort_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_nccl_test_nccl_abort_LDADD = libmscclpp_nccl.la libmscclpp.la $(CHECK_LIBS) -lpthread
 
+# HAL operations per steady-state ncclAllReduce (issue 19 item 5): reads internal counters, so
+# it is built from the NCCL layer's sources and the library's objects.
+check_PROGRAMS += tests/nccl/test_nccl_percall
+TESTS += tests/nccl/test_nccl_percall
+tests_nccl_test_nccl_percall_SOURCES = tests/nccl/test_nccl_percall.c tests/unit/mp_harness.c \
+	$(libmscclpp_nccl_la_SOURCES)
+tests_nccl_test_nccl_percall_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+tests_nccl_test_nccl_percall_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_nccl_test_nccl_percall_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS) -ldl -lpthread
+
 # The fallback library the test points MSCCLPP_NCCL_LIB_PATH at.
 check_LTLIBRARIES += tests/nccl/libfakenccl.la
 tests_nccl_libfakenccl_la_SOURCES = tests/nccl/fake_nccl.c

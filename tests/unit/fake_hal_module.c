@@ -78,7 +78,7 @@ static const hal_ops_t fake_ops = {
     .size = sizeof(hal_ops_t),
     .abi_version = HAL_ABI_VERSION,
     .name = "cuda", /* loaded in place of the CUDA module */
-#define FAKE_STUB_(slot, params) .slot = hal_stub_##slot,
+#define FAKE_STUB_(slot, params, args) .slot = hal_stub_##slot,
     HAL_OPS_SLOTS(FAKE_STUB_)
 #undef FAKE_STUB_
     .fini = hal_stub_fini,

@@ -80,7 +80,7 @@ static void check_table(const module_t *m, const char *name)
     ck_assert_uint_eq(m->ops->size, sizeof(hal_ops_t));
     ck_assert_int_eq(m->ops->abi_version, HAL_ABI_VERSION);
     ck_assert_str_eq(m->ops->name, name);
-#define CHECK_SLOT_(slot, params)                                                    \
+#define CHECK_SLOT_(slot, params, args)                                                \
     ck_assert_msg(m->ops->slot != NULL, "%s: slot %s is NULL", name, #slot);
     HAL_OPS_SLOTS(CHECK_SLOT_)
 #undef CHECK_SLOT_
