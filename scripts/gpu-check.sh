@@ -367,6 +367,20 @@ fi
 # of S bytes where the scratch plan moves 4 S at 2 ranks); plans/direct/cuda/ holds them at the
 # CUDA plans' block count (plans/_common.py cuda_instances), so only the bytes differ. Where
 # they win, executor/plan_dirs.c direct_default can take "cuda" (docs/plan-selection.md).
+# time_ratio A.json B.json: the largest size's out-of-place time of two bench --json runs, and
+# B's over A's ("64 MiB 106/171 us (1.62x)")
+time_ratio() {
+    python3 - "$1" "$2" <<'PY' 2>&1
+import json, sys
+try:
+    d, s = ([json.loads(l) for l in open(p)][-1] for p in sys.argv[1:3])
+    td, ts = d["out_of_place"]["time_us"], s["out_of_place"]["time_us"]
+    print(f"{d['size'] >> 20} MiB {td:.0f}/{ts:.0f} us ({ts / td:.2f}x)")
+except Exception as e:
+    print(f"no times ({e})")
+PY
+}
+
 if want direct; then
     fails=0
     lines=""
@@ -394,17 +408,7 @@ print(_common.cuda_instances($n))" 2>/dev/null)
                     grep -q "^# Out of bounds values : 0 OK" "$out/direct-$kind-$c-$n.log" ||
                     fails=$((fails + 1))
             done
-            r=$(python3 - "$out/direct-direct-$c-$n.json" "$out/direct-scratch-$c-$n.json" \
-                <<'PY' 2>&1
-import json, sys
-try:
-    d, s = ([json.loads(l) for l in open(p)][-1] for p in sys.argv[1:3])
-    td, ts = d["out_of_place"]["time_us"], s["out_of_place"]["time_us"]
-    print(f"{d['size'] >> 20} MiB {td:.0f}/{ts:.0f} us ({ts / td:.2f}x)")
-except Exception as e:
-    print(f"no times ({e})")
-PY
-)
+            r=$(time_ratio "$out/direct-direct-$c-$n.json" "$out/direct-scratch-$c-$n.json")
             lines="$lines $c $n ranks $r;"
         done
         # The CUDA broadcast's root runs the blocks its peers leave (_common.cuda_root_blocks,
@@ -417,17 +421,7 @@ PY
             --json "$out/direct-repl-broadcast-$n.json" >"$out/direct-repl-broadcast-$n.log" 2>&1 &&
             grep -q "^# Out of bounds values : 0 OK" "$out/direct-repl-broadcast-$n.log" ||
             fails=$((fails + 1))
-        r=$(python3 - "$out/direct-direct-broadcast-$n.json" "$out/direct-repl-broadcast-$n.json" \
-            <<'PY' 2>&1
-import json, sys
-try:
-    d, s = ([json.loads(l) for l in open(p)][-1] for p in sys.argv[1:3])
-    td, ts = d["out_of_place"]["time_us"], s["out_of_place"]["time_us"]
-    print(f"{d['size'] >> 20} MiB {td:.0f}/{ts:.0f} us ({ts / td:.2f}x)")
-except Exception as e:
-    print(f"no times ({e})")
-PY
-)
+        r=$(time_ratio "$out/direct-direct-broadcast-$n.json" "$out/direct-repl-broadcast-$n.json")
         lines="$lines broadcast $n ranks root blocks/replicated $r;"
     done
     [ $fails = 0 ] && result direct OK "direct/scratch:$lines ($(elapsed))" ||
