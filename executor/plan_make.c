@@ -519,21 +519,11 @@ static bool put_with_copy(plan_mk_t *mk, const mk_op_t *put, const mk_op_t *cp,
         if (overlap_local(cd, ps[i])) return false;
     for (int i = 0; i < put->n_dst; i++)
         if (overlap_local(cd, pd[i]) || overlap_local(cs, pd[i])) return false;
-    mk_op_t o = *put;
-    plan_mk_desc_t tmp[PLAN_MK_FUSE_DESCS + 1];
-    int k = 0;
-    if (copy_first) tmp[k++] = cs;
-    for (int i = 0; i < put->n_src; i++) tmp[k++] = src_of(mk, put)[i];
-    if (!copy_first) tmp[k++] = cs;
-    o.src = push_descs(mk, tmp, k);
-    o.n_src = (uint16_t)k;
-    k = 0;
-    if (copy_first) tmp[k++] = cd;
-    for (int i = 0; i < put->n_dst; i++) tmp[k++] = dst_of(mk, put)[i];
-    if (!copy_first) tmp[k++] = cd;
-    o.dst = push_descs(mk, tmp, k);
-    o.n_dst = (uint16_t)k;
-    *out = o;
+    /* the descriptor lists in recorded order; the op stays the put's */
+    *out = copy_first ? fused(mk, cp, put, PLAN_OP_PUT, PLAN_CH_MEMORY, 0, true, true)
+                      : fused(mk, put, cp, PLAN_OP_PUT, PLAN_CH_MEMORY, 0, true, true);
+    out->sync = put->sync;
+    out->reduce_op = put->reduce_op;
     return true;
 }
 
