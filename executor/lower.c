@@ -719,7 +719,7 @@ static void blob_count(const lower_t *L, blob_t *bl)
 /* Each array 64-byte aligned, in kern_plan_t's order. */
 static void blob_offsets(const plan_gpu_t *g, blob_t *bl)
 {
-    uint64_t off = exec_round_up(sizeof(kern_plan_t), 64);
+    uint64_t off = KERN_PLAN_BLOCKS_OFF; /* where the interpreter reads a block's entry */
 #define PLACE(field, count, type)                                                               \
     do {                                                                                        \
         bl->field = off;                                                                        \
@@ -898,6 +898,7 @@ static void lower_args(const lower_t *L, exec_lowered_t *lw, mscclpp_dtype_t dty
     a->host_spin = res->host_spin ? res->host_spin : base_wait_spin(0);
     a->dev_spin = base_wait_dev_spin();
     a->clock_khz = res->clock_khz;
+    a->n_blocks = (uint32_t)lw->nblocks; /* the block entries at KERN_PLAN_BLOCKS_OFF */
 }
 
 /* Allocate the blob and fill it (header, resources, blocks) into a new exec_lowered_t. */

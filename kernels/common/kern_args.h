@@ -55,8 +55,9 @@
  * runs a different context or shape than the previous call, chunk offsets move: a fast rank
  * could write a peer's scratch where that peer still reads the previous call's data. So a
  * launch whose signature (args.sig, see Call signature) differs from the executor's previous
- * launch's (args.last_sig, device memory the last block of every launch updates: decided on
- * the device, so a replayed CUDA graph fences where it must), or that has args.fence set,
+ * launch's (args.last_sig, device memory the last block of a launch that fenced updates, the
+ * others leaving it equal to their own signature: decided on the device, so a replayed CUDA
+ * graph fences where it must), or that has args.fence set,
  * first runs the fence: block 0 writes a fence record (its flag and signature) into spare
  * words of the counter slot of one channel to every peer in plan.fence, and waits for each
  * peer's matching record, which that peer writes only from its own next launch, so after its
@@ -346,6 +347,12 @@ typedef struct {
     uint64_t lbase[3];    /* device addresses of the registered input/output/scratch allocations */
 } kern_plan_t;
 
+/** Where the exec_lower() blob's block entries start (kern_plan_t.off_blocks): right after
+ * the header, 64-byte aligned. Fixed so that a launch whose args.n_blocks is set can read its
+ * block's entry without waiting for the header; the interpreter refuses such a launch whose
+ * plan says otherwise. */
+#define KERN_PLAN_BLOCKS_OFF ((uint32_t)((sizeof(kern_plan_t) + 63u) & ~(size_t)63u))
+
 /** First error of a launch (all fields valid once code != 0 and the launch has finished). */
 typedef struct {
     int32_t code; /* 0 or a negative mscclpp_result_t */
@@ -387,7 +394,8 @@ typedef struct {
 typedef struct {
     uint32_t magic; /* KERN_STATE_MAGIC */
     uint32_t n_sems;
-    uint32_t done; /* blocks finished in the current launch (its last one updates last_sig) */
+    uint32_t done; /* blocks finished in the current launch that fences (its last one updates
+                    * last_sig) */
     uint32_t pad0[2];
     uint32_t fenced; /* flag of the last launch whose fence block 0 has passed */
     int32_t answered; /* flag of the last launch that answered a peer's record */
@@ -427,7 +435,9 @@ typedef struct {
     uint32_t clock_khz;     /* HIP: wall_clock64 rate (0: 100 MHz) */
     uint32_t dev_spin;      /* GPU: polls before a wait sleeps (base/wait.h, base_wait_dev_spin) */
     uint32_t fence;         /* 1: fence even if the signature is the previous launch's */
-    uint32_t pad_io;
+    uint32_t n_blocks;      /* the plan's blocks (the grid), whose entries then start at
+                             * KERN_PLAN_BLOCKS_OFF: each block reads its entry in the same
+                             * round trip as the header; 0: read it after the header */
     uint64_t io_off[2];     /* this call's input/output offsets in their allocations, published
                              * to the peers at the fence */
     uint64_t sig[KERN_SIG_WORDS]; /* this call's signature (see Call signature) */

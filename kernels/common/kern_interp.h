@@ -66,6 +66,8 @@ typedef struct {
     uint32_t n_ops;
     int32_t block;
     int32_t bad;   /* the launch is malformed (recorded by thread 0): run nothing */
+    int32_t fence;   /* this launch fences (kern_fence_needed, decided by thread 0) */
+    int32_t earlier; /* an earlier launch's error (args.last_sig[KERN_EXEC_FAILED]), or 0 */
     int32_t pad;
     void *hbar;    /* host: the barrier of a block run by several threads, else NULL */
     char **tab;    /* the reduces' address tables (kern_smem_t.tab, kern_reduce_io) */
@@ -1752,21 +1754,41 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
      * is a few round trips to memory (the plan's header and thread 0's state words together,
      * the block's entry, its ops), not one per word: ncu on an H200 found the 8 B launch's
      * prologue to be such a chain, the checks' && ordering every load after the last. */
+    /* with args.n_blocks the grid's and this block inside it, the block's entry sits at a
+     * fixed offset (KERN_PLAN_BLOCKS_OFF) and is loaded with the header, not after it */
+    const int early = a->n_blocks != 0 && a->n_blocks == (uint32_t)nblocks &&
+                      (uint32_t)block < a->n_blocks;
+    kern_block_t bk = {0, 0, 0, 0, 0, 0};
+    if (early) bk = ((const kern_block_t *)(pb + KERN_PLAN_BLOCKS_OFF))[block];
     const uint32_t magic = p->magic, pnb = p->n_blocks, off_blocks = p->off_blocks;
     const uint32_t off_ops = p->off_ops, off_descs = p->off_descs, off_ids = p->off_ids;
     uint32_t smagic = 0, sflag = 0, nsems = 0;
-    if (tid == 0 && st) {
-        smagic = st->magic;
-        nsems = st->n_sems;
-        sflag = kern_ld_rlx_u32(&st->flags[(uint32_t)block < KERN_MAX_BLOCKS ? block : 0]);
+    uint32_t off_chans = 0, off_rbufs = 0, off_switch = 0, off_members = 0;
+    int64_t earlier = 0;
+    int fence = 0;
+    if (tid == 0) {
+        /* thread 0's words too, in the same round trip: the rest of the header, the executor's
+         * words (whether this launch fences) and the state's. Decided after the block sync,
+         * these were two more trips with every other thread of the block waiting (ncu on an
+         * H200, 1-rank 8 B: the loads of kern_fence_needed after the sync, and the header's
+         * table offsets after the staging, were the longest stalls of the prologue). */
+        off_chans = p->off_chans;
+        off_rbufs = p->off_rbufs;
+        off_switch = p->off_switch;
+        off_members = p->off_members;
+        fence = kern_fence_needed(a, &earlier);
+        if (st) {
+            smagic = st->magic;
+            nsems = st->n_sems;
+            sflag = kern_ld_rlx_u32(&st->flags[(uint32_t)block < KERN_MAX_BLOCKS ? block : 0]);
+        }
     }
     const int ok = (magic == KERN_PLAN_MAGIC) & ((uint32_t)nblocks == pnb) &
-                   (pnb <= KERN_MAX_BLOCKS);
-    kern_block_t bk = {0, 0, 0, 0, 0, 0};
+                   (pnb <= KERN_MAX_BLOCKS) & (!early | (off_blocks == KERN_PLAN_BLOCKS_OFF));
     int staged = 0;
 
     if (ok) {
-        bk = ((const kern_block_t *)(pb + off_blocks))[block];
+        if (!early) bk = ((const kern_block_t *)(pb + off_blocks))[block];
         staged = bk.n_ops <= KERN_STAGE_OPS && bk.n_descs <= KERN_STAGE_DESCS &&
                  bk.n_ids <= KERN_STAGE_IDS;
         if (staged) {
@@ -1803,13 +1825,15 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
         b->descs = staged ? sm->descs : (const kern_desc_t *)(pb + off_descs) + bk.first_desc;
         b->ids = staged ? sm->ids : (const uint32_t *)(pb + off_ids) + bk.first_id;
         b->n_ops = bk.n_ops;
-        b->chans = (const kern_chan_t *)(pb + p->off_chans);
-        b->rbufs = (void *const *)(pb + p->off_rbufs);
+        b->fence = fence;
+        b->earlier = (int32_t)earlier;
+        b->chans = (const kern_chan_t *)(pb + off_chans);
+        b->rbufs = (void *const *)(pb + off_rbufs);
         /* after the semaphores, 8-byte aligned (kern_args.h) */
         b->roff = b->bad ? (uint64_t *)0
                          : (uint64_t *)((char *)(st + 1) + ((nsems * 4u + 7u) & ~7u));
-        b->sw = (const kern_switch_t *)(pb + p->off_switch);
-        b->members = (void *const *)(pb + p->off_members);
+        b->sw = (const kern_switch_t *)(pb + off_switch);
+        b->members = (void *const *)(pb + off_members);
         b->sems = (int32_t *)(st + 1);
         b->base[0] = (char *)a->input;
         b->base[1] = (char *)a->output;
@@ -1845,9 +1869,8 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
     {
         const kern_op_t *ops = b->ops;
         const uint32_t nops = b->n_ops;
+        const int32_t earlier = b->earlier;
         uint32_t i = 0;
-        int64_t earlier;
-        const int fence = kern_fence_needed(a, &earlier);
         if (earlier != 0) {
             /* an earlier launch failed: nothing of this one runs (kern_args.h, Errors) */
             if (tid == 0)
@@ -1855,7 +1878,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
                           (uint64_t)earlier);
             i = nops;
         }
-        c.fenced = earlier == 0 && fence;
+        c.fenced = earlier == 0 && b->fence;
         if (c.fenced) kern_launch_fence(&c); /* errors: c.op stays -1 */
         while (i < nops) {
             const kern_op_t *op = &ops[i];
@@ -1891,19 +1914,24 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
     KERN_SYNC(&c);
     if (tid == 0) {
         kern_st_rlx_u32(&b->st->flags[block], KERN_FLAG_NEXT(b->flag));
-        /* the last block to finish keeps this launch's signature for the next launch's fence
-         * decision (none after a failure: the next launch fences). Only the last: a block that
-         * starts after another ended must still see the previous launch's signature. */
-        if (a->last_sig) {
-            /* one block is always the last: no counter (a GPU-scope atomic and a store less at
-             * the end of every small-message launch) */
+        /* A launch that fenced: its last block to finish keeps this launch's signature for
+         * the next launch's fence decision (none after a failure: the next launch fences).
+         * Only the last: a block that starts after another ended must still see the previous
+         * launch's signature. A launch that did not fence leaves the words as they are: its
+         * signature is already there, and a failure of it is in last_sig[KERN_EXEC_FAILED]
+         * (kern_fail_sig), which fails every later launch until the executor resynchronises
+         * and clears the words. So the steady state (one call shape in a loop) ends with no
+         * counter: an acquire-release atomic at the end of every multi-block launch was a
+         * GPU-scope fence, the atomic and an L1 invalidation on the launch's last path (ncu on
+         * an H200, 1-rank 8 B on 4 blocks: a fifth of the launch's stall samples). */
+        if (a->last_sig && c.fenced) {
+            /* one block is always the last: no counter */
             const int last =
                 nblocks == 1 || kern_add_acqrel_u32(&b->st->done, 1) + 1 == (uint32_t)nblocks;
             if (last) {
                 int failed = kern_failed(&c), k;
-                if (c.fenced || failed)
-                    for (k = 0; k < KERN_SIG_CMP; k++)
-                        kern_st_rlx_u64(&a->last_sig[k], failed ? 0 : a->sig[k]);
+                for (k = 0; k < KERN_SIG_CMP; k++)
+                    kern_st_rlx_u64(&a->last_sig[k], failed ? 0 : a->sig[k]);
                 if (nblocks > 1) kern_st_rlx_u32(&b->st->done, 0);
             }
         }

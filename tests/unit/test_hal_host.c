@@ -594,6 +594,67 @@ START_TEST(test_launch_kernel_64)
 }
 END_TEST
 
+/*
+ * args.n_blocks set: every block reads its entry at KERN_PLAN_BLOCKS_OFF with the header. A
+ * plan whose entries sit elsewhere is refused (INVALID_ARG, nothing run), not misread; with
+ * the entries there it runs; with n_blocks 0 the entries are read wherever off_blocks says.
+ */
+typedef struct {
+    kern_plan_t plan;
+    char gap[KERN_PLAN_BLOCKS_OFF - sizeof(kern_plan_t)];
+    kern_block_t blocks[64];
+} placed_plan_t;
+
+START_TEST(test_launch_blocks_at_fixed_offset)
+{
+    empty_plan_t *ep;
+    placed_plan_t *pp;
+    kern_state_t *st;
+    ck_assert_uint_ne(offsetof(empty_plan_t, blocks), KERN_PLAN_BLOCKS_OFF);
+    ck_assert_uint_eq(offsetof(placed_plan_t, blocks), KERN_PLAN_BLOCKS_OFF);
+    ck_assert_int_eq(H->mem_alloc(sizeof *ep, (void **)&ep), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_alloc(sizeof *pp, (void **)&pp), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_alloc(sizeof *st, (void **)&st), MSCCLPP_OK);
+    kern_args_t args;
+    memset(&args, 0, sizeof args);
+    args.state = st;
+    args.timeout_ns = 10ull * 1000000000ull;
+    args.host_spin = host_spin_polls();
+
+    /* entries right after the header (144 bytes), n_blocks given: refused */
+    empty_plan_init(ep, st, 8);
+    args.plan = &ep->plan;
+    args.n_blocks = 8;
+    (void)H->launch(&args, sizeof args, 8, 4, NULL); /* the error is in the state's record */
+    ck_assert_int_eq(st->err.code, MSCCLPP_ERR_INVALID_ARG);
+    for (int b = 0; b < 8; b++) ck_assert_uint_eq(st->flags[b], 1); /* nothing ran */
+
+    /* the same plan without n_blocks: read after the header, runs */
+    empty_plan_init(ep, st, 8);
+    args.n_blocks = 0;
+    ck_assert_int_eq(H->launch(&args, sizeof args, 8, 4, NULL), MSCCLPP_OK);
+    ck_assert_int_eq(st->err.code, 0);
+    for (int b = 0; b < 8; b++) ck_assert_uint_eq(st->flags[b], 2);
+
+    /* entries at KERN_PLAN_BLOCKS_OFF with n_blocks: runs */
+    memset(pp, 0, sizeof *pp);
+    empty_plan_init(ep, st, 8);
+    pp->plan = ep->plan;
+    pp->plan.bytes = sizeof *pp;
+    pp->plan.off_blocks = pp->plan.off_ops = pp->plan.off_descs = pp->plan.off_ids =
+        pp->plan.off_chans = pp->plan.off_rbufs = pp->plan.off_switch = pp->plan.off_members =
+            KERN_PLAN_BLOCKS_OFF;
+    args.plan = &pp->plan;
+    args.n_blocks = 8;
+    ck_assert_int_eq(H->launch(&args, sizeof args, 8, 4, NULL), MSCCLPP_OK);
+    ck_assert_int_eq(st->err.code, 0);
+    for (int b = 0; b < 8; b++) ck_assert_uint_eq(st->flags[b], 2);
+    ck_assert_int_eq(H->mem_free(ep), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_free(pp), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_free(st), MSCCLPP_OK);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------------------------ */
 /* sharing */
 
@@ -1074,6 +1135,7 @@ int main(void)
     tcase_add_test(tc, test_launch_concurrent_blocks);
     tcase_add_test(tc, test_launch_reuses_threads);
     tcase_add_test(tc, test_launch_kernel_64);
+    tcase_add_test(tc, test_launch_blocks_at_fixed_offset);
     tcase_add_test(tc, test_export_import_fork);
     tcase_add_test(tc, test_wrong_cookie);
     tcase_add_test(tc, test_free_stops_serving);
