@@ -83,7 +83,8 @@
 # Environment: MSCCLPP_TOP_BUILDDIR (default ./build, or . when run inside a build tree),
 # MSCCLPP_TOP_SRCDIR (default: this checkout), GPU_CHECK_TIMEOUT (seconds per bench run, 120),
 # GPU_CHECK_COLLS / GPU_CHECK_RANKS / GPU_CHECK_SIZES (the bench sweep's collectives, rank counts
-# and size flags, e.g. "-b 8 -e 256M -f 32"), GPU_CHECK_NCU_TIMEOUT (seconds for ncu, 300).
+# and size flags, e.g. "-b 8 -e 256M -f 32"), GPU_CHECK_NCU_TIMEOUT (seconds for ncu, 300),
+# GPU_CHECK_CONFORMANCE_TIMEOUT (seconds for the conformance suite, 480).
 set -u
 src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 if [ -n "${MSCCLPP_TOP_BUILDDIR:-}" ]; then build=$MSCCLPP_TOP_BUILDDIR
@@ -331,7 +332,7 @@ fi
 if want conformance; then
     cq=""
     [ $quick = 1 ] && cq=1
-    CONFORMANCE_QUICK=$cq timeout 480 "$build/tests/conformance/test_conformance" \
+    CONFORMANCE_QUICK=$cq timeout "${GPU_CHECK_CONFORMANCE_TIMEOUT:-480}" "$build/tests/conformance/test_conformance" \
         >"$out/conformance.log" 2>&1
     rc=$?
     line=$(grep -E '^[0-9]+%: Checks' "$out/conformance.log" | tail -n 1)
