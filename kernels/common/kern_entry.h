@@ -11,13 +11,14 @@ extern "C" {
 #endif
 /*
  * Threads per block the GPU interpreter kernels take at most: their __launch_bounds__, which
- * sets the registers ptxas/the AMDGPU backend may give a thread (sm_90: 1024 threads leave 64,
- * and the interpreter spilled; 512 leave 128, and it spills nothing: docs/gpu.md
- * "Interpreter"). The HALs report it (hal_device_props_t.kernel_max_threads) and reject larger
- * launches; the lowering caps a plan's num_threads_per_block at it.
+ * sets the registers ptxas and the AMDGPU backend may give a thread (sm_90: 1024 threads leave
+ * 64, and the interpreter spilled; 512 leave 128, and it spills nothing; gfx90a: no VGPR spills,
+ * half the scratch: docs/gpu.md "Interpreter"). The HALs report it
+ * (hal_device_props_t.kernel_max_threads) and reject larger launches; the lowering caps a plan's
+ * num_threads_per_block at it.
  */
 #define KERN_CUDA_MAX_THREADS 512
-#define KERN_HIP_MAX_THREADS 1024
+#define KERN_HIP_MAX_THREADS 512
 
 /**
  * Host backend: run thread block `block` (of `nblocks`) of the interpreter for launch

@@ -9,7 +9,8 @@
 #include "kernels/common/kern_interp.h"
 
 /* The arguments are read where the launch put them (no per-thread copy); the block's shared
- * memory holds its constants and its staged ops (kern_smem_t, about 9 KiB). */
+ * memory holds its constants and its staged ops (kern_smem_t, about 9 KiB). The launch bound is
+ * 512 (kern_entry.h): gfx90a then spills no VGPRs and needs half the scratch of 1024. */
 extern "C" __global__ void __launch_bounds__(KERN_HIP_MAX_THREADS)
     kern_hip_entry(const KERN_GRID_CONST kern_args_t args)
 {
