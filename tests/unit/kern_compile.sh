@@ -4,9 +4,9 @@
 # ptxas reports (-Xptxas -v) per function and fail when the kernel's per-thread stack, any
 # hot-path function's spills or all functions' spills grow past their limits below (512 threads
 # per block, the kernel's launch bound, leave it 128 registers; 1024 left 64 and it spilled; the
-# interpreter keeps its state in shared memory, docs/gpu.md "Interpreter"); the log lists every function with spills. Prints TAP;
-# skips a compiler that is not installed, and everything when MSCCLPP_SKIP_KERN_COMPILE is set
-# (takes a few minutes).
+# interpreter keeps its state in shared memory, docs/gpu.md "Interpreter"); the log lists every
+# function with spills. Prints TAP; skips a compiler that is not installed, and everything when
+# MSCCLPP_SKIP_KERN_COMPILE is set (takes a few minutes).
 top=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 bld=${MSCCLPP_TOP_BUILDDIR:-$top}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
@@ -90,8 +90,8 @@ else
         { m = ($1 in lim) ? lim[$1] : l; if ($3 > m) print $0, "(limit " m ")" }' >"$tmp/over"
     echo "# kern_cuda_entry sm_90: $regs registers, $stack bytes of stack per thread; spill" \
         "stores $spills bytes, spill loads $loads bytes; the hot path's most per function" \
-        "$hotmax (limits: stack $stack_limit, hot $hot_limit except $hot_allow, stores" \
-        "$spill_limit, loads $load_limit)"
+        "$hotmax (limits: stack $stack_limit, hot $hot_limit${hot_allow:+ except $hot_allow}," \
+        "stores $spill_limit, loads $load_limit)"
     echo "# functions with a frame or spills (frame / spill stores / spill loads, bytes):"
     awk '$2 + $3 + $4 > 0' "$tmp/fn90" | sort -k3,3nr -k2,2nr | sed 's/^/#   /'
     if [ -z "$stack" ]; then
