@@ -1090,6 +1090,7 @@ static mscclpp_result_t context_resources(mscclpp_executor_t *ex, exec_context_t
     res->n_switch = g->n_chan[PLAN_CH_SWITCH];
     res->switches = c->switches;
     res->host_spin = host_spin_for(ex, c);
+    res->max_threads = ex->max_threads;
     return exec_port_fill(c->port, c->peer_off, res);
 }
 

@@ -199,6 +199,8 @@ struct mscclpp_executor {
     mscclpp_comm_t *comm;
     const hal_ops_t *hal;
     bool host_memory; /* the backend's device memory is host memory (hal_device_props_t) */
+    int max_threads;  /* threads per block its interpreter kernel takes at most (0: any):
+                       * every launch is capped at it (hal_device_props_t.kernel_max_threads) */
     bool p2p;         /* runs plans of two ranks each (mscclpp_executor_set_p2p): setups meet
                        * only the plan's ranks, under one tag; every launch fences */
     exec_registry_t registry;

@@ -429,6 +429,14 @@ static mscclpp_result_t launch(mscclpp_executor_t *ex, exec_context_t *c, exec_l
     CHECK(ex->capturing ? hal_api_stream_note_capture(stream, ex->source)
                         : hal_api_stream_note(stream, ex->source));
     if (!nthreads) nthreads = l->low->nthreads;
+    if (ex->max_threads > 0 && nthreads > ex->max_threads) {
+        /* a caller's or a tuning file's count (the plan's own was capped when lowered) */
+        TRACE(SUBSYS_PLAN,
+              "plan '%s': %d threads per block capped at %d, the most the %s "
+              "interpreter kernel takes",
+              c->plan->name, nthreads, ex->max_threads, ex->hal->name);
+        nthreads = ex->max_threads;
+    }
     mscclpp_result_t r =
         ex->hal->launch(&l->low->args, sizeof l->low->args, l->low->nblocks, nthreads, hs);
     if (r != MSCCLPP_OK) {
@@ -476,10 +484,13 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
     hal_device_props_t props;
     memset(&props, 0, sizeof props);
     int dev = 0;
-    if (ex->hal->device_get(&dev) == MSCCLPP_OK && ex->hal->device_props(dev, &props) == MSCCLPP_OK)
+    if (ex->hal->device_get(&dev) == MSCCLPP_OK &&
+        ex->hal->device_props(dev, &props) == MSCCLPP_OK) {
         ex->host_memory = props.host_memory;
-    else
+        ex->max_threads = props.kernel_max_threads;
+    } else {
         core_clear_error();
+    }
     uint64_t *abort_word = NULL; /* for the launches (kern_args_t.abort) */
     mscclpp_result_t aw = comm_abort_word(comm, &abort_word);
     if (aw != MSCCLPP_OK) {

@@ -931,6 +931,15 @@ static mscclpp_result_t lower_blob(lower_t *L, mscclpp_redop_t op, exec_lowered_
     lw->blob_bytes = (size_t)bl.bytes;
     lw->nblocks = (int)bl.nblocks;
     lw->nthreads = L->plan->threads_per_block ? (int)L->plan->threads_per_block : 1024;
+    if (L->res->max_threads > 0 && lw->nthreads > L->res->max_threads) {
+        /* every loop of the interpreter strides over the block's threads: fewer only cost time
+         * (docs/gpu.md "Interpreter": 512 moved as many bytes as 1024) */
+        INFO(SUBSYS_PLAN,
+             "plan '%s' rank %d: %d threads per block capped at %d, the most the "
+             "backend's interpreter kernel takes",
+             L->plan->name, L->rank, lw->nthreads, L->res->max_threads);
+        lw->nthreads = L->res->max_threads;
+    }
     *out = lw;
     return MSCCLPP_OK;
 }

@@ -79,6 +79,7 @@ typedef struct {
     uint64_t timeout_ns; /**< bound of every device wait; 0: MSCCLPP_TIMEOUT */
     uint32_t host_spin;  /**< host backend polls before yielding; 0: base_wait_spin(0) */
     uint32_t clock_khz;  /**< HIP wall clock rate; 0: 100 MHz */
+    int max_threads;     /**< threads per block the backend's kernel takes at most; 0: any */
     /* port channels (executor/exec_port.c); all zero for plans without them */
     int n_ports;                     /**< plan->gpus[rank].n_chan[PLAN_CH_PORT] */
     const exec_memchan_t *ports;     /**< inbound + expected per port channel (outbound unused) */
@@ -100,7 +101,7 @@ int exec_rbuf_published(const struct mscclpp_plan *plan, int rank, int q);
 typedef struct {
     kern_args_t args; /**< args.plan points at `blob` until the executor repoints it */
     int nblocks;      /**< grid size (at least 1: a rank without blocks still advances its flag) */
-    int nthreads;     /**< block size (plan's num_threads_per_block) */
+    int nthreads;     /**< block size (plan's num_threads_per_block, at most res->max_threads) */
     size_t blob_bytes;
     void *blob; /**< the kern_plan_t image, 64-byte aligned */
 } exec_lowered_t;

@@ -19,8 +19,9 @@
 extern "C" {
 #endif
 
-#define HAL_ABI_VERSION 4 /* 2: hal_device_props_t.host_memory; 3: capture and graph slots;
-                           * 4: mem_info, launch_scale, launch_host_func, stream_wait_event */
+/* 2: hal_device_props_t.host_memory; 3: capture and graph slots; 4: mem_info, launch_scale,
+ * launch_host_func, stream_wait_event; 5: hal_device_props_t.kernel_max_threads */
+#define HAL_ABI_VERSION 5
 
 /** What a backend tells about a device. */
 typedef struct {
@@ -35,6 +36,9 @@ typedef struct {
     bool graphs;          /* stream capture */
     bool host_memory;     /* device memory is host memory the calling CPU thread may use
                            * directly (the host backend): host-driven channels work */
+    int kernel_max_threads; /* threads per block the backend's interpreter kernel takes at most
+                             * (its launch bound, kernels/common/kern_entry.h; launch rejects
+                             * more); 0: any (the host backend, which ignores the count) */
 } hal_device_props_t;
 
 /** Opaque handle of shareable memory, as it travels between processes (see base/wire.h). */
@@ -152,9 +156,10 @@ typedef struct hal_ops {
     mscclpp_result_t (*stream_wait_event)(hal_stream_t s, hal_event_t e);
 
     /*
-     * Launch the plan interpreter: `nblocks` blocks of `nthreads` threads run
-     * kern_entry(args) (kernels/common/kern_args.h). `args` (args_bytes bytes) is copied at
-     * launch, so the caller may reuse it at once.
+     * Launch the plan interpreter: `nblocks` blocks of `nthreads` threads (at most the
+     * device's kernel_max_threads, when not 0) run kern_entry(args)
+     * (kernels/common/kern_args.h). `args` (args_bytes bytes) is copied at launch, so the
+     * caller may reuse it at once.
      */
     mscclpp_result_t (*launch)(const void *args, size_t args_bytes, int nblocks, int nthreads,
                                hal_stream_t s);

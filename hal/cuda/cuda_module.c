@@ -6,6 +6,7 @@
 #include "base/config.h"
 #include "hal/cuda/cuda_internal.h"
 #include "hal/fd_broker.h"
+#include "kernels/common/kern_entry.h"
 
 cuda_driver_t cuda_drv;
 
@@ -258,6 +259,7 @@ static mscclpp_result_t cuda_device_props(int dev, hal_device_props_t *props)
     CUDA_CHECK(cudaDeviceGetAttribute(&props->multiprocessors, cudaDevAttrMultiProcessorCount, dev));
     CUDA_CHECK(
         cudaDeviceGetAttribute(&props->max_threads_per_block, cudaDevAttrMaxThreadsPerBlock, dev));
+    props->kernel_max_threads = KERN_CUDA_MAX_THREADS;
     props->total_memory = p.totalGlobalMem;
     props->ipc = true; /* cuMem fds, or legacy cudaIpc on every Linux device */
     props->multicast = dev_caps[dev].multicast;

@@ -127,7 +127,11 @@ mscclpp_result_t cuda_launch(const void *args, size_t args_bytes, int nblocks, i
     CHECK_ARG(args != NULL);
     CHECK_ARG(args_bytes > 0);
     CHECK_ARG(nblocks > 0);
-    CHECK_ARG(nthreads > 0 && nthreads <= 1024);
+    CHECK_ARG(nthreads > 0);
+    if (nthreads > KERN_CUDA_MAX_THREADS)
+        return ERR_ARG("cuda launch: %d threads per block; the interpreter kernel takes at most %d "
+                       "(its __launch_bounds__, hal_device_props_t.kernel_max_threads)",
+                       nthreads, KERN_CUDA_MAX_THREADS);
     CUDA_REQUIRE_INIT();
     cuda_mps_check(); /* first launch per device: warn if ranks share it without MPS */
 #ifdef MSCCLPP_HAVE_KERN_CUDA

@@ -129,6 +129,7 @@ static mscclpp_result_t hip_device_props(int dev, hal_device_props_t *props)
     props->warp_size = p.warpSize; /* 64 on CDNA */
     props->multiprocessors = p.multiProcessorCount;
     props->max_threads_per_block = p.maxThreadsPerBlock;
+    props->kernel_max_threads = KERN_HIP_MAX_THREADS;
     props->total_memory = p.totalGlobalMem;
     props->ipc = true;
     props->multicast = false;
@@ -328,7 +329,11 @@ static mscclpp_result_t hip_launch(const void *args, size_t args_bytes, int nblo
     CHECK_ARG(args != NULL);
     CHECK_ARG(args_bytes > 0);
     CHECK_ARG(nblocks > 0);
-    CHECK_ARG(nthreads > 0 && nthreads <= 1024);
+    CHECK_ARG(nthreads > 0);
+    if (nthreads > KERN_HIP_MAX_THREADS)
+        return ERR_ARG("hip launch: %d threads per block; the interpreter kernel takes at most %d "
+                       "(its __launch_bounds__, hal_device_props_t.kernel_max_threads)",
+                       nthreads, KERN_HIP_MAX_THREADS);
     HIP_REQUIRE_INIT();
 #ifdef MSCCLPP_HAVE_KERN_HIP
     return kern_hip_launch(args, args_bytes, nblocks, nthreads, (void *)hip_stream(s));

@@ -668,10 +668,11 @@ MSCCLPP_API mscclpp_result_t mscclpp_collective_min_traffic(const char *collecti
  *   - `nblocks`: 0 for the plan's own; otherwise it must equal mscclpp_plan_num_blocks(plan),
  *     else MSCCLPP_ERR_UNSUPPORTED (pick a variant with mscclpp_executor_list_plans instead).
  *   - `nthreads_per_block`: 0 for the plan's num_threads_per_block (1024 when the plan has
- *     none); otherwise the threads each block is launched with, 1 to 1024. The interpreter
- *     strides every copy and reduction over the block's threads, so any count is correct; it
- *     changes speed only. On the host backend one host thread runs a whole block, so the value
- *     is checked and has no effect there.
+ *     none); otherwise the threads each block is launched with, 1 to 1024. Either is capped at
+ *     the most the backend's interpreter kernel takes (CUDA: 512, its launch bound). The
+ *     interpreter strides every copy and reduction over the block's threads, so any count is
+ *     correct; it changes speed only. On the host backend one host thread runs a whole block,
+ *     so the value is checked and has no effect there.
  */
 MSCCLPP_API mscclpp_result_t mscclpp_execute_launch(mscclpp_executor_t *exec,
                                                     const mscclpp_plan_t *plan, const void *send,

@@ -9,6 +9,17 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/*
+ * Threads per block the GPU interpreter kernels take at most: their __launch_bounds__, which
+ * sets the registers ptxas and the AMDGPU backend may give a thread (sm_90: 1024 threads leave
+ * 64, and the interpreter spilled; 512 leave 128, and it spills nothing; gfx90a: no VGPR spills,
+ * half the scratch: docs/gpu.md "Interpreter"). The HALs report it
+ * (hal_device_props_t.kernel_max_threads) and reject larger launches; the lowering caps a plan's
+ * num_threads_per_block at it.
+ */
+#define KERN_CUDA_MAX_THREADS 512
+#define KERN_HIP_MAX_THREADS 512
+
 /**
  * Host backend: run thread block `block` (of `nblocks`) of the interpreter for launch
  * arguments `args` (a kern_args_t). All blocks of a launch run concurrently on host threads;
@@ -26,14 +37,15 @@ int kern_host_run_block_simt(const void *args, int block, int nblocks, int nth);
 
 /**
  * CUDA backend (kernels/libkern_cuda.la): launch the interpreter kernel with `nblocks` blocks
- * of `nthreads` threads (<= 1024) on `stream` (a cudaStream_t). `args` points at a kern_args_t
- * of `bytes` bytes, passed by value. Returns MSCCLPP_ERR_INVALID_ARG for bad sizes and
- * MSCCLPP_ERR_SYSTEM (with the CUDA error named) if the launch fails.
+ * of `nthreads` threads (<= KERN_CUDA_MAX_THREADS) on `stream` (a cudaStream_t). `args` points
+ * at a kern_args_t of `bytes` bytes, passed by value. Returns MSCCLPP_ERR_INVALID_ARG for bad
+ * sizes and MSCCLPP_ERR_SYSTEM (with the CUDA error named) if the launch fails.
  */
 mscclpp_result_t kern_cuda_launch(const void *args, size_t bytes, int nblocks, int nthreads,
                                   void *stream);
 
-/** HIP backend (kernels/libkern_hip.la): as kern_cuda_launch, `stream` is a hipStream_t. */
+/** HIP backend (kernels/libkern_hip.la): as kern_cuda_launch (<= KERN_HIP_MAX_THREADS threads),
+ * `stream` is a hipStream_t. */
 mscclpp_result_t kern_hip_launch(const void *args, size_t bytes, int nblocks, int nthreads,
                                  void *stream);
 

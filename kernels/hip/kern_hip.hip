@@ -1,7 +1,7 @@
 /*
  * HIP build of the plan interpreter (kernels/common/kern_interp.h): one kernel, one block per
- * plan thread block, up to 1024 threads (64-wide wavefronts). Linked into the HIP HAL module
- * through kernels/libkern_hip.la.
+ * plan thread block, up to KERN_HIP_MAX_THREADS threads (64-wide wavefronts). Linked into the
+ * HIP HAL module through kernels/libkern_hip.la.
  */
 #include <hip/hip_runtime.h>
 
@@ -9,8 +9,10 @@
 #include "kernels/common/kern_interp.h"
 
 /* The arguments are read where the launch put them (no per-thread copy); the block's shared
- * memory holds its constants and its staged ops (kern_smem_t, about 9 KiB). */
-extern "C" __global__ void __launch_bounds__(1024) kern_hip_entry(const KERN_GRID_CONST kern_args_t args)
+ * memory holds its constants and its staged ops (kern_smem_t, about 9 KiB). The launch bound is
+ * 512 (kern_entry.h): gfx90a then spills no VGPRs and needs half the scratch of 1024. */
+extern "C" __global__ void __launch_bounds__(KERN_HIP_MAX_THREADS)
+    kern_hip_entry(const KERN_GRID_CONST kern_args_t args)
 {
     __shared__ kern_smem_t sm;
     kern_run_block(&args, (int)blockIdx.x, (int)gridDim.x, (int)threadIdx.x, (int)blockDim.x, &sm,
@@ -20,7 +22,8 @@ extern "C" __global__ void __launch_bounds__(1024) kern_hip_entry(const KERN_GRI
 extern "C" mscclpp_result_t kern_hip_launch(const void *args, size_t bytes, int nblocks,
                                             int nthreads, void *stream)
 {
-    if (!args || bytes != sizeof(kern_args_t) || nblocks < 1 || nthreads < 1 || nthreads > 1024)
+    if (!args || bytes != sizeof(kern_args_t) || nblocks < 1 || nthreads < 1 ||
+        nthreads > KERN_HIP_MAX_THREADS)
         return MSCCLPP_ERR_INVALID_ARG;
     kern_args_t a = *(const kern_args_t *)args;
     void *params[1] = {&a};

@@ -369,8 +369,10 @@ static bool t_share_in_process(void)
     return true;
 }
 
-/* A lowered plan with `nblocks` blocks and no ops, and a fresh state; launch; read state back. */
-static bool launch_empty(uint32_t magic, int nblocks, kern_state_t *after, mscclpp_result_t *res)
+/* A lowered plan with `nblocks` blocks of `nthreads` and no ops, and a fresh state; launch;
+ * read state back. */
+static bool launch_empty(uint32_t magic, int nblocks, int nthreads, kern_state_t *after,
+                         mscclpp_result_t *res)
 {
     size_t bytes = sizeof(kern_plan_t) + (size_t)nblocks * sizeof(kern_block_t);
     kern_plan_t *plan = calloc(1, bytes);
@@ -396,7 +398,7 @@ static bool launch_empty(uint32_t magic, int nblocks, kern_state_t *after, msccl
     args.plan = dplan;
     args.state = dstate;
     args.timeout_ns = 5000000000ull;
-    *res = ops->launch(&args, sizeof args, nblocks, 128, s);
+    *res = ops->launch(&args, sizeof args, nblocks, nthreads, s);
     if (*res == MSCCLPP_OK) {
         OK(ops->stream_sync(s));
         OK(ops->memcpy_sync(after, dstate, sizeof *after));
@@ -412,7 +414,13 @@ static bool t_launch_empty(bool *skipped)
 {
     kern_state_t st;
     mscclpp_result_t res;
-    if (!launch_empty(KERN_PLAN_MAGIC, 4, &st, &res)) return false;
+    hal_device_props_t p;
+    OK(ops->device_props(0, &p));
+    /* the kernel's launch bound: its most threads run, one more is refused by name */
+    const int most = p.kernel_max_threads;
+    EXPECT(most >= 256 && most <= p.max_threads_per_block, "kernel_max_threads %d (device %d)",
+           most, p.max_threads_per_block);
+    if (!launch_empty(KERN_PLAN_MAGIC, 4, most, &st, &res)) return false;
     if (res == MSCCLPP_ERR_UNSUPPORTED) {
         diag("%s", mscclpp_last_error());
         *skipped = true;
@@ -427,9 +435,13 @@ static bool t_launch_empty(bool *skipped)
                st.flags[b]);
     EXPECT(st.flags[4] == 0, "a block past the grid advanced flag 4 (%u)", st.flags[4]);
     /* and a plan with a bad magic is refused by the device, not ignored */
-    if (!launch_empty(0xdeadbeefu, 1, &st, &res)) return false;
+    if (!launch_empty(0xdeadbeefu, 1, 128, &st, &res)) return false;
     EXPECT(res == MSCCLPP_OK, "launch: %s", mscclpp_last_error());
     EXPECT(st.err.code != 0, "a plan with a bad magic ran without error");
+    if (!launch_empty(KERN_PLAN_MAGIC, 1, most + 1, &st, &res)) return false;
+    EXPECT(res == MSCCLPP_ERR_INVALID_ARG && strstr(mscclpp_last_error(), "takes at most"),
+           "a launch of %d threads (kernel bound %d): %d, %s", most + 1, most, (int)res,
+           mscclpp_last_error());
     return true;
 }
 

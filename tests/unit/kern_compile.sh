@@ -2,11 +2,11 @@
 # Portability and resource check of the plan interpreter: compile kernels/common through nvcc
 # (sm_80, sm_90) and hipcc (gfx90a), as the CUDA and HIP HAL modules do; for sm_90, read what
 # ptxas reports (-Xptxas -v) per function and fail when the kernel's per-thread stack, any
-# hot-path function's spills or all functions' spills grow past their limits below (1024
-# threads per block cap the kernel at 64 registers; the interpreter keeps its state in shared
-# memory, docs/gpu.md "Interpreter"); the log lists every function with spills. Prints TAP;
-# skips a compiler that is not installed, and everything when MSCCLPP_SKIP_KERN_COMPILE is set
-# (takes a few minutes).
+# hot-path function's spills or all functions' spills grow past their limits below (512 threads
+# per block, the kernel's launch bound, leave it 128 registers; 1024 left 64 and it spilled; the
+# interpreter keeps its state in shared memory, docs/gpu.md "Interpreter"); the log lists every
+# function with spills. Prints TAP; skips a compiler that is not installed, and everything when
+# MSCCLPP_SKIP_KERN_COMPILE is set (takes a few minutes).
 top=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 bld=${MSCCLPP_TOP_BUILDDIR:-$top}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
@@ -19,7 +19,9 @@ hipcc=${HIPCC:-$(command -v hipcc || echo /opt/rocm/bin/hipcc)}
 # of line, 424 with the reduces' addresses in shared memory, 416 with the packet ops' too, 400
 # with the data ops taking (c, op, x, n) and kern_spin_check six arguments, 392 with
 # kern_port_op inline and kern_port_put taking (c, op, k, x, n), 376 with the packet
-# reductions' first look at a packet inline and integers' running result packed. Hot:
+# reductions' first look at a packet inline and integers' running result packed, 360 with the
+# launch's executor words loaded at once, 128 (the kernel's own frame, no spills) with
+# __launch_bounds__(512) instead of 1024 (124 registers instead of 64). Hot:
 # the spill-store bytes a function of the hot path (one op's dispatch, copies, reductions,
 # packets, puts, signals and waits: $hot below) may have, each its own ratchet: 0, or its number
 # in hot_allow (mostly arguments stored at a call site, docs/gpu.md "Interpreter").
@@ -29,19 +31,20 @@ hipcc=${HIPCC:-$(command -v hipcc || echo /opt/rocm/bin/hipcc)}
 # kern_spin_check 452, kern_fail_sig 96), 892 / 1024 with kern_port_op inline, 772 / 896 with
 # the packet reductions' change, 764 / 896 with the launch's executor words loaded at once,
 # 712 / 836 with the launch fence's kern_rec_read returning 0 or 1 (a record read while it
-# changes is polled again).
-stack_limit=${KERN_STACK_LIMIT:-376}
+# changes is polled again), 0 / 0 with the launch bound 512.
+stack_limit=${KERN_STACK_LIMIT:-128}
 hot_limit=${KERN_HOT_SPILL_LIMIT:-0}
 # hot functions allowed more than hot_limit, "name=bytes ..." (each its own ratchet)
-hot_allow=${KERN_HOT_SPILL_ALLOW-"kern_preduce=8"}
-spill_limit=${KERN_SPILL_LIMIT:-712}
-load_limit=${KERN_SPILL_LOAD_LIMIT:-836}
+hot_allow=${KERN_HOT_SPILL_ALLOW-""}
+spill_limit=${KERN_SPILL_LIMIT:-0}
+load_limit=${KERN_SPILL_LOAD_LIMIT:-0}
 # gfx90a: kern_hip_entry's ScratchSize (its frame and its callees' deepest chain): 528 with the
 # interpreter of session 3, 416 with the reduces' address table, 400 with the packet ops' too,
 # 368 with the launch arguments copied to shared memory word by word by all threads (thread 0's
 # struct copy kept every field live: its frame 240 bytes, 256 once alltoallv's vtab was added),
-# 352 with kern_port_put taking (c, op, k, x, n)
-hip_scratch_limit=${KERN_HIP_SCRATCH_LIMIT:-352}
+# 352 with kern_port_put taking (c, op, k, x, n), 176 with __launch_bounds__(512) (NumVgprs 64 +
+# 64 AGPRs of spill room -> 124 + 12, no VGPR spills)
+hip_scratch_limit=${KERN_HIP_SCRATCH_LIMIT:-176}
 hot='kern_(exec_op|copy_io|io_tab|red_|reduce|pkt_|pred_|preduce|wait_chan|sem_acquire|port_op|port_put|port_ctl|port_wait|mc_op|putv)'
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -87,8 +90,8 @@ else
         { m = ($1 in lim) ? lim[$1] : l; if ($3 > m) print $0, "(limit " m ")" }' >"$tmp/over"
     echo "# kern_cuda_entry sm_90: $regs registers, $stack bytes of stack per thread; spill" \
         "stores $spills bytes, spill loads $loads bytes; the hot path's most per function" \
-        "$hotmax (limits: stack $stack_limit, hot $hot_limit except $hot_allow, stores" \
-        "$spill_limit, loads $load_limit)"
+        "$hotmax (limits: stack $stack_limit, hot $hot_limit${hot_allow:+ except $hot_allow}," \
+        "stores $spill_limit, loads $load_limit)"
     echo "# functions with a frame or spills (frame / spill stores / spill loads, bytes):"
     awk '$2 + $3 + $4 > 0' "$tmp/fn90" | sort -k3,3nr -k2,2nr | sed 's/^/#   /'
     if [ -z "$stack" ]; then

@@ -41,11 +41,17 @@ struct kh_world {
     kh_layout_t layout;
     void *fifo; /* a proxy FIFO every rank's launch gets (kh_set_fifo), or NULL */
     int nth;    /* host threads per block (kh_set_threads); 0 or 1: one */
+    int max_threads; /* kh_set_kernel_max_threads; 0: off */
+    int last_nth;    /* threads per block of the last kh_run */
 };
 
 void kh_set_fifo(kh_world_t *w, void *fifo) { w->fifo = fifo; }
 
 void kh_set_threads(kh_world_t *w, int nth) { w->nth = nth; }
+
+void kh_set_kernel_max_threads(kh_world_t *w, int max) { w->max_threads = max; }
+
+int kh_last_threads(const kh_world_t *w) { return w->last_nth; }
 
 struct mscclpp_plan *kh_plan_load(const char *json)
 {
@@ -323,6 +329,7 @@ mscclpp_result_t kh_run(kh_world_t *w, mscclpp_redop_t op, mscclpp_packet_t pack
             .timeout_ns = timeout_ns,
             .host_spin = 200,
             .fifo = w->fifo,
+            .max_threads = w->max_threads,
         };
         ret = exec_lower(w->plan, r, w->in_bytes, w->out_bytes, w->dtype, op, packet, &res,
                          &lw[r]);
@@ -335,7 +342,10 @@ mscclpp_result_t kh_run(kh_world_t *w, mscclpp_redop_t op, mscclpp_packet_t pack
         int t = 0;
         for (int r = 0; r < w->n; r++)
             for (int b = 0; b < lw[r]->nblocks; b++, t++) {
-                jobs[t] = (kh_job_t){&lw[r]->args, b, lw[r]->nblocks, w->nth};
+                /* under a kernel maximum a block runs as the GPU would launch it */
+                const int nth = w->max_threads > 0 ? lw[r]->nthreads : w->nth;
+                jobs[t] = (kh_job_t){&lw[r]->args, b, lw[r]->nblocks, nth};
+                w->last_nth = nth;
                 if (pthread_create(&th[t], NULL, kh_block_main, &jobs[t])) {
                     kh_block_main(&jobs[t]); /* run inline if threads run out */
                     th[t] = 0;

@@ -69,6 +69,14 @@ void kh_set_fifo(kh_world_t *w, void *fifo);
 void kh_set_threads(kh_world_t *w, int nth);
 /** Threads per block of the worlds created from now on in this process (default 1). */
 void kh_set_default_threads(int nth);
+/**
+ * Run as a GPU backend whose kernel takes at most `max` threads per block (0: off): the lowering
+ * gets it as exec_resources_t.max_threads (capping the plan's num_threads_per_block) and every
+ * block then runs as the lowered count of host threads, instead of kh_set_threads's.
+ */
+void kh_set_kernel_max_threads(kh_world_t *w, int max);
+/** Host threads per block of the last kh_run (the lowered count under a kernel maximum). */
+int kh_last_threads(const kh_world_t *w);
 
 /** Guard bytes around every buffer untouched? Otherwise false and a message. */
 bool kh_guards_ok(kh_world_t *w, char *msg, size_t cap);

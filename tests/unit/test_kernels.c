@@ -1411,6 +1411,42 @@ START_TEST(test_ref_allreduce_pkt)
 }
 END_TEST
 
+/*
+ * A plan of 1024 threads per block on a backend whose kernel takes fewer (CUDA's launch bound,
+ * hal_device_props_t.kernel_max_threads): the lowering caps the count and every block runs as
+ * that many threads, striding over the data; the bytes are the collective's. A plan already
+ * under the bound keeps its own count.
+ */
+START_TEST(test_threads_capped)
+{
+    static const char *files[] = {"allreduce_4.json", "allreduce_pkt_4.json"};
+    char msg[256];
+    for (int f = 0; f < 2; f++) {
+        struct mscclpp_plan *p = ref_plan(files[f]);
+        ck_assert_msg(p != NULL, "cannot load %s", files[f]);
+        ck_assert_uint_eq(p->threads_per_block, 1024);
+        kh_world_t *w;
+        ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+        kh_set_kernel_max_threads(w, 6);
+        for (int pk = 0; pk < 2; pk++) {
+            mscclpp_result_t r =
+                kh_check_collective(w, KH_ALLREDUCE, 1000 + 3 * pk, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                                    (mscclpp_packet_t)pk, true, 2, msg, sizeof msg);
+            ck_assert_msg(r == MSCCLPP_OK, "%s LL%s: %s", files[f], pk ? "8" : "16", msg);
+            ck_assert_int_eq(kh_last_threads(w), 6);
+        }
+        p->threads_per_block = 3; /* under the bound: its own */
+        mscclpp_result_t r =
+            kh_check_collective(w, KH_ALLREDUCE, 999, MSCCLPP_BFLOAT16, MSCCLPP_MAX,
+                                MSCCLPP_PACKET_LL16, true, 1, msg, sizeof msg);
+        ck_assert_msg(r == MSCCLPP_OK, "%s, 3 threads: %s", files[f], msg);
+        ck_assert_int_eq(kh_last_threads(w), 3);
+        kh_world_destroy(w);
+        plan_free(p);
+    }
+}
+END_TEST
+
 START_TEST(test_ref_alltoall)
 {
     /* per peer block: 2 chunks each */
@@ -1582,6 +1618,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(simt, test_uneven_reducescatter);
     tcase_add_test(simt, test_timeout_kinds);
     tcase_add_test(simt, test_ref_allreduce_pkt);
+    tcase_add_test(simt, test_threads_capped);
     suite_add_tcase(s, simt);
     return s;
 }
