@@ -29,7 +29,10 @@
  *                      evicts alike on every rank
  *   t_fast_io          the fast path for the direct plans' contexts: on mscclpp_malloc'd
  *                      buffers, on malloc'd (staged) ones, on the application's memfd mappings;
- *                      a buffer freed (or mapped anew) at the same address misses it
+ *                      a buffer freed (or mapped anew) at the same address misses it;
+ *                      the same with each call asked about first (mscclpp_executor_direct, as
+ *                      the NCCL layer does, which hands its lookups to the call), an
+ *                      mscclpp_free between the two included
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -777,11 +780,27 @@ static int fast_io_call(int rank, int n, mscclpp_executor_t *ex, float *a, float
     return 0;
 }
 
+/* What the NCCL layer asks before a call (mscclpp_executor_direct): these buffers are the
+ * direct plan's. */
+static int ask_direct(int rank, mscclpp_executor_t *ex, const float *send, const float *recv,
+                      size_t bytes)
+{
+    int direct = 0;
+    MP_CHECK(rank, mscclpp_executor_direct(ex, NULL, "allreduce", send, recv, bytes, bytes,
+                                           MSCCLPP_FLOAT32, &direct));
+    if (!direct)
+        return MP_FAIL(rank, "mscclpp_executor_direct: %p -> %p does not run direct", send, recv);
+    return 0;
+}
+
 /* arg: 0 mscclpp_malloc'd buffers (contexts keyed by the allocations), 1 malloc'd (staged
- * contexts), 2 the application's memfd mappings (foreign: keyed by the allocations) */
+ * contexts), 2 the application's memfd mappings (foreign: keyed by the allocations); 3 and 4:
+ * 0 and 2 with each call asked about first (ask_direct), for mscclpp_malloc'd buffers before
+ * the output buffer is renewed (its lookup must not serve the new one) */
 static int fast_io_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
-    const int mode = *(const int *)arg;
+    const bool ask = *(const int *)arg >= 3;
+    const int mode = *(const int *)arg == 3 ? 0 : *(const int *)arg == 4 ? 2 : *(const int *)arg;
     char dir[900];
     snprintf(dir, sizeof dir, "%s/direct", mp_plan_dir());
     setenv("MSCCLPP_PLAN_DIR", dir, 1); /* this rank's process only */
@@ -813,6 +832,8 @@ static int fast_io_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
                  {true, false, true, true}};
     for (int k = 0; k < (int)(sizeof calls / sizeof *calls); k++) {
         if (calls[k].renew && mode == 1) continue; /* malloc gives no address back for sure */
+        if (ask && mode == 0 && ask_direct(rank, e.ex, calls[k].inplace ? b : a, b, bytes))
+            return 1;
         if (calls[k].renew && mode == 0) {
             void *old = b;
             MP_CHECK(rank, mscclpp_free(b));
@@ -825,6 +846,7 @@ static int fast_io_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
         }
         bool hit = false;
         float *src = calls[k].inplace ? b : a;
+        if (ask && mode == 2 && ask_direct(rank, e.ex, src, b, bytes)) return 1;
         if (fast_io_call(rank, n, e.ex, src, b, count, k, calls[k].on_stream ? st : NULL, &hit))
             return 1;
         if (hit != calls[k].hit)
@@ -878,7 +900,7 @@ int main(void)
     tcase_add_test(tc, t_scratch_bounded);
     tcase_add_test(tc, t_fast_path);
     tcase_add_loop_test(tc, t_direct_staged, 0, 3);
-    tcase_add_loop_test(tc, t_fast_io, 0, 3);
+    tcase_add_loop_test(tc, t_fast_io, 0, 5);
     tcase_add_loop_test(tc, t_direct_auto, 0, 7);
     tcase_add_loop_test(tc, t_direct_auto_one_rank_moves, 0, 11);
     tcase_add_test(tc, t_direct_auto_forget_alone);
