@@ -316,6 +316,12 @@ typedef const hal_ops_t *(*hal_module_entry_fn)(void);
  * toolkit, targets), e.g. "HIP on NVIDIA (hal/hipnv over CUDA runtime 13.0; nvcc, sm_90)". */
 typedef const char *(*hal_module_build_fn)(void);
 #define HAL_MODULE_BUILD "mscclpp_hal_module_build"
+/** Optional symbol: the module's own counts of what its slots ask of the driver (a measurement
+ * tool, like hal_count_enable), e.g. the CUDA calls of its allocation lookups. Fills names[i]
+ * and counts[i] for i < min(cap, n) and returns n, the number it keeps. With MSCCLPP_HAL_COUNT=1
+ * the library prints them under the HAL operations ("driver calls of pid ..."). */
+typedef int (*hal_module_counts_fn)(const char **names, uint64_t *counts, int cap);
+#define HAL_MODULE_COUNTS "mscclpp_hal_module_counts"
 
 #ifdef __cplusplus
 }

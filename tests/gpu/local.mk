@@ -12,6 +12,16 @@ TESTS += tests/gpu/test_gpu_hal tests/gpu/run-gpu-tests.sh
 tests_gpu_test_gpu_hal_SOURCES = tests/gpu/test_gpu_hal.c
 tests_gpu_test_gpu_hal_LDADD = $(MSCCLPP_INTERNAL_LIBS)
 
+# test_cuda_lookup: the CUDA calls of one allocation lookup on each kind of memory, counted by
+# the CUDA module (HAL_MODULE_COUNTS); links cudart to allocate as an application does.
+if HAVE_CUDA
+check_PROGRAMS += tests/gpu/test_cuda_lookup
+TESTS += tests/gpu/test_cuda_lookup
+tests_gpu_test_cuda_lookup_SOURCES = tests/gpu/test_cuda_lookup.c
+tests_gpu_test_cuda_lookup_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_gpu_test_cuda_lookup_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CUDA_LIBS) -ldl
+endif
+
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_hal_modules
 TESTS += tests/unit/test_hal_modules
