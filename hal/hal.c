@@ -394,6 +394,17 @@ void hal_count_read(uint64_t *counts)
 
 static atomic_bool count_print_on; /* MSCCLPP_HAL_COUNT=1: hal_count_report prints */
 
+int hal_count_module(const char **names, uint64_t *counts, int cap)
+{
+    const hal_ops_t *real = atomic_load(&count_real);
+    hal_module_counts_fn mc = NULL;
+    pthread_mutex_lock(&backends_lock);
+    for (int i = 0; real && i < nbackends; i++)
+        if (backends[i].tried && backends[i].ops == real) mc = backends[i].counts;
+    pthread_mutex_unlock(&backends_lock);
+    return mc ? mc(names, counts, cap) : 0;
+}
+
 static void count_print_line(const char *when)
 {
     const hal_ops_t *real = atomic_load(&count_real);
@@ -408,14 +419,9 @@ static void count_print_line(const char *when)
     }
     fprintf(stderr, "%s\n", line);
     /* the counted module's own counts of its driver calls (HAL_MODULE_COUNTS), if it keeps any */
-    hal_module_counts_fn mc = NULL;
-    pthread_mutex_lock(&backends_lock);
-    for (int i = 0; i < nbackends; i++)
-        if (backends[i].tried && backends[i].ops == real) mc = backends[i].counts;
-    pthread_mutex_unlock(&backends_lock);
     const char *names[32];
     uint64_t counts[32];
-    int n = mc ? mc(names, counts, 32) : 0;
+    int n = hal_count_module(names, counts, 32);
     if (n <= 0) return;
     len = snprintf(line, sizeof line, "mscclpp: driver calls of pid %d (backend %s) %s:",
                    (int)getpid(), real->name, when);

@@ -285,6 +285,10 @@ int hal_count_slots(void);
 const char *hal_count_slot_name(int i);
 /** Copy the counts so far into counts[0..hal_count_slots()-1] (zeros when counting is off). */
 void hal_count_read(uint64_t *counts);
+/** The counted backend module's own counts (HAL_MODULE_COUNTS: e.g. the CUDA calls of its
+ * lookups): fills names[i] and counts[i] for i < min(cap, n) and returns n; 0 when counting is
+ * off or the module keeps none. */
+int hal_count_module(const char **names, uint64_t *counts, int cap);
 /** With MSCCLPP_HAL_COUNT=1: print the counts so far to stderr, saying `when` (the library
  * calls it as a communicator goes, since forked ranks often leave with _exit). */
 void hal_count_report(const char *when);

@@ -19,7 +19,7 @@ check_PROGRAMS += tests/gpu/test_cuda_lookup
 TESTS += tests/gpu/test_cuda_lookup
 tests_gpu_test_cuda_lookup_SOURCES = tests/gpu/test_cuda_lookup.c
 tests_gpu_test_cuda_lookup_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-tests_gpu_test_cuda_lookup_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CUDA_LIBS) -ldl
+tests_gpu_test_cuda_lookup_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CUDA_LIBS)
 endif
 
 if HAVE_CHECK

@@ -20,7 +20,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -30,7 +29,6 @@
 #include "hal/hal.h"
 
 static const hal_ops_t *ops;
-static hal_module_counts_fn module_counts;
 static int ntests, nfailed;
 
 enum { C_MEM_INFO, C_CALLS, C_MODE, C_ATTRS, C_RANGE, C_DEVICE, C_N };
@@ -71,7 +69,7 @@ static void read_counts(uint64_t *c)
 {
     const char *names[32];
     uint64_t v[32];
-    int n = module_counts(names, v, 32);
+    int n = hal_count_module(names, v, 32);
     memset(c, 0, C_N * sizeof *c);
     for (int i = 0; i < n && i < 32; i++)
         for (int k = 0; k < C_N; k++)
@@ -272,34 +270,21 @@ static bool t_not_device(void)
     return ok;
 }
 
-/* The module that serves the table (HAL_MODULE_COUNTS is optional: a module without it fails). */
-static hal_module_counts_fn find_counts(void)
-{
-    hal_backend_info_t info[8];
-    int n = hal_list_backends(info, 8);
-    for (int i = 0; i < n && i < 8; i++) {
-        if (strcmp(info[i].name, "cuda") != 0) continue;
-        void *dl = dlopen(info[i].path, RTLD_NOW | RTLD_NOLOAD);
-        void *sym = dl ? dlsym(dl, HAL_MODULE_COUNTS) : NULL;
-        hal_module_counts_fn fn;
-        memcpy(&fn, &sym, sizeof fn);
-        return sym ? fn : NULL;
-    }
-    return NULL;
-}
-
 int main(void)
 {
     setenv("MSCCLPP_HAL", "cuda", 1);
+    hal_count_enable(); /* the module's counts are read through the counted table's module */
     int count = 0;
     if (hal_get(&ops) != MSCCLPP_OK || strcmp(ops->name, "cuda") != 0 ||
         ops->device_count(&count) != MSCCLPP_OK || count < 1) {
         printf("1..0 # SKIP no CUDA device or driver: %s\n", mscclpp_last_error());
         return 77;
     }
-    module_counts = find_counts();
-    if (!module_counts) {
-        printf("1..1\nnot ok 1 - the CUDA module exports %s\n", HAL_MODULE_COUNTS);
+    const char *names[32];
+    uint64_t v[32];
+    if (hal_count_module(names, v, 32) < C_N) {
+        printf("1..1\nnot ok 1 - the CUDA module keeps its lookup counts (%s)\n",
+               HAL_MODULE_COUNTS);
         return 1;
     }
     if (cudaSetDevice(0) != cudaSuccess) {
