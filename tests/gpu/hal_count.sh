@@ -50,6 +50,7 @@ PY
 }
 
 echo "test_cuda_lookup (CUDA calls per lookup, by kind of memory):"
+[ -x "$build/tests/gpu/test_cuda_lookup" ] || make -C "$build" tests/gpu/test_cuda_lookup >/dev/null
 "$build/tests/gpu/test_cuda_lookup" | sed 's/^/  /'
 
 for b in $sizes; do
