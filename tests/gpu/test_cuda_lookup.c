@@ -27,42 +27,14 @@
 #include <string.h>
 
 #include "hal/hal.h"
+#include "tests/gpu/gpu_tap.h"
 
 static const hal_ops_t *ops;
-static int ntests, nfailed;
 
 enum { C_MEM_INFO, C_CALLS, C_MODE, C_ATTRS, C_RANGE, C_DEVICE, C_N };
 static const char *const c_names[C_N] = {"mem_info",           "mem_info_cuda_calls",
                                          "capture_mode",       "pointer_attributes",
                                          "address_range",      "get_device"};
-
-static void tap(bool ok, const char *name)
-{
-    ntests++;
-    if (!ok) nfailed++;
-    printf("%s %d - %s\n", ok ? "ok" : "not ok", ntests, name);
-    fflush(stdout);
-}
-
-static void diag(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("# ");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    fflush(stdout);
-}
-
-#define EXPECT(cond, ...)                                                                 \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            diag("%s:%d: %s", __FILE__, __LINE__, #cond);                                 \
-            diag(__VA_ARGS__);                                                            \
-            return false;                                                                 \
-        }                                                                                 \
-    } while (0)
 
 /* The module's counts, in c_names' order (0 for a name it does not keep). */
 static void read_counts(uint64_t *c)
@@ -297,5 +269,5 @@ int main(void)
     tap(t_cumem(), "cuMem memory: the mapping's range, 4 calls after the first");
     tap(t_not_device(), "pinned, managed, malloc'd, unknown: size 0, 3 calls");
     ops->fini();
-    return nfailed ? 1 : 0;
+    return gpu_tap_failed ? 1 : 0;
 }

@@ -44,17 +44,6 @@ typedef struct {
     unsigned max_looks; /* on the allocation lookups (mem_info, mem_range) */
 } scenario_t;
 
-static void *app_alloc(size_t bytes)
-{
-    int fd = memfd_create("percall", MFD_CLOEXEC);
-    if (fd < 0) return NULL;
-    void *p = NULL;
-    if (ftruncate(fd, (off_t)bytes) == 0)
-        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    return p == MAP_FAILED ? NULL : p;
-}
-
 static int body(int rank, int nranks, const mscclpp_unique_id_t *mid, void *arg)
 {
     const scenario_t *sc = arg;
@@ -72,8 +61,8 @@ static int body(int rank, int nranks, const mscclpp_unique_id_t *mid, void *arg)
             ncclMemAlloc((void **)&b, bytes) != ncclSuccess)
             return MP_FAIL(rank, "ncclMemAlloc: %s", ncclGetLastError(NULL));
     } else {
-        a = app_alloc(bytes);
-        b = app_alloc(bytes);
+        a = mp_app_map(bytes, NULL);
+        b = mp_app_map(bytes, NULL);
         if (!a || !b) return MP_FAIL(rank, "memfd buffers: out of memory");
     }
     float *out = sc->inplace ? a : b;

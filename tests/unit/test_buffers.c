@@ -56,16 +56,6 @@ static void set_dirs(void)
     snprintf(corpus, sizeof corpus, "%s/tests/fuzz/plan-corpus", mp_src_dir());
 }
 
-/* The application's shareable memory: a memfd mapped MAP_SHARED, its descriptor closed (at
- * `at`, MAP_FIXED, when not NULL). NULL on failure. */
-static void *app_map(size_t bytes, void *at)
-{
-    int fd = memfd_create("app-buffer", MFD_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) return NULL;
-    void *p = mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | (at ? MAP_FIXED : 0), fd, 0);
-    close(fd);
-    return p == MAP_FAILED ? NULL : p;
-}
 
 static int count_contexts(const mscclpp_executor_t *ex)
 {
@@ -98,7 +88,7 @@ static int foreign_io_body(int rank, int n, const mscclpp_unique_id_t *id, void 
     mp_exec_t e;
     if (mp_exec_open(rank, n, id, path, &e)) return 1;
     const size_t count = 1000, alloc = 1 << 20;
-    char *in_map = app_map(alloc, NULL), *out_map = app_map(alloc, NULL);
+    char *in_map = mp_app_map(alloc, NULL), *out_map = mp_app_map(alloc, NULL);
     if (!in_map || !out_map) return MP_FAIL(rank, "memfd mappings: %m");
     /* the buffers move inside their allocations from call to call, alike on every rank */
     for (int round = 0; round < 6; round++) {
@@ -116,7 +106,7 @@ static int foreign_io_body(int rank, int n, const mscclpp_unique_id_t *id, void 
      * the peers must write the new one (a stale context writes the old file, and the new
      * mapping keeps 0xee) */
     MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
-    if (app_map(alloc, out_map) != out_map) return MP_FAIL(rank, "remap at %p: %m", out_map);
+    if (mp_app_map(alloc, out_map) != out_map) return MP_FAIL(rank, "remap at %p: %m", out_map);
     for (int round = 6; round < 8; round++) {
         int32_t *in = (int32_t *)in_map, *out = (int32_t *)out_map;
         for (size_t i = 0; i < count; i++) in[i] = (int32_t)(round * 100000 + rank * 1000 + i);
@@ -158,7 +148,7 @@ static int asym_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     MP_CHECK(rank, mscclpp_stream_create(&st));
     enum { ROUNDS = 8 };
     const size_t count = 1000, alloc = (size_t)4 << 20, slot = 64 << 10;
-    char *in_map = app_map(alloc, NULL), *out_map = app_map(alloc, NULL);
+    char *in_map = mp_app_map(alloc, NULL), *out_map = mp_app_map(alloc, NULL);
     if (!in_map || !out_map) return MP_FAIL(rank, "memfd mappings: %m");
     memset(out_map, 0xee, alloc);
     int32_t *outs[ROUNDS];
@@ -247,7 +237,7 @@ static int scratch_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
     const size_t big = (size_t)64 << 20;
     float *a = NULL;
     MP_CHECK(rank, mscclpp_malloc(big, (void **)&a));
-    float *f = app_map(big, NULL);
+    float *f = mp_app_map(big, NULL);
     if (!f) return MP_FAIL(rank, "memfd mapping: %m");
     /* a 1 KiB allreduce in a 64 MiB allocation (and in the application's own 64 MiB) */
     for (int k = 0; k < 2; k++) {
@@ -815,8 +805,8 @@ static int fast_io_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
         a = malloc(bytes);
         b = malloc(bytes);
     } else {
-        a = app_map(bytes, NULL);
-        b = app_map(bytes, NULL);
+        a = mp_app_map(bytes, NULL);
+        b = mp_app_map(bytes, NULL);
     }
     if (!a || !b) return MP_FAIL(rank, "no buffers");
     mscclpp_stream_t st = NULL;
@@ -841,7 +831,7 @@ static int fast_io_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
             if (b != old) /* another address misses anyway: still checked */
                 fprintf(stderr, "rank %d: mscclpp_malloc gave %p, not %p again\n", rank, (void *)b,
                         old);
-        } else if (calls[k].renew && (b = app_map(bytes, b)) == NULL) {
+        } else if (calls[k].renew && (b = mp_app_map(bytes, b)) == NULL) {
             return MP_FAIL(rank, "cannot map a new buffer at the old one's address");
         }
         bool hit = false;

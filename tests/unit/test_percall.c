@@ -28,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "executor/exec_forget.h"
 #include "hal/hal.h"
@@ -49,18 +48,6 @@ typedef struct {
     int ask; /* mscclpp_executor_direct before each call, on the application's own memory */
 } scenario_t;
 
-/* The application's own shareable memory (what the peers can map, the library did not
- * allocate). */
-static void *app_alloc(size_t bytes)
-{
-    int fd = memfd_create("percall", MFD_CLOEXEC);
-    if (fd < 0) return NULL;
-    void *p = NULL;
-    if (ftruncate(fd, (off_t)bytes) == 0)
-        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    return p == MAP_FAILED ? NULL : p;
-}
 
 /* Per-call counts of the calls counted: count[i] / CALLS (rounded up), printed when asked. */
 static int report(int rank, const scenario_t *sc, const uint64_t *before, const uint64_t *after,
@@ -99,8 +86,8 @@ static int body(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg)
     size_t count = sc->bytes / sizeof(float);
     float *a = NULL, *b = NULL;
     if (sc->ask) {
-        a = app_alloc(sc->bytes);
-        b = app_alloc(sc->bytes);
+        a = mp_app_map(sc->bytes, NULL);
+        b = mp_app_map(sc->bytes, NULL);
         if (!a || !b) return MP_FAIL(rank, "memfd buffers: out of memory");
     } else {
         MP_CHECK(rank, mscclpp_malloc(sc->bytes, (void **)&a));
