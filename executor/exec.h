@@ -66,6 +66,14 @@ typedef struct exec_lowcache {
     bool captured;   /* a graph launches it: kept, unchanged, until the executor goes */
 } exec_lowcache_t;
 
+/* The allocations of a call's buffers as the backend described them (exec_mem_of: in of
+ * send, out of recv), for a later step of the same call on those very buffers. */
+typedef struct {
+    bool known;
+    const void *send, *recv;
+    hal_mem_info_t in, out;
+} exec_looked_t;
+
 /* What a collective call adds to its signature (kern_args.h, "Call signature") that
  * exec_execute cannot see: whether the caller's buffers are in place (a staged call runs an
  * out-of-place plan), its root (a made rooted plan runs unrotated) and the digest of the tuning
@@ -81,12 +89,10 @@ typedef struct {
     uint64_t peers;
     /* What run_collective asked the backend earlier in this very call, so that exec_execute
      * does not ask again (issue 19 item 5): the stream's capture status (capture_known), and
-     * the allocations of mem_send and mem_recv (mem_known), for a call on those buffers. */
+     * the allocations of the call's buffers (mem, exec_looked_t). */
     bool capture_known, capturing;
     const struct mscclpp_stream *capture_stream; /* the stream capture_known is about */
-    bool mem_known;
-    const void *mem_send, *mem_recv;
-    hal_mem_info_t mem_in, mem_out;
+    exec_looked_t mem;
 } exec_hint_t;
 
 /* The call in progress, as its signature sees it. */
@@ -231,7 +237,15 @@ struct mscclpp_executor {
     bool setup_refused;   /* every rank refused it before committing anything: usable */
     struct exec_announce *announcing; /* that setup's announcement (context.c), or NULL */
     exec_shape_t shape;   /* the call in progress (one at a time) */
-    exec_hint_t hint;     /* what run_collective adds to it */
+    exec_hint_t hint;     /* what run_collective adds to it; hint.mem is also set by
+                           * mscclpp_execute, and all of it is cleared when the call returns */
+    /* What mscclpp_executor_direct looked up, handed to the executor's next call (its
+     * run_collective or mscclpp_execute takes it when the buffers are the same, so a call that
+     * asks first and then runs looks each buffer up once). Valid until that next call, whatever
+     * it is (exec_execute drops it), mscclpp_executor_forget, or an mscclpp_free
+     * (handed_gen: hal_api_alloc_gen when looked up). */
+    exec_looked_t handed;
+    uint64_t handed_gen;
     exec_fast_t fast;     /* the last call, for the next that repeats it (executor.c) */
     /* The executor is broken once a collective failed (state.c). A stream sync may poll the
      * mailboxes from another thread: the lock guards the context list and these. */

@@ -50,6 +50,11 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_forget(mscclpp_executor_t *exec, c
  * send_bytes/recv_bytes as it computes them. *direct = 0: stage the buffers (copies into
  * mscclpp_malloc memory, padded to sizes the layout takes), or no plan serves the call at all
  * (which the call itself then reports). Records no error.
+ *
+ * The allocations it looked up are handed to the executor's next call, which uses them instead
+ * of asking the backend again when it is a collective or mscclpp_execute on these very buffers
+ * and no mscclpp_free came between (any other call drops them): ask, then run, with nothing in
+ * between that frees or maps anew the caller's buffers (NCCL's rule for a call's buffers).
  */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_direct(mscclpp_executor_t *exec,
                                                      const mscclpp_plan_t *plan,

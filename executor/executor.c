@@ -31,20 +31,33 @@
 
 /* ---- execution --------------------------------------------------------------------------- */
 
-/* The allocations of the call's buffers: what run_collective looked up earlier in this call
- * (exec_hint_t.mem_known), else asked of the backend, once for a call in place. */
+/* The allocations of the call's buffers: what was looked up earlier in this call (ex->hint.mem:
+ * run_collective's agreement, or what mscclpp_executor_direct handed over), else asked of the
+ * backend, once for a call in place. */
 static void call_mem_of(const mscclpp_executor_t *ex, const void *send, const void *recv,
                         hal_mem_info_t *in, hal_mem_info_t *out)
 {
-    const exec_hint_t *h = &ex->hint;
-    if (h->set && h->mem_known && h->mem_send == send && h->mem_recv == recv) {
-        *in = h->mem_in;
-        *out = h->mem_out;
+    const exec_looked_t *m = &ex->hint.mem;
+    if (m->known && m->send == send && m->recv == recv) {
+        *in = m->in;
+        *out = m->out;
         return;
     }
     exec_mem_of(ex->hal, send, in);
     if (recv == send) *out = *in; /* in place: one allocation */
     else exec_mem_of(ex->hal, recv, out);
+}
+
+/* What mscclpp_executor_direct handed over (ex->handed), taken by the call that follows it:
+ * *m gets it when it is about these very buffers and no mscclpp_free came between; in every
+ * case the executor holds nothing afterwards (a later call asks the backend again). */
+static void take_handed(mscclpp_executor_t *ex, const void *send, const void *recv,
+                        exec_looked_t *m)
+{
+    const exec_looked_t *h = &ex->handed;
+    if (h->known && h->send == send && h->recv == recv && ex->handed_gen == hal_api_alloc_gen())
+        *m = *h;
+    ex->handed = (exec_looked_t){0};
 }
 
 /* The checks of a call that need no peer: a context for unusable buffers would be built for
@@ -152,6 +165,7 @@ mscclpp_result_t exec_execute(mscclpp_executor_t *ex, const struct mscclpp_plan 
                               mscclpp_stream_t stream, int rotation, int nthreads)
 {
     CHECK_ARG(ex != NULL);
+    ex->handed.known = false; /* what a call takes (run_collective, mscclpp_execute) is taken */
     if (comm_aborted(ex->comm)) return exec_poison(ex, comm_abort_error(ex->comm, "execute"));
     core_set_culprit(-1); /* whom this call's failure blames, if it fails (comm_fail) */
     bool capturing = false;
@@ -465,8 +479,13 @@ MSCCLPP_API mscclpp_result_t mscclpp_execute(mscclpp_executor_t *exec, const msc
                                              size_t recv_bytes, mscclpp_dtype_t dtype,
                                              mscclpp_redop_t op, mscclpp_stream_t stream)
 {
-    return exec_execute(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op,
-                        MSCCLPP_PACKET_LL16, stream, 0, 0);
+    CHECK_ARG(exec != NULL);
+    /* the allocations mscclpp_executor_direct just looked up for these buffers, if it did */
+    take_handed(exec, send, recv, &exec->hint.mem);
+    mscclpp_result_t r = exec_execute(exec, plan, send, recv, send_bytes, recv_bytes, dtype, op,
+                                      MSCCLPP_PACKET_LL16, stream, 0, 0);
+    exec->hint.mem.known = false;
+    return r;
 }
 
 /* ---- executor object and registry -------------------------------------------------------- */
@@ -626,6 +645,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_forget(mscclpp_executor_t *exec, c
 {
     CHECK_ARG(exec != NULL);
     CHECK_ARG(base != NULL);
+    exec->handed.known = false; /* an allocation was freed: nothing looked up before holds */
     int n = 0;
     mscclpp_result_t r = exec_cache_forget(exec, base, &n);
     if (dropped) *dropped = n;
@@ -833,21 +853,21 @@ static mscclpp_result_t agree_buffers(mscclpp_executor_t *ex, const exec_call_t 
 {
     const int n = ex->comm->nranks, me = ex->comm->rank;
     const struct mscclpp_plan *p = ch->shared;
+    /* the buffers as mscclpp_executor_direct looked them up in this call, else asked now */
+    const bool known = looked->mem.known && looked->mem.send == send && looked->mem.recv == recv;
     hal_mem_info_t in, out;
-    exec_mem_of(ex->hal, recv, &out);
+    if (known) out = looked->mem.out;
+    else exec_mem_of(ex->hal, recv, &out);
     bool mine;
     uint64_t id = EXEC_HASH_SEED;
     if (!ch->shared_staged) {
-        if (send == recv) in = out;
+        if (known) in = looked->mem.in;
+        else if (send == recv) in = out;
         else exec_mem_of(ex->hal, send, &in);
         mine = runs_on_mem(ex, p, send, recv, call->in_bytes, call->out_bytes, call->dtype, &in,
                            &out);
         /* the call's own buffers, looked up: exec_execute need not ask again (call_mem_of) */
-        looked->mem_known = true;
-        looked->mem_send = send;
-        looked->mem_recv = recv;
-        looked->mem_in = in;
-        looked->mem_out = out;
+        looked->mem = (exec_looked_t){true, send, recv, in, out};
         id = exec_hash_u64(exec_hash_u64(id, (uint64_t)(uintptr_t)in.base), in.id);
     } else {
         /* an in-place call on an out-of-place plan: its input goes to the executor's staging
@@ -945,12 +965,14 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
                                        mscclpp_dtype_t dtype, mscclpp_redop_t op, int root,
                                        mscclpp_stream_t stream)
 {
+    exec_hint_t looked = {0}; /* what this call asked the backend already */
+    /* what mscclpp_executor_direct looked up for it, if it asked first (the NCCL layer) */
+    take_handed(ex, send, recv, &looked.mem);
     exec_call_t call = {collective, inplace, in_bytes, out_bytes, dtype, root};
     exec_choice_t ch;
     CHECK(exec_select(ex, &call, &ch));
     bool shared = false;
     uint64_t label = 0;
-    exec_hint_t looked = {0}; /* what this call asked the backend already */
     if (ch.shared) {
         CHECK(ready_for_agreement(ex, stream, &looked.capture_known, &looked.capturing));
         looked.capture_stream = stream;
@@ -976,7 +998,7 @@ static mscclpp_result_t run_collective(mscclpp_executor_t *ex, const char *colle
         r = exec_execute(ex, ch.plan, send, recv, in_bytes, out_bytes, dtype, op,
                          MSCCLPP_PACKET_LL16, stream, ch.rotation, ch.nthreads);
     else r = run_staged(ex, &ch, stage_src, recv, in_bytes, out_bytes, dtype, op, stream);
-    ex->hint.set = false;
+    ex->hint = (exec_hint_t){0};
     return r;
 }
 
@@ -1042,7 +1064,8 @@ static bool runs_on_mem(mscclpp_executor_t *ex, const struct mscclpp_plan *plan,
 }
 
 /* Whether `plan` would run on these very buffers: its chunk layout takes the sizes, and the
- * buffers are memory it can use (check_call's rules, without recording an error). */
+ * buffers are memory it can use (check_call's rules, without recording an error). What it
+ * looked up is handed to the executor's next call (ex->handed, take_handed). */
 static bool runs_on(mscclpp_executor_t *ex, const struct mscclpp_plan *plan, const void *send,
                     const void *recv, size_t send_bytes, size_t recv_bytes,
                     mscclpp_dtype_t dtype)
@@ -1050,10 +1073,13 @@ static bool runs_on(mscclpp_executor_t *ex, const struct mscclpp_plan *plan, con
     if (!exec_native_of(plan) && !exec_layout_fits(plan, ex->comm->rank, send_bytes, recv_bytes,
                                                    dtype))
         return false; /* no lookup needed */
+    const uint64_t gen = hal_api_alloc_gen(); /* before the lookups, as exec_execute's */
     hal_mem_info_t in, out;
     exec_mem_of(ex->hal, send, &in);
     if (recv == send) out = in; /* in place: one allocation */
     else exec_mem_of(ex->hal, recv, &out);
+    ex->handed = (exec_looked_t){true, send, recv, in, out};
+    ex->handed_gen = gen;
     return runs_on_mem(ex, plan, send, recv, send_bytes, recv_bytes, dtype, &in, &out);
 }
 
@@ -1065,6 +1091,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_direct(mscclpp_executor_t *exec,
                                                      int *direct)
 {
     CHECK_ARG(exec != NULL);
+    exec->handed.known = false; /* only what this call looks up is handed on */
     CHECK_ARG(direct != NULL);
     CHECK_ARG((int)dtype >= 0 && dtype < MSCCLPP_DTYPE_COUNT);
     *direct = 0;

@@ -46,6 +46,7 @@ typedef struct {
     int devices;
     const hal_ops_t *ops;
     char build[256]; /* the module's mscclpp_hal_module_build(), "" without one */
+    hal_module_counts_fn counts; /* its mscclpp_hal_module_counts, or NULL */
 } hal_backend_t;
 
 /* vsnprintf: the messages are truncated on purpose when paths are long. */
@@ -226,6 +227,8 @@ static mscclpp_result_t module_load(hal_backend_t *b)
     memcpy(&build, &build_sym, sizeof build);
     const char *text = build_sym ? build() : NULL;
     snprintf(b->build, sizeof b->build, "%s", text ? text : "");
+    void *counts_sym = dlsym(handle, HAL_MODULE_COUNTS); /* optional too */
+    memcpy(&b->counts, &counts_sym, sizeof b->counts);
     /* Never dlclose a loaded module: it may own threads and driver state until exit. */
     b->ops = ops;
     return MSCCLPP_OK;
@@ -391,6 +394,17 @@ void hal_count_read(uint64_t *counts)
 
 static atomic_bool count_print_on; /* MSCCLPP_HAL_COUNT=1: hal_count_report prints */
 
+int hal_count_module(const char **names, uint64_t *counts, int cap)
+{
+    const hal_ops_t *real = atomic_load(&count_real);
+    hal_module_counts_fn mc = NULL;
+    pthread_mutex_lock(&backends_lock);
+    for (int i = 0; real && i < nbackends; i++)
+        if (backends[i].tried && backends[i].ops == real) mc = backends[i].counts;
+    pthread_mutex_unlock(&backends_lock);
+    return mc ? mc(names, counts, cap) : 0;
+}
+
 static void count_print_line(const char *when)
 {
     const hal_ops_t *real = atomic_load(&count_real);
@@ -403,6 +417,17 @@ static void count_print_line(const char *when)
         if (n) len += snprintf(line + len, sizeof line - (size_t)len, " %s=%llu", slots[i].name,
                                (unsigned long long)n);
     }
+    fprintf(stderr, "%s\n", line);
+    /* the counted module's own counts of its driver calls (HAL_MODULE_COUNTS), if it keeps any */
+    const char *names[32];
+    uint64_t counts[32];
+    int n = hal_count_module(names, counts, 32);
+    if (n <= 0) return;
+    len = snprintf(line, sizeof line, "mscclpp: driver calls of pid %d (backend %s) %s:",
+                   (int)getpid(), real->name, when);
+    for (int i = 0; i < n && i < 32 && len < (int)sizeof line; i++)
+        len += snprintf(line + len, sizeof line - (size_t)len, " %s=%llu", names[i],
+                        (unsigned long long)counts[i]);
     fprintf(stderr, "%s\n", line);
 }
 

@@ -290,6 +290,10 @@ int hal_count_slots(void);
 const char *hal_count_slot_name(int i);
 /** Copy the counts so far into counts[0..hal_count_slots()-1] (zeros when counting is off). */
 void hal_count_read(uint64_t *counts);
+/** The counted backend module's own counts (HAL_MODULE_COUNTS: e.g. the CUDA calls of its
+ * lookups): fills names[i] and counts[i] for i < min(cap, n) and returns n; 0 when counting is
+ * off or the module keeps none. */
+int hal_count_module(const char **names, uint64_t *counts, int cap);
 /** With MSCCLPP_HAL_COUNT=1: print the counts so far to stderr, saying `when` (the library
  * calls it as a communicator goes, since forked ranks often leave with _exit). */
 void hal_count_report(const char *when);
@@ -321,6 +325,12 @@ typedef const hal_ops_t *(*hal_module_entry_fn)(void);
  * toolkit, targets), e.g. "HIP on NVIDIA (hal/hipnv over CUDA runtime 13.0; nvcc, sm_90)". */
 typedef const char *(*hal_module_build_fn)(void);
 #define HAL_MODULE_BUILD "mscclpp_hal_module_build"
+/** Optional symbol: the module's own counts of what its slots ask of the driver (a measurement
+ * tool, like hal_count_enable), e.g. the CUDA calls of its allocation lookups. Fills names[i]
+ * and counts[i] for i < min(cap, n) and returns n, the number it keeps. With MSCCLPP_HAL_COUNT=1
+ * the library prints them under the HAL operations ("driver calls of pid ..."). */
+typedef int (*hal_module_counts_fn)(const char **names, uint64_t *counts, int cap);
+#define HAL_MODULE_COUNTS "mscclpp_hal_module_counts"
 
 #ifdef __cplusplus
 }

@@ -47,8 +47,13 @@ typedef struct {
 /* The driver's description of the foreign allocation containing ptr, written into `fresh` (an
  * entry of the module's type, zeroed): base, size, id (with HAL_ALLOC_FOREIGN_ID) and the
  * module's own fields. False when the driver cannot describe it (host or managed memory, an old
- * driver). Called with the lock held; must not call back into the registry. */
-typedef bool (*hal_alloc_describe_fn)(const void *ptr, hal_alloc_t *fresh);
+ * driver). `listed` is the foreign entry the registry holds at ptr (NULL: none), read only: a
+ * module whose driver tells an allocation by its id alone (ids never reused) may copy what the
+ * id's entry already says instead of asking the driver again; hal_alloc_current keeps `listed`
+ * when fresh's id, base and size are its own. Called with the lock held; must not call back
+ * into the registry. */
+typedef bool (*hal_alloc_describe_fn)(const void *ptr, const hal_alloc_t *listed,
+                                      hal_alloc_t *fresh);
 /* Free a foreign entry already taken out of the list (its memory is the application's). */
 typedef void (*hal_alloc_release_fn)(hal_alloc_t *stale);
 /* Whether peers can map the allocation of this entry. */
@@ -114,7 +119,7 @@ static inline hal_alloc_t *hal_alloc_current(hal_alloc_reg_t *reg, const void *p
     hal_alloc_t *a = hal_alloc_find(reg, ptr);
     if (a && a->kind != reg->foreign_kind) return a;
     memset(scratch, 0, reg->entry_size);
-    if (!describe(ptr, scratch)) return NULL;
+    if (!describe(ptr, a, scratch)) return NULL;
     if (a && a->id == scratch->id && a->base == scratch->base && a->size == scratch->size) return a;
     if (a) { /* freed by the application, and something else lives there now */
         hal_alloc_unlink(reg, a);

@@ -269,7 +269,8 @@ static mscclpp_result_t run_plan(const task_t *t, const mscclpp_plan_t *plan, co
  * a buffer on some ranks, so ranks could choose different plans; they are staged). A DSL plan
  * runs as written: an in-place one only on a call in place as NCCL defines it, any other only
  * on buffers that do not overlap. The allocations are noted, so that the executor forgets
- * their contexts once they are freed.
+ * their contexts once they are freed. The executor keeps what mscclpp_executor_direct looked up
+ * for the call that follows at once (run_ours: run_plan), which then asks nothing again.
  */
 static bool zero_copy(const task_t *t, const op_plan_t *op, const mscclpp_plan_t *plan,
                       mscclpp_dtype_t md, bool unpadded, size_t in_b, size_t out_b)

@@ -138,6 +138,8 @@ mscclpp_result_t cuda_host_alloc(size_t bytes, void **ptr);
 mscclpp_result_t cuda_host_free(void *ptr);
 mscclpp_result_t cuda_mem_range(const void *ptr, void **base, size_t *size);
 mscclpp_result_t cuda_mem_info(const void *ptr, hal_mem_info_t *info);
+/** The CUDA calls mem_info made so far, by kind (HAL_MODULE_COUNTS, hal.h). */
+int cuda_lookup_counts(const char **names, uint64_t *counts, int cap);
 mscclpp_result_t cuda_memcpy_sync(void *dst, const void *src, size_t bytes);
 mscclpp_result_t cuda_memset_sync(void *dst, int value, size_t bytes);
 mscclpp_result_t cuda_memcpy_async(void *dst, const void *src, size_t bytes, hal_stream_t s);

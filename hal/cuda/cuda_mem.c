@@ -309,10 +309,50 @@ mscclpp_result_t cuda_mem_range(const void *ptr, void **base, size_t *size)
 
 /* ----- the application's own memory (mem_info, mem_export) ----------------------------------- */
 
-/* What the driver says of the allocation containing ptr (hal_alloc_describe_fn): false when it
+/* The CUDA calls that describing memory makes (cuda_lookup_counts): each one costs about
+ * 0.1-1 us on the host, and a collective on the application's memory describes each buffer at
+ * every call. Relaxed atomics: exact once the threads that count are done. */
+enum {
+    LC_MEM_INFO,     /* mem_info slots served */
+    LC_CALLS,        /* every CUDA call below, together */
+    LC_CAPTURE_MODE, /* cudaThreadExchangeStreamCaptureMode: relax, restore */
+    LC_ATTRIBUTES,   /* cuPointerGetAttributes */
+    LC_RANGE,        /* cuMemGetAddressRange */
+    LC_DEVICE,       /* cudaGetDevice */
+    LC_COUNT_
+};
+static const char *const lc_names[LC_COUNT_] = {
+    "mem_info", "mem_info_cuda_calls", "capture_mode", "pointer_attributes", "address_range",
+    "get_device"};
+static uint64_t lc_counts[LC_COUNT_];
+
+static void lc_note(int what)
+{
+    __atomic_fetch_add(&lc_counts[what], 1, __ATOMIC_RELAXED);
+    if (what != LC_MEM_INFO) __atomic_fetch_add(&lc_counts[LC_CALLS], 1, __ATOMIC_RELAXED);
+}
+
+int cuda_lookup_counts(const char **names, uint64_t *counts, int cap)
+{
+    for (int i = 0; i < LC_COUNT_ && i < cap; i++) {
+        names[i] = lc_names[i];
+        counts[i] = __atomic_load_n(&lc_counts[i], __ATOMIC_RELAXED);
+    }
+    return LC_COUNT_;
+}
+
+/*
+ * What the driver says of the allocation containing ptr (hal_alloc_describe_fn): false when it
  * is not device memory of this process that the driver can describe (host memory, managed
- * memory, an old driver). */
-static bool foreign_describe(const void *ptr, hal_alloc_t *fresh)
+ * memory, an old driver). One cuPointerGetAttributes for everything it can say; the mapped
+ * range (cuMemGetAddressRange: for cuMem memory the mapping, where RANGE_START_ADDR would give
+ * the whole reservation) and the current device only for memory not listed yet. Memory listed
+ * under the same buffer id (never reused by a process) that cudaMalloc made (legacy IPC: one
+ * mapping per id) is the listed allocation: its range is the listed one. cuMem memory is asked
+ * every time (the driver does not document a mapping's id as the mapping's own), so a range
+ * unmapped and mapped anew inside one reservation is told apart as before.
+ */
+static bool foreign_describe(const void *ptr, const hal_alloc_t *listed, hal_alloc_t *fresh)
 {
     cuda_alloc_t *d = (cuda_alloc_t *)fresh;
     if (!cuda_drv.pointer_get_attributes) return false;
@@ -326,17 +366,33 @@ static bool foreign_describe(const void *ptr, hal_alloc_t *fresh)
     int legacy = 0, managed = 0;
     void *data[] = {&mtype, &bid, &legacy, &handle_types, &managed};
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
+    lc_note(LC_ATTRIBUTES);
     if (cuda_drv.pointer_get_attributes(5, attrs, data, p) != CUDA_SUCCESS) return false;
     if (mtype != CU_MEMORYTYPE_DEVICE || managed || bid == 0) return false;
-    CUdeviceptr b = 0;
-    size_t s = 0;
-    if (cuda_drv.mem_get_address_range(&b, &s, p) != CUDA_SUCCESS || s == 0) return false;
-    d->r.base = (void *)(uintptr_t)b;
-    d->r.size = s;
-    d->r.id = (uint64_t)bid | HAL_ALLOC_FOREIGN_ID;
+    const uint64_t id = (uint64_t)bid | HAL_ALLOC_FOREIGN_ID;
+    const cuda_alloc_t *was = (const cuda_alloc_t *)listed;
     d->legacy_ipc = legacy != 0;
     d->vmm_fd = (handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0 &&
                 cuda_drv.mem_retain_handle != NULL && cuda_drv.have_vmm;
+    d->r.id = id;
+    if (was && was->r.id == id && was->legacy_ipc && d->legacy_ipc) {
+        /* the listed allocation itself: hal_alloc_current keeps it (and its device) */
+        d->r.base = was->r.base;
+        d->r.size = was->r.size;
+        d->device = was->device;
+        return true;
+    }
+    CUdeviceptr b = 0;
+    size_t s = 0;
+    lc_note(LC_RANGE);
+    if (cuda_drv.mem_get_address_range(&b, &s, p) != CUDA_SUCCESS || s == 0) return false;
+    d->r.base = (void *)(uintptr_t)b;
+    d->r.size = s;
+    if (was && was->r.id == id && was->r.base == d->r.base && was->r.size == s) {
+        d->device = was->device; /* kept: the device it was met on */
+        return true;
+    }
+    lc_note(LC_DEVICE);
     (void)cudaGetDevice(&d->device);
     return true;
 }
@@ -368,14 +424,36 @@ static cuda_alloc_t *foreign_entry(const void *ptr)
                                              foreign_release);
 }
 
+/*
+ * The mem_info slot. Memory this module allocated or mapped is answered from the registry
+ * with no CUDA call; any other memory is described by the driver (foreign_describe) with the
+ * thread's capture mode relaxed around it (cuda_capture_relax: a lookup inside a
+ * torch.cuda.graph capture), as the table's relaxed slots do.
+ */
 mscclpp_result_t cuda_mem_info(const void *ptr, hal_mem_info_t *info)
 {
     CHECK_ARG(ptr != NULL);
     CHECK_ARG(info != NULL);
     memset(info, 0, sizeof *info);
     CUDA_REQUIRE_INIT();
+    lc_note(LC_MEM_INFO);
+    cuda_reg_lock();
+    const cuda_alloc_t *a = cuda_reg_find(ptr);
+    const bool ours = a && a->r.kind != CUDA_ALLOC_FOREIGN;
+    if (ours) {
+        info->base = a->r.base;
+        info->size = a->r.size;
+        info->id = a->r.id;
+        info->shareable = entry_shareable(&a->r);
+    }
+    cuda_reg_unlock();
+    if (ours) return MSCCLPP_OK;
+    lc_note(LC_CAPTURE_MODE);
+    enum cudaStreamCaptureMode mode = cuda_capture_relax();
     cuda_alloc_t scratch;
     hal_alloc_info(&reg, ptr, &scratch.r, foreign_describe, foreign_release, entry_shareable, info);
+    lc_note(LC_CAPTURE_MODE);
+    cuda_capture_restore(mode);
     return MSCCLPP_OK;
 }
 

@@ -290,7 +290,6 @@ CUDA_RELAXED(mem_free, (void *ptr), (ptr))
 CUDA_RELAXED(host_alloc, (size_t bytes, void **ptr), (bytes, ptr))
 CUDA_RELAXED(host_free, (void *ptr), (ptr))
 CUDA_RELAXED(mem_range, (const void *ptr, void **base, size_t *size), (ptr, base, size))
-CUDA_RELAXED(mem_info, (const void *ptr, hal_mem_info_t *info), (ptr, info))
 CUDA_RELAXED(memcpy_sync, (void *dst, const void *src, size_t bytes), (dst, src, bytes))
 CUDA_RELAXED(memset_sync, (void *dst, int value, size_t bytes), (dst, value, bytes))
 CUDA_RELAXED(mem_export, (void *base, hal_mem_handle_t *handle), (base, handle))
@@ -327,7 +326,7 @@ static const hal_ops_t cuda_ops = {
     .host_alloc = relaxed_host_alloc,
     .host_free = relaxed_host_free,
     .mem_range = relaxed_mem_range,
-    .mem_info = relaxed_mem_info,
+    .mem_info = cuda_mem_info, /* relaxes itself, only to ask the driver */
     .memcpy_sync = relaxed_memcpy_sync,
     .memset_sync = relaxed_memset_sync,
     .memcpy_async = cuda_memcpy_async,
@@ -376,6 +375,13 @@ static void build_describe(void)
 {
     snprintf(build_text, sizeof build_text, "CUDA (runtime %d.%d; kernel: nvcc, archs %s)",
              CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10, MSCCLPP_CUDA_TARGETS);
+}
+
+/** The module's own counts (HAL_MODULE_COUNTS): the CUDA calls of its allocation lookups. */
+__attribute__((visibility("default"))) int mscclpp_hal_module_counts(const char **names,
+                                                                     uint64_t *counts, int cap)
+{
+    return cuda_lookup_counts(names, counts, cap);
 }
 
 /** Module description (HAL_MODULE_BUILD). */

@@ -165,8 +165,9 @@ mscclpp_result_t hip_mem_range(const void *ptr, void **base, size_t *size)
 /* What HIP says of the application's allocation containing ptr (hal_alloc_describe_fn): device
  * memory (hipMalloc, PyTorch's allocator) keyed by the runtime's buffer id; false for memory HIP
  * cannot describe. */
-static bool foreign_describe(const void *ptr, hal_alloc_t *fresh)
+static bool foreign_describe(const void *ptr, const hal_alloc_t *listed, hal_alloc_t *fresh)
 {
+    (void)listed; /* HIP's buffer ids: the range is asked every time */
     hipDeviceptr_t dp = (hipDeviceptr_t)(uintptr_t)ptr;
     unsigned int mtype = 0;
     unsigned long long bid = 0;

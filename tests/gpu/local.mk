@@ -3,7 +3,7 @@
 EXTRA_DIST += tests/gpu/run-gpu-tests.sh tests/gpu/mps.sh tests/gpu/gen_variants.py \
 	tests/gpu/gpu_report.py scripts/gpu-check.sh docs/gpu.md tests/gpu/torch_graphs.py \
 	examples/torch-integration/dsl_with_nccl_api.py tests/gpu/launch_floor.cu \
-	tests/gpu/hal_count.sh tests/gpu/torch_percall.py
+	tests/gpu/hal_count.sh tests/gpu/torch_percall.py tests/gpu/gpu_tap.h
 
 # hal_get() and the fd broker (hal/fd_broker.c, one of the library's sources) are internal: link
 # the library's objects (MSCCLPP_INTERNAL_LIBS, see Makefile.am).
@@ -11,6 +11,16 @@ check_PROGRAMS += tests/gpu/test_gpu_hal
 TESTS += tests/gpu/test_gpu_hal tests/gpu/run-gpu-tests.sh
 tests_gpu_test_gpu_hal_SOURCES = tests/gpu/test_gpu_hal.c
 tests_gpu_test_gpu_hal_LDADD = $(MSCCLPP_INTERNAL_LIBS)
+
+# test_cuda_lookup: the CUDA calls of one allocation lookup on each kind of memory, counted by
+# the CUDA module (HAL_MODULE_COUNTS); links cudart to allocate as an application does.
+if HAVE_CUDA
+check_PROGRAMS += tests/gpu/test_cuda_lookup
+TESTS += tests/gpu/test_cuda_lookup
+tests_gpu_test_cuda_lookup_SOURCES = tests/gpu/test_cuda_lookup.c
+tests_gpu_test_cuda_lookup_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_gpu_test_cuda_lookup_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CUDA_LIBS)
+endif
 
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_hal_modules

@@ -22,57 +22,12 @@
 
 #include "hal/hal.h"
 #include "kernels/common/kern_args.h"
+#include "tests/gpu/gpu_tap.h"
 
 #define SHARE_BYTES (4u << 20)
 #define IO_TIMEOUT_MS 60000
 
 static const hal_ops_t *ops;
-static int ntests, nfailed;
-
-static void tap(bool ok, const char *name)
-{
-    ntests++;
-    if (!ok) nfailed++;
-    printf("%s %d - %s\n", ok ? "ok" : "not ok", ntests, name);
-    fflush(stdout);
-}
-
-static void tap_skip(const char *name, const char *why)
-{
-    ntests++;
-    printf("ok %d - %s # SKIP %s\n", ntests, name, why);
-    fflush(stdout);
-}
-
-static void diag(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("# ");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    fflush(stdout);
-}
-
-/* Evaluate a HAL call; on failure print it with the last error and fail the subtest. */
-#define OK(expr)                                                                          \
-    do {                                                                                  \
-        mscclpp_result_t r_ = (expr);                                                     \
-        if (r_ != MSCCLPP_OK) {                                                           \
-            diag("%s:%d: %s -> %s: %s", __FILE__, __LINE__, #expr,                         \
-                 mscclpp_result_string(r_), mscclpp_last_error());                        \
-            return false;                                                                 \
-        }                                                                                 \
-    } while (0)
-#define EXPECT(cond, ...)                                                                 \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            diag("%s:%d: %s", __FILE__, __LINE__, #cond);                                 \
-            diag(__VA_ARGS__);                                                            \
-            return false;                                                                 \
-        }                                                                                 \
-    } while (0)
 
 static uint8_t pat(size_t i, unsigned seed) { return (uint8_t)(i * (2 * seed + 1) + seed); }
 
@@ -515,5 +470,5 @@ int main(int argc, char **argv)
     else
         tap(ok, "interpreter launch of an empty plan");
     ops->fini();
-    return nfailed ? 1 : 0;
+    return gpu_tap_failed ? 1 : 0;
 }

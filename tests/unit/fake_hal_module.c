@@ -4,7 +4,8 @@
  * error messages reach the caller's mscclpp_last_error(). FAKE_HAL_DEVICES (default 0) is the
  * device count it claims; init fails quietly without one. Allocations always fail. Its streams
  * are handles with no work behind them whose sync times out as a GPU stream's does when a kernel
- * never ends ("still busy after N ms").
+ * never ends ("still busy after N ms"). It counts its stream creations as a module counts its
+ * driver calls (HAL_MODULE_COUNTS).
  * With -DFAKE_HAL_OLD it is instead a module built for an older services table.
  */
 #include <stdlib.h>
@@ -55,10 +56,22 @@ static mscclpp_result_t fake_alloc(size_t bytes, void **ptr)
 }
 
 static int fake_stream_obj;
+static uint64_t fake_creates;
+
+__attribute__((visibility("default"))) int mscclpp_hal_module_counts(const char **names,
+                                                                     uint64_t *counts, int cap)
+{
+    if (cap >= 1) {
+        names[0] = "fake_stream_creates";
+        counts[0] = __atomic_load_n(&fake_creates, __ATOMIC_RELAXED);
+    }
+    return 1;
+}
 
 static mscclpp_result_t fake_stream_create(hal_stream_t *s)
 {
     CHECK_ARG(s != NULL);
+    __atomic_fetch_add(&fake_creates, 1, __ATOMIC_RELAXED);
     *s = (hal_stream_t)(void *)&fake_stream_obj;
     return MSCCLPP_OK;
 }

@@ -1,4 +1,5 @@
 /* Fork-based multi-rank runner for tests and the set-up its ranks share (see mp_harness.h). */
+#define _GNU_SOURCE /* memfd_create */
 #include "tests/unit/mp_harness.h"
 
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -240,4 +242,15 @@ void mp_exec_close(mp_exec_t *e)
     if (e->plan) mscclpp_plan_destroy(e->plan);
     if (e->comm) mscclpp_comm_destroy(e->comm);
     memset(e, 0, sizeof *e);
+}
+
+void *mp_app_map(size_t bytes, void *at)
+{
+    int fd = memfd_create("mp-app-memory", MFD_CLOEXEC);
+    if (fd < 0) return NULL;
+    void *p = MAP_FAILED;
+    if (ftruncate(fd, (off_t)bytes) == 0)
+        p = mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | (at ? MAP_FIXED : 0), fd, 0);
+    close(fd);
+    return p == MAP_FAILED ? NULL : p;
 }

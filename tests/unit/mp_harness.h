@@ -80,6 +80,12 @@ const char *mp_src_dir(void);
  *  executor registers come from there); returned for paths of plan files in it. */
 const char *mp_plan_dir(void);
 
+/** The application's own shareable memory as the tests make it on the host backend (what a
+ *  cudaMalloc'd tensor is on CUDA: memory the library did not allocate that peers can map): a
+ *  memfd of `bytes` mapped MAP_SHARED, its descriptor closed; at `at` (MAP_FIXED, replacing what
+ *  was mapped there) unless NULL. NULL on failure; munmap(p, bytes) frees it. */
+void *mp_app_map(size_t bytes, void *at);
+
 /** What an executor test opens in a rank: the communicator, its bootstrap, an executor and,
  *  when asked, one plan. */
 typedef struct {

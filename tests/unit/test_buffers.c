@@ -29,7 +29,10 @@
  *                      evicts alike on every rank
  *   t_fast_io          the fast path for the direct plans' contexts: on mscclpp_malloc'd
  *                      buffers, on malloc'd (staged) ones, on the application's memfd mappings;
- *                      a buffer freed (or mapped anew) at the same address misses it
+ *                      a buffer freed (or mapped anew) at the same address misses it;
+ *                      the same with each call asked about first (mscclpp_executor_direct, as
+ *                      the NCCL layer does, which hands its lookups to the call), an
+ *                      mscclpp_free between the two included
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -53,16 +56,6 @@ static void set_dirs(void)
     snprintf(corpus, sizeof corpus, "%s/tests/fuzz/plan-corpus", mp_src_dir());
 }
 
-/* The application's shareable memory: a memfd mapped MAP_SHARED, its descriptor closed (at
- * `at`, MAP_FIXED, when not NULL). NULL on failure. */
-static void *app_map(size_t bytes, void *at)
-{
-    int fd = memfd_create("app-buffer", MFD_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) return NULL;
-    void *p = mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | (at ? MAP_FIXED : 0), fd, 0);
-    close(fd);
-    return p == MAP_FAILED ? NULL : p;
-}
 
 static int count_contexts(const mscclpp_executor_t *ex)
 {
@@ -95,7 +88,7 @@ static int foreign_io_body(int rank, int n, const mscclpp_unique_id_t *id, void 
     mp_exec_t e;
     if (mp_exec_open(rank, n, id, path, &e)) return 1;
     const size_t count = 1000, alloc = 1 << 20;
-    char *in_map = app_map(alloc, NULL), *out_map = app_map(alloc, NULL);
+    char *in_map = mp_app_map(alloc, NULL), *out_map = mp_app_map(alloc, NULL);
     if (!in_map || !out_map) return MP_FAIL(rank, "memfd mappings: %m");
     /* the buffers move inside their allocations from call to call, alike on every rank */
     for (int round = 0; round < 6; round++) {
@@ -113,7 +106,7 @@ static int foreign_io_body(int rank, int n, const mscclpp_unique_id_t *id, void 
      * the peers must write the new one (a stale context writes the old file, and the new
      * mapping keeps 0xee) */
     MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
-    if (app_map(alloc, out_map) != out_map) return MP_FAIL(rank, "remap at %p: %m", out_map);
+    if (mp_app_map(alloc, out_map) != out_map) return MP_FAIL(rank, "remap at %p: %m", out_map);
     for (int round = 6; round < 8; round++) {
         int32_t *in = (int32_t *)in_map, *out = (int32_t *)out_map;
         for (size_t i = 0; i < count; i++) in[i] = (int32_t)(round * 100000 + rank * 1000 + i);
@@ -155,7 +148,7 @@ static int asym_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     MP_CHECK(rank, mscclpp_stream_create(&st));
     enum { ROUNDS = 8 };
     const size_t count = 1000, alloc = (size_t)4 << 20, slot = 64 << 10;
-    char *in_map = app_map(alloc, NULL), *out_map = app_map(alloc, NULL);
+    char *in_map = mp_app_map(alloc, NULL), *out_map = mp_app_map(alloc, NULL);
     if (!in_map || !out_map) return MP_FAIL(rank, "memfd mappings: %m");
     memset(out_map, 0xee, alloc);
     int32_t *outs[ROUNDS];
@@ -244,7 +237,7 @@ static int scratch_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
     const size_t big = (size_t)64 << 20;
     float *a = NULL;
     MP_CHECK(rank, mscclpp_malloc(big, (void **)&a));
-    float *f = app_map(big, NULL);
+    float *f = mp_app_map(big, NULL);
     if (!f) return MP_FAIL(rank, "memfd mapping: %m");
     /* a 1 KiB allreduce in a 64 MiB allocation (and in the application's own 64 MiB) */
     for (int k = 0; k < 2; k++) {
@@ -777,11 +770,27 @@ static int fast_io_call(int rank, int n, mscclpp_executor_t *ex, float *a, float
     return 0;
 }
 
+/* What the NCCL layer asks before a call (mscclpp_executor_direct): these buffers are the
+ * direct plan's. */
+static int ask_direct(int rank, mscclpp_executor_t *ex, const float *send, const float *recv,
+                      size_t bytes)
+{
+    int direct = 0;
+    MP_CHECK(rank, mscclpp_executor_direct(ex, NULL, "allreduce", send, recv, bytes, bytes,
+                                           MSCCLPP_FLOAT32, &direct));
+    if (!direct)
+        return MP_FAIL(rank, "mscclpp_executor_direct: %p -> %p does not run direct", send, recv);
+    return 0;
+}
+
 /* arg: 0 mscclpp_malloc'd buffers (contexts keyed by the allocations), 1 malloc'd (staged
- * contexts), 2 the application's memfd mappings (foreign: keyed by the allocations) */
+ * contexts), 2 the application's memfd mappings (foreign: keyed by the allocations); 3 and 4:
+ * 0 and 2 with each call asked about first (ask_direct), for mscclpp_malloc'd buffers before
+ * the output buffer is renewed (its lookup must not serve the new one) */
 static int fast_io_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
-    const int mode = *(const int *)arg;
+    const bool ask = *(const int *)arg >= 3;
+    const int mode = *(const int *)arg == 3 ? 0 : *(const int *)arg == 4 ? 2 : *(const int *)arg;
     char dir[900];
     snprintf(dir, sizeof dir, "%s/direct", mp_plan_dir());
     setenv("MSCCLPP_PLAN_DIR", dir, 1); /* this rank's process only */
@@ -796,8 +805,8 @@ static int fast_io_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
         a = malloc(bytes);
         b = malloc(bytes);
     } else {
-        a = app_map(bytes, NULL);
-        b = app_map(bytes, NULL);
+        a = mp_app_map(bytes, NULL);
+        b = mp_app_map(bytes, NULL);
     }
     if (!a || !b) return MP_FAIL(rank, "no buffers");
     mscclpp_stream_t st = NULL;
@@ -813,6 +822,8 @@ static int fast_io_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
                  {true, false, true, true}};
     for (int k = 0; k < (int)(sizeof calls / sizeof *calls); k++) {
         if (calls[k].renew && mode == 1) continue; /* malloc gives no address back for sure */
+        if (ask && mode == 0 && ask_direct(rank, e.ex, calls[k].inplace ? b : a, b, bytes))
+            return 1;
         if (calls[k].renew && mode == 0) {
             void *old = b;
             MP_CHECK(rank, mscclpp_free(b));
@@ -820,11 +831,12 @@ static int fast_io_body(int rank, int n, const mscclpp_unique_id_t *id, void *ar
             if (b != old) /* another address misses anyway: still checked */
                 fprintf(stderr, "rank %d: mscclpp_malloc gave %p, not %p again\n", rank, (void *)b,
                         old);
-        } else if (calls[k].renew && (b = app_map(bytes, b)) == NULL) {
+        } else if (calls[k].renew && (b = mp_app_map(bytes, b)) == NULL) {
             return MP_FAIL(rank, "cannot map a new buffer at the old one's address");
         }
         bool hit = false;
         float *src = calls[k].inplace ? b : a;
+        if (ask && mode == 2 && ask_direct(rank, e.ex, src, b, bytes)) return 1;
         if (fast_io_call(rank, n, e.ex, src, b, count, k, calls[k].on_stream ? st : NULL, &hit))
             return 1;
         if (hit != calls[k].hit)
@@ -878,7 +890,7 @@ int main(void)
     tcase_add_test(tc, t_scratch_bounded);
     tcase_add_test(tc, t_fast_path);
     tcase_add_loop_test(tc, t_direct_staged, 0, 3);
-    tcase_add_loop_test(tc, t_fast_io, 0, 3);
+    tcase_add_loop_test(tc, t_fast_io, 0, 5);
     tcase_add_loop_test(tc, t_direct_auto, 0, 7);
     tcase_add_loop_test(tc, t_direct_auto_one_rank_moves, 0, 11);
     tcase_add_test(tc, t_direct_auto_forget_alone);

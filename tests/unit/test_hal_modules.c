@@ -266,6 +266,31 @@ START_TEST(t_module_error_reaches_last_error)
 }
 END_TEST
 
+/* A module's own counts (HAL_MODULE_COUNTS) are read through the counted backend: the CUDA
+ * module's lookup calls (tests/gpu/test_cuda_lookup, hal_count.sh) come this way. */
+START_TEST(t_module_counts)
+{
+    char dir[64];
+    fake_module_dir("libfakehal.so", dir, sizeof dir);
+    setenv("FAKE_HAL_DEVICES", "1", 1);
+    hal_count_enable();
+    const hal_ops_t *ops = NULL;
+    ck_assert_int_eq(hal_get(&ops), MSCCLPP_OK);
+    ck_assert_str_eq(ops->name, "cuda");
+    const char *names[4];
+    uint64_t counts[4];
+    ck_assert_int_eq(hal_count_module(names, counts, 4), 1);
+    ck_assert_str_eq(names[0], "fake_stream_creates");
+    uint64_t before = counts[0];
+    hal_stream_t s = NULL;
+    ck_assert_int_eq(ops->stream_create(&s), MSCCLPP_OK);
+    ck_assert_int_eq(ops->stream_create(&s), MSCCLPP_OK);
+    ck_assert_int_eq(hal_count_module(names, counts, 4), 1);
+    ck_assert_uint_eq(counts[0], before + 2);
+    fake_module_dir_remove(dir);
+}
+END_TEST
+
 /* Init's message (recorded quietly in the module) names why the forced backend is unusable. */
 START_TEST(t_module_init_error_named)
 {
@@ -595,6 +620,7 @@ static Suite *suite(void)
     tcase_add_test(tc, t_loader_falls_back);
     tcase_add_test(tc, t_module_error_reaches_last_error);
     tcase_add_test(tc, t_module_init_error_named);
+    tcase_add_test(tc, t_module_counts);
     tcase_add_test(tc, t_module_old_services_refused);
     tcase_add_test(tc, t_sync_timeout_yields_to_source);
     tcase_add_test(tc, t_fdb_self_and_refusals);

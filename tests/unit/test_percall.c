@@ -12,6 +12,13 @@
  * (plans/direct/host), as 1 MiB is above CUDA's 128 KiB, so MSCCLPP_PLAN_DIRECT=on and auto run
  * a plan that shares the caller's buffers here as they would on a GPU.
  *
+ * Scenarios that "ask first" call mscclpp_executor_direct before each call, as the NCCL layer
+ * does to decide whether a call runs on its caller's buffers (nccl/nccl_coll.c, zero_copy):
+ * what that lookup found is handed to the call, so the pair looks each buffer up once. Their
+ * buffers are the application's own shareable memory (a memfd mapped MAP_SHARED: on the host
+ * backend what a cudaMalloc'd PyTorch tensor is on CUDA), which the executor's steady path
+ * must look up at every call (a range freed and mapped again at the same address must miss).
+ *
  * Set TEST_PERCALL_PRINT=1 to print every scenario's operations per call (and the plan).
  */
 #define _GNU_SOURCE
@@ -20,7 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
+#include "executor/exec_forget.h"
 #include "hal/hal.h"
 #include "mscclpp/mscclpp.h"
 #include "tests/unit/mp_harness.h"
@@ -36,7 +45,9 @@ typedef struct {
     int inplace;
     /* bounds, per call (rounded up), on the total and on the lookups (mem_info + mem_range) */
     unsigned max_ops, max_lookups;
+    int ask; /* mscclpp_executor_direct before each call, on the application's own memory */
 } scenario_t;
+
 
 /* Per-call counts of the calls counted: count[i] / CALLS (rounded up), printed when asked. */
 static int report(int rank, const scenario_t *sc, const uint64_t *before, const uint64_t *after,
@@ -74,8 +85,14 @@ static int body(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg)
     MP_CHECK(rank, mscclpp_executor_create(comm, &ex));
     size_t count = sc->bytes / sizeof(float);
     float *a = NULL, *b = NULL;
-    MP_CHECK(rank, mscclpp_malloc(sc->bytes, (void **)&a));
-    MP_CHECK(rank, mscclpp_malloc(sc->bytes, (void **)&b));
+    if (sc->ask) {
+        a = mp_app_map(sc->bytes, NULL);
+        b = mp_app_map(sc->bytes, NULL);
+        if (!a || !b) return MP_FAIL(rank, "memfd buffers: out of memory");
+    } else {
+        MP_CHECK(rank, mscclpp_malloc(sc->bytes, (void **)&a));
+        MP_CHECK(rank, mscclpp_malloc(sc->bytes, (void **)&b));
+    }
     float *out = sc->inplace ? a : b;
     mscclpp_stream_t s = NULL;
     MP_CHECK(rank, mscclpp_stream_create(&s));
@@ -87,6 +104,14 @@ static int body(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg)
             hal_count_read(before);
         }
         for (size_t k = 0; k < count && (sc->inplace || i == 0); k++) a[k] = (float)(rank + 1);
+        if (sc->ask) {
+            int direct = 0;
+            MP_CHECK(rank, mscclpp_executor_direct(ex, NULL, "allreduce", a, out, sc->bytes,
+                                                   sc->bytes, MSCCLPP_FLOAT32, &direct));
+            if (!direct && strcmp(sc->direct, "off") != 0 && sc->bytes > (1 << 20) && !sc->inplace)
+                return MP_FAIL(rank, "%s: the direct plan does not run on these buffers",
+                               sc->name);
+        }
         MP_CHECK(rank, mscclpp_allreduce(ex, a, out, count, MSCCLPP_FLOAT32, MSCCLPP_SUM, s));
         if (sc->inplace) MP_CHECK(rank, mscclpp_stream_synchronize(s));
     }
@@ -116,8 +141,13 @@ static int body(int rank, int nranks, const mscclpp_unique_id_t *id, void *arg)
                      sc->name, lookups, sc->max_lookups);
     MP_CHECK(rank, mscclpp_stream_destroy(s));
     MP_CHECK(rank, mscclpp_executor_destroy(ex));
-    mscclpp_free(a);
-    mscclpp_free(b);
+    if (sc->ask) {
+        munmap(a, sc->bytes);
+        munmap(b, sc->bytes);
+    } else {
+        mscclpp_free(a);
+        mscclpp_free(b);
+    }
     MP_CHECK(rank, mscclpp_comm_destroy(comm));
     return rc;
 }
@@ -132,6 +162,13 @@ static const scenario_t scenarios[] = {
     {"8 B out of place, direct on", "on", 8, 0, 2, 0},
     {"8 B in place, direct on", "on", 8, 1, 3, 0},
     {"2 MiB out of place, direct on", "on", 2 << 20, 0, 2, 0},
+    /* asking first (the NCCL layer's zero-copy check), on the application's memory: one lookup
+     * per buffer for the pair (before the hand-over: the query's and the call's, 4) */
+    {"app memory 2 MiB out of place, asked first, direct on", "on", 2 << 20, 0, 4, 2, 1},
+    {"app memory 2 MiB out of place, asked first, direct auto", "auto", 2 << 20, 0, 4, 2, 1},
+    {"app memory 2 MiB in place, asked first, direct on", "on", 2 << 20, 1, 4, 1, 1},
+    {"app memory 2 MiB in place, asked first, direct auto", "auto", 2 << 20, 1, 4, 1, 1},
+    {"app memory 8 B out of place, asked first, direct off", "off", 8, 0, 4, 2, 1},
 };
 #define NSCENARIOS (int)(sizeof scenarios / sizeof scenarios[0])
 
