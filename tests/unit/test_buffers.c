@@ -682,7 +682,8 @@ END_TEST
  * same call is right); case 1, a rank whose call is below the direct plans' range (512 KiB, no
  * agreement) leaves its peer to say, within MSCCLPP_TIMEOUT, that the buffer agreement with
  * rank 1 failed, while rank 1 says that rank 0 did not answer its plan's context setup (both
- * messages named neither the call nor the cause before: only a bootstrap tag). */
+ * messages named neither the call nor the cause before: only a bootstrap tag); a rank whose
+ * peer gave up first may instead get the peer's failure (MSCCLPP_ERR_REMOTE), naming it. */
 static int disagree_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     const int mode = *(const int *)arg;
@@ -714,6 +715,12 @@ static int disagree_body(int rank, int n, const mscclpp_unique_id_t *id, void *a
         for (size_t i = 0; i < count; i++)
             if (b[i] != 3.0f) return MP_FAIL(rank, "after agreeing: element %zu is %g", i, b[i]);
         MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
+    } else if (r == MSCCLPP_ERR_REMOTE) {
+        /* the peer gave up first (both wait MSCCLPP_TIMEOUT; on a loaded machine either side
+         * can be first) and told this rank: the error names it */
+        if (!strstr(msg, rank == 0 ? "rank 1" : "rank 0"))
+            return MP_FAIL(rank, "a peer that gave up first: %s: %s",
+                           mscclpp_result_string(r), msg);
     } else if (r != MSCCLPP_ERR_TIMEOUT ||
                !strstr(msg, rank == 0 ? "buffer agreement of this allreduce call"
                                       : "setting up a plan's context") ||
