@@ -655,6 +655,60 @@ START_TEST(test_launch_blocks_at_fixed_offset)
 }
 END_TEST
 
+/*
+ * The executor's words at the end of a launch (kern_args.h, Launch fence): a launch that fences
+ * (its signature differs) leaves its signature there through its last block, found by the
+ * state's done counter, which it resets; a launch that does not fence leaves the words and the
+ * counter alone (no atomic at its end: done keeps a planted 7; before, all 64 blocks counted);
+ * after an earlier launch's failure the words keep the signature and every block fails at once.
+ */
+START_TEST(test_launch_exec_words)
+{
+    empty_plan_t *ep;
+    kern_state_t *st;
+    uint64_t *words;
+    ck_assert_int_eq(H->mem_alloc(sizeof *ep, (void **)&ep), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_alloc(sizeof *st, (void **)&st), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_alloc(KERN_EXEC_WORDS * sizeof(uint64_t), (void **)&words),
+                     MSCCLPP_OK);
+    memset(words, 0, KERN_EXEC_WORDS * sizeof(uint64_t));
+    empty_plan_init(ep, st, 64);
+    kern_args_t args;
+    memset(&args, 0, sizeof args);
+    args.plan = &ep->plan;
+    args.state = st;
+    args.timeout_ns = 10ull * 1000000000ull;
+    args.host_spin = host_spin_polls();
+    args.last_sig = words;
+    for (int k = 0; k < KERN_SIG_WORDS; k++) args.sig[k] = 0x5100 + (uint64_t)k;
+
+    /* differs from the words (all 0): fences, the last block stores the signature */
+    ck_assert_int_eq(H->launch(&args, sizeof args, 64, 4, NULL), MSCCLPP_OK);
+    ck_assert_int_eq(st->err.code, 0);
+    for (int k = 0; k < KERN_SIG_CMP; k++) ck_assert_uint_eq(words[k], args.sig[k]);
+    ck_assert_uint_eq(st->done, 0);
+
+    /* the same call again: no fence, no counter */
+    st->done = 7;
+    ck_assert_int_eq(H->launch(&args, sizeof args, 64, 4, NULL), MSCCLPP_OK);
+    ck_assert_int_eq(st->err.code, 0);
+    ck_assert_uint_eq(st->done, 7);
+    for (int k = 0; k < KERN_SIG_CMP; k++) ck_assert_uint_eq(words[k], args.sig[k]);
+    for (int b = 0; b < 64; b++) ck_assert_uint_eq(st->flags[b], 3);
+
+    /* an earlier launch failed: this one fails at once, the words stay */
+    st->done = 0;
+    words[KERN_EXEC_FAILED] = (uint64_t)(int64_t)MSCCLPP_ERR_TIMEOUT;
+    (void)H->launch(&args, sizeof args, 64, 4, NULL);
+    ck_assert_int_eq(st->err.code, MSCCLPP_ERR_TIMEOUT);
+    ck_assert_uint_eq(st->done, 0);
+    for (int k = 0; k < KERN_SIG_CMP; k++) ck_assert_uint_eq(words[k], args.sig[k]);
+    ck_assert_int_eq(H->mem_free(words), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_free(ep), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_free(st), MSCCLPP_OK);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------------------------ */
 /* sharing */
 
@@ -1136,6 +1190,7 @@ int main(void)
     tcase_add_test(tc, test_launch_reuses_threads);
     tcase_add_test(tc, test_launch_kernel_64);
     tcase_add_test(tc, test_launch_blocks_at_fixed_offset);
+    tcase_add_test(tc, test_launch_exec_words);
     tcase_add_test(tc, test_export_import_fork);
     tcase_add_test(tc, test_wrong_cookie);
     tcase_add_test(tc, test_free_stops_serving);
