@@ -562,6 +562,16 @@ static void empty_plan_init(empty_plan_t *ep, kern_state_t *st, int nblocks)
     for (int b = 0; b < KERN_MAX_BLOCKS; b++) st->flags[b] = 1;
 }
 
+/* Launch arguments of an empty plan on the host: plan, state, a 10 s bound, the host spin. */
+static void empty_args(kern_args_t *args, const kern_plan_t *plan, kern_state_t *st)
+{
+    memset(args, 0, sizeof *args);
+    args->plan = plan;
+    args->state = st;
+    args->timeout_ns = 10ull * 1000000000ull;
+    args->host_spin = host_spin_polls();
+}
+
 START_TEST(test_launch_kernel_64)
 {
     empty_plan_t *ep;
@@ -570,11 +580,7 @@ START_TEST(test_launch_kernel_64)
     ck_assert_int_eq(H->mem_alloc(sizeof *st, (void **)&st), MSCCLPP_OK);
     empty_plan_init(ep, st, 64);
     kern_args_t args;
-    memset(&args, 0, sizeof args);
-    args.plan = &ep->plan;
-    args.state = st;
-    args.timeout_ns = 10ull * 1000000000ull;
-    args.host_spin = host_spin_polls();
+    empty_args(&args, &ep->plan, st);
     hal_stream_t s;
     ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
     for (int i = 0; i < 5; i++) {
@@ -616,14 +622,10 @@ START_TEST(test_launch_blocks_at_fixed_offset)
     ck_assert_int_eq(H->mem_alloc(sizeof *pp, (void **)&pp), MSCCLPP_OK);
     ck_assert_int_eq(H->mem_alloc(sizeof *st, (void **)&st), MSCCLPP_OK);
     kern_args_t args;
-    memset(&args, 0, sizeof args);
-    args.state = st;
-    args.timeout_ns = 10ull * 1000000000ull;
-    args.host_spin = host_spin_polls();
 
     /* entries right after the header (144 bytes), n_blocks given: refused */
     empty_plan_init(ep, st, 8);
-    args.plan = &ep->plan;
+    empty_args(&args, &ep->plan, st);
     args.n_blocks = 8;
     (void)H->launch(&args, sizeof args, 8, 4, NULL); /* the error is in the state's record */
     ck_assert_int_eq(st->err.code, MSCCLPP_ERR_INVALID_ARG);
@@ -674,11 +676,7 @@ START_TEST(test_launch_exec_words)
     memset(words, 0, KERN_EXEC_WORDS * sizeof(uint64_t));
     empty_plan_init(ep, st, 64);
     kern_args_t args;
-    memset(&args, 0, sizeof args);
-    args.plan = &ep->plan;
-    args.state = st;
-    args.timeout_ns = 10ull * 1000000000ull;
-    args.host_spin = host_spin_polls();
+    empty_args(&args, &ep->plan, st);
     args.last_sig = words;
     for (int k = 0; k < KERN_SIG_WORDS; k++) args.sig[k] = 0x5100 + (uint64_t)k;
 
