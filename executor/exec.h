@@ -280,14 +280,14 @@ struct mscclpp_executor {
     void **kept;
     int n_kept, cap_kept;
     bool tmp_captured; /* a graph stages into `tmp` */
-    /* MSCCLPP_PLAN_DIRECT=auto's per-call buffer agreement (executor.c, agree_buffers): on one
-     * node of the host backend through a board of shared memory, each rank's words stored into
-     * every peer's board; else (board_state -1) a bootstrap allgather. 0: not set up yet. */
+    /* MSCCLPP_PLAN_DIRECT=auto's per-call buffer agreement (executor.c, agree_buffers): with
+     * every rank on one node through a board of host shared memory (POSIX shm, any backend),
+     * each rank's words stored into every peer's board; else (board_state -1) a bootstrap
+     * allgather. 0: not set up yet. */
     int board_state;
     uint64_t *board;        /* mine: every rank's slots, two per rank (agreement parity) */
     uint64_t **board_peer;  /* every rank's board as mapped here (mine for this rank) */
-    void **board_mapping;   /* what comm_unmap_peer releases, per rank (NULL: none) */
-    size_t board_bytes;
+    size_t board_bytes;     /* each board's mapping */
     uint64_t board_seq;     /* agreements so far: the same on every rank */
 };
 

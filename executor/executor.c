@@ -16,11 +16,17 @@
  *
  * See executor/exec.h for the objects and how the files divide the work.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/config.h"
@@ -708,83 +714,94 @@ static size_t board_size(int n)
 
 static void board_release(mscclpp_executor_t *ex)
 {
-    for (int q = 0; ex->board_mapping && q < ex->comm->nranks; q++)
-        if (ex->board_mapping[q]) comm_unmap_peer(ex->comm, ex->board_mapping[q]);
-    if (ex->board) ex->hal->mem_free(ex->board);
+    for (int q = 0; ex->board_peer && q < ex->comm->nranks; q++)
+        if (ex->board_peer[q] && ex->board_peer[q] != ex->board)
+            munmap(ex->board_peer[q], ex->board_bytes);
+    if (ex->board) munmap(ex->board, ex->board_bytes);
     free(ex->board_peer);
-    free(ex->board_mapping);
     ex->board = NULL;
     ex->board_peer = NULL;
-    ex->board_mapping = NULL;
+}
+
+#define BOARD_NAME_MAX 64
+
+/* A board of `bytes` in a POSIX shared-memory object named `name` (made, or opened when
+ * !create), mapped here; NULL when it cannot be. The object's pages start zeroed. */
+static uint64_t *board_map(const char *name, size_t bytes, bool create)
+{
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0), 0600);
+    if (fd < 0) return NULL;
+    struct stat st;
+    void *m = MAP_FAILED;
+    bool sized = create ? ftruncate(fd, (off_t)bytes) == 0
+                        : fstat(fd, &st) == 0 && (size_t)st.st_size == bytes;
+    if (sized) m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED && create) shm_unlink(name);
+    return m == MAP_FAILED ? NULL : m;
 }
 
 /*
  * The board, set up at the first buffer agreement (every rank makes it at the same call):
- * where the backend's device memory is host memory and every rank is on this node, each rank
- * allocates a shareable board and maps every peer's, exchanged in one bootstrap allgather that
- * also says whether every rank could; otherwise every rank agrees through the bootstrap
- * (board_state -1). A failure after that exchange breaks the executor (the caller).
+ * where every rank is on this node, each rank makes a POSIX shared-memory object (host memory
+ * whatever the backend: only host threads read and write it), the ranks exchange the names in
+ * one bootstrap allgather, map every peer's, and say in a second one whether they could; each
+ * removes its own name after it (every peer has opened it by then, or given up), so nothing
+ * outlives the mappings. Every rank uses the board only when every rank could map every one;
+ * otherwise every rank agrees through the bootstrap (board_state -1). A failure of the
+ * bootstrap itself breaks the executor (the caller).
  */
 static mscclpp_result_t board_setup(mscclpp_executor_t *ex)
 {
+    static _Atomic unsigned made; /* boards this process made, for unique names */
     const int n = ex->comm->nranks, me = ex->comm->rank;
-    bool local = ex->host_memory;
+    bool local = true;
     for (int q = 0; q < n && local; q++) local = q == me || comm_same_node(ex->comm, q);
     ex->board_state = -1;
     if (!local) return MSCCLPP_OK; /* a rank elsewhere: every rank has one, so all decide so */
-    const size_t rec = 8 + REGMEM_WIRE_MAX, bytes = board_size(n);
-    uint8_t *all = calloc((size_t)n, rec);
+    const size_t bytes = board_size(n);
+    char(*names)[BOARD_NAME_MAX] = calloc((size_t)n, sizeof *names);
+    uint8_t *ok = calloc((size_t)n, 1);
     ex->board_peer = calloc((size_t)n, sizeof *ex->board_peer);
-    ex->board_mapping = calloc((size_t)n, sizeof *ex->board_mapping);
-    if (!all || !ex->board_peer || !ex->board_mapping) {
-        free(all);
+    if (!names || !ok || !ex->board_peer) {
+        free(names);
+        free(ok);
         board_release(ex);
         return ERR(MSCCLPP_ERR_NO_MEMORY, "executor: out of memory");
     }
-    void *b = NULL;
-    mscclpp_regmem_t *m = NULL;
-    size_t len = 0;
-    bool ok = ex->hal->mem_alloc_shareable(bytes, &b) == MSCCLPP_OK &&
-              ex->hal->memset_sync(b, 0, bytes) == MSCCLPP_OK &&
-              mscclpp_register_memory(ex->comm, b, bytes, MSCCLPP_TRANSPORT_IPC, &m) ==
-                  MSCCLPP_OK &&
-              mscclpp_regmem_serialize(m, all + (size_t)me * rec + 8, REGMEM_WIRE_MAX, &len) ==
-                  MSCCLPP_OK;
-    if (m) mscclpp_regmem_destroy(m);
-    if (!ok) {
-        INFO(SUBSYS_EXEC, "rank %d: no shared board for buffer agreements (%s): the bootstrap",
-             me, mscclpp_last_error());
-        core_clear_error();
-        len = 0;
-    }
-    uint64_t l64 = len;
-    memcpy(all + (size_t)me * rec, &l64, sizeof l64);
-    ex->board = b;
-    mscclpp_result_t r = mscclpp_bootstrap_allgather(ex->comm->boot, all, rec);
-    for (int q = 0; q < n && r == MSCCLPP_OK && ok; q++) {
-        memcpy(&l64, all + (size_t)q * rec, sizeof l64);
-        ok = l64 != 0 && l64 <= REGMEM_WIRE_MAX;
-    }
-    for (int q = 0; q < n && r == MSCCLPP_OK && ok; q++) {
-        if (q == me) continue;
-        memcpy(&l64, all + (size_t)q * rec, sizeof l64);
-        r = mscclpp_regmem_deserialize(ex->comm, all + (size_t)q * rec + 8, (size_t)l64, &m);
-        if (r != MSCCLPP_OK) break;
-        if (!m->ptr)
-            r = ERR(MSCCLPP_ERR_UNSUPPORTED, "executor: rank %d cannot map rank %d's board", me,
-                    q);
-        ex->board_peer[q] = m->ptr;
-        ex->board_mapping[q] = m->import_base;
-        m->import_base = NULL;
-        mscclpp_regmem_destroy(m);
-    }
-    free(all);
-    if (r != MSCCLPP_OK || !ok) {
-        board_release(ex);
-        return r; /* !ok: some rank has no board, so every rank goes by the bootstrap */
-    }
-    ex->board_peer[me] = ex->board;
     ex->board_bytes = bytes;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(names[me], BOARD_NAME_MAX, "/mscclpp-board-%ld-%d-%u-%lx", (long)getpid(), me,
+             made++, (unsigned long)ts.tv_nsec);
+    ex->board = board_map(names[me], bytes, true);
+    if (!ex->board) {
+        INFO(SUBSYS_EXEC, "rank %d: no shared board for buffer agreements (shm_open %s: %s): "
+             "the bootstrap", me, names[me], strerror(errno));
+        names[me][0] = '\0';
+    }
+    mscclpp_result_t r = mscclpp_bootstrap_allgather(ex->comm->boot, names, sizeof *names);
+    bool mine = r == MSCCLPP_OK && ex->board;
+    for (int q = 0; q < n && mine; q++) {
+        if (q == me) {
+            ex->board_peer[q] = ex->board;
+            continue;
+        }
+        names[q][BOARD_NAME_MAX - 1] = '\0'; /* a peer's words: a string whatever it sent */
+        ex->board_peer[q] = names[q][0] ? board_map(names[q], bytes, false) : NULL;
+        mine = ex->board_peer[q] != NULL;
+    }
+    ok[me] = mine;
+    if (r == MSCCLPP_OK) r = mscclpp_bootstrap_allgather(ex->comm->boot, ok, 1);
+    if (ex->board) shm_unlink(names[me]); /* every peer has it mapped, or never will */
+    bool every = r == MSCCLPP_OK;
+    for (int q = 0; q < n && every; q++) every = ok[q];
+    free(names);
+    free(ok);
+    if (!every) {
+        board_release(ex);
+        return r; /* OK: some rank could not map some board, so every rank uses the bootstrap */
+    }
     ex->board_state = 1;
     return MSCCLPP_OK;
 }

@@ -63,25 +63,48 @@ static int load_if_dir(exec_registry_t *reg, const char *dir, const char *what)
  *         (mscclpp_malloc, registered): there they win (0.2-1.7x the scratch plan's time),
  *         staged on malloc'd ones they lose 1.2-8.7x. The plans are registered shared_only and
  *         the ranks agree at every call they may serve (executor.c, agree_buffers);
- *   CUDA and HIP: none yet (they wait for scripts/gpu-check.sh steps direct and directnccl).
+ *   CUDA: DIRECT_SHARED too, from DIRECT_CUDA_FLOOR bytes only. On an H200 (2 ranks under MPS,
+ *         mscclpp-bench, session 10) the direct plans lost at 4 MiB (allreduce 24.7 against
+ *         23.4 us, allgather 27.4 against 18.4), won narrowly at 16 MiB (46.7 against 54.1,
+ *         37.8 against 39.7) and by 1.2-2.8x at 64 MiB (every collective, 2/4/8 ranks);
+ *         through PyTorch they lost at 2 and 8 MiB by some 15 us a call. From 32 MiB the
+ *         margin covers that and the per-call agreement;
+ *   HIP: none (no AMD GPU measured).
  */
-typedef enum { DIRECT_NEVER, DIRECT_SHARED, DIRECT_ALWAYS } direct_rule_t;
+typedef enum { DIRECT_NEVER, DIRECT_SHARED, DIRECT_ALWAYS } direct_mode_t;
+
+typedef struct {
+    direct_mode_t mode;
+    uint64_t floor; /* the smallest message a direct plan serves under this rule (0: its own) */
+} direct_rule_t;
+
+#define DIRECT_CUDA_FLOOR (32ull << 20)
 
 static direct_rule_t direct_default(const char *backend)
 {
     const char *mode = config_get(CFG_MSCCLPP_PLAN_DIRECT);
-    if (!strcmp(mode, "on")) return DIRECT_ALWAYS;
-    if (!strcmp(mode, "off")) return DIRECT_NEVER;
-    return !strcmp(backend, "host") ? DIRECT_SHARED : DIRECT_NEVER;
+    if (!strcmp(mode, "on")) return (direct_rule_t){DIRECT_ALWAYS, 0};
+    if (!strcmp(mode, "off")) return (direct_rule_t){DIRECT_NEVER, 0};
+    if (!strcmp(backend, "host")) return (direct_rule_t){DIRECT_SHARED, 0};
+    if (!strcmp(backend, "cuda")) return (direct_rule_t){DIRECT_SHARED, DIRECT_CUDA_FLOOR};
+    return (direct_rule_t){DIRECT_NEVER, 0};
 }
 
-/* Register the direct plans of `dir` under `rule` (shared_only for DIRECT_SHARED). */
+/* Register the direct plans of `dir` under `rule`: shared_only for DIRECT_SHARED, and none
+ * below the rule's floor. The floor narrows the registry's own copy of each plan (the loaded
+ * plans are the registry's), so selection, the agreement (which runs only for calls a direct
+ * plan may serve) and mscclpp-info's ranges all see the same range. */
 static int load_direct(exec_registry_t *reg, const char *dir, direct_rule_t rule)
 {
     int from = reg->count;
-    int n = load_if_dir(reg, dir, rule == DIRECT_SHARED ? "direct (shared buffers)" : "direct");
-    for (int i = from; rule == DIRECT_SHARED && i < reg->count; i++)
-        reg->entries[i].shared_only = true;
+    int n = load_if_dir(reg, dir,
+                        rule.mode == DIRECT_SHARED ? "direct (shared buffers)" : "direct");
+    for (int i = from; i < reg->count; i++) {
+        exec_registry_entry_t *e = &reg->entries[i];
+        if (rule.mode == DIRECT_SHARED) e->shared_only = true;
+        if (e->owned && e->owned->min_message_size < rule.floor)
+            e->owned->min_message_size = rule.floor;
+    }
     return n;
 }
 
@@ -98,7 +121,7 @@ static int load_plan_folder(exec_registry_t *reg, const char *dir, const char *b
         n += load_if_dir(reg, sub, "multi-node");
     }
     direct_rule_t rule = direct_default(backend);
-    if (rule != DIRECT_NEVER) {
+    if (rule.mode != DIRECT_NEVER) {
         snprintf(sub, sizeof sub, "%s/direct/%s", dir, backend);
         n += load_direct(reg, sub, rule);
     }
@@ -116,7 +139,7 @@ static int load_cache(exec_registry_t *reg, const char *backend)
     char dirs[5][4400];
     int k = 0, n = 0;
     direct_rule_t rule = direct_default(backend);
-    if (rule != DIRECT_NEVER) { /* as in a plan folder (load_plan_folder) */
+    if (rule.mode != DIRECT_NEVER) { /* as in a plan folder (load_plan_folder) */
         snprintf(dirs[0], sizeof dirs[0], "%s/default/direct/%s", cache, backend);
         n += load_direct(reg, dirs[0], rule);
     }

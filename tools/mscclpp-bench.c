@@ -1395,11 +1395,13 @@ static void which_row(bench_t *b, size_t size, uint64_t msg, int inplace)
     printf("%12zu  %-17s  %-40s %7s  %s\n", size, where, mscclpp_plan_name(p), threads,
            file ? file : "(not from a file: made for the job or registered by the program)");
     if (b->plan) return;
-    /* MSCCLPP_PLAN_DIRECT=auto registers the host's direct plans for calls whose ranks all pass
-     * shareable buffers only (docs/plan-selection.md): others run the next plan that matches */
+    /* MSCCLPP_PLAN_DIRECT=auto registers a backend's direct plans (host; CUDA from 32 MiB) for
+     * calls whose ranks all pass shareable buffers only (docs/plan-selection.md): others run
+     * the next plan that matches */
     const char *dm = mscclpp_config_get("MSCCLPP_PLAN_DIRECT");
-    if ((!dm || !*dm || !strcmp(dm, "auto")) && !strcmp(mscclpp_backend_name(), "host") && file &&
-        strstr(file, "/direct/host/"))
+    char dirpart[64];
+    snprintf(dirpart, sizeof dirpart, "/direct/%s/", mscclpp_backend_name());
+    if ((!dm || !*dm || !strcmp(dm, "auto")) && file && strstr(file, dirpart))
         printf("%12s  %-17s  (MSCCLPP_PLAN_DIRECT=auto: when every rank's buffers are shareable, "
                "mscclpp_malloc or registered; otherwise the first of the others)\n",
                "", "");

@@ -36,6 +36,7 @@
  */
 #define _GNU_SOURCE
 #include <check.h>
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -561,6 +562,19 @@ typedef struct {
     const char *mode; /* MSCCLPP_PLAN_DIRECT, NULL: the default */
 } moves_case_t;
 
+/* The buffer agreement's board names (executor.c board_setup) this process left in /dev/shm. */
+static int board_names_left(void)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "mscclpp-board-%ld-", (long)getpid());
+    DIR *d = opendir("/dev/shm");
+    int n = 0;
+    for (struct dirent *de; d && (de = readdir(d));)
+        n += !strncmp(de->d_name, prefix, strlen(prefix));
+    if (d) closedir(d);
+    return n;
+}
+
 static int moves_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     const moves_case_t *mc = arg;
@@ -593,10 +607,14 @@ static int moves_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         /* auto: the direct plan unless a mover's buffers are malloc'd (alike on every rank) */
         if (autom && auto_ran(rank, e.ex, !(moved && mc->to_malloc), "allreduce", k)) return 1;
     }
-    /* the agreements went through the shared board (one node, host memory), not the bootstrap */
+    /* the agreements went through the shared board (one node), not the bootstrap; its name
+     * is gone once every rank mapped it (nothing left in /dev/shm by a killed job) */
     if (autom && e.ex->board_state != 1)
         return MP_FAIL(rank, "buffer agreements without the shared board (state %d)",
                        e.ex->board_state);
+    if (autom && board_names_left() != 0)
+        return MP_FAIL(rank, "%d shared-memory board names of this process left in /dev/shm",
+                       board_names_left());
     /* back on the first pair: the context built for it at the first call serves again */
     if (autom && mc->back && count_contexts(e.ex) != before_back)
         return MP_FAIL(rank, "%d contexts after the movers went back, %d before",

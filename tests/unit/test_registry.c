@@ -373,8 +373,8 @@ END_TEST
  * The default plans of a backend (plans/ as MSCCLPP_PLAN_DIR, exec_plans_load_defaults) and
  * the plan each call picks. By default (MSCCLPP_PLAN_DIRECT=auto) the host backend takes its
  * direct plans for the calls whose ranks all pass shareable buffers (executor/plan_dirs.c
- * direct_default: registered shared_only), the scratch plans otherwise; CUDA's scratch plans
- * serve every size. With MSCCLPP_PLAN_DIRECT=on the backend's direct plans
+ * direct_default: registered shared_only), the scratch plans otherwise; CUDA likewise from
+ * 32 MiB, its scratch plans below. With MSCCLPP_PLAN_DIRECT=on the backend's direct plans
  * (plans/direct/<backend>/) serve the sizes they accept, the scratch plans the rest.
  */
 START_TEST(test_backend_defaults)
@@ -420,20 +420,32 @@ START_TEST(test_backend_defaults)
          "direct_broadcast_host_%d"},
         {"host", "broadcast", true, 16 << 20, NULL, "direct_broadcast_ip_host_%d",
          "direct_broadcast_ip_host_%d"},
-        {"cuda", "allreduce", false, 64 << 20, "default_allreduce_simple_cuda_%d",
+        /* CUDA's auto: the direct plans from 32 MiB (plan_dirs.c DIRECT_CUDA_FLOOR) on
+         * shared buffers; on: from the plans' own smallest size */
+        {"cuda", "allreduce", false, 16 << 20, "default_allreduce_simple_cuda_%d",
          "default_allreduce_simple_cuda_%d", "direct_allreduce_cuda_%d"},
+        {"cuda", "allreduce", false, (32 << 20) - 4, "default_allreduce_simple_cuda_%d",
+         "default_allreduce_simple_cuda_%d", "direct_allreduce_cuda_%d"},
+        {"cuda", "allreduce", false, 32 << 20, "default_allreduce_simple_cuda_%d",
+         "direct_allreduce_cuda_%d", "direct_allreduce_cuda_%d"},
+        {"cuda", "allreduce", false, 64 << 20, "default_allreduce_simple_cuda_%d",
+         "direct_allreduce_cuda_%d", "direct_allreduce_cuda_%d"},
         {"cuda", "allreduce", true, 64 << 20, "default_allreduce_simple_ip_cuda_%d",
-         "default_allreduce_simple_ip_cuda_%d", "direct_allreduce_ip_cuda_%d"},
+         "direct_allreduce_ip_cuda_%d", "direct_allreduce_ip_cuda_%d"},
         {"cuda", "allgather", false, 1 << 20, "default_allgather_%d", "default_allgather_%d",
          "default_allgather_%d"},
-        {"cuda", "allgather", false, 64 << 20, "default_allgather_cuda_%d",
+        {"cuda", "allgather", false, 16 << 20, "default_allgather_cuda_%d",
          "default_allgather_cuda_%d", "direct_allgather_cuda_%d"},
+        {"cuda", "allgather", false, 64 << 20, "default_allgather_cuda_%d",
+         "direct_allgather_cuda_%d", "direct_allgather_cuda_%d"},
         {"cuda", "reducescatter", false, 64 << 20, "default_reducescatter_cuda_%d",
-         "default_reducescatter_cuda_%d", "direct_reducescatter_cuda_%d"},
+         "direct_reducescatter_cuda_%d", "direct_reducescatter_cuda_%d"},
         {"cuda", "alltoall", false, 64 << 20, "default_alltoall_cuda_%d",
-         "default_alltoall_cuda_%d", "direct_alltoall_cuda_%d"},
-        {"cuda", "broadcast", false, 64 << 20, "default_broadcast_cuda_%d",
+         "direct_alltoall_cuda_%d", "direct_alltoall_cuda_%d"},
+        {"cuda", "broadcast", false, 16 << 20, "default_broadcast_cuda_%d",
          "default_broadcast_cuda_%d", "direct_broadcast_cuda_%d"},
+        {"cuda", "broadcast", false, 64 << 20, "default_broadcast_cuda_%d",
+         "direct_broadcast_cuda_%d", "direct_broadcast_cuda_%d"},
     };
     static const int ranks[] = {2, 4, 8};
     for (int on = 0; on < 2; on++) {
