@@ -1,0 +1,168 @@
+"""tests/gpu/bench_fit.py, the tables of scripts/gpu-check.sh steps `fit` and `auto` (no GPU
+needed): its least-squares split of a call into a fixed cost and a loop rate, checked on rows
+made to a known line, and the per-mode comparison; and, where the build has mscclpp-bench, the
+two steps' host dry run (gpu-check.sh --host) end to end."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+FIT = os.path.join(ROOT, "tests", "gpu", "bench_fit.py")
+MIB = 1 << 20
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
+import bench_fit  # noqa: E402
+
+
+def record(size, time_us, ideal=None, wrong=0, plan="allreduce_direct", nranks=2, sel=None):
+    """The fields of one mscclpp-bench --json record that bench_fit.py reads."""
+    c = {"plan": plan, "time_us": time_us, "algbw": size / 1e3 / time_us, "busbw": 0.0,
+         "wrong": wrong, "ideal_algbw": ideal}
+    return {"collective": "allreduce", "plan": plan, "plan_file": f"/p/{plan}_{nranks}.json",
+            "selected_plan": {"out_of_place": sel or plan, "in_place": None},
+            "nranks": nranks, "size": size, "out_of_place": c, "in_place": None}
+
+
+def write(path, rows):
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
+def run(*args):
+    return subprocess.run([sys.executable, FIT, *map(str, args)], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def test_fit_recovers_a_line():
+    # t = 28 us + S / (1000 GB/s): 1000 GB/s is 1e6 bytes per us
+    rows = [record(s, 28.0 + s / 1e6, ideal=1100.0) for s in (4 * MIB, 16 * MIB, 64 * MIB,
+                                                              256 * MIB, 1024 * MIB)]
+    f = bench_fit.fit_rows(rows)
+    assert f["a"] == pytest.approx(28.0)
+    assert f["r"] == pytest.approx(1000.0)
+    assert f["r_share"] == pytest.approx(1000.0 / 1100.0)
+    t64 = 28.0 + 64 * MIB / 1e6
+    assert f["t_at"] == pytest.approx(t64)
+    assert f["a_part"] == pytest.approx(28.0 / t64)
+    # the predicted 64 MiB algbw (S / t, GB/s) over that row's ideal; measured alike
+    assert f["share_at"] == pytest.approx(64 * MIB / t64 / 1e3 / 1100.0)
+    assert f["measured_at"] == pytest.approx(f["share_at"])
+    assert f["resid"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_fit_is_least_squares():
+    # three points off any line: the fit must be the least-squares one (slope 2.5, intercept
+    # -2/3 for (1, 1), (2, 2), (3, 6) ... in bytes and us), not a line through two of them
+    a, b = bench_fit.fit_line([(1, 1.0), (2, 2.0), (3, 6.0)])
+    assert b == pytest.approx(2.5)
+    assert a == pytest.approx(3.0 - 2.5 * 2)
+    assert bench_fit.fit_line([(5, 1.0)]) is None
+    assert bench_fit.fit_line([(5, 1.0), (5, 2.0)]) is None
+    assert bench_fit.rate_gbps(1e-6) == pytest.approx(1000.0)
+    assert bench_fit.rate_gbps(0) is None
+
+
+def test_fit_uses_the_64mib_rows_own_ideal_and_counts_failures():
+    # the copy bandwidth (so the ideal) is measured per size: the 64 MiB share divides by that
+    # row's ideal, r's share by the largest size's; a failed row is left out of the fit, a wrong
+    # element counted
+    rows = [record(4 * MIB, 10.0 + 4 * MIB / 5e5, ideal=400.0),
+            record(64 * MIB, 10.0 + 64 * MIB / 5e5, ideal=600.0, wrong=3),
+            record(256 * MIB, 10.0 + 256 * MIB / 5e5, ideal=800.0)]
+    failed = dict(record(16 * MIB, 1.0))
+    failed["out_of_place"] = {"plan": "allreduce_direct", "error": "MSCCLPP_TIMEOUT"}
+    f = bench_fit.fit_rows(rows + [failed])
+    assert f["sizes"] == [4 * MIB, 64 * MIB, 256 * MIB]
+    assert f["errors"] == 1 and f["wrong"] == 3
+    assert f["r"] == pytest.approx(500.0)
+    assert f["ideal"] == 800.0
+    assert f["r_share"] == pytest.approx(500.0 / 800.0)
+    t64 = 10.0 + 64 * MIB / 5e5
+    assert f["share_at"] == pytest.approx(64 * MIB / t64 / 1e3 / 600.0)
+
+
+def test_fit_tables_and_summary(tmp_path):
+    p = tmp_path / "fit-allreduce_direct_2.json"
+    write(p, [record(s, 28.0 + s / 1e6, ideal=1100.0) for s in (4 * MIB, 16 * MIB, 64 * MIB)])
+    q = tmp_path / "fit-allgather_direct_2.json"  # no copy bandwidth: no ideal columns
+    write(q, [record(s, 5.0 + s / 2e6, plan="allgather_direct") for s in (4 * MIB, 16 * MIB)])
+    md = run("fit", p, q)
+    assert ("| allreduce_direct_2 | 2 | 4M,16M,64M | 28.0 | 1000 | 1100 | 91% | 95.1 | 29% "
+            "| 64% | 64% | 0% | 0 |") in md, md
+    assert "| allgather_direct_2 | 2 | 4M,16M | 5.0 | 2000 | - | - | 38.6 | 13% | - | - |" in md
+    brief = run("fit", "--brief", p, q)
+    assert brief.strip() == ("allreduce_direct_2: a 28.0 us, r 1000 GB/s (91% of ideal), 64M "
+                             "64%; allgather_direct_2: a 5.0 us, r 2000 GB/s (- of ideal), "
+                             "64M -"), brief
+
+
+def test_modes_name_the_fastest_and_the_plan_each_row_ran(tmp_path):
+    files = []
+    for mode, t4, t64, plan64 in (("off", 20.0, 160.0, "allreduce_simple"),
+                                  ("auto", 21.0, 104.0, "allreduce_direct"),
+                                  ("on", 18.0, 103.0, "allreduce_direct")):
+        f = tmp_path / f"auto-{mode}-allreduce.json"
+        sel4 = "allreduce_direct" if mode == "on" else "allreduce_simple"
+        write(f, [record(4 * MIB, t4, plan="", sel=sel4), record(64 * MIB, t64, plan="",
+                                                                 sel=plan64)])
+        files.append(f"{mode}={f}")
+    torch = []
+    for mode, t in (("off", 170.0), ("auto", 110.0), ("on", 109.5)):
+        f = tmp_path / f"auto-torch-{mode}.json"
+        f.write_text(json.dumps({str(64 * MIB): t}))
+        torch += ["--torch", f"{mode}={f}"]
+    md = run("modes", *files, *torch)
+    assert ("| 4M | 20.0 | 21.0 | 18.0 | on | allreduce_simple/allreduce_simple/"
+            "allreduce_direct |") in md, md
+    assert ("| 64M | 160.0 | 104.0 | 103.0 | on | allreduce_simple/allreduce_direct/"
+            "allreduce_direct |") in md, md
+    assert "| 64M | 170.0 | 110.0 | 109.5 | on |\n" in md, md
+    brief = run("modes", "--brief", *files).strip()
+    assert brief == ("allreduce 2 ranks (off/auto/on us, fastest): 4M 20.0/21.0/18.0 on, "
+                     "64M 160.0/104.0/103.0 on; auto ran a direct plan at 64M"), brief
+    brief = run("modes", "--brief", *torch).strip()
+    assert brief == "dist.all_reduce (off/auto/on us, fastest): 64M 170.0/110.0/109.5 on", brief
+    with pytest.raises(subprocess.CalledProcessError):
+        run("modes", "no-equals-sign")
+
+
+def bench_path():
+    lib = os.environ.get("MSCCLPP_LIBRARY") or os.path.join(ROOT, "build", ".libs",
+                                                            "libmscclpp.so")
+    return os.path.join(os.path.dirname(os.path.dirname(lib)), "tools", "mscclpp-bench")
+
+
+@pytest.mark.skipif(not os.access(bench_path(), os.X_OK), reason="mscclpp-bench is not built")
+def test_gpu_check_host_dry_run(tmp_path):
+    # the steps' own logic on the host backend: what they run, that every row is checked, the
+    # summary lines and the tables (2 ranks only, to stay quick)
+    build = os.path.dirname(os.path.dirname(bench_path()))
+    env = dict(os.environ, MSCCLPP_TOP_BUILDDIR=build, GPU_CHECK_FIT_RANKS="2",
+               GPU_CHECK_TIMEOUT="120")
+    env.pop("MSCCLPP_HAL", None)
+    p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu-check.sh"), "--host",
+                        "--only", "fit,auto", "-o", str(tmp_path)], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| fit | OK | t = a + S/r, allreduce_direct_2: a " in summary, summary
+    assert "allreduce_simple_2: a " in summary, summary
+    assert "| auto | OK | allreduce 2 ranks (off/auto/on us, fastest): 2M " in summary, summary
+    assert "allgather 2 ranks (off/auto/on us, fastest):" in summary, summary
+    assert "dist.all_reduce: not on the host backend (--host)" in summary, summary
+    report = (tmp_path / "report.md").read_text()
+    assert "| broadcast_direct_2 | 2 | 2M,4M,8M |" in report, report
+    assert "| allreduce_direct_2 | 2 | 2M,4M,8M,16M |" in report, report
+    assert "## allreduce 2 ranks: time per call (us) by MSCCLPP_PLAN_DIRECT mode" in report
+    # the plan each row ran: never a direct one with the mode off, always one with it on
+    rows = [line for line in report.splitlines() if line.startswith("| 8M |")]
+    assert len(rows) == 2, report
+    for line in rows:
+        off, auto, on = line.split("|")[-2].strip().split("/")
+        assert "direct" not in off and "direct" in on, line
