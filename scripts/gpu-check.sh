@@ -466,6 +466,13 @@ print(_common.cuda_instances($n))" 2>/dev/null)
         result direct FAIL "$fails runs failed:$lines"
 fi
 
+# PyTorch through the preloaded NCCL-API library (steps auto, torchnccl, directnccl, torchgraphs,
+# seed)
+nccl_so=$build/.libs/libmscclpp_nccl.so
+torchrun_ok() { command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; }
+pyenv() { env PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" \
+    MSCCLPP_LIBRARY="$build/.libs/libmscclpp.so" "$@"; }
+
 # ---- fit: where the time of large calls goes (issue 19) ----
 # At 2 ranks on an H200 the direct allreduce took 102.7 us at 64 MiB and 327.5 at 256 MiB: some
 # 28 us of every call is not the data loop. Each plan at 4 sizes (5 for the 2-rank allreduces)
@@ -512,6 +519,56 @@ if want fit; then
     line=$(python3 "$src/tests/gpu/bench_fit.py" fit --brief "${files[@]}" 2>&1)
     [ $fails = 0 ] && result fit OK "t = a + S/r, $line ($(elapsed))" ||
         result fit FAIL "$fails of ${#files[@]} runs failed: $line"
+fi
+
+# ---- auto: MSCCLPP_PLAN_DIRECT off / auto / on in one run (issue 19) ----
+# CUDA's auto takes the direct plans from a size up (executor/plan_dirs.c, docs/plan-selection.md)
+# where every rank's buffers are shareable: the bench (mscclpp_malloc'd buffers) and PyTorch's
+# caching allocator under each mode, so that size is set from times taken side by side.
+if want auto; then
+    fails=0
+    lines=""
+    for c in allreduce allgather; do
+        mfiles=()
+        for mode in off auto on; do
+            f=$out/auto-$mode-$c
+            # shellcheck disable=SC2086 # $iters: two flags
+            MSCCLPP_PLAN_DIRECT=$mode timeout "$limit" "$bench" "$c" --np 2 -b $auto_lo \
+                -e $auto_hi -f 2 $iters --json "$f.json" >"$f.log" 2>&1 &&
+                bench_ok "$f.log" "$f.json" $auto_lo $auto_hi 2 || {
+                fails=$((fails + 1))
+                echo "   auto $c ($mode) failed: $(grep -m1 -i 'fail\|error' "$f.log")"
+            }
+            mfiles+=("$mode=$f.json")
+        done
+        python3 "$src/tests/gpu/bench_fit.py" modes "${mfiles[@]}" >>"$out/auto.md" 2>&1
+        lines="$lines$(python3 "$src/tests/gpu/bench_fit.py" modes --brief "${mfiles[@]}" 2>&1); "
+    done
+    if [ $host = 1 ]; then
+        lines="${lines}dist.all_reduce: not on the host backend (--host)"
+    elif ! torchrun_ok; then
+        lines="${lines}dist.all_reduce: no torchrun / PyTorch here"
+    else
+        tfiles=()
+        nd=0
+        for mode in off auto on; do
+            f=$out/auto-torch-$mode
+            pyenv MSCCLPP_PLAN_DIRECT=$mode LD_PRELOAD="$nccl_so" timeout $((limit * 2)) \
+                torchrun --standalone --nproc_per_node=2 "$src/tests/gpu/torch_nccl.py" --quick \
+                --time-sizes "${GPU_CHECK_AUTO_TORCH_SIZES:-8M,16M,32M,64M,128M}" \
+                --json "$f.json" >"$f.log" 2>&1 || {
+                fails=$((fails + 1))
+                echo "   auto torch_nccl ($mode) failed: $(grep -m1 -i 'error\|torch_nccl:' "$f.log")"
+            }
+            nd=$((nd + $(grep -c -i 'ranks disagree' "$f.log")))
+            tfiles+=(--torch "$mode=$f.json")
+        done
+        python3 "$src/tests/gpu/bench_fit.py" modes "${tfiles[@]}" >>"$out/auto.md" 2>&1
+        lines="$lines$(python3 "$src/tests/gpu/bench_fit.py" modes --brief "${tfiles[@]}" 2>&1)"
+        lines="$lines; $nd 'ranks disagree'"
+        [ "$nd" = 0 ] || fails=$((fails + 1))
+    fi
+    [ $fails = 0 ] && result auto OK "$lines ($(elapsed))" || result auto FAIL "$fails failed: $lines"
 fi
 
 # ---- multinode: 2 namespace "nodes" on this one GPU, port channels through the proxy ----
@@ -642,10 +699,6 @@ if want agree; then
 fi
 
 # ---- PyTorch: torch.cuda.graph through the Python runtime and the NCCL API; seed 000 ----
-nccl_so=$build/.libs/libmscclpp_nccl.so
-torchrun_ok() { command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; }
-pyenv() { env PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" \
-    MSCCLPP_LIBRARY="$build/.libs/libmscclpp.so" "$@"; }
 # torchnccl: PyTorch through the preloaded NCCL-API library: every collective and send/recv
 # checked (8 B .. 256 MiB), each call returning while the stream is busy (no host sync), and
 # dist.all_reduce per call next to mscclpp-bench's in-place allreduce (the direct
@@ -715,56 +768,6 @@ if want directnccl; then
             result directnccl FAIL "exit $rc, $nd 'ranks disagree' lines: ${lines:-$(grep -m1 \
                 -i 'error\|torch_nccl:' "$out/directnccl.log")}"
     fi
-fi
-
-# ---- auto: MSCCLPP_PLAN_DIRECT off / auto / on in one run (issue 19) ----
-# CUDA's auto takes the direct plans from a size up (executor/plan_dirs.c, docs/plan-selection.md)
-# where every rank's buffers are shareable: the bench (mscclpp_malloc'd buffers) and PyTorch's
-# caching allocator under each mode, so that size is set from times taken side by side.
-if want auto; then
-    fails=0
-    lines=""
-    for c in allreduce allgather; do
-        mfiles=()
-        for mode in off auto on; do
-            f=$out/auto-$mode-$c
-            # shellcheck disable=SC2086 # $iters: two flags
-            MSCCLPP_PLAN_DIRECT=$mode timeout "$limit" "$bench" "$c" --np 2 -b $auto_lo \
-                -e $auto_hi -f 2 $iters --json "$f.json" >"$f.log" 2>&1 &&
-                bench_ok "$f.log" "$f.json" $auto_lo $auto_hi 2 || {
-                fails=$((fails + 1))
-                echo "   auto $c ($mode) failed: $(grep -m1 -i 'fail\|error' "$f.log")"
-            }
-            mfiles+=("$mode=$f.json")
-        done
-        python3 "$src/tests/gpu/bench_fit.py" modes "${mfiles[@]}" >>"$out/auto.md" 2>&1
-        lines="$lines$(python3 "$src/tests/gpu/bench_fit.py" modes --brief "${mfiles[@]}" 2>&1); "
-    done
-    if [ $host = 1 ]; then
-        lines="${lines}dist.all_reduce: not on the host backend (--host)"
-    elif ! torchrun_ok; then
-        lines="${lines}dist.all_reduce: no torchrun / PyTorch here"
-    else
-        tfiles=()
-        nd=0
-        for mode in off auto on; do
-            f=$out/auto-torch-$mode
-            pyenv MSCCLPP_PLAN_DIRECT=$mode LD_PRELOAD="$nccl_so" timeout $((limit * 2)) \
-                torchrun --standalone --nproc_per_node=2 "$src/tests/gpu/torch_nccl.py" --quick \
-                --time-sizes "${GPU_CHECK_AUTO_TORCH_SIZES:-8M,16M,32M,64M,128M}" \
-                --json "$f.json" >"$f.log" 2>&1 || {
-                fails=$((fails + 1))
-                echo "   auto torch_nccl ($mode) failed: $(grep -m1 -i 'error\|torch_nccl:' "$f.log")"
-            }
-            nd=$((nd + $(grep -c -i 'ranks disagree' "$f.log")))
-            tfiles+=(--torch "$mode=$f.json")
-        done
-        python3 "$src/tests/gpu/bench_fit.py" modes "${tfiles[@]}" >>"$out/auto.md" 2>&1
-        lines="$lines$(python3 "$src/tests/gpu/bench_fit.py" modes --brief "${tfiles[@]}" 2>&1)"
-        lines="$lines; $nd 'ranks disagree'"
-        [ "$nd" = 0 ] || fails=$((fails + 1))
-    fi
-    [ $fails = 0 ] && result auto OK "$lines ($(elapsed))" || result auto FAIL "$fails failed: $lines"
 fi
 
 if want torchgraphs; then

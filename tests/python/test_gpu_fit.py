@@ -166,3 +166,22 @@ def test_gpu_check_host_dry_run(tmp_path):
     for line in rows:
         off, auto, on = line.split("|")[-2].strip().split("/")
         assert "direct" not in off and "direct" in on, line
+
+
+def test_torch_nccl_time_sizes(monkeypatch):
+    # tests/gpu/torch_nccl.py --time-sizes (step auto's dist.all_reduce sizes), parsed without
+    # PyTorch: the module only needs torch to run, not to be read
+    import types
+    fake = types.ModuleType("torch")
+    fake.distributed = types.ModuleType("torch.distributed")
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setitem(sys.modules, "torch.distributed", fake.distributed)
+    monkeypatch.delitem(sys.modules, "torch_nccl", raising=False)
+    import torch_nccl
+    assert torch_nccl.parse_sizes("16M,8M, 1024,8m,1G") == [1024, 8 * MIB, 16 * MIB, 1 << 30]
+    for bad in ("", "6", "0", "8X", "M", "-8M", "8M,,16M"):
+        with pytest.raises(SystemExit):
+            torch_nccl.parse_sizes(bad)
+    # the quick sweep's sizes: 8M is on it, 32M and 64M are not (the check adds them)
+    quick = torch_nccl.sizes(16 * MIB)
+    assert 8 * MIB in quick and 32 * MIB not in quick and max(quick) <= 16 * MIB
