@@ -8,8 +8,8 @@
 # step that started runs to its own bound. For a device call with a hard time limit: pick a
 # deadline that leaves the longest step's bound before that limit.
 # --host: a dry run of the steps that allow it (fit, auto) on the host backend (MSCCLPP_HAL=host,
-# no GPU, no MPS; every other step is skipped), their sizes in KiB where the GPU's are in MiB
-# and fewer iterations: what a step runs, its checks, logs, summary line and tables, without the
+# no GPU, no MPS; every other step is skipped), at 2..16 MiB (the direct plans start above 1 MiB)
+# and 3 iterations: what a step runs, its checks, logs, summary line and tables, without the
 # device (CI, or a session without one). Its times say nothing about a GPU. --quick leaves fit
 # and auto as they are (their sizes are what they measure).
 #
@@ -71,7 +71,7 @@
 #                2 and 8 ranks, 4, 16, 64, 256 MiB (and 1 GiB for the 2-rank allreduces), every
 #                row checked; tests/gpu/bench_fit.py fits time = a + S / r per plan: a the fixed
 #                cost of a call (us), r the data loop's rate (GB/s) against the ideal the bench
-#                prints, and what they predict for 64 MiB (about 90 s)
+#                prints, and what they predict for 64 MiB (about 60 s)
 #   directnccl   tests/gpu/torch_nccl.py again (torchrun, 2 ranks, LD_PRELOAD) with CUDA's
 #                direct plans chosen (MSCCLPP_PLAN_DIRECT=on: plans/direct/cuda/ before
 #                plans/cuda/); PyTorch's caching allocator hands out the segments each rank keys
@@ -187,6 +187,7 @@ result() {
 elapsed() { echo "$(($(date +%s) - t0)) s"; }
 
 : >"$out/summary.md"
+rm -f "$out/fit.md" "$out/auto.md" # the tables of this run's steps only
 needed=("$bench" "$build/tests/gpu/test_gpu_hal" "$build/tests/conformance/test_conformance"
     "$build/tests/gpu/graph_replay")
 [ $host = 1 ] && needed=("$bench")
@@ -206,8 +207,10 @@ fi
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "host: $(uname -n) $(uname -r)"
-    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv,noheader 2>&1
-    nvidia-smi 2>/dev/null | grep -m1 -o 'CUDA Version: [0-9.]*'
+    if [ $host = 0 ]; then
+        nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv,noheader 2>&1
+        nvidia-smi 2>/dev/null | grep -m1 -o 'CUDA Version: [0-9.]*'
+    fi
     "$build/tools/mscclpp-info" 2>&1 | head -40
 } >"$out/info.log" 2>&1
 device=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
@@ -528,6 +531,7 @@ fi
 if want auto; then
     fails=0
     lines=""
+    : >"$out/auto.md"
     for c in allreduce allgather; do
         mfiles=()
         for mode in off auto on; do
