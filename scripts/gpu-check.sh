@@ -102,7 +102,9 @@
 # MSCCLPP_TOP_SRCDIR (default: this checkout), GPU_CHECK_TIMEOUT (seconds per bench run, 120),
 # GPU_CHECK_COLLS / GPU_CHECK_RANKS / GPU_CHECK_SIZES (the bench sweep's collectives, rank counts
 # and size flags, e.g. "-b 8 -e 256M -f 32"), GPU_CHECK_NCU_TIMEOUT (seconds for ncu, 300),
-# GPU_CHECK_CONFORMANCE_TIMEOUT (seconds for the conformance suite, 480).
+# GPU_CHECK_CONFORMANCE_TIMEOUT (seconds for the conformance suite, 480), GPU_CHECK_FIT_RANKS (step
+# fit's rank counts, "2 8"), GPU_CHECK_AUTO_TORCH_SIZES (the sizes step auto times
+# dist.all_reduce at, "8M,16M,32M,64M,128M").
 set -u
 src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 if [ -n "${MSCCLPP_TOP_BUILDDIR:-}" ]; then build=$MSCCLPP_TOP_BUILDDIR

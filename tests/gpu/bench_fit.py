@@ -17,7 +17,7 @@ when 64 MiB ran). Without a copy bandwidth in the records (no bounds) the ideal 
 modes: the same collective and rank count timed under several MSCCLPP_PLAN_DIRECT modes in one
 run (MODE=FILE, a bench --json file per mode; --torch MODE=FILE, tests/gpu/torch_nccl.py's
 {bytes: us} per mode): per size the time of each mode, the plan each bench row ran, and the
-fastest. --brief prints one line per input set (gpu-check.sh's summary) instead of tables.
+fastest; the bench's out-of-place and in-place columns each on their own. --brief prints one line per input set (gpu-check.sh's summary) instead of tables.
 """
 import json
 import os
@@ -140,18 +140,19 @@ def load_modes(specs):
     return out
 
 
-def bench_modes(pairs):
-    """{size: {mode: (time_us or None, plan ran)}}, the collective/ranks, wrong elements."""
+def bench_modes(pairs, placement):
+    """One placement's column ("out_of_place", "in_place") of bench rows under several modes:
+    {size: {mode: (time_us or None, plan ran)}}, the collective/ranks, wrong elements."""
     table, what, wrong = {}, set(), 0
     for mode, path in pairs:
         for r in load(path):
+            c = r.get(placement)
+            if not c:
+                continue  # the column did not run (a plan of the other placement)
             what.add((r["collective"], r["nranks"]))
-            c = col(r)
-            sel = r.get("selected_plan") or {}
-            ran = sel.get("out_of_place") or sel.get("in_place") or r.get("plan") or "?"
-            if c and c.get("wrong"):
-                wrong += c["wrong"]
-            table.setdefault(r["size"], {})[mode] = (c["time_us"] if c else None, ran)
+            ran = (r.get("selected_plan") or {}).get(placement) or c.get("plan") or "?"
+            wrong += c.get("wrong") or 0
+            table.setdefault(r["size"], {})[mode] = (c.get("time_us"), ran)
     return table, what, wrong
 
 
@@ -176,10 +177,11 @@ def fastest(per):
 def modes_main(bench_specs, torch_specs, brief):
     sets = []
     pairs = load_modes(bench_specs)
-    if pairs:
-        table, what, wrong = bench_modes(pairs)
-        label = ", ".join(f"{c} {n} ranks" for c, n in sorted(what)) or "bench"
-        sets.append((label, [m for m, _ in pairs], table, wrong, True))
+    for placement, where in (("out_of_place", ""), ("in_place", ", in place")):
+        table, what, wrong = bench_modes(pairs, placement)
+        if table:
+            label = ", ".join(f"{c} {n} ranks" for c, n in sorted(what)) + where
+            sets.append((label, [m for m, _ in pairs], table, wrong, True))
     tpairs = load_modes(torch_specs)
     if tpairs:
         sets.append(("dist.all_reduce", [m for m, _ in tpairs], torch_modes(tpairs), 0, False))

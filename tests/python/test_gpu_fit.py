@@ -160,9 +160,11 @@ def test_gpu_check_host_dry_run(tmp_path):
     assert "| broadcast_direct_2 | 2 | 2M,4M,8M |" in report, report
     assert "| allreduce_direct_2 | 2 | 2M,4M,8M,16M |" in report, report
     assert "## allreduce 2 ranks: time per call (us) by MSCCLPP_PLAN_DIRECT mode" in report
-    # the plan each row ran: never a direct one with the mode off, always one with it on
+    assert "## allgather 2 ranks, in place: time per call (us)" in report, report
+    # the plan each row ran: never a direct one with the mode off, always one with it on (out of
+    # place and in place, allreduce and allgather)
     rows = [line for line in report.splitlines() if line.startswith("| 8M |")]
-    assert len(rows) == 2, report
+    assert len(rows) == 4, report
     for line in rows:
         off, auto, on = line.split("|")[-2].strip().split("/")
         assert "direct" not in off and "direct" in on, line
@@ -185,3 +187,28 @@ def test_torch_nccl_time_sizes(monkeypatch):
     # the quick sweep's sizes: 8M is on it, 32M and 64M are not (the check adds them)
     quick = torch_nccl.sizes(16 * MIB)
     assert 8 * MIB in quick and 32 * MIB not in quick and max(quick) <= 16 * MIB
+
+
+def test_modes_split_the_placements(tmp_path):
+    # a bench row holds both columns: each placement gets its own table, with the plan its
+    # column ran (selected_plan of that placement), and a plan of one placement none of the other
+    rows = {}
+    for mode, ip_plan in (("off", "allgather_scratch"), ("on", "allgather_direct_ip")):
+        r = record(4 * MIB, 30.0, plan="allgather_x", sel="allgather_x")
+        r["collective"] = "allgather"
+        r["in_place"] = dict(r["out_of_place"], time_us=20.0, plan=ip_plan)
+        r["selected_plan"]["in_place"] = ip_plan
+        rows[mode] = r
+    files = []
+    for mode, r in rows.items():
+        f = tmp_path / f"{mode}.json"
+        write(f, [r])
+        files.append(f"{mode}={f}")
+    only_oop = tmp_path / "oop.json"
+    write(only_oop, [record(4 * MIB, 10.0)])
+    md = run("modes", *files)
+    assert "## allgather 2 ranks: time per call" in md, md
+    assert "| 4M | 30.0 | 30.0 | off | allgather_x/allgather_x |" in md, md
+    assert "## allgather 2 ranks, in place: time per call" in md, md
+    assert "| 4M | 20.0 | 20.0 | off | allgather_scratch/allgather_direct_ip |" in md, md
+    assert "in place" not in run("modes", f"on={only_oop}")
