@@ -161,6 +161,15 @@ def test_gpu_check_host_dry_run(tmp_path):
     assert "| allreduce_direct_2 | 2 | 2M,4M,8M,16M |" in report, report
     assert "## allreduce 2 ranks: time per call (us) by MSCCLPP_PLAN_DIRECT mode" in report
     assert "## allgather 2 ranks, in place: time per call (us)" in report, report
+    # the fit's units against the bench's own: a measured share at a size that ran is the row's
+    # ideal_pct (algbw over the ideal), and the ideal the row's ideal_algbw
+    rows = bench_fit.load(str(tmp_path / "fit-allreduce_direct_2.json"))
+    assert len(rows) == 4, rows
+    for r in rows:
+        c = r["out_of_place"]
+        f = bench_fit.fit_rows(rows, at=r["size"])
+        assert 100 * f["measured_at"] == pytest.approx(c["ideal_pct"], rel=1e-3, abs=0.02), r
+    assert bench_fit.fit_rows(rows)["ideal"] == rows[-1]["out_of_place"]["ideal_algbw"]
     # the plan each row ran: never a direct one with the mode off, always one with it on (out of
     # place and in place, allreduce and allgather)
     rows = [line for line in report.splitlines() if line.startswith("| 8M |")]
