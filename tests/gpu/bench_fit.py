@@ -17,7 +17,8 @@ when 64 MiB ran). Without a copy bandwidth in the records (no bounds) the ideal 
 modes: the same collective and rank count timed under several MSCCLPP_PLAN_DIRECT modes in one
 run (MODE=FILE, a bench --json file per mode; --torch MODE=FILE, tests/gpu/torch_nccl.py's
 {bytes: us} per mode): per size the time of each mode, the plan each bench row ran, and the
-fastest; the bench's out-of-place and in-place columns each on their own. --brief prints one line per input set (gpu-check.sh's summary) instead of tables.
+fastest; the bench's out-of-place and in-place columns each on their own. --brief prints one
+line per input set (gpu-check.sh's summary) instead of tables.
 """
 import json
 import os
