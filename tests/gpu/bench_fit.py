@@ -186,6 +186,7 @@ def modes_main(bench_specs, torch_specs, brief):
     tpairs = load_modes(torch_specs)
     if tpairs:
         sets.append(("dist.all_reduce", [m for m, _ in tpairs], torch_modes(tpairs), 0, False))
+    briefs = []
     for label, modes, table, wrong, plans in sets:
         if brief:
             parts = []
@@ -198,8 +199,8 @@ def modes_main(bench_specs, torch_specs, brief):
             ran = ""
             if "auto" in modes and plans:
                 ran = f"; auto ran a direct plan at {','.join(direct) or 'no size'}"
-            print(f"{label} ({'/'.join(modes)} us, fastest): " + ", ".join(parts) + ran
-                  + (f"; {wrong} wrong" if wrong else ""))
+            briefs.append(f"{label} ({'/'.join(modes)} us, fastest): " + ", ".join(parts) + ran
+                          + (f"; {wrong} wrong" if wrong else ""))
             continue
         print(f"## {label}: time per call (us) by MSCCLPP_PLAN_DIRECT mode\n")
         ran_head = " plan ran (" + "/".join(modes) + ") |" if plans else ""
@@ -214,6 +215,8 @@ def modes_main(bench_specs, torch_specs, brief):
         if wrong:
             print(f"\n{wrong} wrong elements in these rows.")
         print()
+    if brief:
+        print("; ".join(briefs))  # one line: a row of gpu-check's summary
 
 
 def main(argv):

@@ -156,6 +156,7 @@ def test_gpu_check_host_dry_run(tmp_path):
     assert "| auto | OK | allreduce 2 ranks (off/auto/on us, fastest): 2M " in summary, summary
     assert "allgather 2 ranks (off/auto/on us, fastest):" in summary, summary
     assert "dist.all_reduce: not on the host backend (--host)" in summary, summary
+    assert len(summary.splitlines()) == 2, summary  # one row per step
     report = (tmp_path / "report.md").read_text()
     assert "| broadcast_direct_2 | 2 | 2M,4M,8M |" in report, report
     assert "| allreduce_direct_2 | 2 | 2M,4M,8M,16M |" in report, report
@@ -221,3 +222,6 @@ def test_modes_split_the_placements(tmp_path):
     assert "## allgather 2 ranks, in place: time per call" in md, md
     assert "| 4M | 20.0 | 20.0 | off | allgather_scratch/allgather_direct_ip |" in md, md
     assert "in place" not in run("modes", f"on={only_oop}")
+    # the summary is one line (a row of gpu-check's summary table) whatever the sets
+    brief = run("modes", "--brief", *files)
+    assert brief.count("\n") == 1 and "; allgather 2 ranks, in place (off/on us" in brief, brief
