@@ -183,6 +183,8 @@ def modes_main(bench_specs, torch_specs, brief):
         if table:
             label = ", ".join(f"{c} {n} ranks" for c, n in sorted(what)) + where
             sets.append((label, [m for m, _ in pairs], table, wrong, True))
+    if pairs and not sets:  # every run failed before its first row
+        sets.append(("bench", [m for m, _ in pairs], {}, 0, False))
     tpairs = load_modes(torch_specs)
     if tpairs:
         sets.append(("dist.all_reduce", [m for m, _ in tpairs], torch_modes(tpairs), 0, False))
@@ -199,7 +201,8 @@ def modes_main(bench_specs, torch_specs, brief):
             ran = ""
             if "auto" in modes and plans:
                 ran = f"; auto ran a direct plan at {','.join(direct) or 'no size'}"
-            briefs.append(f"{label} ({'/'.join(modes)} us, fastest): " + ", ".join(parts) + ran
+            briefs.append(f"{label} ({'/'.join(modes)} us, fastest): "
+                          + (", ".join(parts) or "no times") + ran
                           + (f"; {wrong} wrong" if wrong else ""))
             continue
         print(f"## {label}: time per call (us) by MSCCLPP_PLAN_DIRECT mode\n")

@@ -225,3 +225,16 @@ def test_modes_split_the_placements(tmp_path):
     # the summary is one line (a row of gpu-check's summary table) whatever the sets
     brief = run("modes", "--brief", *files)
     assert brief.count("\n") == 1 and "; allgather 2 ranks, in place (off/on us" in brief, brief
+
+
+def test_runs_that_left_no_records_still_give_a_line(tmp_path):
+    # a bench or torchrun that failed before its first row leaves no file (or an empty one): the
+    # summary still says so on its one line
+    missing = tmp_path / "missing.json"
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    assert run("fit", "--brief", missing).strip() == "no rows"
+    assert run("modes", "--brief", f"off={missing}", f"on={empty}").strip() == \
+        "bench (off/on us, fastest): no times"
+    assert run("modes", "--brief", "--torch", f"off={missing}").strip() == \
+        "dist.all_reduce (off us, fastest): no times"
