@@ -12,7 +12,8 @@ the data loop, on the scale of algbw (message bytes per second, GB/s = 1e9 B/s).
 the ideal rate the bench prints (`ideal_algbw`: the collective's fewest bytes at the row's
 measured copy bandwidth) at the largest size, r's share of it, and what a and r predict for a
 64 MiB call: its time, a's part of that time and its share of the ideal (with the measured one
-when 64 MiB ran). Without a copy bandwidth in the records (no bounds) the ideal columns are "-".
+when 64 MiB ran), and a and r again over the sizes from 64 MiB up (past a GPU's L2 cache).
+Without a copy bandwidth in the records (no bounds) the ideal columns are "-".
 
 modes: the same collective and rank count timed under several MSCCLPP_PLAN_DIRECT modes in one
 run (MODE=FILE, a bench --json file per mode; --torch MODE=FILE, tests/gpu/torch_nccl.py's
@@ -49,8 +50,11 @@ def rate_gbps(b):
     return 1e-3 / b if b > 0 else None
 
 
-def fit_rows(rows, at=64 * MIB):
-    """The fit of one plan's rows: a dict with the figures the tables print."""
+def fit_rows(rows, at=64 * MIB, large=64 * MIB):
+    """The fit of one plan's rows: a dict with the figures the tables print. a_large, r_large:
+    the same fit over the sizes from `large` up only (None with fewer than 2): a GPU's L2 cache
+    (50 MiB on an H100 or H200) holds the smaller rows' buffers, whose loop may then run faster
+    than one line through every size allows."""
     pts, ideal, wrong, errors = [], {}, 0, 0
     for r in rows:
         c = col(r)
@@ -65,7 +69,10 @@ def fit_rows(rows, at=64 * MIB):
     pts.sort()
     f = {"sizes": [s for s, _ in pts], "wrong": wrong, "errors": errors, "a": None, "r": None,
          "ideal": None, "r_share": None, "t_at": None, "a_part": None, "share_at": None,
-         "measured_at": None, "resid": None}
+         "measured_at": None, "resid": None, "a_large": None, "r_large": None}
+    big = fit_line([(s, t) for s, t in pts if s >= large])
+    if big:
+        f["a_large"], f["r_large"] = big[0], rate_gbps(big[1])
     line = fit_line(pts)
     if line:
         a, b = line
@@ -109,6 +116,8 @@ def fit_main(paths, brief):
     if brief:
         parts = [f"{name}: a {num(f['a'], '.1f')} us, r {num(f['r'], '.0f')} GB/s "
                  f"({pct(f['r_share'])} of ideal), 64M {pct(f['share_at'])}"
+                 + (f", from 64M a {f['a_large']:.1f} r {num(f['r_large'], '.0f')}"
+                    if f["a_large"] is not None else "")
                  + (f", {f['wrong']} wrong" if f["wrong"] else "")
                  + (f", {f['errors']} failed rows" if f["errors"] else "")
                  for name, n, f in res]
@@ -117,16 +126,18 @@ def fit_main(paths, brief):
     print("## Fixed cost and loop rate per plan: t = a + S / r (tests/gpu/bench_fit.py)\n")
     print("a: microseconds a call costs whatever its size; r: the rate of the data loop (algbw "
           "scale); ideal: the bench's ideal algbw at the largest size; 64M: the time a and r "
-          "predict at 64 MiB, a's part of it, its share of the ideal (measured share beside).\n")
+          "predict at 64 MiB, a's part of it, its share of the ideal (measured share beside); "
+          "a, r from 64M: the fit over 64 MiB and up only (past the L2 cache).\n")
     print("| plan | ranks | sizes | a (us) | r (GB/s) | ideal (GB/s) | r/ideal | 64M time (us) "
-          "| a part | 64M/ideal | measured | worst fit error | wrong |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| a part | 64M/ideal | measured | worst fit error | a from 64M | r from 64M | wrong |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, n, f in res:
         sizes = ",".join(human(s) for s in f["sizes"])
         print(f"| {name} | {n} | {sizes} | {num(f['a'], '.1f')} | {num(f['r'], '.0f')} | "
               f"{num(f['ideal'], '.0f')} | {pct(f['r_share'])} | {num(f['t_at'], '.1f')} | "
               f"{pct(f['a_part'])} | {pct(f['share_at'])} | {pct(f['measured_at'])} | "
-              f"{pct(f['resid'])} | {f['wrong'] + f['errors']} |")
+              f"{pct(f['resid'])} | {num(f['a_large'], '.1f')} | {num(f['r_large'], '.0f')} | "
+              f"{f['wrong'] + f['errors']} |")
     print()
 
 

@@ -54,6 +54,18 @@ def test_fit_recovers_a_line():
     assert f["share_at"] == pytest.approx(64 * MIB / t64 / 1e3 / 1100.0)
     assert f["measured_at"] == pytest.approx(f["share_at"])
     assert f["resid"] == pytest.approx(0.0, abs=1e-9)
+    assert f["a_large"] == pytest.approx(28.0) and f["r_large"] == pytest.approx(1000.0)
+
+
+def test_fit_from_64mib_up_leaves_the_cached_rows_out():
+    # rows that fit in the L2 cache run their loop at twice the rate: one line through every
+    # size misses them (a fit error above zero), the fit from 64 MiB up finds the line past it
+    rows = [record(s, 20.0 + s / (2e6 if s < 64 * MIB else 1e6))
+            for s in (4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB)]
+    f = bench_fit.fit_rows(rows)
+    assert f["a_large"] == pytest.approx(20.0) and f["r_large"] == pytest.approx(1000.0)
+    assert f["resid"] > 0.05 and f["a"] != pytest.approx(20.0, abs=1.0)
+    assert bench_fit.fit_rows(rows[:3])["a_large"] is None  # one size from 64 MiB: no line
 
 
 def test_fit_is_least_squares():
@@ -94,8 +106,14 @@ def test_fit_tables_and_summary(tmp_path):
     write(q, [record(s, 5.0 + s / 2e6, plan="allgather_direct") for s in (4 * MIB, 16 * MIB)])
     md = run("fit", p, q)
     assert ("| allreduce_direct_2 | 2 | 4M,16M,64M | 28.0 | 1000 | 1100 | 91% | 95.1 | 29% "
-            "| 64% | 64% | 0% | 0 |") in md, md
+            "| 64% | 64% | 0% | - | - | 0 |") in md, md
     assert "| allgather_direct_2 | 2 | 4M,16M | 5.0 | 2000 | - | - | 38.6 | 13% | - | - |" in md
+    big = tmp_path / "fit-big.json"
+    write(big, [record(s, 28.0 + s / 1e6, ideal=1100.0, plan="allreduce_big")
+                for s in (16 * MIB, 64 * MIB, 256 * MIB)])
+    assert "| 0% | 28.0 | 1000 | 0 |" in run("fit", big)
+    assert run("fit", "--brief", big).strip() == ("allreduce_big_2: a 28.0 us, r 1000 GB/s (91% of "
+                                                    "ideal), 64M 64%, from 64M a 28.0 r 1000")
     brief = run("fit", "--brief", p, q)
     assert brief.strip() == ("allreduce_direct_2: a 28.0 us, r 1000 GB/s (91% of ideal), 64M "
                              "64%; allgather_direct_2: a 5.0 us, r 2000 GB/s (- of ideal), "
