@@ -71,7 +71,8 @@
 #                2 and 8 ranks, 4, 16, 64, 256 MiB (and 1 GiB for the 2-rank allreduces), every
 #                row checked; tests/gpu/bench_fit.py fits time = a + S / r per plan: a the fixed
 #                cost of a call (us), r the data loop's rate (GB/s) against the ideal the bench
-#                prints, and what they predict for 64 MiB (about 60 s)
+#                prints, what they predict for 64 MiB, and a and r over 64 MiB and up only
+#                (past the L2 cache) (about 60 s)
 #   directnccl   tests/gpu/torch_nccl.py again (torchrun, 2 ranks, LD_PRELOAD) with CUDA's
 #                direct plans chosen (MSCCLPP_PLAN_DIRECT=on: plans/direct/cuda/ before
 #                plans/cuda/); PyTorch's caching allocator hands out the segments each rank keys
