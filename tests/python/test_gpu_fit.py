@@ -206,8 +206,11 @@ def test_torch_nccl_time_sizes(monkeypatch):
     fake.distributed = types.ModuleType("torch.distributed")
     monkeypatch.setitem(sys.modules, "torch", fake)
     monkeypatch.setitem(sys.modules, "torch.distributed", fake.distributed)
-    monkeypatch.delitem(sys.modules, "torch_nccl", raising=False)
-    import torch_nccl
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "torch_nccl_under_test", os.path.join(ROOT, "tests", "gpu", "torch_nccl.py"))
+    torch_nccl = importlib.util.module_from_spec(spec)  # not left in sys.modules
+    spec.loader.exec_module(torch_nccl)
     assert torch_nccl.parse_sizes("16M,8M, 1024,8m,1G") == [1024, 8 * MIB, 16 * MIB, 1 << 30]
     for bad in ("", "6", "0", "8X", "M", "-8M", "8M,,16M"):
         with pytest.raises(SystemExit):
