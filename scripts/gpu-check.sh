@@ -486,6 +486,9 @@ pyenv() { env PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" \
 # rate r (t = a + S / r), per collective and rank count. The scratch allreduce is the one CUDA
 # runs at 64 MiB with MSCCLPP_PLAN_DIRECT=off: the file mscclpp-bench --which names
 # (fit-which-N.log; plans/cuda/allreduce_simple_N.json where it names none).
+# why LOG: the first line of LOG that names a failure (an error code, "fail", "error"), else its
+# last line
+why() { grep -m1 -i 'fail\|error\|_ERR_\|timed out' "$1" || tail -n 1 "$1"; }
 # bench_ok LOG JSON LO HI F: the bench ran a row per size (LO, LO*F, .. HI: a plan whose size
 # range leaves some out would run none of them and still say "0 OK") and every element was right
 bench_ok() {
@@ -516,7 +519,7 @@ if want fit; then
                 $iters --json "$out/fit-$name.json" >"$out/fit-$name.log" 2>&1 &&
                 bench_ok "$out/fit-$name.log" "$out/fit-$name.json" $fit_lo $top $fit_f || {
                 fails=$((fails + 1))
-                echo "   fit $name failed: $(grep -m1 -i 'fail\|error' "$out/fit-$name.log")"
+                echo "   fit $name failed: $(why "$out/fit-$name.log")"
             }
             files+=("$out/fit-$name.json")
         done
@@ -544,7 +547,7 @@ if want auto; then
                 -e $auto_hi -f 2 $iters --json "$f.json" >"$f.log" 2>&1 &&
                 bench_ok "$f.log" "$f.json" $auto_lo $auto_hi 2 || {
                 fails=$((fails + 1))
-                echo "   auto $c ($mode) failed: $(grep -m1 -i 'fail\|error' "$f.log")"
+                echo "   auto $c ($mode) failed: $(why "$f.log")"
             }
             mfiles+=("$mode=$f.json")
         done
@@ -565,7 +568,7 @@ if want auto; then
                 --time-sizes "${GPU_CHECK_AUTO_TORCH_SIZES:-8M,16M,32M,64M,128M}" \
                 --json "$f.json" >"$f.log" 2>&1 || {
                 fails=$((fails + 1))
-                echo "   auto torch_nccl ($mode) failed: $(grep -m1 -i 'error\|torch_nccl:' "$f.log")"
+                echo "   auto torch_nccl ($mode) failed: $(why "$f.log")"
             }
             nd=$((nd + $(grep -c -i 'ranks disagree' "$f.log")))
             tfiles+=(--torch "$mode=$f.json")
