@@ -3,10 +3,15 @@
 # GPU, over a build made with --with-cuda (for instance by shared/tools/gpu-pack.sh).
 #
 #   scripts/gpu-check.sh [-o OUTDIR] [--variants DIR] [--quick] [--skip STEP,...] [--only STEP,...]
-#                        [--deadline SECONDS]
+#                        [--deadline SECONDS] [--host]
 # --deadline: no step starts after SECONDS from the start (each is said SKIP in the report); a
 # step that started runs to its own bound. For a device call with a hard time limit: pick a
 # deadline that leaves the longest step's bound before that limit.
+# --host: a dry run of the steps that allow it (fit, auto) on the host backend (MSCCLPP_HAL=host,
+# no GPU, no MPS; every other step is skipped), at 2..16 MiB (the direct plans start above 1 MiB)
+# and 3 iterations: what a step runs, its checks, logs, summary line and tables, without the
+# device (CI, or a session without one). Its times say nothing about a GPU. --quick leaves fit
+# and auto as they are (their sizes are what they measure).
 #
 # Steps (each bounded by `timeout`, each logged in OUTDIR/<step>.log):
 #   info         device, driver, toolkit, mscclpp-info
@@ -60,11 +65,25 @@
 #                size (issue 19 item 3); and the broadcast whose root runs the blocks its peers
 #                leave (the shipped one) against its program replicated over the CUDA plans'
 #                block count on every rank: the replicated/shipped time ratio
+#   fit          where the time of large calls goes (issue 19): every direct plan of
+#                plans/direct/cuda/ (the five collectives) and the scratch allreduce that a
+#                64 MiB call runs with MSCCLPP_PLAN_DIRECT=off (plans/cuda/allreduce_simple_N),
+#                2 and 8 ranks, 4, 16, 64, 256 MiB (and 1 GiB for the 2-rank allreduces), every
+#                row checked; tests/gpu/bench_fit.py fits time = a + S / r per plan: a the fixed
+#                cost of a call (us), r the data loop's rate (GB/s) against the ideal the bench
+#                prints, what they predict for 64 MiB, and a and r over 64 MiB and up only
+#                (past the L2 cache) (about 60 s)
 #   directnccl   tests/gpu/torch_nccl.py again (torchrun, 2 ranks, LD_PRELOAD) with CUDA's
 #                direct plans chosen (MSCCLPP_PLAN_DIRECT=on: plans/direct/cuda/ before
 #                plans/cuda/); PyTorch's caching allocator hands out the segments each rank keys
 #                those contexts by: passes, or counts the "ranks disagree" failures (with step
 #                direct, what decides executor/plan_dirs.c direct_default for CUDA)
+#   auto         MSCCLPP_PLAN_DIRECT off / auto / on in one run (where CUDA's auto takes the
+#                direct plans: docs/plan-selection.md): mscclpp-bench allreduce and allgather,
+#                2 ranks, 4 MiB .. 256 MiB, every row checked, the time per call and the plan
+#                each row ran; and tests/gpu/torch_nccl.py (torchrun, 2 ranks, LD_PRELOAD, its
+#                quick check plus the timed sizes) timing dist.all_reduce at 8 .. 128 MiB under
+#                each mode: per size the three times and the fastest (about 2 minutes)
 #   alltoallv    mscclpp_alltoallv count-exact on the GPU (tests/conformance/test_made with
 #                MSCCLPP_HAL=cuda, its alltoallv cases beside the other collectives): 4 ranks on
 #                the one GPU (memory channels; the per-call count table in pinned host memory,
@@ -84,7 +103,9 @@
 # MSCCLPP_TOP_SRCDIR (default: this checkout), GPU_CHECK_TIMEOUT (seconds per bench run, 120),
 # GPU_CHECK_COLLS / GPU_CHECK_RANKS / GPU_CHECK_SIZES (the bench sweep's collectives, rank counts
 # and size flags, e.g. "-b 8 -e 256M -f 32"), GPU_CHECK_NCU_TIMEOUT (seconds for ncu, 300),
-# GPU_CHECK_CONFORMANCE_TIMEOUT (seconds for the conformance suite, 480).
+# GPU_CHECK_CONFORMANCE_TIMEOUT (seconds for the conformance suite, 480), GPU_CHECK_FIT_RANKS (step
+# fit's rank counts, "2 8"), GPU_CHECK_AUTO_TORCH_SIZES (the sizes step auto times
+# dist.all_reduce at, "8M,16M,32M,64M,128M").
 set -u
 src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 if [ -n "${MSCCLPP_TOP_BUILDDIR:-}" ]; then build=$MSCCLPP_TOP_BUILDDIR
@@ -95,6 +116,7 @@ variants=""
 deadline=""
 late=","
 quick=0
+host=0
 skip=","
 while [ $# -gt 0 ]; do
     case $1 in
@@ -104,6 +126,7 @@ while [ $# -gt 0 ]; do
     --skip) skip=",$2,"; shift ;;
     --only) only=",$2,"; shift ;;
     --deadline) deadline=$2; shift ;;
+    --host) host=1 ;;
     -h | --help) sed -n "2,/^set -u/{/^set -u/d;p}" "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -112,10 +135,23 @@ done
 case $deadline in *[!0-9]*) echo "gpu-check: --deadline takes whole seconds, not '$deadline'" >&2; exit 2 ;; esac
 # --only STEP,...: every other step skipped
 steps_all="copy nomps floor interp hal hipnv conformance bench direct alltoallv multinode latency"
-steps_all="$steps_all graphs agree torchnccl directnccl torchgraphs seed variants"
+steps_all="$steps_all fit graphs agree torchnccl directnccl auto torchgraphs seed variants"
 if [ -n "${only:-}" ]; then
     skip=","
     for st in $steps_all; do case $only in *",$st,"*) ;; *) skip="$skip$st," ;; esac; done
+fi
+# sizes (bytes) and iterations of steps fit and auto: LO .. HI, times F per row (TOP: the 2-rank
+# allreduces' largest); --host: the steps with a host dry run, at sizes the direct plans still
+# serve (from 1 MiB + 1) but a CPU moves quickly, and fewer iterations
+fit_lo=$((4 << 20)) fit_hi=$((256 << 20)) fit_top=$((1 << 30)) fit_f=4
+auto_lo=$((4 << 20)) auto_hi=$((256 << 20))
+iters="-n 20 -w 5"
+if [ $host = 1 ]; then
+    for st in $steps_all; do case $st in fit | auto) ;; *) skip="$skip$st," ;; esac; done
+    fit_lo=$((2 << 20)) fit_hi=$((8 << 20)) fit_top=$((16 << 20)) fit_f=2
+    auto_lo=$((2 << 20)) auto_hi=$((8 << 20))
+    iters="-n 3 -w 1"
+    export GPU_TESTS_MPS=0
 fi
 mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
@@ -123,6 +159,7 @@ export MSCCLPP_TOP_SRCDIR=$src MSCCLPP_TOP_BUILDDIR=$build
 export MSCCLPP_HAL_MODULE_DIR=${MSCCLPP_HAL_MODULE_DIR:-$build/.libs}
 export MSCCLPP_PLAN_DIR=${MSCCLPP_PLAN_DIR:-$src/plans}
 export MSCCLPP_HAL=cuda
+[ $host = 1 ] && export MSCCLPP_HAL=host
 export MSCCLPP_TIMEOUT=${MSCCLPP_TIMEOUT:-30} # seconds: a hung plan fails its step, not the run
 bench=$build/tools/mscclpp-bench
 limit=${GPU_CHECK_TIMEOUT:-120}
@@ -153,15 +190,18 @@ result() {
 elapsed() { echo "$(($(date +%s) - t0)) s"; }
 
 : >"$out/summary.md"
-for f in "$bench" "$build/tests/gpu/test_gpu_hal" "$build/tests/conformance/test_conformance" \
-    "$build/tests/gpu/graph_replay"; do
+rm -f "$out/fit.md" "$out/auto.md" # the tables of this run's steps only
+needed=("$bench" "$build/tests/gpu/test_gpu_hal" "$build/tests/conformance/test_conformance"
+    "$build/tests/gpu/graph_replay")
+[ $host = 1 ] && needed=("$bench")
+for f in "${needed[@]}"; do
     if [ ! -x "$f" ]; then
         echo "gpu-check: $f is not built (configure --with-cuda; make check TESTS=)"
         exit 2
     fi
 done
 
-if ! probe=$("$build/tests/gpu/test_gpu_hal" --probe 2>&1); then
+if [ $host = 0 ] && ! probe=$("$build/tests/gpu/test_gpu_hal" --probe 2>&1); then
     echo "gpu-check: no usable CUDA device here ($(echo "$probe" | head -n 1)); nothing to check"
     exit 77
 fi
@@ -170,11 +210,14 @@ fi
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "host: $(uname -n) $(uname -r)"
-    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv,noheader 2>&1
-    nvidia-smi 2>/dev/null | grep -m1 -o 'CUDA Version: [0-9.]*'
+    if [ $host = 0 ]; then
+        nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv,noheader 2>&1
+        nvidia-smi 2>/dev/null | grep -m1 -o 'CUDA Version: [0-9.]*'
+    fi
     "$build/tools/mscclpp-info" 2>&1 | head -40
 } >"$out/info.log" 2>&1
 device=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+[ $host = 1 ] && device="the host backend (--host: a dry run, no GPU)"
 echo "gpu-check: $device; output in $out"
 
 # ---- copy: the bound's denominator ----
@@ -429,6 +472,115 @@ print(_common.cuda_instances($n))" 2>/dev/null)
         result direct FAIL "$fails runs failed:$lines"
 fi
 
+# PyTorch through the preloaded NCCL-API library (steps auto, torchnccl, directnccl, torchgraphs,
+# seed)
+nccl_so=$build/.libs/libmscclpp_nccl.so
+torchrun_ok() { command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; }
+pyenv() { env PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" \
+    MSCCLPP_LIBRARY="$build/.libs/libmscclpp.so" "$@"; }
+
+# ---- fit: where the time of large calls goes (issue 19) ----
+# At 2 ranks on an H200 the direct allreduce took 102.7 us at 64 MiB and 327.5 at 256 MiB: some
+# 28 us of every call is not the data loop. Each plan at 4 sizes (5 for the 2-rank allreduces)
+# gives tests/gpu/bench_fit.py what it needs to split a call into a fixed cost a and a loop
+# rate r (t = a + S / r), per collective and rank count. The scratch allreduce is the one CUDA
+# runs at 64 MiB with MSCCLPP_PLAN_DIRECT=off: the file mscclpp-bench --which names
+# (fit-which-N.log; plans/cuda/allreduce_simple_N.json where it names none).
+# why LOG: the first line of LOG that names a failure (an error code, "fail", "error"), else its
+# last line
+why() { grep -m1 -i 'fail\|error\|_ERR_\|timed out' "$1" || tail -n 1 "$1"; }
+# bench_ok LOG JSON LO HI F: the bench ran a row per size (LO, LO*F, .. HI: a plan whose size
+# range leaves some out would run none of them and still say "0 OK") and every element was right
+bench_ok() {
+    local want=0 sz=$3
+    while [ "$sz" -le "$4" ]; do want=$((want + 1)) sz=$((sz * $5)); done
+    grep -q "^# Out of bounds values : 0 OK" "$1" && [ "$(grep -c . "$2" 2>/dev/null)" = $want ]
+}
+if want fit; then
+    fails=0
+    files=()
+    for n in ${GPU_CHECK_FIT_RANKS:-2 8}; do
+        MSCCLPP_PLAN_DIRECT=off timeout "$limit" "$bench" allreduce --np "$n" -b 64M -e 64M \
+            --which >"$out/fit-which-$n.log" 2>&1
+        sp=$(awk '$2 == "out-of-place" && $NF ~ /[.]json$/ {print $NF; exit}' \
+            "$out/fit-which-$n.log")
+        [ -f "$sp" ] || sp=$src/plans/cuda/allreduce_simple_$n.json
+        for c in allreduce allgather reducescatter alltoall broadcast scratch; do
+            name=${c}_direct_$n
+            plan=$src/plans/direct/cuda/$name.json
+            if [ $c = scratch ]; then
+                name=$(basename "$sp" .json)
+                plan=$sp
+            fi
+            top=$fit_hi
+            case $c in allreduce | scratch) [ "$n" = 2 ] && top=$fit_top ;; esac
+            # shellcheck disable=SC2086 # $iters: two flags
+            timeout "$limit" "$bench" --plan "$plan" --np "$n" -b $fit_lo -e $top -f $fit_f \
+                $iters --json "$out/fit-$name.json" >"$out/fit-$name.log" 2>&1 &&
+                bench_ok "$out/fit-$name.log" "$out/fit-$name.json" $fit_lo $top $fit_f || {
+                fails=$((fails + 1))
+                echo "   fit $name failed: $(why "$out/fit-$name.log")"
+            }
+            files+=("$out/fit-$name.json")
+        done
+    done
+    python3 "$src/tests/gpu/bench_fit.py" fit "${files[@]}" >"$out/fit.md" 2>&1
+    line=$(python3 "$src/tests/gpu/bench_fit.py" fit --brief "${files[@]}" 2>&1)
+    [ $fails = 0 ] && result fit OK "t = a + S/r, $line ($(elapsed))" ||
+        result fit FAIL "$fails of ${#files[@]} runs failed: $line"
+fi
+
+# ---- auto: MSCCLPP_PLAN_DIRECT off / auto / on in one run (issue 19) ----
+# CUDA's auto takes the direct plans from a size up (executor/plan_dirs.c, docs/plan-selection.md)
+# where every rank's buffers are shareable: the bench (mscclpp_malloc'd buffers) and PyTorch's
+# caching allocator under each mode, so that size is set from times taken side by side.
+if want auto; then
+    fails=0
+    lines=""
+    : >"$out/auto.md"
+    for c in allreduce allgather; do
+        mfiles=()
+        for mode in off auto on; do
+            f=$out/auto-$mode-$c
+            # shellcheck disable=SC2086 # $iters: two flags
+            MSCCLPP_PLAN_DIRECT=$mode timeout "$limit" "$bench" "$c" --np 2 -b $auto_lo \
+                -e $auto_hi -f 2 $iters --json "$f.json" >"$f.log" 2>&1 &&
+                bench_ok "$f.log" "$f.json" $auto_lo $auto_hi 2 || {
+                fails=$((fails + 1))
+                echo "   auto $c ($mode) failed: $(why "$f.log")"
+            }
+            mfiles+=("$mode=$f.json")
+        done
+        python3 "$src/tests/gpu/bench_fit.py" modes "${mfiles[@]}" >>"$out/auto.md" 2>&1
+        lines="$lines$(python3 "$src/tests/gpu/bench_fit.py" modes --brief "${mfiles[@]}" 2>&1); "
+    done
+    if [ $host = 1 ]; then
+        lines="${lines}dist.all_reduce: not on the host backend (--host)"
+    elif ! torchrun_ok; then
+        lines="${lines}dist.all_reduce: no torchrun / PyTorch here"
+    else
+        tfiles=()
+        nd=0
+        for mode in off auto on; do
+            f=$out/auto-torch-$mode
+            pyenv MSCCLPP_PLAN_DIRECT=$mode LD_PRELOAD="$nccl_so" timeout $((limit * 2)) \
+                torchrun --standalone --nproc_per_node=2 "$src/tests/gpu/torch_nccl.py" --quick \
+                --time-sizes "${GPU_CHECK_AUTO_TORCH_SIZES:-8M,16M,32M,64M,128M}" \
+                --json "$f.json" >"$f.log" 2>&1 || {
+                fails=$((fails + 1))
+                echo "   auto torch_nccl ($mode) failed: $(why "$f.log")"
+            }
+            nd=$((nd + $(grep -c -i 'ranks disagree' "$f.log")))
+            tfiles+=(--torch "$mode=$f.json")
+        done
+        python3 "$src/tests/gpu/bench_fit.py" modes "${tfiles[@]}" >>"$out/auto.md" 2>&1
+        lines="$lines$(python3 "$src/tests/gpu/bench_fit.py" modes --brief "${tfiles[@]}" 2>&1)"
+        lines="$lines; $nd 'ranks disagree'"
+        [ "$nd" = 0 ] || fails=$((fails + 1))
+    fi
+    [ $fails = 0 ] && result auto OK "$lines ($(elapsed))" || result auto FAIL "$fails failed: $lines"
+fi
+
 # ---- multinode: 2 namespace "nodes" on this one GPU, port channels through the proxy ----
 # Issue 10 item 7: UCX without CUDA support cannot touch device memory, so the ucx transport
 # stages it through pinned host bounces (MSCCLPP_UCX_STAGING=auto); mscclpp-info says whether it
@@ -557,10 +709,6 @@ if want agree; then
 fi
 
 # ---- PyTorch: torch.cuda.graph through the Python runtime and the NCCL API; seed 000 ----
-nccl_so=$build/.libs/libmscclpp_nccl.so
-torchrun_ok() { command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; }
-pyenv() { env PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" \
-    MSCCLPP_LIBRARY="$build/.libs/libmscclpp.so" "$@"; }
 # torchnccl: PyTorch through the preloaded NCCL-API library: every collective and send/recv
 # checked (8 B .. 256 MiB), each call returning while the stream is busy (no host sync), and
 # dist.all_reduce per call next to mscclpp-bench's in-place allreduce (the direct
@@ -703,6 +851,7 @@ trap - EXIT
     cat "$out/summary.md"
     echo
     python3 "$src/tests/gpu/gpu_report.py" "$out" "$copy" 2>&1
+    for t in fit auto; do [ -f "$out/$t.md" ] && cat "$out/$t.md"; done
 } >"$report"
 echo "gpu-check: report in $report ($(elapsed)); status $status"
 exit $status

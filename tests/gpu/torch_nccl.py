@@ -1,7 +1,7 @@
 """PyTorch through libmscclpp_nccl.so (issue 18 items 1-3, 6), run by scripts/gpu-check.sh:
 
     LD_PRELOAD=<build>/.libs/libmscclpp_nccl.so torchrun --nproc_per_node=2 \\
-        tests/gpu/torch_nccl.py [--quick] [--json FILE]
+        tests/gpu/torch_nccl.py [--quick] [--time-sizes LIST] [--json FILE]
 
 ``backend="nccl"`` with our library preloaded, 2 (or more) ranks. Three parts, rank 0 printing
 one line each:
@@ -15,9 +15,14 @@ one line each:
   all_reduce, all_gather, reduce_scatter and a send/recv ring; each call must return to the host
   well before the stream reaches it (no host synchronisation in the call), and be right after.
 - ``torch_nccl time``: dist.all_reduce (float32, in place) per call, 8 B .. 256 MiB, CUDA events
-  around back-to-back calls after warm-up, the best of 3 rounds of 200 calls (50 above 1 MiB). --json writes {bytes: microseconds} for the
-  report, which gpu-check.sh puts next to mscclpp-bench's in-place allreduce (the direct
-  mscclpp_allreduce) of the same run.
+  around back-to-back calls after warm-up, the best of 3 rounds of 200 calls (50 above 1 MiB).
+  --json writes {bytes: microseconds} for the report, which gpu-check.sh puts next to
+  mscclpp-bench's in-place allreduce (the direct mscclpp_allreduce) of the same run.
+
+--time-sizes LIST (comma-separated byte counts, K/M/G suffixes: 8M,16M,32M) times those sizes
+instead of the sweep, and the check covers each of them too (beside its sweep of 8 B .. 16 MiB
+with --quick, 256 MiB without): gpu-check.sh step `auto` times the sizes around CUDA's direct
+plan floor under each MSCCLPP_PLAN_DIRECT mode.
 """
 
 import json
@@ -48,10 +53,24 @@ def sizes(limit):
     return out
 
 
-def check(rank, world, limit):
+def parse_sizes(text):
+    """'8M,16M,1024' as byte counts, sorted, each a positive multiple of 4 (float32 elements)."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        shift = {"K": 10, "M": 20, "G": 30}.get(part[-1:].upper(), 0)
+        digits = part[:-1] if shift else part
+        if not digits.isdigit() or int(digits) == 0 or (int(digits) << shift) % 4:
+            raise SystemExit(f"torch_nccl: --time-sizes: '{part}' is not a positive multiple of "
+                             "4 bytes (K/M/G suffixes allowed)")
+        out.append(int(digits) << shift)
+    return sorted(set(out))
+
+
+def check(rank, world, limit, extra=()):
     dev = torch.device("cuda")
     n_calls = 0
-    for nbytes in sizes(limit):
+    for nbytes in sorted(set(sizes(limit)) | set(extra)):
         n = max(nbytes // 4, 1)
         base = torch.arange(n, device=dev, dtype=torch.float32) % 101
         # a tensor inside a larger segment, at an offset that differs between ranks
@@ -159,9 +178,9 @@ def host_async(rank, world):
     return worst
 
 
-def timing(rank, limit):
+def timing(rank, chosen):
     out = {}
-    for nbytes in sizes(limit):
+    for nbytes in chosen:
         n = max(nbytes // 4, 1)
         x = torch.ones(n, device="cuda")
         for _ in range(5):
@@ -190,21 +209,24 @@ def main():
     args = sys.argv[1:]
     quick = "--quick" in args
     js = args[args.index("--json") + 1] if "--json" in args else None
+    timed = parse_sizes(args[args.index("--time-sizes") + 1]) if "--time-sizes" in args else None
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", rank))
     dev = local % torch.cuda.device_count()
     torch.cuda.set_device(dev)
     dist.init_process_group("nccl", device_id=torch.device("cuda", dev))
     limit = (16 if quick else 256) << 20
-    calls = check(rank, world, limit)
+    extra = [b for b in timed or () if b not in sizes(limit)]
+    calls = check(rank, world, limit, extra)
     if rank == 0:
-        print(f"torch_nccl check: {world} ranks, {calls} calls, 8 B .. {limit >> 20} MiB, "
+        more = f" and {', '.join(f'{b} B' for b in extra)}" if extra else ""
+        print(f"torch_nccl check: {world} ranks, {calls} calls, 8 B .. {limit >> 20} MiB{more}, "
               "every element ok")
     worst = host_async(rank, world)
     if rank == 0:
         print(f"torch_nccl async: all_reduce, all_gather, reduce_scatter, send/recv returned "
               f"within {worst * 1e6:.0f} us while the stream was busy (no host sync)")
-    t = timing(rank, limit)
+    t = timing(rank, timed or sizes(limit))
     if rank == 0:
         print("torch_nccl time: " + ", ".join(f"{b} B {us:.1f} us" for b, us in t.items()))
         if js:
