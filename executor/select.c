@@ -291,6 +291,31 @@ void exec_select_agreed(mscclpp_executor_t *ex, const exec_call_t *call,
                     : "a rank's buffers are not shareable (or the plan does not take them)");
 }
 
+/*
+ * An in-place call no plan for every buffer serves in place (the scratch allgather,
+ * reducescatter and broadcast are out of place only): it runs staged on the out-of-place plan,
+ * but where every rank's buffers are shareable, a shared_only in-place plan (the direct plans'
+ * _ip variants) serves it as it is, with no staging copy. Before, such a call took the
+ * out-of-place direct plan, staged, under auto while `on` took the in-place one.
+ */
+static void shared_in_place(mscclpp_executor_t *ex, const exec_call_t *call, exec_choice_t *out)
+{
+    mscclpp_comm_t *comm = ex->comm;
+    const struct mscclpp_plan *q = NULL;
+    uint64_t msg = exec_message_size(call->collective, call->in_bytes, call->out_bytes);
+    if (exec_registry_select_fit(&ex->registry, call->collective, comm->nranks, comm->nlocal, true,
+                                 msg, comm->rank, call->in_bytes, call->out_bytes, call->dtype,
+                                 true, &q) != MSCCLPP_OK) {
+        core_clear_error(); /* none: the staged choice stands */
+        return;
+    }
+    if (q == out->plan) return; /* not shared_only: choose_placed would have found it */
+    out->shared = q;
+    out->shared_staged = false;
+    out->shared_rotation =
+        is_rooted(call->collective) ? (call->root - q->root + comm->nranks) % comm->nranks : 0;
+}
+
 mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call, exec_choice_t *out)
 {
     exec_select_slot_t *slot = slot_of(ex, call);
@@ -303,6 +328,7 @@ mscclpp_result_t exec_select(mscclpp_executor_t *ex, const exec_call_t *call, ex
     if (r == MSCCLPP_ERR_UNSUPPORTED && call->inplace) {
         core_clear_error();
         r = choose_placed(ex, call, false, out);
+        if (r == MSCCLPP_OK) shared_in_place(ex, call, out);
     }
     if (r == MSCCLPP_ERR_UNSUPPORTED) {
         core_clear_error();

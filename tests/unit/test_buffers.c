@@ -537,6 +537,39 @@ static int auto_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
                                    b[(size_t)r * count + i]);
         if (k == 1 && auto_ran(rank, e.ex, direct, "allgather", k)) return 1;
     }
+    /* in-place allgather and reducescatter: no scratch plan serves them in place, so a rank's
+     * buffer is staged through the out-of-place plan, except where every rank's buffers are
+     * shareable: there the in-place direct plan (before, the out-of-place one, staged) */
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; i < count; i++) b[(size_t)rank * count + i] = (float)(rank * 10 + k);
+        MP_CHECK(rank, mscclpp_allgather(e.ex, b + (size_t)rank * count, b, count,
+                                         MSCCLPP_FLOAT32, NULL));
+        for (int r = 0; r < n; r++)
+            for (size_t i = 0; i < count; i++)
+                if (b[(size_t)r * count + i] != (float)(r * 10 + k))
+                    return MP_FAIL(rank, "in-place allgather call %d: block %d element %zu is %g",
+                                   k, r, i, b[(size_t)r * count + i]);
+        if (auto_ran(rank, e.ex, direct, "in-place allgather", k)) return 1;
+        snprintf(want, sizeof want, "direct_allgather_ip_host_%d", n);
+        if (direct && strcmp(e.ex->fast.plan->name, want))
+            return MP_FAIL(rank, "in-place allgather ran '%s', not '%s'", e.ex->fast.plan->name,
+                           want);
+        const size_t rc = count / (size_t)n; /* reducescatter: rc elements out per rank */
+        for (size_t i = 0; i < count; i++) b[i] = (float)(rank + k + (int)(i % 5));
+        MP_CHECK(rank, mscclpp_reducescatter(e.ex, b, b + (size_t)rank * rc, rc,
+                                             MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+        for (size_t i = 0; i < rc; i++) {
+            size_t g = (size_t)rank * rc + i;
+            if (b[g] != (float)(n * (n - 1) / 2 + n * (k + (int)(g % 5))))
+                return MP_FAIL(rank, "in-place reducescatter call %d: element %zu is %g", k, i,
+                               b[g]);
+        }
+        if (auto_ran(rank, e.ex, direct, "in-place reducescatter", k)) return 1;
+        snprintf(want, sizeof want, "direct_reducescatter_ip_host_%d", n);
+        if (direct && strcmp(e.ex->fast.plan->name, want))
+            return MP_FAIL(rank, "in-place reducescatter ran '%s', not '%s'",
+                           e.ex->fast.plan->name, want);
+    }
     MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot));
     mscclpp_stream_destroy(st);
     mp_exec_close(&e);
