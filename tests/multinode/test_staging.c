@@ -19,6 +19,7 @@
 #include "base/config.h"
 #include "base/wire.h"
 #include "core/core.h"
+#include "hal/host/host.h"
 #include "mscclpp/mscclpp.h"
 #include "tests/multinode/mn_link.h"
 #include "tests/unit/mp_harness.h"
@@ -34,6 +35,10 @@ static void env_common(int rank, const char *tag, const char *staging)
     setenv("UCX_TLS", "tcp", 1);
     setenv("UCX_NET_DEVICES", "lo", 0); /* see test_multinode.c use_tls */
     setenv("MSCCLPP_UCX_STAGING", staging, 1);
+    /* every backend call a GPU could make wait for the running kernel, made by a proxy while
+     * a launch runs, fails loudly (hal/host/host_check.c): the staged path's proxy-side copies
+     * must be device <-> pinned on the transport's own stream */
+    setenv("MSCCLPP_HAL_SYNC_CHECK", "1", 1);
     char chunk[32];
     snprintf(chunk, sizeof chunk, "%d", CHUNK);
     setenv("MSCCLPP_UCX_STAGE_CHUNK", chunk, 1);
@@ -412,6 +417,10 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     if (tp_ucx_stage_late_allocs() != 0)
         return MP_FAIL(rank, "%s: %llu staging allocation(s) made by the proxy during the calls",
                        path, (unsigned long long)tp_ucx_stage_late_allocs());
+    if (host_check_refused() != 0)
+        return MP_FAIL(rank, "%s: the proxy made %llu backend call(s) a GPU could block in "
+                       "during a launch (MSCCLPP_HAL_SYNC_CHECK)", path,
+                       (unsigned long long)host_check_refused());
     mscclpp_free(in0);
     mscclpp_free(out);
     MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
@@ -464,6 +473,10 @@ static int made_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     if (tp_ucx_stage_late_allocs() != 0)
         return MP_FAIL(rank, "made plans: %llu staging allocation(s) made by the proxy during "
                        "the calls", (unsigned long long)tp_ucx_stage_late_allocs());
+    if (host_check_refused() != 0)
+        return MP_FAIL(rank, "made plans: the proxy made %llu backend call(s) a GPU could block "
+                       "in during a launch (MSCCLPP_HAL_SYNC_CHECK)",
+                       (unsigned long long)host_check_refused());
     mscclpp_free(in);
     mscclpp_free(out);
     MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));

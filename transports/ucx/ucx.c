@@ -46,8 +46,14 @@
  *                   under MPS it waited for the running kernel) would wait for it in turn.
  *                   Sends take one of UCX_STAGE_SEND_BUFS, rendezvous receives one of
  *                   UCX_STAGE_RECV_BUFS, and a receive that finds none waits (UCX keeps its
- *                   data) until an earlier one's copy-in frees one; eager data goes through a
- *                   free receive bounce too, so the HAL copies from pinned memory.
+ *                   data) until an earlier one's copy-in frees one. Eager data and a staged
+ *                   counter's value go through one more bounce (xbounce), copied in and waited
+ *                   for under the lock: the HAL never copies from pageable memory (UCX's
+ *                   buffer, a stack variable), which CUDA may copy synchronously or stage and
+ *                   synchronize first, in the proxy, while the kernel waits for it.
+ *                   MSCCLPP_HAL_SYNC_CHECK=1 makes the host backend refuse every call of that
+ *                   kind from a proxy during a launch (hal/host/host_check.c): CI runs the
+ *                   staged tests so.
  *                   MSCCLPP_UCX_STAGING=auto stages only what the CPU cannot read on a GPU
  *                   backend whose UCX lacks that memory type; always stages every registration
  *                   (how CI runs the whole path on the host backend); never stages nothing.
@@ -99,7 +105,9 @@ typedef struct {
 enum { UCX_STAGE_AUTO, UCX_STAGE_ALWAYS, UCX_STAGE_NEVER };
 #define UCX_STAGE_SEND_BUFS 4 /* bounces one context's sends may hold: copy k+1 while k flies */
 #define UCX_STAGE_RECV_BUFS 8 /* bounces its staged receives may hold (more wait for one) */
-#define UCX_STAGE_BUFS (UCX_STAGE_SEND_BUFS + UCX_STAGE_RECV_BUFS)
+/* and one for the copies the handler makes and waits for under the lock (eager data, a staged
+ * counter's value), so that the HAL never copies from pageable memory */
+#define UCX_STAGE_BUFS (UCX_STAGE_SEND_BUFS + UCX_STAGE_RECV_BUFS + 1)
 #define UCX_KEY_UCX 1u        /* the key's kind: a UCX rkey follows */
 #define UCX_KEY_STAGED 2u     /* staged memory: no rkey (active messages use base/size only) */
 
@@ -151,6 +159,7 @@ struct tp_ctx {
     void *ball[UCX_STAGE_BUFS]; /* every bounce buffer (freed at fini only) */
     size_t nall;
     void *sfree[UCX_STAGE_SEND_BUFS], *rfree[UCX_STAGE_RECV_BUFS]; /* free to take */
+    void *xbounce;       /* the handler's synchronous copies (UCX_STAGE_BUFS): free between them */
     unsigned nsfree, nrfree;
     ucx_recv_t *waiting, *waiting_tail; /* rendezvous receives waiting for a bounce, in order */
 };
@@ -329,6 +338,7 @@ static mscclpp_result_t ucx_stage_prepare(tp_ctx_t *c)
     for (unsigned i = 0; i < UCX_STAGE_SEND_BUFS; i++) c->sfree[i] = c->ball[i];
     for (unsigned i = 0; i < UCX_STAGE_RECV_BUFS; i++)
         c->rfree[i] = c->ball[UCX_STAGE_SEND_BUFS + i];
+    c->xbounce = c->ball[UCX_STAGE_SEND_BUFS + UCX_STAGE_RECV_BUFS];
     c->nsfree = UCX_STAGE_SEND_BUFS;
     c->nrfree = UCX_STAGE_RECV_BUFS;
     c->prepared = true;
@@ -395,9 +405,16 @@ static void ucx_store_counter(tp_ctx_t *c, int src, uint64_t addr, uint64_t valu
 {
     if (staged) {
         /* the counter lives where only the HAL reaches: the value follows every staged copy
-         * on the same stream, and this copy is waited for like them */
-        uint64_t v = value;
-        if (ucx_stage_copy(c, (void *)(uintptr_t)addr, &v, sizeof v) != MSCCLPP_OK)
+         * on the same stream, and this copy is waited for like them. Its source is pinned (the
+         * handler's bounce): from a stack variable, pageable memory, CUDA may stage the copy
+         * and synchronize first, or copy synchronously (host to host), in the proxy while the
+         * kernel waits for it (MSCCLPP_HAL_SYNC_CHECK refuses that on the host backend) */
+        mscclpp_result_t r = ucx_stage_ready(c);
+        if (r == MSCCLPP_OK) {
+            memcpy(c->xbounce, &value, sizeof value);
+            r = ucx_stage_copy(c, (void *)(uintptr_t)addr, c->xbounce, sizeof value);
+        }
+        if (r != MSCCLPP_OK)
             ucx_bad_msg(c, src, "carried a signal that could not be copied to its staged "
                         "counter at 0x%llx: %s", (unsigned long long)addr, mscclpp_last_error());
         return;
@@ -621,13 +638,14 @@ static ucs_status_t ucx_am_recv(void *arg, const void *header, size_t hlen, void
         return UCS_INPROGRESS; /* the descriptor now belongs to the receive */
     }
     if (dm && dm->staged) {
-        /* eager into staged memory: through a free receive bounce (pinned: the HAL's copy
-         * from UCX's pageable buffer would stage it through memory of the driver's own), else
-         * from UCX's buffer straight into the destination */
-        void *b = ucx_rbounce_take(c);
-        if (b) memcpy(b, data, len); /* len <= c->chunk, checked above */
-        mscclpp_result_t cr = ucx_stage_copy(c, (void *)(uintptr_t)h.dst, b ? b : data, len);
-        ucx_rbounce_give(c, b);
+        /* eager into staged memory: through the handler's bounce, pinned, never from UCX's
+         * pageable buffer (a copy CUDA may make synchronous, or stage and synchronize first,
+         * in the proxy while the kernel waits for it); the copy is waited for here */
+        mscclpp_result_t cr = ucx_stage_ready(c);
+        if (cr == MSCCLPP_OK) {
+            memcpy(c->xbounce, data, len); /* len <= c->chunk, checked above */
+            cr = ucx_stage_copy(c, (void *)(uintptr_t)h.dst, c->xbounce, len);
+        }
         if (cr != MSCCLPP_OK) {
             ucx_bad_msg(c, h.src, "(%zu bytes to 0x%llx) could not be copied into staged "
                         "memory: %s", len, (unsigned long long)h.dst, mscclpp_last_error());
