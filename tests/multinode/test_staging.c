@@ -8,6 +8,7 @@
 #include <check.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -519,6 +520,85 @@ START_TEST(t_plans_staged)
 }
 END_TEST
 
+/* ---- the context's lock: a call that waits for it is bounded and names the holder ------- */
+
+typedef struct {
+    tp_ctx_t *ctx;
+    _Atomic int in;
+} holder_t;
+
+static void *hold_main(void *arg)
+{
+    holder_t *h = arg;
+    atomic_store(&h->in, 1);
+    (void)tp_ucx_hold_lock(h->ctx, "a test's wait inside its call", 3000);
+    return NULL;
+}
+
+/*
+ * Rank 0's put waits for the transport's lock while another thread holds it for 3 s (as a
+ * flush, or a staging copy that waits for a kernel, does): with MSCCLPP_TIMEOUT=1 it fails
+ * within about a second, naming the holder and what it does there, instead of sitting in a
+ * futex wait (the put of 976 bytes that did so for 30 s on one H200).
+ */
+static int lock_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    env_common(rank, "lock", "always");
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    port_link_t link;
+    MP_CHECK(rank, mn_link_open(comm, "ucx", 1 - rank, &link));
+    const tp_ops_t *ops = link.ops;
+    uint8_t *buf = NULL;
+    uint64_t *counter = NULL;
+    MP_CHECK(rank, mscclpp_malloc(4096, (void **)&buf));
+    MP_CHECK(rank, mscclpp_malloc(64, (void **)&counter));
+    tp_mem_t *mbuf = NULL, *mcnt = NULL;
+    MP_CHECK(rank, ops->mem_reg(link.ctx, buf, 4096, &mbuf));
+    MP_CHECK(rank, ops->mem_reg(link.ctx, counter, 64, &mcnt));
+    MP_CHECK(rank, mn_link_exchange(comm, &link, 11, mbuf, buf, 4096, mcnt, counter, 64));
+    if (rank == 0) {
+        holder_t h = {link.ctx, 0};
+        pthread_t t;
+        if (pthread_create(&t, NULL, hold_main, &h) != 0) return MP_FAIL(rank, "pthread_create");
+        pthread_setname_np(t, "lock-holder");
+        while (!atomic_load(&h.in)) usleep(1000);
+        usleep(100000); /* it holds the lock now */
+        setenv("MSCCLPP_TIMEOUT", "1", 1);
+        double t0 = mp_now_s();
+        mscclpp_result_t r = ops->put(link.ep, link.theirs.buf[0], 0, mbuf, 0, 976);
+        double took = mp_now_s() - t0;
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
+        unsetenv("MSCCLPP_TIMEOUT");
+        pthread_join(t, NULL);
+        if (r != MSCCLPP_ERR_TIMEOUT || took > 2.5 || !strstr(msg, "put to rank 1") ||
+            !strstr(msg, "transport's lock") || !strstr(msg, "lock-holder") ||
+            !strstr(msg, "a test's wait inside its call"))
+            return MP_FAIL(rank, "want a put timing out after about 1 s, naming the lock's "
+                           "holder and what it does; got %s after %.1f s: %s",
+                           mscclpp_result_string(r), took, msg);
+        printf("# rank 0: %s\n", msg);
+        fflush(stdout);
+        MP_CHECK(rank, ops->progress(link.ctx)); /* the lock is free again */
+    }
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
+    port_link_close(&link);
+    MP_CHECK(rank, ops->mem_dereg(link.ctx, mbuf));
+    MP_CHECK(rank, ops->mem_dereg(link.ctx, mcnt));
+    mscclpp_free(buf);
+    mscclpp_free(counter);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_lock_wait_bounded)
+{
+    ck_assert_int_eq(mp_run(2, lock_body, NULL, 60, NULL), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("staging");
@@ -534,6 +614,7 @@ static Suite *suite(void)
         tcase_add_loop_test(tc, t_plans_staged, 0,
                             (int)(sizeof plan_cases / sizeof plan_cases[0]));
         tcase_add_test(tc, t_made_staged);
+        tcase_add_test(tc, t_lock_wait_bounded);
     }
     suite_add_tcase(s, tc);
     return s;
