@@ -458,11 +458,6 @@ static const hal_ops_t *count_host(const hal_ops_t *host)
 
 const hal_ops_t *hal_host_ops(void) { return count_host(host_ops_table()); }
 
-static _Thread_local bool serves_launches; /* hal_thread_serves_launches */
-
-void hal_thread_serves_launches(bool on) { serves_launches = on; }
-bool hal_thread_serving_launches(void) { return serves_launches; }
-
 static pthread_once_t get_once = PTHREAD_ONCE_INIT;
 static const hal_ops_t *get_ops;
 static mscclpp_result_t get_result;

@@ -303,7 +303,8 @@ void hal_count_report(const char *when);
  * of theirs that waits for the device, or that CUDA/HIP treat as an implicit synchronization,
  * waits for that launch, which waits for them (a deadlock that only a GPU shows). With
  * MSCCLPP_HAL_SYNC_CHECK=1 the host backend refuses such calls from a marked thread while one
- * of its launches runs (hal/host/host_check.c), so CI finds them. Per thread; unmarked at start.
+ * of its launches runs (hal/host/host_check.c, which keeps the mark), so CI finds them. Per
+ * thread; unmarked at start.
  */
 void hal_thread_serves_launches(bool on);
 bool hal_thread_serving_launches(void);

@@ -35,8 +35,12 @@
 #include "base/debug.h"
 #include "hal/host/host.h"
 
+static _Thread_local bool serves_launches; /* hal_thread_serves_launches (hal.h) */
 static _Atomic int running;       /* launches of this process running now (pool_run) */
 static _Atomic uint64_t refused;  /* calls refused so far */
+
+void hal_thread_serves_launches(bool on) { serves_launches = on; }
+bool hal_thread_serving_launches(void) { return serves_launches; }
 
 void host_check_launch(int delta) { atomic_fetch_add(&running, delta); }
 
