@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -209,6 +210,33 @@ static void *prog_main(void *arg)
 
 static uint8_t pattern(size_t i, int round) { return (uint8_t)(i * 13 + round * 7 + 1); }
 
+/* A rank of a transport-level test: its communicator (env_common for `tag`, staging always)
+ * and its ucx link to the other rank. 0, or the failure's code. */
+static int stage_link_open(int rank, int n, const mscclpp_unique_id_t *id, const char *tag,
+                           mscclpp_comm_t **comm, port_link_t *link)
+{
+    env_common(rank, tag, "always");
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, comm));
+    MP_CHECK(rank, mn_link_open(*comm, "ucx", 1 - rank, link));
+    return 0;
+}
+
+/* Its end: a barrier, the link closed, its two registrations and their buffers freed. */
+static int stage_link_close(int rank, mscclpp_comm_t *comm, port_link_t *link, tp_mem_t *mbuf,
+                            tp_mem_t *mcnt, void *buf, void *counter)
+{
+    const tp_ops_t *ops = link->ops;
+    tp_ctx_t *ctx = link->ctx;
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
+    port_link_close(link);
+    MP_CHECK(rank, ops->mem_dereg(ctx, mbuf));
+    MP_CHECK(rank, ops->mem_dereg(ctx, mcnt));
+    mscclpp_free(buf);
+    mscclpp_free(counter);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
 /*
  * Rank 0 puts into rank 1's staged buffer and signals its staged counter; rank 1 may see the
  * counter only once every byte is in place. Storing the signal when the last rendezvous
@@ -223,11 +251,10 @@ static int order_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     /* the counter staged too (1, always), or host memory as auto makes the port counters on a
      * GPU backend (0): then only the order of the receive's bookkeeping protects the data */
     bool late = *(const int *)arg == ORDER_LATE, counter_staged = *(const int *)arg == 1;
-    env_common(rank, "stage", "always");
     mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
     port_link_t link;
-    MP_CHECK(rank, mn_link_open(comm, "ucx", 1 - rank, &link));
+    int f = stage_link_open(rank, n, id, "stage", &comm, &link);
+    if (f) return f;
     const tp_ops_t *ops = link.ops;
     tp_ctx_t *ctx = link.ctx;
     tp_ep_t *ep = link.ep;
@@ -307,14 +334,7 @@ static int order_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         pthread_join(t, NULL);
         if (prog.res != MSCCLPP_OK) return MP_FAIL(rank, "progress failed: %s", prog.err);
     }
-    MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
-    port_link_close(&link);
-    MP_CHECK(rank, ops->mem_dereg(ctx, mbuf));
-    MP_CHECK(rank, ops->mem_dereg(ctx, mcnt));
-    mscclpp_free(buf);
-    mscclpp_free(counter);
-    mscclpp_comm_destroy(comm);
-    return 0;
+    return stage_link_close(rank, comm, &link, mbuf, mcnt, buf, counter);
 }
 
 START_TEST(t_staged_put_signal_order)
@@ -530,6 +550,7 @@ typedef struct {
 static void *hold_main(void *arg)
 {
     holder_t *h = arg;
+    (void)prctl(PR_SET_NAME, "lock-holder", 0, 0, 0); /* the name the error must give */
     atomic_store(&h->in, 1);
     (void)tp_ucx_hold_lock(h->ctx, "a test's wait inside its call", 3000);
     return NULL;
@@ -544,11 +565,10 @@ static void *hold_main(void *arg)
 static int lock_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     (void)arg;
-    env_common(rank, "lock", "always");
     mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
     port_link_t link;
-    MP_CHECK(rank, mn_link_open(comm, "ucx", 1 - rank, &link));
+    int f = stage_link_open(rank, n, id, "lock", &comm, &link);
+    if (f) return f;
     const tp_ops_t *ops = link.ops;
     uint8_t *buf = NULL;
     uint64_t *counter = NULL;
@@ -562,7 +582,6 @@ static int lock_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         holder_t h = {link.ctx, 0};
         pthread_t t;
         if (pthread_create(&t, NULL, hold_main, &h) != 0) return MP_FAIL(rank, "pthread_create");
-        pthread_setname_np(t, "lock-holder");
         while (!atomic_load(&h.in)) usleep(1000);
         usleep(100000); /* it holds the lock now */
         setenv("MSCCLPP_TIMEOUT", "1", 1);
@@ -583,14 +602,7 @@ static int lock_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         fflush(stdout);
         MP_CHECK(rank, ops->progress(link.ctx)); /* the lock is free again */
     }
-    MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
-    port_link_close(&link);
-    MP_CHECK(rank, ops->mem_dereg(link.ctx, mbuf));
-    MP_CHECK(rank, ops->mem_dereg(link.ctx, mcnt));
-    mscclpp_free(buf);
-    mscclpp_free(counter);
-    mscclpp_comm_destroy(comm);
-    return 0;
+    return stage_link_close(rank, comm, &link, mbuf, mcnt, buf, counter);
 }
 
 START_TEST(t_lock_wait_bounded)
