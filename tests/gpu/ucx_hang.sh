@@ -6,9 +6,11 @@
 # Cases: test_made 2x1 (the synchronous API: kernels on the legacy stream) under MPS with
 # staging auto and always; mscclpp-bench allreduce 2x1 (launches on a stream of its own); and
 # test_made 2x1 again without MPS, where gdb may attach (stacks). What the dumps tell apart:
-#   - a proxy in a futex wait whose mutex owner is its rank's main thread (tid == pid): the
-#     driver lock the main thread holds inside exec_check_launch's device -> pageable copy, which
-#     returns only when the kernel is done (the fix is the executor's: poll, then copy);
+#   - test_made passing: the CUDA module's memcpy_sync, which now polls before its copy, no
+#     longer leaves the main thread inside the driver behind the kernel;
+#   - a proxy in a futex wait whose mutex owner is its rank's main thread (tid == pid): a
+#     driver lock the main thread holds while it waits for the kernel (exec_check_launch's
+#     device -> pageable copy returns only when the kernel is done);
 #   - a warning "has waited ... for the transport's lock, held by thread N (...)": the ucx
 #     context's lock, held by the thread it names, doing what it says;
 #   - a proxy polling (hrtimer_nanosleep / sched_yield) in a staging copy's stream_sync: a copy
