@@ -98,6 +98,11 @@ CONFIG_VAR(MSCCLPP_TEST_TRANSPORT_FAULT, STR, "",
 CONFIG_VAR(MSCCLPP_HAL_COUNT, COUNT, "0",
            "Test and measurement: 1 counts every backend (HAL) operation of the process and "
            "prints the counts per operation to stderr at exit (hal/hal.c; docs/performance.md)")
+CONFIG_VAR(MSCCLPP_HAL_SYNC_CHECK, COUNT, "0",
+           "Test only, host backend: 1 fails (and logs) every backend call that CUDA/HIP may make "
+           "wait for the device (allocations and frees, synchronous copies and sets, the NULL "
+           "stream, async copies of pageable memory) when a proxy thread makes it while a launch "
+           "runs: the GPU deadlock where a kernel waits for its proxy (hal/host/host_check.c)")
 CONFIG_VAR(MSCCLPP_TEST_NCCL_LEAVE_MS, COUNT, "0",
            "Test only: milliseconds every NCCL-API call waits, its work done, before it leaves "
            "its communicator (nccl/nccl_coll.c run_comm): a destroy or abort that did not wait "

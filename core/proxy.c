@@ -76,6 +76,9 @@ static void *proxy_main(void *arg)
     struct pollfd fds[PROXY_MAX_FDS];
     /* the launch that needed this proxy reports its errors (and logs them, naming the rank) */
     core_set_quiet(true);
+    /* a running launch waits for this thread: a backend call here that waits for the device
+     * would wait for that launch (MSCCLPP_HAL_SYNC_CHECK refuses such calls on the host) */
+    hal_thread_serves_launches(true);
     /* A new thread starts on device 0 (CUDA/HIP keep the current device per thread): the
      * transports' copies and allocations (ucx staging: its stream, pinned buffers) must run on
      * the device of the ranks this proxy serves. */

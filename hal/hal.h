@@ -298,6 +298,17 @@ int hal_count_module(const char **names, uint64_t *counts, int cap);
  * calls it as a communicator goes, since forked ranks often leave with _exit). */
 void hal_count_report(const char *when);
 
+/*
+ * Threads a running launch may wait for (core/proxy.c marks each proxy thread): a backend call
+ * of theirs that waits for the device, or that CUDA/HIP treat as an implicit synchronization,
+ * waits for that launch, which waits for them (a deadlock that only a GPU shows). With
+ * MSCCLPP_HAL_SYNC_CHECK=1 the host backend refuses such calls from a marked thread while one
+ * of its launches runs (hal/host/host_check.c, which keeps the mark), so CI finds them. Per
+ * thread; unmarked at start.
+ */
+void hal_thread_serves_launches(bool on);
+bool hal_thread_serving_launches(void);
+
 /**
  * Backends that could be loaded, for mscclpp-info: name, path, status per entry, in the order
  * hal_select tries them (modules of MSCCLPP_HAL_MODULES, then host). Loads and initializes each

@@ -3,7 +3,8 @@ noinst_HEADERS += hal/hal.h hal/hal_api.h hal/hal_alloc.h hal/fd_broker.h hal/ho
 	hal/host/host_wait.h
 libmscclpp_la_SOURCES += \
 	hal/hal.c hal/hal_stub.c hal/hal_api.c hal/fd_broker.c \
-	hal/host/host_ops.c hal/host/host_mem.c hal/host/host_share.c hal/host/host_stream.c
+	hal/host/host_ops.c hal/host/host_mem.c hal/host/host_share.c hal/host/host_stream.c \
+	hal/host/host_check.c
 
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_hal_host tests/unit/test_hal_api

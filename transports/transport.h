@@ -242,6 +242,10 @@ bool tp_ucx_mem_staged(const tp_mem_t *mem);
  *  after setup, from the proxy's calls (a put, a received message): 0 when staging holds to
  *  its rule of making them only at registration (docs/multinode.md, "Which memory"). */
 uint64_t tp_ucx_stage_late_allocs(void);
+/** For tests: hold the ucx context's lock for `ms` milliseconds in the calling thread, as a
+ *  call that waits inside it does, saying `what` it does (the error of a proxy's call that
+ *  waited too long for the lock names it). UNSUPPORTED when ucx is not built. */
+mscclpp_result_t tp_ucx_hold_lock(tp_ctx_t *ctx, const char *what, unsigned ms);
 /** ucx, for mscclpp-info: whether GPU memory registered with ucx will be staged, and why. */
 void tp_ucx_staging_info(char *buf, size_t cap);
 

@@ -466,6 +466,14 @@ mscclpp_result_t cuda_memcpy_sync(void *dst, const void *src, size_t bytes)
     if (bytes == 0) return MSCCLPP_OK;
     /* device-to-device cudaMemcpy returns before the copy is done: wait explicitly */
     cudaStream_t s = cuda_setup_stream();
+    /* First wait for what the stream holds, by polling. A copy from device to pageable memory
+     * (a stack variable: the executor reads a synchronous launch's state so, right after
+     * launching it on this legacy stream) returns "only once the copy has completed" (API
+     * synchronization behavior): the thread would sit inside the driver for the kernel's whole
+     * life while that kernel waits for this rank's proxy, whose own CUDA calls then wait for
+     * it in turn (issue 19: the UCX 2x1 put in a futex wait). Queued once the stream is idle,
+     * the copy is short. */
+    CHECK(cuda_stream_wait(s, "memcpy_sync"));
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
     return cuda_stream_wait(s, "memcpy_sync");
 }

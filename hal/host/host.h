@@ -98,6 +98,23 @@ uint64_t host_stream_sync_wakes(hal_stream_t s);
  * batch of HOST_STREAM_DEPTH / 4 finished tasks, not once per task). */
 uint64_t host_stream_space_wakes(hal_stream_t s);
 
+/* host_check.c: MSCCLPP_HAL_SYNC_CHECK (calls a GPU could make wait for a running launch) */
+/** A launch of this process starts running (+1) or ends (-1). */
+void host_check_launch(int delta);
+/** OK, or (the check on, a proxy thread, a launch running) a loud refusal of `op`, saying `why`
+ * a GPU could block there. */
+mscclpp_result_t host_check_call(const char *op, const char *why);
+/** host_check_call for an op given stream `s`: refused only on the NULL stream. */
+mscclpp_result_t host_check_stream(const char *op, hal_stream_t s);
+/** host_check_stream, and refused too when `dst` or `src` (NULL: none) is pageable memory. */
+mscclpp_result_t host_check_copy(const char *op, const void *dst, const void *src,
+                                 hal_stream_t s);
+/** Calls refused so far in this process (tests). */
+uint64_t host_check_refused(void);
+/** Whether `p` lies in memory the registry knows (own allocations, imports, adopted mappings):
+ * what CUDA would know as device or pinned memory; anything else counts as pageable. */
+bool host_reg_known(const void *p);
+
 /* Create a thread with every signal blocked (signals belong to the application's threads). */
 int host_thread_create(pthread_t *th, void *(*fn)(void *), void *arg);
 

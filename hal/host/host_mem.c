@@ -195,6 +195,7 @@ mscclpp_result_t host_mem_alloc(size_t bytes, void **ptr)
 {
     CHECK_ARG(ptr != NULL);
     CHECK_ARG(bytes > 0);
+    CHECK(host_check_call("mem_alloc", "a device memory allocation"));
     return alloc_memfd(bytes, ALLOC_DEVICE, ptr);
 }
 
@@ -202,6 +203,7 @@ mscclpp_result_t host_mem_alloc_shareable(size_t bytes, void **ptr)
 {
     CHECK_ARG(ptr != NULL);
     CHECK_ARG(bytes > 0);
+    CHECK(host_check_call("mem_alloc_shareable", "a device memory allocation"));
     return alloc_memfd(bytes, ALLOC_SHAREABLE, ptr);
 }
 
@@ -209,6 +211,7 @@ mscclpp_result_t host_host_alloc(size_t bytes, void **ptr)
 {
     CHECK_ARG(ptr != NULL);
     CHECK_ARG(bytes > 0);
+    CHECK(host_check_call("host_alloc", "a page-locked host memory allocation"));
     return alloc_memfd(bytes, ALLOC_HOST, ptr);
 }
 
@@ -261,8 +264,25 @@ static mscclpp_result_t free_kind(void *ptr, bool host, const char *who)
     return MSCCLPP_OK;
 }
 
-mscclpp_result_t host_mem_free(void *ptr) { return free_kind(ptr, false, "mem_free"); }
-mscclpp_result_t host_host_free(void *ptr) { return free_kind(ptr, true, "host_free"); }
+mscclpp_result_t host_mem_free(void *ptr)
+{
+    CHECK(host_check_call("mem_free", "freeing device memory waits for the device"));
+    return free_kind(ptr, false, "mem_free");
+}
+
+mscclpp_result_t host_host_free(void *ptr)
+{
+    CHECK(host_check_call("host_free", "freeing page-locked memory waits for the device"));
+    return free_kind(ptr, true, "host_free");
+}
+
+bool host_reg_known(const void *p)
+{
+    pthread_mutex_lock(&reg_lock);
+    bool known = reg_find((uintptr_t)p) != NULL;
+    pthread_mutex_unlock(&reg_lock);
+    return known;
+}
 
 mscclpp_result_t host_mem_range(const void *ptr, void **base, size_t *size)
 {
@@ -282,6 +302,8 @@ mscclpp_result_t host_mem_range(const void *ptr, void **base, size_t *size)
 mscclpp_result_t host_memcpy_sync(void *dst, const void *src, size_t bytes)
 {
     CHECK_ARG(bytes == 0 || (dst != NULL && src != NULL));
+    CHECK(host_check_call("memcpy_sync", "a copy on the NULL stream, which on CUDA waits for the "
+                          "kernel's stream"));
     if (bytes) memmove(dst, src, bytes);
     return MSCCLPP_OK;
 }
@@ -289,6 +311,7 @@ mscclpp_result_t host_memcpy_sync(void *dst, const void *src, size_t bytes)
 mscclpp_result_t host_memset_sync(void *dst, int value, size_t bytes)
 {
     CHECK_ARG(bytes == 0 || dst != NULL);
+    CHECK(host_check_call("memset_sync", "a device memory set on the NULL stream"));
     if (bytes) memset(dst, value, bytes);
     return MSCCLPP_OK;
 }
@@ -415,6 +438,7 @@ mscclpp_result_t host_reg_add_import(void *base, size_t size, size_t map_len, pi
 mscclpp_result_t host_mem_unimport(void *base)
 {
     CHECK_ARG(base != NULL);
+    CHECK(host_check_call("mem_unimport", "unmapping a peer's memory"));
     pthread_mutex_lock(&reg_lock);
     host_alloc_t *a = reg_find_base((uintptr_t)base);
     if (!a || a->refs == 0) {

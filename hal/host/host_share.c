@@ -98,6 +98,7 @@ mscclpp_result_t host_mem_import(const hal_mem_handle_t *handle, void **base)
 {
     CHECK_ARG(handle != NULL);
     CHECK_ARG(base != NULL);
+    CHECK(host_check_call("mem_import", "mapping a peer's memory"));
     share_desc_t d;
     CHECK(desc_decode(handle, &d));
     pid_t pid = (pid_t)d.ticket.pid;

@@ -164,6 +164,7 @@ static mscclpp_result_t pool_grow(host_pool_t *pool, int n)
 static mscclpp_result_t pool_run(host_pool_t *pool, const void *args, int nblocks)
 {
     CHECK(pool_grow(pool, nblocks - 1));
+    host_check_launch(1); /* MSCCLPP_HAL_SYNC_CHECK: a launch runs */
     if (nblocks > 1) {
         pool->args = args;
         pool->nblocks = nblocks;
@@ -191,6 +192,7 @@ static mscclpp_result_t pool_run(host_pool_t *pool, const void *args, int nblock
             atomic_store(&pool->launcher_sleeping, 0);
         }
     }
+    host_check_launch(-1);
     return MSCCLPP_OK;
 }
 
@@ -862,6 +864,7 @@ int host_stream_pool_threads(hal_stream_t s)
 mscclpp_result_t host_memcpy_async(void *dst, const void *src, size_t bytes, hal_stream_t s)
 {
     CHECK_ARG(bytes == 0 || (dst != NULL && src != NULL));
+    if (bytes) CHECK(host_check_copy("memcpy_async", dst, src, s));
     if (!s) return host_memcpy_sync(dst, src, bytes);
     if (bytes == 0) return MSCCLPP_OK;
     host_task_t t = {.kind = TASK_COPY, .dst = dst, .src = src, .bytes = bytes};
@@ -871,6 +874,7 @@ mscclpp_result_t host_memcpy_async(void *dst, const void *src, size_t bytes, hal
 mscclpp_result_t host_memset_async(void *dst, int value, size_t bytes, hal_stream_t s)
 {
     CHECK_ARG(bytes == 0 || dst != NULL);
+    CHECK(host_check_stream("memset_async", s));
     if (!s) return host_memset_sync(dst, value, bytes);
     if (bytes == 0) return MSCCLPP_OK;
     host_task_t t = {.kind = TASK_SET, .dst = dst, .value = value, .bytes = bytes};
@@ -880,6 +884,7 @@ mscclpp_result_t host_memset_async(void *dst, int value, size_t bytes, hal_strea
 mscclpp_result_t host_event_record(hal_event_t e, hal_stream_t s)
 {
     CHECK_ARG(e != NULL);
+    CHECK(host_check_stream("event_record", s));
     if (!s) {
         pthread_mutex_lock(&e->lock);
         atomic_store(&e->ts_ns, host_now_ns());
@@ -897,6 +902,7 @@ mscclpp_result_t host_launch(const void *args, size_t args_bytes, int nblocks, i
     CHECK_ARG(args != NULL || args_bytes == 0);
     CHECK_ARG(nblocks >= 1 && nblocks <= HOST_MAX_BLOCKS);
     CHECK_ARG(nthreads >= 1); /* ignored: one host thread runs a whole block */
+    CHECK(host_check_stream("launch", s));
     if (!s) {
         pthread_mutex_lock(&sync_pool_lock);
         mscclpp_result_t res = pool_run(&sync_pool, args, nblocks);
@@ -910,6 +916,7 @@ mscclpp_result_t host_launch(const void *args, size_t args_bytes, int nblocks, i
 mscclpp_result_t host_launch_host_func(hal_host_fn_t fn, void *arg, hal_stream_t s)
 {
     CHECK_ARG(fn != NULL);
+    CHECK(host_check_stream("launch_host_func", s));
     if (!s) {
         fn(arg);
         return MSCCLPP_OK;
@@ -921,6 +928,7 @@ mscclpp_result_t host_launch_host_func(hal_host_fn_t fn, void *arg, hal_stream_t
 mscclpp_result_t host_stream_wait_event(hal_stream_t s, hal_event_t e)
 {
     CHECK_ARG(e != NULL);
+    CHECK(host_check_stream("stream_wait_event", s));
     uint64_t target = atomic_load(&e->records); /* the records queued so far */
     if (!s) {
         event_wait_reached(e, target);
@@ -937,6 +945,7 @@ mscclpp_result_t host_stream_wait_event(hal_stream_t s, hal_event_t e)
 mscclpp_result_t host_launch_scale(const void *args, size_t args_bytes, hal_stream_t s)
 {
     CHECK_ARG(args != NULL && args_bytes > 0);
+    CHECK(host_check_stream("launch_scale", s));
     if (!s) {
         kern_host_scale(args);
         return MSCCLPP_OK;

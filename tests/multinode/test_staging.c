@@ -8,17 +8,20 @@
 #include <check.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/config.h"
 #include "base/wire.h"
 #include "core/core.h"
+#include "hal/host/host.h"
 #include "mscclpp/mscclpp.h"
 #include "tests/multinode/mn_link.h"
 #include "tests/unit/mp_harness.h"
@@ -34,6 +37,10 @@ static void env_common(int rank, const char *tag, const char *staging)
     setenv("UCX_TLS", "tcp", 1);
     setenv("UCX_NET_DEVICES", "lo", 0); /* see test_multinode.c use_tls */
     setenv("MSCCLPP_UCX_STAGING", staging, 1);
+    /* every backend call a GPU could make wait for the running kernel, made by a proxy while
+     * a launch runs, fails loudly (hal/host/host_check.c): the staged path's proxy-side copies
+     * must be device <-> pinned on the transport's own stream */
+    setenv("MSCCLPP_HAL_SYNC_CHECK", "1", 1);
     char chunk[32];
     snprintf(chunk, sizeof chunk, "%d", CHUNK);
     setenv("MSCCLPP_UCX_STAGE_CHUNK", chunk, 1);
@@ -203,6 +210,33 @@ static void *prog_main(void *arg)
 
 static uint8_t pattern(size_t i, int round) { return (uint8_t)(i * 13 + round * 7 + 1); }
 
+/* A rank of a transport-level test: its communicator (env_common for `tag`, staging always)
+ * and its ucx link to the other rank. 0, or the failure's code. */
+static int stage_link_open(int rank, int n, const mscclpp_unique_id_t *id, const char *tag,
+                           mscclpp_comm_t **comm, port_link_t *link)
+{
+    env_common(rank, tag, "always");
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, comm));
+    MP_CHECK(rank, mn_link_open(*comm, "ucx", 1 - rank, link));
+    return 0;
+}
+
+/* Its end: a barrier, the link closed, its two registrations and their buffers freed. */
+static int stage_link_close(int rank, mscclpp_comm_t *comm, port_link_t *link, tp_mem_t *mbuf,
+                            tp_mem_t *mcnt, void *buf, void *counter)
+{
+    const tp_ops_t *ops = link->ops;
+    tp_ctx_t *ctx = link->ctx;
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
+    port_link_close(link);
+    MP_CHECK(rank, ops->mem_dereg(ctx, mbuf));
+    MP_CHECK(rank, ops->mem_dereg(ctx, mcnt));
+    mscclpp_free(buf);
+    mscclpp_free(counter);
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
 /*
  * Rank 0 puts into rank 1's staged buffer and signals its staged counter; rank 1 may see the
  * counter only once every byte is in place. Storing the signal when the last rendezvous
@@ -217,11 +251,10 @@ static int order_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     /* the counter staged too (1, always), or host memory as auto makes the port counters on a
      * GPU backend (0): then only the order of the receive's bookkeeping protects the data */
     bool late = *(const int *)arg == ORDER_LATE, counter_staged = *(const int *)arg == 1;
-    env_common(rank, "stage", "always");
     mscclpp_comm_t *comm = NULL;
-    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
     port_link_t link;
-    MP_CHECK(rank, mn_link_open(comm, "ucx", 1 - rank, &link));
+    int f = stage_link_open(rank, n, id, "stage", &comm, &link);
+    if (f) return f;
     const tp_ops_t *ops = link.ops;
     tp_ctx_t *ctx = link.ctx;
     tp_ep_t *ep = link.ep;
@@ -301,14 +334,7 @@ static int order_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
         pthread_join(t, NULL);
         if (prog.res != MSCCLPP_OK) return MP_FAIL(rank, "progress failed: %s", prog.err);
     }
-    MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
-    port_link_close(&link);
-    MP_CHECK(rank, ops->mem_dereg(ctx, mbuf));
-    MP_CHECK(rank, ops->mem_dereg(ctx, mcnt));
-    mscclpp_free(buf);
-    mscclpp_free(counter);
-    mscclpp_comm_destroy(comm);
-    return 0;
+    return stage_link_close(rank, comm, &link, mbuf, mcnt, buf, counter);
 }
 
 START_TEST(t_staged_put_signal_order)
@@ -412,6 +438,10 @@ static int plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     if (tp_ucx_stage_late_allocs() != 0)
         return MP_FAIL(rank, "%s: %llu staging allocation(s) made by the proxy during the calls",
                        path, (unsigned long long)tp_ucx_stage_late_allocs());
+    if (host_check_refused() != 0)
+        return MP_FAIL(rank, "%s: the proxy made %llu backend call(s) a GPU could block in "
+                       "during a launch (MSCCLPP_HAL_SYNC_CHECK)", path,
+                       (unsigned long long)host_check_refused());
     mscclpp_free(in0);
     mscclpp_free(out);
     MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
@@ -464,6 +494,10 @@ static int made_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     if (tp_ucx_stage_late_allocs() != 0)
         return MP_FAIL(rank, "made plans: %llu staging allocation(s) made by the proxy during "
                        "the calls", (unsigned long long)tp_ucx_stage_late_allocs());
+    if (host_check_refused() != 0)
+        return MP_FAIL(rank, "made plans: the proxy made %llu backend call(s) a GPU could block "
+                       "in during a launch (MSCCLPP_HAL_SYNC_CHECK)",
+                       (unsigned long long)host_check_refused());
     mscclpp_free(in);
     mscclpp_free(out);
     MP_CHECK(rank, mscclpp_bootstrap_barrier(comm->boot));
@@ -506,6 +540,77 @@ START_TEST(t_plans_staged)
 }
 END_TEST
 
+/* ---- the context's lock: a call that waits for it is bounded and names the holder ------- */
+
+typedef struct {
+    tp_ctx_t *ctx;
+    _Atomic int in;
+} holder_t;
+
+static void *hold_main(void *arg)
+{
+    holder_t *h = arg;
+    (void)prctl(PR_SET_NAME, "lock-holder", 0, 0, 0); /* the name the error must give */
+    atomic_store(&h->in, 1);
+    (void)tp_ucx_hold_lock(h->ctx, "a test's wait inside its call", 3000);
+    return NULL;
+}
+
+/*
+ * Rank 0's put waits for the transport's lock while another thread holds it for 3 s (as a
+ * flush, or a staging copy that waits for a kernel, does): with MSCCLPP_TIMEOUT=1 it fails
+ * within about a second, naming the holder and what it does there, instead of sitting in a
+ * futex wait (the put of 976 bytes that did so for 30 s on one H200).
+ */
+static int lock_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mscclpp_comm_t *comm = NULL;
+    port_link_t link;
+    int f = stage_link_open(rank, n, id, "lock", &comm, &link);
+    if (f) return f;
+    const tp_ops_t *ops = link.ops;
+    uint8_t *buf = NULL;
+    uint64_t *counter = NULL;
+    MP_CHECK(rank, mscclpp_malloc(4096, (void **)&buf));
+    MP_CHECK(rank, mscclpp_malloc(64, (void **)&counter));
+    tp_mem_t *mbuf = NULL, *mcnt = NULL;
+    MP_CHECK(rank, ops->mem_reg(link.ctx, buf, 4096, &mbuf));
+    MP_CHECK(rank, ops->mem_reg(link.ctx, counter, 64, &mcnt));
+    MP_CHECK(rank, mn_link_exchange(comm, &link, 11, mbuf, buf, 4096, mcnt, counter, 64));
+    if (rank == 0) {
+        holder_t h = {link.ctx, 0};
+        pthread_t t;
+        if (pthread_create(&t, NULL, hold_main, &h) != 0) return MP_FAIL(rank, "pthread_create");
+        while (!atomic_load(&h.in)) usleep(1000);
+        usleep(100000); /* it holds the lock now */
+        setenv("MSCCLPP_TIMEOUT", "1", 1);
+        double t0 = mp_now_s();
+        mscclpp_result_t r = ops->put(link.ep, link.theirs.buf[0], 0, mbuf, 0, 976);
+        double took = mp_now_s() - t0;
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", mscclpp_last_error());
+        unsetenv("MSCCLPP_TIMEOUT");
+        pthread_join(t, NULL);
+        if (r != MSCCLPP_ERR_TIMEOUT || took > 2.5 || !strstr(msg, "put to rank 1") ||
+            !strstr(msg, "transport's lock") || !strstr(msg, "lock-holder") ||
+            !strstr(msg, "a test's wait inside its call"))
+            return MP_FAIL(rank, "want a put timing out after about 1 s, naming the lock's "
+                           "holder and what it does; got %s after %.1f s: %s",
+                           mscclpp_result_string(r), took, msg);
+        printf("# rank 0: %s\n", msg);
+        fflush(stdout);
+        MP_CHECK(rank, ops->progress(link.ctx)); /* the lock is free again */
+    }
+    return stage_link_close(rank, comm, &link, mbuf, mcnt, buf, counter);
+}
+
+START_TEST(t_lock_wait_bounded)
+{
+    ck_assert_int_eq(mp_run(2, lock_body, NULL, 60, NULL), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("staging");
@@ -521,6 +626,7 @@ static Suite *suite(void)
         tcase_add_loop_test(tc, t_plans_staged, 0,
                             (int)(sizeof plan_cases / sizeof plan_cases[0]));
         tcase_add_test(tc, t_made_staged);
+        tcase_add_test(tc, t_lock_wait_bounded);
     }
     suite_add_tcase(s, tc);
     return s;

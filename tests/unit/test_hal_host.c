@@ -1166,6 +1166,103 @@ START_TEST(test_full_stream_waits_for_a_slow_head)
 }
 END_TEST
 
+/*
+ * MSCCLPP_HAL_SYNC_CHECK (hal/host/host_check.c): while a launch runs, a thread marked as one
+ * the launch waits for (a proxy) is refused every call a GPU could make wait for that launch;
+ * the same calls pass unmarked, with no launch running, or with the check off. The launch's one
+ * block waits for the test to release it.
+ */
+static _Atomic int held_go, held_in;
+
+static void held_block(const void *args, int block, int nblocks)
+{
+    (void)args, (void)block, (void)nblocks;
+    atomic_store(&held_in, 1);
+    while (!atomic_load(&held_go)) usleep(100);
+}
+
+/* The calls of the list, each made by the calling thread; how many failed with INTERNAL.
+ * spare_dev, spare_pinned: allocations to free (made again when a free was not refused). */
+static int sync_calls_refused(hal_stream_t s, void *dev, void *pinned, void **spare_dev,
+                              void **spare_pinned)
+{
+    int n = 0;
+    uint64_t word = 5; /* a stack variable: pageable memory */
+    void *p = NULL;
+    mscclpp_result_t r = H->host_alloc(64, &p);
+    n += r == MSCCLPP_ERR_INTERNAL;
+    if (r == MSCCLPP_OK) ck_assert_int_eq(H->host_free(p), MSCCLPP_OK);
+    r = H->mem_alloc(64, &p);
+    n += r == MSCCLPP_ERR_INTERNAL;
+    if (r == MSCCLPP_OK) ck_assert_int_eq(H->mem_free(p), MSCCLPP_OK);
+    r = H->host_free(*spare_pinned);
+    n += r == MSCCLPP_ERR_INTERNAL;
+    if (r == MSCCLPP_OK) ck_assert_int_eq(H->host_alloc(64, spare_pinned), MSCCLPP_OK);
+    r = H->mem_free(*spare_dev);
+    n += r == MSCCLPP_ERR_INTERNAL;
+    if (r == MSCCLPP_OK) ck_assert_int_eq(H->mem_alloc(64, spare_dev), MSCCLPP_OK);
+    n += H->memcpy_sync(dev, pinned, 8) == MSCCLPP_ERR_INTERNAL;
+    n += H->memset_sync(dev, 0, 8) == MSCCLPP_ERR_INTERNAL;
+    n += H->memcpy_async(dev, &word, 8, s) == MSCCLPP_ERR_INTERNAL;    /* pageable source */
+    n += H->memcpy_async(&word, dev, 8, s) == MSCCLPP_ERR_INTERNAL;    /* pageable destination */
+    n += H->memcpy_async(dev, pinned, 8, NULL) == MSCCLPP_ERR_INTERNAL; /* the NULL stream */
+    /* device <-> pinned on a stream of one's own: never refused */
+    ck_assert_int_eq(H->memcpy_async(dev, pinned, 8, s), MSCCLPP_OK);
+    ck_assert_int_eq(H->memcpy_async(pinned, dev, 8, s), MSCCLPP_OK);
+    ck_assert_int_eq(H->stream_sync(s), MSCCLPP_OK);
+    return n;
+}
+
+START_TEST(test_sync_check)
+{
+    const int all = 9; /* refusable calls sync_calls_refused makes */
+    hal_stream_t s, ls;
+    void *dev, *pinned, *sdev, *spin;
+    ck_assert_int_eq(H->stream_create(&s), MSCCLPP_OK);
+    ck_assert_int_eq(H->stream_create(&ls), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_alloc(64, &dev), MSCCLPP_OK);
+    ck_assert_int_eq(H->host_alloc(64, &pinned), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_alloc(64, &sdev), MSCCLPP_OK);
+    ck_assert_int_eq(H->host_alloc(64, &spin), MSCCLPP_OK);
+#define CALLS() sync_calls_refused(s, dev, pinned, &sdev, &spin)
+    setenv("MSCCLPP_HAL_SYNC_CHECK", "1", 1);
+    uint64_t before = host_check_refused();
+    hal_thread_serves_launches(true);
+    ck_assert_int_eq(CALLS(), 0); /* no launch runs */
+    host_set_block_fn(held_block);
+    atomic_store(&held_go, 0);
+    atomic_store(&held_in, 0);
+    uint64_t args = 0;
+    ck_assert_int_eq(H->launch(&args, sizeof args, 1, 1, ls), MSCCLPP_OK);
+    while (!atomic_load(&held_in)) usleep(100);
+    ck_assert_int_eq(CALLS(), all);
+    ck_assert_uint_eq(host_check_refused() - before, (uint64_t)all);
+    ck_assert_msg(strstr(mscclpp_last_error(), "MSCCLPP_HAL_SYNC_CHECK") &&
+                      strstr(mscclpp_last_error(), "NULL stream"),
+                  "the refusal says what and why: %s", mscclpp_last_error());
+    hal_thread_serves_launches(false); /* a thread no launch waits for: as before */
+    ck_assert_int_eq(CALLS(), 0);
+    hal_thread_serves_launches(true);
+    setenv("MSCCLPP_HAL_SYNC_CHECK", "0", 1); /* off */
+    ck_assert_int_eq(CALLS(), 0);
+    setenv("MSCCLPP_HAL_SYNC_CHECK", "1", 1);
+    atomic_store(&held_go, 1);
+    ck_assert_int_eq(H->stream_sync(ls), MSCCLPP_OK);
+    ck_assert_int_eq(CALLS(), 0); /* the launch ended */
+#undef CALLS
+    hal_thread_serves_launches(false);
+    unsetenv("MSCCLPP_HAL_SYNC_CHECK");
+    host_set_block_fn(NULL);
+    ck_assert_uint_eq(host_check_refused() - before, (uint64_t)all);
+    ck_assert_int_eq(H->host_free(pinned), MSCCLPP_OK);
+    ck_assert_int_eq(H->host_free(spin), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_free(dev), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_free(sdev), MSCCLPP_OK);
+    ck_assert_int_eq(H->stream_destroy(s), MSCCLPP_OK);
+    ck_assert_int_eq(H->stream_destroy(ls), MSCCLPP_OK);
+}
+END_TEST
+
 int main(void)
 {
     setenv("MSCCLPP_DEBUG", getenv("MSCCLPP_DEBUG") ? getenv("MSCCLPP_DEBUG") : "NONE", 1);
@@ -1199,6 +1296,7 @@ int main(void)
     tcase_add_test(tc, test_mem_info);
     tcase_add_test(tc, test_foreign_export_fork);
     tcase_add_test(tc, test_launch_host_func);
+    tcase_add_test(tc, test_sync_check);
     tcase_add_test(tc, test_full_stream_waits_for_a_slow_head);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -476,6 +476,7 @@ END_TEST
 int main(void)
 {
     setenv("MSCCLPP_HAL", "host", 1);
+    setenv("MSCCLPP_HAL_SYNC_CHECK", "1", 1); /* hal/host/host_check.c: proxies' calls */
     Suite *s = suite_create("port_fault");
     TCase *tc = tcase_create("host");
     tcase_set_timeout(tc, 120);

@@ -3,7 +3,16 @@
  * backend, cuMem/IPC handles on GPUs); a put is a copy by the calling thread (the proxy) into
  * the peer's memory mapped here, a signal a store of the new total into the peer's counter.
  * Everything completes before the call returns, so flush has nothing to wait for.
+ *
+ * On a GPU backend the copies run on a stream of the context's own (non-blocking on CUDA/HIP)
+ * and are waited for there, the signal's value coming from a pinned word: the proxy calls put
+ * and signal while the kernel that waits for them runs, and memcpy_sync runs on the legacy
+ * NULL stream, which waits for that kernel when it was launched on the NULL stream or another
+ * blocking stream (the synchronous API's launches are), while a copy from a stack variable is
+ * one from pageable memory, which CUDA may copy synchronously. Both are made at init, before
+ * any launch. The host backend copies and stores with the CPU (its memory is host memory).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +25,10 @@ TP_DEFINE_STUBS("ipc")
 
 struct tp_ctx {
     const tp_world_t *world;
+    bool gpu;             /* a GPU backend: copies on `stream`, signals from `word` */
+    hal_stream_t stream;  /* the proxy's copies */
+    uint64_t *word;       /* pinned (host_alloc): a signal's value */
+    pthread_mutex_t word_lock; /* proxies of several executor contexts share the context */
 };
 
 struct tp_ep {
@@ -46,16 +59,37 @@ static int ipc_can_connect(const tp_peer_t *l, const tp_peer_t *r)
     return l->node_id == r->node_id ? 100 : -1;
 }
 
+static void ipc_fini(tp_ctx_t *ctx)
+{
+    if (!ctx) return;
+    /* the communicator is going: no launch waits for its proxies any more */
+    const hal_ops_t *hal = ctx->world->hal;
+    if (ctx->stream) (void)hal->stream_destroy(ctx->stream);
+    if (ctx->word) (void)hal->host_free(ctx->word);
+    pthread_mutex_destroy(&ctx->word_lock);
+    free(ctx);
+}
+
 static mscclpp_result_t ipc_init(const tp_world_t *world, tp_ctx_t **ctx)
 {
     tp_ctx_t *c = calloc(1, sizeof *c);
     if (!c) return ERR(MSCCLPP_ERR_NO_MEMORY, "ipc transport: out of memory");
     c->world = world;
+    pthread_mutex_init(&c->word_lock, NULL);
+    const hal_ops_t *hal = world->hal;
+    c->gpu = hal && hal != hal_host_ops();
+    mscclpp_result_t r = MSCCLPP_OK;
+    if (c->gpu) r = hal->stream_create(&c->stream);
+    if (c->gpu && r == MSCCLPP_OK) r = hal->host_alloc(sizeof *c->word, (void **)&c->word);
+    if (r != MSCCLPP_OK) {
+        r = ERR(r, "ipc transport: rank %d: the copy stream and pinned signal word of port "
+                "channels within the node: %s", world->rank, mscclpp_last_error());
+        ipc_fini(c);
+        return r;
+    }
     *ctx = c;
     return MSCCLPP_OK;
 }
-
-static void ipc_fini(tp_ctx_t *ctx) { free(ctx); }
 
 static mscclpp_result_t ipc_mem_reg(tp_ctx_t *ctx, void *ptr, size_t bytes, tp_mem_t **mem)
 {
@@ -175,21 +209,35 @@ static mscclpp_result_t ipc_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, t
 {
     CHECK(tp_check_put("ipc", ep->peer, dst_off, dst->bytes, src_off, src->bytes, bytes));
     if (bytes == 0) return MSCCLPP_OK;
-    return ep->ctx->world->hal->memcpy_sync(dst->ptr + dst_off, src->ptr + src_off, bytes);
+    tp_ctx_t *c = ep->ctx;
+    if (!c->gpu) {
+        memmove(dst->ptr + dst_off, src->ptr + src_off, bytes);
+        return MSCCLPP_OK;
+    }
+    const hal_ops_t *hal = c->world->hal;
+    CHECK(hal->memcpy_async(dst->ptr + dst_off, src->ptr + src_off, bytes, c->stream));
+    return hal->stream_sync(c->stream);
 }
 
 static mscclpp_result_t ipc_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, uint64_t total)
 {
     CHECK(tp_check_signal("ipc", ep->peer, dst_off, dst->bytes));
     uint64_t *p = (uint64_t *)(dst->ptr + dst_off);
-    const hal_ops_t *hal = ep->ctx->world->hal;
-    if (hal == hal_host_ops()) {
+    tp_ctx_t *c = ep->ctx;
+    if (!c->gpu) {
         /* release: the puts before it (plain copies by this thread) are visible first */
         __atomic_store_n(p, total, __ATOMIC_RELEASE);
         return MSCCLPP_OK;
     }
-    /* device memory: a synchronous copy after the synchronous copies of the puts */
-    return hal->memcpy_sync(p, &total, sizeof total);
+    /* device memory: a copy from the pinned word on the puts' stream, after them, waited for
+     * (so the word is free again when the call returns) */
+    const hal_ops_t *hal = c->world->hal;
+    pthread_mutex_lock(&c->word_lock);
+    *c->word = total;
+    mscclpp_result_t r = hal->memcpy_async(p, c->word, sizeof total, c->stream);
+    if (r == MSCCLPP_OK) r = hal->stream_sync(c->stream); /* bounded (MSCCLPP_TIMEOUT) */
+    pthread_mutex_unlock(&c->word_lock);
+    return r;
 }
 
 static mscclpp_result_t ipc_flush(tp_ep_t *ep, uint64_t timeout_ns, tp_flush_t how)

@@ -46,8 +46,14 @@
  *                   under MPS it waited for the running kernel) would wait for it in turn.
  *                   Sends take one of UCX_STAGE_SEND_BUFS, rendezvous receives one of
  *                   UCX_STAGE_RECV_BUFS, and a receive that finds none waits (UCX keeps its
- *                   data) until an earlier one's copy-in frees one; eager data goes through a
- *                   free receive bounce too, so the HAL copies from pinned memory.
+ *                   data) until an earlier one's copy-in frees one. Eager data and a staged
+ *                   counter's value go through one more bounce (xbounce), copied in and waited
+ *                   for under the lock: the HAL never copies from pageable memory (UCX's
+ *                   buffer, a stack variable), which CUDA may copy synchronously or stage and
+ *                   synchronize first, in the proxy, while the kernel waits for it.
+ *                   MSCCLPP_HAL_SYNC_CHECK=1 makes the host backend refuse every call of that
+ *                   kind from a proxy during a launch (hal/host/host_check.c): CI runs the
+ *                   staged tests so.
  *                   MSCCLPP_UCX_STAGING=auto stages only what the CPU cannot read on a GPU
  *                   backend whose UCX lacks that memory type; always stages every registration
  *                   (how CI runs the whole path on the host backend); never stages nothing.
@@ -59,7 +65,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "base/config.h"
@@ -99,7 +107,9 @@ typedef struct {
 enum { UCX_STAGE_AUTO, UCX_STAGE_ALWAYS, UCX_STAGE_NEVER };
 #define UCX_STAGE_SEND_BUFS 4 /* bounces one context's sends may hold: copy k+1 while k flies */
 #define UCX_STAGE_RECV_BUFS 8 /* bounces its staged receives may hold (more wait for one) */
-#define UCX_STAGE_BUFS (UCX_STAGE_SEND_BUFS + UCX_STAGE_RECV_BUFS)
+/* and one for the copies the handler makes and waits for under the lock (eager data, a staged
+ * counter's value), so that the HAL never copies from pageable memory */
+#define UCX_STAGE_BUFS (UCX_STAGE_SEND_BUFS + UCX_STAGE_RECV_BUFS + 1)
 #define UCX_KEY_UCX 1u        /* the key's kind: a UCX rkey follows */
 #define UCX_KEY_STAGED 2u     /* staged memory: no rkey (active messages use base/size only) */
 
@@ -126,6 +136,12 @@ typedef struct {
 struct tp_ctx {
     const tp_world_t *world;
     pthread_mutex_t lock;
+    /* who holds `lock` (ucx_lock): its thread id (0: nobody), since when (base_now_ns), and
+     * what it does there (the call, or the wait inside it), for the error of a call that waited
+     * too long for the lock; written by the holder, read by waiters without the lock */
+    _Atomic int holder_tid;
+    _Atomic uint64_t holder_since;
+    const char *_Atomic holder_what;
     ucp_context_h context;
     ucp_worker_h worker;
     int efd;       /* the worker's event fd; -1 when UCX gave none */
@@ -151,6 +167,7 @@ struct tp_ctx {
     void *ball[UCX_STAGE_BUFS]; /* every bounce buffer (freed at fini only) */
     size_t nall;
     void *sfree[UCX_STAGE_SEND_BUFS], *rfree[UCX_STAGE_RECV_BUFS]; /* free to take */
+    void *xbounce;       /* the handler's synchronous copies (UCX_STAGE_BUFS): free between them */
     unsigned nsfree, nrfree;
     ucx_recv_t *waiting, *waiting_tail; /* rendezvous receives waiting for a bounce, in order */
 };
@@ -180,6 +197,108 @@ static ucs_status_t ucx_ep_failed(tp_ep_t *ep)
 static void ucx_ep_fail(tp_ep_t *ep, ucs_status_t st)
 {
     atomic_store_explicit(&ep->failed, (int)st, memory_order_release);
+}
+
+/* ---- the context's lock: held by one thread at a time, bounded for the proxy's calls ---- */
+
+static int ucx_tid(void)
+{
+    static _Thread_local int tid;
+    if (!tid) tid = (int)syscall(SYS_gettid);
+    return tid;
+}
+
+static void ucx_held(tp_ctx_t *c, const char *what)
+{
+    atomic_store_explicit(&c->holder_what, what, memory_order_relaxed);
+    atomic_store_explicit(&c->holder_since, base_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&c->holder_tid, ucx_tid(), memory_order_release);
+}
+
+/* Take the lock for `what` (setup calls: they wait as long as it takes). */
+static void ucx_lock(tp_ctx_t *c, const char *what)
+{
+    pthread_mutex_lock(&c->lock);
+    ucx_held(c, what);
+}
+
+static void ucx_unlock(tp_ctx_t *c)
+{
+    atomic_store_explicit(&c->holder_tid, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Say what the holder does now (a wait inside its call); returns what it said before. */
+static const char *ucx_doing(tp_ctx_t *c, const char *what)
+{
+    return atomic_exchange_explicit(&c->holder_what, what, memory_order_relaxed);
+}
+
+/* "thread 1234 (mscclpp-proxy), for 2.0 s, in flush" */
+static void ucx_holder(tp_ctx_t *c, char *buf, size_t cap)
+{
+    int tid = atomic_load_explicit(&c->holder_tid, memory_order_acquire);
+    const char *what = atomic_load_explicit(&c->holder_what, memory_order_relaxed);
+    uint64_t since = atomic_load_explicit(&c->holder_since, memory_order_relaxed);
+    uint64_t now = base_now_ns();
+    char name[32] = "?", path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", tid);
+    FILE *f = tid ? fopen(path, "r") : NULL;
+    if (f) {
+        if (fgets(name, sizeof name, f)) name[strcspn(name, "\n")] = 0;
+        fclose(f);
+    }
+    if (!tid) snprintf(buf, cap, "a thread that just let it go");
+    else
+        snprintf(buf, cap, "thread %d (%s), for %.1f s, in %s", tid, name,
+                 now > since ? (double)(now - since) / 1e9 : 0.0, what ? what : "?");
+}
+
+/*
+ * Take the lock for the proxy's call `what` to `peer`, bounded by MSCCLPP_TIMEOUT: every worker
+ * call holds it, and a holder that waits inside (a flush, a staging copy) keeps every other
+ * proxy of the communicator out meanwhile. Past one second a warning names the holder and what
+ * it does, once; past the timeout the call fails with the same. (On one H200 a put sat in a
+ * futex wait for 30 s: this is the futex a put can wait on, and the message says for whom.)
+ */
+static mscclpp_result_t ucx_lock_bounded(tp_ctx_t *c, const char *what, int peer)
+{
+    if (pthread_mutex_trylock(&c->lock) != 0) {
+        const uint64_t limit = config_timeout_ns(), t0 = base_now_ns();
+        bool warned = false;
+        for (;;) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts); /* timedlock's clock; a slice, not the bound */
+            ts.tv_sec += 1;
+            if (pthread_mutex_timedlock(&c->lock, &ts) == 0) break;
+            uint64_t waited = base_now_ns() - t0;
+            char who[160];
+            ucx_holder(c, who, sizeof who);
+            char to[32] = "";
+            if (peer >= 0) snprintf(to, sizeof to, " to rank %d", peer);
+            if (waited >= limit)
+                return ERR(MSCCLPP_ERR_TIMEOUT, "ucx transport: rank %d: %s%s waited %.1f s for "
+                           "the transport's lock, held by %s", c->world->rank, what, to,
+                           (double)waited / 1e9, who);
+            if (!warned)
+                WARN(SUBSYS_NET, "ucx transport: rank %d: %s%s has waited %.1f s for the "
+                     "transport's lock, held by %s", c->world->rank, what, to,
+                     (double)waited / 1e9, who);
+            warned = true;
+        }
+    }
+    ucx_held(c, what);
+    return MSCCLPP_OK;
+}
+
+mscclpp_result_t tp_ucx_hold_lock(tp_ctx_t *c, const char *what, unsigned ms)
+{
+    if (!c) return ERR_ARG("tp_ucx_hold_lock: no context");
+    ucx_lock(c, what);
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    ucx_unlock(c);
+    return MSCCLPP_OK;
 }
 
 struct tp_mem {
@@ -289,7 +408,11 @@ static mscclpp_result_t ucx_stage_op(tp_ctx_t *c, void *dst, const void *src, si
         __atomic_add_fetch(&ucx_late_allocs, 1, __ATOMIC_RELAXED);
     }
     if (res == MSCCLPP_OK && dst) res = hal->memcpy_async(dst, src, n, c->sstream);
-    if (res == MSCCLPP_OK && wait) res = hal->stream_sync(c->sstream);
+    if (res == MSCCLPP_OK && wait) {
+        const char *was = ucx_doing(c, "the wait for a staging copy (HAL stream_sync)");
+        res = hal->stream_sync(c->sstream);
+        ucx_doing(c, was);
+    }
     if (cur >= 0) (void)hal->device_set(cur);
     return res;
 }
@@ -329,6 +452,7 @@ static mscclpp_result_t ucx_stage_prepare(tp_ctx_t *c)
     for (unsigned i = 0; i < UCX_STAGE_SEND_BUFS; i++) c->sfree[i] = c->ball[i];
     for (unsigned i = 0; i < UCX_STAGE_RECV_BUFS; i++)
         c->rfree[i] = c->ball[UCX_STAGE_SEND_BUFS + i];
+    c->xbounce = c->ball[UCX_STAGE_SEND_BUFS + UCX_STAGE_RECV_BUFS];
     c->nsfree = UCX_STAGE_SEND_BUFS;
     c->nrfree = UCX_STAGE_RECV_BUFS;
     c->prepared = true;
@@ -395,9 +519,16 @@ static void ucx_store_counter(tp_ctx_t *c, int src, uint64_t addr, uint64_t valu
 {
     if (staged) {
         /* the counter lives where only the HAL reaches: the value follows every staged copy
-         * on the same stream, and this copy is waited for like them */
-        uint64_t v = value;
-        if (ucx_stage_copy(c, (void *)(uintptr_t)addr, &v, sizeof v) != MSCCLPP_OK)
+         * on the same stream, and this copy is waited for like them. Its source is pinned (the
+         * handler's bounce): from a stack variable, pageable memory, CUDA may stage the copy
+         * and synchronize first, or copy synchronously (host to host), in the proxy while the
+         * kernel waits for it (MSCCLPP_HAL_SYNC_CHECK refuses that on the host backend) */
+        mscclpp_result_t r = ucx_stage_ready(c);
+        if (r == MSCCLPP_OK) {
+            memcpy(c->xbounce, &value, sizeof value);
+            r = ucx_stage_copy(c, (void *)(uintptr_t)addr, c->xbounce, sizeof value);
+        }
+        if (r != MSCCLPP_OK)
             ucx_bad_msg(c, src, "carried a signal that could not be copied to its staged "
                         "counter at 0x%llx: %s", (unsigned long long)addr, mscclpp_last_error());
         return;
@@ -621,13 +752,14 @@ static ucs_status_t ucx_am_recv(void *arg, const void *header, size_t hlen, void
         return UCS_INPROGRESS; /* the descriptor now belongs to the receive */
     }
     if (dm && dm->staged) {
-        /* eager into staged memory: through a free receive bounce (pinned: the HAL's copy
-         * from UCX's pageable buffer would stage it through memory of the driver's own), else
-         * from UCX's buffer straight into the destination */
-        void *b = ucx_rbounce_take(c);
-        if (b) memcpy(b, data, len); /* len <= c->chunk, checked above */
-        mscclpp_result_t cr = ucx_stage_copy(c, (void *)(uintptr_t)h.dst, b ? b : data, len);
-        ucx_rbounce_give(c, b);
+        /* eager into staged memory: through the handler's bounce, pinned, never from UCX's
+         * pageable buffer (a copy CUDA may make synchronous, or stage and synchronize first,
+         * in the proxy while the kernel waits for it); the copy is waited for here */
+        mscclpp_result_t cr = ucx_stage_ready(c);
+        if (cr == MSCCLPP_OK) {
+            memcpy(c->xbounce, data, len); /* len <= c->chunk, checked above */
+            cr = ucx_stage_copy(c, (void *)(uintptr_t)h.dst, c->xbounce, len);
+        }
         if (cr != MSCCLPP_OK) {
             ucx_bad_msg(c, h.src, "(%zu bytes to 0x%llx) could not be copied into staged "
                         "memory: %s", len, (unsigned long long)h.dst, mscclpp_last_error());
@@ -814,9 +946,9 @@ static mscclpp_result_t ucx_mem_reg(tp_ctx_t *c, void *ptr, size_t bytes, tp_mem
                    !strcmp(c->hal->name, "hip") ? "ROCm" : "CUDA", why);
     }
     if (m->staged) { /* the bounces and stream, now, before any launch uses this memory */
-        pthread_mutex_lock(&c->lock);
+        ucx_lock(c, "registration (staging buffers)");
         mscclpp_result_t res = ucx_stage_prepare(c);
-        pthread_mutex_unlock(&c->lock);
+        ucx_unlock(c);
         if (res != MSCCLPP_OK) {
             free(m);
             return res;
@@ -835,10 +967,10 @@ static mscclpp_result_t ucx_mem_reg(tp_ctx_t *c, void *ptr, size_t bytes, tp_mem
     }
     m->ptr = ptr;
     m->bytes = bytes;
-    pthread_mutex_lock(&c->lock);
+    ucx_lock(c, "registration");
     m->next = c->mems;
     c->mems = m;
-    pthread_mutex_unlock(&c->lock);
+    ucx_unlock(c);
     *mem = m;
     return MSCCLPP_OK;
 }
@@ -870,13 +1002,13 @@ static mscclpp_result_t ucx_mem_pack(tp_ctx_t *c, tp_mem_t *mem, wire_writer_t *
 static mscclpp_result_t ucx_mem_dereg(tp_ctx_t *c, tp_mem_t *mem)
 {
     if (!mem) return MSCCLPP_OK;
-    pthread_mutex_lock(&c->lock);
+    ucx_lock(c, "deregistration");
     for (struct tp_mem **pp = &c->mems; *pp; pp = &(*pp)->next)
         if (*pp == mem) {
             *pp = mem->next;
             break;
         }
-    pthread_mutex_unlock(&c->lock);
+    ucx_unlock(c);
     ucs_status_t st = mem->memh ? ucp_mem_unmap(c->context, mem->memh) : UCS_OK;
     free(mem);
     if (st != UCS_OK)
@@ -910,9 +1042,9 @@ static mscclpp_result_t ucx_rmem_unpack(tp_ep_t *ep, uint64_t base, uint64_t byt
         return ERR(MSCCLPP_ERR_REMOTE, "ucx transport: malformed key from rank %d", ep->peer);
     tp_rmem_t *m = calloc(1, sizeof *m);
     if (!m) return ERR(MSCCLPP_ERR_NO_MEMORY, "ucx transport: out of memory");
-    pthread_mutex_lock(&ep->ctx->lock);
+    ucx_lock(ep->ctx, "a key's unpacking");
     ucs_status_t st = ucp_ep_rkey_unpack(ep->ep, r->buf + r->pos, &m->rkey);
-    pthread_mutex_unlock(&ep->ctx->lock);
+    ucx_unlock(ep->ctx);
     if (st != UCS_OK) {
         free(m);
         return ucx_status("ucp_ep_rkey_unpack", ep->peer, st);
@@ -944,14 +1076,14 @@ static mscclpp_result_t ucx_ep_open(tp_ctx_t *c, int peer, tp_ep_t **out, wire_w
 {
     ucp_address_t *addr = NULL;
     size_t alen = 0;
-    pthread_mutex_lock(&c->lock);
+    ucx_lock(c, "ep_open");
     ucs_status_t st = ucp_worker_get_address(c->worker, &addr, &alen);
     if (st == UCS_OK) {
         wire_put_u32(w, (uint32_t)alen);
         wire_put_bytes(w, addr, alen);
         ucp_worker_release_address(c->worker, addr);
     }
-    pthread_mutex_unlock(&c->lock);
+    ucx_unlock(c);
     if (st != UCS_OK) return ucx_status("ucp_worker_get_address", peer, st);
     if (w->overflow)
         return ERR(MSCCLPP_ERR_INTERNAL,
@@ -986,7 +1118,7 @@ static mscclpp_result_t ucx_ep_connect(tp_ep_t *ep, wire_reader_t *r)
     ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep_params.err_handler.cb = ucx_ep_error;
     ep_params.err_handler.arg = ep;
-    pthread_mutex_lock(&c->lock);
+    ucx_lock(c, "ep_connect");
     /* Drain the worker first, so that UCX has seen whatever happened to the peer's half of
      * this connection: UCX's tcp (1.13; the same code on its master) reuses the socket of a
      * peer that connected to us first, and if that peer died meanwhile (its reset not yet
@@ -1008,7 +1140,7 @@ static mscclpp_result_t ucx_ep_connect(tp_ep_t *ep, wire_reader_t *r)
         ep->next = c->eps;
         c->eps = ep;
     }
-    pthread_mutex_unlock(&c->lock);
+    ucx_unlock(c);
     if (st != UCS_OK) {
         ep->ep = NULL;
         return ucx_status("ucp_ep_create", ep->peer, st);
@@ -1197,14 +1329,14 @@ static mscclpp_result_t ucx_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, t
     if (ucx_ep_failed(ep) != UCS_OK) return ucx_failed(ep, "put");
     if (bytes == 0) return MSCCLPP_OK;
     tp_ctx_t *c = ep->ctx;
-    pthread_mutex_lock(&c->lock);
+    CHECK(ucx_lock_bounded(c, "put", ep->peer));
     mscclpp_result_t res = ucx_send_pending(ep);
     uint64_t lim = UINT64_MAX;
     if (src->staged) lim = c->chunk;
     if (dst->chunk && dst->chunk < lim) lim = dst->chunk;
     if (res == MSCCLPP_OK && lim != UINT64_MAX) {
         res = ucx_put_staged(ep, dst->base + dst_off, src->ptr + src_off, src->staged, bytes, lim);
-        pthread_mutex_unlock(&c->lock);
+        ucx_unlock(c);
         return res;
     }
     ucx_send_t *m = res == MSCCLPP_OK ? ucx_msg(ep, UCX_AM_DATA) : NULL;
@@ -1215,7 +1347,7 @@ static mscclpp_result_t ucx_put(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off, t
         ep->pbuf = src->ptr + src_off;
         ep->plen = bytes;
     }
-    pthread_mutex_unlock(&c->lock);
+    ucx_unlock(c);
     return res;
 }
 
@@ -1228,16 +1360,19 @@ static mscclpp_result_t ucx_wait_until(tp_ep_t *ep, bool (*done)(tp_ep_t *, void
     tp_ctx_t *c = ep->ctx;
     base_wait_t w;
     base_wait_init(&w, timeout_ns, c->spin);
-    while (!done(ep, arg)) {
+    const char *was = ucx_doing(c, what);
+    mscclpp_result_t res = MSCCLPP_OK;
+    while (res == MSCCLPP_OK && !done(ep, arg)) {
         /* a transfer that moves stays in the spin phase; only an idle one backs off */
         if (ucp_worker_progress(c->worker)) w.polls = 0;
         ucx_copies_settle(c);
-        if (ucx_ep_failed(ep) != UCS_OK && !ep->closing) return ucx_failed(ep, what);
-        if (!base_wait_pause(&w))
-            return ERR(MSCCLPP_ERR_TIMEOUT, "ucx transport: %s to rank %d did not complete in "
-                       "%.1f s", what, ep->peer, (double)timeout_ns / 1e9);
+        if (ucx_ep_failed(ep) != UCS_OK && !ep->closing) res = ucx_failed(ep, what);
+        else if (!base_wait_pause(&w))
+            res = ERR(MSCCLPP_ERR_TIMEOUT, "ucx transport: %s to rank %d did not complete in "
+                      "%.1f s", what, ep->peer, (double)timeout_ns / 1e9);
     }
-    return MSCCLPP_OK;
+    ucx_doing(c, was);
+    return res;
 }
 
 static bool ucx_req_done(tp_ep_t *ep, void *req)
@@ -1274,8 +1409,8 @@ static mscclpp_result_t ucx_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off
     CHECK(tp_check_signal("ucx", ep->peer, dst_off, dst->bytes));
     if (ucx_ep_failed(ep) != UCS_OK) return ucx_failed(ep, "signal");
     tp_ctx_t *c = ep->ctx;
+    CHECK(ucx_lock_bounded(c, "signal", ep->peer));
     mscclpp_result_t res = MSCCLPP_OK;
-    pthread_mutex_lock(&c->lock);
     ucx_send_t *m = ep->pending; /* a put just before: one message for both */
     const void *buf = m ? ep->pbuf : NULL;
     size_t len = m ? ep->plen : 0;
@@ -1289,7 +1424,7 @@ static mscclpp_result_t ucx_signal(tp_ep_t *ep, tp_rmem_t *dst, uint64_t dst_off
         m->hdr.value = total;
         res = ucx_am_send(ep, m, buf, len, len ? "put with signal" : "signal");
     }
-    pthread_mutex_unlock(&c->lock);
+    ucx_unlock(c);
     return res;
 }
 
@@ -1300,12 +1435,12 @@ static mscclpp_result_t ucx_flush(tp_ep_t *ep, uint64_t timeout_ns, tp_flush_t h
         /* The connection is gone. A local flush still holds when every message went out
          * before: a peer that finished its last call and left had all it waited for, and a
          * rank that no longer needs it must not fail (issue 22, board 2026-11-26 08:00) */
-        pthread_mutex_lock(&c->lock);
+        ucx_lock(c, "flush of a failed connection");
         bool clean = how == TP_FLUSH_LOCAL && !ep->pending && ep->inflight == 0 && !ep->lost;
-        pthread_mutex_unlock(&c->lock);
+        ucx_unlock(c);
         return clean ? MSCCLPP_OK : ucx_failed(ep, "flush");
     }
-    pthread_mutex_lock(&c->lock);
+    CHECK(ucx_lock_bounded(c, "flush", ep->peer));
     mscclpp_result_t res = ucx_send_pending(ep);
     /* every message sent (a rendezvous one: received by the peer): its source is free again;
      * then, for a flush at the peer, the lanes flushed (a round trip) */
@@ -1318,7 +1453,7 @@ static mscclpp_result_t ucx_flush(tp_ep_t *ep, uint64_t timeout_ns, tp_flush_t h
         else if (UCS_PTR_IS_PTR(req))
             res = ucx_wait_req(ep, req, timeout_ns, "flush");
     }
-    pthread_mutex_unlock(&c->lock);
+    ucx_unlock(c);
     return res;
 }
 
@@ -1338,9 +1473,9 @@ static mscclpp_result_t ucx_drive(tp_ctx_t *c)
 
 static mscclpp_result_t ucx_progress(tp_ctx_t *c)
 {
-    pthread_mutex_lock(&c->lock);
+    CHECK(ucx_lock_bounded(c, "progress", -1));
     mscclpp_result_t res = ucx_drive(c);
-    pthread_mutex_unlock(&c->lock);
+    ucx_unlock(c);
     return res;
 }
 
@@ -1349,10 +1484,10 @@ static mscclpp_result_t ucx_arm(tp_ctx_t *c, int *fd)
 {
     *fd = -1;
     if (c->efd < 0) return core_error_quiet(MSCCLPP_ERR_UNSUPPORTED, "ucx: no event fd");
-    pthread_mutex_lock(&c->lock);
+    CHECK(ucx_lock_bounded(c, "arm", -1));
     mscclpp_result_t res = ucx_drive(c);
     ucs_status_t st = res == MSCCLPP_OK ? ucp_worker_arm(c->worker) : UCS_OK;
-    pthread_mutex_unlock(&c->lock);
+    ucx_unlock(c);
     CHECK(res);
     if (st == UCS_OK) *fd = c->efd;
     else if (st != UCS_ERR_BUSY) return ucx_status("ucp_worker_arm", c->world->rank, st);
@@ -1372,7 +1507,7 @@ static mscclpp_result_t ucx_close(tp_ep_t *ep)
     /* a close is often clean-up after a failure: that failure's message and culprit stay */
     core_error_kept_t kept;
     core_error_keep(&kept);
-    pthread_mutex_lock(&c->lock);
+    ucx_lock(c, "close");
     ep->closing = true;
     ucx_msg_free(c, ep->pending); /* callers flush first: a put held back has no reader left */
     ep->pending = NULL;
@@ -1393,7 +1528,7 @@ static mscclpp_result_t ucx_close(tp_ep_t *ep)
     (void)ucx_wait_until(ep, ucx_sent, NULL, config_timeout_ns(), "close");
     core_error_put_back(&kept); /* the peer may have closed first; nothing left to lose */
     bool idle = ep->inflight == 0; /* read under the lock: callbacks change it under it */
-    pthread_mutex_unlock(&c->lock);
+    ucx_unlock(c);
     if (idle) free(ep); /* else leaked rather than freed under a live callback */
     return MSCCLPP_OK;
 }
@@ -1474,6 +1609,12 @@ bool tp_ucx_mem_staged(const tp_mem_t *mem)
 }
 
 uint64_t tp_ucx_stage_late_allocs(void) { return 0; }
+
+mscclpp_result_t tp_ucx_hold_lock(tp_ctx_t *ctx, const char *what, unsigned ms)
+{
+    (void)ctx, (void)what, (void)ms;
+    return core_error_quiet(MSCCLPP_ERR_UNSUPPORTED, "ucx not built");
+}
 
 void tp_ucx_staging_info(char *buf, size_t cap) { snprintf(buf, cap, "ucx not built"); }
 
