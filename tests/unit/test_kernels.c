@@ -1459,6 +1459,16 @@ static mscclpp_redop_t layout_op(size_t k)
     return layout_plans[k].coll == KH_ALLREDUCE ? MSCCLPP_SUM : MSCCLPP_REDOP_PLAN;
 }
 
+/* The plan of layout_plans[k] (to plan_free) and a world for it. */
+static kh_world_t *layout_world(size_t k, struct mscclpp_plan **p)
+{
+    kh_world_t *w;
+    *p = src_plan(layout_plans[k].file);
+    ck_assert_msg(*p != NULL, "cannot load %s", layout_plans[k].file);
+    ck_assert_int_eq(kh_world_create(*p, &w), MSCCLPP_OK);
+    return w;
+}
+
 /*
  * The lowering writes the per-block layout for the plans the launch prologue is about (one
  * block per rank, and blocks of one shape), checked entry by entry (check_layout); a plan whose
@@ -1468,10 +1478,8 @@ static mscclpp_redop_t layout_op(size_t k)
 START_TEST(test_lower_layout)
 {
     for (size_t k = 0; k < sizeof layout_plans / sizeof layout_plans[0]; k++) {
-        struct mscclpp_plan *p = src_plan(layout_plans[k].file);
-        ck_assert_msg(p != NULL, "cannot load %s", layout_plans[k].file);
-        kh_world_t *w;
-        ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+        struct mscclpp_plan *p;
+        kh_world_t *w = layout_world(k, &p);
         size_t in, out;
         layout_bytes(k, p->nranks, &in, &out);
         ck_assert_int_eq(kh_world_buffers(w, in, out, MSCCLPP_FLOAT32, KH_SEPARATE), MSCCLPP_OK);
@@ -1522,10 +1530,8 @@ END_TEST
 START_TEST(test_layout_same_results)
 {
     for (size_t k = 0; k < sizeof layout_plans / sizeof layout_plans[0]; k++) {
-        struct mscclpp_plan *p = src_plan(layout_plans[k].file);
-        ck_assert_msg(p != NULL, "cannot load %s", layout_plans[k].file);
-        kh_world_t *w;
-        ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+        struct mscclpp_plan *p;
+        kh_world_t *w = layout_world(k, &p);
         void *with[8] = {0};
         size_t in_bytes, out_bytes;
         char msg[256];
