@@ -631,6 +631,7 @@ static mscclpp_result_t lower_plan_op(lower_t *L, const plan_block_t *blk, int i
 /* Entries and offsets of the blob's arrays (kern_plan_t). */
 typedef struct {
     uint32_t nblocks;
+    uint32_t blk_ops, blk_descs, blk_ids; /* the per-block layout's strides, or 0 (blob_count) */
     uint64_t n_ops, n_descs, n_ids, n_members;
     int n_chans, n_switch, n_ports, n_fence;
     uint64_t o_blocks, o_ops, o_descs, o_ids, o_chans, o_rbufs, o_switch, o_members, o_ports,
@@ -692,12 +693,36 @@ static int fence_ids(const lower_t *L, uint32_t *out)
     return exec_fence_ids(L->plan, L->rank, L->res->fifo != NULL, out);
 }
 
+/*
+ * The per-block layout (kern_args.h, KERN_LAYOUT_*) when every block's ops, descriptors and
+ * ids fit what a block stages and the padding of the smaller blocks to the largest at most
+ * doubles the three arrays (a one-block plan, or blocks of one shape, pad nothing): then each
+ * block stages them without waiting for the plan's header. Else the blob stays compact.
+ */
+static void blob_layout(blob_t *bl, uint64_t most_ops, uint64_t most_descs, uint64_t most_ids)
+{
+    const uint64_t op = sizeof(kern_op_t), desc = sizeof(kern_desc_t), id = sizeof(uint32_t);
+    const uint64_t compact = bl->n_ops * op + bl->n_descs * desc + bl->n_ids * id;
+    const uint64_t padded = bl->nblocks * (most_ops * op + most_descs * desc + most_ids * id);
+    if (most_ops == 0 || most_ops > KERN_STAGE_OPS || most_descs > KERN_STAGE_DESCS ||
+        most_ids > KERN_STAGE_IDS || padded > 2 * compact)
+        return;
+    bl->blk_ops = (uint32_t)most_ops;
+    bl->blk_descs = (uint32_t)most_descs;
+    bl->blk_ids = (uint32_t)most_ids;
+    bl->n_ops = bl->nblocks * most_ops;
+    bl->n_descs = bl->nblocks * most_descs;
+    bl->n_ids = bl->nblocks * most_ids;
+}
+
 static void blob_count(const lower_t *L, blob_t *bl)
 {
     const plan_gpu_t *g = L->g;
+    uint64_t most_ops = 0, most_descs = 0, most_ids = 0;
     memset(bl, 0, sizeof *bl);
     bl->nblocks = g->n_blocks > 0 ? (uint32_t)g->n_blocks : 1;
-    for (int b = 0; b < g->n_blocks; b++)
+    for (int b = 0; b < g->n_blocks; b++) {
+        const uint64_t ops0 = bl->n_ops, descs0 = bl->n_descs, ids0 = bl->n_ids;
         for (int i = 0; i < g->blocks[b].n_ops; i++) {
             const plan_op_t *o = &g->blocks[b].ops[i];
             exec_split_t sp;
@@ -709,6 +734,11 @@ static void blob_count(const lower_t *L, blob_t *bl)
             bl->n_ids += (uint64_t)sp.count *
                          (uint64_t)(o->n_channels > o->n_sems ? o->n_channels : o->n_sems);
         }
+        if (bl->n_ops - ops0 > most_ops) most_ops = bl->n_ops - ops0;
+        if (bl->n_descs - descs0 > most_descs) most_descs = bl->n_descs - descs0;
+        if (bl->n_ids - ids0 > most_ids) most_ids = bl->n_ids - ids0;
+    }
+    blob_layout(bl, most_ops, most_descs, most_ids);
     bl->n_chans = g->n_chan[PLAN_CH_MEMORY];
     bl->n_switch = g->n_chan[PLAN_CH_SWITCH];
     bl->n_ports = g->n_chan[PLAN_CH_PORT];
@@ -833,6 +863,11 @@ static mscclpp_result_t blob_blocks(lower_t *L, const blob_t *bl, char *blob,
                     (uint32_t *)(blob + bl->o_ids), 0, 0, 0, 0, 0};
     for (int b = 0; b < L->g->n_blocks; b++) {
         const plan_block_t *blk = &L->g->blocks[b];
+        if (bl->blk_ops) {
+            cur.oi = (uint32_t)b * bl->blk_ops;
+            cur.di = (uint32_t)b * bl->blk_descs;
+            cur.ii = (uint32_t)b * bl->blk_ids;
+        }
         kb[b].first_op = cur.oi;
         kb[b].first_desc = cur.d0 = cur.di;
         kb[b].first_id = cur.i0 = cur.ii;
@@ -930,6 +965,10 @@ static mscclpp_result_t lower_blob(lower_t *L, mscclpp_redop_t op, exec_lowered_
     lw->blob = blob;
     lw->blob_bytes = (size_t)bl.bytes;
     lw->nblocks = (int)bl.nblocks;
+    /* the blob's layout travels with it (lower_args fills in the rest of the arguments) */
+    lw->args.blk_ops = (uint16_t)bl.blk_ops;
+    lw->args.blk_descs = (uint16_t)bl.blk_descs;
+    lw->args.blk_ids = (uint16_t)bl.blk_ids;
     lw->nthreads = L->plan->threads_per_block ? (int)L->plan->threads_per_block : 1024;
     if (L->res->max_threads > 0 && lw->nthreads > L->res->max_threads) {
         /* every loop of the interpreter strides over the block's threads: fewer only cost time

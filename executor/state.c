@@ -357,7 +357,9 @@ mscclpp_result_t exec_state_error(const void *state, const struct mscclpp_plan *
         return DECODED(code,
                        "plan '%s': rank %d block %d: the launch does not match its lowered plan or "
                        "state (launched %llu blocks, plan has %llu; else a bad magic, or block "
-                       "entries away from KERN_PLAN_BLOCKS_OFF): a plan blob or launch arguments "
+                       "entries away from KERN_PLAN_BLOCKS_OFF, or a block's ops, descriptors or "
+                       "ids away from where the arguments' per-block layout puts them, "
+                       "KERN_LAYOUT_*): a plan blob or launch arguments "
                        "not made by this build's exec_lower, or a library bug to report",
                        name, e->rank, e->block, (unsigned long long)e->expected,
                        (unsigned long long)e->seen);

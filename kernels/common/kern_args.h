@@ -353,6 +353,22 @@ typedef struct {
  * plan says otherwise. */
 #define KERN_PLAN_BLOCKS_OFF ((uint32_t)((sizeof(kern_plan_t) + 63u) & ~(size_t)63u))
 
+/** The per-block layout of the exec_lower() blob (kern_args_t.blk_ops not 0): every block owns
+ * the same number of entries of the op, descriptor and id arrays (args.blk_ops, blk_descs,
+ * blk_ids; a block with fewer leaves the rest zero), so block b's start at entries
+ * b * blk_ops, b * blk_descs and b * blk_ids; and the arrays follow the n_blocks block entries
+ * in this order, each 64-byte aligned. A block then finds what it stages from the arguments
+ * alone and loads it in the same round trip as the header, not in a second one after it (ncu
+ * on an H200: that trip, then the block sync, was the 8 B launch's longest stall). The
+ * interpreter refuses a launch whose plan says otherwise (KERN_WAIT_PLAN). */
+#define KERN_ALIGN64(x) (((x) + 63u) & ~63u)
+#define KERN_LAYOUT_OPS_OFF(nb) \
+    KERN_ALIGN64(KERN_PLAN_BLOCKS_OFF + (nb) * (uint32_t)sizeof(kern_block_t))
+#define KERN_LAYOUT_DESCS_OFF(nb, bo) \
+    KERN_ALIGN64(KERN_LAYOUT_OPS_OFF(nb) + (nb) * (bo) * (uint32_t)sizeof(kern_op_t))
+#define KERN_LAYOUT_IDS_OFF(nb, bo, bd) \
+    KERN_ALIGN64(KERN_LAYOUT_DESCS_OFF(nb, bo) + (nb) * (bd) * (uint32_t)sizeof(kern_desc_t))
+
 /** First error of a launch (all fields valid once code != 0 and the launch has finished). */
 typedef struct {
     int32_t code; /* 0 or a negative mscclpp_result_t */
@@ -438,6 +454,10 @@ typedef struct {
     uint32_t n_blocks;      /* the plan's blocks (the grid), whose entries then start at
                              * KERN_PLAN_BLOCKS_OFF: each block reads its entry in the same
                              * round trip as the header; 0: read it after the header */
+    /* the per-block layout's entries per block (KERN_LAYOUT_*, at most KERN_STAGE_*; needs
+     * n_blocks): the block stages its ops, descriptors and ids without waiting for the
+     * header; blk_ops 0: the blob has no such layout, they are found through the header */
+    uint16_t blk_ops, blk_descs, blk_ids;
     uint64_t io_off[2];     /* this call's input/output offsets in their allocations, published
                              * to the peers at the fence */
     uint64_t sig[KERN_SIG_WORDS]; /* this call's signature (see Call signature) */

@@ -1736,6 +1736,28 @@ typedef char kern_desc_words_check[sizeof(kern_desc_t) % 8 == 0 ? 1 : -1];
 typedef char kern_args_words_check[sizeof(kern_args_t) % 8 == 0 ? 1 : -1];
 
 /*
+ * Copy a block's n_ops ops, n_descs descriptors and n_ids ids into its shared memory, the
+ * threads together. One loop over all three: where they fit in one word per thread (a small
+ * plan's block), each thread loads once and nothing waits on a second load; three loops gave
+ * a thread with a word in each three loads, each after the last one's store.
+ */
+KERN_FN void kern_stage(kern_smem_t *sm, const kern_op_t *ops, const kern_desc_t *descs,
+                        const uint32_t *ids, uint32_t n_ops, uint32_t n_descs, uint32_t n_ids,
+                        int tid, int nth)
+{
+    const uint64_t *so = (const uint64_t *)ops, *sd = (const uint64_t *)descs;
+    uint64_t *to = (uint64_t *)sm->ops, *td = (uint64_t *)sm->descs;
+    const uint32_t wo = n_ops * (uint32_t)(sizeof(kern_op_t) / 8);
+    const uint32_t wd = wo + n_descs * (uint32_t)(sizeof(kern_desc_t) / 8);
+    uint32_t w;
+    for (w = (uint32_t)tid; w < wd + n_ids; w += (uint32_t)nth) {
+        if (w < wo) to[w] = so[w];
+        else if (w < wd) td[w - wo] = sd[w - wo];
+        else sm->ids[w - wd] = ids[w - wd];
+    }
+}
+
+/*
  * Run block `block` of a launch as thread tid of nth. `sm`: the block's shared memory (GPU:
  * __shared__; host: owned by the caller); `hbar`: the host barrier of a block run by several
  * host threads, NULL otherwise. Every thread reads the plan header and its block's entry, the
@@ -1751,13 +1773,19 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
     const char *pb = (const char *)p;
     kern_state_t *st = a->state;
     /* Each step's words are all loaded before any is looked at, so that the start of a launch
-     * is a few round trips to memory (the plan's header and thread 0's state words together,
-     * the block's entry, its ops), not one per word: ncu on an H200 found the 8 B launch's
-     * prologue to be such a chain, the checks' && ordering every load after the last. */
+     * is one round trip to memory (the plan's header, the block's entry and its ops, thread 0's
+     * state words), not one per word: ncu on an H200 found the 8 B launch's prologue to be
+     * such a chain, the checks' && ordering every load after the last. */
     /* with args.n_blocks the grid's and this block inside it, the block's entry sits at a
      * fixed offset (KERN_PLAN_BLOCKS_OFF) and is loaded with the header, not after it */
-    const int early = a->n_blocks != 0 && a->n_blocks == (uint32_t)nblocks &&
-                      (uint32_t)block < a->n_blocks;
+    const uint32_t nb = a->n_blocks;
+    const int early = nb != 0 && nb == (uint32_t)nblocks && (uint32_t)block < nb;
+    /* with the per-block layout too (args.blk_ops), so are the ops, descriptors and ids */
+    const uint32_t bo = a->blk_ops, bd = a->blk_descs, bi = a->blk_ids;
+    const int laid = early & (bo != 0) & (bo <= KERN_STAGE_OPS) & (bd <= KERN_STAGE_DESCS) &
+                     (bi <= KERN_STAGE_IDS) & (nb <= KERN_MAX_BLOCKS);
+    const uint32_t at_ops = KERN_LAYOUT_OPS_OFF(nb), at_descs = KERN_LAYOUT_DESCS_OFF(nb, bo),
+                   at_ids = KERN_LAYOUT_IDS_OFF(nb, bo, bd);
     kern_block_t bk = {0, 0, 0, 0, 0, 0};
     if (early) bk = ((const kern_block_t *)(pb + KERN_PLAN_BLOCKS_OFF))[block];
     const uint32_t magic = p->magic, pnb = p->n_blocks, off_blocks = p->off_blocks;
@@ -1783,27 +1811,30 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
             sflag = kern_ld_rlx_u32(&st->flags[(uint32_t)block < KERN_MAX_BLOCKS ? block : 0]);
         }
     }
+    /* staged before the header is checked: a launch it refuses never reads them (b->bad) */
+    if (laid)
+        kern_stage(sm, (const kern_op_t *)(pb + at_ops) + (uint32_t)block * bo,
+                   (const kern_desc_t *)(pb + at_descs) + (uint32_t)block * bd,
+                   (const uint32_t *)(pb + at_ids) + (uint32_t)block * bi, bo, bd, bi, tid, nth);
+    /* the plan is where the layout said, and this block inside its share of the arrays */
+    const int kept = (off_ops == at_ops) & (off_descs == at_descs) & (off_ids == at_ids) &
+                     (bk.first_op == (uint32_t)block * bo) & (bk.n_ops <= bo) &
+                     (bk.first_desc == (uint32_t)block * bd) & (bk.n_descs <= bd) &
+                     (bk.first_id == (uint32_t)block * bi) & (bk.n_ids <= bi);
     const int ok = (magic == KERN_PLAN_MAGIC) & ((uint32_t)nblocks == pnb) &
-                   (pnb <= KERN_MAX_BLOCKS) & (!early | (off_blocks == KERN_PLAN_BLOCKS_OFF));
-    int staged = 0;
+                   (pnb <= KERN_MAX_BLOCKS) & (!early | (off_blocks == KERN_PLAN_BLOCKS_OFF)) &
+                   (kept | !laid);
+    int staged = laid;
 
-    if (ok) {
+    if (ok & !laid) {
         if (!early) bk = ((const kern_block_t *)(pb + off_blocks))[block];
         staged = bk.n_ops <= KERN_STAGE_OPS && bk.n_descs <= KERN_STAGE_DESCS &&
                  bk.n_ids <= KERN_STAGE_IDS;
-        if (staged) {
-            const uint64_t *so = (const uint64_t *)((const kern_op_t *)(pb + off_ops) +
-                                                    bk.first_op);
-            const uint64_t *sd = (const uint64_t *)((const kern_desc_t *)(pb + off_descs) +
-                                                    bk.first_desc);
-            const uint32_t *si = (const uint32_t *)(pb + off_ids) + bk.first_id;
-            uint64_t *to = (uint64_t *)sm->ops, *td = (uint64_t *)sm->descs;
-            uint32_t i, nop = bk.n_ops * (uint32_t)(sizeof(kern_op_t) / 8),
-                        nd = bk.n_descs * (uint32_t)(sizeof(kern_desc_t) / 8);
-            for (i = (uint32_t)tid; i < nop; i += (uint32_t)nth) to[i] = so[i];
-            for (i = (uint32_t)tid; i < nd; i += (uint32_t)nth) td[i] = sd[i];
-            for (i = (uint32_t)tid; i < bk.n_ids; i += (uint32_t)nth) sm->ids[i] = si[i];
-        }
+        if (staged)
+            kern_stage(sm, (const kern_op_t *)(pb + off_ops) + bk.first_op,
+                       (const kern_desc_t *)(pb + off_descs) + bk.first_desc,
+                       (const uint32_t *)(pb + off_ids) + bk.first_id, bk.n_ops, bk.n_descs,
+                       bk.n_ids, tid, nth);
     }
     {
         /* the arguments word by word, shared among the threads: a struct copy by thread 0

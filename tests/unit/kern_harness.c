@@ -43,7 +43,10 @@ struct kh_world {
     int nth;    /* host threads per block (kh_set_threads); 0 or 1: one */
     int max_threads; /* kh_set_kernel_max_threads; 0: off */
     int last_nth;    /* threads per block of the last kh_run */
+    bool no_layout;  /* kh_set_no_layout */
 };
+
+void kh_set_no_layout(kh_world_t *w, bool off) { w->no_layout = off; }
 
 void kh_set_fifo(kh_world_t *w, void *fifo) { w->fifo = fifo; }
 
@@ -306,6 +309,30 @@ static void *kh_block_main(void *arg)
     return NULL;
 }
 
+mscclpp_result_t kh_lower(kh_world_t *w, int rank, mscclpp_redop_t op, mscclpp_packet_t packet,
+                          uint64_t timeout_ns, exec_lowered_t **out)
+{
+    kh_rank_t *k = &w->r[rank];
+    exec_resources_t res = {
+        .input = k->input,
+        .output = k->output,
+        .scratch = buf_ptr(&k->scr),
+        .scratch_bytes = k->scr.bytes,
+        .state = k->state,
+        .n_mem_chans = w->plan->gpus[rank].n_chan[PLAN_CH_MEMORY],
+        .mem_chans = k->chans,
+        .n_rbufs = w->plan->gpus[rank].n_rbufs,
+        .rbufs = k->rbufs,
+        .n_switch = w->plan->gpus[rank].n_chan[PLAN_CH_SWITCH],
+        .switches = k->sw,
+        .timeout_ns = timeout_ns,
+        .host_spin = 200,
+        .fifo = w->fifo,
+        .max_threads = w->max_threads,
+    };
+    return exec_lower(w->plan, rank, w->in_bytes, w->out_bytes, w->dtype, op, packet, &res, out);
+}
+
 mscclpp_result_t kh_run(kh_world_t *w, mscclpp_redop_t op, mscclpp_packet_t packet,
                         uint64_t timeout_ns)
 {
@@ -313,27 +340,9 @@ mscclpp_result_t kh_run(kh_world_t *w, mscclpp_redop_t op, mscclpp_packet_t pack
     exec_lowered_t **lw = calloc((size_t)w->n, sizeof(*lw));
     int total = 0;
     for (int r = 0; r < w->n; r++) {
-        kh_rank_t *k = &w->r[r];
-        exec_resources_t res = {
-            .input = k->input,
-            .output = k->output,
-            .scratch = buf_ptr(&k->scr),
-            .scratch_bytes = k->scr.bytes,
-            .state = k->state,
-            .n_mem_chans = w->plan->gpus[r].n_chan[PLAN_CH_MEMORY],
-            .mem_chans = k->chans,
-            .n_rbufs = w->plan->gpus[r].n_rbufs,
-            .rbufs = k->rbufs,
-            .n_switch = w->plan->gpus[r].n_chan[PLAN_CH_SWITCH],
-            .switches = k->sw,
-            .timeout_ns = timeout_ns,
-            .host_spin = 200,
-            .fifo = w->fifo,
-            .max_threads = w->max_threads,
-        };
-        ret = exec_lower(w->plan, r, w->in_bytes, w->out_bytes, w->dtype, op, packet, &res,
-                         &lw[r]);
+        ret = kh_lower(w, r, op, packet, timeout_ns, &lw[r]);
         if (ret != MSCCLPP_OK) goto free_lowered;
+        if (w->no_layout) lw[r]->args.blk_ops = lw[r]->args.blk_descs = lw[r]->args.blk_ids = 0;
         total += lw[r]->nblocks;
     }
     {

@@ -58,6 +58,14 @@ void kh_channel_counts(kh_world_t *w, int rank, int g, uint64_t *inbound, uint64
 mscclpp_result_t kh_run(kh_world_t *w, mscclpp_redop_t op, mscclpp_packet_t packet,
                         uint64_t timeout_ns);
 
+/** exec_lower() for `rank` of the world with its resources, as kh_run lowers it. */
+mscclpp_result_t kh_lower(kh_world_t *w, int rank, mscclpp_redop_t op, mscclpp_packet_t packet,
+                          uint64_t timeout_ns, exec_lowered_t **out);
+
+/** Launch without the blob's per-block layout (args.blk_* cleared): every block finds its ops
+ *  through the plan's header, from the same blob (kern_args.h, KERN_LAYOUT_*). */
+void kh_set_no_layout(kh_world_t *w, bool off);
+
 /** Hand every rank's next launches this proxy FIFO (a kern_fifo_t; NULL: none), as a context
  *  with port channels does; no proxy thread serves it. */
 void kh_set_fifo(kh_world_t *w, void *fifo);

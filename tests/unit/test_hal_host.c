@@ -658,6 +658,219 @@ START_TEST(test_launch_blocks_at_fixed_offset)
 END_TEST
 
 /*
+ * The per-block layout (kern_args.h, KERN_LAYOUT_*): each block stages its ops, descriptors and
+ * ids from where the arguments put them, before the header is back. A two-block plan laid out
+ * so (block 0: one copy and a release, padded to block 1's two copies and a release of two
+ * semaphores) runs the same with the layout, without it (header path, same blob), without
+ * n_blocks, and with strides over the stage caps (header path too); a blob that breaks the
+ * promise (a header offset moved, a block entry off its stride, a block over the stride, the
+ * arguments' ids stride wrong) is refused before any op runs (KERN_WAIT_PLAN), never misread;
+ * the moved-descriptors blob runs through the header. Every output byte and semaphore checked.
+ */
+#define LB_N 2u  /* blocks */
+#define LB_OPS 3u /* strides: block 1's ops, descriptors and ids */
+#define LB_DESCS 4u
+#define LB_IDS 2u
+#define LB_OUT 32 /* output bytes: 24 copied, 8 never written */
+#define LB_SEMS 4
+
+typedef struct {
+    char *blob;
+    kern_state_t *st; /* followed by its LB_SEMS semaphores */
+    uint8_t in[LB_OUT], out[LB_OUT];
+    kern_args_t args;
+} lb_t;
+
+static kern_op_t lb_op(uint8_t type, uint8_t n_ids, uint32_t desc, uint32_t ids)
+{
+    kern_op_t o;
+    memset(&o, 0, sizeof o);
+    o.type = type;
+    o.n_src = o.n_dst = type == KERN_OP_COPY ? 1 : 0;
+    o.n_ids = n_ids;
+    o.desc = desc;
+    o.ids = ids;
+    o.len = 8;
+    return o;
+}
+
+static kern_desc_t lb_desc(uint8_t loc, uint64_t off)
+{
+    kern_desc_t d;
+    memset(&d, 0, sizeof d);
+    d.loc = loc;
+    d.off = off;
+    return d;
+}
+
+/* The blob, the state and the arguments of the good launch. */
+static void lb_init(lb_t *t)
+{
+    char *pb = t->blob;
+    kern_plan_t *kp = (kern_plan_t *)pb;
+    memset(pb, 0, 4096);
+    kp->magic = KERN_PLAN_MAGIC;
+    kp->bytes = 4096;
+    kp->n_blocks = LB_N;
+    kp->off_blocks = KERN_PLAN_BLOCKS_OFF;
+    kp->off_ops = KERN_LAYOUT_OPS_OFF(LB_N);
+    kp->off_descs = KERN_LAYOUT_DESCS_OFF(LB_N, LB_OPS);
+    kp->off_ids = KERN_LAYOUT_IDS_OFF(LB_N, LB_OPS, LB_DESCS);
+    kp->off_chans = kp->off_rbufs = kp->off_switch = kp->off_members = 2048; /* none */
+    kp->n_ops = LB_N * LB_OPS;
+    kp->n_descs = LB_N * LB_DESCS;
+    kp->n_ids = LB_N * LB_IDS;
+    kp->n_sems = LB_SEMS;
+    kern_block_t *kb = (kern_block_t *)(pb + KERN_PLAN_BLOCKS_OFF);
+    kb[0] = (kern_block_t){0, 2, 0, 2, 0, 1};
+    kb[1] = (kern_block_t){LB_OPS, 3, LB_DESCS, 4, LB_IDS, 2};
+    kern_op_t *ops = (kern_op_t *)(pb + kp->off_ops);
+    kern_desc_t *descs = (kern_desc_t *)(pb + kp->off_descs);
+    uint32_t *ids = (uint32_t *)(pb + kp->off_ids);
+    /* block 0: in[0, 8) -> out[0, 8), release semaphore 1 */
+    ops[0] = lb_op(KERN_OP_COPY, 0, 0, 0);
+    ops[1] = lb_op(KERN_OP_SEM_RELEASE, 1, 0, 0);
+    descs[0] = lb_desc(KERN_LOC_IN, 0);
+    descs[1] = lb_desc(KERN_LOC_OUT, 0);
+    ids[0] = 1;
+    /* block 1: in[8, 24) -> out[8, 24) in two copies, release semaphores 0 and 2 */
+    ops[LB_OPS] = lb_op(KERN_OP_COPY, 0, 0, 0);
+    ops[LB_OPS + 1] = lb_op(KERN_OP_COPY, 0, 2, 0);
+    ops[LB_OPS + 2] = lb_op(KERN_OP_SEM_RELEASE, 2, 0, 0);
+    descs[LB_DESCS] = lb_desc(KERN_LOC_IN, 8);
+    descs[LB_DESCS + 1] = lb_desc(KERN_LOC_OUT, 8);
+    descs[LB_DESCS + 2] = lb_desc(KERN_LOC_IN, 16);
+    descs[LB_DESCS + 3] = lb_desc(KERN_LOC_OUT, 16);
+    ids[LB_IDS] = 0;
+    ids[LB_IDS + 1] = 2;
+    memset(&t->args, 0, sizeof t->args);
+    t->args.plan = kp;
+    t->args.state = t->st;
+    t->args.input = t->in;
+    t->args.output = t->out;
+    t->args.timeout_ns = 10ull * 1000000000ull;
+    t->args.host_spin = host_spin_polls();
+    t->args.n_blocks = LB_N;
+    t->args.blk_ops = LB_OPS;
+    t->args.blk_descs = LB_DESCS;
+    t->args.blk_ids = LB_IDS;
+}
+
+/*
+ * Launch with a fresh state and output; returns the blocks that ran (bit b: block b). A
+ * block's entry is checked by that block only: a refused block leaves the launch's
+ * KERN_WAIT_PLAN error and nothing of its own, while a sound one runs; in a launch that failed
+ * so, it may stop after any op (host: a block looks at the error record between ops), so each
+ * of its copies is whole or absent and each release 0 or 1.
+ */
+static unsigned lb_launch(lb_t *t)
+{
+    /* what each block writes: its output bytes (8-byte copies) and its semaphores */
+    static const size_t from[LB_N] = {0, 8}, to[LB_N] = {8, 24};
+    static const unsigned sem_of[LB_SEMS] = {2, 1, 2, 0}; /* 1 + its block, 0: none */
+    memset(t->st, 0, sizeof *t->st + LB_SEMS * sizeof(int32_t));
+    t->st->magic = KERN_STATE_MAGIC;
+    t->st->n_sems = LB_SEMS;
+    for (int b = 0; b < KERN_MAX_BLOCKS; b++) t->st->flags[b] = 1;
+    for (size_t i = 0; i < LB_OUT; i++) t->in[i] = pattern(i, 5);
+    memset(t->out, 0xee, sizeof t->out);
+    (void)H->launch(&t->args, sizeof t->args, LB_N, 4, NULL); /* errors: the state's record */
+    const int32_t *sems = (const int32_t *)(t->st + 1);
+    const bool failed = t->st->err.code != 0;
+    unsigned ran = 0;
+    for (uint32_t b = 0; b < LB_N; b++) {
+        const bool r = t->st->flags[b] == 2;
+        if (!r) ck_assert_uint_eq(t->st->flags[b], 1);
+        ran |= (unsigned)r << b;
+        for (size_t u = from[b]; u < to[b]; u += 8) {
+            const bool done = r && (!failed || t->out[u] == pattern(u, 5));
+            ASSERT_BYTES(8, t->out[u + i], done ? pattern(u + i, 5) : 0xee);
+        }
+        for (int k = 0; k < LB_SEMS; k++)
+            if (sem_of[k] == b + 1)
+                ck_assert_msg(r && failed ? sems[k] <= 1 : sems[k] == r, "semaphore %d: %d", k,
+                              sems[k]);
+    }
+    ASSERT_BYTES(LB_OUT - 24, t->out[24 + i], 0xee);
+    ck_assert_int_eq(sems[3], 0);
+    if (!failed) {
+        ck_assert_uint_eq(ran, (1u << LB_N) - 1);
+    } else {
+        ck_assert_int_eq(t->st->err.code, MSCCLPP_ERR_INVALID_ARG);
+        ck_assert_uint_eq(t->st->err.what, KERN_WAIT_PLAN);
+        ck_assert_uint_eq(ran >> t->st->err.block & 1u, 0); /* a refused block reported */
+    }
+    return ran;
+}
+
+START_TEST(test_launch_per_block_layout)
+{
+    lb_t t;
+    ck_assert_int_eq(H->mem_alloc(4096, (void **)&t.blob), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_alloc(sizeof *t.st + LB_SEMS * sizeof(int32_t), (void **)&t.st),
+                     MSCCLPP_OK);
+    kern_plan_t *kp = (kern_plan_t *)t.blob;
+    kern_block_t *kb = (kern_block_t *)(t.blob + KERN_PLAN_BLOCKS_OFF);
+
+    /* the layout, and the same blob through the header: the same bytes */
+    lb_init(&t);
+    ck_assert_uint_eq(lb_launch(&t), 3);
+    t.args.blk_ops = t.args.blk_descs = t.args.blk_ids = 0;
+    ck_assert_uint_eq(lb_launch(&t), 3);
+    lb_init(&t);
+    t.args.n_blocks = 0;
+    ck_assert_uint_eq(lb_launch(&t), 3);
+    lb_init(&t);
+    t.args.blk_ops = KERN_STAGE_OPS + 1; /* more than a block stages: through the header */
+    ck_assert_uint_eq(lb_launch(&t), 3);
+
+    /* the descriptors one line later, the header saying so: refused with the layout, run
+     * through the header without it */
+    lb_init(&t);
+    memmove(t.blob + kp->off_ids + 64, t.blob + kp->off_ids, LB_N * LB_IDS * sizeof(uint32_t));
+    memmove(t.blob + kp->off_descs + 64, t.blob + kp->off_descs,
+            LB_N * LB_DESCS * sizeof(kern_desc_t));
+    memset(t.blob + kp->off_descs, 0, 64);
+    kp->off_descs += 64;
+    kp->off_ids += 64;
+    ck_assert_uint_eq(lb_launch(&t), 0);
+    t.args.blk_ops = t.args.blk_descs = t.args.blk_ids = 0;
+    ck_assert_uint_eq(lb_launch(&t), 3);
+
+    /* each header offset away from the layout's: refused */
+    for (int f = 0; f < 3; f++) {
+        lb_init(&t);
+        uint32_t *off = f == 0 ? &kp->off_ops : f == 1 ? &kp->off_descs : &kp->off_ids;
+        *off += 64;
+        ck_assert_msg(lb_launch(&t) == 0, "offset %d moved", f);
+    }
+    /* block 1's entry off its stride: block 1 refused, block 0 runs */
+    lb_init(&t);
+    kb[1].first_op = LB_OPS - 1;
+    ck_assert_uint_eq(lb_launch(&t), 1);
+    lb_init(&t);
+    kb[1].first_desc = LB_DESCS + 1;
+    ck_assert_uint_eq(lb_launch(&t), 1);
+    /* the arguments' ids stride wrong, every offset still agreeing: block 1 refused (its ids
+     * read from entry 3 would release semaphore 2 and a zero id) */
+    lb_init(&t);
+    t.args.blk_ids = LB_IDS + 1;
+    ck_assert_uint_eq(lb_launch(&t), 1);
+    /* block 0 with more ops than the stride (through the header it would run its padding and
+     * block 1's first copy): block 0 refused */
+    lb_init(&t);
+    kb[0].n_ops = LB_OPS + 1;
+    ck_assert_uint_eq(lb_launch(&t), 2);
+    /* a bad magic: refused as before */
+    lb_init(&t);
+    kp->magic++;
+    ck_assert_uint_eq(lb_launch(&t), 0);
+    ck_assert_int_eq(H->mem_free(t.blob), MSCCLPP_OK);
+    ck_assert_int_eq(H->mem_free(t.st), MSCCLPP_OK);
+}
+END_TEST
+
+/*
  * The executor's words at the end of a launch (kern_args.h, Launch fence): a launch that fences
  * (its signature differs) leaves its signature there through its last block, found by the
  * state's done counter, which it resets; a launch that does not fence leaves the words and the
@@ -1285,6 +1498,7 @@ int main(void)
     tcase_add_test(tc, test_launch_reuses_threads);
     tcase_add_test(tc, test_launch_kernel_64);
     tcase_add_test(tc, test_launch_blocks_at_fixed_offset);
+    tcase_add_test(tc, test_launch_per_block_layout);
     tcase_add_test(tc, test_launch_exec_words);
     tcase_add_test(tc, test_export_import_fork);
     tcase_add_test(tc, test_wrong_cookie);

@@ -1355,6 +1355,213 @@ START_TEST(test_uneven_unsplittable)
 }
 END_TEST
 
+/* ---- the per-block layout (kern_args.h, KERN_LAYOUT_*) --------------------------------- */
+
+static struct mscclpp_plan *src_plan(const char *rel)
+{
+    const char *top = getenv("MSCCLPP_TOP_SRCDIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", top ? top : ".", rel);
+    return kh_plan_load_file(path);
+}
+
+/* Every byte of entries [from, to) of an array of `size`-byte entries is zero. */
+static bool zero_entries(const char *arr, size_t size, uint32_t from, uint32_t to)
+{
+    for (size_t k = (size_t)from * size; k < (size_t)to * size; k++)
+        if (arr[k]) return false;
+    return true;
+}
+
+/*
+ * The blob and arguments of one lowering: with args.blk_ops the arrays where KERN_LAYOUT_* puts
+ * them, block b's entries from b times the strides, no block over them, the strides the largest
+ * block's (nothing padded for nothing) and the padding zero; without, the blocks back to back
+ * (the compact layout). Returns whether the layout is there.
+ */
+static bool check_layout(const exec_lowered_t *lw, const char *what, int rank)
+{
+    const char *pb = lw->blob;
+    const kern_plan_t *kp = lw->blob;
+    const kern_args_t *a = &lw->args;
+    const uint32_t nb = (uint32_t)lw->nblocks;
+    const kern_block_t *kb = (const kern_block_t *)(pb + KERN_PLAN_BLOCKS_OFF);
+    ck_assert_uint_eq(kp->off_blocks, KERN_PLAN_BLOCKS_OFF);
+    ck_assert_uint_eq(a->n_blocks, nb);
+    if (a->blk_ops == 0) {
+        ck_assert_uint_eq(a->blk_descs, 0);
+        ck_assert_uint_eq(a->blk_ids, 0);
+        for (uint32_t b = 1; b < nb; b++) {
+            ck_assert_uint_eq(kb[b].first_op, kb[b - 1].first_op + kb[b - 1].n_ops);
+            ck_assert_uint_eq(kb[b].first_desc, kb[b - 1].first_desc + kb[b - 1].n_descs);
+            ck_assert_uint_eq(kb[b].first_id, kb[b - 1].first_id + kb[b - 1].n_ids);
+        }
+        return false;
+    }
+    const uint32_t bo = a->blk_ops, bd = a->blk_descs, bi = a->blk_ids;
+    ck_assert_msg(bo <= KERN_STAGE_OPS && bd <= KERN_STAGE_DESCS && bi <= KERN_STAGE_IDS,
+                  "%s rank %d: strides %u %u %u", what, rank, bo, bd, bi);
+    ck_assert_uint_eq(kp->off_ops, KERN_LAYOUT_OPS_OFF(nb));
+    ck_assert_uint_eq(kp->off_descs, KERN_LAYOUT_DESCS_OFF(nb, bo));
+    ck_assert_uint_eq(kp->off_ids, KERN_LAYOUT_IDS_OFF(nb, bo, bd));
+    ck_assert_uint_eq(kp->n_ops, nb * bo);
+    ck_assert_uint_eq(kp->n_descs, nb * bd);
+    ck_assert_uint_eq(kp->n_ids, nb * bi);
+    uint32_t most[3] = {0, 0, 0};
+    for (uint32_t b = 0; b < nb; b++) {
+        ck_assert_msg(kb[b].first_op == b * bo && kb[b].first_desc == b * bd &&
+                          kb[b].first_id == b * bi,
+                      "%s rank %d block %u: first %u %u %u", what, rank, b, kb[b].first_op,
+                      kb[b].first_desc, kb[b].first_id);
+        ck_assert(kb[b].n_ops <= bo && kb[b].n_descs <= bd && kb[b].n_ids <= bi);
+        ck_assert(zero_entries(pb + kp->off_ops, sizeof(kern_op_t), b * bo + kb[b].n_ops,
+                               (b + 1) * bo));
+        ck_assert(zero_entries(pb + kp->off_descs, sizeof(kern_desc_t),
+                               b * bd + kb[b].n_descs, (b + 1) * bd));
+        ck_assert(zero_entries(pb + kp->off_ids, sizeof(uint32_t), b * bi + kb[b].n_ids,
+                               (b + 1) * bi));
+        if (kb[b].n_ops > most[0]) most[0] = kb[b].n_ops;
+        if (kb[b].n_descs > most[1]) most[1] = kb[b].n_descs;
+        if (kb[b].n_ids > most[2]) most[2] = kb[b].n_ids;
+    }
+    ck_assert_msg(most[0] == bo && most[1] == bd && most[2] == bi,
+                  "%s rank %d: strides %u %u %u, largest block %u %u %u", what, rank, bo, bd, bi,
+                  most[0], most[1], most[2]);
+    return true;
+}
+
+/* Plans of the source tree, a collective each, and whether their blobs take the layout. */
+static const struct {
+    const char *file;
+    kh_coll_t coll;
+    size_t count; /* float32 elements (kh_check_collective's count) */
+    bool laid;
+} layout_plans[] = {
+    {"plans/cuda/allreduce_allpairs_small_2.json", KH_ALLREDUCE, 2, true}, /* 8 B, one block */
+    {"plans/cuda/allreduce_allpairs_ip_small_4.json", KH_ALLREDUCE, 2, true},
+    {"plans/allreduce_1.json", KH_ALLREDUCE, 2, true},
+    {"plans/allreduce_pkt_4.json", KH_ALLREDUCE, 1000, true}, /* blocks of 3, 2, 2 ops */
+    {"plans/cuda/allreduce_simple_3.json", KH_ALLREDUCE, 3 * 1024 + 5, true},
+    {"plans/cuda/alltoall_3.json", KH_ALLTOALL, 517, true},
+    {"plans/allgather_3.json", KH_ALLGATHER, 300, true},
+};
+
+/* Input and output bytes of layout_plans[k] on n ranks, as kh_check_collective makes them. */
+static void layout_bytes(size_t k, int n, size_t *in, size_t *out)
+{
+    const size_t b = layout_plans[k].count * 4;
+    *in = layout_plans[k].coll == KH_ALLTOALL ? b * (size_t)n : b;
+    *out = layout_plans[k].coll == KH_ALLREDUCE ? b : b * (size_t)n;
+}
+
+static mscclpp_redop_t layout_op(size_t k)
+{
+    return layout_plans[k].coll == KH_ALLREDUCE ? MSCCLPP_SUM : MSCCLPP_REDOP_PLAN;
+}
+
+/* The plan of layout_plans[k] (to plan_free) and a world for it. */
+static kh_world_t *layout_world(size_t k, struct mscclpp_plan **p)
+{
+    kh_world_t *w;
+    *p = src_plan(layout_plans[k].file);
+    ck_assert_msg(*p != NULL, "cannot load %s", layout_plans[k].file);
+    ck_assert_int_eq(kh_world_create(*p, &w), MSCCLPP_OK);
+    return w;
+}
+
+/*
+ * The lowering writes the per-block layout for the plans the launch prologue is about (one
+ * block per rank, and blocks of one shape), checked entry by entry (check_layout); a plan whose
+ * padding would more than double the arrays stays compact (block 0: 12 copies, blocks 1 and 2:
+ * one each).
+ */
+START_TEST(test_lower_layout)
+{
+    for (size_t k = 0; k < sizeof layout_plans / sizeof layout_plans[0]; k++) {
+        struct mscclpp_plan *p;
+        kh_world_t *w = layout_world(k, &p);
+        size_t in, out;
+        layout_bytes(k, p->nranks, &in, &out);
+        ck_assert_int_eq(kh_world_buffers(w, in, out, MSCCLPP_FLOAT32, KH_SEPARATE), MSCCLPP_OK);
+        for (int r = 0; r < p->nranks; r++) {
+            exec_lowered_t *lw;
+            ck_assert_int_eq(kh_lower(w, r, layout_op(k), MSCCLPP_PACKET_LL16, 0, &lw),
+                             MSCCLPP_OK);
+            ck_assert_msg(check_layout(lw, layout_plans[k].file, r) == layout_plans[k].laid,
+                          "%s rank %d: layout %u", layout_plans[k].file, r, lw->args.blk_ops);
+            exec_lowered_free(lw);
+        }
+        kh_world_destroy(w);
+        plan_free(p);
+    }
+    static const char copy[] =
+        "{\"name\":\"copy\",\"src_buff\":[" L_("i", 0, 1) "],\"dst_buff\":[" L_("o", 0, 1) "]}";
+    char ops[2048] = "";
+    for (int i = 0; i < 12; i++)
+        snprintf(ops + strlen(ops), sizeof ops - strlen(ops), "%s%s", i ? "," : "", copy);
+    char tmpl[4096];
+    snprintf(tmpl, sizeof tmpl,
+             "{\"id\":$R,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
+             "\"channels\":[],\"remote_buffers\":[],\"threadblocks\":["
+             "{\"id\":0,\"channels\":[],\"ops\":[%s]},{\"id\":1,\"channels\":[],\"ops\":[%s]},"
+             "{\"id\":2,\"channels\":[],\"ops\":[%s]}]}",
+             ops, copy, copy);
+    struct mscclpp_plan *p = load_plan(HDR_SIMPLE, 1, tmpl);
+    ck_assert_ptr_nonnull(p);
+    kh_world_t *w;
+    ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+    ck_assert_int_eq(kh_world_buffers(w, 64, 64, MSCCLPP_UINT8, KH_SEPARATE), MSCCLPP_OK);
+    exec_lowered_t *lw;
+    ck_assert_int_eq(kh_lower(w, 0, MSCCLPP_REDOP_PLAN, MSCCLPP_PACKET_LL16, 0, &lw), MSCCLPP_OK);
+    ck_assert_int_eq(lw->nblocks, 3);
+    ck_assert(!check_layout(lw, "uneven", 0));
+    exec_lowered_free(lw);
+    kh_world_destroy(w);
+    plan_free(p);
+}
+END_TEST
+
+/*
+ * The same collectives launched with the layout (each block stages its ops from the arguments,
+ * kern_run_block) and without it (through the plan's header, from the same blob) give the
+ * same bytes: each run checked element by element (kh_check_collective), and every rank's
+ * output of the one compared byte for byte with the other's.
+ */
+START_TEST(test_layout_same_results)
+{
+    for (size_t k = 0; k < sizeof layout_plans / sizeof layout_plans[0]; k++) {
+        struct mscclpp_plan *p;
+        kh_world_t *w = layout_world(k, &p);
+        void *with[8] = {0};
+        size_t in_bytes, out_bytes;
+        char msg[256];
+        ck_assert_int_le(p->nranks, 8);
+        layout_bytes(k, p->nranks, &in_bytes, &out_bytes);
+        for (int off = 0; off < 2; off++) {
+            kh_set_no_layout(w, off);
+            mscclpp_result_t r = kh_check_collective(w, layout_plans[k].coll,
+                                                     layout_plans[k].count, MSCCLPP_FLOAT32,
+                                                     layout_op(k), MSCCLPP_PACKET_LL16, false, 2,
+                                                     msg, sizeof msg);
+            ck_assert_msg(r == MSCCLPP_OK, "%s %s the layout: %s", layout_plans[k].file,
+                          off ? "without" : "with", msg);
+            for (int r = 0; r < p->nranks; r++) {
+                if (!off) {
+                    with[r] = malloc(out_bytes);
+                    memcpy(with[r], kh_output(w, r), out_bytes);
+                } else {
+                    ck_assert_msg(memcmp(with[r], kh_output(w, r), out_bytes) == 0,
+                                  "%s rank %d: the outputs differ", layout_plans[k].file, r);
+                    free(with[r]);
+                }
+            }
+        }
+        kh_world_destroy(w);
+        plan_free(p);
+    }
+}
+END_TEST
+
 /* ---- reference plans at 4 ranks --------------------------------------------------------- */
 
 static struct mscclpp_plan *ref_plan(const char *file)
@@ -1585,6 +1792,8 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_fused_put_short_chunk);
     tcase_add_test(tc, test_split_error_index);
     tcase_add_test(tc, test_uneven_unsplittable);
+    tcase_add_test(tc, test_lower_layout);
+    tcase_add_test(tc, test_layout_same_results);
     suite_add_tcase(s, tc);
     TCase *ref = tcase_create("reference_plans");
     tcase_set_timeout(ref, 600);
@@ -1619,6 +1828,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(simt, test_timeout_kinds);
     tcase_add_test(simt, test_ref_allreduce_pkt);
     tcase_add_test(simt, test_threads_capped);
+    tcase_add_test(simt, test_layout_same_results);
     suite_add_tcase(s, simt);
     return s;
 }

@@ -158,6 +158,20 @@ START_TEST(test_lifted_limits_16_ranks)
     ck_assert_ptr_nonnull(p);
     ck_assert_int_eq(p->gpus[0].blocks[0].n_ops, 16 * 5 + 5); /* > 64 (MSCCL++'s limit) */
     ck_assert_uint_eq(p->gpus[0].blocks[0].ops[0].n_src, 16); /* > 9 sources */
+    {
+        /* more ops than a block stages: no per-block layout, the block reads them in place */
+        kh_world_t *w;
+        exec_lowered_t *lw;
+        ck_assert_int_eq(kh_world_create(p, &w), MSCCLPP_OK);
+        ck_assert_int_eq(kh_world_buffers(w, 64, 64, MSCCLPP_FLOAT32, KH_SEPARATE), MSCCLPP_OK);
+        ck_assert_int_eq(kh_lower(w, 0, MSCCLPP_SUM, MSCCLPP_PACKET_LL16, 0, &lw), MSCCLPP_OK);
+        ck_assert_uint_gt(((const kern_block_t *)((const char *)lw->blob +
+                                                  KERN_PLAN_BLOCKS_OFF))[0].n_ops,
+                          KERN_STAGE_OPS);
+        ck_assert_uint_eq(lw->args.blk_ops, 0);
+        exec_lowered_free(lw);
+        kh_world_destroy(w);
+    }
     static const size_t counts[] = {16, 16 * 33 + 7};
     check_allreduce(p, counts, N_OF(counts));
 }
