@@ -228,6 +228,10 @@ mscclpp_result_t hip_memcpy_sync(void *dst, const void *src, size_t bytes)
     HIP_REQUIRE_INIT();
     if (bytes == 0) return MSCCLPP_OK;
     hipStream_t s = hip_setup_stream();
+    /* as CUDA's (hal/cuda/cuda_mem.c cuda_memcpy_sync): wait for what the stream holds by
+     * polling first, so that a copy to pageable memory queued behind a kernel that waits for
+     * this rank's proxy does not hold the thread inside the runtime for the kernel's life */
+    CHECK(hip_stream_wait(s, "memcpy_sync"));
     HIP_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDefault, s));
     return hip_stream_wait(s, "memcpy_sync");
 }
