@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/debug.h"
+#include "executor/state.h"
 #include "hal/hal.h"
 #include "hal/host/host.h"
 #include "hal/host/host_wait.h"
@@ -799,6 +800,14 @@ static unsigned lb_launch(lb_t *t)
         ck_assert_int_eq(t->st->err.code, MSCCLPP_ERR_INVALID_ARG);
         ck_assert_uint_eq(t->st->err.what, KERN_WAIT_PLAN);
         ck_assert_uint_eq(ran >> t->st->err.block & 1u, 0); /* a refused block reported */
+        /* what the caller reads: the block, the layout case, and what to do */
+        char want[32];
+        snprintf(want, sizeof want, "block %d:", t->st->err.block);
+        ck_assert_int_eq(exec_state_error(t->st, NULL), MSCCLPP_ERR_INVALID_ARG);
+        ck_assert_msg(strstr(mscclpp_last_error(), want) &&
+                          strstr(mscclpp_last_error(), "per-block layout") &&
+                          strstr(mscclpp_last_error(), "exec_lower"),
+                      "decoded: %s", mscclpp_last_error());
     }
     return ran;
 }
