@@ -1067,9 +1067,8 @@ static void read_back(tcp_t *t, int p, const unsigned char *b, size_t n)
  * peers that closed our outbound connections. `send_peer` >= 0 also waits for its outbound socket
  * to become writable (*writable says whether it is).
  */
-static mscclpp_result_t progress(tcp_t *t, int wait_ms, int send_peer, int *writable)
+static mscclpp_result_t poll_and_read(tcp_t *t, int wait_ms, int send_peer, int *writable)
 {
-    drop_unverified(t, 1);
     int need = 1 + t->nin + t->nranks;
     if (need > t->cappfd) {
         struct pollfd *p = realloc(t->pfd, sizeof *p * (size_t)need);
@@ -1122,6 +1121,18 @@ static mscclpp_result_t progress(tcp_t *t, int wait_ms, int send_peer, int *writ
     }
     if (t->pfd[0].revents) CHECK(accept_pending(t));
     return MSCCLPP_OK;
+}
+
+/*
+ * poll_and_read, then drop the connections whose handshake is overdue: after the reads, so that
+ * a handshake that arrived while this rank was busy elsewhere (longer than the handshake timeout)
+ * is taken rather than dropped unread (t_stall_handshake).
+ */
+static mscclpp_result_t progress(tcp_t *t, int wait_ms, int send_peer, int *writable)
+{
+    mscclpp_result_t rc = poll_and_read(t, wait_ms, send_peer, writable);
+    drop_unverified(t, 1);
+    return rc;
 }
 
 /* A message `take` would return is queued. */

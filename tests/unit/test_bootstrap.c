@@ -911,6 +911,75 @@ START_TEST(t_flood_rank)
 }
 END_TEST
 
+/*
+ * A rank that stalls longer than MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT between accepting a
+ * connection and reading it must still take the handshake that arrived meanwhile (a rank that
+ * stalled under heavy load once dropped a peer whose handshake sat in the socket). Rank 1
+ * connects to its own listener in rank 2's name, lets a receive from rank 0 accept that
+ * connection with nothing on it yet, then writes the handshake and a message (tag 77) and
+ * stalls for 1.5 s (the timeout is 1 s) before receiving the message. The handshake and frame
+ * layouts are core/bootstrap_tcp.c's (connect_out, read_inbound). Rank 2 itself never sends to
+ * rank 1, so the name is free.
+ */
+static int rank_stall(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mscclpp_bootstrap_t *b = NULL;
+    int v = 0;
+    CHILD_OK(mscclpp_bootstrap_create(id, rank, n, &b));
+    if (rank == 0) {
+        usleep(300000); /* rank 1 sits in its receive, accepting, meanwhile */
+        v = 5;
+        CHILD_OK(mscclpp_bootstrap_send(b, &v, sizeof v, 1, 76));
+    } else if (rank == 1) {
+        struct sockaddr_in a;
+        CHILD_CHECK(find_listener(&a) >= 0, "no listener found");
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        CHILD_CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect");
+        CHILD_OK(mscclpp_bootstrap_recv(b, &v, sizeof v, 0, 76)); /* accepts fd, reads nothing */
+        CHILD_CHECK(v == 5, "got %d from rank 0", v);
+        unsigned char m[52 + 16 + 4] = {0};
+        memcpy(m, "MSCCLPPC", 8);
+        m[9] = 3; /* PROTO_VERSION */
+        memcpy(m + 12, id->internal + UID_SECRET_OFF, 32);
+        m[47] = 2; /* rank 2 */
+        m[51] = 3; /* of 3 */
+        m[52 + 7] = 77; /* frame: kind 0 (user), tag 77, 4 bytes */
+        m[52 + 15] = 4;
+        int x = 42;
+        memcpy(m + 52 + 16, &x, 4);
+        CHILD_CHECK(write(fd, m, sizeof m) == (ssize_t)sizeof m, "write");
+        usleep(1500000); /* stalled past the handshake timeout, the bytes in the socket */
+        v = 0;
+        CHILD_OK(mscclpp_bootstrap_recv(b, &v, sizeof v, 2, 77));
+        CHILD_CHECK(v == 42, "got %d in rank 2's name", v);
+        close(fd);
+        printf("# stall: the handshake that arrived while rank 1 stalled 1.5 s was taken\n");
+    }
+    /* rank 1 tells the others it is done; rank 2 has never sent to rank 1 */
+    if (rank == 1) {
+        v = 1;
+        CHILD_OK(mscclpp_bootstrap_send(b, &v, sizeof v, 0, 78));
+        CHILD_OK(mscclpp_bootstrap_send(b, &v, sizeof v, 2, 78));
+    } else {
+        CHILD_OK(mscclpp_bootstrap_recv(b, &v, sizeof v, 1, 78));
+    }
+    CHILD_OK(mscclpp_bootstrap_destroy(b));
+    return 0;
+}
+
+START_TEST(t_stall_handshake)
+{
+    setenv("MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT", "1", 1);
+    setenv("MSCCLPP_TIMEOUT", "4", 1);
+    setenv("MSCCLPP_DEBUG", "WARN", 1);
+    launch_t l;
+    launch_init(&l, 3, 3, rank_stall, NULL);
+    launch_run(&l, 60);
+    expect_all_ok(&l);
+}
+END_TEST
+
 /* Garbage and a wrong secret straight to the root: refused, and joins still go through. */
 static int rank_root_garbage(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
@@ -1342,6 +1411,7 @@ static Suite *suite(void)
     tcase_add_test(tc, t_custom_bootstrap);
     tcase_add_test(tc, t_flood_root);
     tcase_add_test(tc, t_flood_rank);
+    tcase_add_test(tc, t_stall_handshake);
     tcase_add_test(tc, t_garbage_root);
     tcase_add_test(tc, t_squatter);
     tcase_add_test(tc, t_wrong_nranks_local);
