@@ -1758,6 +1758,30 @@ KERN_FN void kern_stage(kern_smem_t *sm, const kern_op_t *ops, const kern_desc_t
 }
 
 /*
+ * Phase trace (kern_args.h): stamp word w of block `block`'s row of `trace` with the clock, and
+ * `info` into its KERN_TRACE_INFO word when not 0. At entry (w KERN_TRACE_ENTRY) the rest of
+ * the row is cleared first. Out of line and called by thread 0 behind `trace != NULL`, so that
+ * a launch without a table pays a compare per point and no registers.
+ */
+KERN_BIG_FN void kern_trace_at(uint64_t *trace, uint32_t clock_khz, int block, uint32_t w,
+                               uint64_t info)
+{
+    uint64_t *row = trace + (uint64_t)block * KERN_TRACE_WORDS;
+    const uint64_t now = kern_clock_ns(clock_khz);
+    uint32_t k;
+    if ((uint32_t)block >= KERN_MAX_BLOCKS) return; /* the table has KERN_MAX_BLOCKS rows */
+    if (w == KERN_TRACE_ENTRY)
+        for (k = 1; k < KERN_TRACE_WORDS; k++) row[k] = 0;
+    row[w] = now;
+    if (info) row[w + KERN_TRACE_OPS] = info;
+}
+#define KERN_TRACE_AT(a, tid, block, w, info)                                         \
+    do {                                                                              \
+        if ((a)->trace && (tid) == 0)                                                 \
+            kern_trace_at((a)->trace, (a)->clock_khz, (block), (uint32_t)(w), (info)); \
+    } while (0)
+
+/*
  * Run block `block` of a launch as thread tid of nth. `sm`: the block's shared memory (GPU:
  * __shared__; host: owned by the caller); `hbar`: the host barrier of a block run by several
  * host threads, NULL otherwise. Every thread reads the plan header and its block's entry, the
@@ -1794,6 +1818,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
     uint32_t off_chans = 0, off_rbufs = 0, off_switch = 0, off_members = 0;
     int64_t earlier = 0;
     int fence = 0;
+    KERN_TRACE_AT(a, tid, block, KERN_TRACE_ENTRY, 0);
     if (tid == 0) {
         /* thread 0's words too, in the same round trip: the rest of the header, the executor's
          * words (whether this launch fences) and the state's. Decided after the block sync,
@@ -1880,6 +1905,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
         b->tab = sm->tab;
     }
     KERN_BLOCK_SYNC(hbar);
+    if (!b->bad) KERN_TRACE_AT(a, tid, block, KERN_TRACE_STAGED, 0);
 
     c.b = b;
     c.tid = tid;
@@ -1911,8 +1937,10 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
         }
         c.fenced = earlier == 0 && b->fence;
         if (c.fenced) kern_launch_fence(&c); /* errors: c.op stays -1 */
+        KERN_TRACE_AT(a, tid, block, KERN_TRACE_FENCED, 0);
         while (i < nops) {
             const kern_op_t *op = &ops[i];
+            const uint32_t at = i; /* the phase trace's slot */
             if (op->type == KERN_OP_PIPELINE) {
                 uint32_t it, j;
                 for (it = 0; it < op->n_iter; it++) {
@@ -1933,6 +1961,9 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
                 kern_exec_op(&c, op, 0, 0, 0);
                 i++;
             }
+            if (at < KERN_TRACE_OPS)
+                KERN_TRACE_AT(a, tid, block, KERN_TRACE_OP + at,
+                              KERN_TRACE_INFO_OF(at, ops[at].type, nops));
 #if defined(KERN_HOST)
             if (nth == 1 && kern_failed(&c)) break;
 #endif
@@ -1966,6 +1997,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
                 if (nblocks > 1) kern_st_rlx_u32(&b->st->done, 0);
             }
         }
+        KERN_TRACE_AT(a, tid, block, KERN_TRACE_EXIT, 0);
     }
 }
 
