@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "base/config.h"
+#include "base/debug.h"
 #include "executor/exec.h"
 
 struct exec_trace {
