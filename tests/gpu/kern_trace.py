@@ -2,7 +2,7 @@
 """Where the time of one launch goes, block by block: the interpreter's phase trace
 (MSCCLPP_KERN_TRACE=PREFIX; kernels/common/kern_args.h "Phase trace", docs/gpu.md).
 
-usage: kern_trace.py PREFIX
+usage: kern_trace.py [--brief] PREFIX
 
 Reads PREFIX.rank<R>.txt of every rank of one run (written at mscclpp_executor_destroy: the
 last launch of each rank) and prints, per rank, in microseconds, min / median / max over the
@@ -15,6 +15,8 @@ launch's blocks of:
              counter)
   total      entry -> exit
 and, first, the entry skew between ranks: each rank's first entry after the earliest rank's.
+--brief: one line instead (scripts/gpu-check.sh step trace's summary): the plan, the largest
+skew, and the medians over the blocks of every rank together.
 The stamps are the device clock (CUDA: globaltimer, one clock per GPU; host backend: the host's
 monotonic clock), so ranks on one GPU (or the host backend) compare directly; ranks on several
 GPUs only within a rank.
@@ -120,11 +122,41 @@ def report(prefix, out=sys.stdout):
     return 0
 
 
+def brief(prefix, out=sys.stdout):
+    """One line: the plan, the largest entry skew, each phase's median over every rank's
+    blocks."""
+    files = glob.glob(f"{glob.escape(prefix)}.rank*.txt")
+    if not files:
+        print(f"{prefix}: no trace files", file=out)
+        return 1
+    ranks = [parse(p) for p in files]
+    t0 = min(r["base_ns"] for r in ranks)
+    skew = max(r["base_ns"] - t0 for r in ranks) / 1e3
+    rows, order = {}, []
+    for r in ranks:
+        for points in r["rows"]:
+            for name, us in phases(points):
+                if name not in rows:
+                    rows[name] = []
+                    order.append(name)
+                rows[name].append(us)
+    order = [n for n in order if n not in ("entry", "total")] + ["total"]
+    meds = ", ".join(f"{n.replace(':', ' ')} {statistics.median(rows[n]):.1f}"
+                     for n in order if n in rows)
+    print(f"{ranks[0].get('plan')} x{len(ranks)}: skew {skew:.1f} us, medians (us) {meds}",
+          file=out)
+    return 0
+
+
 def main(argv):
-    if len(argv) != 2 or argv[1] in ("-h", "--help"):
+    args = argv[1:]
+    short = bool(args) and args[0] == "--brief"
+    if short:
+        args = args[1:]
+    if len(args) != 1 or args[0] in ("-h", "--help"):
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    return report(argv[1])
+    return brief(args[0]) if short else report(args[0])
 
 
 if __name__ == "__main__":

@@ -68,6 +68,11 @@ def test_phases_and_skew(tmp_path):
     assert rank0["epilogue"] == [2.0, 2.0, 6.0]
     assert rank0["total"] == [82.0, 84.0, 88.0]
     assert "the last out at 90.000 us" in out
+    rc, out, _ = run("--brief", prefix)
+    assert rc == 0
+    assert out.strip() == ("direct_allreduce_2 x2: skew 7.5 us, medians (us) prologue 1.0, "
+                           "fence 2.0, op0 signal 0.5, op1 wait 7.0, op2 rre 71.0, "
+                           "epilogue 2.0, total 84.0"), out
 
 
 def test_unreached_point_spans_from_the_last_reached(tmp_path):
