@@ -1758,16 +1758,14 @@ KERN_FN void kern_stage(kern_smem_t *sm, const kern_op_t *ops, const kern_desc_t
 }
 
 /*
- * Phase trace (kern_args.h): stamp word w of block `block`'s row of `trace` with the clock, and
- * `info` into its KERN_TRACE_INFO word when not 0. At entry (w KERN_TRACE_ENTRY) the rest of
- * the row is cleared first. Out of line and called by thread 0 behind `trace != NULL`, so that
- * a launch without a table pays a compare per point and no registers.
+ * Phase trace (kern_args.h): thread 0's stamps into block `block`'s row of `trace`, out of line
+ * and behind `trace != NULL`, so that a launch without a table pays a compare per point and no
+ * registers. kern_trace_at stamps word w with the clock (and `info` into its KERN_TRACE_INFO
+ * word when not 0); at entry (w KERN_TRACE_ENTRY) it clears the rest of the row first.
  */
-KERN_BIG_FN void kern_trace_at(uint64_t *trace, uint32_t clock_khz, int block, uint32_t w,
-                               uint64_t info)
+KERN_FN void kern_trace_put(uint64_t *trace, int block, uint32_t w, uint64_t now, uint64_t info)
 {
     uint64_t *row = trace + (uint64_t)block * KERN_TRACE_WORDS;
-    const uint64_t now = kern_clock_ns(clock_khz);
     uint32_t k;
     if ((uint32_t)block >= KERN_MAX_BLOCKS) return; /* the table has KERN_MAX_BLOCKS rows */
     if (w == KERN_TRACE_ENTRY)
@@ -1775,10 +1773,31 @@ KERN_BIG_FN void kern_trace_at(uint64_t *trace, uint32_t clock_khz, int block, u
     row[w] = now;
     if (info) row[w + KERN_TRACE_OPS] = info;
 }
-#define KERN_TRACE_AT(a, tid, block, w, info)                                         \
-    do {                                                                              \
-        if ((a)->trace && (tid) == 0)                                                 \
-            kern_trace_at((a)->trace, (a)->clock_khz, (block), (uint32_t)(w), (info)); \
+KERN_BIG_FN void kern_trace_at(uint64_t *trace, uint32_t clock_khz, int block, uint32_t w)
+{
+    kern_trace_put(trace, block, w, kern_clock_ns(clock_khz), 0);
+}
+/* The end of the top-level op (a pipeline: the whole of it) that ends before index `next` of
+ * the block's n ops. Found here, from the loop's index after the op, so that the loop keeps no
+ * copy of the op's own index across it (that copy took gfx90a two more VGPRs; a stamp in each
+ * branch of the loop took sm_90 four more registers). */
+KERN_BIG_FN void kern_trace_op(uint64_t *trace, uint32_t clock_khz, int block,
+                               const kern_op_t *ops, uint32_t next, uint32_t n)
+{
+    const uint64_t now = kern_clock_ns(clock_khz);
+    uint32_t k = 0, j = 0;
+    while (j < next && j < KERN_TRACE_OPS) {
+        k = j;
+        j += ops[j].type == KERN_OP_PIPELINE ? 1u + ops[j].n_inner : 1u;
+    }
+    if (j >= next)
+        kern_trace_put(trace, block, KERN_TRACE_OP + k, now,
+                       KERN_TRACE_INFO_OF(k, ops[k].type, n));
+}
+#define KERN_TRACE_AT(a, tid, block, w)                                             \
+    do {                                                                            \
+        if ((a)->trace && (tid) == 0)                                               \
+            kern_trace_at((a)->trace, (a)->clock_khz, (block), (uint32_t)(w));      \
     } while (0)
 
 /*
@@ -1818,7 +1837,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
     uint32_t off_chans = 0, off_rbufs = 0, off_switch = 0, off_members = 0;
     int64_t earlier = 0;
     int fence = 0;
-    KERN_TRACE_AT(a, tid, block, KERN_TRACE_ENTRY, 0);
+    KERN_TRACE_AT(a, tid, block, KERN_TRACE_ENTRY);
     if (tid == 0) {
         /* thread 0's words too, in the same round trip: the rest of the header, the executor's
          * words (whether this launch fences) and the state's. Decided after the block sync,
@@ -1905,7 +1924,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
         b->tab = sm->tab;
     }
     KERN_BLOCK_SYNC(hbar);
-    if (!b->bad) KERN_TRACE_AT(a, tid, block, KERN_TRACE_STAGED, 0);
+    if (!b->bad) KERN_TRACE_AT(a, tid, block, KERN_TRACE_STAGED);
 
     c.b = b;
     c.tid = tid;
@@ -1937,10 +1956,9 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
         }
         c.fenced = earlier == 0 && b->fence;
         if (c.fenced) kern_launch_fence(&c); /* errors: c.op stays -1 */
-        KERN_TRACE_AT(a, tid, block, KERN_TRACE_FENCED, 0);
+        KERN_TRACE_AT(a, tid, block, KERN_TRACE_FENCED);
         while (i < nops) {
             const kern_op_t *op = &ops[i];
-            const uint32_t at = i; /* the phase trace's slot */
             if (op->type == KERN_OP_PIPELINE) {
                 uint32_t it, j;
                 for (it = 0; it < op->n_iter; it++) {
@@ -1961,9 +1979,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
                 kern_exec_op(&c, op, 0, 0, 0);
                 i++;
             }
-            if (at < KERN_TRACE_OPS)
-                KERN_TRACE_AT(a, tid, block, KERN_TRACE_OP + at,
-                              KERN_TRACE_INFO_OF(at, ops[at].type, nops));
+            if (a->trace && tid == 0) kern_trace_op(a->trace, a->clock_khz, block, ops, i, nops);
 #if defined(KERN_HOST)
             if (nth == 1 && kern_failed(&c)) break;
 #endif
@@ -1997,7 +2013,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
                 if (nblocks > 1) kern_st_rlx_u32(&b->st->done, 0);
             }
         }
-        KERN_TRACE_AT(a, tid, block, KERN_TRACE_EXIT, 0);
+        KERN_TRACE_AT(a, tid, block, KERN_TRACE_EXIT);
     }
 }
 

@@ -9,6 +9,9 @@
  *              ops (index and code)
  *   t_scratch  the same for a scratch plan (plans/host/allreduce_pkt_2.json, 64 B: packets
  *              through the plan's scratch buffer)
+ *   t_pipeline an allgather whose block runs a pipeline among other ops
+ *              (tests/fuzz/plan-corpus/pipeline_sem_barrier_2.json): the pipeline's end is
+ *              stamped in the slot of its own index, with its code, its body skipped
  *   t_off      the variable unset: the launch arguments carry NULL and nothing is written
  */
 #define _GNU_SOURCE
@@ -24,7 +27,8 @@
 #include "tests/unit/mp_harness.h"
 
 typedef struct {
-    const char *plan; /* file under plans/ */
+    const char *plan; /* file under plans/, or under the source tree when it starts with / */
+    bool allgather;   /* else allreduce */
     size_t count;     /* floats per rank */
     bool traced;      /* MSCCLPP_KERN_TRACE set */
     char prefix[600];
@@ -126,25 +130,28 @@ static int trace_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
 {
     trace_case_t *tc = arg;
     char plan_path[900], out[700];
-    snprintf(plan_path, sizeof plan_path, "%s/%s", mp_plan_dir(), tc->plan);
+    if (tc->plan[0] == '/') snprintf(plan_path, sizeof plan_path, "%s%s", mp_src_dir(), tc->plan);
+    else snprintf(plan_path, sizeof plan_path, "%s/%s", mp_plan_dir(), tc->plan);
     snprintf(out, sizeof out, "%s.rank%d.txt", tc->prefix, rank);
     if (tc->traced) setenv("MSCCLPP_KERN_TRACE", tc->prefix, 1);
     else unsetenv("MSCCLPP_KERN_TRACE");
     mp_exec_t e;
     if (mp_exec_open(rank, n, id, plan_path, &e)) return 1;
-    const size_t count = tc->count;
+    const size_t count = tc->count, outc = tc->allgather ? count * (size_t)n : count;
     float *a = NULL, *b = NULL;
     MP_CHECK(rank, mscclpp_malloc(count * sizeof(float), (void **)&a));
-    MP_CHECK(rank, mscclpp_malloc(count * sizeof(float), (void **)&b));
+    MP_CHECK(rank, mscclpp_malloc(outc * sizeof(float), (void **)&b));
     for (int call = 0; call < 3; call++) {
         for (size_t i = 0; i < count; i++) a[i] = (float)(rank + call);
         MP_CHECK(rank, mscclpp_execute(e.ex, e.plan, a, b, count * sizeof(float),
-                                       count * sizeof(float), MSCCLPP_FLOAT32, MSCCLPP_SUM,
-                                       NULL));
-        const float want = (float)(n * (n - 1) / 2 + n * call);
-        for (size_t i = 0; i < count; i++)
+                                       outc * sizeof(float), MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+        for (size_t i = 0; i < outc; i++) {
+            /* allgather: rank i / count's input; allreduce: the sum of every rank's */
+            const float want = tc->allgather ? (float)((int)(i / count) + call)
+                                             : (float)(n * (n - 1) / 2 + n * call);
             if (b[i] != want)
                 return MP_FAIL(rank, "call %d: element %zu is %g, not %g", call, i, b[i], want);
+        }
     }
     /* the launch's arguments: the table, or NULL */
     static plan_ops_t po;
@@ -168,13 +175,14 @@ static int trace_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     return check_file(rank, out, &po, name);
 }
 
-static void run_case(const char *plan, size_t count, bool traced)
+static void run_case(const char *plan, bool allgather, size_t count, bool traced)
 {
     static trace_case_t tc;
     char dir[] = "/tmp/mscclpp-kt-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     tc.plan = plan;
     tc.count = count;
+    tc.allgather = allgather;
     tc.traced = traced;
     snprintf(tc.prefix, sizeof tc.prefix, "%s/kt", dir);
     setenv("MSCCLPP_TIMEOUT", "20", 1);
@@ -187,13 +195,19 @@ static void run_case(const char *plan, size_t count, bool traced)
     rmdir(dir);
 }
 
-START_TEST(t_direct) { run_case("direct/allreduce_direct_2.json", 512 * 1024, true); }
+START_TEST(t_direct) { run_case("direct/allreduce_direct_2.json", false, 512 * 1024, true); }
 END_TEST
 
-START_TEST(t_scratch) { run_case("host/allreduce_pkt_2.json", 16, true); }
+START_TEST(t_scratch) { run_case("host/allreduce_pkt_2.json", false, 16, true); }
 END_TEST
 
-START_TEST(t_off) { run_case("direct/allreduce_direct_2.json", 512 * 1024, false); }
+START_TEST(t_pipeline)
+{
+    run_case("/tests/fuzz/plan-corpus/pipeline_sem_barrier_2.json", true, 64 * 1024, true);
+}
+END_TEST
+
+START_TEST(t_off) { run_case("direct/allreduce_direct_2.json", false, 512 * 1024, false); }
 END_TEST
 
 int main(void)
@@ -203,6 +217,7 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, t_direct);
     tcase_add_test(tc, t_scratch);
+    tcase_add_test(tc, t_pipeline);
     tcase_add_test(tc, t_off);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
