@@ -77,6 +77,20 @@ def phases(points):
     return out
 
 
+def by_phase(ranks):
+    """{phase: [us of every block of these ranks]} and the phases in the order they happen,
+    total last."""
+    rows, order = {}, []
+    for r in ranks:
+        for points in r["rows"]:
+            for name, us in phases(points):
+                if name not in rows:
+                    rows[name] = []
+                    order.append(name)
+                rows[name].append(us)
+    return rows, [n for n in order if n != "total"] + (["total"] if "total" in rows else [])
+
+
 def stats(values):
     return min(values), statistics.median(values), max(values)
 
@@ -99,16 +113,7 @@ def report(prefix, out=sys.stdout):
     print(f"entry skew between ranks (first block's entry after the earliest rank's, us): {skew}",
           file=out)
     for r in ranks:
-        rows = {}
-        order = []
-        for points in r["rows"]:
-            for name, us in phases(points):
-                if name not in rows:
-                    rows[name] = []
-                    order.append(name)
-                rows[name].append(us)
-        # the phases in the order they happen, total last
-        order = [n for n in order if n != "total"] + (["total"] if "total" in rows else [])
+        rows, order = by_phase([r])
         exits = [dict(points).get("exit") for points in r["rows"]]
         exits = [e for e in exits if e is not None]
         last = f"{max(exits):.3f}" if exits else "-"
@@ -132,17 +137,9 @@ def brief(prefix, out=sys.stdout):
     ranks = [parse(p) for p in files]
     t0 = min(r["base_ns"] for r in ranks)
     skew = max(r["base_ns"] - t0 for r in ranks) / 1e3
-    rows, order = {}, []
-    for r in ranks:
-        for points in r["rows"]:
-            for name, us in phases(points):
-                if name not in rows:
-                    rows[name] = []
-                    order.append(name)
-                rows[name].append(us)
-    order = [n for n in order if n not in ("entry", "total")] + ["total"]
+    rows, order = by_phase(ranks)
     meds = ", ".join(f"{n.replace(':', ' ')} {statistics.median(rows[n]):.1f}"
-                     for n in order if n in rows)
+                     for n in order if n != "entry")
     print(f"{ranks[0].get('plan')} x{len(ranks)}: skew {skew:.1f} us, medians (us) {meds}",
           file=out)
     return 0
