@@ -1,7 +1,8 @@
 """tests/gpu/kern_trace.py, the reader of the interpreter's phase trace (MSCCLPP_KERN_TRACE,
 docs/gpu.md), on small files in the format executor/exec_trace.c writes (no GPU needed): the
 entry skew between ranks, each phase's min / median / max over the blocks, a point a block did
-not reach, and the errors for no files and a malformed line."""
+not reach, and the errors for no files and a malformed line; and, where the build has
+mscclpp-bench, scripts/gpu-check.sh step trace's host dry run (--host) end to end."""
 
 import os
 import subprocess
@@ -92,3 +93,34 @@ def test_errors(tmp_path):
     write_rank(prefix, 0, 5, ["entry=0.000 staged"])
     with pytest.raises(ValueError, match="bad point 'staged'"):
         kern_trace.parse(prefix + ".rank0.txt")
+
+
+def bench_path():
+    lib = os.environ.get("MSCCLPP_LIBRARY") or os.path.join(ROOT, "build", ".libs",
+                                                            "libmscclpp.so")
+    return os.path.join(os.path.dirname(os.path.dirname(lib)), "tools", "mscclpp-bench")
+
+
+@pytest.mark.skipif(not os.access(bench_path(), os.X_OK), reason="mscclpp-bench is not built")
+def test_gpu_check_trace_host_dry_run(tmp_path):
+    # the step on the host backend: both plans traced on both ranks, the tables and the summary
+    build = os.path.dirname(os.path.dirname(bench_path()))
+    env = dict(os.environ, MSCCLPP_TOP_BUILDDIR=build, GPU_CHECK_TIMEOUT="120",
+               MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT="30")
+    env.pop("MSCCLPP_HAL", None)
+    env.pop("MSCCLPP_KERN_TRACE", None)
+    p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu-check.sh"), "--host",
+                        "--only", "trace", "-o", str(tmp_path)], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| trace | OK | direct_allreduce_cuda_2 x2: skew " in summary, summary
+    assert "; default_allreduce_simple_cuda_2 x2: skew " in summary, summary
+    assert ", op3 rres " in summary and ", epilogue " in summary, summary
+    for plan in ("allreduce_direct_2", "allreduce_simple_2"):
+        for r in (0, 1):
+            info = kern_trace.parse(str(tmp_path / f"trace-{plan}.rank{r}.txt"))
+            assert info["rank"] == r and info["in_bytes"] == 4 << 20, info
+            assert len(info["rows"]) == info["blocks"] > 0, info
+        md = (tmp_path / f"trace-{plan}.md").read_text()
+        assert "entry skew between ranks" in md and "\n  total " in md, md
