@@ -47,8 +47,9 @@ mscclpp_result_t exec_trace_attach(mscclpp_executor_t *ex)
         return ERR_ARG("MSCCLPP_KERN_TRACE: the path prefix is longer than %zu characters",
                        sizeof ex->trace->prefix - 32);
     exec_trace_t *t = calloc(1, sizeof *t);
-    if (!t) return ERR(MSCCLPP_ERR_NO_MEMORY, "rank %d: MSCCLPP_KERN_TRACE: out of memory",
-                       ex->comm->rank);
+    if (!t)
+        return ERR(MSCCLPP_ERR_NO_MEMORY, "rank %d: MSCCLPP_KERN_TRACE: out of memory",
+                   ex->comm->rank);
     mscclpp_result_t r = ex->hal->host_alloc(TRACE_TABLE_BYTES, (void **)&t->table);
     if (r != MSCCLPP_OK) {
         free(t);
@@ -77,6 +78,13 @@ void exec_trace_launch(mscclpp_executor_t *ex, const exec_context_t *c, exec_low
     t->launches++;
 }
 
+/* Word w of a block's row when this launch stamped it, else 0: the kernel clears nothing, and
+ * a stamp older than the row's entry is an earlier launch's (kern_args.h, "Phase trace"). */
+static uint64_t stamp(const uint64_t *row, uint32_t w)
+{
+    return row[w] != 0 && row[w] >= row[KERN_TRACE_ENTRY] ? row[w] : 0;
+}
+
 /* one point of a row, in microseconds from base ("-": not reached) */
 static void put_us(FILE *f, const char *key, uint64_t ns, uint64_t base)
 {
@@ -89,7 +97,7 @@ static void phase_range(const exec_trace_t *t, uint32_t w, uint64_t base, double
 {
     *lo = *hi = -1;
     for (int b = 0; b < t->nblocks; b++) {
-        uint64_t ns = t->table[(size_t)b * KERN_TRACE_WORDS + w];
+        uint64_t ns = stamp(t->table + (size_t)b * KERN_TRACE_WORDS, w);
         if (ns == 0 || ns < base) continue;
         double us = (double)(ns - base) / 1e3;
         if (*lo < 0 || us < *lo) *lo = us;
@@ -108,24 +116,25 @@ static mscclpp_result_t write_file(const mscclpp_executor_t *ex, const exec_trac
                    ex->comm->rank, path, strerror(errno));
     fprintf(f, "# mscclpp interpreter phase trace (MSCCLPP_KERN_TRACE): the executor's last "
                "launch, microseconds from base_ns\n");
-    fprintf(f, "rank %d\nplan %s\ncollective %s\nin_bytes %" PRIu64 "\nout_bytes %" PRIu64
-               "\nblocks %d\nthreads %d\nlaunches %" PRIu64 "\nbase_ns %" PRIu64 "\n",
+    fprintf(f,
+            "rank %d\nplan %s\ncollective %s\nin_bytes %" PRIu64 "\nout_bytes %" PRIu64
+            "\nblocks %d\nthreads %d\nlaunches %" PRIu64 "\nbase_ns %" PRIu64 "\n",
             ex->comm->rank, t->plan, t->collective, t->in_bytes, t->out_bytes, t->nblocks,
             t->nthreads, t->launches, base);
     for (int b = 0; b < t->nblocks; b++) {
         const uint64_t *row = t->table + (size_t)b * KERN_TRACE_WORDS;
         fprintf(f, "block %d", b);
         put_us(f, "entry", row[KERN_TRACE_ENTRY], base);
-        put_us(f, "staged", row[KERN_TRACE_STAGED], base);
-        put_us(f, "fenced", row[KERN_TRACE_FENCED], base);
+        put_us(f, "staged", stamp(row, KERN_TRACE_STAGED), base);
+        put_us(f, "fenced", stamp(row, KERN_TRACE_FENCED), base);
         for (uint32_t k = 0; k < KERN_TRACE_OPS; k++) {
             uint64_t info = row[KERN_TRACE_INFO + k];
-            if (!(info & KERN_TRACE_INFO_SET)) continue;
+            if (!(info & KERN_TRACE_INFO_SET) || !stamp(row, KERN_TRACE_OP + k)) continue;
             char key[48];
             snprintf(key, sizeof key, "op%u:%s", k, exec_op_name((int)((info >> 16) & 0xff)));
             put_us(f, key, row[KERN_TRACE_OP + k], base);
         }
-        put_us(f, "exit", row[KERN_TRACE_EXIT], base);
+        put_us(f, "exit", stamp(row, KERN_TRACE_EXIT), base);
         fputc('\n', f);
     }
     if (fclose(f) != 0)
@@ -135,8 +144,8 @@ static mscclpp_result_t write_file(const mscclpp_executor_t *ex, const exec_trac
     static const struct {
         uint32_t w;
         const char *name;
-    } phase[] = {{KERN_TRACE_STAGED, "staged"}, {KERN_TRACE_FENCED, "fenced"},
-                 {KERN_TRACE_EXIT, "exit"}};
+    } phase[] = {
+        {KERN_TRACE_STAGED, "staged"}, {KERN_TRACE_FENCED, "fenced"}, {KERN_TRACE_EXIT, "exit"}};
     for (size_t i = 0; i < sizeof phase / sizeof phase[0]; i++) {
         double lo, hi;
         phase_range(t, phase[i].w, base, &lo, &hi);

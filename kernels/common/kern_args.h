@@ -125,12 +125,13 @@
  * KERN_TRACE_WORDS uint64_t per block (row b at trace + b * KERN_TRACE_WORDS, KERN_MAX_BLOCKS
  * rows), host-visible memory the host reads after the launch. Thread 0 of each block stores
  * kern_clock_ns() (globaltimer on CUDA, the host clock on the host backend, wall_clock64 on
- * HIP) with plain stores at the points KERN_TRACE_*: entry (where it first clears the rest of
- * its row, so that nothing of an earlier launch is left), the prologue done (block synced,
+ * HIP) with plain stores at the points KERN_TRACE_*: entry, the prologue done (block synced,
  * ops staged), the launch fence passed or skipped, the end of each of the first
  * KERN_TRACE_OPS ops (word KERN_TRACE_OP + k for op k, a pipeline ending in the slot of its
- * own index; 0 where no op of that index ended at top level) with its KERN_TRACE_INFO word, and
- * the block's exit after the epilogue. A launch that refuses its plan stamps only its entry.
+ * own index, where no op of that index ends at top level nothing is stored) with its
+ * KERN_TRACE_INFO word, and the block's exit after the epilogue. Nothing is cleared: a point
+ * older than its row's entry (or 0) is not this launch's (the clock only goes forward). A
+ * launch that refuses its plan stamps only its entry.
  */
 #ifndef MSCCLPP_KERN_ARGS_H
 #define MSCCLPP_KERN_ARGS_H

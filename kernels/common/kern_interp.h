@@ -1760,16 +1760,14 @@ KERN_FN void kern_stage(kern_smem_t *sm, const kern_op_t *ops, const kern_desc_t
 /*
  * Phase trace (kern_args.h): thread 0's stamps into block `block`'s row of `trace`, out of line
  * and behind `trace != NULL`, so that a launch without a table pays a compare per point and no
- * registers. kern_trace_at stamps word w with the clock (and `info` into its KERN_TRACE_INFO
- * word when not 0); at entry (w KERN_TRACE_ENTRY) it clears the rest of the row first.
+ * registers. kern_trace_put stores `now` into word w (and `info`, when not 0, into its
+ * KERN_TRACE_INFO word): one store per point, nothing cleared (a word older than the row's
+ * entry is an earlier launch's).
  */
 KERN_FN void kern_trace_put(uint64_t *trace, int block, uint32_t w, uint64_t now, uint64_t info)
 {
     uint64_t *row = trace + (uint64_t)block * KERN_TRACE_WORDS;
-    uint32_t k;
     if ((uint32_t)block >= KERN_MAX_BLOCKS) return; /* the table has KERN_MAX_BLOCKS rows */
-    if (w == KERN_TRACE_ENTRY)
-        for (k = 1; k < KERN_TRACE_WORDS; k++) row[k] = 0;
     row[w] = now;
     if (info) row[w + KERN_TRACE_OPS] = info;
 }
@@ -1781,8 +1779,8 @@ KERN_BIG_FN void kern_trace_at(uint64_t *trace, uint32_t clock_khz, int block, u
  * the block's n ops. Found here, from the loop's index after the op, so that the loop keeps no
  * copy of the op's own index across it (that copy took gfx90a two more VGPRs; a stamp in each
  * branch of the loop took sm_90 four more registers). */
-KERN_BIG_FN void kern_trace_op(uint64_t *trace, uint32_t clock_khz, int block,
-                               const kern_op_t *ops, uint32_t next, uint32_t n)
+KERN_BIG_FN void kern_trace_op(uint64_t *trace, uint32_t clock_khz, int block, const kern_op_t *ops,
+                               uint32_t next, uint32_t n)
 {
     const uint64_t now = kern_clock_ns(clock_khz);
     uint32_t k = 0, j = 0;
@@ -1791,13 +1789,12 @@ KERN_BIG_FN void kern_trace_op(uint64_t *trace, uint32_t clock_khz, int block,
         j += ops[j].type == KERN_OP_PIPELINE ? 1u + ops[j].n_inner : 1u;
     }
     if (j >= next)
-        kern_trace_put(trace, block, KERN_TRACE_OP + k, now,
-                       KERN_TRACE_INFO_OF(k, ops[k].type, n));
+        kern_trace_put(trace, block, KERN_TRACE_OP + k, now, KERN_TRACE_INFO_OF(k, ops[k].type, n));
 }
-#define KERN_TRACE_AT(a, tid, block, w)                                             \
-    do {                                                                            \
-        if ((a)->trace && (tid) == 0)                                               \
-            kern_trace_at((a)->trace, (a)->clock_khz, (block), (uint32_t)(w));      \
+#define KERN_TRACE_AT(a, tid, block, w)                                        \
+    do {                                                                       \
+        if ((a)->trace && (tid) == 0)                                          \
+            kern_trace_at((a)->trace, (a)->clock_khz, (block), (uint32_t)(w)); \
     } while (0)
 
 /*

@@ -8,7 +8,9 @@
  *              <= fence <= each op's end <= exit) and its ops are the plan block's top-level
  *              ops (index and code)
  *   t_scratch  the same for a scratch plan (plans/host/allreduce_pkt_2.json, 64 B: packets
- *              through the plan's scratch buffer)
+ *              through the plan's scratch buffer), run after a launch of the direct plan with
+ *              more blocks and ops on the same table: the file has only the last launch's
+ *              blocks and ops (the kernel clears nothing; older stamps are left out)
  *   t_pipeline an allgather whose block runs a pipeline among other ops
  *              (tests/fuzz/plan-corpus/pipeline_sem_barrier_2.json): the pipeline's end is
  *              stamped in the slot of its own index, with its code, its body skipped
@@ -27,10 +29,11 @@
 #include "tests/unit/mp_harness.h"
 
 typedef struct {
-    const char *plan; /* file under plans/, or under the source tree when it starts with / */
-    bool allgather;   /* else allreduce */
-    size_t count;     /* floats per rank */
-    bool traced;      /* MSCCLPP_KERN_TRACE set */
+    const char *plan;  /* file under plans/, or under the source tree when it starts with / */
+    bool allgather;    /* else allreduce */
+    bool direct_first; /* one 2 MiB call of the direct allreduce first, on the same executor */
+    size_t count;      /* floats per rank */
+    bool traced;       /* MSCCLPP_KERN_TRACE set */
     char prefix[600];
 } trace_case_t;
 
@@ -93,8 +96,10 @@ static int check_file(int rank, const char *path, const plan_ops_t *po, const ch
             }
             double us = atof(eq + 1);
             if (us < last || us < 0) {
-                bad = MP_FAIL(rank, "%s: block %d: %s at %.3f us, before the point before it "
-                                    "(%.3f us)", path, b, tok, us, last);
+                bad = MP_FAIL(rank,
+                              "%s: block %d: %s at %.3f us, before the point before it "
+                              "(%.3f us)",
+                              path, b, tok, us, last);
                 break;
             }
             last = us;
@@ -103,9 +108,10 @@ static int check_file(int rank, const char *path, const plan_ops_t *po, const ch
             if (sscanf(tok, "op%u:%63s", &k, name) == 2) {
                 if (k >= KERN_TRACE_OPS || po->expect[b][k] < 0 ||
                     strcmp(name, exec_op_name(po->expect[b][k])) != 0) {
-                    bad = MP_FAIL(rank, "%s: block %d op %u is %s; the plan's is %s", path, b, k,
-                                  name, k < KERN_TRACE_OPS && po->expect[b][k] >= 0
-                                            ? exec_op_name(po->expect[b][k]) : "none");
+                    bad = MP_FAIL(
+                        rank, "%s: block %d op %u is %s; the plan's is %s", path, b, k, name,
+                        k < KERN_TRACE_OPS && po->expect[b][k] >= 0 ? exec_op_name(po->expect[b][k])
+                                                                    : "none");
                     break;
                 }
                 nops++;
@@ -141,6 +147,24 @@ static int trace_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     float *a = NULL, *b = NULL;
     MP_CHECK(rank, mscclpp_malloc(count * sizeof(float), (void **)&a));
     MP_CHECK(rank, mscclpp_malloc(outc * sizeof(float), (void **)&b));
+    if (tc->direct_first) {
+        const size_t big = 512 * 1024;
+        char first[900];
+        snprintf(first, sizeof first, "%s/direct/allreduce_direct_2.json", mp_plan_dir());
+        mscclpp_plan_t *fp = NULL;
+        float *x = NULL, *y = NULL;
+        MP_CHECK(rank, mscclpp_plan_load_file(first, &fp));
+        MP_CHECK(rank, mscclpp_malloc(big * sizeof(float), (void **)&x));
+        MP_CHECK(rank, mscclpp_malloc(big * sizeof(float), (void **)&y));
+        for (size_t i = 0; i < big; i++) x[i] = 1.0f;
+        MP_CHECK(rank, mscclpp_execute(e.ex, fp, x, y, big * sizeof(float), big * sizeof(float),
+                                       MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+        if (y[big - 1] != (float)n) return MP_FAIL(rank, "first call: %g, not %d", y[big - 1], n);
+        MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot)); /* peers done with x and y */
+        mscclpp_free(x);
+        mscclpp_free(y);
+        mscclpp_plan_destroy(fp);
+    }
     for (int call = 0; call < 3; call++) {
         for (size_t i = 0; i < count; i++) a[i] = (float)(rank + call);
         MP_CHECK(rank, mscclpp_execute(e.ex, e.plan, a, b, count * sizeof(float),
@@ -156,7 +180,9 @@ static int trace_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     /* the launch's arguments: the table, or NULL */
     static plan_ops_t po;
     const exec_context_t *c = exec_context_next(e.ex, NULL);
-    if (!c || !c->lowered) return MP_FAIL(rank, "no lowered plan after the calls");
+    while (c && strcmp(c->plan->name, e.plan->name) != 0) c = exec_context_next(e.ex, c);
+    if (!c || !c->lowered)
+        return MP_FAIL(rank, "no lowered plan of %s after the calls", e.plan->name);
     const exec_lowcache_t *l = c->lowered;
     if ((l->low->args.trace != NULL) != tc->traced)
         return MP_FAIL(rank, "MSCCLPP_KERN_TRACE %s, the launch's args.trace is %p",
@@ -175,7 +201,7 @@ static int trace_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
     return check_file(rank, out, &po, name);
 }
 
-static void run_case(const char *plan, bool allgather, size_t count, bool traced)
+static void run_case(const char *plan, bool allgather, size_t count, bool traced, bool direct_first)
 {
     static trace_case_t tc;
     char dir[] = "/tmp/mscclpp-kt-XXXXXX";
@@ -183,6 +209,7 @@ static void run_case(const char *plan, bool allgather, size_t count, bool traced
     tc.plan = plan;
     tc.count = count;
     tc.allgather = allgather;
+    tc.direct_first = direct_first;
     tc.traced = traced;
     snprintf(tc.prefix, sizeof tc.prefix, "%s/kt", dir);
     setenv("MSCCLPP_TIMEOUT", "20", 1);
@@ -195,19 +222,19 @@ static void run_case(const char *plan, bool allgather, size_t count, bool traced
     rmdir(dir);
 }
 
-START_TEST(t_direct) { run_case("direct/allreduce_direct_2.json", false, 512 * 1024, true); }
+START_TEST(t_direct) { run_case("direct/allreduce_direct_2.json", false, 512 * 1024, true, false); }
 END_TEST
 
-START_TEST(t_scratch) { run_case("host/allreduce_pkt_2.json", false, 16, true); }
+START_TEST(t_scratch) { run_case("host/allreduce_pkt_2.json", false, 16, true, true); }
 END_TEST
 
 START_TEST(t_pipeline)
 {
-    run_case("/tests/fuzz/plan-corpus/pipeline_sem_barrier_2.json", true, 64 * 1024, true);
+    run_case("/tests/fuzz/plan-corpus/pipeline_sem_barrier_2.json", true, 64 * 1024, true, false);
 }
 END_TEST
 
-START_TEST(t_off) { run_case("direct/allreduce_direct_2.json", false, 512 * 1024, false); }
+START_TEST(t_off) { run_case("direct/allreduce_direct_2.json", false, 512 * 1024, false, false); }
 END_TEST
 
 int main(void)
