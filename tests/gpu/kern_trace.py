@@ -112,6 +112,15 @@ def report(prefix, out=sys.stdout):
     skew = ", ".join(f"rank {r['rank']} +{(r['base_ns'] - t0) / 1e3:.3f}" for r in ranks)
     print(f"entry skew between ranks (first block's entry after the earliest rank's, us): {skew}",
           file=out)
+    # the clock's resolution shows as the smallest gap between two different stamps
+    # (within a rank: each rank's stamps count from its own base)
+    gaps = []
+    for r in ranks:
+        stamps = sorted({us for points in r["rows"] for _, us in points if us is not None})
+        gaps += [b - a for a, b in zip(stamps, stamps[1:]) if b - a > 0]
+    if gaps:
+        print(f"smallest gap between two stamps: {min(gaps):.3f} us (the clock's step when "
+              "several gaps are that size or multiples of it)", file=out)
     for r in ranks:
         rows, order = by_phase([r])
         exits = [dict(points).get("exit") for points in r["rows"]]

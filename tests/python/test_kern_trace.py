@@ -69,6 +69,7 @@ def test_phases_and_skew(tmp_path):
     assert rank0["epilogue"] == [2.0, 2.0, 6.0]
     assert rank0["total"] == [82.0, 84.0, 88.0]
     assert "the last out at 90.000 us" in out
+    assert "smallest gap between two stamps: 0.500 us" in out, out
     rc, out, _ = run("--brief", prefix)
     assert rc == 0
     assert out.strip() == ("direct_allreduce_2 x2: skew 7.5 us, medians (us) prologue 1.0, "
