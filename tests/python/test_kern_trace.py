@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, bench_path, gpu_check_host
 
 READER = os.path.join(ROOT, "tests", "gpu", "kern_trace.py")
 
@@ -96,23 +96,10 @@ def test_errors(tmp_path):
         kern_trace.parse(prefix + ".rank0.txt")
 
 
-def bench_path():
-    lib = os.environ.get("MSCCLPP_LIBRARY") or os.path.join(ROOT, "build", ".libs",
-                                                            "libmscclpp.so")
-    return os.path.join(os.path.dirname(os.path.dirname(lib)), "tools", "mscclpp-bench")
-
-
 @pytest.mark.skipif(not os.access(bench_path(), os.X_OK), reason="mscclpp-bench is not built")
 def test_gpu_check_trace_host_dry_run(tmp_path):
     # the step on the host backend: both plans traced on both ranks, the tables and the summary
-    build = os.path.dirname(os.path.dirname(bench_path()))
-    env = dict(os.environ, MSCCLPP_TOP_BUILDDIR=build, GPU_CHECK_TIMEOUT="120",
-               MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT="30")
-    env.pop("MSCCLPP_HAL", None)
-    env.pop("MSCCLPP_KERN_TRACE", None)
-    p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu-check.sh"), "--host",
-                        "--only", "trace", "-o", str(tmp_path)], env=env,
-                       capture_output=True, text=True, timeout=600)
+    p = gpu_check_host("trace", tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     summary = (tmp_path / "summary.md").read_text()
     assert "| trace | OK | direct_allreduce_cuda_2 x2: skew " in summary, summary
