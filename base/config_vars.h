@@ -98,6 +98,11 @@ CONFIG_VAR(MSCCLPP_TEST_TRANSPORT_FAULT, STR, "",
 CONFIG_VAR(MSCCLPP_HAL_COUNT, COUNT, "0",
            "Test and measurement: 1 counts every backend (HAL) operation of the process and "
            "prints the counts per operation to stderr at exit (hal/hal.c; docs/performance.md)")
+CONFIG_VAR(MSCCLPP_KERN_TRACE, STR, "",
+           "Measurement: path prefix; the interpreter stamps each block's phases (entry, "
+           "prologue, launch fence, each of its first 14 ops, exit) with the device clock and "
+           "mscclpp_executor_destroy writes the last launch's stamps to PREFIX.rank<R>.txt "
+           "(read by tests/gpu/kern_trace.py; docs/gpu.md)")
 CONFIG_VAR(MSCCLPP_HAL_SYNC_CHECK, COUNT, "0",
            "Test only, host backend: 1 fails (and logs) every backend call that CUDA/HIP may make "
            "wait for the device (allocations and frees, synchronous copies and sets, the NULL "

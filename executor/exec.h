@@ -260,6 +260,8 @@ struct mscclpp_executor {
      * error of any launch, in device memory (KERN_EXEC_WORDS words) the launches read and
      * update. */
     uint64_t *last_sig;
+    /* the phase trace's table and the last launch (MSCCLPP_KERN_TRACE, exec_trace.c), or NULL */
+    struct exec_trace *trace;
     bool launched; /* some launch happened: last_seq names its context */
     uint32_t last_seq;
     /* our call's signature, owed to a peer that sets up a context we do not (state.c) */
@@ -461,5 +463,15 @@ mscclpp_result_t exec_stream_check(void *arg);
 /* After a launch without a stream: the error it recorded in its device state, if any (breaks
  * the executor). */
 mscclpp_result_t exec_check_launch(mscclpp_executor_t *ex, exec_context_t *c);
+
+/* ---- the interpreter's phase trace (exec_trace.c, MSCCLPP_KERN_TRACE) ---------------------- */
+typedef struct exec_trace exec_trace_t;
+/** Read MSCCLPP_KERN_TRACE; when set, allocate the table (ex->trace), else leave it NULL. */
+mscclpp_result_t exec_trace_attach(mscclpp_executor_t *ex);
+/** Point launch `l`'s arguments at the table (NULL without one) and note it as the last. */
+void exec_trace_launch(mscclpp_executor_t *ex, const exec_context_t *c, exec_lowcache_t *l,
+                       int nthreads);
+/** After the executor's stream work: write PREFIX.rank<R>.txt and free the table. */
+mscclpp_result_t exec_trace_finish(mscclpp_executor_t *ex);
 
 #endif /* MSCCLPP_EXECUTOR_EXEC_H */

@@ -457,6 +457,7 @@ static mscclpp_result_t launch(mscclpp_executor_t *ex, exec_context_t *c, exec_l
               c->plan->name, nthreads, ex->max_threads, ex->hal->name);
         nthreads = ex->max_threads;
     }
+    exec_trace_launch(ex, c, l, nthreads);
     mscclpp_result_t r =
         ex->hal->launch(&l->low->args, sizeof l->low->args, l->low->nblocks, nthreads, hs);
     if (r != MSCCLPP_OK) {
@@ -528,8 +529,10 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
         ex->hal->mem_alloc(KERN_EXEC_WORDS * sizeof(uint64_t), (void **)&ex->last_sig);
     if (res == MSCCLPP_OK)
         res = ex->hal->memset_sync(ex->last_sig, 0, KERN_EXEC_WORDS * sizeof(uint64_t));
+    if (res == MSCCLPP_OK) res = exec_trace_attach(ex);
     if (res == MSCCLPP_OK) res = hal_api_source_add(exec_stream_check, ex, &ex->source);
     if (res != MSCCLPP_OK) {
+        exec_trace_finish(ex); /* nothing launched: frees the table, writes nothing */
         if (ex->last_sig) ex->hal->mem_free(ex->last_sig);
         pthread_mutex_destroy(&ex->lock);
         free(ex);
@@ -545,6 +548,7 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_create(mscclpp_comm_t *comm,
         exec_registry_fini(&ex->registry);
         exec_select_detach(ex);
         hal_api_source_remove(ex->source);
+        exec_trace_finish(ex);
         ex->hal->mem_free(ex->last_sig);
         pthread_mutex_destroy(&ex->lock);
         free(ex);
@@ -600,6 +604,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_executor_destroy(mscclpp_executor_t *exec)
     mscclpp_result_t res = hal_api_source_drain(exec->source);
     /* then, so that no stream sync asks a half-destroyed executor */
     hal_api_source_remove(exec->source);
+    /* the launches are done: the phase trace's last rows are final (MSCCLPP_KERN_TRACE) */
+    mscclpp_result_t tr = exec_trace_finish(exec);
+    if (res == MSCCLPP_OK) res = tr;
     exec_native_release(exec); /* before the communicator may go */
     exec_contexts_free_all(exec, true);
     exec_alltoallv_release(exec);

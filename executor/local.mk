@@ -3,7 +3,8 @@
 # plans (alltoallv.c); see docs/architecture.md
 noinst_HEADERS += executor/plan.h executor/exec.h executor/state.h
 libmscclpp_la_SOURCES += executor/executor.c executor/context.c executor/state.c \
-	executor/exec_port.c executor/plan_dirs.c executor/alltoallv.c executor/cache.c
+	executor/exec_port.c executor/plan_dirs.c executor/alltoallv.c executor/cache.c \
+	executor/exec_trace.c
 noinst_HEADERS += executor/exec_port.h executor/exec_forget.h executor/cache.h
 # executor/plan_make.c: one rank's part of a plan recorded like a DSL program (fusion, syncs,
 # replication); executor/made.c: the plans made for the job at hand (any rank count and node

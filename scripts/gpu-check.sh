@@ -7,7 +7,7 @@
 # --deadline: no step starts after SECONDS from the start (each is said SKIP in the report); a
 # step that started runs to its own bound. For a device call with a hard time limit: pick a
 # deadline that leaves the longest step's bound before that limit.
-# --host: a dry run of the steps that allow it (fit, auto) on the host backend (MSCCLPP_HAL=host,
+# --host: a dry run of the steps that allow it (fit, auto, trace) on the host backend (MSCCLPP_HAL=host,
 # no GPU, no MPS; every other step is skipped), at 2..16 MiB (the direct plans start above 1 MiB)
 # and 3 iterations: what a step runs, its checks, logs, summary line and tables, without the
 # device (CI, or a session without one). Its times say nothing about a GPU. --quick leaves fit
@@ -73,6 +73,12 @@
 #                cost of a call (us), r the data loop's rate (GB/s) against the ideal the bench
 #                prints, what they predict for 64 MiB, and a and r over 64 MiB and up only
 #                (past the L2 cache) (about 60 s)
+#   trace        the interpreter's phase trace (MSCCLPP_KERN_TRACE, docs/gpu.md §5a): the direct
+#                allreduce (plans/direct/cuda) and the scratch one (plans/cuda/allreduce_simple_N)
+#                at 2 and 8 ranks, 64 MiB, 20 calls (MPS): each rank's last launch stamped per
+#                block (entry, prologue, launch fence, each op's end, exit) by globaltimer;
+#                tests/gpu/kern_trace.py's tables in trace-<plan>.md, one line each in the
+#                summary (the entry skew between ranks and the median of every phase)
 #   directnccl   tests/gpu/torch_nccl.py again (torchrun, 2 ranks, LD_PRELOAD) with CUDA's
 #                direct plans chosen (MSCCLPP_PLAN_DIRECT=on: plans/direct/cuda/ before
 #                plans/cuda/); PyTorch's caching allocator hands out the segments each rank keys
@@ -135,7 +141,7 @@ done
 case $deadline in *[!0-9]*) echo "gpu-check: --deadline takes whole seconds, not '$deadline'" >&2; exit 2 ;; esac
 # --only STEP,...: every other step skipped
 steps_all="copy nomps floor interp hal hipnv conformance bench direct alltoallv multinode latency"
-steps_all="$steps_all fit graphs agree torchnccl directnccl auto torchgraphs seed variants"
+steps_all="$steps_all fit trace graphs agree torchnccl directnccl auto torchgraphs seed variants"
 if [ -n "${only:-}" ]; then
     skip=","
     for st in $steps_all; do case $only in *",$st,"*) ;; *) skip="$skip$st," ;; esac; done
@@ -145,11 +151,13 @@ fi
 # serve (from 1 MiB + 1) but a CPU moves quickly, and fewer iterations
 fit_lo=$((4 << 20)) fit_hi=$((256 << 20)) fit_top=$((1 << 30)) fit_f=4
 auto_lo=$((4 << 20)) auto_hi=$((256 << 20))
+trace_sz=$((64 << 20)) trace_ranks="2 8"
 iters="-n 20 -w 5"
 if [ $host = 1 ]; then
-    for st in $steps_all; do case $st in fit | auto) ;; *) skip="$skip$st," ;; esac; done
+    for st in $steps_all; do case $st in fit | auto | trace) ;; *) skip="$skip$st," ;; esac; done
     fit_lo=$((2 << 20)) fit_hi=$((8 << 20)) fit_top=$((16 << 20)) fit_f=2
     auto_lo=$((2 << 20)) auto_hi=$((8 << 20))
+    trace_sz=$((4 << 20)) trace_ranks=2
     iters="-n 3 -w 1"
     export GPU_TESTS_MPS=0
 fi
@@ -528,6 +536,34 @@ if want fit; then
     line=$(python3 "$src/tests/gpu/bench_fit.py" fit --brief "${files[@]}" 2>&1)
     [ $fails = 0 ] && result fit OK "t = a + S/r, $line ($(elapsed))" ||
         result fit FAIL "$fails of ${#files[@]} runs failed: $line"
+fi
+
+# ---- trace: where one launch's fixed cost goes, block by block (MSCCLPP_KERN_TRACE) ----
+# Each rank's executor writes its last launch's stamps at destroy (PREFIX.rank<R>.txt); the
+# direct allreduce against the scratch one, at one size past the L2 cache.
+if want trace; then
+    fails=0
+    lines=""
+    for n in ${GPU_CHECK_TRACE_RANKS:-$trace_ranks}; do
+        for plan in "$src/plans/direct/cuda/allreduce_direct_$n.json" \
+            "$src/plans/cuda/allreduce_simple_$n.json"; do
+            name=$(basename "$plan" .json)
+            t=$out/trace-$name
+            rm -f "$t".rank*.txt
+            # shellcheck disable=SC2086 # $iters: two flags
+            MSCCLPP_KERN_TRACE=$t timeout "$limit" "$bench" --plan "$plan" --np "$n" \
+                -b $trace_sz -e $trace_sz $iters --json "$t.json" >"$t.log" 2>&1 &&
+                bench_ok "$t.log" "$t.json" $trace_sz $trace_sz 2 &&
+                [ "$(ls "$t".rank*.txt 2>/dev/null | wc -l)" = "$n" ] &&
+                python3 "$src/tests/gpu/kern_trace.py" "$t" >"$t.md" 2>&1 || {
+                fails=$((fails + 1))
+                echo "   trace $name failed: $(why "$t.log")"
+            }
+            lines="$lines$(python3 "$src/tests/gpu/kern_trace.py" --brief "$t" 2>&1); "
+        done
+    done
+    [ $fails = 0 ] && result trace OK "$lines($(elapsed))" ||
+        result trace FAIL "$fails runs failed: $lines"
 fi
 
 # ---- auto: MSCCLPP_PLAN_DIRECT off / auto / on in one run (issue 19) ----

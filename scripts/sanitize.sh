@@ -59,7 +59,8 @@ suites=(tests/unit/test_plan tests/unit/test_registry tests/unit/test_kernels
         tests/unit/test_executor tests/unit/test_port_fault tests/bench/test_bench_data
         tests/multinode/test_mixed tests/native/test_native tests/multinode/test_staging
         tests/unit/test_comm_abort tests/nccl/test_nccl_abort tests/multinode/test_culprit
-        tests/unit/test_exec_agree tests/unit/test_percall tests/nccl/test_nccl_percall)
+        tests/unit/test_exec_agree tests/unit/test_percall tests/nccl/test_nccl_percall
+        tests/unit/test_kern_trace)
 # Suites not run here, each with its reason (remove an entry once its reason is gone):
 declare -A skip=(
     # test_conformance: every plan x dtype x op x size; about 3x slower under ASan than the

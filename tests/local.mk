@@ -55,6 +55,15 @@ tests_unit_test_buffers_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_buffers_LDADD = libmscclpp.la $(CHECK_LIBS)
 endif
 
+# The interpreter's phase trace (MSCCLPP_KERN_TRACE): files, order of the stamps, ops.
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test_kern_trace
+TESTS += tests/unit/test_kern_trace
+tests_unit_test_kern_trace_SOURCES = tests/unit/test_kern_trace.c tests/unit/mp_harness.c
+tests_unit_test_kern_trace_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_kern_trace_LDADD = $(MSCCLPP_INTERNAL_LIBS) $(CHECK_LIBS)
+endif
+
 # Graph capture and replay on the host backend's capture mode (docs/graphs.md, issue 18).
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test_graph

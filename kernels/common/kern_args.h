@@ -120,6 +120,18 @@
  * separated by a system fence. The host polls `code` with an acquire load at any time, without
  * a device sync; once non-zero, the other fields are complete. The state's `code` is never
  * cleared, so a context's mailbox has one writer, once: no atomics on host memory are needed.
+ *
+ * Phase trace (args.trace, NULL unless MSCCLPP_KERN_TRACE is set; docs/gpu.md): a table of
+ * KERN_TRACE_WORDS uint64_t per block (row b at trace + b * KERN_TRACE_WORDS, KERN_MAX_BLOCKS
+ * rows), host-visible memory the host reads after the launch. Thread 0 of each block stores
+ * kern_clock_ns() (globaltimer on CUDA, the host clock on the host backend, wall_clock64 on
+ * HIP) with plain stores at the points KERN_TRACE_*: entry, the prologue done (block synced,
+ * ops staged), the launch fence passed or skipped, the end of each of the first
+ * KERN_TRACE_OPS ops (word KERN_TRACE_OP + k for op k, a pipeline ending in the slot of its
+ * own index, where no op of that index ends at top level nothing is stored) with its
+ * KERN_TRACE_INFO word, and the block's exit after the epilogue. Nothing is cleared: a point
+ * older than its row's entry (or 0) is not this launch's (the clock only goes forward). A
+ * launch that refuses its plan stamps only its entry.
  */
 #ifndef MSCCLPP_KERN_ARGS_H
 #define MSCCLPP_KERN_ARGS_H
@@ -429,6 +441,21 @@ typedef struct {
 /** The LL flag after `f` (skips 0, the flag of zeroed packet memory). */
 #define KERN_FLAG_NEXT(f) ((f) + 1u == 0u ? 1u : (f) + 1u)
 
+/* Phase trace (see Phase trace): the words of a block's row */
+#define KERN_TRACE_OPS 14   /* ops stamped per block: op indices 0..13 */
+#define KERN_TRACE_ENTRY 0  /* kernel entry */
+#define KERN_TRACE_STAGED 1 /* prologue done: arguments, header and ops read, block synced */
+#define KERN_TRACE_FENCED 2 /* launch fence passed (or skipped: no fence this launch) */
+#define KERN_TRACE_EXIT 3   /* block done, after the epilogue (flag, last_sig) */
+#define KERN_TRACE_OP 4     /* + k: end of op k */
+/* + k: op k's KERN_TRACE_INFO_* word: bit 63 set, the op code at bits 16..23, the op index at
+ * 0..15, the block's op count at 32..47 */
+#define KERN_TRACE_INFO (KERN_TRACE_OP + KERN_TRACE_OPS)
+#define KERN_TRACE_WORDS (KERN_TRACE_INFO + KERN_TRACE_OPS) /* 32: 256 bytes per block */
+#define KERN_TRACE_INFO_SET (1ull << 63)
+#define KERN_TRACE_INFO_OF(k, type, n_ops) \
+    (KERN_TRACE_INFO_SET | ((uint64_t)(n_ops) << 32) | ((uint64_t)(type) << 16) | (uint64_t)(k))
+
 /** Arguments of one launch (passed by value). */
 typedef struct {
     const kern_plan_t *plan; /* device address of the lowered plan blob */
@@ -466,6 +493,7 @@ typedef struct {
                          * launch, after which launches do nothing but fail (Errors); NULL:
                          * decide the fence by args.fence alone */
     uint64_t *vtab;     /* alltoallv's count table (see Alltoallv), else NULL */
+    uint64_t *trace;    /* the phase trace's table (see Phase trace), NULL: none */
 } kern_args_t;
 
 #ifdef __cplusplus

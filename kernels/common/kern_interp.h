@@ -1758,6 +1758,46 @@ KERN_FN void kern_stage(kern_smem_t *sm, const kern_op_t *ops, const kern_desc_t
 }
 
 /*
+ * Phase trace (kern_args.h): thread 0's stamps into block `block`'s row of `trace`, out of line
+ * and behind `trace != NULL`, so that a launch without a table pays a compare per point and no
+ * registers. kern_trace_put stores `now` into word w (and `info`, when not 0, into its
+ * KERN_TRACE_INFO word): one store per point, nothing cleared (a word older than the row's
+ * entry is an earlier launch's).
+ */
+KERN_FN void kern_trace_put(uint64_t *trace, int block, uint32_t w, uint64_t now, uint64_t info)
+{
+    uint64_t *row = trace + (uint64_t)block * KERN_TRACE_WORDS;
+    if ((uint32_t)block >= KERN_MAX_BLOCKS) return; /* the table has KERN_MAX_BLOCKS rows */
+    row[w] = now;
+    if (info) row[w + KERN_TRACE_OPS] = info;
+}
+KERN_BIG_FN void kern_trace_at(uint64_t *trace, uint32_t clock_khz, int block, uint32_t w)
+{
+    kern_trace_put(trace, block, w, kern_clock_ns(clock_khz), 0);
+}
+/* The end of the top-level op (a pipeline: the whole of it) that ends before index `next` of
+ * the block's n ops. Found here, from the loop's index after the op, so that the loop keeps no
+ * copy of the op's own index across it (that copy took gfx90a two more VGPRs; a stamp in each
+ * branch of the loop took sm_90 four more registers). */
+KERN_BIG_FN void kern_trace_op(uint64_t *trace, uint32_t clock_khz, int block, const kern_op_t *ops,
+                               uint32_t next, uint32_t n)
+{
+    const uint64_t now = kern_clock_ns(clock_khz);
+    uint32_t k = 0, j = 0;
+    while (j < next && j < KERN_TRACE_OPS) {
+        k = j;
+        j += ops[j].type == KERN_OP_PIPELINE ? 1u + ops[j].n_inner : 1u;
+    }
+    if (j >= next)
+        kern_trace_put(trace, block, KERN_TRACE_OP + k, now, KERN_TRACE_INFO_OF(k, ops[k].type, n));
+}
+#define KERN_TRACE_AT(a, tid, block, w)                                        \
+    do {                                                                       \
+        if ((a)->trace && (tid) == 0)                                          \
+            kern_trace_at((a)->trace, (a)->clock_khz, (block), (uint32_t)(w)); \
+    } while (0)
+
+/*
  * Run block `block` of a launch as thread tid of nth. `sm`: the block's shared memory (GPU:
  * __shared__; host: owned by the caller); `hbar`: the host barrier of a block run by several
  * host threads, NULL otherwise. Every thread reads the plan header and its block's entry, the
@@ -1794,6 +1834,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
     uint32_t off_chans = 0, off_rbufs = 0, off_switch = 0, off_members = 0;
     int64_t earlier = 0;
     int fence = 0;
+    KERN_TRACE_AT(a, tid, block, KERN_TRACE_ENTRY);
     if (tid == 0) {
         /* thread 0's words too, in the same round trip: the rest of the header, the executor's
          * words (whether this launch fences) and the state's. Decided after the block sync,
@@ -1880,6 +1921,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
         b->tab = sm->tab;
     }
     KERN_BLOCK_SYNC(hbar);
+    if (!b->bad) KERN_TRACE_AT(a, tid, block, KERN_TRACE_STAGED);
 
     c.b = b;
     c.tid = tid;
@@ -1911,6 +1953,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
         }
         c.fenced = earlier == 0 && b->fence;
         if (c.fenced) kern_launch_fence(&c); /* errors: c.op stays -1 */
+        KERN_TRACE_AT(a, tid, block, KERN_TRACE_FENCED);
         while (i < nops) {
             const kern_op_t *op = &ops[i];
             if (op->type == KERN_OP_PIPELINE) {
@@ -1933,6 +1976,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
                 kern_exec_op(&c, op, 0, 0, 0);
                 i++;
             }
+            if (a->trace && tid == 0) kern_trace_op(a->trace, a->clock_khz, block, ops, i, nops);
 #if defined(KERN_HOST)
             if (nth == 1 && kern_failed(&c)) break;
 #endif
@@ -1966,6 +2010,7 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
                 if (nblocks > 1) kern_st_rlx_u32(&b->st->done, 0);
             }
         }
+        KERN_TRACE_AT(a, tid, block, KERN_TRACE_EXIT);
     }
 }
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, bench_path, gpu_check_host
 
 FIT = os.path.join(ROOT, "tests", "gpu", "bench_fit.py")
 MIB = 1 << 20
@@ -150,25 +150,11 @@ def test_modes_name_the_fastest_and_the_plan_each_row_ran(tmp_path):
         run("modes", "no-equals-sign")
 
 
-def bench_path():
-    lib = os.environ.get("MSCCLPP_LIBRARY") or os.path.join(ROOT, "build", ".libs",
-                                                            "libmscclpp.so")
-    return os.path.join(os.path.dirname(os.path.dirname(lib)), "tools", "mscclpp-bench")
-
-
 @pytest.mark.skipif(not os.access(bench_path(), os.X_OK), reason="mscclpp-bench is not built")
 def test_gpu_check_host_dry_run(tmp_path):
     # the steps' own logic on the host backend: what they run, that every row is checked, the
     # summary lines and the tables (2 ranks only, to stay quick)
-    build = os.path.dirname(os.path.dirname(bench_path()))
-    # a loaded machine (the whole suite, other builds on two cores) once kept a rank from its
-    # bootstrap handshake past the 2 s default: the bench's start is not what this test checks
-    env = dict(os.environ, MSCCLPP_TOP_BUILDDIR=build, GPU_CHECK_FIT_RANKS="2",
-               GPU_CHECK_TIMEOUT="120", MSCCLPP_BOOTSTRAP_HANDSHAKE_TIMEOUT="30")
-    env.pop("MSCCLPP_HAL", None)
-    p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu-check.sh"), "--host",
-                        "--only", "fit,auto", "-o", str(tmp_path)], env=env,
-                       capture_output=True, text=True, timeout=600)
+    p = gpu_check_host("fit,auto", tmp_path, GPU_CHECK_FIT_RANKS="2")
     assert p.returncode == 0, p.stdout + p.stderr
     summary = (tmp_path / "summary.md").read_text()
     assert "| fit | OK | t = a + S/r, allreduce_direct_2: a " in summary, summary
