@@ -1,8 +1,9 @@
 /*
  * launch_floor: what any kernel launch costs on this GPU, the floor under lat_probe's figures
  * (issue 19 items 1 and 5; a measurement tool, not a test). It launches an empty kernel whose
- * one parameter has the interpreter's argument size (kern_args_t, 184 B; __grid_constant__ like
- * kern_cuda_entry) at the grid of a small plan and at one warp, and times per launch:
+ * one parameter has the interpreter's argument size (kern_args_t, 200 B since the phase
+ * trace; __grid_constant__ like kern_cuda_entry) at the grid of a small plan and at one warp,
+ * and times per launch:
  *   host     the cudaLaunchKernel call alone (batches of 64, a sync between batches)
  *   total    ITERS back-to-back launches plus one sync (lat_probe's `total`)
  *   sync     one launch plus cudaStreamSynchronize, ITERS times (lat_probe's `call+sync`)
@@ -17,13 +18,13 @@
 #include <stdlib.h>
 #include <time.h>
 
-struct args184 {
-    unsigned long long w[23];
+struct args_like {
+    unsigned long long w[25]; /* sizeof(kern_args_t) / 8 */
 };
 
-__global__ void k_empty(const __grid_constant__ args184 a) { (void)a; }
+__global__ void k_empty(const __grid_constant__ args_like a) { (void)a; }
 
-__global__ void k_one_trip(const __grid_constant__ args184 a, unsigned long long *p)
+__global__ void k_one_trip(const __grid_constant__ args_like a, unsigned long long *p)
 {
     if (threadIdx.x == 0 && blockIdx.x == 0) p[1] = p[0] + a.w[0];
 }
@@ -44,7 +45,7 @@ static double now_us(void)
         }                                                                                        \
     } while (0)
 
-static void launch(int which, int nb, int nt, args184 *a, unsigned long long *p, cudaStream_t s)
+static void launch(int which, int nb, int nt, args_like *a, unsigned long long *p, cudaStream_t s)
 {
     if (which == 0) k_empty<<<nb, nt, 0, s>>>(*a);
     else k_one_trip<<<nb, nt, 0, s>>>(*a, p);
@@ -53,7 +54,7 @@ static void launch(int which, int nb, int nt, args184 *a, unsigned long long *p,
 static void run(const char *name, int which, int nb, int nt, int iters, unsigned long long *p,
                 cudaStream_t s)
 {
-    args184 a = {};
+    args_like a = {};
     a.w[0] = 1;
     for (int i = 0; i < 100; i++) launch(which, nb, nt, &a, p, s);
     CK(cudaStreamSynchronize(s));
