@@ -89,7 +89,9 @@
 #                2 ranks, 4 MiB .. 256 MiB, every row checked, the time per call and the plan
 #                each row ran; and tests/gpu/torch_nccl.py (torchrun, 2 ranks, LD_PRELOAD, its
 #                quick check plus the timed sizes) timing dist.all_reduce at 8 .. 128 MiB under
-#                each mode: per size the three times and the fastest (about 2 minutes)
+#                each mode, off/auto/on in turn, twice (PyTorch's host time per call moves
+#                between torchruns: each mode's best counts): per size the three times and the
+#                fastest (about 3 minutes)
 #   alltoallv    mscclpp_alltoallv count-exact on the GPU (tests/conformance/test_made with
 #                MSCCLPP_HAL=cuda, its alltoallv cases beside the other collectives): 4 ranks on
 #                the one GPU (memory channels; the per-call count table in pinned host memory,
@@ -111,7 +113,8 @@
 # and size flags, e.g. "-b 8 -e 256M -f 32"), GPU_CHECK_NCU_TIMEOUT (seconds for ncu, 300),
 # GPU_CHECK_CONFORMANCE_TIMEOUT (seconds for the conformance suite, 480), GPU_CHECK_FIT_RANKS (step
 # fit's rank counts, "2 8"), GPU_CHECK_AUTO_TORCH_SIZES (the sizes step auto times
-# dist.all_reduce at, "8M,16M,32M,64M,128M").
+# dist.all_reduce at, "8M,16M,32M,64M,128M"), GPU_CHECK_AUTO_TORCH_ROUNDS (its torchruns per
+# mode, 2).
 set -u
 src=${MSCCLPP_TOP_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 if [ -n "${MSCCLPP_TOP_BUILDDIR:-}" ]; then build=$MSCCLPP_TOP_BUILDDIR
@@ -597,17 +600,19 @@ if want auto; then
     else
         tfiles=()
         nd=0
-        for mode in off auto on; do
-            f=$out/auto-torch-$mode
-            pyenv MSCCLPP_PLAN_DIRECT=$mode LD_PRELOAD="$nccl_so" timeout $((limit * 2)) \
-                torchrun --standalone --nproc_per_node=2 "$src/tests/gpu/torch_nccl.py" --quick \
-                --time-sizes "${GPU_CHECK_AUTO_TORCH_SIZES:-8M,16M,32M,64M,128M}" \
-                --json "$f.json" >"$f.log" 2>&1 || {
-                fails=$((fails + 1))
-                echo "   auto torch_nccl ($mode) failed: $(why "$f.log")"
-            }
-            nd=$((nd + $(grep -c -i 'ranks disagree' "$f.log")))
-            tfiles+=(--torch "$mode=$f.json")
+        for round in $(seq 1 "${GPU_CHECK_AUTO_TORCH_ROUNDS:-2}"); do
+            for mode in off auto on; do
+                f=$out/auto-torch-$mode-$round
+                pyenv MSCCLPP_PLAN_DIRECT=$mode LD_PRELOAD="$nccl_so" timeout $((limit * 2)) \
+                    torchrun --standalone --nproc_per_node=2 "$src/tests/gpu/torch_nccl.py" \
+                    --quick --time-sizes "${GPU_CHECK_AUTO_TORCH_SIZES:-8M,16M,32M,64M,128M}" \
+                    --json "$f.json" >"$f.log" 2>&1 || {
+                    fails=$((fails + 1))
+                    echo "   auto torch_nccl ($mode, round $round) failed: $(why "$f.log")"
+                }
+                nd=$((nd + $(grep -c -i 'ranks disagree' "$f.log")))
+                tfiles+=(--torch "$mode=$f.json")
+            done
         done
         python3 "$src/tests/gpu/bench_fit.py" modes "${tfiles[@]}" >>"$out/auto.md" 2>&1
         lines="$lines$(python3 "$src/tests/gpu/bench_fit.py" modes --brief "${tfiles[@]}" 2>&1)"

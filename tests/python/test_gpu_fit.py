@@ -146,6 +146,16 @@ def test_modes_name_the_fastest_and_the_plan_each_row_ran(tmp_path):
                      "64M 160.0/104.0/103.0 on; auto ran a direct plan at 64M"), brief
     brief = run("modes", "--brief", *torch).strip()
     assert brief == "dist.all_reduce (off/auto/on us, fastest): 64M 170.0/110.0/109.5 on", brief
+    # a mode given again (another torchrun) keeps each size's fastest: PyTorch's host time per
+    # call moves between torchruns, so one slow run must not decide the comparison
+    again = []
+    for mode, t8, t64 in (("off", 31.0, 171.0), ("on", 29.0, 110.0)):
+        f = tmp_path / f"auto-torch-{mode}-2.json"
+        f.write_text(json.dumps({str(8 * MIB): t8, str(64 * MIB): t64}))
+        again += ["--torch", f"{mode}={f}"]
+    brief = run("modes", "--brief", *torch, *again).strip()
+    assert brief == ("dist.all_reduce, best of each mode's torchruns (off 2, auto 1, on 2) "
+                     "(off/auto/on us, fastest): 8M 31.0/-/29.0 on, 64M 170.0/110.0/109.5 on"), brief
     with pytest.raises(subprocess.CalledProcessError):
         run("modes", "no-equals-sign")
 
