@@ -75,7 +75,8 @@
 #                (past the L2 cache) (about 60 s)
 #   trace        the interpreter's phase trace (MSCCLPP_KERN_TRACE, docs/gpu.md §5a): the direct
 #                allreduce (plans/direct/cuda) and the scratch one (plans/cuda/allreduce_simple_N)
-#                at 2 and 8 ranks, 64 MiB, 20 calls (MPS): each rank's last launch stamped per
+#                at 64 MiB, and the one-block small allreduce (plans/cuda/allreduce_allpairs_
+#                small_N) at 8 B, 2 and 8 ranks, 20 calls (MPS): each rank's last launch stamped per
 #                block (entry, prologue, launch fence, each op's end, exit) by globaltimer;
 #                tests/gpu/kern_trace.py's tables in trace-<plan>.md, one line each in the
 #                summary (the entry skew between ranks and the median of every phase)
@@ -543,20 +544,23 @@ fi
 
 # ---- trace: where one launch's fixed cost goes, block by block (MSCCLPP_KERN_TRACE) ----
 # Each rank's executor writes its last launch's stamps at destroy (PREFIX.rank<R>.txt); the
-# direct allreduce against the scratch one, at one size past the L2 cache.
+# direct allreduce against the scratch one, at one size past the L2 cache, and the one-block
+# small-message allreduce at 8 B (the 8 B and graph aims: where a whole call's kernel time goes).
 if want trace; then
     fails=0
     lines=""
     for n in ${GPU_CHECK_TRACE_RANKS:-$trace_ranks}; do
-        for plan in "$src/plans/direct/cuda/allreduce_direct_$n.json" \
-            "$src/plans/cuda/allreduce_simple_$n.json"; do
+        for ps in "$src/plans/direct/cuda/allreduce_direct_$n.json:$trace_sz" \
+            "$src/plans/cuda/allreduce_simple_$n.json:$trace_sz" \
+            "$src/plans/cuda/allreduce_allpairs_small_$n.json:8"; do
+            plan=${ps%:*} sz=${ps##*:}
             name=$(basename "$plan" .json)
             t=$out/trace-$name
             rm -f "$t".rank*.txt
             # shellcheck disable=SC2086 # $iters: two flags
             MSCCLPP_KERN_TRACE=$t timeout "$limit" "$bench" --plan "$plan" --np "$n" \
-                -b $trace_sz -e $trace_sz $iters --json "$t.json" >"$t.log" 2>&1 &&
-                bench_ok "$t.log" "$t.json" $trace_sz $trace_sz 2 &&
+                -b $sz -e $sz $iters --json "$t.json" >"$t.log" 2>&1 &&
+                bench_ok "$t.log" "$t.json" $sz $sz 2 &&
                 [ "$(ls "$t".rank*.txt 2>/dev/null | wc -l)" = "$n" ] &&
                 python3 "$src/tests/gpu/kern_trace.py" "$t" >"$t.md" 2>&1 || {
                 fails=$((fails + 1))
