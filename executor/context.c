@@ -233,6 +233,7 @@ static void context_free(mscclpp_executor_t *ex, exec_context_t *c)
     free(c->mappings);
     for (int t = 0; t < 3; t++) free(c->peer_ptr[t]);
     for (int t = 0; t < 2; t++) free(c->peer_off[t]);
+    plan_free((struct mscclpp_plan *)c->plan); /* this context's hold (context_create) */
     free(c);
 }
 
@@ -842,6 +843,7 @@ static mscclpp_result_t context_create(mscclpp_executor_t *ex, const struct mscc
     c->ce.ops = &context_ops;
     c->ce.owner = plan;
     c->plan = plan;
+    plan_hold(plan); /* the caller may destroy its plan while this context lives */
     c->shares_io = shares_io;
     c->reaches_io = exec_plan_reaches_io(plan);
     c->in_cap = in_cap;

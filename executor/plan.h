@@ -190,11 +190,20 @@ struct mscclpp_plan {
     bool per_peer;
     plan_gpu_t *gpus;      /* gpus[r].id == r */
     void *arena;           /* owner of every allocation above (plan_free releases it) */
+    /* Holders besides the one that made the plan: each executor context and registry entry
+     * that keeps it takes one (plan_hold), so a plan outlives its caller's
+     * mscclpp_plan_destroy while an executor still runs or announces on it (0 at creation;
+     * __atomic builtins). */
+    int holders;
 };
 
 /** Load from a JSON text; errors name the JSON path and the rule (MSCCLPP_ERR_INVALID_PLAN). */
 mscclpp_result_t plan_load_json(const char *json, size_t len, const char *source,
                                 struct mscclpp_plan **plan);
+/** One more holder of `plan` (a context or registry entry that keeps it); plan_free drops one.
+ *  The count is bookkeeping, not the plan's contents: holders keep a const plan. */
+void plan_hold(const struct mscclpp_plan *plan);
+/** Drop one holder (the maker's: mscclpp_plan_destroy); frees the plan when none is left. */
 void plan_free(struct mscclpp_plan *plan);
 const char *plan_op_name(plan_op_type_t type);
 

@@ -1885,8 +1885,15 @@ drop_json:
     return res;
 }
 
+void plan_hold(const struct mscclpp_plan *plan)
+{
+    if (plan) __atomic_fetch_add(&((struct mscclpp_plan *)plan)->holders, 1, __ATOMIC_RELAXED);
+}
+
 void plan_free(struct mscclpp_plan *plan)
 {
     if (!plan) return;
+    /* others still hold it: the last one frees it (acquire: their reads come first) */
+    if (__atomic_fetch_sub(&plan->holders, 1, __ATOMIC_ACQ_REL) > 0) return;
     plan_arena_destroy(plan->arena);
 }

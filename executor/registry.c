@@ -21,7 +21,9 @@ void exec_registry_fini(exec_registry_t *reg)
     if (!reg) return;
     for (int i = 0; i < reg->count; i++) {
         free(reg->entries[i].tags);
-        plan_free(reg->entries[i].owned);
+        /* a loaded plan is the registry's own; a registered one it holds (add_entry) */
+        plan_free(reg->entries[i].owned ? reg->entries[i].owned
+                                        : (struct mscclpp_plan *)reg->entries[i].plan);
     }
     free(reg->entries);
     exec_registry_init(reg);
@@ -139,6 +141,7 @@ static mscclpp_result_t add_entry(exec_registry_t *reg, const struct mscclpp_pla
              "plan \"%s\" joins ranks of different nodes by memory channels: it "
              "does not serve this job's layout",
              plan->name);
+    if (!owned) plan_hold(plan); /* a caller's plan: it may destroy its handle meanwhile */
     int at = front ? reg->nfront++ : reg->count;
     memmove(&reg->entries[at + 1], &reg->entries[at],
             (size_t)(reg->count - at) * sizeof reg->entries[0]);

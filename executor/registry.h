@@ -77,7 +77,8 @@ void exec_registry_set_layout(exec_registry_t *reg, int nranks, const uint64_t *
 mscclpp_result_t exec_registry_add_made(exec_registry_t *reg, struct mscclpp_plan *plan);
 
 /**
- * Register `plan` (borrowed: it must outlive the registry) with `ranks_per_node` (>= 0, 0:
+ * Register `plan` (held: plan_hold, released at exec_registry_fini, so its caller may destroy
+ * it first) with `ranks_per_node` (>= 0, 0:
  * any) and `tags` ("k=v,..." or NULL). Malformed tags (an empty key) are INVALID_ARG.
  */
 mscclpp_result_t exec_registry_register(exec_registry_t *reg, const struct mscclpp_plan *plan,

@@ -482,6 +482,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_plan_load_file(const char *path, mscclpp_pl
 /** Load and validate a plan from a JSON string of `len` bytes. */
 MSCCLPP_API mscclpp_result_t mscclpp_plan_load_string(const char *json, size_t len,
                                                       mscclpp_plan_t **plan);
+/** Release the plan. An executor that ran or registered it holds it as long as it keeps it
+ *  (a context, a registry entry), so destroying a plan after a call is safe; the memory goes
+ *  with the last holder. */
 MSCCLPP_API mscclpp_result_t mscclpp_plan_destroy(mscclpp_plan_t *plan);
 /**
  * Check a loaded plan more deeply than loading does: simulate one launch of every rank chunk by
@@ -605,9 +608,9 @@ MSCCLPP_API mscclpp_result_t mscclpp_execute_ex(mscclpp_executor_t *exec,
 
 /* Plan registry: plans selected by collective, world size, ranks per node, in-place, size. */
 
-/** Register a plan (the executor keeps a reference; destroy the plan after the executor). The
- *  plans you register are matched before the default plans the executor loaded at creation, in
- *  the order you registered them (docs/plan-selection.md). */
+/** Register a plan (the executor holds it: mscclpp_plan_destroy may come before or after the
+ *  executor's destroy). The plans you register are matched before the default plans the
+ *  executor loaded at creation, in the order you registered them (docs/plan-selection.md). */
 MSCCLPP_API mscclpp_result_t mscclpp_executor_register_plan(mscclpp_executor_t *exec,
                                                             const mscclpp_plan_t *plan,
                                                             int ranks_per_node, const char *tags);

@@ -305,6 +305,70 @@ START_TEST(t_staging_growth)
 END_TEST
 
 /*
+ * A plan destroyed by its caller while the executor keeps it: the context of a call it ran
+ * (the next call with another plan announces its setup in that context, reading its plan) and
+ * a registry entry (mscclpp_executor_register_plan, then selection at every call). The plan's
+ * memory was freed under both (ASan: heap-use-after-free in exec_setup_announce, found by
+ * test_kern_trace); the executor now holds the plans it keeps (plan_hold).
+ */
+static int destroyed_plan_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
+    const size_t cap = 128 * 1024; /* floats per rank */
+    float *a = NULL, *b = NULL;
+    MP_CHECK(rank, mscclpp_malloc(cap * sizeof(float) * (size_t)n, (void **)&a));
+    MP_CHECK(rank, mscclpp_malloc(cap * sizeof(float) * (size_t)n, (void **)&b));
+    /* each in its size range: the Simple allreduce from 256 KiB + 1, the packet one to 256 KiB */
+    const char *files[] = {"allreduce_simple_2.json", "allgather_2.json", "allreduce_pkt_2.json"};
+    const size_t counts[] = {cap, 16 * 1024, 16 * 1024};
+    for (int k = 0; k < 3; k++) {
+        const size_t count = counts[k];
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", plan_dir, files[k]);
+        mscclpp_plan_t *p = NULL;
+        MP_CHECK(rank, mscclpp_plan_load_file(path, &p));
+        const int gather = k == 1;
+        const size_t out = gather ? count * (size_t)n : count;
+        for (size_t i = 0; i < count; i++) a[i] = (float)(rank + k);
+        MP_CHECK(rank, mscclpp_execute(e.ex, p, a, b, count * sizeof(float), out * sizeof(float),
+                                       MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+        MP_CHECK(rank, mscclpp_plan_destroy(p)); /* the executor keeps its context */
+        for (size_t i = 0; i < out; i++) {
+            float want = gather ? (float)((int)(i / count) + k) : (float)(n * (n - 1) / 2 + n * k);
+            if (b[i] != want)
+                return MP_FAIL(rank, "%s: b[%zu] = %g, want %g", files[k], i, b[i], want);
+        }
+    }
+    /* registered, then destroyed: the registry still selects it */
+    char path[600];
+    snprintf(path, sizeof path, "%s/allreduce_allpairs_2.json", plan_dir);
+    mscclpp_plan_t *p = NULL;
+    MP_CHECK(rank, mscclpp_plan_load_file(path, &p));
+    MP_CHECK(rank, mscclpp_executor_register_plan(e.ex, p, 0, NULL));
+    MP_CHECK(rank, mscclpp_plan_destroy(p));
+    for (int call = 0; call < 2; call++) {
+        for (size_t i = 0; i < 256; i++) a[i] = (float)(rank + call);
+        MP_CHECK(rank, mscclpp_allreduce(e.ex, a, b, 256, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL));
+        for (size_t i = 0; i < 256; i++)
+            if (b[i] != (float)(n * (n - 1) / 2 + n * call))
+                return MP_FAIL(rank, "registered plan, call %d: b[%zu] = %g", call, i, b[i]);
+    }
+    mp_exec_close(&e); /* the last holders go with the executor (ASan: nothing leaks) */
+    mscclpp_free(a);
+    mscclpp_free(b);
+    return 0;
+}
+
+START_TEST(t_plan_destroyed_early)
+{
+    set_plan_dir();
+    ck_assert_int_eq(mp_run(2, destroyed_plan_body, NULL, 120, NULL), 0);
+}
+END_TEST
+
+/*
  * mscclpp_free then mscclpp_malloc of the same sizes hands back the same addresses (the
  * allocator reuses the range). A plan that writes the peers' output buffers keeps mappings of
  * them in its context, which was keyed by the allocation's address only: the second call found
@@ -430,6 +494,7 @@ int main(void)
     tcase_add_test(tc, t_offset_moves);
     tcase_add_test(tc, t_inplace_misuse);
     tcase_add_test(tc, t_staging_growth);
+    tcase_add_test(tc, t_plan_destroyed_early);
     tcase_add_test(tc, t_realloc_same_address);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
