@@ -44,7 +44,8 @@ mscclpp_result_t exec_trace_attach(mscclpp_executor_t *ex)
     ex->trace = NULL;
     if (!prefix || !*prefix) return MSCCLPP_OK;
     if (strlen(prefix) >= sizeof ex->trace->prefix - 32)
-        return ERR_ARG("MSCCLPP_KERN_TRACE: the path prefix is longer than %zu characters",
+        return ERR_ARG("MSCCLPP_KERN_TRACE: the path prefix is longer than %zu characters; "
+                       "set a shorter one (the files are PREFIX.rank<R>.txt)",
                        sizeof ex->trace->prefix - 32);
     exec_trace_t *t = calloc(1, sizeof *t);
     if (!t)
@@ -149,8 +150,12 @@ static mscclpp_result_t write_file(const mscclpp_executor_t *ex, const exec_trac
     for (size_t i = 0; i < sizeof phase / sizeof phase[0]; i++) {
         double lo, hi;
         phase_range(t, phase[i].w, base, &lo, &hi);
-        fprintf(stderr, "mscclpp kern trace rank %d %s (%d blocks): %s at %.3f .. %.3f us\n",
-                ex->comm->rank, t->plan, t->nblocks, phase[i].name, lo, hi);
+        if (lo < 0) /* no block got there: a refused plan stamps only its entry */
+            fprintf(stderr, "mscclpp kern trace rank %d %s (%d blocks): %s not reached\n",
+                    ex->comm->rank, t->plan, t->nblocks, phase[i].name);
+        else
+            fprintf(stderr, "mscclpp kern trace rank %d %s (%d blocks): %s at %.3f .. %.3f us\n",
+                    ex->comm->rank, t->plan, t->nblocks, phase[i].name, lo, hi);
     }
     for (uint32_t k = 0; k < KERN_TRACE_OPS; k++) {
         double lo, hi;

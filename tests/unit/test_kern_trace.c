@@ -237,6 +237,32 @@ END_TEST
 START_TEST(t_off) { run_case("direct/allreduce_direct_2.json", false, 512 * 1024, false, false); }
 END_TEST
 
+/* A prefix too long for the files' names: the executor is refused, and the message says why
+ * and what to do. */
+static int long_prefix_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    char prefix[700];
+    memset(prefix, 'p', sizeof prefix - 1);
+    prefix[sizeof prefix - 1] = '\0';
+    setenv("MSCCLPP_KERN_TRACE", prefix, 1);
+    mscclpp_comm_t *comm = NULL;
+    MP_CHECK(rank, mscclpp_comm_init_rank(id, rank, n, &comm));
+    mscclpp_executor_t *ex = NULL;
+    mscclpp_result_t r = mscclpp_executor_create(comm, &ex);
+    if (r != MSCCLPP_ERR_INVALID_ARG)
+        return MP_FAIL(rank, "a %zu-character prefix gave %s", strlen(prefix),
+                       mscclpp_result_string(r));
+    if (!strstr(mscclpp_last_error(), "MSCCLPP_KERN_TRACE") ||
+        !strstr(mscclpp_last_error(), "shorter"))
+        return MP_FAIL(rank, "message: %s", mscclpp_last_error());
+    mscclpp_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(t_long_prefix) { ck_assert_int_eq(mp_run(1, long_prefix_body, NULL, 60, NULL), 0); }
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kern_trace");
@@ -246,6 +272,7 @@ int main(void)
     tcase_add_test(tc, t_scratch);
     tcase_add_test(tc, t_pipeline);
     tcase_add_test(tc, t_off);
+    tcase_add_test(tc, t_long_prefix);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
