@@ -91,16 +91,24 @@ def publish_and_wait(chan, r, peers):
         chan[(r, p)].wait(tb=0, data_sync=SyncType.after)
 
 
-def direct_ranks(chan, n):
+def direct_ranks(chan, n, ready=False):
     """The ranks of a direct plan (plans/*_direct.py: peers' input and output addressed
-    directly, no scratch), each between two all-pairs handshakes: yields (r, peers) after r has
-    released its writes to every peer and waited for theirs (every peer is in this launch, its
-    input written and its output free of the caller's earlier work), and runs the closing
-    handshake when the loop body for r ends (r's output is complete, and no peer still reads
-    r's input or writes r's output when the call returns). A `break` would skip it."""
+    directly, no scratch): yields (r, peers), and runs the closing handshake when the loop body
+    for r ends (r releases its writes to every peer and waits for theirs: r's output is
+    complete, and no peer still reads r's input or writes r's output when the call returns). A
+    `break` would skip it.
+
+    No handshake opens the call: the executor fences every launch of a plan that reaches the
+    peers' input or output (executor.c, args.fence = reaches_io; kern_args.h, "Launch fence"),
+    and a peer's fence record comes from its launch of this very call, so once the fence is
+    through every peer is in this launch, its input written and its output free of the
+    caller's earlier work and of its own last call, which is what an opening handshake told.
+    ready=True adds it back (r signals every peer and waits for theirs before the body), for a
+    side-by-side measurement of what that round trip costs (scripts/gpu-check.sh step ready)."""
     for r in range(n):
         peers = peers_of(r, n)
-        publish_and_wait(chan, r, peers)
+        if ready:
+            publish_and_wait(chan, r, peers)
         yield r, peers
         publish_and_wait(chan, r, peers)
 
@@ -121,27 +129,28 @@ HOST_DIRECT_MIN_MESSAGE = {"allreduce": 1024 * 1024 + 1, "allgather": 1024 * 102
 # until a GPU measurement (scripts/gpu-check.sh step direct) says they win there.
 
 
-def direct_variants(coll, build, inplace_twins=True, cuda_args=None):
+def direct_variants(coll, build, inplace_twins=True, cuda_args=None, **extra):
     """What default_plans() of plans/<coll>_direct.py yields: the generic direct plans
     (plans/direct/), the host backend's (plans/direct/host/) and the CUDA ones
     (plans/direct/cuda/), each out of place and, with inplace_twins, in place (_ip).
     cuda_args(n): the CUDA variant's shape arguments for n ranks (default: instances =
-    cuda_instances(n))."""
+    cuda_instances(n)). extra: passed to every build (ready=True: the opening handshake back,
+    for scripts/gpu-check.sh step ready; the shipped files have none)."""
     host_min = HOST_DIRECT_MIN_MESSAGE[coll]
     cuda_min = CUDA_SIMPLE_MIN_MESSAGE
     for ip in ("", "_ip") if inplace_twins else ("",):
         for n in RANK_COUNTS:
-            yield f"direct/{coll}_direct{ip}_{n}.json", build(n, inplace=bool(ip))
+            yield f"direct/{coll}_direct{ip}_{n}.json", build(n, inplace=bool(ip), **extra)
         for n in RANK_COUNTS if host_min is not None else ():
             yield (f"direct/host/{coll}_direct{ip}_{n}.json",
                    build(n, instances=1 if coll == "allreduce" else INSTANCES,
-                         min_message_size=host_min, variant="_host", inplace=bool(ip)))
+                         min_message_size=host_min, variant="_host", inplace=bool(ip), **extra))
         for n in RANK_COUNTS:
             shape = cuda_args(n) if cuda_args else dict(instances=cuda_instances(n))
             yield (f"direct/cuda/{coll}_direct{ip}_{n}.json",
                    build(n, **shape,
                          min_message_size=cuda_allreduce_simple_min(n) if coll == "allreduce"
-                         else cuda_min, variant="_cuda", inplace=bool(ip)))
+                         else cuda_min, variant="_cuda", inplace=bool(ip), **extra))
 
 
 def main(build, default_ranks=4):
@@ -154,13 +163,17 @@ def main(build, default_ranks=4):
 
 
 def main_variants(build, default_ranks=4):
-    """main() with --instances and --inplace: for programs whose variants scripts/gpu-check.sh
-    generates (step direct: the CUDA plans' block count)."""
+    """main() with --instances, --inplace and --ready: for programs whose variants
+    scripts/gpu-check.sh generates (step direct: the CUDA plans' block count; step ready: the
+    opening handshake)."""
     import argparse
 
     ap = argparse.ArgumentParser(description=build.__doc__)
     ap.add_argument("--num_ranks", type=int, default=default_ranks)
     ap.add_argument("--instances", type=int, default=INSTANCES)
     ap.add_argument("--inplace", action="store_true")
+    ap.add_argument("--ready", action="store_true",
+                    help="open the call with a ready handshake (the fence makes it redundant)")
     args = ap.parse_args()
-    print(build(args.num_ranks, instances=args.instances, inplace=args.inplace).to_json())
+    print(build(args.num_ranks, instances=args.instances, inplace=args.inplace,
+                ready=args.ready).to_json())

@@ -3,12 +3,12 @@
 Rank r reads its peers' INPUT and writes its peers' OUTPUT in place of going through their
 scratch, replicated over INSTANCES thread blocks (each instance works on its own interleaved
 share of every chunk):
-  1. signal every peer (after a block sync: r's input is written) and wait for theirs: every
-     peer is in this launch, its input ready, and done with r's output of the last call;
-  2. reduce input chunk r with chunk r of every peer's input (read remotely) into output chunk
+  1. reduce input chunk r with chunk r of every peer's input (read remotely) into output chunk
      r and store the result into chunk r of every peer's output (one fused read-reduce-send);
-  3. signal every peer and wait for theirs: r's output is complete, and no peer still reads
+  2. signal every peer and wait for theirs: r's output is complete, and no peer still reads
      r's input when the call returns.
+No handshake opens the call: the launch fence already says that every peer is in this launch,
+its input ready, and done with r's output of the last call (_common.direct_ranks).
 Each rank reads S (its chunk of every input) and writes S (its chunk into every output): 2 S
 per rank for a message of S bytes, the minimum (mscclpp_collective_min_traffic), where the
 scratch plan (allreduce_simple.py) moves 4 S. The peers' buffers are addressed through the
@@ -25,7 +25,7 @@ from mscclpp.language import AllReduce, CollectiveProgram, Rank
 
 
 def allreduce_direct(num_ranks, instances=INSTANCES, min_message_size=SIMPLE_MIN_MESSAGE,
-                     variant="", inplace=False):
+                     variant="", inplace=False, ready=False):
     """Allreduce, Simple protocol, peers' input and output addressed directly."""
     N = num_ranks
     name = f"direct_allreduce{'_ip' if inplace else ''}{variant}_{N}"
@@ -33,7 +33,7 @@ def allreduce_direct(num_ranks, instances=INSTANCES, min_message_size=SIMPLE_MIN
                            protocol="Simple", min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
         chan = memory_channels(N)
-        for r, peers in direct_ranks(chan, N):  # between the two handshakes
+        for r, peers in direct_ranks(chan, N, ready):  # the closing handshake after each
             rank = Rank(r)
             inp, out = rank.get_input_buffer(), rank.get_output_buffer()
             for k, p in enumerate(peers):  # fused into one rre: the peers' sources appended
@@ -45,8 +45,8 @@ def allreduce_direct(num_ranks, instances=INSTANCES, min_message_size=SIMPLE_MIN
     return prog
 
 
-def default_plans():
-    yield from direct_variants("allreduce", allreduce_direct)
+def default_plans(**extra):
+    yield from direct_variants("allreduce", allreduce_direct, **extra)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Direct all-to-all (Simple protocol, memory channels, one node): the fewest bytes.
 
-Rank r, replicated over INSTANCES thread blocks (each on its own share of every chunk), between
-the two handshakes of _common.direct_ranks:
+Rank r, replicated over INSTANCES thread blocks (each on its own share of every chunk), before the
+closing handshake of _common.direct_ranks (none opens the call: the launch fence does its work):
   put its input chunk p straight into chunk r of peer p's OUTPUT, for every peer, and copy its
   input chunk r to its output chunk r.
 Each rank reads its input once and writes S bytes of outputs: 2 S per rank for S bytes per
@@ -20,7 +20,7 @@ from mscclpp.language import AllToAll, CollectiveProgram, Rank
 
 
 def alltoall_direct(num_ranks, instances=INSTANCES, min_message_size=0, variant="",
-                    inplace=False):
+                    inplace=False, ready=False):
     """All-to-all, Simple protocol, peers' outputs written directly (out of place only)."""
     if inplace:
         raise ValueError("alltoall_direct: no in-place variant (a swap needs scratch)")
@@ -30,7 +30,7 @@ def alltoall_direct(num_ranks, instances=INSTANCES, min_message_size=0, variant=
                            min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
         chan = memory_channels(N)
-        for r, peers in direct_ranks(chan, N):  # between the two handshakes
+        for r, peers in direct_ranks(chan, N, ready):  # the closing handshake after each
             rank = Rank(r)
             inp, out = rank.get_input_buffer(), rank.get_output_buffer()
             for p in peers:
@@ -39,8 +39,8 @@ def alltoall_direct(num_ranks, instances=INSTANCES, min_message_size=0, variant=
     return prog
 
 
-def default_plans():
-    yield from direct_variants("alltoall", alltoall_direct, inplace_twins=False)
+def default_plans(**extra):
+    yield from direct_variants("alltoall", alltoall_direct, inplace_twins=False, **extra)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Direct reduce-scatter (Simple protocol, memory channels, one node): the fewest bytes.
 
-Rank r, replicated over INSTANCES thread blocks (each on its own share of every chunk), between
-the two handshakes of _common.direct_ranks:
+Rank r, replicated over INSTANCES thread blocks (each on its own share of every chunk), before the
+closing handshake of _common.direct_ranks (none opens the call: the launch fence does its work):
   reduce its input chunk r with chunk r of every peer's INPUT (read remotely) into its output
   (one fused read-reduce).
 Each rank reads its whole input (chunk r of every rank's) and writes its output: S + S / N per
@@ -20,7 +20,7 @@ from mscclpp.language import CollectiveProgram, Rank, ReduceScatter
 
 
 def reducescatter_direct(num_ranks, instances=INSTANCES, min_message_size=0, variant="",
-                         inplace=False):
+                         inplace=False, ready=False):
     """Reduce-scatter, Simple protocol, peers' inputs read directly."""
     N = num_ranks
     name = f"direct_reducescatter{'_ip' if inplace else ''}{variant}_{N}"
@@ -28,7 +28,7 @@ def reducescatter_direct(num_ranks, instances=INSTANCES, min_message_size=0, var
                            protocol="Simple", min_message_size=min_message_size,
                            max_message_size=MAX_MESSAGE) as prog:
         chan = memory_channels(N)
-        for r, peers in direct_ranks(chan, N):  # between the two handshakes
+        for r, peers in direct_ranks(chan, N, ready):  # the closing handshake after each
             rank = Rank(r)
             inp, out = rank.get_input_buffer(), rank.get_output_buffer()
             for k, p in enumerate(peers):  # fused into one rre: the peers' sources appended
@@ -38,8 +38,8 @@ def reducescatter_direct(num_ranks, instances=INSTANCES, min_message_size=0, var
     return prog
 
 
-def default_plans():
-    yield from direct_variants("reducescatter", reducescatter_direct)
+def default_plans(**extra):
+    yield from direct_variants("reducescatter", reducescatter_direct, **extra)
 
 
 if __name__ == "__main__":

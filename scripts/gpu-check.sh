@@ -7,7 +7,7 @@
 # --deadline: no step starts after SECONDS from the start (each is said SKIP in the report); a
 # step that started runs to its own bound. For a device call with a hard time limit: pick a
 # deadline that leaves the longest step's bound before that limit.
-# --host: a dry run of the steps that allow it (fit, auto, trace) on the host backend (MSCCLPP_HAL=host,
+# --host: a dry run of the steps that allow it (fit, auto, trace, ready) on the host backend (MSCCLPP_HAL=host,
 # no GPU, no MPS; every other step is skipped), at 2..16 MiB (the direct plans start above 1 MiB)
 # and 3 iterations: what a step runs, its checks, logs, summary line and tables, without the
 # device (CI, or a session without one). Its times say nothing about a GPU. --quick leaves fit
@@ -74,12 +74,18 @@
 #                prints, what they predict for 64 MiB, and a and r over 64 MiB and up only
 #                (past the L2 cache) (about 60 s)
 #   trace        the interpreter's phase trace (MSCCLPP_KERN_TRACE, docs/gpu.md §5a): the direct
-#                allreduce (plans/direct/cuda) and the scratch one (plans/cuda/allreduce_simple_N)
-#                at 64 MiB, and the one-block small allreduce (plans/cuda/allreduce_allpairs_
+#                allreduce and broadcast (plans/direct/cuda) and the scratch allreduce
+#                (plans/cuda/allreduce_simple_N) at 64 MiB, and the one-block small allreduce (plans/cuda/allreduce_allpairs_
 #                small_N) at 8 B, 2 and 8 ranks, 20 calls (MPS): each rank's last launch stamped per
 #                block (entry, prologue, launch fence, each op's end, exit) by globaltimer;
 #                tests/gpu/kern_trace.py's tables in trace-<plan>.md, one line each in the
 #                summary (the entry skew between ranks and the median of every phase)
+#   ready        what the direct plans' opening handshake cost (dropped: the launch fence does
+#                its work, plans/_common.py direct_ranks): the CUDA direct allreduce, allgather
+#                and broadcast as shipped against the same plans with the handshake
+#                (tests/gpu/direct_ready.py gen), 2 and 8 ranks, 4 and 64 MiB, alternating over
+#                two rounds, every row checked; ready.md: per size both times and the
+#                difference (GPU_CHECK_READY_RANKS, _COLLS, _ROUNDS) (about 90 s)
 #   directnccl   tests/gpu/torch_nccl.py again (torchrun, 2 ranks, LD_PRELOAD) with CUDA's
 #                direct plans chosen (MSCCLPP_PLAN_DIRECT=on: plans/direct/cuda/ before
 #                plans/cuda/); PyTorch's caching allocator hands out the segments each rank keys
@@ -145,7 +151,7 @@ done
 case $deadline in *[!0-9]*) echo "gpu-check: --deadline takes whole seconds, not '$deadline'" >&2; exit 2 ;; esac
 # --only STEP,...: every other step skipped
 steps_all="copy nomps floor interp hal hipnv conformance bench direct alltoallv multinode latency"
-steps_all="$steps_all fit trace graphs agree torchnccl directnccl auto torchgraphs seed variants"
+steps_all="$steps_all fit trace ready graphs agree torchnccl directnccl auto torchgraphs seed variants"
 if [ -n "${only:-}" ]; then
     skip=","
     for st in $steps_all; do case $only in *",$st,"*) ;; *) skip="$skip$st," ;; esac; done
@@ -156,12 +162,14 @@ fi
 fit_lo=$((4 << 20)) fit_hi=$((256 << 20)) fit_top=$((1 << 30)) fit_f=4
 auto_lo=$((4 << 20)) auto_hi=$((256 << 20))
 trace_sz=$((64 << 20)) trace_ranks="2 8"
+ready_lo=$((4 << 20)) ready_hi=$((64 << 20)) ready_f=16 ready_ranks="2 8"
 iters="-n 20 -w 5"
 if [ $host = 1 ]; then
-    for st in $steps_all; do case $st in fit | auto | trace) ;; *) skip="$skip$st," ;; esac; done
+    for st in $steps_all; do case $st in fit | auto | trace | ready) ;; *) skip="$skip$st," ;; esac; done
     fit_lo=$((2 << 20)) fit_hi=$((8 << 20)) fit_top=$((16 << 20)) fit_f=2
     auto_lo=$((2 << 20)) auto_hi=$((8 << 20))
     trace_sz=$((4 << 20)) trace_ranks=2
+    ready_lo=$((2 << 20)) ready_hi=$((4 << 20)) ready_f=2 ready_ranks=2
     iters="-n 3 -w 1"
     export GPU_TESTS_MPS=0
 fi
@@ -202,7 +210,7 @@ result() {
 elapsed() { echo "$(($(date +%s) - t0)) s"; }
 
 : >"$out/summary.md"
-rm -f "$out/fit.md" "$out/auto.md" # the tables of this run's steps only
+rm -f "$out/fit.md" "$out/auto.md" "$out/ready.md" # the tables of this run's steps only
 needed=("$bench" "$build/tests/gpu/test_gpu_hal" "$build/tests/conformance/test_conformance"
     "$build/tests/gpu/graph_replay")
 [ $host = 1 ] && needed=("$bench")
@@ -544,13 +552,16 @@ fi
 
 # ---- trace: where one launch's fixed cost goes, block by block (MSCCLPP_KERN_TRACE) ----
 # Each rank's executor writes its last launch's stamps at destroy (PREFIX.rank<R>.txt); the
-# direct allreduce against the scratch one, at one size past the L2 cache, and the one-block
+# direct allreduce against the scratch one, at one size past the L2 cache, the direct broadcast
+# (its loop ran at 52-55 % of the ideal where allgather's same fused put reached 82 %: are its
+# root's 127 blocks slow alike, or some late?), and the one-block
 # small-message allreduce at 8 B (the 8 B and graph aims: where a whole call's kernel time goes).
 if want trace; then
     fails=0
     lines=""
     for n in ${GPU_CHECK_TRACE_RANKS:-$trace_ranks}; do
         for ps in "$src/plans/direct/cuda/allreduce_direct_$n.json:$trace_sz" \
+            "$src/plans/direct/cuda/broadcast_direct_$n.json:$trace_sz" \
             "$src/plans/cuda/allreduce_simple_$n.json:$trace_sz" \
             "$src/plans/cuda/allreduce_allpairs_small_$n.json:8"; do
             plan=${ps%:*} sz=${ps##*:}
@@ -571,6 +582,47 @@ if want trace; then
     done
     [ $fails = 0 ] && result trace OK "$lines($(elapsed))" ||
         result trace FAIL "$fails runs failed: $lines"
+fi
+
+# ---- ready: what the direct plans' opening handshake cost (issue 19) ----
+# The direct plans open with no handshake: the launch fence every launch of theirs runs already
+# says that every peer is in the call (plans/_common.py, direct_ranks). tests/gpu/direct_ready.py
+# writes them as they were (each block signalling every peer and waiting for theirs first);
+# each pair at READY sizes, the two alternating over GPU_CHECK_READY_ROUNDS rounds, each
+# variant's best per size: the difference is that round trip's share of the fixed cost a
+# (step fit).
+if want ready; then
+    fails=0
+    files=()
+    rdir=$out/ready-plans
+    if ! python3 "$src/tests/gpu/direct_ready.py" gen "$src" "$rdir" >"$out/ready-gen.log" 2>&1; then
+        fails=1
+        echo "   ready: the plans with the handshake were not written: $(why "$out/ready-gen.log")"
+    fi
+    for n in ${GPU_CHECK_READY_RANKS:-$ready_ranks}; do
+        for c in ${GPU_CHECK_READY_COLLS:-allreduce allgather broadcast}; do
+            for round in $(seq 1 "${GPU_CHECK_READY_ROUNDS:-2}"); do
+                for v in ready none; do
+                    plan=$src/plans/direct/cuda/${c}_direct_$n.json
+                    [ $v = ready ] && plan=$rdir/direct/cuda/${c}_direct_$n.json
+                    r=$out/ready-$v-$c-$n-$round
+                    [ -f "$plan" ] || continue
+                    # shellcheck disable=SC2086 # $iters: two flags
+                    timeout "$limit" "$bench" --plan "$plan" --np "$n" -b $ready_lo -e $ready_hi \
+                        -f $ready_f $iters --json "$r.json" >"$r.log" 2>&1 &&
+                        bench_ok "$r.log" "$r.json" $ready_lo $ready_hi $ready_f || {
+                        fails=$((fails + 1))
+                        echo "   ready $v $c $n failed: $(why "$r.log")"
+                    }
+                    files+=("$r.json")
+                done
+            done
+        done
+    done
+    python3 "$src/tests/gpu/direct_ready.py" compare "${files[@]}" >"$out/ready.md" 2>&1
+    line=$(python3 "$src/tests/gpu/direct_ready.py" compare --brief "${files[@]}" 2>&1)
+    [ $fails = 0 ] && result ready OK "$line ($(elapsed))" ||
+        result ready FAIL "$fails runs failed: $line"
 fi
 
 # ---- auto: MSCCLPP_PLAN_DIRECT off / auto / on in one run (issue 19) ----

@@ -20,6 +20,9 @@
  *                      other call, or one after the cache dropped its context, does not
  *   t_direct_staged    the direct plans (they reach the peers' input and output) on malloc'd
  *                      buffers of some ranks: those run them on staged stand-ins
+ *   t_direct_back_to_back  the direct plans (no opening handshake: the launch fence) back to
+ *                      back on the same buffers, no barrier, a slow rank in turn, every
+ *                      element checked (2 and 4 ranks; in place too)
  *   t_direct_auto      MSCCLPP_PLAN_DIRECT=auto on the host backend: a call shape runs the
  *                      direct plan when every rank's buffers are shareable, the scratch plan
  *                      as soon as one rank's are malloc'd (2 and 4 ranks, mixes)
@@ -463,6 +466,119 @@ START_TEST(t_direct_staged)
     static const int mixes[] = {3, 1, 0}; /* both ranks malloc'd, rank 0 only, none */
     int mix = mixes[_i];
     ck_assert_int_eq(mp_run(2, staged_body, &mix, 300, NULL), 0);
+}
+END_TEST
+
+/* ---- direct plans back to back, no barrier: the launch fence opens every call ------------- */
+
+/* The direct plans open with no handshake of their own (plans/_common.py, direct_ranks): the
+ * launch fence, which every launch of a plan reaching the peers' buffers runs, is what keeps a
+ * fast rank's next call from reading a peer's input before that peer wrote it, or writing a
+ * peer's output before that peer has read the last result. Each call here changes every
+ * input, and in turn one rank is slow: it sleeps before writing its input and again before
+ * reading its output, so a peer let in early reads stale input or overwrites the result under
+ * the check. Five collectives (out of place, then allreduce and allgather in place) follow
+ * each other on the same buffers with nothing between them but the checks. */
+#define B2B_COUNT 131072 /* floats per rank block: 512 KiB, past the allreduce plan's floor */
+#define B2B_CALLS 14
+
+static float b2b_in(int coll, int rank, int k, int n, size_t j)
+{
+    switch (coll) {
+    case 0: return (float)(rank * 10 + k + (int)(j % 7));                      /* allreduce */
+    case 1: return (float)(rank * 1000 + k + (int)(j % 5));                    /* allgather */
+    case 2: return (float)(rank + k + (int)(j % 11));                          /* reducescatter */
+    case 3: return (float)(rank * 100 + (int)(j / B2B_COUNT) + k);            /* alltoall */
+    default: return rank == 0 ? (float)(7 + k + (int)(j % 13)) : (float)(-1 - n); /* broadcast */
+    }
+}
+
+/* Output element j of `rank` for collective coll at call k. */
+static float b2b_out(int coll, int rank, int k, int n, size_t j)
+{
+    const size_t blk = j / B2B_COUNT, i = j % B2B_COUNT;
+    switch (coll) {
+    case 0: return (float)(10 * n * (n - 1) / 2 + n * (k + (int)(j % 7)));
+    case 1: return (float)((int)blk * 1000 + k + (int)(i % 5));
+    case 2: return (float)(n * (n - 1) / 2 + n * (k + (int)(((size_t)rank * B2B_COUNT + j) % 11)));
+    case 3: return (float)((int)blk * 100 + rank + k);
+    default: return (float)(7 + k + (int)(j % 13));
+    }
+}
+
+static int b2b_body(int rank, int n, const mscclpp_unique_id_t *id, void *arg)
+{
+    (void)arg;
+    static const char *const names[] = {"allreduce", "allgather", "reducescatter", "alltoall",
+                                        "broadcast"};
+    char dir[900];
+    snprintf(dir, sizeof dir, "%s/direct", mp_plan_dir());
+    setenv("MSCCLPP_PLAN_DIR", dir, 1); /* this rank's process only */
+    mp_exec_t e;
+    if (mp_exec_open(rank, n, id, NULL, &e)) return 1;
+    const size_t big = (size_t)B2B_COUNT * (size_t)n;
+    float *a = NULL, *b = NULL;
+    if (pair_alloc(rank, false, big * sizeof(float), &a, &b)) return 1;
+    for (int k = 0; k < B2B_CALLS; k++) {
+        /* calls 0-9 out of place, two of each; 10-13: allreduce and allgather in place */
+        const int coll = k < 10 ? k % 5 : (k % 2 ? 1 : 0), inplace = k >= 10;
+        const bool slow = rank == k % n;
+        const size_t nin = coll == 2 || coll == 3 ? big : B2B_COUNT;
+        const size_t nout = coll == 1 || coll == 3 ? big : B2B_COUNT;
+        float *in = a, *out = inplace ? a : b;
+        if (slow) usleep(20000); /* a peer let in now reads the last call's input */
+        if (inplace && coll == 1) { /* in place: this rank's block of the output is the input */
+            in = a + (size_t)rank * B2B_COUNT;
+            for (size_t j = 0; j < B2B_COUNT; j++) in[j] = b2b_in(coll, rank, k, n, j);
+        } else {
+            for (size_t j = 0; j < nin; j++) in[j] = b2b_in(coll, rank, k, n, j);
+        }
+        mscclpp_result_t rc;
+        switch (coll) {
+        case 0:
+            rc = mscclpp_allreduce(e.ex, in, out, B2B_COUNT, MSCCLPP_FLOAT32, MSCCLPP_SUM, NULL);
+            break;
+        case 1: rc = mscclpp_allgather(e.ex, in, out, B2B_COUNT, MSCCLPP_FLOAT32, NULL); break;
+        case 2:
+            rc = mscclpp_reducescatter(e.ex, in, out, B2B_COUNT, MSCCLPP_FLOAT32, MSCCLPP_SUM,
+                                       NULL);
+            break;
+        case 3: rc = mscclpp_alltoall(e.ex, in, out, B2B_COUNT, MSCCLPP_FLOAT32, NULL); break;
+        default: rc = mscclpp_broadcast(e.ex, in, out, B2B_COUNT, MSCCLPP_FLOAT32, 0, NULL); break;
+        }
+        if (rc != MSCCLPP_OK)
+            return MP_FAIL(rank, "call %d (%s%s): %s", k, names[coll], inplace ? " in place" : "",
+                           mscclpp_result_string(rc));
+        if (slow) usleep(20000); /* a peer let in now overwrites this result */
+        for (size_t j = 0; j < nout; j++) {
+            const float want = b2b_out(coll, rank, k, n, j);
+            if (out[j] != want)
+                return MP_FAIL(rank, "call %d (%s%s), rank %d slow: element %zu is %g, not %g", k,
+                               names[coll], inplace ? " in place" : "", k % n, j, out[j], want);
+        }
+    }
+    /* every call ran a direct plan, on the callers' own buffers */
+    int direct = 0, other = 0;
+    for (const exec_context_t *c = exec_context_next(e.ex, NULL); c;
+         c = exec_context_next(e.ex, c)) {
+        if (strncmp(c->plan->name, "direct_", 7) == 0 && !c->staged)
+            direct++;
+        else
+            other++;
+    }
+    if (direct < 5 || other)
+        return MP_FAIL(rank, "%d direct contexts on the callers' buffers and %d others", direct,
+                       other);
+    MP_CHECK(rank, mscclpp_bootstrap_barrier(e.boot)); /* peers done with our memory */
+    mp_exec_close(&e);
+    pair_free(false, a, b);
+    return 0;
+}
+
+START_TEST(t_direct_back_to_back)
+{
+    set_dirs();
+    ck_assert_int_eq(mp_run(_i ? 4 : 2, b2b_body, NULL, 300, NULL), 0);
 }
 END_TEST
 
@@ -948,6 +1064,7 @@ int main(void)
     tcase_add_test(tc, t_scratch_bounded);
     tcase_add_test(tc, t_fast_path);
     tcase_add_loop_test(tc, t_direct_staged, 0, 3);
+    tcase_add_loop_test(tc, t_direct_back_to_back, 0, 2);
     tcase_add_loop_test(tc, t_fast_io, 0, 5);
     tcase_add_loop_test(tc, t_direct_auto, 0, 7);
     tcase_add_loop_test(tc, t_direct_auto_one_rank_moves, 0, 11);
