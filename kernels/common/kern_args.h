@@ -55,9 +55,9 @@
  * runs a different context or shape than the previous call, chunk offsets move: a fast rank
  * could write a peer's scratch where that peer still reads the previous call's data. So a
  * launch whose signature (args.sig, see Call signature) differs from the executor's previous
- * launch's (args.last_sig, device memory the last block of a launch that fenced updates, the
- * others leaving it equal to their own signature: decided on the device, so a replayed CUDA
- * graph fences where it must), or that has args.fence set,
+ * launch's (args.last_sig, device memory the last block of a launch that fenced on a new
+ * signature updates, the others leaving it equal to their own signature: decided on the device,
+ * so a replayed CUDA graph fences where it must), or that has args.fence set,
  * first runs the fence: block 0 writes a fence record (its flag and signature) into spare
  * words of the counter slot of one channel to every peer in plan.fence, and waits for each
  * peer's matching record, which that peer writes only from its own next launch, so after its

@@ -66,7 +66,7 @@ typedef struct {
     uint32_t n_ops;
     int32_t block;
     int32_t bad;   /* the launch is malformed (recorded by thread 0): run nothing */
-    int32_t fence;   /* this launch fences (kern_fence_needed, decided by thread 0) */
+    int32_t fence;   /* KERN_FENCE_*: whether and why it fences (kern_fence_needed, thread 0) */
     int32_t earlier; /* an earlier launch's error (args.last_sig[KERN_EXEC_FAILED]), or 0 */
     int32_t pad;
     void *hbar;    /* host: the barrier of a block run by several threads, else NULL */
@@ -1460,10 +1460,17 @@ KERN_BIG_FN void kern_fence_answer(kern_ctx_t *c)
             kern_rec_write(c, ids[i], KERN_REC_ANSWER);
 }
 
-/* Whether this launch fences: forced, or its signature differs from the previous launch's. */
+/* kern_fence_needed's answers (kern_blk_t.fence): no fence, a fence the executor asked for
+ * (args.fence) on a launch whose signature is the previous launch's, or a fence because the
+ * signature differs (only such a launch has a new signature to keep for the next one) */
+#define KERN_FENCE_NO 0
+#define KERN_FENCE_ASKED 1
+#define KERN_FENCE_NEW_SIG 2
+
 /*
  * The executor's words for this launch: *earlier, an earlier launch's error (0: none), and
- * whether this launch fences (asked, or the previous launch's signature differs). Every word is
+ * whether this launch fences: KERN_FENCE_NEW_SIG when the previous launch's signature differs,
+ * else KERN_FENCE_ASKED when the executor asked (args.fence), else KERN_FENCE_NO. Every word is
  * loaded before any is looked at, so the five loads are one round trip to memory, not five in a
  * row (ncu on an H200, 1-rank 8 B: the launch's prologue is a chain of such trips).
  */
@@ -1472,11 +1479,11 @@ KERN_FN int kern_fence_needed(const kern_args_t *a, int64_t *earlier)
     uint64_t w[KERN_EXEC_WORDS];
     int k, differ = 0;
     *earlier = 0;
-    if (!a->last_sig) return a->fence != 0;
+    if (!a->last_sig) return a->fence ? KERN_FENCE_ASKED : KERN_FENCE_NO;
     KERN_UNROLL for (k = 0; k < KERN_EXEC_WORDS; k++) w[k] = kern_ld_rlx_u64(&a->last_sig[k]);
     *earlier = (int64_t)w[KERN_EXEC_FAILED];
     KERN_UNROLL for (k = 0; k < KERN_SIG_CMP; k++) differ |= w[k] != a->sig[k];
-    return a->fence || differ;
+    return differ ? KERN_FENCE_NEW_SIG : a->fence ? KERN_FENCE_ASKED : KERN_FENCE_NO;
 }
 
 /* An op's function called by kern_exec_op (kern_putv): out of line where ptxas compiles it
@@ -1989,17 +1996,21 @@ KERN_FN void kern_run_block(const kern_args_t *a, int block, int nblocks, int ti
     KERN_SYNC(&c);
     if (tid == 0) {
         kern_st_rlx_u32(&b->st->flags[block], KERN_FLAG_NEXT(b->flag));
-        /* A launch that fenced: its last block to finish keeps this launch's signature for
-         * the next launch's fence decision (none after a failure: the next launch fences).
-         * Only the last: a block that starts after another ended must still see the previous
-         * launch's signature. A launch that did not fence leaves the words as they are: its
-         * signature is already there, and a failure of it is in last_sig[KERN_EXEC_FAILED]
-         * (kern_fail_sig), which fails every later launch until the executor resynchronises
-         * and clears the words. So the steady state (one call shape in a loop) ends with no
-         * counter: an acquire-release atomic at the end of every multi-block launch was a
-         * GPU-scope fence, the atomic and an L1 invalidation on the launch's last path (ncu on
-         * an H200, 1-rank 8 B on 4 blocks: a fifth of the launch's stall samples). */
-        if (a->last_sig && c.fenced) {
+        /* A launch that fenced because its signature differs: its last block to finish
+         * keeps this launch's signature for the next launch's fence decision (none after a
+         * failure: the next launch fences). Only the last: a block that starts after another
+         * ended must still see the previous launch's signature. Every other launch leaves the
+         * words as they are: its signature is already there (one that fenced because the
+         * executor asks at every launch, as for a plan that reaches the peers' buffers,
+         * included), and a failure of it is in last_sig[KERN_EXEC_FAILED] (kern_fail_sig),
+         * which fails every later launch until the executor resynchronises and clears the
+         * words. Every block of a launch reads the same words (no block of it writes them),
+         * so all of them count or none. So the steady state (one call shape in a loop, direct
+         * plans too) ends with no counter: an acquire-release atomic at the end of every
+         * multi-block launch was a GPU-scope fence, the atomic and an L1 invalidation on the
+         * launch's last path (ncu on an H200, 1-rank 8 B on 4 blocks: a fifth of the launch's
+         * stall samples). */
+        if (a->last_sig && c.fenced && b->fence == KERN_FENCE_NEW_SIG) {
             /* one block is always the last: no counter */
             const int last =
                 nblocks == 1 || kern_add_acqrel_u32(&b->st->done, 1) + 1 == (uint32_t)nblocks;

@@ -882,8 +882,9 @@ END_TEST
 /*
  * The executor's words at the end of a launch (kern_args.h, Launch fence): a launch that fences
  * (its signature differs) leaves its signature there through its last block, found by the
- * state's done counter, which it resets; a launch that does not fence leaves the words and the
- * counter alone (no atomic at its end: done keeps a planted 7; before, all 64 blocks counted);
+ * state's done counter, which it resets; a launch that does not fence, or fences only because
+ * the executor asks (args.fence) with the signature already there, leaves the words and the
+ * counter alone (no atomic at its end: done keeps a planted value; before, all 64 blocks counted);
  * after an earlier launch's failure the words keep the signature and every block fails at once.
  */
 START_TEST(test_launch_exec_words)
@@ -915,6 +916,27 @@ START_TEST(test_launch_exec_words)
     ck_assert_uint_eq(st->done, 7);
     for (int k = 0; k < KERN_SIG_CMP; k++) ck_assert_uint_eq(words[k], args.sig[k]);
     for (int b = 0; b < 64; b++) ck_assert_uint_eq(st->flags[b], 3);
+
+    /* the same call, the executor asking for the fence (args.fence: a plan that reaches the
+     * peers' buffers fences at every launch): it fences, but its signature is already in the
+     * words, so no counter either (before: all 64 blocks counted from the planted 1000) */
+    st->done = 1000;
+    args.fence = 1;
+    const uint32_t flag = st->flags[0]; /* this launch's */
+    ck_assert_uint_ne(st->fenced, flag);
+    ck_assert_int_eq(H->launch(&args, sizeof args, 64, 4, NULL), MSCCLPP_OK);
+    ck_assert_int_eq(st->err.code, 0);
+    ck_assert_uint_eq(st->fenced, flag); /* the fence ran */
+    ck_assert_uint_eq(st->done, 1000);
+    for (int k = 0; k < KERN_SIG_CMP; k++) ck_assert_uint_eq(words[k], args.sig[k]);
+    /* asked, on a new signature: the last block keeps it, as without asking */
+    st->done = 0;
+    args.sig[1]++;
+    ck_assert_int_eq(H->launch(&args, sizeof args, 64, 4, NULL), MSCCLPP_OK);
+    ck_assert_int_eq(st->err.code, 0);
+    ck_assert_uint_eq(st->done, 0);
+    for (int k = 0; k < KERN_SIG_CMP; k++) ck_assert_uint_eq(words[k], args.sig[k]);
+    args.fence = 0;
 
     /* an earlier launch failed: this one fails at once, the words stay */
     st->done = 0;
