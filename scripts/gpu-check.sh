@@ -68,9 +68,10 @@
 #   fit          where the time of large calls goes (issue 19): every direct plan of
 #                plans/direct/cuda/ (the five collectives) and the scratch allreduce that a
 #                64 MiB call runs with MSCCLPP_PLAN_DIRECT=off (plans/cuda/allreduce_simple_N),
-#                2 and 8 ranks, 4, 16, 64, 256 MiB (and 1 GiB for the 2-rank allreduces), every
-#                row checked; tests/gpu/bench_fit.py fits time = a + S / r per plan: a the fixed
-#                cost of a call (us), r the data loop's rate (GB/s) against the ideal the bench
+#                2 and 8 ranks, 4, 16, 64, 256 MiB (and 1 GiB for the 2-rank allreduces and
+#                allgather: can its loop reach issue 19's 80 %?), every row checked;
+#                tests/gpu/bench_fit.py fits time = a + S / r per plan: a the fixed cost of a
+#                call (us), r the data loop's rate (GB/s) against the ideal the bench
 #                prints, what they predict for 64 MiB, and a and r over 64 MiB and up only
 #                (past the L2 cache) (about 60 s)
 #   trace        the interpreter's phase trace (MSCCLPP_KERN_TRACE, docs/gpu.md §5a): the direct
@@ -533,7 +534,7 @@ if want fit; then
                 plan=$sp
             fi
             top=$fit_hi
-            case $c in allreduce | scratch) [ "$n" = 2 ] && top=$fit_top ;; esac
+            case $c in allreduce | allgather | scratch) [ "$n" = 2 ] && top=$fit_top ;; esac
             # shellcheck disable=SC2086 # $iters: two flags
             timeout "$limit" "$bench" --plan "$plan" --np "$n" -b $fit_lo -e $top -f $fit_f \
                 $iters --json "$out/fit-$name.json" >"$out/fit-$name.log" 2>&1 &&

@@ -176,6 +176,7 @@ def test_gpu_check_host_dry_run(tmp_path):
     report = (tmp_path / "report.md").read_text()
     assert "| broadcast_direct_2 | 2 | 2M,4M,8M |" in report, report
     assert "| allreduce_direct_2 | 2 | 2M,4M,8M,16M |" in report, report
+    assert "| allgather_direct_2 | 2 | 2M,4M,8M,16M |" in report, report  # to 1 GiB on a GPU
     assert "## allreduce 2 ranks: time per call (us) by MSCCLPP_PLAN_DIRECT mode" in report
     assert "## allgather 2 ranks, in place: time per call (us)" in report, report
     # the fit's units against the bench's own: a measured share at a size that ran is the row's
