@@ -98,14 +98,17 @@ def test_errors(tmp_path):
 
 @pytest.mark.skipif(not os.access(bench_path(), os.X_OK), reason="mscclpp-bench is not built")
 def test_gpu_check_trace_host_dry_run(tmp_path):
-    # the step on the host backend: both plans traced on both ranks, the tables and the summary
+    # the step on the host backend: every plan traced on both ranks, the tables and the summary
     p = gpu_check_host("trace", tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     summary = (tmp_path / "summary.md").read_text()
     assert "| trace | OK | direct_allreduce_cuda_2 x2: skew " in summary, summary
+    assert "; direct_broadcast_cuda_2 x2: skew " in summary, summary
     assert "; default_allreduce_simple_cuda_2 x2: skew " in summary, summary
-    assert ", op3 rres " in summary and ", epilogue " in summary, summary
-    for plan in ("allreduce_direct_2", "allreduce_simple_2"):
+    # the direct allreduce's first op is its data op (no opening handshake: plans/_common.py)
+    assert ", fence " in summary and ", op0 rres " in summary, summary
+    assert ", epilogue " in summary, summary
+    for plan in ("allreduce_direct_2", "broadcast_direct_2", "allreduce_simple_2"):
         for r in (0, 1):
             info = kern_trace.parse(str(tmp_path / f"trace-{plan}.rank{r}.txt"))
             assert info["rank"] == r and info["in_bytes"] == 4 << 20, info
