@@ -517,6 +517,16 @@ bench_ok() {
     while [ "$sz" -le "$4" ]; do want=$((want + 1)) sz=$((sz * $5)); done
     grep -q "^# Out of bounds values : 0 OK" "$1" && [ "$(grep -c . "$2" 2>/dev/null)" = $want ]
 }
+# step_tables STEP TOOL SUBCOMMAND FAILS PREFIX FILE...: the tool's tables over the step's
+# bench records into OUTDIR/STEP.md, its --brief line (after PREFIX) into the summary
+step_tables() {
+    local st=$1 tool=$2 sub=$3 nf=$4 pre=$5 line
+    shift 5
+    python3 "$tool" "$sub" "$@" >"$out/$st.md" 2>&1
+    line=$(python3 "$tool" "$sub" --brief "$@" 2>&1)
+    [ "$nf" = 0 ] && result "$st" OK "$pre$line ($(elapsed))" ||
+        result "$st" FAIL "$nf of $# runs failed: $line"
+}
 if want fit; then
     fails=0
     files=()
@@ -545,10 +555,7 @@ if want fit; then
             files+=("$out/fit-$name.json")
         done
     done
-    python3 "$src/tests/gpu/bench_fit.py" fit "${files[@]}" >"$out/fit.md" 2>&1
-    line=$(python3 "$src/tests/gpu/bench_fit.py" fit --brief "${files[@]}" 2>&1)
-    [ $fails = 0 ] && result fit OK "t = a + S/r, $line ($(elapsed))" ||
-        result fit FAIL "$fails of ${#files[@]} runs failed: $line"
+    step_tables fit "$src/tests/gpu/bench_fit.py" fit $fails "t = a + S/r, " "${files[@]}"
 fi
 
 # ---- trace: where one launch's fixed cost goes, block by block (MSCCLPP_KERN_TRACE) ----
@@ -620,10 +627,7 @@ if want ready; then
             done
         done
     done
-    python3 "$src/tests/gpu/direct_ready.py" compare "${files[@]}" >"$out/ready.md" 2>&1
-    line=$(python3 "$src/tests/gpu/direct_ready.py" compare --brief "${files[@]}" 2>&1)
-    [ $fails = 0 ] && result ready OK "$line ($(elapsed))" ||
-        result ready FAIL "$fails runs failed: $line"
+    step_tables ready "$src/tests/gpu/direct_ready.py" compare $fails "" "${files[@]}"
 fi
 
 # ---- auto: MSCCLPP_PLAN_DIRECT off / auto / on in one run (issue 19) ----
