@@ -36,17 +36,19 @@ def _load(path):
     return mod
 
 
-def generate(src_dir=None):
-    """Yield (file name, plan JSON text) for every default plan."""
+def generate(src_dir=None, suffix=".py", **extra):
+    """Yield (file name, plan JSON text) for every default plan: of the programs whose file
+    name ends with `suffix`, each called as default_plans(**extra) (tests/gpu/direct_ready.py:
+    suffix "_direct.py", ready=True)."""
     src_dir = src_dir or programs_dir()
-    names = sorted(f for f in os.listdir(src_dir) if f.endswith(".py") and not f.startswith("_"))
+    names = sorted(f for f in os.listdir(src_dir) if f.endswith(suffix) and not f.startswith("_"))
     if not names:
         raise FileNotFoundError(f"no default-plan programs in {src_dir}")
     for f in names:
         mod = _load(os.path.join(src_dir, f))
         if not hasattr(mod, "default_plans"):
             continue
-        for fname, program in mod.default_plans():
+        for fname, program in mod.default_plans(**extra):
             yield fname, plan_text(program)
 
 

@@ -18,8 +18,6 @@ VARIANT `ready` (the handshake) or `none` (the shipped plans). Per collective, r
 size: each variant's best time over its rounds, the difference (ready - none, us) and the
 ratio. --brief: one line (the summary of gpu-check.sh), the median difference per rank count.
 """
-import glob
-import importlib.util
 import os
 import re
 import statistics
@@ -33,21 +31,15 @@ NAME = re.compile(r"ready-(ready|none)-([a-z]+)-(\d+)(?:-\d+)?\.json$")
 
 def gen(src, outdir):
     """Write every direct plan with its opening handshake under outdir; returns the count."""
-    plans = os.path.join(src, "plans")
-    sys.path[:0] = [plans, os.path.join(src, "python")]
-    from mscclpp.default_plans import plan_text
+    sys.path.insert(0, os.path.join(src, "python"))
+    from mscclpp.default_plans import generate
     written = 0
-    for path in sorted(glob.glob(os.path.join(plans, "*_direct.py"))):
-        mod_name = os.path.splitext(os.path.basename(path))[0]
-        spec = importlib.util.spec_from_file_location(mod_name, path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        for rel, program in mod.default_plans(ready=True):
-            dest = os.path.join(outdir, rel)
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            with open(dest, "w") as f:
-                f.write(plan_text(program))
-            written += 1
+    for rel, text in generate(os.path.join(src, "plans"), suffix="_direct.py", ready=True):
+        dest = os.path.join(outdir, rel)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open(dest, "w") as f:
+            f.write(text)
+        written += 1
     return written
 
 
