@@ -15,8 +15,12 @@ launch's blocks of:
              counter)
   total      entry -> exit
 and, first, the entry skew between ranks: each rank's first entry after the earliest rank's.
+Where the launch fenced with several blocks, also the fence's hand-off: block 0 waits for the
+peers' records and then tells the rank's other blocks (kern_launch_fence), so the others pass
+it later by that hop; printed as when block 0 passed it and when the others did (min / median
+/ max, from the rank's first entry), and the hop (the others' median less block 0's).
 --brief: one line instead (scripts/gpu-check.sh step trace's summary): the plan, the largest
-skew, and the medians over the blocks of every rank together.
+skew, the medians over the blocks of every rank together, and the hop's median over the ranks.
 The stamps are the device clock (CUDA: globaltimer, one clock per GPU; host backend: the host's
 monotonic clock), so ranks on one GPU (or the host backend) compare directly; ranks on several
 GPUs only within a rank.
@@ -40,6 +44,9 @@ def parse(path):
                 continue
             words = line.split()
             if words[0] == "block":
+                if len(words) < 2 or not re.fullmatch(r"[0-9]+", words[1]):
+                    raise ValueError(f"{path}: a block line without its number: {line}")
+                info.setdefault("blocks_seen", []).append(int(words[1]))
                 points = []
                 for tok in words[2:]:
                     m = POINT.match(tok)
@@ -75,6 +82,23 @@ def phases(points):
     if at.get("exit") is not None:
         out.append(("total", at["exit"] - entry))
     return out
+
+
+def fence_handoff(r):
+    """(block 0's fence pass, [the other blocks' passes]) in us from the rank's first entry, or
+    None where block 0 or every other block did not stamp it (no fence, one block)."""
+    at0, others = None, []
+    for b, points in zip(r.get("blocks_seen", []), r["rows"]):
+        us = dict(points).get("fenced")
+        if us is None:
+            continue
+        if b == 0:
+            at0 = us
+        else:
+            others.append(us)
+    if at0 is None or not others:
+        return None
+    return at0, others
 
 
 def by_phase(ranks):
@@ -133,6 +157,12 @@ def report(prefix, out=sys.stdout):
             label = name.replace(":", " ")
             print(f"  {label:<16} {lo:10.3f} {med:10.3f} {hi:10.3f}   ({len(rows[name])} blocks)",
                   file=out)
+        hand = fence_handoff(r)
+        if hand:
+            at0, others = hand
+            lo, med, hi = stats(others)
+            print(f"  fence passed: block 0 at {at0:.3f} us, the other {len(others)} blocks at "
+                  f"{lo:.3f} / {med:.3f} / {hi:.3f} (hop {med - at0:+.3f} us)", file=out)
     return 0
 
 
@@ -149,7 +179,9 @@ def brief(prefix, out=sys.stdout):
     rows, order = by_phase(ranks)
     meds = ", ".join(f"{n.replace(':', ' ')} {statistics.median(rows[n]):.1f}"
                      for n in order if n != "entry")
-    print(f"{ranks[0].get('plan')} x{len(ranks)}: skew {skew:.1f} us, medians (us) {meds}",
+    hops = [statistics.median(h[1]) - h[0] for h in map(fence_handoff, ranks) if h]
+    hop = f", fence hop {statistics.median(hops):+.1f}" if hops else ""
+    print(f"{ranks[0].get('plan')} x{len(ranks)}: skew {skew:.1f} us, medians (us) {meds}{hop}",
           file=out)
     return 0
 

@@ -60,7 +60,7 @@ def test_phases_and_skew(tmp_path):
     assert "2 ranks, plan direct_allreduce_2 (allreduce, 67108864 B in" in out, out
     assert "rank 0 +0.000, rank 1 +7.500" in out, out
     lines = [ln.split() for ln in out.splitlines() if ln.startswith("  ")]
-    rank0 = {" ".join(w[:-5]): [float(x) for x in w[-5:-2]] for w in lines[:9]}
+    rank0 = {" ".join(w[:-5]): [float(x) for x in w[-5:-2]] for w in lines[:8]}
     assert rank0["entry"] == [0.0, 2.0, 4.0]
     assert rank0["prologue"] == [0.5, 1.0, 1.0]
     assert rank0["fence"] == [1.5, 2.0, 2.0]
@@ -70,11 +70,26 @@ def test_phases_and_skew(tmp_path):
     assert rank0["total"] == [82.0, 84.0, 88.0]
     assert "the last out at 90.000 us" in out
     assert "smallest gap between two stamps: 0.500 us" in out, out
+    # block 0 passed the fence at 3, the others at 4 and 7: the hand-off's hop is 5.5 - 3
+    assert out.count("  fence passed: block 0 at 3.000 us, the other 2 blocks at "
+                     "4.000 / 5.500 / 7.000 (hop +2.500 us)") == 2, out
     rc, out, _ = run("--brief", prefix)
     assert rc == 0
     assert out.strip() == ("direct_allreduce_2 x2: skew 7.5 us, medians (us) prologue 1.0, "
                            "fence 2.0, op0 signal 0.5, op1 wait 7.0, op2 rre 71.0, "
-                           "epilogue 2.0, total 84.0"), out
+                           "epilogue 2.0, total 84.0, fence hop +2.5"), out
+
+
+def test_no_hop_without_a_fence_or_other_blocks(tmp_path):
+    # a launch that did not fence (no stamp), or one block alone: no hand-off to report
+    prefix = str(tmp_path / "kt")
+    write_rank(prefix, 0, 5, ["entry=0.000 staged=1.000 fenced=- op0:wait=9.000 exit=10.000",
+                              "entry=0.500 staged=1.000 fenced=- op0:wait=9.000 exit=10.000"])
+    write_rank(prefix, 1, 5, ["entry=0.000 staged=1.000 fenced=2.000 op0:wait=9.000 exit=10.000"])
+    rc, out, err = run(prefix)
+    assert rc == 0 and "fence passed" not in out, out + err
+    rc, out, _ = run("--brief", prefix)
+    assert rc == 0 and "hop" not in out, out
 
 
 def test_unreached_point_spans_from_the_last_reached(tmp_path):
@@ -93,6 +108,10 @@ def test_errors(tmp_path):
     prefix = str(tmp_path / "bad")
     write_rank(prefix, 0, 5, ["entry=0.000 staged"])
     with pytest.raises(ValueError, match="bad point 'staged'"):
+        kern_trace.parse(prefix + ".rank0.txt")
+    with open(prefix + ".rank0.txt", "w", encoding="utf-8") as f:
+        f.write(HEADER.format(rank=0, base=5) + "block entry=0.000\n")
+    with pytest.raises(ValueError, match="a block line without its number"):
         kern_trace.parse(prefix + ".rank0.txt")
 
 
