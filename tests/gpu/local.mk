@@ -5,7 +5,7 @@ EXTRA_DIST += tests/gpu/run-gpu-tests.sh tests/gpu/mps.sh tests/gpu/gen_variants
 	examples/torch-integration/dsl_with_nccl_api.py tests/gpu/launch_floor.cu \
 	tests/gpu/hal_count.sh tests/gpu/torch_percall.py tests/gpu/gpu_tap.h tests/gpu/thread_dump.sh \
 	tests/gpu/bench_fit.py tests/gpu/torch_nccl.py tests/gpu/ucx_hang.sh \
-	tests/gpu/kern_trace.py tests/gpu/direct_ready.py
+	tests/gpu/kern_trace.py tests/gpu/direct_ready.py tests/gpu/slim-pack.sh
 
 # hal_get() and the fd broker (hal/fd_broker.c, one of the library's sources) are internal: link
 # the library's objects (MSCCLPP_INTERNAL_LIBS, see Makefile.am).
