@@ -127,6 +127,9 @@ def test_gpu_check_trace_host_dry_run(tmp_path):
     # the direct allreduce's first op is its data op (no opening handshake: plans/_common.py)
     assert ", fence " in summary and ", op0 rres " in summary, summary
     assert ", epilogue " in summary, summary
+    # the direct plans fence every launch on several blocks: the hand-off's hop is reported
+    direct = summary.split("direct_allreduce_cuda_2 x2: ")[1].split(";")[0]
+    assert ", fence hop " in direct, summary
     for plan in ("allreduce_direct_2", "broadcast_direct_2", "allreduce_simple_2"):
         for r in (0, 1):
             info = kern_trace.parse(str(tmp_path / f"trace-{plan}.rank{r}.txt"))
