@@ -36,7 +36,7 @@ POINT = re.compile(r"^([A-Za-z0-9_]+(?::[A-Za-z0-9_?]+)?)=(-|[0-9.]+)$")
 def parse(path):
     """One rank's file: its header lines (rank, plan, blocks, base_ns, ...) and 'rows': per block
     [(point, us or None), ...]."""
-    info = {"rows": []}
+    info = {"rows": [], "block_ids": []}
     with open(path, encoding="utf-8") as f:
         for line in f:
             line = line.strip()
@@ -46,7 +46,7 @@ def parse(path):
             if words[0] == "block":
                 if len(words) < 2 or not re.fullmatch(r"[0-9]+", words[1]):
                     raise ValueError(f"{path}: a block line without its number: {line}")
-                info.setdefault("blocks_seen", []).append(int(words[1]))
+                info["block_ids"].append(int(words[1]))
                 points = []
                 for tok in words[2:]:
                     m = POINT.match(tok)
@@ -88,7 +88,7 @@ def fence_handoff(r):
     """(block 0's fence pass, [the other blocks' passes]) in us from the rank's first entry, or
     None where block 0 or every other block did not stamp it (no fence, one block)."""
     at0, others = None, []
-    for b, points in zip(r.get("blocks_seen", []), r["rows"]):
+    for b, points in zip(r["block_ids"], r["rows"]):
         us = dict(points).get("fenced")
         if us is None:
             continue

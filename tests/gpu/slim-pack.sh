@@ -8,10 +8,11 @@
 # agree step), the fuzz, multinode and tune programs, test_nccl_percall, objects and .git. Then
 # it prints the two sizes and their sum against the limit, and fails when they do not fit.
 #
-# usage: tests/gpu/slim-pack.sh [BUILT_DIR [PACK]]   (defaults: /tmp/gpu, .gpu/gpu.tgz)
+# usage: tests/gpu/slim-pack.sh [BUILT_DIR [PACK]]   (defaults: /tmp/gpu, .gpu/gpu.tgz of this tree)
 set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
 src=${1:-/tmp/gpu}
-pack=${2:-.gpu/gpu.tgz}
+pack=${2:-$top/.gpu/gpu.tgz}
 limit=$((64 * 1024 * 1024))
 [ -d "$src/build" ] || { echo "slim-pack: $src/build is missing (run shared/tools/gpu-pack.sh first)" >&2; exit 1; }
 parent=$(dirname "$src")
@@ -27,9 +28,16 @@ tar -C "$parent" -czf "$pack.new" --exclude='*.o' --exclude='*.lo' -X "$excl" "$
     { echo "slim-pack: tar of $src failed" >&2; exit 1; }
 mv "$pack.new" "$pack"
 # what a call carries besides .gpu: the tracked files and the untracked ones git does not ignore
-tree=$(git ls-files -co --exclude-standard -z | xargs -0 stat -c %s 2>/dev/null |
-    awk '{s += $1} END {print s + 0}')
+files=$(mktemp) || exit 1
+trap 'rm -f "$excl" "$pack.new" "$files"' EXIT
+git -C "$top" ls-files -co --exclude-standard -z >"$files" ||
+    { echo "slim-pack: cannot list the working tree of $top with git (a call carries it)" >&2; exit 1; }
+tree=$(cd "$top" && xargs -0 stat -c %s <"$files" 2>/dev/null | awk '{s += $1} END {print s + 0}')
 kit=$(stat -c %s "$pack")
 sum=$((tree + kit))
 echo "slim-pack: $pack $((kit / 1048576)) MiB + working tree $((tree / 1048576)) MiB = $((sum / 1048576)) MiB of 64 MiB"
-[ "$sum" -le "$limit" ] || { echo "slim-pack: too large for one call's carry" >&2; exit 1; }
+[ "$sum" -le "$limit" ] || {
+    echo "slim-pack: too large for one call's carry: leave more out of the pack (the exclusions" \
+        "above) or take large untracked files out of the tree" >&2
+    exit 1
+}
